@@ -1,0 +1,24 @@
+# The two commands a new user needs: `make run` and `make test`.
+.PHONY: run test build vet fmt tidy clean-run
+
+run: ## migrate and serve the API on :8080, starting Redis/PostgreSQL if needed
+	@scripts/run.sh
+
+test: ## go vet + all tests with -race (unit, integration and e2e)
+	@scripts/test.sh
+
+build:
+	go build -o bin/shop ./cmd/shop
+
+vet:
+	go vet ./...
+
+fmt:
+	gofmt -l -w .
+
+tidy:
+	go mod tidy
+
+clean-run: ## stop the private Redis/PostgreSQL that make run/test started
+	-@[ -f .run/redis/redis.pid ] && kill $$(cat .run/redis/redis.pid) || true
+	-@[ -d .run/pg/data ] && { if [ "$$(id -u)" = 0 ]; then runuser -u postgres -- $$(ls -d /usr/lib/postgresql/*/bin | head -1)/pg_ctl -D .run/pg/data stop; else pg_ctl -D .run/pg/data stop; fi; } || true

@@ -1,0 +1,232 @@
+// Package e2e tests the built `shop` binary as a black box over HTTP,
+// against the real Redis and PostgreSQL that internal/testenv finds.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/shop-oss/shop/internal/apitest"
+	"github.com/shop-oss/shop/internal/testenv"
+)
+
+// shopBin is the binary under test, built once by TestMain.
+var shopBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "shop-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	shopBin = filepath.Join(dir, "shop")
+	build := exec.Command("go", "build", "-race", "-o", shopBin, "../cmd/shop")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build shop:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// env is the environment of one shop process: a private database and key
+// prefix on the test services, a random port, a fixed JWT secret.
+type env map[string]string
+
+func newEnv(t *testing.T) env {
+	t.Helper()
+	db := testenv.NewDatabase(t)
+	rdb := testenv.NewRedis(t)
+	return env{
+		"SHOP_ADDR":         "127.0.0.1:0",
+		"SHOP_REDIS_URL":    rdb.URL,
+		"SHOP_DATABASE_URL": db.URL,
+		"SHOP_KEY_PREFIX":   rdb.Prefix,
+		"SHOP_JWT_SECRET":   "e2e-secret-0123456789abcdef0123456789abcdef",
+		"SHOP_RATE_LIMIT":   "0",
+		"SHOP_LOG_LEVEL":    "warn",
+	}
+}
+
+func (e env) list() []string {
+	out := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	for k, v := range e {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+// server is a running `shop serve`.
+type server struct {
+	URL    string
+	cmd    *exec.Cmd
+	mu     sync.Mutex
+	stderr bytes.Buffer
+	done   chan error
+}
+
+// startServer runs `shop serve` (plus args) and waits until it listens. The
+// process is stopped when t ends.
+func startServer(t *testing.T, e env, args ...string) *server {
+	t.Helper()
+	e["SHOP_LOG_LEVEL"] = "info" // the "listening" line carries the address
+	cmd := exec.Command(shopBin, append([]string{"serve"}, args...)...)
+	cmd.Env = e.list()
+	s := &server{cmd: cmd, done: make(chan error, 1)}
+	cmd.Stderr = &lockedWriter{mu: &s.mu, w: &s.stderr}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	addr := make(chan string, 1)
+	go scanLogs(stdout, addr)
+	go func() { s.done <- cmd.Wait() }()
+	t.Cleanup(func() { s.stop(t) })
+	select {
+	case a := <-addr:
+		s.URL = "http://" + a
+	case err := <-s.done:
+		t.Fatalf("shop serve exited before listening: %v\n%s", err, s.stderrText())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("shop serve did not listen within 30s\n%s", s.stderrText())
+	}
+	return s
+}
+
+func scanLogs(r io.Reader, addr chan<- string) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	sent := false
+	for sc.Scan() {
+		var line struct {
+			Msg  string `json:"msg"`
+			Addr string `json:"addr"`
+		}
+		if !sent && json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "listening" {
+			addr <- line.Addr
+			sent = true
+		}
+	}
+}
+
+func (s *server) stderrText() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stderr.String()
+}
+
+// stop sends SIGTERM and returns the exit error (nil for exit 0).
+func (s *server) stop(t *testing.T) error {
+	if s.cmd.ProcessState != nil {
+		return nil
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-s.done:
+		return err
+	case <-time.After(15 * time.Second):
+		_ = s.cmd.Process.Kill()
+		t.Errorf("shop did not stop within 15s of SIGTERM")
+		return <-s.done
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// runShop runs a one-shot shop command and returns its output and error.
+func runShop(t *testing.T, e env, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, shopBin, args...)
+	cmd.Env = e.list()
+	var o, eb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &eb
+	err = cmd.Run()
+	return o.String(), eb.String(), err
+}
+
+// response is one HTTP exchange, already checked against openapi.yaml.
+type response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+func (r response) JSON(t *testing.T, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.Body, v); err != nil {
+		t.Fatalf("decode %s: %v", r.Body, err)
+	}
+}
+
+// call sends one request and checks the exchange against the OpenAPI
+// document. headers are name, value pairs.
+func call(t *testing.T, method, url string, body any, headers ...string) response {
+	t.Helper()
+	var raw []byte
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		raw = b
+	case string:
+		raw = []byte(b)
+	default:
+		var err error
+		if raw, err = json.Marshal(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	req, err := http.NewRequest(method, url, bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(url, "/metrics") {
+		apitest.Check(t, req, raw, resp, out)
+	}
+	return response{resp.StatusCode, resp.Header, out}
+}
+
+var httpClient = &http.Client{Timeout: 30 * time.Second}

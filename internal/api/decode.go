@@ -1,0 +1,81 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+)
+
+// Decode parses the request body, which must be one JSON object, into v.
+// A malformed body, a body that is not an object, trailing data, or a value
+// of the wrong type or out of range answers 400 invalid_request naming the
+// field. Unknown fields are ignored: clients may send more than we read, and
+// fields we do not own (a price, an owner) must never be taken from them.
+func Decode(c *fiber.Ctx, v any) error {
+	return decode(c.Body(), v, false)
+}
+
+// DecodeOptional is Decode for routes whose body may be empty; an empty body
+// leaves v as it was (its defaults).
+func DecodeOptional(c *fiber.Ctx, v any) error {
+	return decode(c.Body(), v, true)
+}
+
+func decode(body []byte, v any, optional bool) error {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 {
+		if optional {
+			return nil
+		}
+		return invalidBody("the request body is empty; a JSON object is expected")
+	}
+	if trimmed[0] != '{' {
+		return invalidBody("the request body must be a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	if err := dec.Decode(v); err != nil {
+		return decodeError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return invalidBody("the request body must hold exactly one JSON object")
+	}
+	return nil
+}
+
+func decodeError(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		field := te.Field
+		if field == "" {
+			field = "body"
+		}
+		return Invalid(FieldError{Field: field, Message: fmt.Sprintf("must be %s", describe(te.Type.String()))})
+	}
+	return invalidBody("the request body is not valid JSON")
+}
+
+func describe(goType string) string {
+	switch {
+	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"):
+		return "an integer in range"
+	case goType == "string":
+		return "a string"
+	case goType == "bool":
+		return "a boolean"
+	case strings.HasPrefix(goType, "[]"):
+		return "an array"
+	case strings.HasPrefix(goType, "*"):
+		return describe(goType[1:])
+	default:
+		return "of the right type"
+	}
+}
+
+func invalidBody(msg string) error {
+	return Invalid(FieldError{Field: "body", Message: msg})
+}

@@ -1,0 +1,119 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/gofiber/fiber/v2"
+)
+
+// ContentTypeProblem is the media type of RFC 9457 problem documents.
+const ContentTypeProblem = "application/problem+json"
+
+// HeaderRequestID carries the request id, echoed when the client sent one.
+const HeaderRequestID = "X-Request-ID"
+
+// problem is the RFC 9457 document. Extension members (code, errors,
+// request_id and Error.Extra) sit beside the standard ones.
+type problem struct {
+	Type      string       `json:"type"`
+	Title     string       `json:"title"`
+	Status    int          `json:"status"`
+	Detail    string       `json:"detail,omitempty"`
+	Instance  string       `json:"instance,omitempty"`
+	Code      string       `json:"code"`
+	RequestID string       `json:"request_id,omitempty"`
+	Errors    []FieldError `json:"errors,omitempty"`
+}
+
+// ErrorHandler returns the Fiber error handler: every error becomes a
+// problem+json answer. Unknown errors are logged with the request id and
+// answered 500 with no internals (Fiber's default would show err.Error()).
+func ErrorHandler(log *slog.Logger) fiber.ErrorHandler {
+	return func(c *fiber.Ctx, err error) error {
+		e := asError(err)
+		status := e.Status()
+		rid := requestID(c)
+		if status >= 500 && e.Code != CodeUnavailable {
+			log.Error("request failed", "request_id", rid, "method", c.Method(), "path", c.Path(), "err", err)
+		}
+		if status == http.StatusUnauthorized {
+			c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="shop"`)
+		}
+		if e.RetryAfter > 0 {
+			c.Set(fiber.HeaderRetryAfter, strconv.Itoa(e.RetryAfter))
+		}
+		body, merr := marshalProblem(e, status, c.OriginalURL(), rid)
+		if merr != nil {
+			return merr
+		}
+		c.Set(fiber.HeaderContentType, ContentTypeProblem)
+		return c.Status(status).Send(body)
+	}
+}
+
+// asError turns any error into an *Error: ours as they are, Fiber's by
+// status, everything else into an internal error.
+func asError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	var fe *fiber.Error
+	if errors.As(err, &fe) {
+		detail := fe.Message
+		if fe.Code >= 500 {
+			detail = http.StatusText(fe.Code)
+		}
+		return &Error{Code: codeForStatus(fe.Code), Detail: detail}
+	}
+	return &Error{Code: CodeInternal, Detail: "internal error"}
+}
+
+func marshalProblem(e *Error, status int, instance, rid string) ([]byte, error) {
+	p := problem{
+		Type:      "urn:shop:problem:" + e.Code,
+		Title:     http.StatusText(status),
+		Status:    status,
+		Detail:    e.Detail,
+		Instance:  instance,
+		Code:      e.Code,
+		RequestID: rid,
+		Errors:    e.Fields,
+	}
+	if e.Code == CodeInvalidRequest && p.Errors == nil {
+		p.Errors = []FieldError{}
+	}
+	if len(e.Extra) == 0 {
+		return json.Marshal(p)
+	}
+	// Merge extension members; the standard members win a name clash.
+	base, err := json.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]any, len(e.Extra)+8)
+	for k, v := range e.Extra {
+		m[k] = v
+	}
+	var std map[string]any
+	if err := json.Unmarshal(base, &std); err != nil {
+		return nil, err
+	}
+	for k, v := range std {
+		m[k] = v
+	}
+	return json.Marshal(m)
+}
+
+// requestID returns the request's id; errors raised before the request-id
+// middleware ran (a body over the limit) get the client's id or none.
+func requestID(c *fiber.Ctx) string {
+	if v := c.GetRespHeader(HeaderRequestID); v != "" {
+		return v
+	}
+	return c.Get(HeaderRequestID)
+}

@@ -1,0 +1,99 @@
+// Package apitest checks HTTP exchanges against the shop's OpenAPI document,
+// so a handler that drifts from openapi.yaml fails its tests. It is used by
+// in-process handler tests (app.Test) and by e2e/ alike.
+package apitest
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"sync"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+
+	"github.com/shop-oss/shop/openapi"
+)
+
+var (
+	once   sync.Once
+	doc    *openapi3.T
+	router routers.Router
+	err    error
+)
+
+// Spec loads and validates openapi.yaml once per test binary.
+func Spec(t testing.TB) (*openapi3.T, routers.Router) {
+	t.Helper()
+	once.Do(func() {
+		openapi3filter.RegisterBodyDecoder("application/yaml", openapi3filter.PlainBodyDecoder)
+		loader := openapi3.NewLoader()
+		doc, err = loader.LoadFromData(openapi.Spec)
+		if err != nil {
+			return
+		}
+		if err = doc.Validate(context.Background()); err != nil {
+			return
+		}
+		// Match requests on any host: tests listen on random ports.
+		doc.Servers = nil
+		router, err = gorillamux.NewRouter(doc)
+	})
+	if err != nil {
+		t.Fatalf("openapi.yaml: %v", err)
+	}
+	return doc, router
+}
+
+// Check validates one exchange: the request must match a documented
+// operation and the response (status, headers, body) its documentation.
+// reqBody and respBody are the raw bodies (the readers are consumed).
+func Check(t testing.TB, req *http.Request, reqBody []byte, resp *http.Response, respBody []byte) {
+	t.Helper()
+	_, r := Spec(t)
+	ctx := context.Background()
+	req = req.Clone(ctx)
+	req.Body = io.NopCloser(bytes.NewReader(reqBody))
+	route, params, ferr := r.FindRoute(req)
+	if ferr != nil && (resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed) {
+		// An undocumented route or method, asked on purpose: it must still
+		// be answered with a problem document.
+		if ct := resp.Header.Get("Content-Type"); ct != "application/problem+json" {
+			t.Errorf("%s %s → %d with Content-Type %q, want a problem document", req.Method, req.URL.Path, resp.StatusCode, ct)
+		}
+		return
+	}
+	if ferr != nil {
+		t.Errorf("openapi: %s %s is not documented: %v", req.Method, req.URL.Path, ferr)
+		return
+	}
+	in := &openapi3filter.RequestValidationInput{
+		Request:    req,
+		PathParams: params,
+		Route:      route,
+		Options: &openapi3filter.Options{
+			AuthenticationFunc: openapi3filter.NoopAuthenticationFunc,
+			// Bad requests are sent on purpose; only responses must conform.
+			ExcludeRequestBody: true,
+			MultiError:         true,
+		},
+	}
+	out := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: in,
+		Status:                 resp.StatusCode,
+		Header:                 resp.Header,
+		Body:                   io.NopCloser(bytes.NewReader(respBody)),
+		Options: &openapi3filter.Options{
+			IncludeResponseStatus: true,
+			MultiError:            true,
+		},
+	}
+	if verr := openapi3filter.ValidateResponse(ctx, out); verr != nil {
+		t.Errorf("openapi: %s %s → %d does not match openapi.yaml: %v\nbody: %s",
+			req.Method, req.URL.Path, resp.StatusCode, verr, respBody)
+	}
+}

@@ -1,0 +1,201 @@
+// Package config reads the shop's settings from SHOP_* environment variables
+// (flags of the same name override them), validates them, and reports a bad
+// setting by the name of its variable, so start-up fails with one clear line.
+package config
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+)
+
+// Config is every setting of the shop process. See API.md's configuration
+// table for the contract; the extra fields are additions with safe defaults.
+type Config struct {
+	Env            string        `env:"SHOP_ENV"`
+	Addr           string        `env:"SHOP_ADDR" envDefault:":8080"`
+	RedisURL       string        `env:"SHOP_REDIS_URL" envDefault:"redis://127.0.0.1:6379/0"`
+	DatabaseURL    string        `env:"SHOP_DATABASE_URL" envDefault:"postgres://postgres@127.0.0.1:5432/shop?sslmode=disable"`
+	JWTSecret      string        `env:"SHOP_JWT_SECRET"`
+	KeyPrefix      string        `env:"SHOP_KEY_PREFIX" envDefault:"shop:"`
+	RateLimit      RateLimit     `env:"SHOP_RATE_LIMIT" envDefault:"100/10s"`
+	TrustedProxies []string      `env:"SHOP_TRUSTED_PROXIES" envSeparator:","`
+	AccessTTL      time.Duration `env:"SHOP_ACCESS_TTL" envDefault:"15m"`
+	SessionTTL     time.Duration `env:"SHOP_SESSION_TTL" envDefault:"720h"`
+	LogLevel       slog.Level    `env:"SHOP_LOG_LEVEL" envDefault:"info"`
+
+	// Additions to the contract.
+	BodyLimit       int           `env:"SHOP_BODY_LIMIT" envDefault:"65536"`
+	ShutdownTimeout time.Duration `env:"SHOP_SHUTDOWN_TIMEOUT" envDefault:"8s"`
+	RedisPoolSize   int           `env:"SHOP_REDIS_POOL_SIZE" envDefault:"100"`
+}
+
+// Dev reports whether the process runs in development mode (SHOP_ENV=dev).
+func (c *Config) Dev() bool { return c.Env == "dev" }
+
+// RateLimit is SHOP_RATE_LIMIT: N requests per sliding window, or off.
+type RateLimit struct {
+	Limit  int
+	Window time.Duration
+}
+
+// Off reports whether rate limiting is turned off (SHOP_RATE_LIMIT=0).
+func (r RateLimit) Off() bool { return r.Limit == 0 }
+
+// UnmarshalText parses "N/duration" (for example "100/10s") or "0".
+func (r *RateLimit) UnmarshalText(b []byte) error {
+	s := strings.TrimSpace(string(b))
+	if s == "0" {
+		*r = RateLimit{}
+		return nil
+	}
+	n, d, ok := strings.Cut(s, "/")
+	if !ok {
+		return fmt.Errorf("%q is not N/duration (like 100/10s) or 0", s)
+	}
+	limit, err := strconv.Atoi(n)
+	if err != nil || limit <= 0 {
+		return fmt.Errorf("%q: N must be a positive integer", s)
+	}
+	window, err := time.ParseDuration(d)
+	if err != nil || window < time.Millisecond {
+		return fmt.Errorf("%q: the window must be a duration of at least 1ms", s)
+	}
+	*r = RateLimit{Limit: limit, Window: window}
+	return nil
+}
+
+// String formats the limit the way it is configured.
+func (r RateLimit) String() string {
+	if r.Off() {
+		return "0"
+	}
+	return fmt.Sprintf("%d/%s", r.Limit, r.Window)
+}
+
+// Load parses the settings from environ (variable name to value; a missing
+// key means the variable is unset) and validates them. Errors name the
+// variable.
+func Load(environ map[string]string) (*Config, error) {
+	var c Config
+	if err := env.ParseWithOptions(&c, env.Options{Environment: environ}); err != nil {
+		return nil, nameVariables(err)
+	}
+	c.TrustedProxies = trimAll(c.TrustedProxies)
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// Variables lists the names of every variable Load reads, so callers can
+// collect them from the process environment or from flags.
+func Variables() []string {
+	t := reflect.TypeOf(Config{})
+	names := make([]string, 0, t.NumField())
+	for i := range t.NumField() {
+		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("env"), ","); name != "" {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+func (c *Config) validate() error {
+	checks := []struct {
+		name string
+		bad  bool
+		why  string
+	}{
+		{"SHOP_ADDR", c.Addr == "", "must not be empty"},
+		{"SHOP_REDIS_URL", c.RedisURL == "", "must not be empty"},
+		{"SHOP_DATABASE_URL", c.DatabaseURL == "", "must not be empty"},
+		{"SHOP_KEY_PREFIX", c.KeyPrefix == "" || len(c.KeyPrefix) > 64, "must be 1 to 64 characters"},
+		{"SHOP_ACCESS_TTL", c.AccessTTL < time.Second || c.AccessTTL > 24*time.Hour, "must be between 1s and 24h"},
+		{"SHOP_SESSION_TTL", c.SessionTTL < c.AccessTTL, "must be at least SHOP_ACCESS_TTL"},
+		{"SHOP_BODY_LIMIT", c.BodyLimit < 1024, "must be at least 1024 bytes"},
+		{"SHOP_SHUTDOWN_TIMEOUT", c.ShutdownTimeout <= 0, "must be positive"},
+		{"SHOP_REDIS_POOL_SIZE", c.RedisPoolSize < 1, "must be at least 1"},
+	}
+	for _, ch := range checks {
+		if ch.bad {
+			return fmt.Errorf("invalid %s: %s", ch.name, ch.why)
+		}
+	}
+	for _, p := range c.TrustedProxies {
+		if _, err := parseProxy(p); err != nil {
+			return fmt.Errorf("invalid SHOP_TRUSTED_PROXIES: %q is neither an IP nor a CIDR", p)
+		}
+	}
+	return nil
+}
+
+// trimAll drops blank entries, so SHOP_TRUSTED_PROXIES="" or "a, b," work.
+func trimAll(in []string) []string {
+	var out []string
+	for _, s := range in {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func parseProxy(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		return netip.ParsePrefix(s)
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// ErrNoJWTSecret is returned by EnsureJWTSecret when SHOP_JWT_SECRET is unset
+// outside development mode.
+var ErrNoJWTSecret = errors.New("SHOP_JWT_SECRET is required (or set SHOP_ENV=dev for a random one)")
+
+// EnsureJWTSecret checks that a signing secret is configured. In development
+// mode it makes a random one and returns generated=true, so the caller can
+// warn that tokens will not survive a restart.
+func (c *Config) EnsureJWTSecret() (generated bool, err error) {
+	if c.JWTSecret != "" {
+		return false, nil
+	}
+	if !c.Dev() {
+		return false, ErrNoJWTSecret
+	}
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return false, fmt.Errorf("generate SHOP_JWT_SECRET: %w", err)
+	}
+	c.JWTSecret = hex.EncodeToString(b)
+	return true, nil
+}
+
+// nameVariables rewrites env's errors, which name struct fields, so that they
+// name the environment variable the user has to fix.
+func nameVariables(err error) error {
+	var agg env.AggregateError
+	if !errors.As(err, &agg) || len(agg.Errors) == 0 {
+		return err
+	}
+	var pe env.ParseError
+	if errors.As(agg.Errors[0], &pe) {
+		if f, ok := reflect.TypeOf(Config{}).FieldByName(pe.Name); ok {
+			name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
+			return fmt.Errorf("invalid %s: %v", name, pe.Err)
+		}
+	}
+	return agg.Errors[0]
+}

@@ -1,0 +1,69 @@
+package config_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shop-oss/shop/internal/config"
+)
+
+func TestDefaults(t *testing.T) {
+	c, err := config.Load(map[string]string{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Addr != ":8080" || c.KeyPrefix != "shop:" || c.AccessTTL != 15*time.Minute ||
+		c.SessionTTL != 720*time.Hour || c.RateLimit.Limit != 100 || c.RateLimit.Window != 10*time.Second ||
+		c.RedisURL != "redis://127.0.0.1:6379/0" ||
+		c.DatabaseURL != "postgres://postgres@127.0.0.1:5432/shop?sslmode=disable" || len(c.TrustedProxies) != 0 {
+		t.Errorf("defaults differ from API.md: %+v", c)
+	}
+}
+
+func TestInvalidSettingsNameTheirVariable(t *testing.T) {
+	tests := []struct {
+		name, variable, value string
+	}{
+		{"rate_limit_garbage", "SHOP_RATE_LIMIT", "abc"},
+		{"rate_limit_negative", "SHOP_RATE_LIMIT", "-1/10s"},
+		{"rate_limit_bad_window", "SHOP_RATE_LIMIT", "10/soon"},
+		{"access_ttl", "SHOP_ACCESS_TTL", "x"},
+		{"access_ttl_zero", "SHOP_ACCESS_TTL", "0s"},
+		{"session_shorter_than_access", "SHOP_SESSION_TTL", "1m"},
+		{"log_level", "SHOP_LOG_LEVEL", "loud"},
+		{"proxy", "SHOP_TRUSTED_PROXIES", "10.0.0.1,not-an-ip"},
+		{"body_limit", "SHOP_BODY_LIMIT", "ten"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := config.Load(map[string]string{tc.variable: tc.value})
+			if err == nil || !strings.Contains(err.Error(), tc.variable) {
+				t.Fatalf("Load(%s=%q) error = %v, want one naming %s", tc.variable, tc.value, err, tc.variable)
+			}
+		})
+	}
+}
+
+func TestRateLimitForms(t *testing.T) {
+	c, err := config.Load(map[string]string{"SHOP_RATE_LIMIT": "0"})
+	if err != nil || !c.RateLimit.Off() {
+		t.Fatalf("0 should turn the limiter off: %+v %v", c, err)
+	}
+	c, err = config.Load(map[string]string{"SHOP_RATE_LIMIT": "5/500ms", "SHOP_TRUSTED_PROXIES": " 10.0.0.0/8, ::1 ,"})
+	if err != nil || c.RateLimit.Limit != 5 || c.RateLimit.Window != 500*time.Millisecond || len(c.TrustedProxies) != 2 {
+		t.Fatalf("got %+v %v", c, err)
+	}
+}
+
+func TestJWTSecret(t *testing.T) {
+	c, _ := config.Load(map[string]string{})
+	if _, err := c.EnsureJWTSecret(); err == nil {
+		t.Fatal("a missing secret outside dev must fail")
+	}
+	c, _ = config.Load(map[string]string{"SHOP_ENV": "dev"})
+	gen, err := c.EnsureJWTSecret()
+	if err != nil || !gen || len(c.JWTSecret) < 32 {
+		t.Fatalf("dev should generate a secret: %v %v %q", gen, err, c.JWTSecret)
+	}
+}

@@ -1,0 +1,55 @@
+package server
+
+import (
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/shop-oss/shop/internal/api"
+)
+
+// observe logs one line per request and records the HTTP metrics. It runs
+// the error handler itself, so the line and the metrics carry the status the
+// client really receives; it then returns nil so the error is not handled
+// twice.
+func observe(log *slog.Logger, m *httpMetrics, onError fiber.ErrorHandler) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		start := time.Now()
+		if err := c.Next(); err != nil {
+			if herr := onError(c, err); herr != nil {
+				log.Error("error handler failed", "err", herr)
+				c.Status(fiber.StatusInternalServerError)
+			}
+		}
+		elapsed := time.Since(start)
+		status := c.Response().StatusCode()
+		route := routeLabel(c, status)
+		m.observe(c.Method(), route, status, elapsed)
+		log.LogAttrs(c.UserContext(), slog.LevelInfo, "request",
+			slog.String("method", c.Method()),
+			slog.String("route", route),
+			slog.String("path", c.Path()),
+			slog.Int("status", status),
+			slog.Duration("latency", elapsed),
+			slog.String("ip", c.IP()),
+			slog.String("request_id", c.GetRespHeader(api.HeaderRequestID)),
+		)
+		return nil
+	}
+}
+
+// routeLabel is the route template ("/api/v1/products/:sku"), never the raw
+// path, so metric label values stay few. Requests that matched no route
+// share one label.
+func routeLabel(c *fiber.Ctx, status int) string {
+	r := c.Route()
+	if r == nil || r.Method == "USE" || (status == fiber.StatusNotFound && r.Path == "/") ||
+		status == fiber.StatusMethodNotAllowed {
+		return "unmatched"
+	}
+	return r.Path
+}
+
+func statusLabel(status int) string { return strconv.Itoa(status) }

@@ -1,0 +1,10 @@
+// Package openapi embeds openapi.yaml, the OpenAPI 3.1 description of the
+// shop's HTTP API, served at GET /openapi.yaml and checked by the tests.
+package openapi
+
+import _ "embed"
+
+// Spec is the OpenAPI document as written in openapi.yaml.
+//
+//go:embed openapi.yaml
+var Spec []byte

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# `make run`: a serving API on :8080 with no other step. Uses
+# SHOP_REDIS_URL / SHOP_DATABASE_URL when set; otherwise Redis and PostgreSQL
+# answering on their default local ports; otherwise private ones started
+# from the machine's binaries into .run/; otherwise `docker compose` from
+# deploy/ when a Docker engine answers.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/services.sh
+
+if [ -z "${SHOP_REDIS_URL:-}" ]; then SHOP_REDIS_URL=$(ensure_redis 0); fi
+if [ -z "${SHOP_DATABASE_URL:-}" ]; then SHOP_DATABASE_URL=$(ensure_postgres shop); fi
+
+if [ -z "$SHOP_REDIS_URL" ] || [ -z "$SHOP_DATABASE_URL" ]; then
+  if docker_answers; then
+    log "no local Redis/PostgreSQL binaries: running the stack with docker compose"
+    exec docker compose -f deploy/compose.yaml up --build
+  fi
+  log "need Redis and PostgreSQL: install redis-server and postgresql, set SHOP_REDIS_URL and SHOP_DATABASE_URL, or run a Docker engine"
+  exit 1
+fi
+export SHOP_REDIS_URL SHOP_DATABASE_URL
+export SHOP_ENV=${SHOP_ENV:-dev}
+addr=${SHOP_ADDR:-:8080}
+export SHOP_ADDR=$addr
+
+mkdir -p bin
+go build -o bin/shop ./cmd/shop
+bin/shop migrate --create-db >/dev/null
+
+port=${addr##*:}
+cat <<MSG
+
+shop is starting on http://127.0.0.1:$port  (redis: $SHOP_REDIS_URL, postgres: $SHOP_DATABASE_URL)
+Try:
+  curl -s http://127.0.0.1:$port/healthz
+  curl -s http://127.0.0.1:$port/readyz
+  curl -s http://127.0.0.1:$port/openapi.yaml | head
+  curl -s http://127.0.0.1:$port/metrics | grep shop_
+Stop with Ctrl-C.
+
+MSG
+exec bin/shop serve

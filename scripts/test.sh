@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# `make test`: go vet, then every test with the race detector, against the
+# Redis and PostgreSQL that SHOP_TEST_REDIS_URL / SHOP_TEST_DATABASE_URL name,
+# or that scripts/services.sh finds or starts. Without either, tests fall
+# back to testcontainers (when Docker runs) or skip (failing when CI is set).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/services.sh
+
+if [ -z "${SHOP_TEST_REDIS_URL:-}" ]; then
+  SHOP_TEST_REDIS_URL=$(ensure_redis 1)
+  [ -n "$SHOP_TEST_REDIS_URL" ] && export SHOP_TEST_REDIS_URL
+fi
+if [ -z "${SHOP_TEST_DATABASE_URL:-}" ]; then
+  SHOP_TEST_DATABASE_URL=$(ensure_postgres postgres)
+  [ -n "$SHOP_TEST_DATABASE_URL" ] && export SHOP_TEST_DATABASE_URL
+fi
+echo "test services: redis=${SHOP_TEST_REDIS_URL:-<testcontainers or skip>} postgres=${SHOP_TEST_DATABASE_URL:-<testcontainers or skip>}"
+
+go vet ./...
+go test -race -count=1 -timeout 15m "$@" ./...
