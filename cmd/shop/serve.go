@@ -15,6 +15,7 @@ import (
 
 	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/database"
+	"github.com/shop-oss/shop/internal/ratelimit"
 	"github.com/shop-oss/shop/internal/server"
 )
 
@@ -88,7 +89,12 @@ func (a *app) serve(ctx context.Context, cfg *config.Config) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var limiter *ratelimit.Limiter
+	if !cfg.RateLimit.Off() {
+		limiter = ratelimit.New(st.redis, cfg.KeyPrefix, cfg.RateLimit.Limit, cfg.RateLimit.Window)
+	}
 	fapp := server.New(server.Deps{
+		Limiter:        limiter,
 		Log:            log,
 		Redis:          st.redis,
 		DB:             st.db,

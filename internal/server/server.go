@@ -24,6 +24,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/ratelimit"
 )
 
 // Timeouts for client connections: a slow client cannot hold a connection
@@ -44,8 +45,8 @@ type Deps struct {
 	BodyLimit int
 	// TrustedProxies may set the client IP through X-Forwarded-For.
 	TrustedProxies []string
-	// Limiter, when set, runs before every /api/v1 handler.
-	Limiter fiber.Handler
+	// Limiter, when set, limits every /api/v1 request per client IP.
+	Limiter *ratelimit.Limiter
 	// Mount registers the domain routes on the /api/v1 router.
 	Mount []func(fiber.Router)
 }
@@ -82,7 +83,7 @@ func New(d Deps) *fiber.App {
 
 	v1 := app.Group("/api/v1")
 	if d.Limiter != nil {
-		v1.Use(d.Limiter)
+		v1.Use(limiterMiddleware(d.Limiter, d.TrustedProxies, d.Log, d.Registry))
 	}
 	for _, mount := range d.Mount {
 		mount(v1)

@@ -1,0 +1,58 @@
+package ratelimit
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+)
+
+// Options configure the middleware.
+type Options struct {
+	// Key names the client of a request (its IP).
+	Key func(*fiber.Ctx) string
+	// Limited is returned when the client is over its limit; retryAfter is
+	// in whole seconds (at least 1) and already set as Retry-After.
+	Limited func(c *fiber.Ctx, retryAfter int) error
+	// Unavailable is returned when Redis does not answer and the request
+	// changes state.
+	Unavailable func(c *fiber.Ctx, err error) error
+	// OnError is told about Redis errors (for logs and metrics).
+	OnError func(err error)
+	// Timeout bounds the Redis call, so an outage never hangs a request.
+	Timeout time.Duration
+}
+
+// Middleware limits every request it sees. It sets X-RateLimit-Limit and
+// X-RateLimit-Remaining on every answer.
+func (l *Limiter) Middleware(o Options) fiber.Handler {
+	if o.Timeout == 0 {
+		o.Timeout = time.Second
+	}
+	return func(c *fiber.Ctx) error {
+		ctx, cancel := context.WithTimeout(c.UserContext(), o.Timeout)
+		res, err := l.Allow(ctx, o.Key(c))
+		cancel()
+		if err != nil {
+			if o.OnError != nil {
+				o.OnError(err)
+			}
+			if c.Method() == fiber.MethodGet || c.Method() == fiber.MethodHead {
+				return c.Next() // fail open: reads stand or fall on their own
+			}
+			return o.Unavailable(c, err)
+		}
+		c.Set("X-RateLimit-Limit", strconv.Itoa(res.Limit))
+		c.Set("X-RateLimit-Remaining", strconv.Itoa(res.Remaining))
+		if !res.Allowed {
+			secs := int((res.RetryAfter + time.Second - 1) / time.Second)
+			if secs < 1 {
+				secs = 1
+			}
+			c.Set(fiber.HeaderRetryAfter, strconv.Itoa(secs))
+			return o.Limited(c, secs)
+		}
+		return c.Next()
+	}
+}

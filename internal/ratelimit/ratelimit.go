@@ -1,0 +1,81 @@
+// Package ratelimit is an exact per-client sliding-window limiter shared by
+// every instance through Redis, and its Fiber middleware.
+//
+// Each client has a sorted set of the times of its allowed requests; one Lua
+// script drops the entries older than the window, counts, and records the
+// request only when under the limit. It is atomic, so 200 requests released
+// together from one client let through exactly `limit`, whatever the number
+// of app instances. Time comes from Redis (TIME), not the app servers.
+//
+// Fiber's own limiter is not used: it serialises every request of a process
+// on one mutex around a Redis round trip, is not atomic across instances and
+// fails open silently.
+//
+// When Redis cannot be reached the middleware fails closed (503) for
+// requests that change state (POST, PUT, PATCH, DELETE: buying, checkout)
+// and open for safe ones (GET, HEAD), which then succeed or fail on their own.
+package ratelimit
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed window.lua
+var windowLua string
+
+var windowScript = redis.NewScript(windowLua)
+
+// Limiter allows Limit requests per client in any sliding Window.
+type Limiter struct {
+	rdb    redis.UniversalClient
+	prefix string
+	limit  int
+	window time.Duration
+	// seq and boot make members unique across requests and processes.
+	seq  atomic.Uint64
+	boot string
+}
+
+// New returns a limiter whose keys start with prefix. limit must be > 0 and
+// window at least a millisecond.
+func New(rdb redis.UniversalClient, prefix string, limit int, window time.Duration) *Limiter {
+	return &Limiter{
+		rdb: rdb, prefix: prefix, limit: limit, window: window,
+		boot: strconv.FormatInt(time.Now().UnixNano(), 36),
+	}
+}
+
+// Result is the outcome of one Allow call.
+type Result struct {
+	Allowed   bool
+	Limit     int
+	Remaining int
+	// RetryAfter is how long until a request would be allowed (when denied).
+	RetryAfter time.Duration
+}
+
+// Allow counts one request of client and says whether it may proceed. It
+// returns an error only when Redis does not answer.
+func (l *Limiter) Allow(ctx context.Context, client string) (Result, error) {
+	member := l.boot + ":" + strconv.FormatUint(l.seq.Add(1), 36)
+	// The hash tag keeps a client's key in one cluster slot.
+	key := l.prefix + "rl:{" + client + "}"
+	vals, err := windowScript.Run(ctx, l.rdb, []string{key},
+		l.window.Milliseconds(), l.limit, member).Int64Slice()
+	if err != nil {
+		return Result{}, fmt.Errorf("ratelimit %s: %w", client, err)
+	}
+	return Result{
+		Allowed:    vals[0] == 1,
+		Limit:      l.limit,
+		Remaining:  int(vals[1]),
+		RetryAfter: time.Duration(vals[2]) * time.Millisecond,
+	}, nil
+}

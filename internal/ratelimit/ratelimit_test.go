@@ -1,0 +1,83 @@
+package ratelimit_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shop-oss/shop/internal/ratelimit"
+	"github.com/shop-oss/shop/internal/testenv"
+)
+
+// 200 requests from one client released together: exactly `limit` pass.
+func TestAllowIsExactUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	r := testenv.NewRedis(t)
+	const limit, callers = 37, 200
+	l := ratelimit.New(r.Client, r.Prefix, limit, time.Minute)
+
+	var allowed, denied atomic.Int64
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			res, err := l.Allow(context.Background(), "10.0.0.1")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if res.Allowed {
+				allowed.Add(1)
+			} else {
+				denied.Add(1)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if allowed.Load() != limit || denied.Load() != callers-limit {
+		t.Fatalf("allowed %d, denied %d; want exactly %d and %d", allowed.Load(), denied.Load(), limit, callers-limit)
+	}
+	// Another client has its own window.
+	if res, err := l.Allow(context.Background(), "10.0.0.2"); err != nil || !res.Allowed || res.Remaining != limit-1 {
+		t.Fatalf("other client: %+v %v", res, err)
+	}
+}
+
+func TestWindowSlides(t *testing.T) {
+	t.Parallel()
+	r := testenv.NewRedis(t)
+	const window = 400 * time.Millisecond
+	l := ratelimit.New(r.Client, r.Prefix, 3, window)
+	ctx := context.Background()
+	for i := range 3 {
+		res, err := l.Allow(ctx, "c")
+		if err != nil || !res.Allowed || res.Remaining != 2-i {
+			t.Fatalf("request %d: %+v %v", i+1, res, err)
+		}
+	}
+	res, err := l.Allow(ctx, "c")
+	if err != nil || res.Allowed {
+		t.Fatalf("4th request allowed: %+v %v", res, err)
+	}
+	if res.RetryAfter <= 0 || res.RetryAfter > window {
+		t.Fatalf("RetryAfter = %s, want within (0, %s]", res.RetryAfter, window)
+	}
+	time.Sleep(res.RetryAfter + 20*time.Millisecond)
+	if res, err := l.Allow(ctx, "c"); err != nil || !res.Allowed {
+		t.Fatalf("after the window slid: %+v %v", res, err)
+	}
+	// Denied requests were not recorded: the key holds only allowed ones.
+	n, err := r.Client.ZCard(ctx, r.Prefix+"rl:{c}").Result()
+	if err != nil || n > 3 {
+		t.Fatalf("window holds %d entries (%v), want at most 3", n, err)
+	}
+	if ttl := r.Client.PTTL(ctx, r.Prefix+"rl:{c}").Val(); ttl <= 0 || ttl > window {
+		t.Fatalf("window key TTL = %s, want within the window", ttl)
+	}
+}

@@ -1,0 +1,38 @@
+package server
+
+import (
+	"log/slog"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/ratelimit"
+)
+
+// limiterMiddleware puts the per-IP limiter in front of /api/v1 with the
+// shop's problem documents and metrics.
+func limiterMiddleware(l *ratelimit.Limiter, trusted []string, log *slog.Logger, reg prometheus.Registerer) fiber.Handler {
+	decisions := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shop_ratelimit_decisions_total",
+		Help: "Rate-limit decisions: allowed, limited, or error (Redis did not answer).",
+	}, []string{"decision"})
+	reg.MustRegister(decisions)
+	limited := decisions.WithLabelValues("limited")
+	errored := decisions.WithLabelValues("error")
+	mw := l.Middleware(ratelimit.Options{
+		Key: clientIP(parsePrefixes(trusted)),
+		Limited: func(_ *fiber.Ctx, retryAfter int) error {
+			limited.Inc()
+			return &api.Error{Code: api.CodeRateLimited, Detail: "too many requests from this address", RetryAfter: retryAfter}
+		},
+		Unavailable: func(*fiber.Ctx, error) error {
+			return api.Unavailable("rate limiter unavailable")
+		},
+		OnError: func(err error) {
+			errored.Inc()
+			log.Warn("rate limiter", "err", err)
+		},
+	})
+	return mw
+}
