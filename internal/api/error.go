@@ -129,6 +129,24 @@ func (e *Error) Status() int {
 	return http.StatusInternalServerError
 }
 
+// Is makes errors.Is match errors by code: a copy carrying extra members
+// (an out_of_stock naming its SKUs) still "is" the sentinel it came from.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// With returns a copy of e carrying one more extension member.
+func (e *Error) With(name string, value any) *Error {
+	c := *e
+	c.Extra = make(map[string]any, len(e.Extra)+1)
+	for k, v := range e.Extra {
+		c.Extra[k] = v
+	}
+	c.Extra[name] = value
+	return &c
+}
+
 // codeForStatus names a status that came without a code.
 func codeForStatus(status int) string {
 	if c, ok := codeOf[status]; ok {

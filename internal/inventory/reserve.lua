@@ -1,0 +1,111 @@
+#!lua
+-- Reserve-and-enqueue: the whole purchase decision in one atomic step.
+-- The shebang line makes Redis check memory before the script starts, so
+-- under maxmemory the script is refused whole instead of failing midway.
+--
+-- For every line: is the sale open, is the buyer within the per-user limit,
+-- is there stock? Only when every line passes: take the stock, count the
+-- buyer, XADD one order event with every line (price and round read here,
+-- at this moment), store the pending status, index it for the buyer, and
+-- record the idempotency key. All reads and checks come before the first
+-- write: a script that fails midway keeps its earlier writes.
+--
+-- KEYS[1] order stream          KEYS[2] order status (hash)
+-- KEYS[3] buyer's pending index (sorted set)
+-- KEYS[4] idempotency record    (touched only when ARGV[5] == '1')
+-- KEYS[5 + 2(i-1)]  sale state of line i (hash: round, available, limit,
+--                   starts_ms, ends_ms, price_cents)
+-- KEYS[6 + 2(i-1)]  buyer counts of line i (hash: user id -> units)
+-- ARGV[1] order id   ARGV[2] user id   ARGV[3] status TTL (ms)
+-- ARGV[4] idempotency TTL (ms)        ARGV[5] '1' to use the idempotency key
+-- ARGV[6] number of lines n, then ARGV[7 + 2(i-1)] sku, ARGV[8 + 2(i-1)] qty
+--
+-- Returns {'ok', items_json, total_cents, created_ms}
+--      or {'dup', order_id}                        (idempotent repeat)
+--      or {'fail', reason, sku...}  reason: no_sale | not_active | limit | stock
+local order_id, user = ARGV[1], ARGV[2]
+local status_ttl, idem_ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
+local use_idem = ARGV[5] == '1'
+local n = tonumber(ARGV[6])
+
+local function bad(msg) return redis.error_reply('ERR reserve: ' .. msg) end
+if order_id == '' or user == '' then return bad('empty order or user id') end
+if not status_ttl or status_ttl < 1 or not idem_ttl or idem_ttl < 1 then return bad('bad ttl') end
+if not n or n < 1 or n ~= math.floor(n) or #KEYS ~= 4 + 2 * n or #ARGV ~= 6 + 2 * n then
+  return bad('bad line count')
+end
+
+local lines, seen = {}, {}
+for i = 1, n do
+  local sku, qty = ARGV[5 + 2 * i], tonumber(ARGV[6 + 2 * i])
+  if not qty or qty < 1 or qty ~= math.floor(qty) then return bad('bad quantity') end
+  if seen[sku] then return bad('duplicate sku') end
+  seen[sku] = true
+  lines[i] = {sku = sku, qty = qty, sale = KEYS[3 + 2 * i], buyers = KEYS[4 + 2 * i]}
+end
+
+if use_idem then
+  local prev = redis.call('GET', KEYS[4])
+  if prev then return {'dup', prev} end
+end
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- Check every line; collect the failures of the most important kind.
+local rank = {no_sale = 4, not_active = 3, limit = 2, stock = 1}
+local worst, failed = nil, {}
+local function fail(reason, sku)
+  if not worst or rank[reason] > rank[worst] then
+    worst, failed = reason, {}
+  end
+  if reason == worst then failed[#failed + 1] = sku end
+end
+for _, l in ipairs(lines) do
+  local s = redis.call('HMGET', l.sale, 'round', 'available', 'limit', 'starts_ms', 'ends_ms', 'price_cents')
+  if not s[1] then
+    fail('no_sale', l.sku)
+  else
+    local starts, ends = tonumber(s[4]), tonumber(s[5])
+    local limit = tonumber(s[3])
+    if now < starts or (ends > 0 and now >= ends) then
+      fail('not_active', l.sku)
+    elseif limit > 0 and tonumber(redis.call('HGET', l.buyers, user) or '0') + l.qty > limit then
+      fail('limit', l.sku)
+    elseif tonumber(s[2]) < l.qty then
+      fail('stock', l.sku)
+    end
+    l.round, l.price = tonumber(s[1]), tonumber(s[6])
+  end
+end
+if worst then
+  local out = {'fail', worst}
+  for _, sku in ipairs(failed) do out[#out + 1] = sku end
+  return out
+end
+
+-- Every check passed: write.
+local items, total = {}, 0
+for i, l in ipairs(lines) do
+  redis.call('HINCRBY', l.sale, 'available', -l.qty)
+  redis.call('HINCRBY', l.buyers, user, l.qty)
+  local ttl = redis.call('PTTL', l.sale)
+  if ttl > 0 then redis.call('PEXPIRE', l.buyers, ttl) end
+  items[i] = {sku = l.sku, quantity = l.qty, price_cents = l.price, round_id = l.round}
+  total = total + l.qty * l.price
+end
+local items_json = cjson.encode(items)
+-- Numbers as integer text: Lua would print large ones as 1.2e+14.
+local total_s, now_s = string.format('%d', total), string.format('%d', now)
+redis.call('XADD', KEYS[1], '*',
+  'order_id', order_id, 'user_id', user, 'created_ms', now_s,
+  'total_cents', total_s, 'items', items_json)
+redis.call('HSET', KEYS[2], 'user_id', user, 'status', 'pending',
+  'items', items_json, 'total_cents', total_s, 'created_ms', now_s)
+redis.call('PEXPIRE', KEYS[2], status_ttl)
+redis.call('ZADD', KEYS[3], now, order_id)
+redis.call('PEXPIRE', KEYS[3], status_ttl)
+if use_idem then
+  redis.call('SET', KEYS[4], order_id, 'PX', idem_ttl)
+end
+return {'ok', items_json, total_s, now_s}

@@ -1,0 +1,22 @@
+#!lua
+-- Open a new sale round for one SKU in one atomic step: the live state is
+-- replaced and the buyer counts start from zero, so no buyer is ever
+-- counted against the wrong round. (Orders already in the stream carry the
+-- round they were reserved in.)
+--
+-- KEYS[1] sale state (hash)   KEYS[2] buyer counts (hash)
+-- ARGV: round, quantity, per_user_limit, starts_ms (0 = now), ends_ms
+--       (0 = no end), price_cents, ttl_ms (0 = no expiry)
+for i = 1, 7 do
+  local v = tonumber(ARGV[i])
+  if not v or v < 0 or v ~= math.floor(v) then
+    return redis.error_reply('ERR seed: argument ' .. i .. ' must be a non-negative integer')
+  end
+end
+redis.call('UNLINK', KEYS[1], KEYS[2])
+redis.call('HSET', KEYS[1], 'round', ARGV[1], 'quantity', ARGV[2], 'available', ARGV[2],
+  'limit', ARGV[3], 'starts_ms', ARGV[4], 'ends_ms', ARGV[5], 'price_cents', ARGV[6])
+if tonumber(ARGV[7]) > 0 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[7])
+end
+return 1

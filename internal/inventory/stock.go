@@ -1,0 +1,177 @@
+package inventory
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/api"
+)
+
+// Live stock: the state of each SKU's current sale round in Redis.
+//
+//	<prefix>sale:{<sku>}         hash: round, quantity, available, limit,
+//	                             starts_ms, ends_ms (0 = no end), price_cents
+//	<prefix>sale:{<sku>}:buyers  hash: user id -> units bought this round
+//
+// The {<sku>} hash tag keeps a SKU's keys in one cluster slot. The sale hash
+// is the live record of what is left to sell, so it expires only when the
+// round has an end (a week after it); an open-ended round keeps its state
+// until the next seeding replaces it.
+
+var (
+	//go:embed reserve.lua
+	reserveLua    string
+	reserveScript = redis.NewScript(reserveLua)
+
+	//go:embed seed.lua
+	seedLua    string
+	seedScript = redis.NewScript(seedLua)
+)
+
+// Limits on one reservation, checked before the script runs.
+const (
+	MaxLines    = 100
+	MaxQuantity = 10000
+)
+
+// Errors a reservation is refused with. They are *api.Error values, so the
+// HTTP layer answers them as they are; ErrOutOfStock answers carry the SKUs
+// (extension member "skus").
+var (
+	ErrSaleNotActive = api.NewError(api.CodeSaleNotActive, "the sale is not open")
+	ErrLimitExceeded = api.NewError(api.CodeLimitExceeded, "over the per-user purchase limit")
+	ErrOutOfStock    = api.NewError(api.CodeOutOfStock, "not enough stock")
+)
+
+// NoSaleError is returned by Reserve when a SKU has no sale round: either
+// the product does not exist or no stock was ever seeded. The caller, which
+// can ask the catalog, tells the two apart.
+type NoSaleError struct{ SKUs []string }
+
+func (e *NoSaleError) Error() string { return fmt.Sprintf("inventory: no sale for %v", e.SKUs) }
+
+// Stock reads and changes the live sale state in Redis.
+type Stock struct {
+	rdb    redis.UniversalClient
+	prefix string
+}
+
+// NewStock returns the live stock whose keys start with prefix.
+func NewStock(rdb redis.UniversalClient, prefix string) *Stock {
+	return &Stock{rdb: rdb, prefix: prefix}
+}
+
+func (s *Stock) saleKey(sku string) string   { return s.prefix + "sale:{" + sku + "}" }
+func (s *Stock) buyersKey(sku string) string { return s.saleKey(sku) + ":buyers" }
+
+// LiveRound is the live state of a SKU's current sale round.
+type LiveRound struct {
+	Round        int64
+	Quantity     int64
+	Available    int64
+	PerUserLimit int
+	StartsAt     time.Time // zero: open from seeding
+	EndsAt       time.Time // zero: no end
+	PriceCents   int64
+}
+
+// open replaces the live state of sku with a fresh round.
+func (s *Stock) open(ctx context.Context, sku string, r LiveRound) error {
+	var ttl time.Duration
+	if !r.EndsAt.IsZero() {
+		ttl = time.Until(r.EndsAt) + 7*24*time.Hour
+	}
+	err := seedScript.Run(ctx, s.rdb, []string{s.saleKey(sku), s.buyersKey(sku)},
+		r.Round, r.Quantity, r.PerUserLimit, unixMilli(r.StartsAt), unixMilli(r.EndsAt),
+		r.PriceCents, max(ttl.Milliseconds(), 0)).Err()
+	if err != nil {
+		return fmt.Errorf("open sale round %d for %s: %w", r.Round, sku, err)
+	}
+	return nil
+}
+
+// Live returns the live round of sku; ok is false when none was seeded.
+func (s *Stock) Live(ctx context.Context, sku string) (r LiveRound, ok bool, err error) {
+	m, err := s.rdb.HGetAll(ctx, s.saleKey(sku)).Result()
+	if err != nil {
+		return LiveRound{}, false, fmt.Errorf("live stock of %s: %w", sku, err)
+	}
+	if m["round"] == "" {
+		return LiveRound{}, false, nil
+	}
+	num := func(k string) int64 { n, _ := strconv.ParseInt(m[k], 10, 64); return n }
+	return LiveRound{
+		Round:        num("round"),
+		Quantity:     num("quantity"),
+		Available:    num("available"),
+		PerUserLimit: int(num("limit")),
+		StartsAt:     fromMilli(num("starts_ms")),
+		EndsAt:       fromMilli(num("ends_ms")),
+		PriceCents:   num("price_cents"),
+	}, true, nil
+}
+
+// Available returns the live available units of each SKU, in one round trip
+// (0 for a SKU with no sale).
+func (s *Stock) Available(ctx context.Context, skus ...string) ([]int64, error) {
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, len(skus))
+	for i, sku := range skus {
+		cmds[i] = pipe.HGet(ctx, s.saleKey(sku), "available")
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("available stock: %w", err)
+	}
+	out := make([]int64, len(skus))
+	for i, c := range cmds {
+		out[i], _ = c.Int64() // redis.Nil: no sale, 0
+	}
+	return out, nil
+}
+
+// SetPrice changes the unit price of sku's live round, if it has one, so
+// that reservations take the product's price at that moment.
+func (s *Stock) SetPrice(ctx context.Context, sku string, priceCents int64) error {
+	err := setPriceScript.Run(ctx, s.rdb, []string{s.saleKey(sku)}, priceCents).Err()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("set live price of %s: %w", sku, err)
+	}
+	return nil
+}
+
+// setPriceScript updates the price only of an existing round: a plain HSET
+// would create a half sale hash for a SKU with none.
+var setPriceScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return redis.call('HSET', KEYS[1], 'price_cents', ARGV[1])
+end
+return 0`)
+
+// Close ends sku's live sale (the product was deleted): nothing more can be
+// reserved. Orders already reserved are still persisted by the writer.
+func (s *Stock) Close(ctx context.Context, sku string) error {
+	if err := s.rdb.Unlink(ctx, s.saleKey(sku), s.buyersKey(sku)).Err(); err != nil {
+		return fmt.Errorf("close sale of %s: %w", sku, err)
+	}
+	return nil
+}
+
+func unixMilli(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+func fromMilli(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
