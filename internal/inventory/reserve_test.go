@@ -34,7 +34,7 @@ func (f *stockFixture) seed(t *testing.T, sku string, r LiveRound) {
 	if r.PriceCents == 0 {
 		r.PriceCents = 250
 	}
-	if err := f.open(context.Background(), sku, r); err != nil {
+	if err := f.OpenRound(context.Background(), sku, r); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -81,8 +81,10 @@ type LiveRound struct {
 	PriceCents   int64
 }
 
-// open replaces the live state of sku with a fresh round.
-func (s *Stock) open(ctx context.Context, sku string, r LiveRound) error {
+// OpenRound replaces the live state of sku with a fresh round: available is
+// its quantity and the buyer counts start from zero. The round must already
+// be recorded in PostgreSQL (its id is r.Round).
+func (s *Stock) OpenRound(ctx context.Context, sku string, r LiveRound) error {
 	var ttl time.Duration
 	if !r.EndsAt.IsZero() {
 		ttl = time.Until(r.EndsAt) + 7*24*time.Hour

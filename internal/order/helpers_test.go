@@ -1,0 +1,159 @@
+package order
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/testenv"
+)
+
+type fixture struct {
+	svc   *Service
+	stock *inventory.Stock
+	db    *testenv.Database
+	r     *testenv.Redis
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	db := testenv.NewDatabase(t)
+	r := testenv.NewRedis(t)
+	stock := inventory.NewStock(r.Client, r.Prefix)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	exists := func(context.Context, string) (bool, error) { return false, nil }
+	svc := New(db.Pool, r.Client, stock, exists, r.Prefix, log, prometheus.NewRegistry())
+	return &fixture{svc: svc, stock: stock, db: db, r: r}
+}
+
+// user inserts a user row (orders reference users) and returns its id.
+func (f *fixture) user(t *testing.T) string {
+	t.Helper()
+	id := uuid.NewString()
+	_, err := f.db.Pool.Exec(context.Background(),
+		`INSERT INTO users (id, email, password_hash) VALUES ($1, $2, 'x')`, id, id+"@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// sale records a round in PostgreSQL and opens it in Redis.
+func (f *fixture) sale(t *testing.T, sku string, quantity, limit int, price int64) int64 {
+	t.Helper()
+	var round int64
+	err := f.db.Pool.QueryRow(context.Background(),
+		`INSERT INTO sale_rounds (sku, quantity, per_user_limit, price_cents) VALUES ($1, $2, $3, $4) RETURNING id`,
+		sku, quantity, limit, price).Scan(&round)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = f.stock.OpenRound(context.Background(), sku, inventory.LiveRound{
+		Round: round, Quantity: int64(quantity), PerUserLimit: limit, PriceCents: price,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return round
+}
+
+func (f *fixture) place(t *testing.T, user, sku string, qty int) Placed {
+	t.Helper()
+	p, err := f.svc.Place(context.Background(), user, []inventory.Line{{SKU: sku, Quantity: qty}}, "")
+	if err != nil {
+		t.Fatalf("place %s x%d: %v", sku, qty, err)
+	}
+	return p
+}
+
+func (f *fixture) writer(name string, o WriterOptions) *Writer {
+	o.Consumer = name
+	if o.Block == 0 {
+		o.Block = 50 * time.Millisecond
+	}
+	return f.svc.NewWriter(o, prometheus.NewRegistry())
+}
+
+// running is a writer running in the background.
+type running struct {
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func start(w *Writer) *running {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- w.Run(ctx) }()
+	return r
+}
+
+func (r *running) stop(t *testing.T) {
+	t.Helper()
+	r.cancel()
+	select {
+	case err := <-r.done:
+		if err != nil {
+			t.Fatalf("writer: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("writer did not stop")
+	}
+}
+
+// drained waits until every stream entry is acknowledged.
+func (f *fixture) drained(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		groups, err := f.r.Client.XInfoGroups(ctx, f.svc.keys.stream()).Result()
+		if err == nil && len(groups) == 1 && groups[0].Pending == 0 && groups[0].Lag == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("stream not drained within 30s")
+}
+
+func (f *fixture) count(t *testing.T, query string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	if err := f.db.Pool.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+func (f *fixture) orderRows(t *testing.T) int64 {
+	return f.count(t, `SELECT count(*) FROM orders`)
+}
+
+func (f *fixture) sold(t *testing.T, round int64) int64 {
+	return f.count(t, `SELECT sold FROM sale_rounds WHERE id = $1`, round)
+}
+
+func (f *fixture) pendingCount(t *testing.T) int64 {
+	t.Helper()
+	p, err := f.r.Client.XPending(context.Background(), f.svc.keys.stream(), group).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Count
+}
+
+// crashOnce returns a hook that fails the first call only.
+func crashOnce() func() error {
+	var once sync.Once
+	return func() (err error) {
+		once.Do(func() { err = fmt.Errorf("simulated crash") })
+		return err
+	}
+}

@@ -1,0 +1,80 @@
+package order
+
+import (
+	"context"
+	_ "embed"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed trim.lua
+var trimLua string
+
+var trimScript = redis.NewScript(trimLua)
+
+// housekeep, every few seconds: sample the stream metrics and trim what is
+// written. Failures only cost a sample; they are logged at debug level.
+func (w *Writer) housekeep(ctx context.Context) {
+	if time.Since(w.lastHousekeep) < w.o.Housekeeping {
+		return
+	}
+	w.lastHousekeep = time.Now()
+	hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := w.sample(hctx); err != nil {
+		w.s.log.Debug("order writer: metrics sample", "err", err)
+	}
+	if _, err := w.Trim(hctx); err != nil {
+		w.s.log.Debug("order writer: trim", "err", err)
+	}
+}
+
+// Trim removes the stream entries every group has acknowledged, never one
+// that is pending or not yet delivered. It returns how many it removed.
+func (w *Writer) Trim(ctx context.Context) (int64, error) {
+	return trimScript.Run(ctx, w.s.rdb, []string{w.s.keys.stream()}).Int64()
+}
+
+// sample sets the stream gauges: length, pending entries, and the lag (the
+// age of the oldest entry not yet written, pending or undelivered).
+func (w *Writer) sample(ctx context.Context) error {
+	stream := w.s.keys.stream()
+	n, err := w.s.rdb.XLen(ctx, stream).Result()
+	if err != nil {
+		return err
+	}
+	w.m.streamLen.Set(float64(n))
+	groups, err := w.s.rdb.XInfoGroups(ctx, stream).Result()
+	if err != nil || len(groups) == 0 {
+		return err
+	}
+	pend, err := w.s.rdb.XPending(ctx, stream, group).Result()
+	if err != nil {
+		return err
+	}
+	w.m.pending.Set(float64(pend.Count))
+	oldest := ""
+	if pend.Count > 0 {
+		oldest = pend.Lower
+	} else if msgs, err := w.s.rdb.XRangeN(ctx, stream, "("+groups[0].LastDeliveredID, "+", 1).Result(); err == nil && len(msgs) > 0 {
+		oldest = msgs[0].ID
+	}
+	w.m.lag.Set(idAge(oldest).Seconds())
+	return nil
+}
+
+// idAge is how long ago a stream id was made (its first part is Unix ms).
+func idAge(id string) time.Duration {
+	ms, _, ok := strings.Cut(id, "-")
+	if !ok {
+		return 0
+	}
+	t, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return max(time.Since(time.UnixMilli(t)), 0)
+}

@@ -1,0 +1,83 @@
+package order
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shop-oss/shop/internal/api"
+)
+
+type placeMetrics struct {
+	purchases *prometheus.CounterVec
+	script    prometheus.Histogram
+}
+
+func newPlaceMetrics(reg prometheus.Registerer) *placeMetrics {
+	m := &placeMetrics{
+		purchases: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shop_purchases_total",
+			Help: "Purchase and checkout attempts by outcome (accepted, replayed, or the error code).",
+		}, []string{"outcome"}),
+		script: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "shop_reserve_script_seconds",
+			Help:    "Latency of the reserve-and-enqueue script round trip.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .5, 1, 2},
+		}),
+	}
+	reg.MustRegister(m.purchases, m.script)
+	return m
+}
+
+func (m *placeMetrics) outcome(err error, replayed bool) {
+	var e *api.Error
+	switch {
+	case err == nil && replayed:
+		m.purchases.WithLabelValues("replayed").Inc()
+	case err == nil:
+		m.purchases.WithLabelValues("accepted").Inc()
+	case errors.As(err, &e):
+		m.purchases.WithLabelValues(e.Code).Inc()
+	default:
+		m.purchases.WithLabelValues("error").Inc()
+	}
+}
+
+type writerMetrics struct {
+	written     prometheus.Counter
+	deadLetters prometheus.Counter
+	errors      *prometheus.CounterVec
+	batch       prometheus.Histogram
+	streamLen   prometheus.Gauge
+	pending     prometheus.Gauge
+	lag         prometheus.Gauge
+}
+
+func newWriterMetrics(reg prometheus.Registerer) *writerMetrics {
+	m := &writerMetrics{
+		written: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shop_order_writer_orders_total", Help: "Orders inserted into PostgreSQL by this writer.",
+		}),
+		deadLetters: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shop_order_writer_dead_letters_total", Help: "Stream entries moved to the dead-letter stream.",
+		}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shop_order_writer_errors_total", Help: "Writer errors by kind (transient, permanent, redis).",
+		}, []string{"kind"}),
+		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "shop_order_writer_batch_size", Help: "Entries per batch the writer handled.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 12),
+		}),
+		streamLen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "shop_order_stream_length", Help: "Entries in the order stream.",
+		}),
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "shop_order_stream_pending", Help: "Entries delivered to writers and not yet acknowledged.",
+		}),
+		lag: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "shop_order_writer_lag_seconds", Help: "Age of the oldest entry not yet written (pending or undelivered).",
+		}),
+	}
+	reg.MustRegister(m.written, m.deadLetters, m.errors, m.batch, m.streamLen, m.pending, m.lag)
+	return m
+}

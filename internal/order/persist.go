@@ -1,0 +1,167 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// The SQL the writer runs, one transaction per batch. Arrays and unnest
+// keep it to one statement per table whatever the batch size.
+const (
+	insertOrdersSQL = `
+INSERT INTO orders (id, user_id, total_cents, stream_id, created_at)
+SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::bigint[], $4::text[], $5::timestamptz[])
+ON CONFLICT (id) DO NOTHING
+RETURNING id`
+
+	insertItemsSQL = `
+INSERT INTO order_items (order_id, sku, round_id, quantity, price_cents)
+SELECT * FROM unnest($1::uuid[], $2::text[], $3::bigint[], $4::int[], $5::bigint[])`
+
+	// Rounds are updated in id order, so concurrent writers lock them in
+	// the same order and cannot deadlock. The CHECK (sold <= quantity) on
+	// sale_rounds is the last guard against oversell.
+	addSoldSQL = `
+UPDATE sale_rounds AS r SET sold = r.sold + d.qty
+FROM unnest($1::bigint[], $2::int[]) AS d(round_id, qty)
+WHERE r.id = d.round_id`
+)
+
+// persist writes the events in one transaction and returns how many orders
+// it inserted (events already written before insert nothing: redelivery is
+// harmless). Only what it inserted is added to the rounds' sold counts.
+// beforeCommit, when set, runs just before COMMIT (fault injection).
+func persist(ctx context.Context, db beginner, events []event, beforeCommit func() error) (int, error) {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
+	inserted, err := insertOrders(ctx, tx, events)
+	if err != nil {
+		return 0, err
+	}
+	fresh := make([]event, 0, len(inserted))
+	for _, e := range events {
+		if inserted[e.orderID] {
+			fresh = append(fresh, e)
+		}
+	}
+	if err := insertItems(ctx, tx, fresh); err != nil {
+		return 0, err
+	}
+	if err := addSold(ctx, tx, fresh); err != nil {
+		return 0, err
+	}
+	if beforeCommit != nil {
+		if err := beforeCommit(); err != nil {
+			return 0, hookError{err}
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("commit: %w", err)
+	}
+	return len(fresh), nil
+}
+
+type beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+func insertOrders(ctx context.Context, tx pgx.Tx, events []event) (map[uuid.UUID]bool, error) {
+	n := len(events)
+	ids, users := make([]uuid.UUID, n), make([]uuid.UUID, n)
+	totals, streamIDs := make([]int64, n), make([]string, n)
+	created := make([]any, n)
+	for i, e := range events {
+		ids[i], users[i], totals[i], streamIDs[i], created[i] = e.orderID, e.userID, e.totalCents, e.streamID, e.createdAt
+	}
+	rows, err := tx.Query(ctx, insertOrdersSQL, ids, users, totals, streamIDs, created)
+	if err != nil {
+		return nil, fmt.Errorf("insert orders: %w", err)
+	}
+	inserted := make(map[uuid.UUID]bool, n)
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("insert orders: %w", err)
+		}
+		inserted[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("insert orders: %w", err)
+	}
+	return inserted, nil
+}
+
+func insertItems(ctx context.Context, tx pgx.Tx, events []event) error {
+	var orders []uuid.UUID
+	var skus []string
+	var rounds, prices []int64
+	var qtys []int32
+	for _, e := range events {
+		for _, it := range e.items {
+			orders = append(orders, e.orderID)
+			skus = append(skus, it.SKU)
+			rounds = append(rounds, it.RoundID)
+			qtys = append(qtys, int32(it.Quantity))
+			prices = append(prices, it.PriceCents)
+		}
+	}
+	if len(orders) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, insertItemsSQL, orders, skus, rounds, qtys, prices); err != nil {
+		return fmt.Errorf("insert order items: %w", err)
+	}
+	return nil
+}
+
+func addSold(ctx context.Context, tx pgx.Tx, events []event) error {
+	sold := map[int64]int64{}
+	for _, e := range events {
+		for _, it := range e.items {
+			sold[it.RoundID] += int64(it.Quantity)
+		}
+	}
+	if len(sold) == 0 {
+		return nil
+	}
+	rounds := make([]int64, 0, len(sold))
+	for r := range sold {
+		rounds = append(rounds, r)
+	}
+	slices.Sort(rounds)
+	qtys := make([]int64, len(rounds))
+	for i, r := range rounds {
+		qtys[i] = sold[r]
+	}
+	if _, err := tx.Exec(ctx, addSoldSQL, rounds, qtys); err != nil {
+		return fmt.Errorf("add to sold counts: %w", err)
+	}
+	return nil
+}
+
+// permanent reports whether a database error will happen again however
+// often the same events are retried: a constraint or data error (the round
+// is full, a row references nothing). Everything else (connection loss,
+// timeouts, serialization failures, deadlocks, a server shutting down) is
+// transient: the batch is retried as it is.
+func permanent(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	switch pgErr.Code[:2] {
+	case "22", "23": // data exception, integrity constraint violation
+		return true
+	}
+	return false
+}

@@ -1,0 +1,99 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/inventory"
+)
+
+// placeTimeout bounds the reservation script's round trip: under an outage
+// the buyer gets a quick 503, never a hang.
+const placeTimeout = 2 * time.Second
+
+// Placed is the answer to a purchase or checkout.
+type Placed struct {
+	OrderID string `json:"order_id"`
+	Status  string `json:"status"`
+	// Replayed: the Idempotency-Key was seen before; nothing new was bought.
+	Replayed bool `json:"-"`
+}
+
+// Place reserves every line for user and enqueues the order, all or
+// nothing. idemKey, when not empty, makes a repeat return the first answer.
+//
+// Errors: inventory.ErrSaleNotActive, ErrLimitExceeded, ErrOutOfStock
+// (naming the SKUs), ErrProductNotFound (buy-now of an unknown SKU), or a
+// 503 when Redis does not answer. A 503 after a timeout may hide a
+// reservation that did happen: retrying with the same Idempotency-Key is
+// how a client finds out without buying twice.
+func (s *Service) Place(ctx context.Context, user string, lines []inventory.Line, idemKey string) (Placed, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return Placed{}, fmt.Errorf("order id: %w", err)
+	}
+	e := inventory.Enqueue{
+		OrderID:    id.String(),
+		UserID:     user,
+		StreamKey:  s.keys.stream(),
+		StatusKey:  s.keys.status(id.String()),
+		PendingKey: s.keys.pending(user),
+		StatusTTL:  statusTTL,
+		IdemTTL:    idemTTL,
+	}
+	if idemKey != "" {
+		e.IdemKey = s.keys.idem(user, idemKey)
+	}
+	rctx, cancel := context.WithTimeout(ctx, placeTimeout)
+	defer cancel()
+	start := time.Now()
+	res, err := s.stock.Reserve(rctx, e, lines)
+	s.metrics.script.Observe(time.Since(start).Seconds())
+	if err != nil {
+		err = s.explain(ctx, lines, err)
+		s.metrics.outcome(err, false)
+		return Placed{}, err
+	}
+	s.metrics.outcome(nil, res.Replayed)
+	return Placed{OrderID: res.OrderID, Status: StatusPending, Replayed: res.Replayed}, nil
+}
+
+// explain turns a reservation error into the answer the buyer gets.
+func (s *Service) explain(ctx context.Context, lines []inventory.Line, err error) error {
+	var noSale *inventory.NoSaleError
+	switch {
+	case errors.As(err, &noSale):
+		return s.explainNoSale(ctx, lines, noSale)
+	case isAPIError(err):
+		return err
+	default:
+		s.log.Warn("reserve failed", "err", err)
+		return api.Unavailable("the order could not be placed now; retry with the same Idempotency-Key")
+	}
+}
+
+// explainNoSale: a buy-now of a SKU the catalog does not have is a 404; a
+// product that exists but was never put on sale is a sale that is not
+// active.
+func (s *Service) explainNoSale(ctx context.Context, lines []inventory.Line, e *inventory.NoSaleError) error {
+	if len(lines) == 1 && s.exists != nil {
+		ok, err := s.exists(ctx, lines[0].SKU)
+		if err != nil {
+			return api.Unavailable("the catalog is unavailable")
+		}
+		if !ok {
+			return ErrProductNotFound
+		}
+	}
+	return inventory.ErrSaleNotActive.With("skus", e.SKUs)
+}
+
+func isAPIError(err error) bool {
+	var e *api.Error
+	return errors.As(err, &e)
+}

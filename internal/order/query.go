@@ -1,0 +1,227 @@
+package order
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/api"
+)
+
+const (
+	selectOrderSQL = `
+SELECT o.id, o.total_cents, o.created_at,
+       coalesce(json_agg(json_build_object('sku', i.sku, 'quantity', i.quantity, 'price_cents', i.price_cents)
+                ORDER BY i.sku) FILTER (WHERE i.sku IS NOT NULL), '[]')
+FROM orders o LEFT JOIN order_items i ON i.order_id = o.id
+WHERE o.id = $1 AND o.user_id = $2
+GROUP BY o.id`
+
+	// Newest first, keyset on (created_at, id) so pages never shift.
+	listOrdersSQL = `
+SELECT o.id, o.total_cents, o.created_at,
+       coalesce(json_agg(json_build_object('sku', i.sku, 'quantity', i.quantity, 'price_cents', i.price_cents)
+                ORDER BY i.sku) FILTER (WHERE i.sku IS NOT NULL), '[]')
+FROM orders o LEFT JOIN order_items i ON i.order_id = o.id
+WHERE o.user_id = $1 AND (o.created_at, o.id) < ($2, $3)
+GROUP BY o.id
+ORDER BY o.created_at DESC, o.id DESC
+LIMIT $4`
+)
+
+// queryTimeout bounds every read, so an outage answers 503 quickly.
+const queryTimeout = 3 * time.Second
+
+// Get returns user's order id: "pending" (or "rejected") from Redis until
+// the writer has persisted it, then "confirmed" from PostgreSQL. Another
+// user's order, like a missing one, is ErrNotFound.
+func (s *Service) Get(ctx context.Context, user, id string) (Order, error) {
+	oid, err := uuid.Parse(id)
+	if err != nil {
+		return Order{}, ErrNotFound
+	}
+	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	defer cancel()
+	live, found, rerr := s.liveStatus(ctx, oid.String())
+	if found && live.userID != user {
+		return Order{}, ErrNotFound
+	}
+	if found && live.Status != StatusConfirmed {
+		return live, nil
+	}
+	o, err := s.scanOrder(s.db.QueryRow(ctx, selectOrderSQL, oid, user))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows) && rerr != nil:
+		return Order{}, api.Unavailable("orders are unavailable")
+	case errors.Is(err, pgx.ErrNoRows):
+		return Order{}, ErrNotFound
+	case err != nil:
+		return Order{}, s.unavailable("get order", err)
+	}
+	return o, nil
+}
+
+// liveStatus reads an order's status hash; found is false when Redis has
+// none (never placed, or confirmed long ago).
+func (s *Service) liveStatus(ctx context.Context, id string) (o Order, found bool, err error) {
+	m, err := s.rdb.HGetAll(ctx, s.keys.status(id)).Result()
+	if err != nil || m["status"] == "" {
+		return Order{}, false, err
+	}
+	o = Order{ID: id, Status: m["status"], userID: m["user_id"]}
+	if err := json.Unmarshal([]byte(m["items"]), &o.Items); err != nil && o.Status != StatusConfirmed {
+		return Order{}, false, fmt.Errorf("order %s status: %w", id, err)
+	}
+	o.TotalCents, _ = strconv.ParseInt(m["total_cents"], 10, 64)
+	ms, _ := strconv.ParseInt(m["created_ms"], 10, 64)
+	o.CreatedAt = time.UnixMilli(ms).UTC()
+	return o, true, nil
+}
+
+func (s *Service) scanOrder(row pgx.Row) (Order, error) {
+	var o Order
+	var id uuid.UUID
+	var items []byte
+	if err := row.Scan(&id, &o.TotalCents, &o.CreatedAt, &items); err != nil {
+		return Order{}, err
+	}
+	o.ID, o.Status, o.CreatedAt = id.String(), StatusConfirmed, o.CreatedAt.UTC()
+	if err := json.Unmarshal(items, &o.Items); err != nil {
+		return Order{}, fmt.Errorf("order %s items: %w", o.ID, err)
+	}
+	return o, nil
+}
+
+// Page is one page of a buyer's orders.
+type Page struct {
+	Items      []Order `json:"items"`
+	NextCursor *string `json:"next_cursor"`
+}
+
+// List returns user's orders newest first: the pending ones from Redis
+// merged with the confirmed ones from PostgreSQL, on one keyset
+// (created_at, id), so a page boundary never loses or repeats an order.
+func (s *Service) List(ctx context.Context, user string, limit int, cursor string) (Page, error) {
+	after, err := decodeCursor(cursor)
+	if err != nil {
+		return Page{}, api.Invalid(api.FieldError{Field: "cursor", Message: "not a cursor this API returned"})
+	}
+	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	defer cancel()
+	rows, err := s.db.Query(ctx, listOrdersSQL, user, after.at, after.id, limit+1)
+	if err != nil {
+		return Page{}, s.unavailable("list orders", err)
+	}
+	confirmed, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Order, error) { return s.scanOrder(r) })
+	if err != nil {
+		return Page{}, s.unavailable("list orders", err)
+	}
+	pending, err := s.pendingBefore(ctx, user, after, limit+1)
+	if err != nil {
+		return Page{}, s.unavailable("list pending orders", err)
+	}
+	return paginate(merge(confirmed, pending), limit), nil
+}
+
+// pendingBefore reads the buyer's pending orders older than the cursor.
+func (s *Service) pendingBefore(ctx context.Context, user string, after position, n int) ([]Order, error) {
+	ids, err := s.rdb.ZRevRangeByScore(ctx, s.keys.pending(user), &redis.ZRangeBy{
+		Max: strconv.FormatInt(after.at.UnixMilli(), 10), Min: "-inf", Count: int64(n) + 16,
+	}).Result()
+	if err != nil {
+		return nil, err
+	}
+	var out []Order
+	for _, id := range ids {
+		o, found, err := s.liveStatus(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if found && o.userID == user && o.Status != StatusConfirmed && before(o, after) {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+// merge joins both sources newest first; an order in both (confirmed
+// between the two reads) is taken from PostgreSQL.
+func merge(confirmed, pending []Order) []Order {
+	seen := make(map[string]bool, len(confirmed))
+	for _, o := range confirmed {
+		seen[o.ID] = true
+	}
+	out := append([]Order(nil), confirmed...)
+	for _, o := range pending {
+		if !seen[o.ID] {
+			out = append(out, o)
+		}
+	}
+	slices.SortFunc(out, func(a, b Order) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(b.ID, a.ID)
+	})
+	return out
+}
+
+func paginate(all []Order, limit int) Page {
+	p := Page{Items: all}
+	if len(all) > limit {
+		p.Items = all[:limit]
+		last := p.Items[limit-1]
+		c := encodeCursor(position{at: last.CreatedAt, id: last.ID})
+		p.NextCursor = &c
+	}
+	if p.Items == nil {
+		p.Items = []Order{}
+	}
+	return p
+}
+
+// position is a point in the (created_at, id) order; the zero cursor is
+// "after everything".
+type position struct {
+	at time.Time
+	id string
+}
+
+func before(o Order, p position) bool {
+	return o.CreatedAt.Before(p.at) || (o.CreatedAt.Equal(p.at) && o.ID < p.id)
+}
+
+func encodeCursor(p position) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(p.at.UnixMicro(), 10) + "." + p.id))
+}
+
+func decodeCursor(c string) (position, error) {
+	if c == "" {
+		return position{at: time.Now().Add(24 * time.Hour), id: "ffffffff-ffff-ffff-ffff-ffffffffffff"}, nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return position{}, err
+	}
+	us, id, ok := strings.Cut(string(raw), ".")
+	n, err := strconv.ParseInt(us, 10, 64)
+	if !ok || err != nil || uuid.Validate(id) != nil {
+		return position{}, errors.New("bad cursor")
+	}
+	return position{at: time.UnixMicro(n).UTC(), id: id}, nil
+}
+
+func (s *Service) unavailable(op string, err error) error {
+	s.log.Warn(op, "err", err)
+	return api.Unavailable("orders are unavailable")
+}

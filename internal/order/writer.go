@@ -1,0 +1,192 @@
+package order
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+)
+
+// WriterOptions tune the order writer; zero values take the defaults.
+type WriterOptions struct {
+	// Consumer is this writer's name in the group. It must be unique among
+	// running writers; a writer restarted under the same name first finishes
+	// the entries it had been delivered. Default: hostname-pid.
+	Consumer string
+	// Batch is the most entries read, and written in one transaction.
+	Batch int
+	// Block is how long a read waits for new entries; it is kept shorter
+	// than the client's read timeout so an idle writer never times out.
+	Block time.Duration
+	// ClaimIdle is how long an entry must sit unacknowledged in another
+	// consumer's list before this writer takes it over (XAUTOCLAIM). It must
+	// exceed the slowest batch, or live writers steal each other's work
+	// (harmless, thanks to ON CONFLICT, but wasted).
+	ClaimIdle time.Duration
+	// MaxDeliveries is how often an entry that cannot be written is tried
+	// before it goes to the dead-letter stream.
+	MaxDeliveries int
+	// Housekeeping is how often the writer samples its metrics and trims
+	// the stream below the oldest entry not yet written.
+	Housekeeping time.Duration
+}
+
+func (o *WriterOptions) defaults() {
+	if o.Consumer == "" {
+		host, _ := os.Hostname()
+		o.Consumer = host + "-" + strconv.Itoa(os.Getpid())
+	}
+	if o.Batch <= 0 {
+		o.Batch = 1000
+	}
+	if o.Block <= 0 {
+		o.Block = time.Second
+	}
+	if o.ClaimIdle <= 0 {
+		o.ClaimIdle = 30 * time.Second
+	}
+	if o.MaxDeliveries <= 0 {
+		o.MaxDeliveries = 5
+	}
+	if o.Housekeeping <= 0 {
+		o.Housekeeping = 2 * time.Second
+	}
+}
+
+// Writer persists the order stream to PostgreSQL.
+type Writer struct {
+	s *Service
+	o WriterOptions
+	m *writerMetrics
+
+	readOwn       bool // re-read our own pending entries before new ones
+	lastClaim     time.Time
+	lastHousekeep time.Time
+
+	// Fault injection for tests: a non-nil error stops Run right there, as
+	// a crash would.
+	hookBeforeCommit func() error
+	hookAfterCommit  func() error
+}
+
+// NewWriter returns a writer; its metrics are registered on reg.
+func (s *Service) NewWriter(o WriterOptions, reg prometheus.Registerer) *Writer {
+	o.defaults()
+	return &Writer{s: s, o: o, m: newWriterMetrics(reg)}
+}
+
+// Run writes orders until ctx is cancelled; the batch in hand when it is
+// cancelled is finished first. It returns an error only when the group
+// cannot be created or a test hook stops it.
+func (w *Writer) Run(ctx context.Context) error {
+	if err := w.ensureGroup(ctx); err != nil {
+		return err
+	}
+	w.readOwn = true
+	w.s.log.Info("order writer started", "consumer", w.o.Consumer)
+	b := newBackoff()
+	for ctx.Err() == nil {
+		msgs, err := w.next(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				w.redisTrouble(ctx, "read", err, b)
+			}
+			continue
+		}
+		b.reset()
+		if len(msgs) > 0 {
+			if err := w.handle(ctx, msgs); err != nil {
+				return err
+			}
+		}
+		w.housekeep(ctx)
+	}
+	w.s.log.Info("order writer stopped", "consumer", w.o.Consumer)
+	return nil
+}
+
+func (w *Writer) ensureGroup(ctx context.Context) error {
+	err := w.s.rdb.XGroupCreateMkStream(ctx, w.s.keys.stream(), group, "0").Err()
+	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+		return fmt.Errorf("create consumer group: %w", err)
+	}
+	return nil
+}
+
+// redisTrouble logs a Redis error and waits before the next try. A lost
+// group (Redis restarted without its data) is recreated.
+func (w *Writer) redisTrouble(ctx context.Context, op string, err error, b *backoff) {
+	w.m.errors.WithLabelValues("redis").Inc()
+	w.s.log.Warn("order writer: redis", "op", op, "err", err)
+	if strings.HasPrefix(err.Error(), "NOGROUP") {
+		_ = w.ensureGroup(ctx)
+	}
+	b.wait(ctx)
+}
+
+// next returns the entries to handle now: first our own pending ones (after
+// a restart, or while one awaits another try), then those another consumer
+// left idle too long, then new ones.
+func (w *Writer) next(ctx context.Context) ([]redis.XMessage, error) {
+	if w.readOwn {
+		msgs, err := w.read(ctx, "0", -1)
+		if err != nil || len(msgs) > 0 {
+			return msgs, err
+		}
+		w.readOwn = false
+	}
+	if time.Since(w.lastClaim) >= w.o.ClaimIdle/2 {
+		w.lastClaim = time.Now()
+		msgs, _, err := w.s.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
+			Stream: w.s.keys.stream(), Group: group, Consumer: w.o.Consumer,
+			MinIdle: w.o.ClaimIdle, Start: "0-0", Count: int64(w.o.Batch),
+		}).Result()
+		if err != nil || len(msgs) > 0 {
+			return msgs, err
+		}
+	}
+	return w.read(ctx, ">", w.o.Block)
+}
+
+func (w *Writer) read(ctx context.Context, from string, block time.Duration) ([]redis.XMessage, error) {
+	res, err := w.s.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+		Group: group, Consumer: w.o.Consumer, Streams: []string{w.s.keys.stream(), from},
+		Count: int64(w.o.Batch), Block: block,
+	}).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil || len(res) == 0 {
+		return nil, err
+	}
+	return res[0].Messages, nil
+}
+
+// handle writes one batch: the good events in one transaction, then acks
+// them and marks them confirmed; the rest wait for another delivery or go
+// to the dead-letter stream.
+func (w *Writer) handle(ctx context.Context, msgs []redis.XMessage) error {
+	w.m.batch.Observe(float64(len(msgs)))
+	events, failures := parseBatch(msgs)
+	written, bad, err := w.persistRetrying(ctx, events)
+	if errors.Is(err, errGaveUp) {
+		return nil // stopping while the database is down: left pending
+	}
+	if err != nil {
+		return err
+	}
+	w.m.written.Add(float64(written))
+	failures = append(failures, bad...)
+	if err := w.confirm(ctx, withoutFailures(events, bad), duplicateIDs(msgs, events, failures)); err != nil {
+		return err
+	}
+	w.reject(ctx, failures)
+	return nil
+}

@@ -1,0 +1,217 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// failure is a stream entry that could not be written, and why.
+type failure struct {
+	msg    redis.XMessage
+	ev     *event // nil when the entry did not parse
+	reason string
+}
+
+// parseBatch splits entries into events to write and entries that can
+// never be written. An order id seen twice in the batch is written once;
+// its other entries are returned as duplicates, to be acked with it.
+func parseBatch(msgs []redis.XMessage) (events []event, failures []failure) {
+	seen := make(map[string]bool, len(msgs))
+	for _, m := range msgs {
+		e, err := parseEvent(m)
+		if err != nil {
+			failures = append(failures, failure{msg: m, reason: err.Error()})
+			continue
+		}
+		if seen[e.orderID.String()] {
+			continue
+		}
+		seen[e.orderID.String()] = true
+		events = append(events, e)
+	}
+	return events, failures
+}
+
+// duplicateIDs are the entries that are neither written events nor
+// failures: repeats of an order id within the batch.
+func duplicateIDs(msgs []redis.XMessage, events []event, failures []failure) []string {
+	known := make(map[string]bool, len(events)+len(failures))
+	for _, e := range events {
+		known[e.streamID] = true
+	}
+	for _, f := range failures {
+		known[f.msg.ID] = true
+	}
+	var out []string
+	for _, m := range msgs {
+		if !known[m.ID] {
+			out = append(out, m.ID)
+		}
+	}
+	return out
+}
+
+func withoutFailures(events []event, bad []failure) []event {
+	if len(bad) == 0 {
+		return events
+	}
+	drop := make(map[string]bool, len(bad))
+	for _, f := range bad {
+		drop[f.msg.ID] = true
+	}
+	out := make([]event, 0, len(events))
+	for _, e := range events {
+		if !drop[e.streamID] {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// persistRetrying writes events, retrying transient database errors with
+// backoff for as long as the writer runs. A permanent error makes it write
+// the events one by one, to find the ones that can never be written. The
+// transaction in hand is not cut short by a stop: it runs on a context of
+// its own.
+func (w *Writer) persistRetrying(ctx context.Context, events []event) (written int, bad []failure, err error) {
+	if len(events) == 0 {
+		return 0, nil, nil
+	}
+	n, perr := w.persistOnce(ctx, events)
+	if perr == nil || !permanent(perr) {
+		return n, nil, perr // nil, a hook's error, or errGaveUp
+	}
+	w.m.errors.WithLabelValues("permanent").Inc()
+	for _, e := range events {
+		n, perr := w.persistOnce(ctx, []event{e})
+		switch {
+		case perr == nil:
+			written += n
+		case permanent(perr):
+			ev := e
+			bad = append(bad, failure{msg: redis.XMessage{ID: e.streamID, Values: e.values}, ev: &ev, reason: perr.Error()})
+		default: // a hook's error or errGaveUp
+			return written, bad, perr
+		}
+	}
+	return written, bad, nil
+}
+
+// persistOnce writes events, retrying only transient errors; it returns
+// a permanent error, a hook's error, or errGaveUp when the writer stops
+// while the database is unreachable.
+func (w *Writer) persistOnce(ctx context.Context, events []event) (int, error) {
+	b := newBackoff()
+	for {
+		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		n, err := persist(tctx, w.s.db, events, w.hookBeforeCommit)
+		cancel()
+		if err == nil {
+			if w.hookAfterCommit != nil {
+				if herr := w.hookAfterCommit(); herr != nil {
+					return n, hookError{herr}
+				}
+			}
+			return n, nil
+		}
+		var hook hookError
+		if errors.As(err, &hook) || permanent(err) {
+			return 0, err
+		}
+		w.m.errors.WithLabelValues("transient").Inc()
+		w.s.log.Warn("order writer: database unavailable, retrying", "err", err, "events", len(events))
+		if ctx.Err() != nil || !b.wait(ctx) {
+			return 0, errGaveUp
+		}
+	}
+}
+
+// confirm acks the written entries (and repeats) and marks their orders
+// confirmed, atomically (MULTI): a status never says pending for an order
+// whose entry is acked. On Redis trouble the entries stay pending and are
+// delivered again, which writes nothing twice.
+func (w *Writer) confirm(ctx context.Context, events []event, extra []string) error {
+	if len(events) == 0 && len(extra) == 0 {
+		return nil
+	}
+	ids := append([]string(nil), extra...)
+	for _, e := range events {
+		ids = append(ids, e.streamID)
+	}
+	b := newBackoff()
+	for {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_, err := w.s.rdb.TxPipelined(cctx, func(p redis.Pipeliner) error {
+			p.XAck(cctx, w.s.keys.stream(), group, ids...)
+			for _, e := range events {
+				w.setStatus(cctx, p, &e, StatusConfirmed, confirmedTTL)
+			}
+			return nil
+		})
+		cancel()
+		if err == nil {
+			return nil
+		}
+		w.m.errors.WithLabelValues("redis").Inc()
+		w.s.log.Warn("order writer: ack failed; the entries will be delivered again", "err", err)
+		if ctx.Err() != nil || !b.wait(ctx) {
+			return nil
+		}
+	}
+}
+
+func (w *Writer) setStatus(ctx context.Context, p redis.Pipeliner, e *event, status string, ttl time.Duration) {
+	key := w.s.keys.status(e.orderID.String())
+	p.HSet(ctx, key, "status", status)
+	p.PExpire(ctx, key, ttl)
+	p.ZRem(ctx, w.s.keys.pending(e.userID.String()), e.orderID.String())
+}
+
+// reject dead-letters the entries delivered MaxDeliveries times; the others
+// are read again from our own pending list, which counts one more delivery.
+func (w *Writer) reject(ctx context.Context, failures []failure) {
+	for _, f := range failures {
+		pend, err := w.s.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
+			Stream: w.s.keys.stream(), Group: group, Start: f.msg.ID, End: f.msg.ID, Count: 1,
+		}).Result()
+		if err != nil || len(pend) == 0 {
+			continue // acked meanwhile, or Redis trouble: it comes back
+		}
+		if pend[0].RetryCount < int64(w.o.MaxDeliveries) {
+			w.readOwn = true
+			continue
+		}
+		w.deadLetter(ctx, f, pend[0].RetryCount)
+	}
+}
+
+// deadLetter moves an entry to the dead-letter stream with its reason, acks
+// it and marks its order rejected, in one MULTI.
+func (w *Writer) deadLetter(ctx context.Context, f failure, deliveries int64) {
+	fields := map[string]any{"source_id": f.msg.ID, "reason": f.reason, "deliveries": deliveries}
+	for k, v := range f.msg.Values {
+		fields["event_"+k] = v
+	}
+	if f.ev == nil {
+		if e, err := parseEvent(f.msg); err == nil {
+			f.ev = &e
+		}
+	}
+	_, err := w.s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.XAdd(ctx, &redis.XAddArgs{Stream: w.s.keys.dead(), Values: fields})
+		p.XAck(ctx, w.s.keys.stream(), group, f.msg.ID)
+		if f.ev != nil {
+			w.setStatus(ctx, p, f.ev, StatusRejected, statusTTL)
+		}
+		return nil
+	})
+	if err != nil {
+		w.s.log.Warn("order writer: dead-letter failed; will retry", "id", f.msg.ID, "err", err)
+		return
+	}
+	w.m.deadLetters.Inc()
+	w.s.log.Error("order event dead-lettered", "id", f.msg.ID, "reason", f.reason, "deliveries", deliveries)
+}

@@ -1,0 +1,273 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/inventory"
+)
+
+func TestWriterPersistsAndConfirms(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	round := f.sale(t, "sku-a", 10, 0, 300)
+	u := f.user(t)
+	p1 := f.place(t, u, "sku-a", 2)
+	p2 := f.place(t, u, "sku-a", 1)
+	if o, err := f.svc.Get(context.Background(), u, p1.OrderID); err != nil || o.Status != StatusPending || o.TotalCents != 600 {
+		t.Fatalf("before the writer: %+v %v", o, err)
+	}
+	w := start(f.writer("w1", WriterOptions{}))
+	f.drained(t)
+	w.stop(t)
+	if f.orderRows(t) != 2 || f.sold(t, round) != 3 {
+		t.Fatalf("rows %d sold %d, want 2 and 3", f.orderRows(t), f.sold(t, round))
+	}
+	for _, p := range []Placed{p1, p2} {
+		o, err := f.svc.Get(context.Background(), u, p.OrderID)
+		if err != nil || o.Status != StatusConfirmed || len(o.Items) != 1 || o.Items[0].PriceCents != 300 {
+			t.Fatalf("after the writer: %+v %v", o, err)
+		}
+	}
+	if n := f.r.Client.ZCard(context.Background(), f.svc.keys.pending(u)).Val(); n != 0 {
+		t.Errorf("pending index still holds %d orders", n)
+	}
+}
+
+// A crash after COMMIT and before XACK: the entries come back, and writing
+// them again inserts nothing and adds nothing to the sold count.
+func TestWriterCrashBetweenCommitAndAck(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	round := f.sale(t, "s", 5, 0, 100)
+	u := f.user(t)
+	for range 5 {
+		f.place(t, u, "s", 1)
+	}
+	w := f.writer("w1", WriterOptions{})
+	w.hookAfterCommit = crashOnce()
+	if err := w.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "simulated crash") {
+		t.Fatalf("Run = %v, want the simulated crash", err)
+	}
+	if f.orderRows(t) != 5 || f.pendingCount(t) != 5 {
+		t.Fatalf("after the crash: rows %d pending %d, want 5 and 5", f.orderRows(t), f.pendingCount(t))
+	}
+	// Restarted under the same name: it reads its own pending entries first.
+	r := start(f.writer("w1", WriterOptions{}))
+	f.drained(t)
+	r.stop(t)
+	if f.orderRows(t) != 5 || f.sold(t, round) != 5 || f.count(t, `SELECT count(*) FROM order_items`) != 5 {
+		t.Fatalf("after redelivery: rows %d sold %d, want 5 and 5", f.orderRows(t), f.sold(t, round))
+	}
+}
+
+// A crash before COMMIT: nothing is written, and after the restart all is.
+func TestWriterCrashBeforeCommit(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	round := f.sale(t, "s", 5, 0, 100)
+	u := f.user(t)
+	for range 4 {
+		f.place(t, u, "s", 1)
+	}
+	w := f.writer("w1", WriterOptions{})
+	w.hookBeforeCommit = crashOnce()
+	if err := w.Run(context.Background()); err == nil {
+		t.Fatal("Run should stop at the simulated crash")
+	}
+	if f.orderRows(t) != 0 || f.sold(t, round) != 0 {
+		t.Fatalf("a batch was committed before the crash point")
+	}
+	r := start(f.writer("w1", WriterOptions{}))
+	f.drained(t)
+	r.stop(t)
+	if f.orderRows(t) != 4 || f.sold(t, round) != 4 {
+		t.Fatalf("rows %d sold %d, want 4 and 4", f.orderRows(t), f.sold(t, round))
+	}
+}
+
+// A writer that dies holding entries: a second writer, under another name,
+// claims them once they have been idle long enough.
+func TestSecondWriterClaimsDeadWritersEntries(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	round := f.sale(t, "s", 6, 0, 100)
+	u := f.user(t)
+	for range 6 {
+		f.place(t, u, "s", 1)
+	}
+	dead := f.writer("dead", WriterOptions{})
+	dead.hookBeforeCommit = crashOnce()
+	_ = dead.Run(context.Background())
+	if f.pendingCount(t) != 6 {
+		t.Fatalf("the dead writer holds %d entries, want 6", f.pendingCount(t))
+	}
+	r := start(f.writer("alive", WriterOptions{ClaimIdle: 300 * time.Millisecond}))
+	f.drained(t)
+	r.stop(t)
+	if f.orderRows(t) != 6 || f.sold(t, round) != 6 {
+		t.Fatalf("rows %d sold %d, want 6 and 6", f.orderRows(t), f.sold(t, round))
+	}
+}
+
+// Entries that can never be written (malformed; a round already full in
+// PostgreSQL) go to the dead-letter stream after MaxDeliveries, while the
+// good ones around them are written.
+func TestPoisonEntriesAreDeadLettered(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	round := f.sale(t, "s", 3, 0, 100)
+	u := f.user(t)
+	f.place(t, u, "s", 1)
+	stream := f.svc.keys.stream()
+	f.r.Client.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: map[string]any{"order_id": "nope", "qty": "x"}})
+	f.place(t, u, "s", 1)
+	// Two forged events past what the round holds in PostgreSQL (3): the
+	// CHECK (sold <= quantity) refuses one of them.
+	for range 2 {
+		forged := map[string]any{
+			"order_id": uuid.NewString(), "user_id": u, "created_ms": "1700000000000", "total_cents": "100",
+			"items": `[{"sku":"s","quantity":1,"price_cents":100,"round_id":` + itoa(round) + `}]`,
+		}
+		f.r.Client.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: forged})
+	}
+	w := f.writer("w1", WriterOptions{MaxDeliveries: 3})
+	r := start(w)
+	f.drained(t)
+	r.stop(t)
+	if f.orderRows(t) != 3 || f.sold(t, round) != 3 {
+		t.Fatalf("rows %d sold %d, want 3 and 3", f.orderRows(t), f.sold(t, round))
+	}
+	dead := f.r.Client.XRange(ctx, f.svc.keys.dead(), "-", "+").Val()
+	if len(dead) != 2 {
+		t.Fatalf("dead letters = %d, want 2: %v", len(dead), dead)
+	}
+	reasons := dead[0].Values["reason"].(string) + " | " + dead[1].Values["reason"].(string)
+	if !strings.Contains(reasons, "malformed") || !strings.Contains(reasons, "sale_rounds") {
+		t.Errorf("reasons = %q, want the malformed entry and the round's CHECK", reasons)
+	}
+	if d := dead[0].Values["deliveries"]; d != "3" {
+		t.Errorf("deliveries = %v, want 3", d)
+	}
+	if got := counterValue(t, w.m.deadLetters); got != 2 {
+		t.Errorf("dead-letter metric = %v, want 2", got)
+	}
+}
+
+// PostgreSQL unreachable for a while: the writer retries, acks nothing it
+// did not commit, and writes everything once when it is back.
+func TestWriterRidesOutDatabaseOutage(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	round := f.sale(t, "s", 20, 0, 100)
+	u := f.user(t)
+	proxy := newProxy(t, f.db.Pool.Config().ConnConfig.Host, f.db.Pool.Config().ConnConfig.Port)
+	f.svc.db = proxy.pool(t, f.db.URL)
+	proxy.down()
+	for range 10 {
+		f.place(t, u, "s", 1)
+	}
+	w := f.writer("w1", WriterOptions{})
+	r := start(w)
+	time.Sleep(800 * time.Millisecond)
+	if f.orderRows(t) != 0 || f.pendingCount(t) != 10 {
+		t.Fatalf("during the outage: rows %d pending %d, want 0 and 10", f.orderRows(t), f.pendingCount(t))
+	}
+	if counterVecValue(t, w.m.errors, "transient") == 0 {
+		t.Fatal("no transient error counted during the outage")
+	}
+	proxy.up()
+	for range 5 {
+		f.place(t, u, "s", 1)
+	}
+	f.drained(t)
+	r.stop(t)
+	if f.orderRows(t) != 15 || f.sold(t, round) != 15 {
+		t.Fatalf("rows %d sold %d, want 15 and 15", f.orderRows(t), f.sold(t, round))
+	}
+}
+
+// Trimming removes only acknowledged entries: never a pending one, never
+// one not yet delivered.
+func TestTrimNeverRemovesUnwrittenEntries(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	f.sale(t, "s", 100, 0, 100)
+	u := f.user(t)
+	for range 10 {
+		f.place(t, u, "s", 1)
+	}
+	first := f.writer("first", WriterOptions{Batch: 4})
+	first.hookBeforeCommit = crashOnce() // 4 entries delivered, then "dies"
+	_ = first.Run(ctx)
+	if n, err := first.Trim(ctx); err != nil || n != 0 {
+		t.Fatalf("trim with nothing acked removed %d (%v)", n, err)
+	}
+	r := start(f.writer("second", WriterOptions{ClaimIdle: 200 * time.Millisecond}))
+	f.drained(t)
+	r.stop(t)
+	for range 3 {
+		f.place(t, u, "s", 1) // undelivered: no writer runs now
+	}
+	n, err := first.Trim(ctx)
+	if err != nil || n != 10 {
+		t.Fatalf("trim removed %d (%v), want the 10 written entries", n, err)
+	}
+	if l := f.r.Client.XLen(ctx, f.svc.keys.stream()).Val(); l != 3 {
+		t.Fatalf("stream holds %d entries, want the 3 undelivered", l)
+	}
+}
+
+// The oversell race through Place and the writer: buyers released together;
+// PostgreSQL ends with exactly the seeded units, equal to what Redis sold.
+func TestRaceThenDrainMatchesRedis(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	const units, buyers, tries = 40, 60, 3
+	round := f.sale(t, "hot", units, 1, 500)
+	users := make([]string, buyers)
+	for i := range users {
+		users[i] = f.user(t)
+	}
+	r := start(f.writer("w1", WriterOptions{Batch: 16}))
+	var accepted atomic.Int64
+	startGun := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, u := range users {
+		for range tries {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-startGun
+				_, err := f.svc.Place(context.Background(), u, []inventory.Line{{SKU: "hot", Quantity: 1}}, "")
+				if err == nil {
+					accepted.Add(1)
+				} else if !errors.Is(err, inventory.ErrOutOfStock) && !errors.Is(err, inventory.ErrLimitExceeded) {
+					t.Error(err)
+				}
+			}()
+		}
+	}
+	close(startGun)
+	wg.Wait()
+	f.drained(t)
+	r.stop(t)
+	avail, _ := f.stock.Available(context.Background(), "hot")
+	if accepted.Load() != units || avail[0] != 0 || f.orderRows(t) != units || f.sold(t, round) != units {
+		t.Fatalf("accepted %d, available %d, rows %d, sold %d; want %d, 0, %d, %d",
+			accepted.Load(), avail[0], f.orderRows(t), f.sold(t, round), units, units, units)
+	}
+	if n := f.count(t, `SELECT count(*) FROM (SELECT user_id FROM orders GROUP BY user_id HAVING count(*) > 1) d`); n != 0 {
+		t.Fatalf("%d buyers have more than the limit of 1", n)
+	}
+}
