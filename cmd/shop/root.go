@@ -38,6 +38,7 @@ func newRootCmd(getenv func(string) string, stdout, stderr io.Writer) *cobra.Com
 	}
 	root.AddCommand(
 		newServeCmd(a),
+		newWriterCmd(a),
 		newMigrateCmd(a),
 		newVersionCmd(a),
 	)

@@ -8,30 +8,39 @@ import (
 	"net"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/database"
+	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/ratelimit"
 	"github.com/shop-oss/shop/internal/server"
 )
 
 func newServeCmd(a *app) *cobra.Command {
-	return &cobra.Command{
+	var o serveOptions
+	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Run the HTTP API (applies migrations first)",
+		Short: "Run the HTTP API and an order writer (applies migrations first)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := a.config()
 			if err != nil {
 				return err
 			}
-			return a.serve(cmd.Context(), cfg)
+			return a.serve(cmd.Context(), cfg, o)
 		},
 	}
+	cmd.Flags().BoolVar(&o.writer, "writer", true, "also run an order writer in this process")
+	o.wf.register(cmd)
+	return cmd
+}
+
+type serveOptions struct {
+	writer bool
+	wf     writerFlags
 }
 
 // stores are the open connections a command works with.
@@ -67,7 +76,7 @@ func openStores(ctx context.Context, cfg *config.Config, log *slog.Logger) (*sto
 	return &stores{redis: rdb, db: db}, nil
 }
 
-func (a *app) serve(ctx context.Context, cfg *config.Config) error {
+func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) error {
 	generated, err := cfg.EnsureJWTSecret()
 	if err != nil {
 		return err
@@ -87,8 +96,9 @@ func (a *app) serve(ctx context.Context, cfg *config.Config) error {
 		log.Info("migrations applied", "count", n)
 	}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := newRegistry()
+	stock := inventory.NewStock(st.redis, cfg.KeyPrefix)
+	orders := order.New(st.db, st.redis, stock, nil, cfg.KeyPrefix, log, reg)
 	var limiter *ratelimit.Limiter
 	if !cfg.RateLimit.Off() {
 		limiter = ratelimit.New(st.redis, cfg.KeyPrefix, cfg.RateLimit.Limit, cfg.RateLimit.Window)
@@ -111,8 +121,14 @@ func (a *app) serve(ctx context.Context, cfg *config.Config) error {
 	go func() { errc <- fapp.Listener(ln) }()
 	log.Info("listening", "addr", ln.Addr().String(), "version", version)
 
+	stopWriter := func() error { return nil }
+	if o.writer {
+		stopWriter = startWriter(ctx, orders.NewWriter(o.wf.options(), reg))
+	}
+
 	select {
 	case err := <-errc:
+		_ = stopWriter()
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
@@ -120,8 +136,26 @@ func (a *app) serve(ctx context.Context, cfg *config.Config) error {
 	if err := fapp.ShutdownWithTimeout(cfg.ShutdownTimeout); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		log.Warn("shutdown", "err", err)
 	}
+	// The writer stops after the API: orders accepted while draining are
+	// still in its reach; it finishes the batch in hand.
+	if err := stopWriter(); err != nil {
+		return err
+	}
 	log.Info("stopped")
 	return nil
+}
+
+// startWriter runs w in the background; the returned function stops it
+// (after its batch in hand) and waits. It is not stopped by ctx itself, so
+// that it outlives the API's drain.
+func startWriter(ctx context.Context, w *order.Writer) func() error {
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	return func() error {
+		cancel()
+		return <-done
+	}
 }
 
 // redisLogger adapts go-redis's internal logging to slog.

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+
+	"github.com/shop-oss/shop/internal/database"
+	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/order"
+)
+
+// writerFlags are the order writer's tuning flags, shared by `shop writer`
+// and `shop serve`.
+type writerFlags struct {
+	consumer      string
+	batch         int
+	claimIdle     time.Duration
+	maxDeliveries int
+}
+
+func (f *writerFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.consumer, "consumer", "", "this writer's consumer name, unique among running writers (default hostname-pid)")
+	cmd.Flags().IntVar(&f.batch, "batch", 1000, "most orders written per transaction")
+	cmd.Flags().DurationVar(&f.claimIdle, "claim-idle", 30*time.Second, "take over entries another writer left unacknowledged this long")
+	cmd.Flags().IntVar(&f.maxDeliveries, "max-deliveries", 5, "deliveries before an entry that cannot be written is dead-lettered")
+}
+
+func (f *writerFlags) options() order.WriterOptions {
+	return order.WriterOptions{Consumer: f.consumer, Batch: f.batch, ClaimIdle: f.claimIdle, MaxDeliveries: f.maxDeliveries}
+}
+
+func newWriterCmd(a *app) *cobra.Command {
+	var wf writerFlags
+	var metricsAddr string
+	cmd := &cobra.Command{
+		Use:   "writer",
+		Short: "Run only the order writer (several may run at once)",
+		Long: "Persist the order stream to PostgreSQL: a consumer in the group \"writers\". " +
+			"Several writers may run at once, on several machines; each needs a unique --consumer.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := a.config()
+			if err != nil {
+				return err
+			}
+			log := a.logger(cfg)
+			ctx := cmd.Context()
+			st, err := openStores(ctx, cfg, log)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			if _, err := database.Migrate(ctx, st.db); err != nil {
+				return err
+			}
+			reg := newRegistry()
+			svc := order.New(st.db, st.redis, inventory.NewStock(st.redis, cfg.KeyPrefix), nil, cfg.KeyPrefix, log, reg)
+			if metricsAddr != "" {
+				stop, err := serveMetrics(metricsAddr, reg, log)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
+			return svc.NewWriter(wf.options(), reg).Run(ctx)
+		},
+	}
+	wf.register(cmd)
+	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve /metrics and /healthz on this address (off when empty)")
+	return cmd
+}
+
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// serveMetrics exposes a writer-only process's metrics; it returns a stop
+// function.
+func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on --metrics-addr %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Warn("metrics server", "err", err)
+		}
+	}()
+	log.Info("metrics listening", "addr", ln.Addr().String())
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
+}
