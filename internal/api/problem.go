@@ -37,7 +37,10 @@ func ErrorHandler(log *slog.Logger) fiber.ErrorHandler {
 		e := asError(err)
 		status := e.Status()
 		rid := requestID(c)
-		if status >= 500 && e.Code != CodeUnavailable {
+		switch {
+		case e.Code == CodeUnavailable:
+			log.Warn("store unavailable", "request_id", rid, "method", c.Method(), "path", c.Path(), "err", err)
+		case status >= 500:
 			log.Error("request failed", "request_id", rid, "method", c.Method(), "path", c.Path(), "err", err)
 		}
 		if status == http.StatusUnauthorized {

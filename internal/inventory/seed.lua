@@ -5,6 +5,7 @@
 -- round they were reserved in.)
 --
 -- KEYS[1] sale state (hash)   KEYS[2] buyer counts (hash)
+-- Returns 1, or 0 when a round as new or newer is already open.
 -- ARGV: round, quantity, per_user_limit, starts_ms (0 = now), ends_ms
 --       (0 = no end), price_cents, ttl_ms (0 = no expiry)
 for i = 1, 7 do
@@ -12,6 +13,12 @@ for i = 1, 7 do
   if not v or v < 0 or v ~= math.floor(v) then
     return redis.error_reply('ERR seed: argument ' .. i .. ' must be a non-negative integer')
   end
+end
+-- Two admins seeding at once: round ids grow, so the newer round wins
+-- whatever order the two scripts run in.
+local current = tonumber(redis.call('HGET', KEYS[1], 'round') or '0')
+if current >= tonumber(ARGV[1]) then
+  return 0
 end
 redis.call('UNLINK', KEYS[1], KEYS[2])
 redis.call('HSET', KEYS[1], 'round', ARGV[1], 'quantity', ARGV[2], 'available', ARGV[2],

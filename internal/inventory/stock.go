@@ -83,20 +83,27 @@ type LiveRound struct {
 
 // OpenRound replaces the live state of sku with a fresh round: available is
 // its quantity and the buyer counts start from zero. The round must already
-// be recorded in PostgreSQL (its id is r.Round).
+// be recorded in PostgreSQL (its id is r.Round); a round older than the one
+// open is refused (errStaleRound).
 func (s *Stock) OpenRound(ctx context.Context, sku string, r LiveRound) error {
 	var ttl time.Duration
 	if !r.EndsAt.IsZero() {
 		ttl = time.Until(r.EndsAt) + 7*24*time.Hour
 	}
-	err := seedScript.Run(ctx, s.rdb, []string{s.saleKey(sku), s.buyersKey(sku)},
+	opened, err := seedScript.Run(ctx, s.rdb, []string{s.saleKey(sku), s.buyersKey(sku)},
 		r.Round, r.Quantity, r.PerUserLimit, unixMilli(r.StartsAt), unixMilli(r.EndsAt),
-		r.PriceCents, max(ttl.Milliseconds(), 0)).Err()
+		r.PriceCents, max(ttl.Milliseconds(), 0)).Int()
 	if err != nil {
 		return fmt.Errorf("open sale round %d for %s: %w", r.Round, sku, err)
 	}
+	if opened == 0 {
+		return fmt.Errorf("open sale round %d for %s: %w", r.Round, sku, errStaleRound)
+	}
 	return nil
 }
+
+// errStaleRound: a round as new or newer is already open.
+var errStaleRound = errors.New("a newer round is open")
 
 // Live returns the live round of sku; ok is false when none was seeded.
 func (s *Stock) Live(ctx context.Context, sku string) (r LiveRound, ok bool, err error) {

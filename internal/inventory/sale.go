@@ -1,0 +1,172 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/shop-oss/shop/internal/api"
+)
+
+// Sale rounds: PostgreSQL records each seeding (what was put on sale, and,
+// through the order writer, what was confirmed sold); Redis holds the live
+// round. Seeding writes PostgreSQL first, then opens the round in Redis in
+// one script. If Redis fails in between, the round row exists but never
+// opened: it sells nothing, and the admin's retry opens a newer one.
+const (
+	insertRoundSQL = `
+WITH p AS (SELECT price_cents FROM products WHERE sku = $1 FOR SHARE)
+INSERT INTO sale_rounds (sku, quantity, per_user_limit, price_cents, starts_at, ends_at)
+SELECT $1, $2, $3, p.price_cents, $4, $5 FROM p
+RETURNING id, price_cents, seeded_at`
+
+	selectRoundSQL = `
+SELECT id, quantity, sold, per_user_limit, starts_at, ends_at
+FROM sale_rounds WHERE sku = $1 AND ($2 = 0 OR id = $2)
+ORDER BY id DESC LIMIT 1`
+
+	productExistsSQL = `SELECT EXISTS (SELECT 1 FROM products WHERE sku = $1)`
+)
+
+// ErrProductNotFound: no product has the SKU.
+var ErrProductNotFound = api.NewError(api.CodeNotFound, "product not found")
+
+// ErrRoundSuperseded is returned when a newer round of the same SKU was
+// opened while this one was being seeded: the newer one stands.
+var ErrRoundSuperseded = api.NewError(api.CodeConflict, "a newer sale round was seeded at the same time")
+
+// Sales seeds sale rounds and reports on them.
+type Sales struct {
+	db    *pgxpool.Pool
+	stock *Stock
+}
+
+// NewSales returns the sale-round service.
+func NewSales(db *pgxpool.Pool, stock *Stock) *Sales { return &Sales{db: db, stock: stock} }
+
+// Seed is an admin's request to open a sale round.
+type Seed struct {
+	Quantity     int
+	PerUserLimit int       // 0: unlimited
+	StartsAt     time.Time // zero: open now
+	EndsAt       time.Time // zero: no end
+}
+
+// StockReport is the state of a SKU's current sale round.
+type StockReport struct {
+	SKU          string     `json:"sku"`
+	Quantity     int64      `json:"quantity"`
+	Available    int64      `json:"available"`
+	Sold         int64      `json:"sold"`
+	Confirmed    int64      `json:"confirmed"`
+	PerUserLimit int        `json:"per_user_limit"`
+	StartsAt     *time.Time `json:"starts_at"`
+	EndsAt       *time.Time `json:"ends_at"`
+	RoundID      *int64     `json:"round_id"`
+}
+
+// Open records a new round for sku and opens it: available becomes the
+// quantity, per-user counts start from zero, the unit price is the
+// product's. Errors: ErrProductNotFound, ErrRoundSuperseded, or a 503.
+func (s *Sales) Open(ctx context.Context, sku string, seed Seed) (StockReport, error) {
+	var round, price int64
+	var seededAt time.Time
+	err := s.db.QueryRow(ctx, insertRoundSQL, sku, seed.Quantity, seed.PerUserLimit,
+		nullTime(seed.StartsAt), nullTime(seed.EndsAt)).Scan(&round, &price, &seededAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return StockReport{}, ErrProductNotFound
+	}
+	if err != nil {
+		return StockReport{}, unavailable("record sale round", err)
+	}
+	live := LiveRound{
+		Round: round, Quantity: int64(seed.Quantity), Available: int64(seed.Quantity),
+		PerUserLimit: seed.PerUserLimit, StartsAt: seed.StartsAt, EndsAt: seed.EndsAt, PriceCents: price,
+	}
+	if err := s.stock.OpenRound(ctx, sku, live); err != nil {
+		if errors.Is(err, errStaleRound) {
+			return StockReport{}, ErrRoundSuperseded
+		}
+		return StockReport{}, unavailable("open sale round", err)
+	}
+	return report(sku, live, 0), nil
+}
+
+// Report returns the state of sku's live round, or of its latest recorded
+// round when none is live (all zero when it never had one). Errors:
+// ErrProductNotFound, or a 503.
+func (s *Sales) Report(ctx context.Context, sku string) (StockReport, error) {
+	live, ok, err := s.stock.Live(ctx, sku)
+	if err != nil {
+		return StockReport{}, unavailable("live stock", err)
+	}
+	var r LiveRound
+	var confirmed int64
+	var starts, ends *time.Time
+	err = s.db.QueryRow(ctx, selectRoundSQL, sku, live.Round).
+		Scan(&r.Round, &r.Quantity, &confirmed, &r.PerUserLimit, &starts, &ends)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return s.noRound(ctx, sku)
+	case err != nil:
+		return StockReport{}, unavailable("sale round", err)
+	}
+	r.StartsAt, r.EndsAt = deref(starts), deref(ends)
+	if ok {
+		r.Available = live.Available
+	} else {
+		r.Available = 0 // recorded but not live: nothing can be bought
+	}
+	return report(sku, r, confirmed), nil
+}
+
+func (s *Sales) noRound(ctx context.Context, sku string) (StockReport, error) {
+	var exists bool
+	if err := s.db.QueryRow(ctx, productExistsSQL, sku).Scan(&exists); err != nil {
+		return StockReport{}, unavailable("product", err)
+	}
+	if !exists {
+		return StockReport{}, ErrProductNotFound
+	}
+	return StockReport{SKU: sku}, nil
+}
+
+func report(sku string, r LiveRound, confirmed int64) StockReport {
+	round := r.Round
+	return StockReport{
+		SKU: sku, Quantity: r.Quantity, Available: r.Available, Sold: r.Quantity - r.Available,
+		Confirmed: confirmed, PerUserLimit: r.PerUserLimit,
+		StartsAt: timePtr(r.StartsAt), EndsAt: timePtr(r.EndsAt), RoundID: &round,
+	}
+}
+
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+func deref(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+// unavailable reports a store failure as a 503 and keeps the cause for logs.
+func unavailable(op string, err error) error {
+	return fmt.Errorf("%s: %w: %w", op, api.Unavailable("the store is unavailable"), err)
+}
