@@ -23,12 +23,16 @@ type Line struct {
 type Enqueue struct {
 	OrderID    string
 	UserID     string
-	StreamKey  string        // the order stream
-	StatusKey  string        // the order's pending status (hash)
-	PendingKey string        // the buyer's index of pending orders (zset)
-	IdemKey    string        // the idempotency record; "" for none
-	StatusTTL  time.Duration // life of the status and index entries
-	IdemTTL    time.Duration // life of the idempotency record
+	StreamKey  string // the order stream
+	StatusKey  string // the order's pending status (hash)
+	PendingKey string // the buyer's index of pending orders (zset)
+	IdemKey    string // the idempotency record; "" for none
+	// CartKey, for a checkout, is the buyer's cart: it must still hold
+	// exactly the lines reserved (else ErrCartChanged) and is emptied in
+	// the same step. "" for a buy-now.
+	CartKey   string
+	StatusTTL time.Duration // life of the status and index entries
+	IdemTTL   time.Duration // life of the idempotency record
 }
 
 // Item is one reserved line, with the unit price and sale round taken from
@@ -60,15 +64,14 @@ func (s *Stock) Reserve(ctx context.Context, e Enqueue, lines []Line) (Reservati
 	if err := checkLines(lines); err != nil {
 		return Reservation{}, err
 	}
-	idemKey, useIdem := e.IdemKey, "1"
-	if idemKey == "" {
-		// Every key goes in KEYS; an unused one names a key never touched.
-		idemKey, useIdem = e.StatusKey+":noidem", "0"
-	}
-	keys := make([]string, 0, 4+2*len(lines))
-	keys = append(keys, e.StreamKey, e.StatusKey, e.PendingKey, idemKey)
-	args := make([]any, 0, 6+2*len(lines))
-	args = append(args, e.OrderID, e.UserID, e.StatusTTL.Milliseconds(), e.IdemTTL.Milliseconds(), useIdem, len(lines))
+	// Every key goes in KEYS; an unused one names a key never touched.
+	idemKey, useIdem := optionalKey(e.IdemKey, e.StatusKey+":noidem")
+	cartKey, useCart := optionalKey(e.CartKey, e.StatusKey+":nocart")
+	keys := make([]string, 0, 5+2*len(lines))
+	keys = append(keys, e.StreamKey, e.StatusKey, e.PendingKey, idemKey, cartKey)
+	args := make([]any, 0, 7+2*len(lines))
+	args = append(args, e.OrderID, e.UserID, e.StatusTTL.Milliseconds(), e.IdemTTL.Milliseconds(),
+		useIdem, useCart, len(lines))
 	for _, l := range lines {
 		keys = append(keys, s.saleKey(l.SKU), s.buyersKey(l.SKU))
 		args = append(args, l.SKU, l.Quantity)
@@ -78,6 +81,13 @@ func (s *Stock) Reserve(ctx context.Context, e Enqueue, lines []Line) (Reservati
 		return Reservation{}, fmt.Errorf("reserve order %s: %w", e.OrderID, err)
 	}
 	return parseReply(e.OrderID, reply)
+}
+
+func optionalKey(key, unused string) (string, string) {
+	if key == "" {
+		return unused, "0"
+	}
+	return key, "1"
 }
 
 func checkLines(lines []Line) error {
@@ -123,6 +133,8 @@ func rejection(reason string, skus []string) error {
 	switch reason {
 	case "no_sale":
 		return &NoSaleError{SKUs: skus}
+	case "cart_changed":
+		return ErrCartChanged
 	case "not_active":
 		return withSKUs(ErrSaleNotActive, skus)
 	case "limit":

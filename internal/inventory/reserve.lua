@@ -13,40 +13,57 @@
 -- KEYS[1] order stream          KEYS[2] order status (hash)
 -- KEYS[3] buyer's pending index (sorted set)
 -- KEYS[4] idempotency record    (touched only when ARGV[5] == '1')
--- KEYS[5 + 2(i-1)]  sale state of line i (hash: round, available, limit,
+-- KEYS[5] the buyer's cart      (touched only when ARGV[6] == '1': checkout)
+-- KEYS[6 + 2(i-1)]  sale state of line i (hash: round, available, limit,
 --                   starts_ms, ends_ms, price_cents)
--- KEYS[6 + 2(i-1)]  buyer counts of line i (hash: user id -> units)
+-- KEYS[7 + 2(i-1)]  buyer counts of line i (hash: user id -> units)
 -- ARGV[1] order id   ARGV[2] user id   ARGV[3] status TTL (ms)
 -- ARGV[4] idempotency TTL (ms)        ARGV[5] '1' to use the idempotency key
--- ARGV[6] number of lines n, then ARGV[7 + 2(i-1)] sku, ARGV[8 + 2(i-1)] qty
+-- ARGV[6] '1' for a checkout: the cart must still hold exactly these lines,
+--         and it is emptied with the reservation
+-- ARGV[7] number of lines n, then ARGV[8 + 2(i-1)] sku, ARGV[9 + 2(i-1)] qty
 --
 -- Returns {'ok', items_json, total_cents, created_ms}
 --      or {'dup', order_id}                        (idempotent repeat)
---      or {'fail', reason, sku...}  reason: no_sale | not_active | limit | stock
+--      or {'fail', reason, sku...}  reason: no_sale | not_active | limit |
+--         stock | cart_changed (the cart changed since it was read: retry)
 local order_id, user = ARGV[1], ARGV[2]
 local status_ttl, idem_ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
-local use_idem = ARGV[5] == '1'
-local n = tonumber(ARGV[6])
+local use_idem, use_cart = ARGV[5] == '1', ARGV[6] == '1'
+local n = tonumber(ARGV[7])
 
 local function bad(msg) return redis.error_reply('ERR reserve: ' .. msg) end
 if order_id == '' or user == '' then return bad('empty order or user id') end
 if not status_ttl or status_ttl < 1 or not idem_ttl or idem_ttl < 1 then return bad('bad ttl') end
-if not n or n < 1 or n ~= math.floor(n) or #KEYS ~= 4 + 2 * n or #ARGV ~= 6 + 2 * n then
+if not n or n < 1 or n ~= math.floor(n) or #KEYS ~= 5 + 2 * n or #ARGV ~= 7 + 2 * n then
   return bad('bad line count')
 end
 
 local lines, seen = {}, {}
 for i = 1, n do
-  local sku, qty = ARGV[5 + 2 * i], tonumber(ARGV[6 + 2 * i])
+  local sku, qty = ARGV[6 + 2 * i], tonumber(ARGV[7 + 2 * i])
   if not qty or qty < 1 or qty ~= math.floor(qty) then return bad('bad quantity') end
   if seen[sku] then return bad('duplicate sku') end
   seen[sku] = true
-  lines[i] = {sku = sku, qty = qty, sale = KEYS[3 + 2 * i], buyers = KEYS[4 + 2 * i]}
+  lines[i] = {sku = sku, qty = qty, sale = KEYS[4 + 2 * i], buyers = KEYS[5 + 2 * i]}
 end
 
 if use_idem then
   local prev = redis.call('GET', KEYS[4])
   if prev then return {'dup', prev} end
+end
+
+-- A checkout reserves what the cart held when it was read; if the buyer
+-- changed the cart since, the caller reads it again.
+if use_cart then
+  local cart = redis.call('HGETALL', KEYS[5])
+  if #cart ~= 2 * n then return {'fail', 'cart_changed'} end
+  for i = 1, #cart, 2 do
+    if not seen[cart[i]] then return {'fail', 'cart_changed'} end
+  end
+  for _, l in ipairs(lines) do
+    if tonumber(redis.call('HGET', KEYS[5], l.sku)) ~= l.qty then return {'fail', 'cart_changed'} end
+  end
 end
 
 local t = redis.call('TIME')
@@ -107,5 +124,8 @@ redis.call('ZADD', KEYS[3], now, order_id)
 redis.call('PEXPIRE', KEYS[3], status_ttl)
 if use_idem then
   redis.call('SET', KEYS[4], order_id, 'PX', idem_ttl)
+end
+if use_cart then
+  redis.call('DEL', KEYS[5])
 end
 return {'ok', items_json, total_s, now_s}

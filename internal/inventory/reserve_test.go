@@ -305,3 +305,34 @@ func TestSetPriceOnlyTouchesLiveRounds(t *testing.T) {
 		t.Fatalf("bought at %d (%v), want the new price", res.TotalCents, err)
 	}
 }
+
+func TestReserveCheckoutEmptiesTheCartOrRefusesAChangedOne(t *testing.T) {
+	t.Parallel()
+	f := newStockFixture(t)
+	ctx := context.Background()
+	f.seed(t, "a", LiveRound{Quantity: 10, PerUserLimit: 0})
+	f.seed(t, "b", LiveRound{Quantity: 10, PerUserLimit: 0})
+	cart := f.r.Prefix + "cart:{u1}"
+	f.r.Client.HSet(ctx, cart, "a", 2, "b", 1)
+	lines := []Line{{"a", 2}, {"b", 1}}
+
+	changed := [][]Line{{{"a", 2}}, {{"a", 1}, {"b", 1}}, {{"a", 2}, {"b", 1}, {"c", 1}}}
+	for _, ls := range changed {
+		e := f.enqueue("u1", "")
+		e.CartKey = cart
+		if _, err := f.Reserve(ctx, e, ls); !errors.Is(err, ErrCartChanged) {
+			t.Fatalf("lines %v against the cart: %v, want ErrCartChanged", ls, err)
+		}
+	}
+	if f.available(t, "a") != 10 || f.streamLen(t) != 0 || f.r.Client.HLen(ctx, cart).Val() != 2 {
+		t.Fatal("a refused checkout changed something")
+	}
+	e := f.enqueue("u1", "")
+	e.CartKey = cart
+	if _, err := f.Reserve(ctx, e, lines); err != nil {
+		t.Fatal(err)
+	}
+	if f.r.Client.Exists(ctx, cart).Val() != 0 || f.available(t, "a") != 8 || f.available(t, "b") != 9 {
+		t.Fatal("checkout did not empty the cart and take the stock")
+	}
+}

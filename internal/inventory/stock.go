@@ -49,6 +49,10 @@ var (
 	ErrOutOfStock    = api.NewError(api.CodeOutOfStock, "not enough stock")
 )
 
+// ErrCartChanged: a checkout's cart changed between reading it and the
+// reservation; nothing was reserved, and the caller reads the cart again.
+var ErrCartChanged = errors.New("inventory: the cart changed during checkout")
+
 // NoSaleError is returned by Reserve when a SKU has no sale round: either
 // the product does not exist or no stock was ever seeded. The caller, which
 // can ask the catalog, tells the two apart.
