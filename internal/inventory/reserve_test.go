@@ -336,3 +336,5 @@ func TestReserveCheckoutEmptiesTheCartOrRefusesAChangedOne(t *testing.T) {
 		t.Fatal("checkout did not empty the cart and take the stock")
 	}
 }
+
+func newBenchRedis(b *testing.B) *testenv.Redis { return testenv.NewRedis(b) }
