@@ -39,6 +39,7 @@ func newRootCmd(getenv func(string) string, stdout, stderr io.Writer) *cobra.Com
 	root.AddCommand(
 		newServeCmd(a),
 		newMigrateCmd(a),
+		newUserCmd(a),
 		newVersionCmd(a),
 	)
 	return root

@@ -7,12 +7,14 @@ import (
 	"log/slog"
 	"net"
 
+	"github.com/gofiber/fiber/v2"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
+	"github.com/shop-oss/shop/internal/auth"
 	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/database"
 	"github.com/shop-oss/shop/internal/server"
@@ -88,6 +90,7 @@ func (a *app) serve(ctx context.Context, cfg *config.Config) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	authSvc := auth.New(st.db, st.redis, authConfig(cfg), log, reg)
 	fapp := server.New(server.Deps{
 		Log:            log,
 		Redis:          st.redis,
@@ -95,6 +98,7 @@ func (a *app) serve(ctx context.Context, cfg *config.Config) error {
 		Registry:       reg,
 		BodyLimit:      cfg.BodyLimit,
 		TrustedProxies: cfg.TrustedProxies,
+		Mount:          []func(fiber.Router){authSvc.Routes},
 	})
 
 	ln, err := net.Listen("tcp", cfg.Addr)
@@ -116,6 +120,16 @@ func (a *app) serve(ctx context.Context, cfg *config.Config) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// authConfig is the auth service's part of the configuration.
+func authConfig(cfg *config.Config) auth.Config {
+	return auth.Config{
+		Secret:     []byte(cfg.JWTSecret),
+		AccessTTL:  cfg.AccessTTL,
+		SessionTTL: cfg.SessionTTL,
+		KeyPrefix:  cfg.KeyPrefix,
+	}
 }
 
 // redisLogger adapts go-redis's internal logging to slog.
