@@ -2,9 +2,11 @@ package auth
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestLifecycle walks register → login → /me → refresh → reuse → login →
@@ -219,4 +221,30 @@ func (h *harness) sessionKeys(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	return keys
+}
+
+// TestUnknownEmailCostsAHash: a login for an unknown email does the same
+// argon2 work as one with a wrong password, so timing does not reveal
+// which emails have accounts. Without the dummy hash it would answer ~50x
+// faster; the bound is loose (5x) so a busy machine cannot fail it.
+func TestUnknownEmailCostsAHash(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.mustCreate(t, "ada@example.com", RoleShopper)
+	fastest := func(email string) time.Duration {
+		best := time.Hour
+		for range 3 {
+			start := time.Now()
+			_, err := h.svc.Login(context.Background(), email, "wrong password", "")
+			if !errors.Is(err, ErrInvalidCredentials) {
+				t.Fatalf("login %s: %v", email, err)
+			}
+			best = min(best, time.Since(start))
+		}
+		return best
+	}
+	known, unknown := fastest("ada@example.com"), fastest("nobody@example.com")
+	if unknown < known/5 {
+		t.Errorf("unknown email took %v, a wrong password %v: timing reveals which emails exist", unknown, known)
+	}
 }
