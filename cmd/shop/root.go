@@ -40,6 +40,7 @@ func newRootCmd(getenv func(string) string, stdout, stderr io.Writer) *cobra.Com
 		newServeCmd(a),
 		newWriterCmd(a),
 		newMigrateCmd(a),
+		newUserCmd(a),
 		newVersionCmd(a),
 	)
 	return root

@@ -7,10 +7,12 @@ import (
 	"log/slog"
 	"net"
 
+	"github.com/gofiber/fiber/v2"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
+	"github.com/shop-oss/shop/internal/auth"
 	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/database"
 	"github.com/shop-oss/shop/internal/inventory"
@@ -97,6 +99,7 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) err
 	}
 
 	reg := newRegistry()
+	authSvc := auth.New(st.db, st.redis, authConfig(cfg), log, reg)
 	stock := inventory.NewStock(st.redis, cfg.KeyPrefix)
 	orders := order.New(st.db, st.redis, stock, nil, cfg.KeyPrefix, log, reg)
 	var limiter *ratelimit.Limiter
@@ -111,6 +114,7 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) err
 		Registry:       reg,
 		BodyLimit:      cfg.BodyLimit,
 		TrustedProxies: cfg.TrustedProxies,
+		Mount:          []func(fiber.Router){authSvc.Routes},
 	})
 
 	ln, err := net.Listen("tcp", cfg.Addr)
@@ -155,6 +159,16 @@ func startWriter(ctx context.Context, w *order.Writer) func() error {
 	return func() error {
 		cancel()
 		return <-done
+	}
+}
+
+// authConfig is the auth service's part of the configuration.
+func authConfig(cfg *config.Config) auth.Config {
+	return auth.Config{
+		Secret:     []byte(cfg.JWTSecret),
+		AccessTTL:  cfg.AccessTTL,
+		SessionTTL: cfg.SessionTTL,
+		KeyPrefix:  cfg.KeyPrefix,
 	}
 }
 

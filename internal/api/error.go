@@ -129,11 +129,12 @@ func (e *Error) Status() int {
 	return http.StatusInternalServerError
 }
 
-// Is makes errors.Is match errors by code: a copy carrying extra members
-// (an out_of_stock naming its SKUs) still "is" the sentinel it came from.
+// Is makes a copy made by With (an out_of_stock naming its SKUs) still "be"
+// the sentinel it came from: same code and detail. Two sentinels that share
+// a code but say different things stay distinct.
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
-	return ok && t.Code == e.Code
+	return ok && t.Code == e.Code && t.Detail == e.Detail
 }
 
 // With returns a copy of e carrying one more extension member.

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/shop-oss/shop/internal/testenv"
+)
+
+func TestUserAdd(t *testing.T) {
+	t.Parallel()
+	db := testenv.NewDatabase(t)
+	env := map[string]string{"SHOP_DATABASE_URL": db.URL, "SHOP_LOG_LEVEL": "warn"}
+	shop := func(args ...string) (string, error) {
+		var out, errb bytes.Buffer
+		err := run(context.Background(), append([]string{"user", "add"}, args...), func(k string) string { return env[k] }, &out, &errb)
+		return out.String(), err
+	}
+
+	out, err := shop("--email", "Root@Example.com", "--password", "correct horse", "--name", "Root", "--role", "admin")
+	if err != nil {
+		t.Fatalf("user add: %v", err)
+	}
+	id := strings.TrimSpace(out)
+	if uuid.Validate(id) != nil {
+		t.Fatalf("stdout = %q, want the new user's id", out)
+	}
+	var email, role, name string
+	if err := db.Pool.QueryRow(context.Background(), "SELECT email, role, name FROM users WHERE id = $1", id).Scan(&email, &role, &name); err != nil {
+		t.Fatal(err)
+	}
+	if email != "Root@Example.com" || role != "admin" || name != "Root" {
+		t.Errorf("stored %s %s %s", email, role, name)
+	}
+	if _, err := shop("--email", "ada@example.com", "--password", "correct horse"); err != nil {
+		t.Errorf("a shopper without --role: %v", err)
+	}
+
+	tests := []struct {
+		name string
+		args []string
+		want string // in the one-line error
+	}{
+		{"duplicate_other_case", []string{"--email", "root@example.COM", "--password", "another one"}, `a user with email "root@example.COM" already exists`},
+		{"invalid_email", []string{"--email", "root", "--password", "correct horse"}, "invalid input: --email must be a valid email address"},
+		{"short_password", []string{"--email", "x@example.com", "--password", "short"}, "--password must be at least 8 characters"},
+		{"unknown_role", []string{"--email", "x@example.com", "--password", "correct horse", "--role", "root"}, "--role must be shopper or admin"},
+		{"missing_email", []string{"--password", "correct horse"}, `required flag(s) "email" not set`},
+		{"missing_password", []string{"--email", "x@example.com"}, `required flag(s) "password" not set`},
+		{"stray_argument", []string{"--email", "x@example.com", "--password", "correct horse", "extra"}, "unknown command"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := shop(tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("err = %v, want one line containing %q", err, tc.want)
+			}
+			if out != "" {
+				t.Errorf("printed %q on failure", out)
+			}
+		})
+	}
+	var n int
+	if err := db.Pool.QueryRow(context.Background(), "SELECT count(*) FROM users").Scan(&n); err != nil || n != 2 {
+		t.Errorf("users = %d (%v), want 2: a refused command wrote something", n, err)
+	}
+}
+
+func TestUserNeedsASubcommand(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"user"}, {"user", "ad"}} {
+		var out, errb bytes.Buffer
+		if err := run(context.Background(), args, func(string) string { return "" }, &out, &errb); err == nil {
+			t.Errorf("shop %v succeeded", args)
+		}
+	}
+}
+
+func TestUserAddUnreachableDatabase(t *testing.T) {
+	t.Parallel()
+	getenv := func(k string) string {
+		if k == "SHOP_DATABASE_URL" {
+			return "postgres://postgres@127.0.0.1:1/shop?sslmode=disable"
+		}
+		return ""
+	}
+	var out, errb bytes.Buffer
+	err := run(context.Background(), []string{"user", "add", "--email", "a@example.com", "--password", "correct horse"}, getenv, &out, &errb)
+	if err == nil || !strings.Contains(err.Error(), "postgres unreachable") {
+		t.Fatalf("err = %v, want postgres unreachable", err)
+	}
+}

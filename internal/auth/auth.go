@@ -1,0 +1,228 @@
+// Package auth owns accounts and sessions: users in PostgreSQL with argon2id
+// password hashes, short-lived HS256 access JWTs, revocable sessions in
+// Redis with rotating refresh tokens, and the Fiber middleware that puts the
+// authenticated user in the request's context.
+//
+// # Sessions
+//
+// A login creates one session, a Redis hash at <prefix>session:<sid> with a
+// sliding idle expiry (Config.SessionTTL). It holds the user's id, email,
+// name and role, the device, the sha256 of the current refresh token and the
+// jti of the current access token. Every authenticated request runs one
+// small script that reads the session, compares the token's jti with the
+// current one and extends the expiry, all in one round trip; so logout,
+// refresh and revocation take effect at once, and the role comes from server
+// state rather than from the token alone. The check needs Redis only, never
+// PostgreSQL.
+//
+// # Refresh tokens
+//
+// A refresh token is "<sid>.<nonce>.<mac>": the session id (so the session is
+// found without a scan), 32 random bytes, and an HMAC-SHA256 over both keyed
+// from the signing secret. Only its sha256 is stored. The MAC proves a token
+// was issued by us, so a token that carries a live session's id and a valid
+// MAC but is not the current one can only be an earlier, already used token:
+// that is reuse, and the whole session is deleted (RFC 6819, OAuth 2.1
+// §6.1). A forged token (bad MAC) is refused without touching the session,
+// so knowing a session id (it is readable in an access token) does not let
+// anyone log its owner out.
+//
+// Rotation is one Lua script, so two refreshes racing with the same token
+// give exactly one success; the loser is a reuse and revokes the session,
+// the winner's new pair included. Clients must therefore refresh one at a
+// time. A client that loses the response to a refresh (network failure
+// after the script ran) holds only the old token, which now counts as
+// reused: it must log in again. We accept that forced re-login rather than
+// keep a grace window in which a stolen token would still work.
+//
+// # Failure
+//
+// When Redis (or, for register and login, PostgreSQL) does not answer, every
+// operation returns an api.Unavailable error (503 with Retry-After), never
+// 401: an outage is not a logout. Store calls run under short timeouts so
+// nothing hangs.
+package auth
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"errors"
+	"log/slog"
+	"runtime"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/api"
+)
+
+// Roles a user may have.
+const (
+	RoleShopper = "shopper"
+	RoleAdmin   = "admin"
+)
+
+// User is an account as the rest of the shop sees it. ID is a UUID string.
+type User struct {
+	ID    string `json:"id"`
+	Email string `json:"email"`
+	Name  string `json:"name"`
+	Role  string `json:"role"`
+}
+
+// Tokens is the answer to a login or a refresh.
+type Tokens struct {
+	AccessToken  string `json:"access_token"`
+	RefreshToken string `json:"refresh_token"`
+	TokenType    string `json:"token_type"`
+	// ExpiresIn is the access token's lifetime in seconds.
+	ExpiresIn int `json:"expires_in"`
+}
+
+// Config is what the service needs beyond its stores.
+type Config struct {
+	// Secret signs access tokens and keys the refresh-token MAC. It must not
+	// be empty: without it no token can be issued or verified.
+	Secret []byte
+	// AccessTTL is the access token's lifetime (default 15m).
+	AccessTTL time.Duration
+	// SessionTTL is the session's idle expiry, extended on every use
+	// (default 720h).
+	SessionTTL time.Duration
+	// KeyPrefix starts every Redis key the service writes.
+	KeyPrefix string
+}
+
+// Errors the service returns (wrapped with %w). They are api errors, so the
+// HTTP layer answers them with their code and status.
+var (
+	// ErrInvalidCredentials: unknown email or wrong password, never saying which.
+	ErrInvalidCredentials = api.NewError(api.CodeInvalidCredentials, "the email or password is wrong")
+	// ErrInvalidToken: a refresh token that is malformed, forged, expired or used.
+	ErrInvalidToken = api.NewError(api.CodeInvalidToken, "the refresh token is invalid, expired or revoked")
+	// ErrRefreshReused: an already used refresh token; its session is now revoked.
+	ErrRefreshReused = api.NewError(api.CodeInvalidToken, "the refresh token was already used: the session is revoked, log in again")
+	// ErrUnauthorized: a missing, malformed, forged, expired or revoked access token.
+	ErrUnauthorized = api.NewError(api.CodeUnauthorized, "a valid bearer access token is required")
+	// ErrForbidden: an authenticated user without the role the route needs.
+	ErrForbidden = api.NewError(api.CodeForbidden, "this needs the admin role")
+	// ErrEmailTaken: an account with this email (in any letter case) exists.
+	ErrEmailTaken = api.NewError(api.CodeEmailTaken, "an account with this email already exists")
+	// ErrNoSecret: the service was built without a signing secret.
+	ErrNoSecret = errors.New("auth: no signing secret configured")
+)
+
+// Defaults for a Config that leaves a duration unset.
+const (
+	defaultAccessTTL  = 15 * time.Minute
+	defaultSessionTTL = 720 * time.Hour
+)
+
+// Service implements accounts, logins and sessions. It is safe for
+// concurrent use.
+type Service struct {
+	db       *pgxpool.Pool
+	rdb      redis.UniversalClient
+	cfg      Config
+	log      *slog.Logger
+	metrics  *metrics
+	tokens   *tokenCodec
+	sessions *sessionStore
+	// hashSlots bounds concurrent argon2 work: each hash takes 19 MiB and a
+	// core, so a burst of logins must queue rather than exhaust memory.
+	hashSlots chan struct{}
+}
+
+// New builds the service. reg receives the auth metrics (nil: none are
+// registered). An empty cfg.Secret is not rejected here, so that commands
+// that only create users need none, but then logins fail with ErrNoSecret
+// and every bearer token is refused.
+func New(db *pgxpool.Pool, rdb redis.UniversalClient, cfg Config, log *slog.Logger, reg prometheus.Registerer) *Service {
+	if cfg.AccessTTL <= 0 {
+		cfg.AccessTTL = defaultAccessTTL
+	}
+	if cfg.SessionTTL <= 0 {
+		cfg.SessionTTL = defaultSessionTTL
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Service{
+		db:        db,
+		rdb:       rdb,
+		cfg:       cfg,
+		log:       log,
+		metrics:   newMetrics(reg, log),
+		tokens:    newTokenCodec(cfg.Secret, cfg.AccessTTL),
+		sessions:  newSessionStore(rdb, cfg.KeyPrefix, cfg.SessionTTL, deriveKey(cfg.Secret, "shop refresh-token mac v1"), log),
+		hashSlots: make(chan struct{}, max(2, runtime.GOMAXPROCS(0))),
+	}
+}
+
+// deriveKey makes a key for one purpose from the secret, so the refresh-token
+// MAC never shares a key with the JWT signature.
+func deriveKey(secret []byte, purpose string) []byte {
+	if len(secret) == 0 {
+		return nil
+	}
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(purpose))
+	return m.Sum(nil)
+}
+
+// metrics are the service's Prometheus collectors.
+type metrics struct {
+	logins       *prometheus.CounterVec
+	refreshReuse prometheus.Counter
+}
+
+// Login outcomes, the values of shop_auth_logins_total's label.
+const (
+	outcomeSuccess        = "success"
+	outcomeInvalid        = "invalid_credentials"
+	outcomeInvalidRequest = "invalid_request"
+	outcomeUnavailable    = "unavailable"
+	outcomeError          = "error"
+)
+
+func newMetrics(reg prometheus.Registerer, log *slog.Logger) *metrics {
+	m := &metrics{
+		logins: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shop_auth_logins_total",
+			Help: "Login attempts by outcome (success, invalid_credentials, invalid_request, unavailable, error).",
+		}, []string{"outcome"}),
+		refreshReuse: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shop_auth_refresh_reuse_total",
+			Help: "Already used refresh tokens presented again; each revoked its session.",
+		}),
+	}
+	for _, o := range []string{outcomeSuccess, outcomeInvalid, outcomeInvalidRequest, outcomeUnavailable, outcomeError} {
+		m.logins.WithLabelValues(o) // export zeros, so rate() works from the start
+	}
+	if reg != nil {
+		m.logins = register(reg, log, m.logins)
+		m.refreshReuse = register(reg, log, m.refreshReuse)
+	}
+	return m
+}
+
+// register adds c to reg, or reuses the collector already registered under
+// the same name (two services sharing one registry share their counters).
+// Any other conflict is logged and c counts unexported: metrics are not
+// worth refusing to serve for.
+func register[C prometheus.Collector](reg prometheus.Registerer, log *slog.Logger, c C) C {
+	err := reg.Register(c)
+	if err == nil {
+		return c
+	}
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing
+		}
+	}
+	log.Warn("auth metrics not registered", "err", err)
+	return c
+}

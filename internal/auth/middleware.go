@@ -1,0 +1,95 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/gofiber/fiber/v2"
+)
+
+// ctxKey keys the authenticated principal in a request's context.
+type ctxKey struct{}
+
+// principal is who a request acts for: the user, and the session its token
+// belongs to (logout needs it).
+type principal struct {
+	user      User
+	sessionID string
+}
+
+// NewContextWithUser returns ctx carrying u as the authenticated user.
+func NewContextWithUser(ctx context.Context, u User) context.Context {
+	return context.WithValue(ctx, ctxKey{}, principal{user: u})
+}
+
+// UserFromContext returns the authenticated user, if ctx carries one.
+func UserFromContext(ctx context.Context) (User, bool) {
+	p, ok := ctx.Value(ctxKey{}).(principal)
+	return p.user, ok
+}
+
+// MustUser returns the user that RequireUser or RequireAdmin put in the
+// request's context. It panics when there is none: the route was mounted
+// without the middleware, a bug the recover middleware answers with a 500.
+func MustUser(c *fiber.Ctx) User {
+	u, ok := UserFromContext(c.UserContext())
+	if !ok {
+		panic("auth.MustUser: no user in the request context; mount the route behind RequireUser")
+	}
+	return u
+}
+
+// RequireUser admits requests with a valid bearer access token of a live
+// session and puts the user in c.UserContext(). Otherwise it answers 401
+// unauthorized, or 503 when Redis does not answer.
+func (s *Service) RequireUser() fiber.Handler { return s.require("") }
+
+// RequireAdmin is RequireUser for admins only: an authenticated user of
+// another role gets 403 forbidden. The role is the session's, so a change
+// of role written to the session applies at once.
+func (s *Service) RequireAdmin() fiber.Handler { return s.require(RoleAdmin) }
+
+func (s *Service) require(role string) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		p, err := s.authenticate(c.UserContext(), c.Get(fiber.HeaderAuthorization))
+		if err != nil {
+			s.log.Debug("request not authenticated", "err", err)
+			return err
+		}
+		if role != "" && p.user.Role != role {
+			return ErrForbidden
+		}
+		c.SetUserContext(context.WithValue(c.UserContext(), ctxKey{}, p))
+		return c.Next()
+	}
+}
+
+// authenticate verifies an Authorization header value and the session its
+// token names: one signature check and one Redis round trip. It returns an
+// error wrapping ErrUnauthorized, or an api.Unavailable error.
+func (s *Service) authenticate(ctx context.Context, header string) (principal, error) {
+	claims, err := s.tokens.parseBearer(header)
+	if err != nil {
+		return principal{}, err
+	}
+	u, err := s.sessions.lookup(ctx, claims.SessionID, claims.ID)
+	if errors.Is(err, errSessionGone) {
+		return principal{}, fmt.Errorf("%w: %w", ErrUnauthorized, err)
+	}
+	if err != nil {
+		return principal{}, err
+	}
+	// The session is the authority: a token naming another user's session
+	// (which only a leaked key could sign) gets nothing of either.
+	if u.ID != claims.Subject {
+		return principal{}, fmt.Errorf("%w: token subject does not own session", ErrUnauthorized)
+	}
+	return principal{user: u, sessionID: claims.SessionID}, nil
+}
+
+// sessionFromContext returns the session id RequireUser authenticated.
+func sessionFromContext(ctx context.Context) (string, bool) {
+	p, ok := ctx.Value(ctxKey{}).(principal)
+	return p.sessionID, ok && p.sessionID != ""
+}

@@ -1,0 +1,97 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/shop-oss/shop/internal/api"
+)
+
+// pgTimeout bounds each query: a register or login must not hang on a
+// PostgreSQL that does not answer.
+const pgTimeout = 3 * time.Second
+
+// The SQL the database sees. Emails are matched with lower() on both sides,
+// the expression of the unique index users_email_lower_key, so the match is
+// PostgreSQL's notion of case and the index serves it.
+const (
+	insertUserSQL = `
+INSERT INTO users (id, email, name, role, password_hash)
+VALUES ($1, $2, $3, $4, $5)`
+
+	userByEmailSQL = `
+SELECT id::text, email, name, role, password_hash
+FROM users
+WHERE lower(email) = lower($1)`
+)
+
+// uniqueEmailIndex is the index whose violation means the email is taken.
+const uniqueEmailIndex = "users_email_lower_key"
+
+var errUserNotFound = errors.New("no user with this email")
+
+// insertUser stores a new user. It returns ErrEmailTaken when the email
+// exists in any letter case.
+func (s *Service) insertUser(ctx context.Context, u User, hash string) error {
+	ctx, cancel := context.WithTimeout(ctx, pgTimeout)
+	defer cancel()
+	_, err := s.db.Exec(ctx, insertUserSQL, u.ID, u.Email, u.Name, u.Role, hash)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == uniqueEmailIndex {
+		return fmt.Errorf("insert user: %w", ErrEmailTaken)
+	}
+	if err != nil {
+		return s.pgFailure("insert user", err)
+	}
+	return nil
+}
+
+// userByEmail returns the user and password hash for email (any case), or
+// errUserNotFound.
+func (s *Service) userByEmail(ctx context.Context, email string) (User, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, pgTimeout)
+	defer cancel()
+	var u User
+	var hash string
+	err := s.db.QueryRow(ctx, userByEmailSQL, email).Scan(&u.ID, &u.Email, &u.Name, &u.Role, &hash)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return User{}, "", errUserNotFound
+	}
+	if err != nil {
+		return User{}, "", s.pgFailure("find user", err)
+	}
+	return u, hash, nil
+}
+
+// pgFailure classifies a PostgreSQL error: an unreachable, restarting or
+// overloaded server is an outage (503); anything else is a bug (500).
+func (s *Service) pgFailure(op string, err error) error {
+	if !pgUnavailable(err) {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	s.log.Warn("postgres unavailable", "op", op, "err", err)
+	return fmt.Errorf("%s: %w: %w", op, api.Unavailable("the user database is unreachable; retry shortly"), err)
+}
+
+func pgUnavailable(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// 08: connection exception, 53: insufficient resources (too many
+		// connections), 57P0x: shutting down or starting up.
+		c := pgErr.Code
+		return strings.HasPrefix(c, "08") || strings.HasPrefix(c, "53") || strings.HasPrefix(c, "57P0")
+	}
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	return errors.As(err, &connectErr) || errors.As(err, &netErr) || pgconn.Timeout(err) || pgconn.SafeToRetry(err) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, pgconn.ErrConnClosed) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}
