@@ -101,7 +101,8 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) err
 	reg := newRegistry()
 	authSvc := auth.New(st.db, st.redis, authConfig(cfg), log, reg)
 	stock := inventory.NewStock(st.redis, cfg.KeyPrefix)
-	orders := order.New(st.db, st.redis, stock, nil, cfg.KeyPrefix, log, reg)
+	sales := inventory.NewSales(st.db, stock)
+	orders := order.New(st.db, st.redis, stock, sales.ProductExists, cfg.KeyPrefix, log, reg)
 	var limiter *ratelimit.Limiter
 	if !cfg.RateLimit.Off() {
 		limiter = ratelimit.New(st.redis, cfg.KeyPrefix, cfg.RateLimit.Limit, cfg.RateLimit.Window)
@@ -114,7 +115,11 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) err
 		Registry:       reg,
 		BodyLimit:      cfg.BodyLimit,
 		TrustedProxies: cfg.TrustedProxies,
-		Mount:          []func(fiber.Router){authSvc.Routes},
+		Mount: []func(fiber.Router){
+			authSvc.Routes,
+			func(r fiber.Router) { sales.Routes(r, authSvc.RequireAdmin()) },
+			func(r fiber.Router) { orders.Routes(r, authSvc.RequireUser()) },
+		},
 	})
 
 	ln, err := net.Listen("tcp", cfg.Addr)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -78,4 +79,18 @@ func describe(goType string) string {
 
 func invalidBody(msg string) error {
 	return Invalid(FieldError{Field: "body", Message: msg})
+}
+
+// Limit reads the "limit" query parameter of a listing: def when absent,
+// else an integer from 1 to max (400 invalid_request on "limit" otherwise).
+func Limit(c *fiber.Ctx, def, max int) (int, error) {
+	raw := c.Query("limit")
+	if raw == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(raw)
+	if err != nil || n < 1 || n > max {
+		return 0, Invalid(FieldError{Field: "limit", Message: fmt.Sprintf("must be an integer from 1 to %d", max)})
+	}
+	return n, nil
 }

@@ -124,9 +124,18 @@ func (s *Sales) Report(ctx context.Context, sku string) (StockReport, error) {
 	return report(sku, r, confirmed), nil
 }
 
-func (s *Sales) noRound(ctx context.Context, sku string) (StockReport, error) {
+// ProductExists tells whether the catalog has sku.
+func (s *Sales) ProductExists(ctx context.Context, sku string) (bool, error) {
 	var exists bool
 	if err := s.db.QueryRow(ctx, productExistsSQL, sku).Scan(&exists); err != nil {
+		return false, fmt.Errorf("product %s: %w", sku, err)
+	}
+	return exists, nil
+}
+
+func (s *Sales) noRound(ctx context.Context, sku string) (StockReport, error) {
+	exists, err := s.ProductExists(ctx, sku)
+	if err != nil {
 		return StockReport{}, unavailable("product", err)
 	}
 	if !exists {

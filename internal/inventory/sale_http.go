@@ -112,14 +112,14 @@ func parseTime(s *string, field string, bad func(string, string)) time.Time {
 // buffers); a SKU that cannot exist is answered 404 like a missing one.
 func pathSKU(c *fiber.Ctx) (string, error) {
 	sku := strings.Clone(c.Params("sku"))
-	if !validSKU(sku) {
+	if !ValidSKU(sku) {
 		return "", ErrProductNotFound
 	}
 	return sku, nil
 }
 
-// validSKU: 1 to 64 letters, digits, '-', '_' and '.'.
-func validSKU(s string) bool {
+// ValidSKU reports whether s is a well-formed SKU: 1 to 64 letters, digits, '-', '_' and '.'.
+func ValidSKU(s string) bool {
 	if len(s) == 0 || len(s) > 64 {
 		return false
 	}

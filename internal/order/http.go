@@ -1,0 +1,92 @@
+package order
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/auth"
+	"github.com/shop-oss/shop/internal/inventory"
+)
+
+// HeaderIdempotencyKey makes a purchase or checkout safe to retry.
+const HeaderIdempotencyKey = "Idempotency-Key"
+
+// Routes registers the buying and order routes; requireUser guards them.
+func (s *Service) Routes(r fiber.Router, requireUser fiber.Handler) {
+	r.Post("/products/:sku/purchase", requireUser, s.purchase)
+	r.Get("/orders/:id", requireUser, s.getOrder)
+	r.Get("/orders", requireUser, s.listOrders)
+}
+
+type purchaseBody struct {
+	Quantity *int64 `json:"quantity"`
+}
+
+func (s *Service) purchase(c *fiber.Ctx) error {
+	user := auth.MustUser(c)
+	sku := strings.Clone(c.Params("sku"))
+	if !inventory.ValidSKU(sku) {
+		return ErrProductNotFound
+	}
+	var b purchaseBody
+	if err := api.DecodeOptional(c, &b); err != nil {
+		return err
+	}
+	qty := int64(1)
+	if b.Quantity != nil {
+		qty = *b.Quantity
+	}
+	if qty < 1 || qty > inventory.MaxQuantity {
+		return api.Invalid(api.FieldError{Field: "quantity", Message: "must be an integer from 1 to " + strconv.Itoa(inventory.MaxQuantity)})
+	}
+	key, err := IdempotencyKey(c)
+	if err != nil {
+		return err
+	}
+	placed, err := s.Place(c.UserContext(), user.ID, []inventory.Line{{SKU: sku, Quantity: int(qty)}}, key)
+	if err != nil {
+		return err
+	}
+	return c.Status(http.StatusAccepted).JSON(placed)
+}
+
+// IdempotencyKey reads the optional Idempotency-Key header: 1 to 255
+// printable ASCII characters.
+func IdempotencyKey(c *fiber.Ctx) (string, error) {
+	k := c.Get(HeaderIdempotencyKey)
+	if k == "" {
+		return "", nil
+	}
+	ok := len(k) <= 255
+	for i := 0; ok && i < len(k); i++ {
+		ok = k[i] > ' ' && k[i] <= '~'
+	}
+	if !ok {
+		return "", api.Invalid(api.FieldError{Field: HeaderIdempotencyKey, Message: "must be 1 to 255 printable ASCII characters"})
+	}
+	return strings.Clone(k), nil
+}
+
+func (s *Service) getOrder(c *fiber.Ctx) error {
+	o, err := s.Get(c.UserContext(), auth.MustUser(c).ID, c.Params("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(o)
+}
+
+func (s *Service) listOrders(c *fiber.Ctx) error {
+	limit, err := api.Limit(c, 20, 100)
+	if err != nil {
+		return err
+	}
+	page, err := s.List(c.UserContext(), auth.MustUser(c).ID, limit, c.Query("cursor"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(page)
+}
