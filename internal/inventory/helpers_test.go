@@ -206,3 +206,38 @@ func jsonBody(v any) string {
 	_ = json.NewEncoder(&buf).Encode(v)
 	return buf.String()
 }
+
+func inventoryInput(category string, price int64) inventory.ProductInput {
+	return inventory.ProductInput{Name: "Name", Description: "", Category: category, PriceCents: price}
+}
+
+// withClient returns the stores with a new Redis client on the same server,
+// with hooks added.
+func (st stores) withClient(t testing.TB, hooks ...redis.Hook) stores {
+	t.Helper()
+	rdb := redis.NewClient(st.rdb.(*redis.Client).Options())
+	for _, h := range hooks {
+		rdb.AddHook(h)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	st.rdb = rdb
+	return st
+}
+
+// slowScripts delays every Lua script call by d.
+type slowScripts time.Duration
+
+func (slowScripts) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (d slowScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); name == "evalsha" || name == "eval" {
+			time.Sleep(time.Duration(d))
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (slowScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
