@@ -6,17 +6,26 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"time"
 
+	"github.com/gofiber/fiber/v2"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
+	"github.com/shop-oss/shop/internal/cache"
 	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/database"
+	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/server"
 )
+
+// catalogTTL is the base lifetime of cached catalog entries: writes keep
+// them current, so the TTL only bounds staleness after a failed cache step
+// and the memory of entries nobody reads.
+const catalogTTL = 5 * time.Minute
 
 func newServeCmd(a *app) *cobra.Command {
 	return &cobra.Command{
@@ -88,6 +97,8 @@ func (a *app) serve(ctx context.Context, cfg *config.Config) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	catalogCache := cache.New(st.redis, cache.Options{Prefix: cfg.KeyPrefix + "cache:", TTL: catalogTTL, Jitter: 0.1}, reg)
+	catalog := inventory.NewCatalog(st.db, st.redis, catalogCache, cfg.KeyPrefix, log)
 	fapp := server.New(server.Deps{
 		Log:            log,
 		Redis:          st.redis,
@@ -95,6 +106,13 @@ func (a *app) serve(ctx context.Context, cfg *config.Config) error {
 		Registry:       reg,
 		BodyLimit:      cfg.BodyLimit,
 		TrustedProxies: cfg.TrustedProxies,
+		Mount: []func(fiber.Router){
+			func(r fiber.Router) {
+				// Public reads only until internal/auth lands: a nil guard
+				// leaves the admin routes unmounted (fail closed).
+				catalog.Routes(r, nil) // MERGE(auth): pass authSvc.RequireAdmin() instead of nil.
+			},
+		},
 	})
 
 	ln, err := net.Listen("tcp", cfg.Addr)

@@ -181,7 +181,7 @@ func TestEveryKeyHasATTL(t *testing.T) {
 
 func TestRedisDownReadsFromTheLoader(t *testing.T) {
 	t.Parallel()
-	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1, DialTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { _ = dead.Close() })
 	c := newCacheOn(t, dead, cache.Options{Prefix: "dead:"})
 	ctx := context.Background()

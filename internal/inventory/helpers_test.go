@@ -32,7 +32,9 @@ type stores struct {
 	prefix string
 }
 
-func newStores(t *testing.T) stores {
+func newStores(t *testing.T) stores { return testenvStores(t) }
+
+func testenvStores(t testing.TB) stores {
 	t.Helper()
 	r := testenv.NewRedis(t)
 	return stores{db: testenv.NewDatabase(t).Pool, rdb: r.Client, prefix: r.Prefix}
