@@ -36,6 +36,10 @@
 //
 // A Redis error never fails a read: Get counts it in
 // shop_cache_errors_total{op} and answers from the loader without storing.
+// Those loads still share a singleflight call per key, to spare the
+// database when every read reaches it; with no generations to tell writes
+// apart, a read during a Redis outage may get a value loaded up to one
+// load earlier.
 // Every Redis round trip is bounded by Options.Timeout and every loader
 // call by Options.LoadTimeout. A write whose cache step fails (or a process
 // that dies between its database write and its cache step) leaves stale

@@ -31,8 +31,8 @@
 //
 // # Failures
 //
-// Every database call is bounded by dbTimeout and every Redis call by the
-// cache's and redisTimeout. PostgreSQL unreachable (and the entry not
+// Every database call is bounded by dbTimeout, every cache call by the
+// cache's own timeouts and every live stock read by redisTimeout. PostgreSQL unreachable (and the entry not
 // cached) answers 503 unavailable, never a 500 or a hang.
 package inventory
 
