@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shop-oss/shop/internal/auth"
+	"github.com/shop-oss/shop/internal/cache"
 	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/database"
 	"github.com/shop-oss/shop/internal/inventory"
@@ -20,6 +22,11 @@ import (
 	"github.com/shop-oss/shop/internal/ratelimit"
 	"github.com/shop-oss/shop/internal/server"
 )
+
+// catalogTTL is the base lifetime of cached catalog entries: writes keep
+// them current, so the TTL only bounds staleness after a failed cache step
+// and the memory of entries nobody reads.
+const catalogTTL = 5 * time.Minute
 
 func newServeCmd(a *app) *cobra.Command {
 	var o serveOptions
@@ -100,9 +107,11 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) err
 
 	reg := newRegistry()
 	authSvc := auth.New(st.db, st.redis, authConfig(cfg), log, reg)
+	catalogCache := cache.New(st.redis, cache.Options{Prefix: cfg.KeyPrefix + "cache:", TTL: catalogTTL, Jitter: 0.1}, reg)
+	catalog := inventory.NewCatalog(st.db, st.redis, catalogCache, cfg.KeyPrefix, log)
 	stock := inventory.NewStock(st.redis, cfg.KeyPrefix)
 	sales := inventory.NewSales(st.db, stock)
-	orders := order.New(st.db, st.redis, stock, sales.ProductExists, cfg.KeyPrefix, log, reg)
+	orders := order.New(st.db, st.redis, stock, catalog.Exists, cfg.KeyPrefix, log, reg)
 	var limiter *ratelimit.Limiter
 	if !cfg.RateLimit.Off() {
 		limiter = ratelimit.New(st.redis, cfg.KeyPrefix, cfg.RateLimit.Limit, cfg.RateLimit.Window)
@@ -117,6 +126,7 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) err
 		TrustedProxies: cfg.TrustedProxies,
 		Mount: []func(fiber.Router){
 			authSvc.Routes,
+			func(r fiber.Router) { catalog.Routes(r, authSvc.RequireAdmin()) },
 			func(r fiber.Router) { sales.Routes(r, authSvc.RequireAdmin()) },
 			func(r fiber.Router) { orders.Routes(r, authSvc.RequireUser()) },
 		},

@@ -1,31 +1,36 @@
-package inventory
+package inventory_test
 
 import (
-	"context"
-	"strconv"
-	"sync/atomic"
+	"net/http"
 	"testing"
+
+	"github.com/valyala/fasthttp"
 )
 
-// BenchmarkReserve measures the reserve-and-enqueue script round trip on
-// the buy path (every call succeeds: stock never runs out, no limit).
-func BenchmarkReserve(b *testing.B) {
-	f := &stockFixture{}
-	r := newBenchRedis(b)
-	f.Stock, f.r = NewStock(r.Client, r.Prefix), r
-	if err := f.OpenRound(context.Background(), "bench", LiveRound{Round: 1, Quantity: 1 << 40, PriceCents: 100}); err != nil {
-		b.Fatal(err)
+// BenchmarkGetProductCached measures GET /api/v1/products/{sku} through the
+// whole Fiber app (middleware, handler, cache hit, live stock read) against
+// the real Redis, without a network listener. Results: BENCHMARKS.md.
+func BenchmarkGetProductCached(b *testing.B) {
+	r := testenvStores(b)
+	in := newInstance(b, r)
+	in.create(b, "bench-1", "c", 1999)
+	if res := in.do(b, http.MethodGet, "/api/v1/products/bench-1", ""); res.status != http.StatusOK {
+		b.Fatalf("warm-up: %d %s", res.status, res.body)
 	}
-	var n atomic.Int64
+	h := in.app.Handler()
 	b.ReportAllocs()
-	b.SetParallelism(25) // 50 callers on 2 cores, like redis-benchmark -c 50
 	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			u := "u" + strconv.FormatInt(n.Add(1), 10)
-			if _, err := f.Reserve(context.Background(), f.enqueue(u, ""), []Line{{"bench", 1}}); err != nil {
-				b.Fatal(err)
-			}
+	for b.Loop() {
+		var ctx fasthttp.RequestCtx
+		ctx.Request.Header.SetMethod(http.MethodGet)
+		ctx.Request.SetRequestURI("/api/v1/products/bench-1")
+		h(&ctx)
+		if ctx.Response.StatusCode() != http.StatusOK {
+			b.Fatalf("status %d: %s", ctx.Response.StatusCode(), ctx.Response.Body())
 		}
-	})
+	}
+	b.StopTimer()
+	if hits := in.metric(b, "shop_cache_requests_total", "result", "hit"); hits < float64(b.N) {
+		b.Fatalf("hits = %v for %d reads: not served from the cache", hits, b.N)
+	}
 }

@@ -32,9 +32,6 @@ ORDER BY id DESC LIMIT 1`
 	productExistsSQL = `SELECT EXISTS (SELECT 1 FROM products WHERE sku = $1)`
 )
 
-// ErrProductNotFound: no product has the SKU.
-var ErrProductNotFound = api.NewError(api.CodeNotFound, "product not found")
-
 // ErrRoundSuperseded is returned when a newer round of the same SKU was
 // opened while this one was being seeded: the newer one stands.
 var ErrRoundSuperseded = api.NewError(api.CodeConflict, "a newer sale round was seeded at the same time")

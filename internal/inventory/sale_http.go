@@ -117,16 +117,3 @@ func pathSKU(c *fiber.Ctx) (string, error) {
 	}
 	return sku, nil
 }
-
-// ValidSKU reports whether s is a well-formed SKU: 1 to 64 letters, digits, '-', '_' and '.'.
-func ValidSKU(s string) bool {
-	if len(s) == 0 || len(s) > 64 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
-			return false
-		}
-	}
-	return true
-}

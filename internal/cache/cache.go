@@ -1,0 +1,243 @@
+// Package cache is a Redis cache for data whose system of record lives
+// elsewhere: cache-aside reads with a jittered TTL, write-through writes,
+// tag invalidation and a stampede guard. It knows no domain key: callers
+// hand it keys, tags and loaders.
+//
+// # Reads
+//
+// Get reads the entry; on a miss it runs the loader and stores the result
+// with a TTL jittered by ±Jitter, so entries filled together do not expire
+// together. Concurrent misses of one key share one loader call per process
+// (singleflight); across processes a short Redis lock with a random token
+// lets one process load while the others poll for its result for up to
+// LockWait, then load anyway. The lock is for efficiency only: correctness
+// never depends on it.
+//
+// # Why fills cannot store stale data
+//
+// A fill reads PostgreSQL at some instant and stores into Redis later; a
+// write landing in between would be overwritten by the older value (the
+// stale-set race). Every key and every tag therefore has a generation: a
+// random token that writers replace (Set, Delete) and InvalidateTag
+// replaces. A fill reads the generations of its key and tags before it
+// loads, and its store is a Lua script that writes only if they are all
+// unchanged. Tokens are random, not counters, so a generation that expires
+// and is made again can never look unchanged.
+//
+// Writers take a Fence (the key's generation) before they write the system
+// of record and pass it to Set: the value is stored only if no other writer
+// bumped the generation in between, otherwise the entry is dropped, so two
+// racing writers can never leave the older value behind. Readers that miss
+// share a singleflight call only with readers that saw the same
+// generations, so a read that starts after a write returns never receives a
+// value loaded before it.
+//
+// # Failures
+//
+// A Redis error never fails a read: Get counts it in
+// shop_cache_errors_total{op} and answers from the loader without storing.
+// Those loads still share a singleflight call per key, to spare the
+// database when every read reaches it; with no generations to tell writes
+// apart, a read during a Redis outage may get a value loaded up to one
+// load earlier.
+// Every Redis round trip is bounded by Options.Timeout and every loader
+// call by Options.LoadTimeout. A write whose cache step fails (or a process
+// that dies between its database write and its cache step) leaves stale
+// entries for at most their TTL.
+//
+// # Keys
+//
+// With prefix P: entries P+"entry:{key}", generations P+"gen:{key}",
+// fill locks P+"lock:{key}", tag member sets P+"tag:{tag}" and tag
+// generations P+"taggen:{tag}". The braces keep a key's entry, generation
+// and lock in one Redis Cluster slot; stores of tagged entries touch tag
+// keys too, so tagged entries need a single-slot prefix on a cluster.
+// Every key has a TTL.
+package cache
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/singleflight"
+)
+
+// ErrNotFound, returned (or wrapped) by a loader, says the item does not
+// exist. It is cached for Options.NegativeTTL, and Get then returns it
+// without loading, until a Set replaces it.
+var ErrNotFound = errors.New("cache: not found")
+
+// Options tune a Cache. Zero values take the defaults in parentheses.
+type Options struct {
+	// Prefix starts every Redis key the cache writes.
+	Prefix string
+	// TTL is the base lifetime of an entry (5m).
+	TTL time.Duration
+	// Jitter spreads TTLs uniformly over TTL·(1±Jitter); 0 to 1 (0).
+	Jitter float64
+	// NegativeTTL is the lifetime of a cached ErrNotFound (5s).
+	NegativeTTL time.Duration
+	// LockTTL bounds how long a crashed filler can hold a key's lock (2s).
+	LockTTL time.Duration
+	// LockWait is how long a miss waits for another process's fill before
+	// it loads by itself (250ms).
+	LockWait time.Duration
+	// Timeout bounds each Redis round trip (500ms).
+	Timeout time.Duration
+	// LoadTimeout bounds each loader call (3s).
+	LoadTimeout time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.TTL, 5*time.Minute)
+	def(&o.NegativeTTL, 5*time.Second)
+	def(&o.LockTTL, 2*time.Second)
+	def(&o.LockWait, 250*time.Millisecond)
+	def(&o.Timeout, 500*time.Millisecond)
+	def(&o.LoadTimeout, 3*time.Second)
+	o.Jitter = min(max(o.Jitter, 0), 1)
+	return o
+}
+
+// Loader loads the bytes of an item from the system of record. It returns
+// ErrNotFound when the item does not exist.
+type Loader func(ctx context.Context) ([]byte, error)
+
+// Cache is safe for concurrent use. Make it with New.
+type Cache struct {
+	rdb   redis.UniversalClient
+	o     Options
+	group singleflight.Group
+	m     *metrics
+}
+
+// New returns a cache on rdb. Its metrics are registered on reg (none when
+// reg is nil); it panics if they are already registered there.
+func New(rdb redis.UniversalClient, o Options, reg prometheus.Registerer) *Cache {
+	return &Cache{rdb: rdb, o: o.withDefaults(), m: newMetrics(reg)}
+}
+
+// Get returns the cached bytes for key, or loads, stores and returns them
+// on a miss. tags are attached to a stored entry (see InvalidateTag). It
+// returns ErrNotFound when the item does not exist, the loader's error when
+// a load fails, and ctx's error when ctx ends first. Redis errors are
+// counted, never returned.
+func (c *Cache) Get(ctx context.Context, key string, tags []string, load Loader) ([]byte, error) {
+	snap, err := c.read(ctx, key, tags)
+	if err != nil {
+		c.m.errors.WithLabelValues("get").Inc()
+		return c.await(ctx, "down\x00"+key, func(fctx context.Context) ([]byte, error) {
+			e, err := c.load(fctx, load)
+			return e.result(err)
+		})
+	}
+	if snap.found {
+		if v, err := decodeEntry(snap.value); !errors.Is(err, errCorrupt) {
+			c.m.hits.Inc()
+			return v, err
+		}
+		c.drop(ctx, key)
+	}
+	c.m.misses.Inc()
+	flight := key + "\x00" + strings.Join(snap.gens, "\x00")
+	return c.await(ctx, flight, func(fctx context.Context) ([]byte, error) {
+		return c.fill(fctx, key, tags, snap.gens, load)
+	})
+}
+
+// await runs f once per flight key however many callers wait for it. f runs
+// detached from the caller's cancellation (one caller giving up must not
+// fail the others) but bounded by LoadTimeout plus the lock wait.
+func (c *Cache) await(ctx context.Context, flight string, f func(context.Context) ([]byte, error)) ([]byte, error) {
+	ch := c.group.DoChan(flight, func() (any, error) {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.LoadTimeout+c.o.LockWait+2*c.o.Timeout)
+		defer cancel()
+		return f(fctx)
+	})
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		return r.Val.([]byte), nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// GetJSON is Get for a value stored as JSON.
+func GetJSON[T any](ctx context.Context, c *Cache, key string, tags []string, load func(context.Context) (T, error)) (T, error) {
+	var v T
+	b, err := c.Get(ctx, key, tags, func(ctx context.Context) ([]byte, error) {
+		lv, err := load(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(lv)
+	})
+	if err != nil {
+		return v, err
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		// An entry written by another version of the program: drop it and
+		// answer from the loader.
+		c.drop(ctx, key)
+		ctx, cancel := context.WithTimeout(ctx, c.o.LoadTimeout)
+		defer cancel()
+		c.m.loads.Inc()
+		return load(ctx)
+	}
+	return v, nil
+}
+
+// drop deletes an entry that cannot be decoded. Dropping an entry is always
+// safe, so it needs no generation.
+func (c *Cache) drop(ctx context.Context, key string) {
+	c.m.errors.WithLabelValues("decode").Inc()
+	ctx, cancel := context.WithTimeout(ctx, c.o.Timeout)
+	defer cancel()
+	if err := c.rdb.Del(ctx, c.entryKey(key)).Err(); err != nil {
+		c.m.errors.WithLabelValues("delete").Inc()
+	}
+}
+
+// ttl is the base TTL spread uniformly over ±Jitter.
+func (c *Cache) ttl() time.Duration {
+	if c.o.Jitter == 0 {
+		return c.o.TTL
+	}
+	f := 1 + c.o.Jitter*(2*rand.Float64()-1)
+	return max(time.Duration(float64(c.o.TTL)*f), time.Millisecond)
+}
+
+// maxTTL outlives every entry; tag sets and generations live this long so
+// that they cover every entry and every fill in flight.
+func (c *Cache) maxTTL() time.Duration {
+	return time.Duration(float64(c.o.TTL)*(1+c.o.Jitter)) + time.Minute
+}
+
+func (c *Cache) entryKey(key string) string { return c.o.Prefix + "entry:{" + key + "}" }
+func (c *Cache) genKey(key string) string   { return c.o.Prefix + "gen:{" + key + "}" }
+func (c *Cache) lockKey(key string) string  { return c.o.Prefix + "lock:{" + key + "}" }
+func (c *Cache) tagKey(tag string) string   { return c.o.Prefix + "tag:{" + tag + "}" }
+func (c *Cache) tagGenKey(tag string) string {
+	return c.o.Prefix + "taggen:{" + tag + "}"
+}
+
+// token is a random generation or lock owner id. It needs uniqueness, not
+// secrecy.
+func token() string { return fmt.Sprintf("%016x%016x", rand.Uint64(), rand.Uint64()) }
+
+func ms(d time.Duration) int64 { return max(d.Milliseconds(), 1) }

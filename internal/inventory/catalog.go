@@ -1,0 +1,225 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/shop-oss/shop/internal/cache"
+)
+
+// listing is a cached page: rows without live stock.
+type listing struct {
+	Items []record `json:"items"`
+	More  bool     `json:"more"`
+}
+
+// Get returns the product with the sku. It returns ErrProductNotFound
+// (also for a sku that is not well-formed) or a 503 error when PostgreSQL
+// is unreachable and the product is not cached.
+func (s *Catalog) Get(ctx context.Context, sku string) (Product, error) {
+	if !ValidSKU(sku) {
+		return Product{}, fmt.Errorf("get product %q: %w", sku, ErrProductNotFound)
+	}
+	rec, err := cache.GetJSON(ctx, s.cache, productKey(sku), nil, func(ctx context.Context) (record, error) {
+		r, err := s.selectProduct(ctx, sku)
+		if errors.Is(err, ErrProductNotFound) {
+			return r, cache.ErrNotFound
+		}
+		return r, err
+	})
+	if errors.Is(err, cache.ErrNotFound) {
+		return Product{}, fmt.Errorf("get product %s: %w", sku, ErrProductNotFound)
+	}
+	if err != nil {
+		return Product{}, readError("get product "+sku, err)
+	}
+	return rec.product(s.available(ctx, []string{sku})[0]), nil
+}
+
+// List returns the page of products after cursor ("" for the first),
+// ordered by sku, of one category or of all ("" ). limit 0 means
+// DefaultLimit. It returns an invalid_request error naming every bad
+// parameter, or a 503 error as Get does.
+func (s *Catalog) List(ctx context.Context, category string, limit int, cursor string) (Page, error) {
+	if err := invalid(validateList(category, limit, cursor)); err != nil {
+		return Page{}, err
+	}
+	if limit == 0 {
+		limit = DefaultLimit
+	}
+	after, _ := decodeCursor(cursor)
+	l, err := cache.GetJSON(ctx, s.cache, listKey(category, limit, after), []string{categoryTag(category)},
+		func(ctx context.Context) (listing, error) {
+			recs, more, err := s.selectPage(ctx, category, after, limit)
+			return listing{Items: recs, More: more}, err
+		})
+	if err != nil {
+		return Page{}, readError("list products", err)
+	}
+	return s.page(ctx, l), nil
+}
+
+// page adds the live stock to a cached listing.
+func (s *Catalog) page(ctx context.Context, l listing) Page {
+	skus := make([]string, len(l.Items))
+	for i, r := range l.Items {
+		skus[i] = r.SKU
+	}
+	avail := s.available(ctx, skus)
+	p := Page{Items: make([]Product, len(l.Items))}
+	for i, r := range l.Items {
+		p.Items[i] = r.product(avail[i])
+	}
+	if l.More && len(skus) > 0 {
+		next := encodeCursor(skus[len(skus)-1])
+		p.NextCursor = &next
+	}
+	return p
+}
+
+// Create adds a product. It returns an invalid_request error naming every
+// bad field, ErrSKUTaken, or a 503 error when PostgreSQL is unreachable.
+func (s *Catalog) Create(ctx context.Context, sku string, in ProductInput) (Product, error) {
+	if err := invalid(append(checkCode("sku", sku), validateInput(in)...)); err != nil {
+		return Product{}, err
+	}
+	f := s.cache.Fence(ctx, productKey(sku))
+	rec, err := s.insertProduct(ctx, sku, in)
+	if err != nil {
+		return Product{}, err
+	}
+	s.afterWrite(ctx, f, &rec, rec.Category)
+	return rec.product(s.available(ctx, []string{sku})[0]), nil
+}
+
+// Update replaces a product's fields. It returns ErrProductNotFound, an
+// invalid_request error naming every bad field, or a 503 error.
+func (s *Catalog) Update(ctx context.Context, sku string, in ProductInput) (Product, error) {
+	if !ValidSKU(sku) {
+		return Product{}, fmt.Errorf("update product %q: %w", sku, ErrProductNotFound)
+	}
+	if err := invalid(validateInput(in)); err != nil {
+		return Product{}, err
+	}
+	f := s.cache.Fence(ctx, productKey(sku))
+	rec, oldCategory, err := s.updateProduct(ctx, sku, in)
+	if err != nil {
+		return Product{}, err
+	}
+	s.afterWrite(ctx, f, &rec, oldCategory, rec.Category)
+	// Purchases take the product's price at that moment: the live round
+	// must follow. Unlike the cache this is not allowed to lag, so a
+	// failure is the admin's to retry.
+	if err := s.stock.SetPrice(context.WithoutCancel(ctx), sku, rec.PriceCents); err != nil {
+		return Product{}, fmt.Errorf("update product %s: %w: %w", sku, errCacheDown, err)
+	}
+	return rec.product(s.available(ctx, []string{sku})[0]), nil
+}
+
+// Delete removes a product. It returns ErrProductNotFound or a 503 error.
+func (s *Catalog) Delete(ctx context.Context, sku string) error {
+	if !ValidSKU(sku) {
+		return fmt.Errorf("delete product %q: %w", sku, ErrProductNotFound)
+	}
+	f := s.cache.Fence(ctx, productKey(sku))
+	category, err := s.deleteProduct(ctx, sku)
+	if err != nil {
+		return err
+	}
+	s.afterWrite(ctx, f, nil, category)
+	// A deleted product cannot be bought: its live sale ends now. Orders
+	// already reserved are still persisted by the writer.
+	if err := s.stock.Close(context.WithoutCancel(ctx), sku); err != nil {
+		return fmt.Errorf("delete product %s: %w: %w", sku, errCacheDown, err)
+	}
+	return nil
+}
+
+// InvalidateCategory drops the cached listings of category and the
+// unfiltered listings (which show its products). It returns an
+// invalid_request error for a malformed category, or a 503 error when
+// Redis fails: the caller must retry, since nothing may have been dropped.
+func (s *Catalog) InvalidateCategory(ctx context.Context, category string) error {
+	if err := invalid(checkCode("category", category)); err != nil {
+		return err
+	}
+	if err := s.invalidateListings(ctx, category); err != nil {
+		return fmt.Errorf("invalidate category %s: %w: %w", category, errCacheDown, err)
+	}
+	return nil
+}
+
+// afterWrite brings the cache in line with a committed write: the product
+// entry written through (or dropped when rec is nil) and the listings of
+// the categories invalidated. It runs detached from the request's
+// cancellation, since the database write is done whatever the client does;
+// a failure is logged, not returned, and bounded by the TTL.
+func (s *Catalog) afterWrite(ctx context.Context, f cache.Fence, rec *record, categories ...string) {
+	ctx = context.WithoutCancel(ctx)
+	var err error
+	if rec != nil {
+		err = cache.SetJSON(ctx, s.cache, f, *rec)
+	} else {
+		err = s.cache.Delete(ctx, f)
+	}
+	err = errors.Join(err, s.invalidateListings(ctx, categories...))
+	if err != nil {
+		s.log.WarnContext(ctx, "catalog write committed but the cache was not updated; stale reads until the TTL", "err", err)
+	}
+}
+
+// invalidateListings drops the listing tags of categories (duplicates
+// skipped) and of the unfiltered listings.
+func (s *Catalog) invalidateListings(ctx context.Context, categories ...string) error {
+	tags := []string{categoryTag("")}
+	for _, c := range categories {
+		if t := categoryTag(c); !slices.Contains(tags, t) {
+			tags = append(tags, t)
+		}
+	}
+	var errs []error
+	for _, t := range tags {
+		errs = append(errs, s.cache.InvalidateTag(ctx, t))
+	}
+	return errors.Join(errs...)
+}
+
+// readError maps a failed read: a context that ran out means a store did
+// not answer in time, which is an outage, not a bug.
+func readError(op string, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s: %w: %w", op, errDatabaseDown, err)
+	}
+	return err
+}
+
+// Cache keys and tags of the catalog (the cache adds its own prefix).
+func productKey(sku string) string { return "product:" + sku }
+
+func listKey(category string, limit int, after string) string {
+	if category == "" {
+		category = "*"
+	}
+	return "products:" + category + ":" + strconv.Itoa(limit) + ":" + after
+}
+
+// categoryTag tags the listings of a category; "" is the unfiltered
+// listing, "*" since no category can contain it.
+func categoryTag(category string) string {
+	if category == "" {
+		return "category:*"
+	}
+	return "category:" + category
+}
+
+// Exists tells whether the catalog has sku, through the cache.
+func (s *Catalog) Exists(ctx context.Context, sku string) (bool, error) {
+	_, err := s.Get(ctx, sku)
+	if errors.Is(err, ErrProductNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}

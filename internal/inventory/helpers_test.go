@@ -1,0 +1,245 @@
+package inventory_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apitest"
+	"github.com/shop-oss/shop/internal/cache"
+	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/server"
+	"github.com/shop-oss/shop/internal/testenv"
+)
+
+// stores are the PostgreSQL and Redis one test's instances share.
+type stores struct {
+	db     *pgxpool.Pool
+	rdb    redis.UniversalClient
+	prefix string
+}
+
+func newStores(t *testing.T) stores { return testenvStores(t) }
+
+func testenvStores(t testing.TB) stores {
+	t.Helper()
+	r := testenv.NewRedis(t)
+	return stores{db: testenv.NewDatabase(t).Pool, rdb: r.Client, prefix: r.Prefix}
+}
+
+// instance is one shop process as far as the catalog can tell: its own
+// cache (singleflight, metrics) and app on the shared stores.
+type instance struct {
+	app     *fiber.App
+	catalog *inventory.Catalog
+	reg     *prometheus.Registry
+}
+
+func newInstance(t testing.TB, st stores) *instance {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	reg := prometheus.NewRegistry()
+	c := cache.New(st.rdb, cache.Options{Prefix: st.prefix + "cache:", TTL: time.Minute, Jitter: 0.1}, reg)
+	cat := inventory.NewCatalog(st.db, st.rdb, c, st.prefix, log)
+	app := server.New(server.Deps{
+		Log: log, Redis: st.rdb, DB: st.db, Registry: reg, BodyLimit: 64 * 1024,
+		Mount: []func(fiber.Router){func(r fiber.Router) { cat.Routes(r, testGuard) }},
+	})
+	return &instance{app: app, catalog: cat, reg: reg}
+}
+
+// testGuard stands in for the auth middleware: X-Test-Role: admin passes.
+func testGuard(c *fiber.Ctx) error {
+	switch c.Get("X-Test-Role") {
+	case "admin":
+		return c.Next()
+	case "":
+		return api.NewError(api.CodeUnauthorized, "no credentials")
+	}
+	return api.NewError(api.CodeForbidden, "the admin role is required")
+}
+
+type result struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// do sends one request through the app and checks the exchange against
+// openapi.yaml. Admin paths are sent as an admin unless headers say
+// otherwise.
+func (in *instance) do(t testing.TB, method, path, body string, headers ...string) result {
+	t.Helper()
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if strings.HasPrefix(path, "/api/v1/admin/") {
+		req.Header.Set("X-Test-Role", "admin")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := in.app.Test(req, -1)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	out, _ := io.ReadAll(resp.Body)
+	check := httptest.NewRequest(method, path, nil)
+	check.Header = req.Header.Clone()
+	apitest.Check(t, check, []byte(body), resp, out)
+	return result{resp.StatusCode, resp.Header, out}
+}
+
+func (r result) product(t testing.TB) inventory.Product {
+	t.Helper()
+	var p inventory.Product
+	if err := json.Unmarshal(r.body, &p); err != nil {
+		t.Fatalf("product %s: %v", r.body, err)
+	}
+	return p
+}
+
+func (r result) page(t testing.TB) inventory.Page {
+	t.Helper()
+	var p inventory.Page
+	if err := json.Unmarshal(r.body, &p); err != nil {
+		t.Fatalf("page %s: %v", r.body, err)
+	}
+	return p
+}
+
+// problem decodes a problem document and checks its status and code.
+func (r result) problem(t testing.TB, status int, code string) map[string]any {
+	t.Helper()
+	if r.status != status || r.header.Get("Content-Type") != api.ContentTypeProblem {
+		t.Fatalf("got %d %s %s, want %d problem", r.status, r.header.Get("Content-Type"), r.body, status)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(r.body, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["code"] != code {
+		t.Fatalf("code = %v, want %s: %s", m["code"], code, r.body)
+	}
+	return m
+}
+
+// fields lists the field names of an invalid_request problem.
+func (r result) fields(t testing.TB) []string {
+	t.Helper()
+	p := r.problem(t, http.StatusBadRequest, api.CodeInvalidRequest)
+	var out []string
+	errs, _ := p["errors"].([]any)
+	for _, e := range errs {
+		out = append(out, e.(map[string]any)["field"].(string))
+	}
+	return out
+}
+
+// productJSON is a create body.
+func productJSON(sku, category string, price int64) string {
+	b, _ := json.Marshal(map[string]any{"sku": sku, "name": "Product " + sku, "description": "About " + sku, "category": category, "price_cents": price})
+	return string(b)
+}
+
+// create adds a product through the API and fails the test otherwise.
+func (in *instance) create(t testing.TB, sku, category string, price int64) inventory.Product {
+	t.Helper()
+	r := in.do(t, http.MethodPost, "/api/v1/admin/products", productJSON(sku, category, price))
+	if r.status != http.StatusCreated {
+		t.Fatalf("create %s: %d %s", sku, r.status, r.body)
+	}
+	return r.product(t)
+}
+
+// exec runs SQL behind the cache's back, as another system would.
+func (st stores) exec(t testing.TB, sql string, args ...any) {
+	t.Helper()
+	if _, err := st.db.Exec(context.Background(), sql, args...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// metric sums the counters named name whose labels include the pairs.
+func (in *instance) metric(t testing.TB, name string, labels ...string) float64 {
+	t.Helper()
+	families, err := in.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range f.GetMetric() {
+			for i := 0; i+1 < len(labels); i += 2 {
+				found := false
+				for _, l := range m.GetLabel() {
+					found = found || (l.GetName() == labels[i] && l.GetValue() == labels[i+1])
+				}
+				if !found {
+					continue next
+				}
+			}
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
+}
+
+func jsonBody(v any) string {
+	var buf bytes.Buffer
+	_ = json.NewEncoder(&buf).Encode(v)
+	return buf.String()
+}
+
+func inventoryInput(category string, price int64) inventory.ProductInput {
+	return inventory.ProductInput{Name: "Name", Description: "", Category: category, PriceCents: price}
+}
+
+// withClient returns the stores with a new Redis client on the same server,
+// with hooks added.
+func (st stores) withClient(t testing.TB, hooks ...redis.Hook) stores {
+	t.Helper()
+	rdb := redis.NewClient(st.rdb.(*redis.Client).Options())
+	for _, h := range hooks {
+		rdb.AddHook(h)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	st.rdb = rdb
+	return st
+}
+
+// slowScripts delays every Lua script call by d.
+type slowScripts time.Duration
+
+func (slowScripts) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (d slowScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); name == "evalsha" || name == "eval" {
+			time.Sleep(time.Duration(d))
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (slowScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}

@@ -1,0 +1,183 @@
+package inventory
+
+import (
+	"errors"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/shop-oss/shop/internal/api"
+)
+
+// Routes registers the catalog on r (the /api/v1 router): the public reads
+// always, and the admin writes behind requireAdmin. With a nil requireAdmin
+// the admin routes are not registered at all, so a wiring mistake fails
+// closed (404) instead of open.
+func (s *Catalog) Routes(r fiber.Router, requireAdmin fiber.Handler) {
+	h := handler{s}
+	r.Get("/products", h.list)
+	r.Get("/products/:sku", h.get)
+	if requireAdmin == nil {
+		return
+	}
+	r.Post("/admin/products", requireAdmin, h.create)
+	r.Put("/admin/products/:sku", requireAdmin, h.update)
+	r.Delete("/admin/products/:sku", requireAdmin, h.delete)
+	r.Post("/admin/categories/:category/invalidate", requireAdmin, h.invalidate)
+}
+
+// handler adapts HTTP to the Catalog's methods.
+type handler struct{ catalog *Catalog }
+
+func (h handler) get(c *fiber.Ctx) error {
+	p, err := h.catalog.Get(c.UserContext(), param(c, "sku"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(p)
+}
+
+func (h handler) list(c *fiber.Ctx) error {
+	// Fiber reuses its buffers: copy what outlives the handler (the
+	// category and cursor end up in cache keys a fill may still use).
+	category, cursor := strings.Clone(c.Query("category")), strings.Clone(c.Query("cursor"))
+	limit, limitErr := parseLimit(c.Query("limit"))
+	if limitErr != nil {
+		// Report the limit with anything else wrong in one answer.
+		return api.Invalid(append([]api.FieldError{*limitErr}, validateList(category, 0, cursor)...)...)
+	}
+	page, err := h.catalog.List(c.UserContext(), category, limit, cursor)
+	if err != nil {
+		return err
+	}
+	return c.JSON(page)
+}
+
+// parseLimit reads ?limit=; absent means the default (0).
+func parseLimit(s string) (int, *api.FieldError) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > MaxLimit {
+		e := field("limit", "must be an integer from 1 to %d", MaxLimit)
+		return 0, &e
+	}
+	return n, nil
+}
+
+func (h handler) create(c *fiber.Ctx) error {
+	sku, in, err := parseProductBody(c, "")
+	if err != nil {
+		return err
+	}
+	p, err := h.catalog.Create(c.UserContext(), sku, in)
+	if err != nil {
+		return err
+	}
+	c.Location("/api/v1/products/" + url.PathEscape(p.SKU))
+	return c.Status(fiber.StatusCreated).JSON(p)
+}
+
+func (h handler) update(c *fiber.Ctx) error {
+	sku := param(c, "sku")
+	if !ValidSKU(sku) {
+		return ErrProductNotFound
+	}
+	_, in, err := parseProductBody(c, sku)
+	if err != nil {
+		return err
+	}
+	p, err := h.catalog.Update(c.UserContext(), sku, in)
+	if err != nil {
+		return err
+	}
+	return c.JSON(p)
+}
+
+func (h handler) delete(c *fiber.Ctx) error {
+	if err := h.catalog.Delete(c.UserContext(), param(c, "sku")); err != nil {
+		return err
+	}
+	return c.SendStatus(fiber.StatusNoContent)
+}
+
+func (h handler) invalidate(c *fiber.Ctx) error {
+	if err := h.catalog.InvalidateCategory(c.UserContext(), param(c, "category")); err != nil {
+		return err
+	}
+	return c.SendStatus(fiber.StatusNoContent)
+}
+
+// param is a path parameter, copied out of Fiber's reused buffer.
+func param(c *fiber.Ctx, name string) string { return strings.Clone(c.Params(name)) }
+
+// productBody is the JSON of a product write; nil marks an absent field.
+type productBody struct {
+	SKU         *string `json:"sku"`
+	Name        *string `json:"name"`
+	Description *string `json:"description"`
+	Category    *string `json:"category"`
+	PriceCents  *int64  `json:"price_cents"`
+}
+
+// parseProductBody decodes and validates a create body (pathSKU "") or an
+// update body (pathSKU is the product's sku; every field is required, and a
+// sku in the body must be the same). Every bad field is reported at once,
+// including one of the wrong JSON type.
+func parseProductBody(c *fiber.Ctx, pathSKU string) (string, ProductInput, error) {
+	var b productBody
+	var errs []api.FieldError
+	if err := api.Decode(c, &b); err != nil {
+		var e *api.Error
+		if !errors.As(err, &e) || len(e.Fields) != 1 || e.Fields[0].Field == "body" {
+			return "", ProductInput{}, err
+		}
+		errs = e.Fields
+	}
+	errs = append(errs, b.check(pathSKU, errs)...)
+	if len(errs) > 0 {
+		return "", ProductInput{}, api.Invalid(errs...)
+	}
+	in := ProductInput{Name: *b.Name, Category: *b.Category, PriceCents: *b.PriceCents}
+	if b.Description != nil {
+		in.Description = *b.Description
+	}
+	if pathSKU != "" {
+		return pathSKU, in, nil
+	}
+	return *b.SKU, in, nil
+}
+
+// check lists the missing and invalid fields, skipping those already
+// reported (a value of the wrong type).
+func (b productBody) check(pathSKU string, reported []api.FieldError) []api.FieldError {
+	create := pathSKU == ""
+	var errs []api.FieldError
+	add := func(name string, present, required bool, valid func() []api.FieldError) {
+		for _, r := range reported {
+			if r.Field == name {
+				return
+			}
+		}
+		switch {
+		case !present && required:
+			errs = append(errs, field(name, "is required"))
+		case present:
+			errs = append(errs, valid()...)
+		}
+	}
+	add("sku", b.SKU != nil, create, func() []api.FieldError {
+		if !create && *b.SKU != pathSKU {
+			return []api.FieldError{field("sku", "must be the sku in the path (a sku cannot change)")}
+		}
+		return checkCode("sku", *b.SKU)
+	})
+	add("name", b.Name != nil, true, func() []api.FieldError { return checkName(*b.Name) })
+	add("description", b.Description != nil, !create, func() []api.FieldError { return checkDescription(*b.Description) })
+	add("category", b.Category != nil, true, func() []api.FieldError { return checkCode("category", *b.Category) })
+	add("price_cents", b.PriceCents != nil, true, func() []api.FieldError { return checkPrice(*b.PriceCents) })
+	return errs
+}

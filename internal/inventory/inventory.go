@@ -1,0 +1,112 @@
+// Package inventory owns the catalog: products in PostgreSQL, served through
+// the Redis cache of internal/cache.
+//
+// # Reads
+//
+// Get and List read through the cache (cache-aside). A product entry is the
+// product without its live stock; listings (one entry per category, limit
+// and cursor) are tagged "category:<c>", or "category:*" when unfiltered.
+// A missing sku is cached briefly as not found.
+//
+// # Writes
+//
+// Create, Update and Delete write PostgreSQL first, then write the product
+// entry through (or drop it) and invalidate the listing tags the product
+// belongs to: its old and new category and the unfiltered listings. The
+// cache's generation fences keep a fill that loaded before the write from
+// storing the old row afterwards (see internal/cache), so once a write
+// returns every read, in any process sharing the Redis, sees it. When Redis
+// fails after the database write has committed, the write still succeeds
+// (PostgreSQL is the system of record), a warning is logged, and stale
+// entries expire with their TTL.
+//
+// # Live stock
+//
+// A product's `available` is never cached with it: it is read on every
+// request from the sale state hash "<prefix>sale:{<sku>}", field
+// "available", kept by the flash-sale code, and is 0 when there is none.
+// When Redis is down the catalog still answers from PostgreSQL and reports
+// available 0 with a logged warning: a product page without stock beats no
+// page, and the purchase path never trusts this number anyway.
+//
+// # Failures
+//
+// Every database call is bounded by dbTimeout, every cache call by the
+// cache's own timeouts and every live stock read by redisTimeout. PostgreSQL unreachable (and the entry not
+// cached) answers 503 unavailable, never a 500 or a hang.
+package inventory
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/cache"
+)
+
+// Errors returned by the Catalog's methods (wrapped).
+var (
+	// ErrProductNotFound: no product has the sku.
+	ErrProductNotFound = api.NewError(api.CodeNotFound, "product not found")
+	// ErrSKUTaken: Create was given a sku that already exists.
+	ErrSKUTaken = api.NewError(api.CodeSKUTaken, "a product with this sku already exists")
+	// errDatabaseDown: PostgreSQL did not answer.
+	errDatabaseDown = api.Unavailable("the catalog database is unreachable; retry shortly")
+	// errCacheDown: Redis did not answer an operation that needs it.
+	errCacheDown = api.Unavailable("the catalog cache is unreachable; retry shortly")
+)
+
+// Bounds of list pages.
+const (
+	DefaultLimit = 20
+	MaxLimit     = 100
+)
+
+// Timeouts of the stores, so that an outage answers 503 within seconds.
+const (
+	dbTimeout    = 3 * time.Second
+	redisTimeout = time.Second
+)
+
+// Product is a catalog item as the API shows it.
+type Product struct {
+	SKU         string `json:"sku"`
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Category    string `json:"category"`
+	PriceCents  int64  `json:"price_cents"`
+	// Available is the live stock; never cached with the product.
+	Available int64     `json:"available"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// ProductInput is what an admin sets on a product.
+type ProductInput struct {
+	Name        string
+	Description string
+	Category    string
+	PriceCents  int64
+}
+
+// Page is one page of a listing. NextCursor is nil on the last page.
+type Page struct {
+	Items      []Product `json:"items"`
+	NextCursor *string   `json:"next_cursor"`
+}
+
+// Catalog is the catalog service. Make it with NewCatalog.
+type Catalog struct {
+	db    *pgxpool.Pool
+	stock *Stock
+	cache *cache.Cache
+	log   *slog.Logger
+}
+
+// NewCatalog returns the catalog on db, reading live stock from rdb under
+// the key prefix and caching through c.
+func NewCatalog(db *pgxpool.Pool, rdb redis.UniversalClient, c *cache.Cache, prefix string, log *slog.Logger) *Catalog {
+	return &Catalog{db: db, stock: NewStock(rdb, prefix), cache: c, log: log}
+}

@@ -1,0 +1,169 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// The SQL the database sees.
+const (
+	productColumns = `sku, name, description, category, price_cents, updated_at`
+
+	selectProductSQL = `SELECT ` + productColumns + ` FROM products WHERE sku = $1`
+
+	// Keyset pagination: the page after the cursor's sku, one row more
+	// than asked to learn whether another page follows.
+	listAllSQL = `SELECT ` + productColumns + ` FROM products
+WHERE sku > $1 ORDER BY sku LIMIT $2`
+	listCategorySQL = `SELECT ` + productColumns + ` FROM products
+WHERE category = $1 AND sku > $2 ORDER BY sku LIMIT $3`
+
+	insertProductSQL = `INSERT INTO products (sku, name, description, category, price_cents)
+VALUES ($1, $2, $3, $4, $5)
+RETURNING ` + productColumns
+
+	// The CTE locks the row and keeps its old category, whose listings
+	// the update must invalidate too.
+	updateProductSQL = `WITH old AS (SELECT sku, category FROM products WHERE sku = $1 FOR UPDATE)
+UPDATE products p
+SET name = $2, description = $3, category = $4, price_cents = $5, updated_at = now()
+FROM old WHERE p.sku = old.sku
+RETURNING p.sku, p.name, p.description, p.category, p.price_cents, p.updated_at, old.category`
+
+	deleteProductSQL = `DELETE FROM products WHERE sku = $1 RETURNING category`
+)
+
+// uniqueViolation is PostgreSQL's SQLSTATE for a duplicate key.
+const uniqueViolation = "23505"
+
+// record is a product row: what the cache holds (never the live stock).
+type record struct {
+	SKU         string    `json:"sku"`
+	Name        string    `json:"name"`
+	Description string    `json:"description"`
+	Category    string    `json:"category"`
+	PriceCents  int64     `json:"price_cents"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+func (r record) product(available int64) Product {
+	return Product{SKU: r.SKU, Name: r.Name, Description: r.Description, Category: r.Category,
+		PriceCents: r.PriceCents, Available: available, UpdatedAt: r.UpdatedAt}
+}
+
+func scanRecord(row pgx.Row, extra ...any) (record, error) {
+	var r record
+	dest := append([]any{&r.SKU, &r.Name, &r.Description, &r.Category, &r.PriceCents, &r.UpdatedAt}, extra...)
+	err := row.Scan(dest...)
+	r.UpdatedAt = r.UpdatedAt.UTC()
+	return r, err
+}
+
+// selectProduct returns the row of sku, or ErrProductNotFound.
+func (s *Catalog) selectProduct(ctx context.Context, sku string) (record, error) {
+	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
+	defer cancel()
+	r, err := scanRecord(s.db.QueryRow(ctx, selectProductSQL, sku))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return record{}, fmt.Errorf("select product %s: %w", sku, ErrProductNotFound)
+	}
+	if err != nil {
+		return record{}, dbError("select product "+sku, err)
+	}
+	return r, nil
+}
+
+// selectPage returns up to limit rows after the sku after, and whether
+// more follow.
+func (s *Catalog) selectPage(ctx context.Context, category, after string, limit int) ([]record, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
+	defer cancel()
+	var rows pgx.Rows
+	var err error
+	if category == "" {
+		rows, err = s.db.Query(ctx, listAllSQL, after, limit+1)
+	} else {
+		rows, err = s.db.Query(ctx, listCategorySQL, category, after, limit+1)
+	}
+	if err != nil {
+		return nil, false, dbError("list products", err)
+	}
+	recs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (record, error) { return scanRecord(row) })
+	if err != nil {
+		return nil, false, dbError("list products", err)
+	}
+	if len(recs) > limit {
+		return recs[:limit], true, nil
+	}
+	return recs, false, nil
+}
+
+// insertProduct returns the new row, or ErrSKUTaken.
+func (s *Catalog) insertProduct(ctx context.Context, sku string, in ProductInput) (record, error) {
+	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
+	defer cancel()
+	r, err := scanRecord(s.db.QueryRow(ctx, insertProductSQL, sku, in.Name, in.Description, in.Category, in.PriceCents))
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == uniqueViolation {
+		return record{}, fmt.Errorf("insert product %s: %w", sku, ErrSKUTaken)
+	}
+	if err != nil {
+		return record{}, dbError("insert product "+sku, err)
+	}
+	return r, nil
+}
+
+// updateProduct returns the updated row and the category it had before, or
+// ErrProductNotFound.
+func (s *Catalog) updateProduct(ctx context.Context, sku string, in ProductInput) (record, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
+	defer cancel()
+	var oldCategory string
+	r, err := scanRecord(s.db.QueryRow(ctx, updateProductSQL, sku, in.Name, in.Description, in.Category, in.PriceCents), &oldCategory)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return record{}, "", fmt.Errorf("update product %s: %w", sku, ErrProductNotFound)
+	}
+	if err != nil {
+		return record{}, "", dbError("update product "+sku, err)
+	}
+	return r, oldCategory, nil
+}
+
+// deleteProduct returns the deleted product's category, or
+// ErrProductNotFound.
+func (s *Catalog) deleteProduct(ctx context.Context, sku string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
+	defer cancel()
+	var category string
+	err := s.db.QueryRow(ctx, deleteProductSQL, sku).Scan(&category)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", fmt.Errorf("delete product %s: %w", sku, ErrProductNotFound)
+	}
+	if err != nil {
+		return "", dbError("delete product "+sku, err)
+	}
+	return category, nil
+}
+
+// dbError wraps err from PostgreSQL. An error the server reported about the
+// statement stays an internal error; anything else (no connection, a
+// timeout, a server shutting down) means the database is unreachable: 503.
+func dbError(op string, err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && !serverUnavailable(pgErr.Code) {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return fmt.Errorf("%s: %w: %w", op, errDatabaseDown, err)
+}
+
+// serverUnavailable: connection exceptions (08), operator intervention such
+// as a shutdown (57P0x) and too many connections (53300).
+func serverUnavailable(code string) bool {
+	return strings.HasPrefix(code, "08") || strings.HasPrefix(code, "57P0") || code == "53300"
+}

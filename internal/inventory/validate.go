@@ -1,0 +1,120 @@
+package inventory
+
+import (
+	"encoding/base64"
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/shop-oss/shop/internal/api"
+)
+
+// Limits of product fields (API.md). MaxPriceCents keeps prices far from
+// int64 overflow in order totals while allowing any real price.
+const (
+	maxNameLen        = 200
+	maxDescriptionLen = 5000
+	MaxPriceCents     = 100_000_000_000
+)
+
+// codeRE is the shape of a sku and of a category; it also keeps them safe
+// inside Redis keys and cursors.
+var codeRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+const codeRule = "must be 1 to 64 characters: letters, digits, '-', '_' or '.'"
+
+// ValidSKU reports whether s has the shape of a sku.
+func ValidSKU(s string) bool { return codeRE.MatchString(s) }
+
+func field(name, format string, args ...any) api.FieldError {
+	return api.FieldError{Field: name, Message: fmt.Sprintf(format, args...)}
+}
+
+func checkCode(name, v string) []api.FieldError {
+	if !codeRE.MatchString(v) {
+		return []api.FieldError{field(name, codeRule)}
+	}
+	return nil
+}
+
+func checkName(v string) []api.FieldError {
+	switch n := utf8.RuneCountInString(v); {
+	case n == 0 || n > maxNameLen:
+		return []api.FieldError{field("name", "must be 1 to %d characters", maxNameLen)}
+	case strings.TrimSpace(v) == "":
+		return []api.FieldError{field("name", "must not be blank")}
+	case strings.ContainsFunc(v, unicode.IsControl):
+		return []api.FieldError{field("name", "must not contain control characters")}
+	}
+	return nil
+}
+
+// checkDescription allows line breaks and tabs but no other control
+// characters (PostgreSQL text cannot even hold NUL).
+func checkDescription(v string) []api.FieldError {
+	if utf8.RuneCountInString(v) > maxDescriptionLen {
+		return []api.FieldError{field("description", "must be at most %d characters", maxDescriptionLen)}
+	}
+	if strings.ContainsFunc(v, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\r' && r != '\t' }) {
+		return []api.FieldError{field("description", "must not contain control characters other than line breaks and tabs")}
+	}
+	return nil
+}
+
+func checkPrice(v int64) []api.FieldError {
+	if v < 0 || v > MaxPriceCents {
+		return []api.FieldError{field("price_cents", "must be an integer from 0 to %d", int64(MaxPriceCents))}
+	}
+	return nil
+}
+
+// validateInput lists every invalid field of in.
+func validateInput(in ProductInput) []api.FieldError {
+	var errs []api.FieldError
+	errs = append(errs, checkName(in.Name)...)
+	errs = append(errs, checkDescription(in.Description)...)
+	errs = append(errs, checkCode("category", in.Category)...)
+	return append(errs, checkPrice(in.PriceCents)...)
+}
+
+// invalid is nil when errs is empty, else the invalid_request error.
+func invalid(errs []api.FieldError) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return api.Invalid(errs...)
+}
+
+// validateList checks a listing's parameters; limit 0 means the default.
+func validateList(category string, limit int, cursor string) []api.FieldError {
+	var errs []api.FieldError
+	if category != "" {
+		errs = append(errs, checkCode("category", category)...)
+	}
+	if limit < 0 || limit > MaxLimit {
+		errs = append(errs, field("limit", "must be an integer from 1 to %d", MaxLimit))
+	}
+	if _, ok := decodeCursor(cursor); !ok {
+		errs = append(errs, field("cursor", "is not a cursor this API returned"))
+	}
+	return errs
+}
+
+// A cursor is the last sku of a page, base64url-encoded: opaque to clients,
+// and validated like a sku when it comes back.
+func encodeCursor(sku string) string { return base64.RawURLEncoding.EncodeToString([]byte(sku)) }
+
+// decodeCursor returns the sku after which the page starts ("" for the
+// first page).
+func decodeCursor(cursor string) (string, bool) {
+	if cursor == "" {
+		return "", true
+	}
+	b, err := base64.RawURLEncoding.DecodeString(cursor)
+	if err != nil || !codeRE.Match(b) {
+		return "", false
+	}
+	return string(b), true
+}
