@@ -67,7 +67,7 @@ func (f *fixture) sale(t *testing.T, sku string, quantity, limit int, price int6
 
 func (f *fixture) place(t *testing.T, user, sku string, qty int) Placed {
 	t.Helper()
-	p, err := f.svc.Place(context.Background(), user, []inventory.Line{{SKU: sku, Quantity: qty}}, "")
+	p, err := f.svc.Place(context.Background(), user, []inventory.Line{{SKU: sku, Quantity: qty}}, PlaceOptions{})
 	if err != nil {
 		t.Fatalf("place %s x%d: %v", sku, qty, err)
 	}

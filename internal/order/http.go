@@ -47,7 +47,7 @@ func (s *Service) purchase(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	placed, err := s.Place(c.UserContext(), user.ID, []inventory.Line{{SKU: sku, Quantity: int(qty)}}, key)
+	placed, err := s.Place(c.UserContext(), user.ID, []inventory.Line{{SKU: sku, Quantity: int(qty)}}, PlaceOptions{IdemKey: key})
 	if err != nil {
 		return err
 	}

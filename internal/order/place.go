@@ -24,15 +24,26 @@ type Placed struct {
 	Replayed bool `json:"-"`
 }
 
+// PlaceOptions are the optional parts of a placement.
+type PlaceOptions struct {
+	// IdemKey, when set, makes a repeat by the same user return the first
+	// answer and buy nothing more.
+	IdemKey string
+	// CartKey, for a checkout, is the Redis key of the buyer's cart: it
+	// must still hold exactly the lines (else inventory.ErrCartChanged) and
+	// is emptied in the same atomic step.
+	CartKey string
+}
+
 // Place reserves every line for user and enqueues the order, all or
-// nothing. idemKey, when not empty, makes a repeat return the first answer.
+// nothing.
 //
 // Errors: inventory.ErrSaleNotActive, ErrLimitExceeded, ErrOutOfStock
 // (naming the SKUs), ErrProductNotFound (buy-now of an unknown SKU), or a
 // 503 when Redis does not answer. A 503 after a timeout may hide a
 // reservation that did happen: retrying with the same Idempotency-Key is
 // how a client finds out without buying twice.
-func (s *Service) Place(ctx context.Context, user string, lines []inventory.Line, idemKey string) (Placed, error) {
+func (s *Service) Place(ctx context.Context, user string, lines []inventory.Line, o PlaceOptions) (Placed, error) {
 	id, err := uuid.NewV7()
 	if err != nil {
 		return Placed{}, fmt.Errorf("order id: %w", err)
@@ -46,9 +57,10 @@ func (s *Service) Place(ctx context.Context, user string, lines []inventory.Line
 		StatusTTL:  statusTTL,
 		IdemTTL:    idemTTL,
 	}
-	if idemKey != "" {
-		e.IdemKey = s.keys.idem(user, idemKey)
+	if o.IdemKey != "" {
+		e.IdemKey = s.keys.idem(user, o.IdemKey)
 	}
+	e.CartKey = o.CartKey
 	rctx, cancel := context.WithTimeout(ctx, placeTimeout)
 	defer cancel()
 	start := time.Now()
@@ -69,7 +81,7 @@ func (s *Service) explain(ctx context.Context, lines []inventory.Line, err error
 	switch {
 	case errors.As(err, &noSale):
 		return s.explainNoSale(ctx, lines, noSale)
-	case isAPIError(err):
+	case isAPIError(err), errors.Is(err, inventory.ErrCartChanged):
 		return err
 	default:
 		s.log.Warn("reserve failed", "err", err)

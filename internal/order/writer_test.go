@@ -249,7 +249,7 @@ func TestRaceThenDrainMatchesRedis(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-startGun
-				_, err := f.svc.Place(context.Background(), u, []inventory.Line{{SKU: "hot", Quantity: 1}}, "")
+				_, err := f.svc.Place(context.Background(), u, []inventory.Line{{SKU: "hot", Quantity: 1}}, PlaceOptions{})
 				if err == nil {
 					accepted.Add(1)
 				} else if !errors.Is(err, inventory.ErrOutOfStock) && !errors.Is(err, inventory.ErrLimitExceeded) {
