@@ -46,6 +46,7 @@ type instance struct {
 	app     *fiber.App
 	catalog *inventory.Catalog
 	reg     *prometheus.Registry
+	stock   *inventory.Stock
 }
 
 func newInstance(t testing.TB, st stores) *instance {
@@ -54,11 +55,16 @@ func newInstance(t testing.TB, st stores) *instance {
 	reg := prometheus.NewRegistry()
 	c := cache.New(st.rdb, cache.Options{Prefix: st.prefix + "cache:", TTL: time.Minute, Jitter: 0.1}, reg)
 	cat := inventory.NewCatalog(st.db, st.rdb, c, st.prefix, log)
+	stock := inventory.NewStock(st.rdb, st.prefix)
+	sales := inventory.NewSales(st.db, stock)
 	app := server.New(server.Deps{
 		Log: log, Redis: st.rdb, DB: st.db, Registry: reg, BodyLimit: 64 * 1024,
-		Mount: []func(fiber.Router){func(r fiber.Router) { cat.Routes(r, testGuard) }},
+		Mount: []func(fiber.Router){
+			func(r fiber.Router) { cat.Routes(r, testGuard) },
+			func(r fiber.Router) { sales.Routes(r, testGuard) },
+		},
 	})
-	return &instance{app: app, catalog: cat, reg: reg}
+	return &instance{app: app, catalog: cat, reg: reg, stock: stock}
 }
 
 // testGuard stands in for the auth middleware: X-Test-Role: admin passes.
