@@ -180,10 +180,11 @@ func startWriter(ctx context.Context, w *order.Writer) func() error {
 // authConfig is the auth service's part of the configuration.
 func authConfig(cfg *config.Config) auth.Config {
 	return auth.Config{
-		Secret:     []byte(cfg.JWTSecret),
-		AccessTTL:  cfg.AccessTTL,
-		SessionTTL: cfg.SessionTTL,
-		KeyPrefix:  cfg.KeyPrefix,
+		Secret:      []byte(cfg.JWTSecret),
+		AccessTTL:   cfg.AccessTTL,
+		SessionTTL:  cfg.SessionTTL,
+		KeyPrefix:   cfg.KeyPrefix,
+		FastHashing: cfg.PasswordHashing == "fast",
 	}
 }
 

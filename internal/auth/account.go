@@ -24,7 +24,7 @@ func (s *Service) CreateUser(ctx context.Context, email, password, name, role st
 	}
 	var hash string
 	err := s.withHashSlot(ctx, func() (err error) {
-		hash, err = hashPassword(a.password)
+		hash, err = hashPasswordAt(s.cost, a.password)
 		return err
 	})
 	if err != nil {
@@ -94,7 +94,7 @@ func (s *Service) checkCredentials(ctx context.Context, email, password string) 
 	}
 	u, hash, err := s.userByEmail(ctx, email)
 	if errors.Is(err, errUserNotFound) {
-		hash = dummyHash
+		hash = s.dummy
 	} else if err != nil {
 		return User{}, err
 	}

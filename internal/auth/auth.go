@@ -93,6 +93,10 @@ type Config struct {
 	SessionTTL time.Duration
 	// KeyPrefix starts every Redis key the service writes.
 	KeyPrefix string
+	// FastHashing hashes new passwords at a tiny argon2 cost (1 MiB, one
+	// pass) so load tests can create thousands of shoppers. Never in
+	// production: the shop refuses it outside SHOP_ENV=dev.
+	FastHashing bool
 }
 
 // Errors the service returns (wrapped with %w). They are api errors, so the
@@ -133,6 +137,10 @@ type Service struct {
 	// hashSlots bounds concurrent argon2 work: each hash takes 19 MiB and a
 	// core, so a burst of logins must queue rather than exhaust memory.
 	hashSlots chan struct{}
+	// cost is what new hashes cost; dummy is verified for unknown emails
+	// and costs the same.
+	cost  hashCost
+	dummy string
 }
 
 // New builds the service. reg receives the auth metrics (nil: none are
@@ -149,7 +157,14 @@ func New(db *pgxpool.Pool, rdb redis.UniversalClient, cfg Config, log *slog.Logg
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	cost, dummy := owaspCost, dummyHash
+	if cfg.FastHashing {
+		cost = fastCost
+		dummy, _ = hashPasswordAt(fastCost, "no password anyone knows") // cannot fail but for the OS random source
+	}
 	return &Service{
+		cost:      cost,
+		dummy:     dummy,
 		db:        db,
 		rdb:       rdb,
 		cfg:       cfg,

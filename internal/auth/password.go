@@ -47,16 +47,29 @@ var errMalformedHash = errors.New("auth: malformed password hash")
 
 var b64 = base64.RawStdEncoding
 
+// hashCost is the memory and passes of new hashes.
+type hashCost struct{ memoryKiB, time uint32 }
+
+var (
+	// owaspCost is the production cost.
+	owaspCost = hashCost{argonMemoryKiB, argonTime}
+	// fastCost is for development and load tests only (Config.FastHashing),
+	// where thousands of test shoppers must log in within seconds.
+	fastCost = hashCost{1024, 1}
+)
+
 // hashPassword returns the PHC string of an argon2id hash of password with a
-// fresh random salt.
-func hashPassword(password string) (string, error) {
+// fresh random salt, at the production cost.
+func hashPassword(password string) (string, error) { return hashPasswordAt(owaspCost, password) }
+
+func hashPasswordAt(c hashCost, password string) (string, error) {
 	salt := make([]byte, argonSaltLen)
 	if _, err := rand.Read(salt); err != nil {
 		return "", fmt.Errorf("password salt: %w", err)
 	}
-	key := argon2.IDKey([]byte(password), salt, argonTime, argonMemoryKiB, argonThreads, argonKeyLen)
+	key := argon2.IDKey([]byte(password), salt, c.time, c.memoryKiB, argonThreads, argonKeyLen)
 	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s",
-		argon2.Version, argonMemoryKiB, argonTime, argonThreads, b64.EncodeToString(salt), b64.EncodeToString(key)), nil
+		argon2.Version, c.memoryKiB, c.time, argonThreads, b64.EncodeToString(salt), b64.EncodeToString(key)), nil
 }
 
 // verifyPassword reports whether password matches the PHC string encoded,

@@ -91,3 +91,23 @@ func TestParsePHCRejectsMalformed(t *testing.T) {
 		})
 	}
 }
+
+// FastHashing is a development knob: new hashes are cheap, logins work,
+// and unknown emails are checked against a dummy of the same cost.
+func TestFastHashing(t *testing.T) {
+	t.Parallel()
+	svc := New(nil, nil, Config{FastHashing: true}, nil, nil)
+	h, err := hashPasswordAt(svc.cost, "correct horse")
+	if err != nil || !strings.Contains(h, "$m=1024,t=1,p=1$") {
+		t.Fatalf("fast hash = %q, %v", h, err)
+	}
+	if ok, err := verifyPassword(h, "correct horse"); !ok || err != nil {
+		t.Fatalf("verify: %v %v", ok, err)
+	}
+	if !strings.Contains(svc.dummy, "$m=1024,t=1,p=1$") {
+		t.Fatalf("dummy hash %q does not cost what real ones do", svc.dummy)
+	}
+	if def := New(nil, nil, Config{}, nil, nil); def.cost != owaspCost || def.dummy != dummyHash {
+		t.Fatal("the default is not the OWASP cost")
+	}
+}

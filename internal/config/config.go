@@ -37,6 +37,9 @@ type Config struct {
 	BodyLimit       int           `env:"SHOP_BODY_LIMIT" envDefault:"65536"`
 	ShutdownTimeout time.Duration `env:"SHOP_SHUTDOWN_TIMEOUT" envDefault:"8s"`
 	RedisPoolSize   int           `env:"SHOP_REDIS_POOL_SIZE" envDefault:"100"`
+	// PasswordHashing is "owasp" (argon2id at OWASP's cost) or "fast", a
+	// tiny cost for load tests, allowed only with SHOP_ENV=dev.
+	PasswordHashing string `env:"SHOP_PASSWORD_HASHING" envDefault:"owasp"`
 }
 
 // Dev reports whether the process runs in development mode (SHOP_ENV=dev).
@@ -125,6 +128,8 @@ func (c *Config) validate() error {
 		{"SHOP_BODY_LIMIT", c.BodyLimit < 1024, "must be at least 1024 bytes"},
 		{"SHOP_SHUTDOWN_TIMEOUT", c.ShutdownTimeout <= 0, "must be positive"},
 		{"SHOP_REDIS_POOL_SIZE", c.RedisPoolSize < 1, "must be at least 1"},
+		{"SHOP_PASSWORD_HASHING", c.PasswordHashing != "owasp" && c.PasswordHashing != "fast", "must be owasp or fast"},
+		{"SHOP_PASSWORD_HASHING", c.PasswordHashing == "fast" && !c.Dev(), "fast is only allowed with SHOP_ENV=dev"},
 	}
 	for _, ch := range checks {
 		if ch.bad {

@@ -34,6 +34,8 @@ func TestInvalidSettingsNameTheirVariable(t *testing.T) {
 		{"log_level", "SHOP_LOG_LEVEL", "loud"},
 		{"proxy", "SHOP_TRUSTED_PROXIES", "10.0.0.1,not-an-ip"},
 		{"body_limit", "SHOP_BODY_LIMIT", "ten"},
+		{"hashing", "SHOP_PASSWORD_HASHING", "none"},
+		{"fast_hashing_outside_dev", "SHOP_PASSWORD_HASHING", "fast"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -35,7 +35,7 @@ func newHTTPFixture(t *testing.T) *httpFixture {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	reg := prometheus.NewRegistry()
-	a := auth.New(f.db.Pool, f.r.Client, auth.Config{Secret: []byte("order-tests-secret-0123456789abcdef"), KeyPrefix: f.r.Prefix}, log, reg)
+	a := auth.New(f.db.Pool, f.r.Client, auth.Config{Secret: []byte("order-tests-secret-0123456789abcdef"), KeyPrefix: f.r.Prefix, FastHashing: true}, log, reg)
 	app := server.New(server.Deps{
 		Log: log, Redis: f.r.Client, DB: f.db.Pool, Registry: reg, BodyLimit: 64 << 10,
 		Mount: []func(fiber.Router){a.Routes, func(r fiber.Router) { f.svc.Routes(r, a.RequireUser()) }},
