@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -111,6 +112,8 @@ func startServer(t *testing.T, e env, args ...string) *server {
 	return s
 }
 
+var textListening = regexp.MustCompile(`msg=listening addr=(\S+)`)
+
 func scanLogs(r io.Reader, addr chan<- string) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
@@ -120,8 +123,14 @@ func scanLogs(r io.Reader, addr chan<- string) {
 			Msg  string `json:"msg"`
 			Addr string `json:"addr"`
 		}
-		if !sent && json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "listening" {
+		if sent {
+			continue
+		}
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "listening" {
 			addr <- line.Addr
+			sent = true
+		} else if m := textListening.FindSubmatch(sc.Bytes()); m != nil { // SHOP_ENV=dev logs text
+			addr <- string(m[1])
 			sent = true
 		}
 	}
