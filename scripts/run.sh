@@ -27,16 +27,18 @@ export SHOP_ADDR=$addr
 mkdir -p bin
 go build -o bin/shop ./cmd/shop
 bin/shop migrate --create-db >/dev/null
+bin/shop seed demo
 
 port=${addr##*:}
 cat <<MSG
 
 shop is starting on http://127.0.0.1:$port  (redis: $SHOP_REDIS_URL, postgres: $SHOP_DATABASE_URL)
-Try:
-  curl -s http://127.0.0.1:$port/healthz
+Try (README.md walks through a whole sale):
   curl -s http://127.0.0.1:$port/readyz
-  curl -s http://127.0.0.1:$port/openapi.yaml | head
-  curl -s http://127.0.0.1:$port/metrics | grep shop_
+  curl -s http://127.0.0.1:$port/api/v1/products?category=electronics
+  curl -s -X POST http://127.0.0.1:$port/api/v1/auth/register -H 'Content-Type: application/json' \
+       -d '{"email":"me@example.com","password":"my-password"}'
+  curl -s http://127.0.0.1:$port/metrics | grep shop_purchases
 Stop with Ctrl-C.
 
 MSG

@@ -39,6 +39,7 @@ func newRootCmd(getenv func(string) string, stdout, stderr io.Writer) *cobra.Com
 	root.AddCommand(
 		newServeCmd(a),
 		newWriterCmd(a),
+		newSeedCmd(a),
 		newMigrateCmd(a),
 		newUserCmd(a),
 		newVersionCmd(a),

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
@@ -107,8 +108,7 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) err
 
 	reg := newRegistry()
 	authSvc := auth.New(st.db, st.redis, authConfig(cfg), log, reg)
-	catalogCache := cache.New(st.redis, cache.Options{Prefix: cfg.KeyPrefix + "cache:", TTL: catalogTTL, Jitter: 0.1}, reg)
-	catalog := inventory.NewCatalog(st.db, st.redis, catalogCache, cfg.KeyPrefix, log)
+	catalog := newCatalog(st, cfg, log, reg)
 	stock := inventory.NewStock(st.redis, cfg.KeyPrefix)
 	sales := inventory.NewSales(st.db, stock)
 	orders := order.New(st.db, st.redis, stock, catalog.Exists, cfg.KeyPrefix, log, reg)
@@ -162,6 +162,16 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) err
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// newCatalog builds the catalog over its cache; reg may be nil (commands
+// that expose no metrics).
+func newCatalog(st *stores, cfg *config.Config, log *slog.Logger, reg prometheus.Registerer) *inventory.Catalog {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	c := cache.New(st.redis, cache.Options{Prefix: cfg.KeyPrefix + "cache:", TTL: catalogTTL, Jitter: 0.1}, reg)
+	return inventory.NewCatalog(st.db, st.redis, c, cfg.KeyPrefix, log)
 }
 
 // startWriter runs w in the background; the returned function stops it

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/shop-oss/shop/internal/testenv"
+)
+
+func TestSeedDemoIsIdempotent(t *testing.T) {
+	t.Parallel()
+	db := testenv.NewDatabase(t)
+	r := testenv.NewRedis(t)
+	env := map[string]string{
+		"SHOP_DATABASE_URL": db.URL, "SHOP_REDIS_URL": r.URL, "SHOP_KEY_PREFIX": r.Prefix,
+		"SHOP_LOG_LEVEL": "warn", "SHOP_ENV": "dev", "SHOP_PASSWORD_HASHING": "fast",
+	}
+	seed := func() (string, error) {
+		var out, errb bytes.Buffer
+		err := run(context.Background(), []string{"seed", "demo"}, func(k string) string { return env[k] }, &out, &errb)
+		return out.String(), err
+	}
+	count := func(q string) (n int) {
+		t.Helper()
+		if err := db.Pool.QueryRow(context.Background(), q).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for i := range 2 {
+		out, err := seed()
+		if err != nil || !strings.Contains(out, demoAdminEmail) {
+			t.Fatalf("run %d: %v %q", i+1, err, out)
+		}
+		if p, rounds, admins := count(`SELECT count(*) FROM products`), count(`SELECT count(*) FROM sale_rounds`),
+			count(`SELECT count(*) FROM users WHERE role = 'admin'`); p != len(demoCatalog) || rounds != 4 || admins != 1 {
+			t.Fatalf("run %d: %d products, %d rounds, %d admins; want %d, 4, 1", i+1, p, rounds, admins, len(demoCatalog))
+		}
+	}
+	if n := r.Client.HGet(context.Background(), r.Prefix+"sale:{phone-x1}", "available").Val(); n != "100" {
+		t.Fatalf("phone-x1 available = %q, want 100", n)
+	}
+	env["SHOP_ENV"], env["SHOP_PASSWORD_HASHING"] = "", "owasp"
+	if _, err := seed(); err == nil || !strings.Contains(err.Error(), "SHOP_ENV=dev") {
+		t.Fatalf("outside dev: %v, want a refusal", err)
+	}
+}
