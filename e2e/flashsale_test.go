@@ -61,7 +61,7 @@ func (s *shop) stock(t *testing.T, sku string) stockReport {
 // shoppers registers and logs in n shoppers, returning their tokens.
 func (s *shop) shoppers(t *testing.T, n int, tag string) []string {
 	t.Helper()
-	tokens := make([]string, n)
+	out := make([]string, n)
 	sem := make(chan struct{}, 8)
 	var wg sync.WaitGroup
 	for i := range n {
@@ -70,19 +70,24 @@ func (s *shop) shoppers(t *testing.T, n int, tag string) []string {
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			email := fmt.Sprintf("%s-%d@shop.test", tag, i)
-			r := call(t, http.MethodPost, s.api+"/auth/register", map[string]string{"email": email, "password": "shopper-password"})
+			r := bulk(t, http.MethodPost, s.api+"/auth/register", map[string]string{"email": email, "password": "shopper-password"})
 			if r.Status != http.StatusCreated {
 				t.Errorf("register %s: %d %s", email, r.Status, r.Body)
 				return
 			}
-			tokens[i] = login(t, s.api, email, "shopper-password").AccessToken
+			var tok tokens
+			bulk(t, http.MethodPost, s.api+"/auth/login", map[string]string{"email": email, "password": "shopper-password"}).JSON(t, &tok)
+			if tok.AccessToken == "" {
+				t.Errorf("login %s failed", email)
+			}
+			out[i] = tok.AccessToken
 		}()
 	}
 	wg.Wait()
 	if t.Failed() {
 		t.FailNow()
 	}
-	return tokens
+	return out
 }
 
 // waitConfirmed polls the stock until the writer has persisted every
@@ -112,7 +117,7 @@ func (s *shop) purchase(t *testing.T, token, sku string, qty int, key string) ou
 		OrderID string `json:"order_id"`
 		Code    string `json:"code"`
 	}
-	r := call(t, http.MethodPost, s.api+"/products/"+sku+"/purchase", map[string]int{"quantity": qty},
+	r := bulk(t, http.MethodPost, s.api+"/products/"+sku+"/purchase", map[string]int{"quantity": qty},
 		"Authorization", "Bearer "+token, "Idempotency-Key", key)
 	r.JSON(t, &body)
 	return outcome{status: r.Status, code: body.Code, orderID: body.OrderID}
