@@ -49,6 +49,11 @@ func TestCartArithmetic(t *testing.T) {
 	if n := f.r.Client.Exists(ctx, f.svc.key(u)).Val(); n != 0 {
 		t.Fatalf("an emptied cart left its key behind")
 	}
+	for op, want := range map[string]float64{"get": 1, "add": 3, "set": 2, "remove": 1} {
+		if got := f.metric(t, "shop_cart_operations_total", "op", op); got != want {
+			t.Errorf("cart operations{op=%s} = %v, want %v", op, got, want)
+		}
+	}
 }
 
 // A price change in the catalog shows in the cart: the cart stores
