@@ -16,6 +16,7 @@ import (
 
 	"github.com/shop-oss/shop/internal/auth"
 	"github.com/shop-oss/shop/internal/cache"
+	"github.com/shop-oss/shop/internal/cart"
 	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/database"
 	"github.com/shop-oss/shop/internal/inventory"
@@ -112,6 +113,7 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) err
 	stock := inventory.NewStock(st.redis, cfg.KeyPrefix)
 	sales := inventory.NewSales(st.db, stock)
 	orders := order.New(st.db, st.redis, stock, catalog.Exists, cfg.KeyPrefix, log, reg)
+	carts := cart.New(st.redis, catalog, orders, cfg.KeyPrefix, log, reg)
 	var limiter *ratelimit.Limiter
 	if !cfg.RateLimit.Off() {
 		limiter = ratelimit.New(st.redis, cfg.KeyPrefix, cfg.RateLimit.Limit, cfg.RateLimit.Window)
@@ -129,6 +131,7 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) err
 			func(r fiber.Router) { catalog.Routes(r, authSvc.RequireAdmin()) },
 			func(r fiber.Router) { sales.Routes(r, authSvc.RequireAdmin()) },
 			func(r fiber.Router) { orders.Routes(r, authSvc.RequireUser()) },
+			func(r fiber.Router) { carts.Routes(r, authSvc.RequireUser()) },
 		},
 	})
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/api"
 	"github.com/shop-oss/shop/internal/inventory"
@@ -67,7 +68,7 @@ func (s *Service) Place(ctx context.Context, user string, lines []inventory.Line
 	res, err := s.stock.Reserve(rctx, e, lines)
 	s.metrics.script.Observe(time.Since(start).Seconds())
 	if err != nil {
-		err = s.explain(ctx, lines, err)
+		err = s.explain(ctx, lines, o, err)
 		s.metrics.outcome(err, false)
 		return Placed{}, err
 	}
@@ -76,11 +77,15 @@ func (s *Service) Place(ctx context.Context, user string, lines []inventory.Line
 }
 
 // explain turns a reservation error into the answer the buyer gets.
-func (s *Service) explain(ctx context.Context, lines []inventory.Line, err error) error {
+func (s *Service) explain(ctx context.Context, lines []inventory.Line, o PlaceOptions, err error) error {
 	var noSale *inventory.NoSaleError
 	switch {
-	case errors.As(err, &noSale):
+	case errors.As(err, &noSale) && o.CartKey == "":
 		return s.explainNoSale(ctx, lines, noSale)
+	case errors.As(err, &noSale):
+		// A checkout names no product in its URL: a line whose product is
+		// gone (or was never on sale) is a sale that is not active.
+		return inventory.ErrSaleNotActive.With("skus", noSale.SKUs)
 	case isAPIError(err), errors.Is(err, inventory.ErrCartChanged):
 		return err
 	default:
@@ -108,4 +113,23 @@ func (s *Service) explainNoSale(ctx context.Context, lines []inventory.Line, e *
 func isAPIError(err error) bool {
 	var e *api.Error
 	return errors.As(err, &e)
+}
+
+// Replay returns the answer an earlier placement by user with the
+// Idempotency-Key key gave, while its record lasts (idemTTL); ok is false
+// when there was none. A checkout asks it when the cart is empty: the
+// first checkout with the key may be what emptied it.
+//
+// Errors: a 503 when Redis does not answer.
+func (s *Service) Replay(ctx context.Context, user, key string) (p Placed, ok bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, placeTimeout)
+	defer cancel()
+	id, err := s.rdb.Get(ctx, s.keys.idem(user, key)).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return Placed{}, false, nil
+	case err != nil:
+		return Placed{}, false, s.unavailable("replay idempotency key", err)
+	}
+	return Placed{OrderID: id, Status: StatusPending, Replayed: true}, true, nil
 }

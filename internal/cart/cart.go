@@ -1,0 +1,234 @@
+// Package cart keeps each shopper's cart in a Redis hash and checks it out
+// into the order stream, all or nothing.
+//
+// # Storage
+//
+//	<prefix>cart:{<user-id>}   hash: sku -> quantity
+//
+// A cart expires 24 h after its last change: every change refreshes the TTL
+// in the same script that makes it; reads do not. Adding reserves nothing
+// and is never refused for low stock: availability is decided at checkout.
+// The caps (MaxLines lines, MaxQuantity units a line) are inventory's limits
+// on one reservation, so every cart that can be built can be checked out;
+// the add and set scripts check them in the same step as the write, so two
+// parallel adds cannot both pass a cap.
+//
+// # Reads
+//
+// A cart view joins every line with the catalog (cached reads) for the
+// product's name and current price, and computes line and cart totals in
+// cents. A line whose product was deleted drops out of the items and the
+// totals and is listed in unavailable_skus; a read does not remove it (a
+// read changes nothing), and a checkout of it fails sale_not_active.
+//
+// # Checkout
+//
+// Checkout reads the cart and hands its lines to order.Service.Place with
+// the cart's key. Inventory's reserve script then, in one atomic step,
+// checks that the cart still holds exactly those lines, checks every line's
+// sale window, per-user limit and stock, and only when all pass decrements
+// each line, counts the buyer, XADDs one order event with every line (the
+// buy-now format, persisted by the same order writer) and deletes the cart.
+// Any failure changes nothing and leaves the cart as it was. When the
+// shopper changed the cart between the read and the script, the checkout
+// reads it again, a few times at most. Prices come from the live sale round
+// inside the script, never from the cart or the client.
+//
+// # Redis Cluster
+//
+// Every key the script touches is passed in KEYS, but they live in
+// different hash slots: the cart and the buyer's order keys under {user},
+// each SKU's sale and buyer keys under {sku}, the order stream and status
+// keys under none. So checkout runs on one Redis primary. In cluster mode
+// it would have to become per-slot steps: reserve each SKU in its own
+// slot's script with compensation (release what was taken when a later
+// SKU fails) and hand the order over through an outbox, or co-locate a
+// cart's SKUs and the stream under one hash tag (sharding the sale by
+// tag). Either changes the all-or-nothing guarantee's mechanism, not only
+// this package.
+package cart
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/order"
+)
+
+// Limits of a cart: those of one reservation, so any cart can check out.
+const (
+	MaxLines    = inventory.MaxLines
+	MaxQuantity = inventory.MaxQuantity
+	// TTL is how long a cart lives after its last change.
+	TTL = 24 * time.Hour
+)
+
+// Errors returned by the service (wrapped).
+var (
+	// ErrCartEmpty: a checkout of an empty (or expired) cart.
+	ErrCartEmpty = api.NewError(api.CodeCartEmpty, "the cart is empty")
+	// ErrCartBusy: the cart changed under every checkout attempt.
+	ErrCartBusy = api.NewError(api.CodeConflict, "the cart kept changing during checkout; retry")
+	// ErrProductNotFound: no product has the sku (or it is malformed).
+	ErrProductNotFound = inventory.ErrProductNotFound
+	errUnavailable     = api.Unavailable("the cart is unavailable; retry shortly")
+)
+
+// Cart is a shopper's cart as the API shows it.
+type Cart struct {
+	Items      []Item `json:"items"`
+	TotalCents int64  `json:"total_cents"`
+	// UnavailableSKUs are lines whose product no longer exists: not in
+	// Items nor in the total, and refused at checkout.
+	UnavailableSKUs []string `json:"unavailable_skus,omitempty"`
+}
+
+// Item is one line of a cart, priced at the catalog's current price.
+type Item struct {
+	SKU            string `json:"sku"`
+	Name           string `json:"name"`
+	PriceCents     int64  `json:"price_cents"`
+	Quantity       int    `json:"quantity"`
+	LineTotalCents int64  `json:"line_total_cents"`
+}
+
+// Catalog is what a cart needs of the catalog: the product with a sku, or
+// an error wrapping inventory.ErrProductNotFound when there is none.
+// *inventory.Catalog is one.
+type Catalog interface {
+	Get(ctx context.Context, sku string) (inventory.Product, error)
+}
+
+// Service keeps carts and checks them out.
+type Service struct {
+	rdb     redis.UniversalClient
+	catalog Catalog
+	orders  *order.Service
+	prefix  string
+	log     *slog.Logger
+	metrics *metrics
+	// beforePlace, in tests, runs between reading a cart and placing it.
+	beforePlace func()
+}
+
+// New returns the cart service whose keys start with prefix. Its metrics
+// are registered on reg.
+func New(rdb redis.UniversalClient, catalog Catalog, orders *order.Service, prefix string,
+	log *slog.Logger, reg prometheus.Registerer) *Service {
+	return &Service{rdb: rdb, catalog: catalog, orders: orders, prefix: prefix, log: log, metrics: newMetrics(reg)}
+}
+
+// Get returns user's cart (empty when there is none). Errors: a 503 when
+// Redis, or the catalog for a product it has not cached, does not answer.
+func (s *Service) Get(ctx context.Context, user string) (Cart, error) {
+	c, err := s.read(ctx, user)
+	s.metrics.op("get", err)
+	return c, err
+}
+
+// Add adds quantity units of sku to user's cart and returns the cart.
+// Errors: ErrProductNotFound, an invalid_request error for a quantity out
+// of 1..MaxQuantity, a line that would exceed it or a cart already holding
+// MaxLines other lines (nothing changes then), or a 503.
+func (s *Service) Add(ctx context.Context, user, sku string, quantity int) (Cart, error) {
+	c, err := s.add(ctx, user, sku, quantity)
+	s.metrics.op("add", err)
+	return c, err
+}
+
+func (s *Service) add(ctx context.Context, user, sku string, quantity int) (Cart, error) {
+	if quantity < 1 || quantity > MaxQuantity {
+		return Cart{}, invalidQuantity(1)
+	}
+	if err := s.mustExist(ctx, sku); err != nil {
+		return Cart{}, err
+	}
+	if err := s.change(ctx, addScript, user, sku, quantity); err != nil {
+		return Cart{}, err
+	}
+	return s.read(ctx, user)
+}
+
+// Set makes sku's line of user's cart hold quantity units (0 removes it)
+// and returns the cart. Errors: as Add's, with 0..MaxQuantity; removing
+// needs no product, so a line whose product was deleted can be removed.
+func (s *Service) Set(ctx context.Context, user, sku string, quantity int) (Cart, error) {
+	c, err := s.set(ctx, user, sku, quantity)
+	s.metrics.op("set", err)
+	return c, err
+}
+
+func (s *Service) set(ctx context.Context, user, sku string, quantity int) (Cart, error) {
+	if quantity < 0 || quantity > MaxQuantity {
+		return Cart{}, invalidQuantity(0)
+	}
+	if quantity > 0 {
+		if err := s.mustExist(ctx, sku); err != nil {
+			return Cart{}, err
+		}
+	}
+	if err := s.change(ctx, setScript, user, sku, quantity); err != nil {
+		return Cart{}, err
+	}
+	return s.read(ctx, user)
+}
+
+// Remove drops sku's line from user's cart, if it is there, and returns
+// the cart. Errors: a 503.
+func (s *Service) Remove(ctx context.Context, user, sku string) (Cart, error) {
+	c, err := s.remove(ctx, user, sku)
+	s.metrics.op("remove", err)
+	return c, err
+}
+
+func (s *Service) remove(ctx context.Context, user, sku string) (Cart, error) {
+	if err := s.change(ctx, setScript, user, sku, 0); err != nil {
+		return Cart{}, err
+	}
+	return s.read(ctx, user)
+}
+
+// Clear empties user's cart. Errors: a 503.
+func (s *Service) Clear(ctx context.Context, user string) error {
+	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
+	defer cancel()
+	err := s.rdb.Del(ctx, s.key(user)).Err()
+	if err != nil {
+		err = s.unavailable("clear cart", err)
+	}
+	s.metrics.op("clear", err)
+	return err
+}
+
+// mustExist returns ErrProductNotFound (wrapped) unless the catalog has
+// sku, or the catalog's 503.
+func (s *Service) mustExist(ctx context.Context, sku string) error {
+	if !inventory.ValidSKU(sku) {
+		return fmt.Errorf("cart: sku %q: %w", sku, ErrProductNotFound)
+	}
+	if _, err := s.catalog.Get(ctx, sku); err != nil {
+		return fmt.Errorf("cart: %w", err)
+	}
+	return nil
+}
+
+func invalidQuantity(least int) error { return api.Invalid(quantityRange(least)) }
+
+func quantityRange(least int) api.FieldError {
+	return api.FieldError{Field: "quantity", Message: fmt.Sprintf("must be an integer from %d to %d", least, MaxQuantity)}
+}
+
+func (s *Service) unavailable(op string, err error) error {
+	if !errors.Is(err, context.Canceled) {
+		s.log.Warn(op, "err", err)
+	}
+	return fmt.Errorf("%s: %w: %w", op, errUnavailable, err)
+}

@@ -1,0 +1,74 @@
+package cart
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/order"
+)
+
+// checkoutAttempts bounds the re-reads when the shopper keeps changing the
+// cart during checkout: a few are plenty for a human; more would only let
+// a script spinning on the cart hold the request.
+const checkoutAttempts = 3
+
+// Checkout reserves every line of user's cart and enqueues one order, all
+// or nothing, emptying the cart in the same atomic step (see the package
+// doc). With an Idempotency-Key (idemKey != "") a repeat returns the first
+// answer, Replayed, and buys nothing more, also once the first emptied the
+// cart.
+//
+// Errors: ErrCartEmpty; inventory.ErrOutOfStock, ErrLimitExceeded or
+// ErrSaleNotActive naming the SKUs (the cart is left as it was); ErrCartBusy
+// when the cart changed under every attempt; or a 503.
+func (s *Service) Checkout(ctx context.Context, user, idemKey string) (order.Placed, error) {
+	p, err := s.checkout(ctx, user, idemKey)
+	s.metrics.checkout(p, err)
+	return p, err
+}
+
+func (s *Service) checkout(ctx context.Context, user, idemKey string) (order.Placed, error) {
+	for range checkoutAttempts {
+		lines, err := s.lines(ctx, user)
+		if err != nil {
+			return order.Placed{}, err
+		}
+		if len(lines) == 0 {
+			return s.checkoutEmpty(ctx, user, idemKey)
+		}
+		if s.beforePlace != nil {
+			s.beforePlace()
+		}
+		p, err := s.orders.Place(ctx, user, lines, order.PlaceOptions{IdemKey: idemKey, CartKey: s.key(user)})
+		if !errors.Is(err, inventory.ErrCartChanged) {
+			return p, wrap("checkout", err)
+		}
+	}
+	return order.Placed{}, fmt.Errorf("checkout: %w", ErrCartBusy)
+}
+
+// checkoutEmpty answers a checkout of an empty cart: the first answer when
+// an earlier checkout with the same Idempotency-Key (which emptied it) was
+// accepted, else ErrCartEmpty.
+func (s *Service) checkoutEmpty(ctx context.Context, user, idemKey string) (order.Placed, error) {
+	if idemKey == "" {
+		return order.Placed{}, ErrCartEmpty
+	}
+	p, ok, err := s.orders.Replay(ctx, user, idemKey)
+	switch {
+	case err != nil:
+		return order.Placed{}, fmt.Errorf("checkout: %w", err)
+	case !ok:
+		return order.Placed{}, ErrCartEmpty
+	}
+	return p, nil
+}
+
+func wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}

@@ -1,0 +1,151 @@
+package cart
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/auth"
+	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/order"
+)
+
+// Routes registers the cart routes; requireUser guards every one of them,
+// and each acts on the caller's own cart only (there is no cart id to ask
+// for another's).
+func (s *Service) Routes(r fiber.Router, requireUser fiber.Handler) {
+	r.Get("/cart", requireUser, s.getCart)
+	r.Delete("/cart", requireUser, s.clearCart)
+	r.Post("/cart/items", requireUser, s.addItem)
+	r.Put("/cart/items/:sku", requireUser, s.setItem)
+	r.Delete("/cart/items/:sku", requireUser, s.removeItem)
+	r.Post("/cart/checkout", requireUser, s.checkoutCart)
+}
+
+type addBody struct {
+	SKU      *string `json:"sku"`
+	Quantity *int64  `json:"quantity"`
+}
+
+type setBody struct {
+	Quantity *int64 `json:"quantity"`
+}
+
+func (s *Service) getCart(c *fiber.Ctx) error {
+	cart, err := s.Get(c.UserContext(), auth.MustUser(c).ID)
+	if err != nil {
+		return err
+	}
+	return c.JSON(cart)
+}
+
+func (s *Service) clearCart(c *fiber.Ctx) error {
+	if err := s.Clear(c.UserContext(), auth.MustUser(c).ID); err != nil {
+		return err
+	}
+	return c.SendStatus(http.StatusNoContent)
+}
+
+// addItem: the sku is in the body, so a malformed one is a bad request
+// (400 on "sku"); a well-formed one the catalog lacks is 404.
+func (s *Service) addItem(c *fiber.Ctx) error {
+	var b addBody
+	if err := api.Decode(c, &b); err != nil {
+		return err
+	}
+	if err := b.check(); err != nil {
+		return err
+	}
+	cart, err := s.Add(c.UserContext(), auth.MustUser(c).ID, strings.Clone(*b.SKU), int(*b.Quantity))
+	if err != nil {
+		return err
+	}
+	return c.JSON(cart)
+}
+
+// check names every missing or malformed field at once.
+func (b addBody) check() error {
+	var bad []api.FieldError
+	switch {
+	case b.SKU == nil:
+		bad = append(bad, api.FieldError{Field: "sku", Message: "is required"})
+	case !inventory.ValidSKU(*b.SKU):
+		bad = append(bad, api.FieldError{Field: "sku", Message: "must be 1 to 64 letters, digits, '-', '_' or '.'"})
+	}
+	if f := checkQuantity(b.Quantity, 1); f != nil {
+		bad = append(bad, *f)
+	}
+	if len(bad) > 0 {
+		return api.Invalid(bad...)
+	}
+	return nil
+}
+
+func checkQuantity(q *int64, least int) *api.FieldError {
+	switch {
+	case q == nil:
+		return &api.FieldError{Field: "quantity", Message: "is required"}
+	case *q < int64(least) || *q > MaxQuantity:
+		f := quantityRange(least)
+		return &f
+	}
+	return nil
+}
+
+// setItem: the sku is in the path, so a malformed one is a resource that
+// does not exist (404), as everywhere else in the API.
+func (s *Service) setItem(c *fiber.Ctx) error {
+	sku, err := pathSKU(c)
+	if err != nil {
+		return err
+	}
+	var b setBody
+	if err := api.Decode(c, &b); err != nil {
+		return err
+	}
+	if f := checkQuantity(b.Quantity, 0); f != nil {
+		return api.Invalid(*f)
+	}
+	cart, err := s.Set(c.UserContext(), auth.MustUser(c).ID, sku, int(*b.Quantity))
+	if err != nil {
+		return err
+	}
+	return c.JSON(cart)
+}
+
+func (s *Service) removeItem(c *fiber.Ctx) error {
+	sku, err := pathSKU(c)
+	if err != nil {
+		return err
+	}
+	cart, err := s.Remove(c.UserContext(), auth.MustUser(c).ID, sku)
+	if err != nil {
+		return err
+	}
+	return c.JSON(cart)
+}
+
+func (s *Service) checkoutCart(c *fiber.Ctx) error {
+	key, err := order.IdempotencyKey(c)
+	if err != nil {
+		return err
+	}
+	placed, err := s.Checkout(c.UserContext(), auth.MustUser(c).ID, key)
+	if err != nil {
+		return err
+	}
+	return c.Status(http.StatusAccepted).JSON(placed)
+}
+
+// pathSKU copies the path's sku (Fiber reuses its buffers) and answers 404
+// for one that cannot exist.
+func pathSKU(c *fiber.Ctx) (string, error) {
+	sku := strings.Clone(c.Params("sku"))
+	if !inventory.ValidSKU(sku) {
+		return "", fmt.Errorf("cart: sku %q: %w", sku, ErrProductNotFound)
+	}
+	return sku, nil
+}
