@@ -132,9 +132,10 @@ func TestStampede(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			// A generous LockWait: the waiting process must see the fill,
-			// not give up, even on a busy machine.
-			o := cache.Options{LockWait: 5 * time.Second}
+			// A generous LockWait and Timeout: the waiting process must see
+			// the fill, not give up (or time out taking the lock and load
+			// anyway, as it should in production), even on a busy machine.
+			o := cache.Options{LockWait: 5 * time.Second, Timeout: 5 * time.Second, LockTTL: 10 * time.Second}
 			first := newTestCache(t, o)
 			o.Prefix = first.prefix
 			caches := []*testCache{first}
