@@ -8,6 +8,8 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
+	"github.com/gofiber/fiber/v2"
 
 	"github.com/shop-oss/shop/openapi"
 )
@@ -95,5 +98,45 @@ func Check(t testing.TB, req *http.Request, reqBody []byte, resp *http.Response,
 	if verr := openapi3filter.ValidateResponse(ctx, out); verr != nil {
 		t.Errorf("openapi: %s %s → %d does not match openapi.yaml: %v\nbody: %s",
 			req.Method, req.URL.Path, resp.StatusCode, verr, respBody)
+	}
+}
+
+// Reply is one answer of an in-process request.
+type Reply struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// Do sends one request through app (in-process, app.Test), with a bearer
+// token when token is not empty and headers as name, value pairs, and
+// checks the exchange against openapi.yaml.
+func Do(t testing.TB, app *fiber.App, method, path, token, body string, headers ...string) Reply {
+	t.Helper()
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := app.Test(req, -1)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	out, _ := io.ReadAll(resp.Body)
+	Check(t, req, []byte(body), resp, out)
+	return Reply{resp.StatusCode, resp.Header, out}
+}
+
+// WantProblem fails t unless r is a problem document with status and code.
+func WantProblem(t testing.TB, r Reply, status int, code string) {
+	t.Helper()
+	if r.Status != status || r.Header.Get("Content-Type") != "application/problem+json" ||
+		!bytes.Contains(r.Body, []byte(`"code":"`+code+`"`)) {
+		t.Fatalf("got %d %s, want %d %s", r.Status, r.Body, status, code)
 	}
 }

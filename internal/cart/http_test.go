@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -58,54 +57,25 @@ func (h *httpFixture) shopper(t *testing.T, email string) (string, string) {
 	return u.ID, tok.AccessToken
 }
 
-type reply struct {
-	status int
-	header http.Header
-	body   []byte
-}
+type reply struct{ apitest.Reply }
 
 func (r reply) cart(t *testing.T) Cart {
 	t.Helper()
 	var c Cart
-	if r.status != http.StatusOK || json.Unmarshal(r.body, &c) != nil {
-		t.Fatalf("want a cart, got %d %s", r.status, r.body)
+	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &c) != nil {
+		t.Fatalf("want a cart, got %d %s", r.Status, r.Body)
 	}
 	return c
 }
 
-// do sends one request to app and checks the exchange against openapi.yaml.
-func do(t *testing.T, app *fiber.App, method, path, token, body string, headers ...string) reply {
-	t.Helper()
-	req := httptest.NewRequest(method, path, strings.NewReader(body))
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := app.Test(req, -1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, _ := io.ReadAll(resp.Body)
-	apitest.Check(t, req, []byte(body), resp, out)
-	return reply{resp.StatusCode, resp.Header, out}
-}
-
 func (h *httpFixture) do(t *testing.T, method, path, token, body string, headers ...string) reply {
 	t.Helper()
-	return do(t, h.app, method, path, token, body, headers...)
+	return reply{apitest.Do(t, h.app, method, path, token, body, headers...)}
 }
 
 func wantProblem(t *testing.T, r reply, status int, code string) {
 	t.Helper()
-	if r.status != status || r.header.Get("Content-Type") != "application/problem+json" ||
-		!bytes.Contains(r.body, []byte(`"code":"`+code+`"`)) {
-		t.Fatalf("got %d %s, want %d %s", r.status, r.body, status, code)
-	}
+	apitest.WantProblem(t, r.Reply, status, code)
 }
 
 // The whole cart API for one shopper; another shopper sees none of it.
@@ -117,15 +87,15 @@ func TestCartOverHTTP(t *testing.T) {
 	annID, ann := h.shopper(t, "ann@example.com")
 	_, bob := h.shopper(t, "bob@example.com")
 
-	if r := h.do(t, "GET", "/api/v1/cart", ann, ""); string(r.body) != `{"items":[],"total_cents":0}` {
-		t.Fatalf("empty cart = %d %s", r.status, r.body)
+	if r := h.do(t, "GET", "/api/v1/cart", ann, ""); string(r.Body) != `{"items":[],"total_cents":0}` {
+		t.Fatalf("empty cart = %d %s", r.Status, r.Body)
 	}
 	h.do(t, "POST", "/api/v1/cart/items", ann, `{"sku":"tea","quantity":1}`).cart(t)
 	r := h.do(t, "POST", "/api/v1/cart/items", ann, `{"sku":"mug","quantity":2}`)
 	want := `{"items":[{"sku":"mug","name":"Product mug","price_cents":1250,"quantity":2,"line_total_cents":2500},` +
 		`{"sku":"tea","name":"Product tea","price_cents":399,"quantity":1,"line_total_cents":399}],"total_cents":2899}`
-	if string(r.body) != want {
-		t.Fatalf("cart = %s\nwant %s", r.body, want)
+	if string(r.Body) != want {
+		t.Fatalf("cart = %s\nwant %s", r.Body, want)
 	}
 	if c := h.do(t, "PUT", "/api/v1/cart/items/tea", ann, `{"quantity":3}`).cart(t); c.TotalCents != 2500+3*399 {
 		t.Fatalf("after PUT: %+v", c)
@@ -144,19 +114,19 @@ func TestCartOverHTTP(t *testing.T) {
 
 	r = h.do(t, "POST", "/api/v1/cart/checkout", ann, "", "Idempotency-Key", "pay-1")
 	var placed order.Placed
-	if r.status != http.StatusAccepted || json.Unmarshal(r.body, &placed) != nil || placed.Status != "pending" {
-		t.Fatalf("checkout = %d %s", r.status, r.body)
+	if r.Status != http.StatusAccepted || json.Unmarshal(r.Body, &placed) != nil || placed.Status != "pending" {
+		t.Fatalf("checkout = %d %s", r.Status, r.Body)
 	}
-	if again := h.do(t, "POST", "/api/v1/cart/checkout", ann, "", "Idempotency-Key", "pay-1"); again.status != 202 ||
-		!bytes.Equal(again.body, r.body) {
-		t.Fatalf("repeat = %d %s, want %s", again.status, again.body, r.body)
+	if again := h.do(t, "POST", "/api/v1/cart/checkout", ann, "", "Idempotency-Key", "pay-1"); again.Status != 202 ||
+		!bytes.Equal(again.Body, r.Body) {
+		t.Fatalf("repeat = %d %s, want %s", again.Status, again.Body, r.Body)
 	}
 	if c := h.do(t, "GET", "/api/v1/cart", ann, "").cart(t); len(c.Items) != 0 {
 		t.Fatalf("cart after checkout: %+v", c)
 	}
 	h.do(t, "POST", "/api/v1/cart/items", ann, `{"sku":"mug","quantity":1}`).cart(t)
-	if r := h.do(t, "DELETE", "/api/v1/cart", ann, ""); r.status != http.StatusNoContent || len(h.hash(t, annID)) != 0 {
-		t.Fatalf("clear = %d %s", r.status, r.body)
+	if r := h.do(t, "DELETE", "/api/v1/cart", ann, ""); r.Status != http.StatusNoContent || len(h.hash(t, annID)) != 0 {
+		t.Fatalf("clear = %d %s", r.Status, r.Body)
 	}
 	if c := h.do(t, "GET", "/api/v1/cart", ann, "").cart(t); len(c.Items) != 0 {
 		t.Fatalf("cart after clear: %+v", c)
@@ -174,8 +144,8 @@ func TestCheckoutRefusalOverHTTP(t *testing.T) {
 	before := h.do(t, "POST", "/api/v1/cart/items", tok, `{"sku":"short","quantity":2}`).cart(t)
 	r := h.do(t, "POST", "/api/v1/cart/checkout", tok, "")
 	wantProblem(t, r, 409, "out_of_stock")
-	if !bytes.Contains(r.body, []byte(`"skus":["short"]`)) {
-		t.Fatalf("refusal does not name the sku: %s", r.body)
+	if !bytes.Contains(r.Body, []byte(`"skus":["short"]`)) {
+		t.Fatalf("refusal does not name the sku: %s", r.Body)
 	}
 	if after := h.do(t, "GET", "/api/v1/cart", tok, "").cart(t); after.TotalCents != before.TotalCents || len(after.Items) != 2 {
 		t.Fatalf("cart after a refusal: %+v, was %+v", after, before)
@@ -270,10 +240,10 @@ func TestCartRedisDown(t *testing.T) {
 	}
 	for _, rt := range routes {
 		start := time.Now()
-		r := do(t, app, rt.method, rt.path, "", rt.body, "Idempotency-Key", "k")
+		r := reply{apitest.Do(t, app, rt.method, rt.path, "", rt.body, "Idempotency-Key", "k")}
 		wantProblem(t, r, http.StatusServiceUnavailable, "unavailable")
-		if r.header.Get("Retry-After") == "" || time.Since(start) > 5*time.Second {
-			t.Errorf("%s %s: Retry-After %q after %s", rt.method, rt.path, r.header.Get("Retry-After"), time.Since(start))
+		if r.Header.Get("Retry-After") == "" || time.Since(start) > 5*time.Second {
+			t.Errorf("%s %s: Retry-After %q after %s", rt.method, rt.path, r.Header.Get("Retry-After"), time.Since(start))
 		}
 	}
 }

@@ -1,13 +1,11 @@
 package order
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -58,47 +56,25 @@ func (h *httpFixture) shopper(t *testing.T, email string) (string, string) {
 	return u.ID, tok.AccessToken
 }
 
-type reply struct {
-	status int
-	header http.Header
-	body   []byte
-}
+type reply struct{ apitest.Reply }
 
 func (r reply) json(t *testing.T) map[string]any {
 	t.Helper()
 	var m map[string]any
-	if err := json.Unmarshal(r.body, &m); err != nil {
-		t.Fatalf("%s: %v", r.body, err)
+	if err := json.Unmarshal(r.Body, &m); err != nil {
+		t.Fatalf("%s: %v", r.Body, err)
 	}
 	return m
 }
 
 func (h *httpFixture) do(t *testing.T, method, path, token, body string, headers ...string) reply {
 	t.Helper()
-	req := httptest.NewRequest(method, path, strings.NewReader(body))
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := h.app.Test(req, -1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, _ := io.ReadAll(resp.Body)
-	apitest.Check(t, req, []byte(body), resp, out)
-	return reply{resp.StatusCode, resp.Header, out}
+	return reply{apitest.Do(t, h.app, method, path, token, body, headers...)}
 }
 
 func wantProblem(t *testing.T, r reply, status int, code string) {
 	t.Helper()
-	if r.status != status || !bytes.Contains(r.body, []byte(`"code":"`+code+`"`)) {
-		t.Fatalf("got %d %s, want %d %s", r.status, r.body, status, code)
-	}
+	apitest.WantProblem(t, r.Reply, status, code)
 }
 
 func TestPurchaseToConfirmedOverHTTP(t *testing.T) {
@@ -108,8 +84,8 @@ func TestPurchaseToConfirmedOverHTTP(t *testing.T) {
 	_, tok := h.shopper(t, "ann@example.com")
 
 	r := h.do(t, "POST", "/api/v1/products/hot-1/purchase", tok, `{"quantity":2}`)
-	if r.status != http.StatusAccepted || r.json(t)["status"] != "pending" {
-		t.Fatalf("purchase: %d %s", r.status, r.body)
+	if r.Status != http.StatusAccepted || r.json(t)["status"] != "pending" {
+		t.Fatalf("purchase: %d %s", r.Status, r.Body)
 	}
 	id := r.json(t)["order_id"].(string)
 	if o := h.do(t, "GET", "/api/v1/orders/"+id, tok, "").json(t); o["status"] != "pending" || o["total_cents"] != 2500.0 {
@@ -134,8 +110,8 @@ func TestPurchaseRefusals(t *testing.T) {
 	h.sale(t, "hot-empty", 0, 1, 100)
 	h.sale(t, "hot-lim", 10, 1, 100)
 	_, tok := h.shopper(t, "bob@example.com")
-	if r := h.do(t, "POST", "/api/v1/products/hot-lim/purchase", tok, ""); r.status != http.StatusAccepted {
-		t.Fatalf("first purchase (no body: quantity 1): %d %s", r.status, r.body)
+	if r := h.do(t, "POST", "/api/v1/products/hot-lim/purchase", tok, ""); r.Status != http.StatusAccepted {
+		t.Fatalf("first purchase (no body: quantity 1): %d %s", r.Status, r.Body)
 	}
 	tests := []struct {
 		name, path, token, body string
@@ -176,8 +152,8 @@ func TestPurchaseIdempotencyKey(t *testing.T) {
 	_, tok := h.shopper(t, "cy@example.com")
 	first := h.do(t, "POST", "/api/v1/products/hot-i/purchase", tok, `{"quantity":3}`, "Idempotency-Key", "buy-42")
 	again := h.do(t, "POST", "/api/v1/products/hot-i/purchase", tok, `{"quantity":3}`, "Idempotency-Key", "buy-42")
-	if first.status != 202 || again.status != 202 || first.json(t)["order_id"] != again.json(t)["order_id"] {
-		t.Fatalf("first %s, again %s: want the same answer", first.body, again.body)
+	if first.Status != 202 || again.Status != 202 || first.json(t)["order_id"] != again.json(t)["order_id"] {
+		t.Fatalf("first %s, again %s: want the same answer", first.Body, again.Body)
 	}
 	if avail, _ := h.stock.Available(context.Background(), "hot-i"); avail[0] != 7 {
 		t.Fatalf("available = %d, want 7: the repeat bought again", avail[0])
