@@ -26,7 +26,7 @@ func observe(log *slog.Logger, m *httpMetrics, onError fiber.ErrorHandler) fiber
 		elapsed := time.Since(start)
 		status := c.Response().StatusCode()
 		route := routeLabel(c, status)
-		m.observe(c.Method(), route, status, elapsed)
+		m.observe(methodLabel(c.Method()), route, status, elapsed)
 		log.LogAttrs(c.UserContext(), slog.LevelInfo, "request",
 			slog.String("method", c.Method()),
 			slog.String("route", route),
@@ -53,3 +53,27 @@ func routeLabel(c *fiber.Ctx, status int) string {
 }
 
 func statusLabel(status int) string { return strconv.Itoa(status) }
+
+// methodLabel returns a constant string for the method. Fiber's c.Method()
+// aliases the request buffer, which is reused for the next request: kept
+// as a label value it would later read "POS" or "GETT" (seen in tests).
+// Constants also bound the label's values.
+func methodLabel(m string) string {
+	switch m {
+	case fiber.MethodGet:
+		return fiber.MethodGet
+	case fiber.MethodHead:
+		return fiber.MethodHead
+	case fiber.MethodPost:
+		return fiber.MethodPost
+	case fiber.MethodPut:
+		return fiber.MethodPut
+	case fiber.MethodPatch:
+		return fiber.MethodPatch
+	case fiber.MethodDelete:
+		return fiber.MethodDelete
+	case fiber.MethodOptions:
+		return fiber.MethodOptions
+	}
+	return "OTHER"
+}
