@@ -271,3 +271,24 @@ func TestRaceThenDrainMatchesRedis(t *testing.T) {
 		t.Fatalf("%d buyers have more than the limit of 1", n)
 	}
 }
+
+// A stop (SIGTERM) arriving mid-batch: the batch in hand is committed and
+// acked before Run returns; nothing is left half done.
+func TestWriterStopFinishesTheBatchInHand(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	round := f.sale(t, "s", 5, 0, 100)
+	u := f.user(t)
+	for range 5 {
+		f.place(t, u, "s", 1)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := f.writer("w1", WriterOptions{})
+	w.hookBeforeCommit = func() error { cancel(); return nil } // the stop lands mid-transaction
+	if err := w.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if f.orderRows(t) != 5 || f.sold(t, round) != 5 || f.pendingCount(t) != 0 {
+		t.Fatalf("rows %d sold %d pending %d, want 5, 5, 0", f.orderRows(t), f.sold(t, round), f.pendingCount(t))
+	}
+}
