@@ -41,6 +41,7 @@ func newRootCmd(getenv func(string) string, stdout, stderr io.Writer) *cobra.Com
 		newWriterCmd(a),
 		newMigrateCmd(a),
 		newUserCmd(a),
+		newLoadtestCmd(a),
 		newVersionCmd(a),
 	)
 	return root
