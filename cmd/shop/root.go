@@ -42,6 +42,7 @@ func newRootCmd(getenv func(string) string, stdout, stderr io.Writer) *cobra.Com
 		newSeedCmd(a),
 		newMigrateCmd(a),
 		newUserCmd(a),
+		newLoadtestCmd(a),
 		newVersionCmd(a),
 	)
 	return root

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"errors"
+	"io"
+	"os"
+	"time"
+
+	"github.com/mattn/go-isatty"
+	"github.com/spf13/cobra"
+
+	"github.com/shop-oss/shop/internal/loadtest"
+)
+
+// Environment variables for the admin credentials, so they need not appear
+// in a process list.
+const (
+	envLoadtestEmail    = "SHOP_LOADTEST_ADMIN_EMAIL"
+	envLoadtestPassword = "SHOP_LOADTEST_ADMIN_PASSWORD"
+)
+
+func newLoadtestCmd(a *app) *cobra.Command {
+	cfg := loadtest.Config{}
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "loadtest --admin-email E --admin-password P [flags]",
+		Short: "Run a flash sale against a running server and check that it added up",
+		Long: "Create a product with --units units and --users shoppers through the API, fire purchases at it " +
+			"(--rate per second, or as fast as --connections go with --rate 0) for --duration or until nothing " +
+			"more can be sold, then wait for the order writer and check the invariants: accepted == sold == " +
+			"seeded - available, nobody over --per-user-limit, every accepted order confirmed once. " +
+			"Exits 1 when an invariant fails.\n\n" +
+			"The admin comes from `shop user add --role admin`. Run the server with SHOP_RATE_LIMIT=0 (or a high " +
+			"limit) for a load test: every shopper shares this machine's address. Only loopback targets are " +
+			"allowed unless --allow-remote is given. Each run leaves its product, shoppers and orders behind: " +
+			"point it at a throwaway database.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg.AdminEmail = flagOrEnv(cmd, "admin-email", cfg.AdminEmail, a.getenv, envLoadtestEmail)
+			cfg.AdminPassword = flagOrEnv(cmd, "admin-password", cfg.AdminPassword, a.getenv, envLoadtestPassword)
+			cfg.Progress = terminal(a.stderr)
+			cfg.Warn = a.stderr
+			rep, err := loadtest.Run(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			if err := writeReport(a.stdout, rep, asJSON); err != nil {
+				return err
+			}
+			if !rep.OK {
+				return errors.New("loadtest: invariant failed: " + rep.Failure())
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Target, "target", "http://127.0.0.1:8080", "base URL of the running shop")
+	f.BoolVar(&cfg.AllowRemote, "allow-remote", false, "allow a target that does not resolve to a loopback address")
+	f.StringVar(&cfg.AdminEmail, "admin-email", "", "admin's email (or $"+envLoadtestEmail+")")
+	f.StringVar(&cfg.AdminPassword, "admin-password", "", "admin's password (or $"+envLoadtestPassword+")")
+	f.IntVar(&cfg.Users, "users", 200, "shoppers to register and log in")
+	f.IntVar(&cfg.Units, "units", 1000, "units of stock to seed")
+	f.IntVar(&cfg.PerUserLimit, "per-user-limit", 1, "most units one shopper may buy (0: unlimited)")
+	f.IntVar(&cfg.Rate, "rate", 0, "purchase attempts per second (0: as fast as --connections go)")
+	f.IntVar(&cfg.Connections, "connections", 200, "concurrent requests and connections (the exact number with --rate 0, a cap otherwise)")
+	f.DurationVar(&cfg.Duration, "duration", 30*time.Second, "longest attack (it ends earlier once nothing can be sold); at most 10m")
+	f.DurationVar(&cfg.Timeout, "timeout", 10*time.Second, "per-request timeout")
+	f.DurationVar(&cfg.DrainTimeout, "drain-timeout", time.Minute, "how long to wait for the order writer after the attack")
+	f.IntVar(&cfg.Sample, "sample", 20, "accepted orders to read back and check confirmed")
+	f.IntVar(&cfg.SetupWorkers, "setup-workers", 4, "shoppers registered at once")
+	f.BoolVar(&cfg.ForwardedFor, "forwarded-for", false,
+		"send each shopper's own X-Forwarded-For address (198.18.0.0/15), for a server with SHOP_TRUSTED_PROXIES=127.0.0.1 that limits per shopper")
+	f.BoolVar(&asJSON, "json", false, "print the report as one JSON object")
+	return cmd
+}
+
+// flagOrEnv is the flag's value when given, else the environment's.
+func flagOrEnv(cmd *cobra.Command, flag, value string, getenv func(string) string, env string) string {
+	if cmd.Flags().Changed(flag) || getenv == nil {
+		return value
+	}
+	return getenv(env)
+}
+
+// terminal returns w when it is a terminal, where a progress bar belongs;
+// piped or captured output gets none.
+func terminal(w io.Writer) io.Writer {
+	if f, ok := w.(*os.File); ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd())) {
+		return w
+	}
+	return nil
+}
+
+func writeReport(w io.Writer, rep *loadtest.Report, asJSON bool) error {
+	if asJSON {
+		return rep.WriteJSON(w)
+	}
+	return rep.WriteText(w)
+}

@@ -1,0 +1,120 @@
+package e2e
+
+import (
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// loadtestReport is the part of `shop loadtest --json` checked here.
+type loadtestReport struct {
+	OK     bool `json:"ok"`
+	Attack struct {
+		StoppedBy string         `json:"stopped_by"`
+		Accepted  int            `json:"accepted"`
+		Requests  int            `json:"requests"`
+		Outcomes  map[string]int `json:"outcomes"`
+	} `json:"attack"`
+	Stock struct {
+		Available int64 `json:"available"`
+		Sold      int64 `json:"sold"`
+		Confirmed int64 `json:"confirmed"`
+	} `json:"stock"`
+	Invariants []struct {
+		Name string `json:"name"`
+		OK   bool   `json:"ok"`
+	} `json:"invariants"`
+}
+
+// loadtest runs `shop loadtest --json` against s with a fresh admin.
+func loadtest(t *testing.T, e env, s *server, args ...string) (loadtestReport, string, error) {
+	t.Helper()
+	base := []string{"loadtest", "--target", s.URL, "--json", "--admin-email", "lt-admin@example.com",
+		"--admin-password", "correct horse", "--users", "20", "--connections", "20", "--duration", "10s"}
+	stdout, stderr, err := runShop(t, e, append(base, args...)...)
+	var r loadtestReport
+	if jerr := json.Unmarshal([]byte(stdout), &r); jerr != nil {
+		t.Fatalf("loadtest output is not a JSON report: %v (err %v)\nstdout: %s\nstderr: %s", jerr, err, stdout, stderr)
+	}
+	return r, stderr, err
+}
+
+func addAdmin(t *testing.T, e env) {
+	t.Helper()
+	if _, stderr, err := runShop(t, e, "user", "add", "--email", "lt-admin@example.com", "--password", "correct horse", "--role", "admin"); err != nil {
+		t.Fatalf("user add: %v %s", err, stderr)
+	}
+}
+
+// TestLoadtest: a flash sale through the built binary, once limited by the
+// per-user limit (20 shoppers × 2 < 50 units) and once by stock (10 × 6 >
+// 50): the attack ends by itself, the invariants hold, every unit sold is
+// confirmed.
+func TestLoadtest(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	addAdmin(t, e)
+	s := startServer(t, e)
+	tests := []struct {
+		name         string
+		users, limit string
+		accepted     int
+		stoppedBy    string
+	}{
+		{"limit_bound", "20", "2", 40, "all_at_limit"},
+		{"stock_bound", "10", "6", 50, "sold_out"},
+	}
+	for _, tc := range tests {
+		r, stderr, err := loadtest(t, e, s, "--users", tc.users, "--units", "50", "--per-user-limit", tc.limit)
+		if err != nil {
+			t.Fatalf("%s: loadtest failed: %v\n%s", tc.name, err, stderr)
+		}
+		if !r.OK || len(r.Invariants) != 6 {
+			t.Errorf("%s: report not OK: %+v", tc.name, r.Invariants)
+		}
+		if r.Attack.Accepted != tc.accepted || r.Stock.Sold != int64(tc.accepted) || r.Stock.Confirmed != int64(tc.accepted) ||
+			r.Attack.StoppedBy != tc.stoppedBy {
+			t.Errorf("%s: accepted %d sold %d confirmed %d stopped by %s; want %d, %s",
+				tc.name, r.Attack.Accepted, r.Stock.Sold, r.Stock.Confirmed, r.Attack.StoppedBy, tc.accepted, tc.stoppedBy)
+		}
+		if r.Attack.Outcomes["202 accepted"] != tc.accepted {
+			t.Errorf("%s: outcomes %v", tc.name, r.Attack.Outcomes)
+		}
+	}
+}
+
+// TestLoadtestFailsWithoutWriter: with no order writer nothing is
+// confirmed, so the invariant fails and the command exits non-zero with
+// one line saying which.
+func TestLoadtestFailsWithoutWriter(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	addAdmin(t, e)
+	s := startServer(t, e, "--writer=false")
+	r, stderr, err := loadtest(t, e, s, "--users", "5", "--units", "5", "--per-user-limit", "1", "--drain-timeout", "1s", "--sample", "2")
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() == 0 {
+		t.Fatalf("err = %v, want a non-zero exit", err)
+	}
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	last := lines[len(lines)-1]
+	if !strings.Contains(last, "invariant failed") || !strings.Contains(last, "confirmed once") {
+		t.Errorf("stderr = %q, want one line naming the confirmation invariant", stderr)
+	}
+	if r.OK || r.Stock.Sold != 5 || r.Stock.Confirmed != 0 {
+		t.Errorf("report: ok %v sold %d confirmed %d", r.OK, r.Stock.Sold, r.Stock.Confirmed)
+	}
+}
+
+// TestLoadtestRefusesRemoteTargets: a target outside loopback is refused
+// before anything is sent (192.0.2.0/24 is reserved for documentation).
+func TestLoadtestRefusesRemoteTargets(t *testing.T) {
+	t.Parallel()
+	_, stderr, err := runShop(t, env{}, "loadtest", "--target", "http://192.0.2.1:8080",
+		"--admin-email", "a@example.com", "--admin-password", "correct horse")
+	if err == nil || !strings.Contains(stderr, "not a loopback address") || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+		t.Fatalf("err = %v, stderr = %q; want one line refusing the target", err, stderr)
+	}
+}

@@ -1,0 +1,144 @@
+// Package loadtest is `shop loadtest`: a flash-sale load generator that
+// drives a running shop over its public HTTP API and then checks that the
+// sale added up.
+//
+// A run has four steps, each in its own file:
+//
+//	setup.go   log in as an admin, create a product with a fresh SKU, seed K
+//	           units with a per-user limit, register and log in N shoppers
+//	attack.go  fire purchases with vegeta (constant rate, an open model that
+//	           avoids coordinated omission, or as fast as C workers go) until
+//	           the duration ends or nothing more can be sold
+//	verify.go  wait for the order writer to drain, then check the invariants:
+//	           accepted == sold == seeded - available, nobody over the limit,
+//	           every order id distinct, every accepted unit confirmed once
+//	report.go  throughput, latency percentiles, outcomes, invariants; text
+//	           or one JSON object
+//
+// Everything goes through the API, as a real client would, so the numbers
+// include the whole stack: rate limiter, token and session check, the
+// reserve script. The HTTP benchmarking itself is vegeta's; this package only
+// decides what to send and what the answers mean.
+//
+// Only loopback targets are allowed unless the caller says otherwise
+// (Config.AllowRemote): a load test is traffic nobody should receive by
+// accident. The address is resolved once and every connection dials it.
+package loadtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// Bounds on a run, so that a typo cannot start an endless or huge one.
+const (
+	MaxDuration = 10 * time.Minute
+	MaxUsers    = 10_000
+	// MaxUnits is what the server accepts for one seeding.
+	MaxUnits       = 10_000_000
+	MaxConnections = 10_000
+	MaxRate        = 1_000_000
+)
+
+// Config is one load test.
+type Config struct {
+	// Target is the shop's base URL, like http://127.0.0.1:8080.
+	Target string
+	// AllowRemote permits a target that does not resolve to loopback.
+	AllowRemote bool
+	// AdminEmail and AdminPassword log in the admin who creates the product.
+	AdminEmail, AdminPassword string
+	// Users is the number of shoppers to register and log in.
+	Users int
+	// Units is the stock seeded; PerUserLimit is the most units one shopper
+	// may buy (0: unlimited).
+	Units, PerUserLimit int
+	// Rate is purchase attempts per second (an open model); 0 means as fast
+	// as Connections workers go (a closed model).
+	Rate int
+	// Connections is the number of workers and TCP connections: exactly
+	// that many with Rate 0, at most that many otherwise.
+	Connections int
+	// Duration caps the attack; it ends earlier once nothing can be sold.
+	Duration time.Duration
+	// Timeout bounds each request.
+	Timeout time.Duration
+	// DrainTimeout bounds the wait for the order writer after the attack.
+	DrainTimeout time.Duration
+	// Sample is how many accepted orders are read back to check that they
+	// are confirmed.
+	Sample int
+	// SetupWorkers is how many shoppers are registered at once (each costs
+	// the server two argon2 hashes).
+	SetupWorkers int
+	// ForwardedFor sends a distinct X-Forwarded-For address per shopper, so
+	// a server that trusts this host as a proxy limits each on its own.
+	ForwardedFor bool
+	// Progress, when set, shows progress bars (a terminal).
+	Progress io.Writer
+	// Warn receives warnings, such as rate-limited answers.
+	Warn io.Writer
+}
+
+// Validate checks every bound and reports the first one broken, by flag name.
+func (c *Config) Validate() error {
+	checks := []struct {
+		bad bool
+		msg string
+	}{
+		{c.Target == "", "--target is required"},
+		{c.AdminEmail == "" || c.AdminPassword == "", "--admin-email and --admin-password (or SHOP_LOADTEST_ADMIN_EMAIL/_PASSWORD) are required"},
+		{c.Users < 1 || c.Users > MaxUsers, fmt.Sprintf("--users must be 1 to %d", MaxUsers)},
+		{c.Units < 1 || c.Units > MaxUnits, fmt.Sprintf("--units must be 1 to %d", MaxUnits)},
+		{c.PerUserLimit < 0 || c.PerUserLimit > 1_000_000, "--per-user-limit must be 0 (unlimited) to 1000000"},
+		{c.Rate < 0 || c.Rate > MaxRate, fmt.Sprintf("--rate must be 0 (as fast as possible) to %d", MaxRate)},
+		{c.Connections < 1 || c.Connections > MaxConnections, fmt.Sprintf("--connections must be 1 to %d", MaxConnections)},
+		{c.Duration < time.Second || c.Duration > MaxDuration, fmt.Sprintf("--duration must be 1s to %s", MaxDuration)},
+		{c.Timeout <= 0 || c.Timeout > time.Minute, "--timeout must be more than 0 and at most 1m"},
+		{c.DrainTimeout <= 0 || c.DrainTimeout > MaxDuration, fmt.Sprintf("--drain-timeout must be more than 0 and at most %s", MaxDuration)},
+		{c.Sample < 0 || c.Sample > 10_000, "--sample must be 0 to 10000"},
+		{c.SetupWorkers < 1 || c.SetupWorkers > 64, "--setup-workers must be 1 to 64"},
+	}
+	for _, ch := range checks {
+		if ch.bad {
+			return errors.New(ch.msg)
+		}
+	}
+	return nil
+}
+
+// Run performs the load test. It returns an error when the test could not
+// be carried out (bad config, unreachable or refusing server, interrupted);
+// a completed test returns its report, whose OK says whether every
+// invariant held.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Warn == nil {
+		cfg.Warn = io.Discard
+	}
+	tgt, err := resolveTarget(ctx, cfg.Target, cfg.AllowRemote)
+	if err != nil {
+		return nil, err
+	}
+	c := newClient(tgt, cfg.Timeout)
+	setupStart := time.Now()
+	fx, err := setup(ctx, c, cfg)
+	if err != nil {
+		return nil, err
+	}
+	setupTime := time.Since(setupStart)
+	res, err := attack(ctx, tgt, cfg, fx)
+	if err != nil {
+		return nil, err
+	}
+	v, err := verify(ctx, c, cfg, fx, res.tally)
+	if err != nil {
+		return nil, err
+	}
+	return newReport(cfg, tgt, fx, setupTime, res, v), nil
+}

@@ -1,0 +1,177 @@
+package loadtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// fixture is what setup made: the sale under test and its shoppers.
+type fixture struct {
+	run      string // unique per run; names the SKU, shoppers and keys
+	sku      string
+	admin    string // the admin's access token
+	shoppers []shopper
+}
+
+type shopper struct {
+	email string
+	token string
+	// addr is the shopper's X-Forwarded-For address (Config.ForwardedFor).
+	addr string
+}
+
+// priceCents is the product's price; it matters to nobody.
+const priceCents = 100
+
+type tokens struct {
+	AccessToken string `json:"access_token"`
+}
+
+// stock is the admin stock report (GET .../stock).
+type stock struct {
+	Quantity     int64 `json:"quantity"`
+	Available    int64 `json:"available"`
+	Sold         int64 `json:"sold"`
+	Confirmed    int64 `json:"confirmed"`
+	PerUserLimit int   `json:"per_user_limit"`
+}
+
+// setup logs the admin in, creates and seeds a product, and makes the
+// shoppers.
+func setup(ctx context.Context, c *client, cfg Config) (*fixture, error) {
+	fx := &fixture{run: newRunID()}
+	fx.sku = "lt-" + fx.run
+	var err error
+	if fx.admin, err = adminLogin(ctx, c, cfg.AdminEmail, cfg.AdminPassword); err != nil {
+		return nil, err
+	}
+	if err := createProduct(ctx, c, fx); err != nil {
+		return nil, err
+	}
+	if err := seed(ctx, c, fx, cfg.Units, cfg.PerUserLimit); err != nil {
+		return nil, err
+	}
+	if fx.shoppers, err = makeShoppers(ctx, c, cfg, fx.run); err != nil {
+		return nil, err
+	}
+	return fx, nil
+}
+
+// newRunID is the time in base 36 and 16 random bits: short, sortable, and
+// distinct for runs started in the same second.
+func newRunID() string {
+	var b [2]byte
+	_, _ = rand.Read(b[:])
+	return strconv.FormatInt(time.Now().Unix(), 36) + hex.EncodeToString(b[:])
+}
+
+func adminLogin(ctx context.Context, c *client, email, password string) (string, error) {
+	var t tokens
+	err := retrying(ctx, func() error {
+		return c.do(ctx, http.MethodPost, "/api/v1/auth/login", "",
+			map[string]string{"email": email, "password": password, "device": "loadtest"}, &t)
+	})
+	if err != nil {
+		return "", fmt.Errorf("admin login: %w", err)
+	}
+	var me struct{ Role string }
+	if err := c.do(ctx, http.MethodGet, "/api/v1/me", t.AccessToken, nil, &me); err != nil {
+		return "", fmt.Errorf("admin login: %w", explainLimited(err))
+	}
+	if me.Role != "admin" {
+		return "", fmt.Errorf("admin login: %s has role %q, not admin (make one with `shop user add --role admin`)", email, me.Role)
+	}
+	return t.AccessToken, nil
+}
+
+func createProduct(ctx context.Context, c *client, fx *fixture) error {
+	body := map[string]any{
+		"sku": fx.sku, "name": "Load test " + fx.run, "category": "loadtest", "price_cents": priceCents,
+		"description": "made by shop loadtest",
+	}
+	if err := c.do(ctx, http.MethodPost, "/api/v1/admin/products", fx.admin, body, nil); err != nil {
+		return fmt.Errorf("create product: %w", explainLimited(err))
+	}
+	return nil
+}
+
+func seed(ctx context.Context, c *client, fx *fixture, units, limit int) error {
+	var s stock
+	body := map[string]int{"quantity": units, "per_user_limit": limit}
+	if err := c.do(ctx, http.MethodPut, stockPath(fx.sku), fx.admin, body, &s); err != nil {
+		return fmt.Errorf("seed stock: %w", explainLimited(err))
+	}
+	if s.Available != int64(units) || s.PerUserLimit != limit {
+		return fmt.Errorf("seed stock: the server reports %d available, limit %d; asked for %d, limit %d",
+			s.Available, s.PerUserLimit, units, limit)
+	}
+	return nil
+}
+
+func stockPath(sku string) string { return "/api/v1/admin/products/" + sku + "/stock" }
+
+// makeShoppers registers and logs in cfg.Users shoppers, SetupWorkers at a
+// time: the server spends two argon2 hashes on each, and it sheds a long
+// queue of them with 503s.
+func makeShoppers(ctx context.Context, c *client, cfg Config, run string) ([]shopper, error) {
+	password := randomHex(16)
+	out := make([]shopper, cfg.Users)
+	bar := newCountBar(cfg.Progress, cfg.Users, "shoppers")
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(cfg.SetupWorkers)
+	for i := range out {
+		g.Go(func() error {
+			email := fmt.Sprintf("lt-%s-%d@loadtest.invalid", run, i)
+			token, err := makeShopper(gctx, c, email, password)
+			if err != nil {
+				return fmt.Errorf("shopper %s: %w", email, err)
+			}
+			out[i] = shopper{email: email, token: token, addr: shopperAddr(i).String()}
+			bar.add(1)
+			return nil
+		})
+	}
+	err := g.Wait()
+	bar.finish()
+	return out, err
+}
+
+func makeShopper(ctx context.Context, c *client, email, password string) (string, error) {
+	creds := map[string]string{"email": email, "password": password}
+	if err := retrying(ctx, func() error {
+		return c.do(ctx, http.MethodPost, "/api/v1/auth/register", "", creds, nil)
+	}); err != nil {
+		return "", err
+	}
+	var t tokens
+	creds["device"] = "loadtest"
+	if err := retrying(ctx, func() error {
+		return c.do(ctx, http.MethodPost, "/api/v1/auth/login", "", creds, &t)
+	}); err != nil {
+		return "", err
+	}
+	return t.AccessToken, nil
+}
+
+// shopperAddr is shopper i's address in 198.18.0.0/15, the range set aside
+// for benchmarks (RFC 2544): never a real client's.
+func shopperAddr(i int) netip.Addr {
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], (198<<24|18<<16)+uint32(i)+1)
+	return netip.AddrFrom4(b)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

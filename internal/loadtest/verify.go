@@ -1,0 +1,97 @@
+package loadtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// verification is what was found after the attack.
+type verification struct {
+	stock      stock
+	drained    bool
+	drainTime  time.Duration
+	invariants []Invariant
+}
+
+// drainPoll is how often the stock report is read while the writer drains.
+const drainPoll = 100 * time.Millisecond
+
+// verify waits for the order writer to persist what was sold, reads a
+// sample of orders back, and judges the invariants. It returns an error
+// only when the server cannot be asked.
+func verify(ctx context.Context, c *client, cfg Config, fx *fixture, t *tally) (*verification, error) {
+	v := &verification{}
+	start := time.Now()
+	var err error
+	v.stock, v.drained, err = waitDrained(ctx, c, fx, cfg.DrainTimeout)
+	if err != nil {
+		return nil, err
+	}
+	v.drainTime = time.Since(start)
+	bad, err := checkSample(ctx, c, fx, t.sample)
+	if err != nil {
+		return nil, err
+	}
+	v.invariants = checkInvariants(evidence{
+		seeded: cfg.Units, limit: cfg.PerUserLimit, tally: t, stock: v.stock,
+		drained: v.drained, drainTimeout: cfg.DrainTimeout,
+		sampleChecked: len(t.sample), sampleBad: bad,
+	})
+	return v, nil
+}
+
+// waitDrained polls the stock report until the writer has confirmed every
+// sold unit (confirmed >= sold), or timeout passes. It returns the last
+// report either way.
+func waitDrained(ctx context.Context, c *client, fx *fixture, timeout time.Duration) (stock, bool, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		var s stock
+		if err := c.do(ctx, http.MethodGet, stockPath(fx.sku), fx.admin, nil, &s); err != nil {
+			return stock{}, false, fmt.Errorf("read stock: %w", err)
+		}
+		if s.Confirmed >= s.Sold {
+			return s, true, nil
+		}
+		if time.Now().After(deadline) {
+			return s, false, nil
+		}
+		select {
+		case <-ctx.Done():
+			return stock{}, false, ctx.Err()
+		case <-time.After(drainPoll):
+		}
+	}
+}
+
+// order is the part of GET /orders/{id} that is checked.
+type order struct {
+	Status string `json:"status"`
+	Items  []struct {
+		SKU      string `json:"sku"`
+		Quantity int    `json:"quantity"`
+	} `json:"items"`
+}
+
+// checkSample reads each sampled order as its buyer and says what is wrong
+// with those that are not one confirmed unit of the SKU.
+func checkSample(ctx context.Context, c *client, fx *fixture, sample []sampled) ([]string, error) {
+	var bad []string
+	for _, s := range sample {
+		var o order
+		err := c.do(ctx, http.MethodGet, "/api/v1/orders/"+s.orderID, fx.shoppers[s.shopper].token, nil, &o)
+		var ae *apiError
+		switch {
+		case errors.As(err, &ae) && ae.Status < 500:
+			bad = append(bad, fmt.Sprintf("order %s: %d %s", s.orderID, ae.Status, ae.Code))
+		case err != nil:
+			return nil, fmt.Errorf("read order back: %w", err)
+		case o.Status != "confirmed" || len(o.Items) != 1 || o.Items[0].SKU != fx.sku || o.Items[0].Quantity != 1:
+			bad = append(bad, fmt.Sprintf("order %s: status %s, items %+v", s.orderID, o.Status, o.Items))
+		}
+	}
+	return bad, nil
+}

@@ -1,0 +1,122 @@
+package order
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/testenv"
+)
+
+// BenchmarkWriterDrain measures how fast one order writer, with the
+// production options, empties a stream of b.N orders into PostgreSQL: the
+// stream is filled through the reserve script first (not timed), then the
+// writer runs until every entry is acknowledged. One op is one order; the
+// orders/s metric is the drain rate. Run it with a fixed count, e.g.
+// -benchtime 200000x. Results: BENCHMARKS.md.
+func BenchmarkWriterDrain(b *testing.B) {
+	ctx := context.Background()
+	db, r := testenv.NewDatabase(b), testenv.NewRedis(b)
+	stock := inventory.NewStock(r.Client, r.Prefix)
+	svc := New(db.Pool, r.Client, stock, nil, r.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	users := benchUsers(b, svc, 100)
+	openBenchSale(b, svc, stock, "drain")
+	fillStream(b, svc, users, "drain", b.N)
+
+	w := svc.NewWriter(WriterOptions{Consumer: "bench"}, prometheus.NewRegistry())
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	b.ResetTimer()
+	start := time.Now()
+	go func() { done <- w.Run(wctx) }()
+	waitDrained(b, svc)
+	elapsed := time.Since(start)
+	b.StopTimer()
+	stop()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	var rows int
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM orders`).Scan(&rows); err != nil || rows != b.N {
+		b.Fatalf("%d order rows for %d orders (%v)", rows, b.N, err)
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "orders/s")
+}
+
+// benchUsers inserts n users (orders reference them) and returns their ids.
+func benchUsers(b *testing.B, svc *Service, n int) []string {
+	b.Helper()
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = uuid.NewString()
+		_, err := svc.db.Exec(context.Background(),
+			`INSERT INTO users (id, email, password_hash) VALUES ($1, $2, 'x')`, ids[i], ids[i]+"@example.com")
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	return ids
+}
+
+// openBenchSale records and opens a round that never runs out.
+func openBenchSale(b *testing.B, svc *Service, stock *inventory.Stock, sku string) {
+	b.Helper()
+	const quantity = 1 << 30
+	var round int64
+	err := svc.db.QueryRow(context.Background(),
+		`INSERT INTO sale_rounds (sku, quantity, per_user_limit, price_cents) VALUES ($1, $2, 0, 100) RETURNING id`,
+		sku, quantity).Scan(&round)
+	if err != nil {
+		b.Fatal(err)
+	}
+	err = stock.OpenRound(context.Background(), sku, inventory.LiveRound{Round: round, Quantity: quantity, PriceCents: 100})
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
+// fillStream places n orders of sku, spread over users, from 32 goroutines.
+func fillStream(b *testing.B, svc *Service, users []string, sku string, n int) {
+	b.Helper()
+	const workers = 32
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += workers {
+				_, err := svc.Place(context.Background(), users[i%len(users)], []inventory.Line{{SKU: sku, Quantity: 1}}, PlaceOptions{})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+}
+
+// waitDrained waits until the group has read and acknowledged everything.
+func waitDrained(b *testing.B, svc *Service) {
+	b.Helper()
+	deadline := time.Now().Add(5 * time.Minute)
+	for time.Now().Before(deadline) {
+		groups, err := svc.rdb.XInfoGroups(context.Background(), svc.keys.stream()).Result()
+		if err == nil && len(groups) == 1 && groups[0].Pending == 0 && groups[0].Lag == 0 {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	b.Fatal("stream not drained within 5 minutes")
+}
