@@ -1,11 +1,14 @@
 # The two commands a new user needs: `make run` and `make test`.
-.PHONY: run test build vet fmt tidy clean-run
+.PHONY: run test bench build vet fmt tidy clean-run
 
 run: ## migrate and serve the API on :8080, starting Redis/PostgreSQL if needed
 	@scripts/run.sh
 
 test: ## go vet + all tests with -race (unit, integration and e2e)
 	@scripts/test.sh
+
+bench: ## shop loadtest vs redis-benchmark on the same Redis, writer drain, hot-path benchmarks (BENCHMARKS.md)
+	@scripts/bench.sh
 
 build:
 	go build -o bin/shop ./cmd/shop

@@ -45,13 +45,15 @@ func newServeCmd(a *app) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&o.writer, "writer", true, "also run an order writer in this process")
+	cmd.Flags().StringVar(&o.pprofAddr, "pprof-addr", "", "serve the Go profiler (/debug/pprof/) on this separate address, e.g. 127.0.0.1:6060 (off when empty)")
 	o.wf.register(cmd)
 	return cmd
 }
 
 type serveOptions struct {
-	writer bool
-	wf     writerFlags
+	writer    bool
+	pprofAddr string
+	wf        writerFlags
 }
 
 // stores are the open connections a command works with.
@@ -135,6 +137,13 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) err
 		},
 	})
 
+	if o.pprofAddr != "" {
+		stop, err := servePprof(o.pprofAddr, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on SHOP_ADDR %s: %w", cfg.Addr, err)

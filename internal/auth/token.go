@@ -34,25 +34,26 @@ type accessClaims struct {
 
 // tokenCodec issues and verifies access tokens.
 type tokenCodec struct {
-	secret []byte
-	ttl    time.Duration
-	parser *jwt.Parser
+	secret   []byte
+	ttl      time.Duration
+	parser   *jwt.Parser
+	verified *verifiedCache
+	now      func() time.Time // the clock expiry is checked against (tests move it)
 }
 
 func newTokenCodec(secret []byte, ttl time.Duration) *tokenCodec {
-	return &tokenCodec{
-		secret: secret,
-		ttl:    ttl,
-		parser: jwt.NewParser(
-			jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
-			jwt.WithExpirationRequired(),
-			jwt.WithIssuedAt(),
-			jwt.WithIssuer(issuer),
-			jwt.WithAudience(audience),
-			jwt.WithLeeway(leeway),
-			jwt.WithStrictDecoding(),
-		),
-	}
+	tc := &tokenCodec{secret: secret, ttl: ttl, verified: newVerifiedCache(verifiedSize), now: time.Now}
+	tc.parser = jwt.NewParser(
+		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+		jwt.WithExpirationRequired(),
+		jwt.WithIssuedAt(),
+		jwt.WithIssuer(issuer),
+		jwt.WithAudience(audience),
+		jwt.WithLeeway(leeway),
+		jwt.WithStrictDecoding(),
+		jwt.WithTimeFunc(func() time.Time { return tc.now() }),
+	)
+	return tc
 }
 
 // issue signs an access token for the user's session with a fresh jti.
@@ -83,14 +84,29 @@ func (tc *tokenCodec) issue(u User, sid, jti string, now time.Time) (string, err
 var errNotBearer = errors.New("no bearer token")
 
 // parseBearer verifies the Authorization header value and returns the
-// token's claims. Any failure (no header, another scheme, oversized, bad
-// signature, wrong algorithm, type, issuer or audience, expired, missing
-// claims) is an error wrapping ErrUnauthorized; the cause is for logs only.
+// token's claims, which callers must not modify (they may be shared with
+// other requests presenting the same token). Any failure (no header,
+// another scheme, oversized, bad signature, wrong algorithm, type, issuer or
+// audience, expired, missing claims) is an error wrapping ErrUnauthorized;
+// the cause is for logs only.
 func (tc *tokenCodec) parseBearer(header string) (*accessClaims, error) {
 	raw, err := bearerToken(header)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnauthorized, err)
 	}
+	if claims, ok := tc.verified.get(raw, tc.now()); ok {
+		return claims, nil
+	}
+	claims, err := tc.verify(raw)
+	if err != nil {
+		return nil, err
+	}
+	tc.verified.put(raw, claims)
+	return claims, nil
+}
+
+// verify checks a compact JWS completely.
+func (tc *tokenCodec) verify(raw string) (*accessClaims, error) {
 	claims := &accessClaims{}
 	if _, err := tc.parser.ParseWithClaims(raw, claims, tc.key); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnauthorized, err)
