@@ -9,7 +9,8 @@
 #      rate limiter on (a limit no shopper reaches, keyed per shopper through
 #      X-Forwarded-For), so every purchase pays limiter + token + session +
 #      reserve script, as in production;
-#   2. `shop loadtest` with 200 shoppers and 200 connections for 20 s;
+#   2. `shop loadtest` with 200 shoppers and 200 connections for 20 s, on
+#      one core (--procs 1) like the single-threaded redis-benchmark;
 #   3. `redis-benchmark -c 50` running internal/inventory/reserve.lua, the
 #      script the server runs, with the server's KEYS/ARGV layout, every
 #      call on the buy path (random order and user ids, endless stock);
@@ -100,7 +101,7 @@ run_pair() {
   fi
   bin/shop loadtest --target "http://127.0.0.1:$PORT" --admin-email "$ADMIN_EMAIL" --admin-password "$ADMIN_PASSWORD" \
     --users "$USERS" --units 1000000 --per-user-limit 0 --rate 0 --connections "$CONNS" --duration "$DURATION" \
-    --forwarded-for --json >"$lt" || echo "bench: loadtest run $i reported a failure (see $lt)" >&2
+    --forwarded-for --procs 1 --json >"$lt" || echo "bench: loadtest run $i reported a failure (see $lt)" >&2
   rb_reset
   redis-benchmark -h "$RHOST" -p "$RPORT" --dbnum "$RDB" -c "$RB_CLIENTS" -n "$RB_REQUESTS" -r 1000000000 --csv \
     EVALSHA "$SHA" 7 "${RBP}orders" "${RBP}order:__rand_int__" "${RBP}orders:pending:{__rand_int__}" \

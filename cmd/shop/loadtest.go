@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/mattn/go-isatty"
@@ -22,6 +23,7 @@ const (
 func newLoadtestCmd(a *app) *cobra.Command {
 	cfg := loadtest.Config{}
 	var asJSON bool
+	var procs int
 	cmd := &cobra.Command{
 		Use:   "loadtest --admin-email E --admin-password P [flags]",
 		Short: "Run a flash sale against a running server and check that it added up",
@@ -38,6 +40,12 @@ func newLoadtestCmd(a *app) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.AdminEmail = flagOrEnv(cmd, "admin-email", cfg.AdminEmail, a.getenv, envLoadtestEmail)
 			cfg.AdminPassword = flagOrEnv(cmd, "admin-password", cfg.AdminPassword, a.getenv, envLoadtestPassword)
+			if procs < 0 {
+				return errors.New("--procs must be 0 (all cores) or more")
+			}
+			if procs > 0 {
+				runtime.GOMAXPROCS(procs)
+			}
 			cfg.Progress = terminal(a.stderr)
 			cfg.Warn = a.stderr
 			rep, err := loadtest.Run(cmd.Context(), cfg)
@@ -71,6 +79,8 @@ func newLoadtestCmd(a *app) *cobra.Command {
 	f.BoolVar(&cfg.ForwardedFor, "forwarded-for", false,
 		"send each shopper's own X-Forwarded-For address (198.18.0.0/15), for a server with SHOP_TRUSTED_PROXIES=127.0.0.1 that limits per shopper")
 	f.BoolVar(&asJSON, "json", false, "print the report as one JSON object")
+	f.IntVar(&procs, "procs", 0, "cores the load generator may use at once (GOMAXPROCS; 0: all). "+
+		"On a machine shared with the server, 1 leaves the rest to the server, like the single-threaded redis-benchmark")
 	return cmd
 }
 

@@ -14,8 +14,9 @@ import (
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
-// BenchmarkWriterDrain measures how fast one order writer, with the
-// production options, empties a stream of b.N orders into PostgreSQL: the
+// BenchmarkWriterDrain measures how fast one order writer, with the options
+// `shop serve` and `shop writer` use by default (batches of 1000, two in
+// flight), empties a stream of b.N orders into PostgreSQL: the
 // stream is filled through the reserve script first (not timed), then the
 // writer runs until every entry is acknowledged. One op is one order; the
 // orders/s metric is the drain rate. Run it with a fixed count, e.g.
@@ -29,7 +30,7 @@ func BenchmarkWriterDrain(b *testing.B) {
 	openBenchSale(b, svc, stock, "drain")
 	fillStream(b, svc, users, "drain", b.N)
 
-	w := svc.NewWriter(WriterOptions{Consumer: "bench"}, prometheus.NewRegistry())
+	w := svc.NewWriter(WriterOptions{Consumer: "bench", Batch: 1000, Concurrency: 2}, prometheus.NewRegistry())
 	wctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	b.ResetTimer()

@@ -18,7 +18,7 @@ var trimScript = redis.NewScript(trimLua)
 // housekeep, every few seconds: sample the stream metrics and trim what is
 // written. Failures only cost a sample; they are logged at debug level.
 func (w *Writer) housekeep(ctx context.Context) {
-	if time.Since(w.lastHousekeep) < w.o.Housekeeping {
+	if w.noHousekeep || time.Since(w.lastHousekeep) < w.o.Housekeeping {
 		return
 	}
 	w.lastHousekeep = time.Now()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 )
 
 // WriterOptions tune the order writer; zero values take the defaults.
@@ -36,6 +37,12 @@ type WriterOptions struct {
 	// Housekeeping is how often the writer samples its metrics and trims
 	// the stream below the oldest entry not yet written.
 	Housekeeping time.Duration
+	// Concurrency is how many batches are in flight at once: that many
+	// consumer loops, named Consumer-1 … Consumer-n when more than one.
+	// While one loop waits for PostgreSQL another reads, parses and
+	// acknowledges; only their sold-count updates of the same sale round
+	// wait for each other (a row lock, taken last). Default 1.
+	Concurrency int
 }
 
 func (o *WriterOptions) defaults() {
@@ -58,6 +65,9 @@ func (o *WriterOptions) defaults() {
 	if o.Housekeeping <= 0 {
 		o.Housekeeping = 2 * time.Second
 	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 1
+	}
 }
 
 // Writer persists the order stream to PostgreSQL.
@@ -69,6 +79,7 @@ type Writer struct {
 	readOwn       bool // re-read our own pending entries before new ones
 	lastClaim     time.Time
 	lastHousekeep time.Time
+	noHousekeep   bool // a sibling loop does it
 
 	// Fault injection for tests: a non-nil error stops Run right there, as
 	// a crash would.
@@ -82,13 +93,35 @@ func (s *Service) NewWriter(o WriterOptions, reg prometheus.Registerer) *Writer 
 	return &Writer{s: s, o: o, m: newWriterMetrics(reg)}
 }
 
-// Run writes orders until ctx is cancelled; the batch in hand when it is
-// cancelled is finished first. It returns an error only when the group
-// cannot be created or a test hook stops it.
+// Run writes orders until ctx is cancelled; the batches in hand when it is
+// cancelled are finished first. It returns an error only when the group
+// cannot be created or a test hook stops it (which stops every loop).
 func (w *Writer) Run(ctx context.Context) error {
 	if err := w.ensureGroup(ctx); err != nil {
 		return err
 	}
+	if w.o.Concurrency == 1 {
+		return w.loop(ctx)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	for i := range w.o.Concurrency {
+		sib := w.sibling(i)
+		g.Go(func() error { return sib.loop(gctx) })
+	}
+	return g.Wait()
+}
+
+// sibling is loop i of a concurrent writer: a consumer of its own with its
+// own read state, sharing the metrics; only the first one housekeeps.
+func (w *Writer) sibling(i int) *Writer {
+	sib := &Writer{s: w.s, o: w.o, m: w.m, noHousekeep: i > 0,
+		hookBeforeCommit: w.hookBeforeCommit, hookAfterCommit: w.hookAfterCommit}
+	sib.o.Consumer = fmt.Sprintf("%s-%d", w.o.Consumer, i+1)
+	return sib
+}
+
+// loop is one consumer: read, write, acknowledge, until ctx is cancelled.
+func (w *Writer) loop(ctx context.Context) error {
 	w.readOwn = true
 	w.s.log.Info("order writer started", "consumer", w.o.Consumer)
 	b := newBackoff()
