@@ -3,6 +3,7 @@ package loadtest
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -76,11 +77,17 @@ func attack(ctx context.Context, tgt target, cfg Config, fx *fixture) (*attackRe
 	if res.stoppedBy == stopInterrupted {
 		return nil, fmt.Errorf("attack interrupted after %d requests: %w", res.tally.requests, ctx.Err())
 	}
-	if res.tally.limited > 0 {
-		fmt.Fprintf(cfg.Warn, "warning: %d purchases were rate-limited (429): run the server with SHOP_RATE_LIMIT=0 or a high limit "+
-			"(or --forwarded-for with SHOP_TRUSTED_PROXIES=127.0.0.1) to measure the sale, not the limiter\n", res.tally.limited)
-	}
+	warnLimited(cfg.Warn, res.tally.limited)
 	return res, nil
+}
+
+// warnLimited says what to do when the server's rate limiter answered: a
+// load test from one address measures the limiter, not the sale.
+func warnLimited(w io.Writer, n int) {
+	if n > 0 {
+		fmt.Fprintf(w, "warning: %d purchases were rate-limited (429): run the server with SHOP_RATE_LIMIT=0 or a high limit "+
+			"(or --forwarded-for with SHOP_TRUSTED_PROXIES=127.0.0.1) to measure the sale, not the limiter\n", n)
+	}
 }
 
 func (r *attackResult) add(v *vegeta.Result) {

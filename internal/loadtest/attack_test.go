@@ -160,3 +160,32 @@ func TestAttackInterrupted(t *testing.T) {
 		t.Fatalf("err = %v, want the interruption", err)
 	}
 }
+
+// TestAttackWarnsWhenRateLimited: 429s are counted and explained, since a
+// load test from one address would otherwise measure only the limiter.
+func TestAttackWarnsWhenRateLimited(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		fmt.Fprint(w, `{"status":429,"code":"rate_limited"}`)
+	}))
+	t.Cleanup(srv.Close)
+	tgt, err := resolveTarget(context.Background(), srv.URL, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := attackConfig(10, 0)
+	cfg.Rate, cfg.Duration = 50, time.Second
+	warn := &strings.Builder{}
+	cfg.Warn = warn
+	res, err := attack(context.Background(), tgt, cfg, fakeFixture(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.tally.limited == 0 || res.tally.outcomes["429 rate_limited"] != res.tally.limited {
+		t.Errorf("limited %d, outcomes %v", res.tally.limited, res.tally.outcomes)
+	}
+	if !strings.Contains(warn.String(), "were rate-limited (429)") || !strings.Contains(warn.String(), "SHOP_RATE_LIMIT=0") {
+		t.Errorf("warning = %q", warn.String())
+	}
+}
