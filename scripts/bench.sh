@@ -62,6 +62,7 @@ cleanup() {
   fi
   # Every key this run wrote starts with its prefix (server and script).
   rcli --scan --pattern "${PREFIX}*" | xargs -r -n 500 redis-cli -h "$RHOST" -p "$RPORT" -n "$RDB" unlink >/dev/null
+  PGOPTIONS='-c client_min_messages=warning' psql "$PG_ADMIN_URL" -qc 'DROP DATABASE IF EXISTS shop_bench' >/dev/null || true
 }
 trap cleanup EXIT
 
