@@ -82,9 +82,9 @@ func (h handler) create(c *fiber.Ctx) error {
 }
 
 func (h handler) update(c *fiber.Ctx) error {
-	sku := param(c, "sku")
-	if !ValidSKU(sku) {
-		return ErrProductNotFound
+	sku, err := pathSKU(c)
+	if err != nil {
+		return err
 	}
 	_, in, err := parseProductBody(c, sku)
 	if err != nil {

@@ -2,7 +2,6 @@ package inventory
 
 import (
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -111,7 +110,7 @@ func parseTime(s *string, field string, bad func(string, string)) time.Time {
 // pathSKU returns the {sku} path parameter, copied (Fiber reuses its
 // buffers); a SKU that cannot exist is answered 404 like a missing one.
 func pathSKU(c *fiber.Ctx) (string, error) {
-	sku := strings.Clone(c.Params("sku"))
+	sku := param(c, "sku")
 	if !ValidSKU(sku) {
 		return "", ErrProductNotFound
 	}
