@@ -121,13 +121,14 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) err
 		limiter = ratelimit.New(st.redis, cfg.KeyPrefix, cfg.RateLimit.Limit, cfg.RateLimit.Window)
 	}
 	fapp := server.New(server.Deps{
-		Limiter:        limiter,
-		Log:            log,
-		Redis:          st.redis,
-		DB:             st.db,
-		Registry:       reg,
-		BodyLimit:      cfg.BodyLimit,
-		TrustedProxies: cfg.TrustedProxies,
+		Limiter:          limiter,
+		LimiterCompanion: authSvc.LimiterCompanion(),
+		Log:              log,
+		Redis:            st.redis,
+		DB:               st.db,
+		Registry:         reg,
+		BodyLimit:        cfg.BodyLimit,
+		TrustedProxies:   cfg.TrustedProxies,
 		Mount: []func(fiber.Router){
 			authSvc.Routes,
 			func(r fiber.Router) { catalog.Routes(r, authSvc.RequireAdmin()) },

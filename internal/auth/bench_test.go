@@ -32,7 +32,7 @@ func BenchmarkVerifyToken(b *testing.B) {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := svc.authenticate(ctx, header); err != nil {
+			if _, err := svc.authenticate(ctx, header, nil); err != nil {
 				b.Fatal(err)
 			}
 		}

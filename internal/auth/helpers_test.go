@@ -20,6 +20,7 @@ import (
 
 	"github.com/shop-oss/shop/internal/api"
 	"github.com/shop-oss/shop/internal/apitest"
+	"github.com/shop-oss/shop/internal/ratelimit"
 	"github.com/shop-oss/shop/internal/server"
 	"github.com/shop-oss/shop/internal/testenv"
 )
@@ -42,23 +43,38 @@ type harness struct {
 	reg    *prometheus.Registry
 }
 
-// newHarness builds a service on the test Redis and PostgreSQL.
+// newHarness builds a service on the test Redis and PostgreSQL, wired as
+// `shop serve` wires it: the session check rides in the rate limiter's
+// round trip, under a limit no test reaches.
 func newHarness(t *testing.T) *harness {
 	t.Helper()
 	r := testenv.NewRedis(t)
-	return newHarnessOn(t, testenv.NewDatabase(t).Pool, r.Client, r.Prefix)
+	return newHarnessLimited(t, testenv.NewDatabase(t).Pool, r.Client, r.Prefix, 1_000_000)
 }
 
-// newHarnessOn builds a service on the given stores (a dead one, say).
+// newHarnessOn builds a service on the given stores (a dead one, say),
+// without a rate limiter, so that the service alone answers an outage.
 func newHarnessOn(t *testing.T, db *pgxpool.Pool, rdb redis.UniversalClient, prefix string) *harness {
+	t.Helper()
+	return newHarnessLimited(t, db, rdb, prefix, 0)
+}
+
+// newHarnessLimited builds a service whose app allows limit requests a
+// minute per client (0: no limiter).
+func newHarnessLimited(t *testing.T, db *pgxpool.Pool, rdb redis.UniversalClient, prefix string, limit int) *harness {
 	t.Helper()
 	h := &harness{db: db, rdb: rdb, prefix: prefix, reg: prometheus.NewRegistry()}
 	log := slog.New(slog.DiscardHandler)
 	h.svc = New(db, rdb, Config{Secret: testSecret, AccessTTL: testAccessTTL, SessionTTL: testSessionTTL, KeyPrefix: prefix}, log, h.reg)
-	h.app = server.New(server.Deps{
+	deps := server.Deps{
 		Log: log, Redis: rdb, DB: db, Registry: h.reg, BodyLimit: 64 * 1024,
 		Mount: []func(fiber.Router){h.svc.Routes, h.testRoutes},
-	})
+	}
+	if limit > 0 {
+		deps.Limiter = ratelimit.New(rdb, prefix, limit, time.Minute)
+		deps.LimiterCompanion = h.svc.LimiterCompanion()
+	}
+	h.app = server.New(deps)
 	return h
 }
 

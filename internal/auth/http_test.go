@@ -208,12 +208,12 @@ func TestRoleMiddleware(t *testing.T) {
 	h.do(t, http.MethodGet, "/api/v1/test/admin", nil, bearer(at)...).want(t, http.StatusForbidden, "forbidden")
 }
 
-// sessionKeys lists the Redis keys under the harness prefix.
+// sessionKeys lists the session keys under the harness prefix.
 func (h *harness) sessionKeys(t *testing.T) []string {
 	t.Helper()
 	ctx := context.Background()
 	var keys []string
-	iter := h.rdb.Scan(ctx, 0, h.prefix+"*", 100).Iterator()
+	iter := h.rdb.Scan(ctx, 0, h.prefix+"session:*", 100).Iterator()
 	for iter.Next(ctx) {
 		keys = append(keys, iter.Val())
 	}

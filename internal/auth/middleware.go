@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/shop-oss/shop/internal/ratelimit"
 )
 
 // ctxKey keys the authenticated principal in a request's context.
@@ -52,7 +54,8 @@ func (s *Service) RequireAdmin() fiber.Handler { return s.require(RoleAdmin) }
 
 func (s *Service) require(role string) fiber.Handler {
 	return func(c *fiber.Ctx) error {
-		p, err := s.authenticate(c.UserContext(), c.Get(fiber.HeaderAuthorization))
+		pre, _ := c.Locals(precheckKey{}).(*precheck)
+		p, err := s.authenticate(c.UserContext(), c.Get(fiber.HeaderAuthorization), pre)
 		if err != nil {
 			s.log.Debug("request not authenticated", "err", err)
 			return err
@@ -66,14 +69,20 @@ func (s *Service) require(role string) fiber.Handler {
 }
 
 // authenticate verifies an Authorization header value and the session its
-// token names: one signature check and one Redis round trip. It returns an
-// error wrapping ErrUnauthorized, or an api.Unavailable error.
-func (s *Service) authenticate(ctx context.Context, header string) (principal, error) {
+// token names: one signature check and one Redis round trip, or none when
+// pre holds the answer of the session check for this very token. It
+// returns an error wrapping ErrUnauthorized, or an api.Unavailable error.
+func (s *Service) authenticate(ctx context.Context, header string, pre *precheck) (principal, error) {
 	claims, err := s.tokens.parseBearer(header)
 	if err != nil {
 		return principal{}, err
 	}
-	u, err := s.sessions.lookup(ctx, claims.SessionID, claims.ID)
+	var u User
+	if pre.answers(claims) {
+		u, err = sessionUser(pre.reply)
+	} else {
+		u, err = s.sessions.lookup(ctx, claims.SessionID, claims.ID)
+	}
 	if errors.Is(err, errSessionGone) {
 		return principal{}, fmt.Errorf("%w: %w", ErrUnauthorized, err)
 	}
@@ -92,4 +101,47 @@ func (s *Service) authenticate(ctx context.Context, header string) (principal, e
 func sessionFromContext(ctx context.Context) (string, bool) {
 	p, ok := ctx.Value(ctxKey{}).(principal)
 	return p.sessionID, ok && p.sessionID != ""
+}
+
+// precheckKey keys a request's precheck in its Locals.
+type precheckKey struct{}
+
+// precheck is a session check that already ran for a request, in another
+// round trip (the rate limiter's, see LimiterCompanion).
+type precheck struct {
+	sid, jti string
+	reply    any
+	done     bool
+}
+
+// answers says whether the precheck ran for the token with these claims.
+func (p *precheck) answers(claims *accessClaims) bool {
+	return p != nil && p.done && p.sid == claims.SessionID && p.jti == claims.ID
+}
+
+// LimiterCompanion lets the rate limiter's script carry the session check
+// of a request (ratelimit.Companion), saving RequireUser its own round trip
+// to Redis: Prepare offers check.lua's keys and arguments when the request
+// bears a valid access token (a request without one is left to
+// RequireUser to refuse); Done hands the script's reply to RequireUser and
+// RequireAdmin, which still decide. A request the limiter refuses never
+// runs the check, so its session's idle expiry does not slide.
+func (s *Service) LimiterCompanion() *ratelimit.Companion {
+	return &ratelimit.Companion{
+		Lua: checkLua,
+		Prepare: func(c *fiber.Ctx) ([]string, []any, bool) {
+			claims, err := s.tokens.parseBearer(c.Get(fiber.HeaderAuthorization))
+			if err != nil {
+				return nil, nil, false
+			}
+			keys, args := s.sessions.checkArgs(claims.SessionID, claims.ID)
+			c.Locals(precheckKey{}, &precheck{sid: claims.SessionID, jti: claims.ID})
+			return keys, args, true
+		},
+		Done: func(c *fiber.Ctx, reply any) {
+			if p, ok := c.Locals(precheckKey{}).(*precheck); ok {
+				p.reply, p.done = reply, true
+			}
+		},
+	}
 }

@@ -105,17 +105,39 @@ func (st *sessionStore) create(ctx context.Context, u User, device string, now t
 func (st *sessionStore) lookup(ctx context.Context, sid, jti string) (User, error) {
 	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
 	defer cancel()
-	v, err := st.check.Run(ctx, st.rdb, []string{st.key(sid)}, jti, st.ttl.Milliseconds()).StringSlice()
+	keys, args := st.checkArgs(sid, jti)
+	reply, err := st.check.Run(ctx, st.rdb, keys, args...).Result()
 	if errors.Is(err, redis.Nil) {
 		return User{}, errSessionGone
 	}
 	if err != nil {
 		return User{}, st.failure("check session", err)
 	}
-	if len(v) != 4 {
-		return User{}, fmt.Errorf("check session: script returned %d values", len(v))
+	return sessionUser(reply)
+}
+
+// checkArgs are check.lua's keys and arguments for a token.
+func (st *sessionStore) checkArgs(sid, jti string) ([]string, []any) {
+	return []string{st.key(sid)}, []any{jti, st.ttl.Milliseconds()}
+}
+
+// sessionUser reads check.lua's answer: nil when the session is gone or
+// the token superseded, else {uid, role, email, name}.
+func sessionUser(reply any) (User, error) {
+	if reply == nil {
+		return User{}, errSessionGone
 	}
-	return User{ID: v[0], Role: v[1], Email: v[2], Name: v[3]}, nil
+	v, ok := reply.([]any)
+	if !ok || len(v) != 4 {
+		return User{}, fmt.Errorf("check session: unexpected script answer %v", reply)
+	}
+	var s [4]string
+	for i := range s {
+		if s[i], ok = v[i].(string); !ok {
+			return User{}, fmt.Errorf("check session: unexpected script answer %v", reply)
+		}
+	}
+	return User{ID: s[0], Role: s[1], Email: s[2], Name: s[3]}, nil
 }
 
 // refresh swaps the session's refresh token and access jti. It returns

@@ -22,6 +22,8 @@ type Options struct {
 	OnError func(err error)
 	// Timeout bounds the Redis call, so an outage never hangs a request.
 	Timeout time.Duration
+	// Companion, when set, rides in the limiter's round trip (see Companion).
+	Companion *Companion
 }
 
 // Middleware limits every request it sees. It sets X-RateLimit-Limit and
@@ -30,9 +32,10 @@ func (l *Limiter) Middleware(o Options) fiber.Handler {
 	if o.Timeout == 0 {
 		o.Timeout = time.Second
 	}
+	withC := l.companionFor(o.Companion)
 	return func(c *fiber.Ctx) error {
 		ctx, cancel := context.WithTimeout(c.UserContext(), o.Timeout)
-		res, err := l.Allow(ctx, o.Key(c))
+		res, err := l.check(ctx, c, o.Key(c), withC, o.Companion)
 		cancel()
 		if err != nil {
 			if o.OnError != nil {
@@ -55,4 +58,21 @@ func (l *Limiter) Middleware(o Options) fiber.Handler {
 		}
 		return c.Next()
 	}
+}
+
+// check runs the window for client, with the companion when it can ride
+// and has something to run for c.
+func (l *Limiter) check(ctx context.Context, c *fiber.Ctx, client string, w *withCompanion, comp *Companion) (Result, error) {
+	if w == nil {
+		return l.Allow(ctx, client)
+	}
+	keys, args, ok := comp.Prepare(c)
+	if !ok {
+		return l.Allow(ctx, client)
+	}
+	res, reply, ran, err := w.allow(ctx, client, keys, args)
+	if ran {
+		comp.Done(c, reply)
+	}
+	return res, err
 }

@@ -64,18 +64,37 @@ type Result struct {
 // Allow counts one request of client and says whether it may proceed. It
 // returns an error only when Redis does not answer.
 func (l *Limiter) Allow(ctx context.Context, client string) (Result, error) {
-	member := l.boot + ":" + strconv.FormatUint(l.seq.Add(1), 36)
-	// The hash tag keeps a client's key in one cluster slot.
-	key := l.prefix + "rl:{" + client + "}"
-	vals, err := windowScript.Run(ctx, l.rdb, []string{key},
-		l.window.Milliseconds(), l.limit, member).Int64Slice()
+	vals, err := windowScript.Run(ctx, l.rdb, []string{l.key(client)},
+		l.window.Milliseconds(), l.limit, l.member()).Slice()
 	if err != nil {
 		return Result{}, fmt.Errorf("ratelimit %s: %w", client, err)
 	}
+	return l.result(vals)
+}
+
+// key is the client's window. The hash tag keeps it in one cluster slot.
+func (l *Limiter) key(client string) string { return l.prefix + "rl:{" + client + "}" }
+
+// member is unique to one request, across requests and processes.
+func (l *Limiter) member() string { return l.boot + ":" + strconv.FormatUint(l.seq.Add(1), 36) }
+
+// result reads the window script's {allowed, remaining, retry_after_ms}.
+func (l *Limiter) result(vals []any) (Result, error) {
+	var n [3]int64
+	for i := range n {
+		if i >= len(vals) {
+			return Result{}, fmt.Errorf("ratelimit: script answered %v", vals)
+		}
+		v, ok := vals[i].(int64)
+		if !ok {
+			return Result{}, fmt.Errorf("ratelimit: script answered %v", vals)
+		}
+		n[i] = v
+	}
 	return Result{
-		Allowed:    vals[0] == 1,
+		Allowed:    n[0] == 1,
 		Limit:      l.limit,
-		Remaining:  int(vals[1]),
-		RetryAfter: time.Duration(vals[2]) * time.Millisecond,
+		Remaining:  int(n[1]),
+		RetryAfter: time.Duration(n[2]) * time.Millisecond,
 	}, nil
 }

@@ -11,8 +11,9 @@ import (
 )
 
 // limiterMiddleware puts the per-IP limiter in front of /api/v1 with the
-// shop's problem documents and metrics.
-func limiterMiddleware(l *ratelimit.Limiter, trusted []string, log *slog.Logger, reg prometheus.Registerer) fiber.Handler {
+// shop's problem documents and metrics, and the companion (if any) riding
+// in its round trip.
+func limiterMiddleware(l *ratelimit.Limiter, companion *ratelimit.Companion, trusted []string, log *slog.Logger, reg prometheus.Registerer) fiber.Handler {
 	decisions := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "shop_ratelimit_decisions_total",
 		Help: "Rate-limit decisions: allowed, limited, or error (Redis did not answer).",
@@ -21,7 +22,8 @@ func limiterMiddleware(l *ratelimit.Limiter, trusted []string, log *slog.Logger,
 	limited := decisions.WithLabelValues("limited")
 	errored := decisions.WithLabelValues("error")
 	mw := l.Middleware(ratelimit.Options{
-		Key: clientIP(parsePrefixes(trusted)),
+		Companion: companion,
+		Key:       clientIP(parsePrefixes(trusted)),
 		Limited: func(_ *fiber.Ctx, retryAfter int) error {
 			limited.Inc()
 			return &api.Error{Code: api.CodeRateLimited, Detail: "too many requests from this address", RetryAfter: retryAfter}
