@@ -15,15 +15,18 @@
 #      script the server runs, with the server's KEYS/ARGV layout, every
 #      call on the buy path (random order and user ids, endless stock);
 #   4. prints both throughputs and their ratio (target >= 0.25), then the
-#      latency at a fixed rate with the same connections (target p99 < 25 ms);
+#      latency at fixed rates with the same connections (target p99 < 25 ms);
 #   5. BenchmarkWriterDrain (target >= 20,000 orders/s) and the hot paths.
 #
 # Knobs (environment): BENCH_RUNS (loadtest/redis-benchmark pairs, default
 # 1; the median ratio is printed), BENCH_DURATION (20s), BENCH_CONNECTIONS
-# (200), BENCH_USERS (200), BENCH_PORT (18090), BENCH_RATE (1000: the
-# purchases/s of the latency run), BENCH_PROFILE=1 (take a
-# 10 s CPU profile of the server during the first loadtest and print its
-# top), BENCH_SKIP_GO=1 (skip step 5). Output files go to .run/bench/.
+# (200), BENCH_USERS (200), BENCH_PORT (18090), BENCH_RATE ("1000 3000 5000":
+# the purchases/s of the latency runs), BENCH_PROFILE=1 (take a 10 s CPU
+# profile of the server during the first loadtest and print its top;
+# BENCH_PROFILE_DELAY, default 8, is when it starts),
+# BENCH_LOADTEST_PROFILE=1 (the load generator's own CPU profile of the
+# first loadtest, .run/bench/loadtest-cpu.pprof), BENCH_SKIP_GO=1 (skip
+# step 5). Output files go to .run/bench/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/services.sh
@@ -33,7 +36,7 @@ DURATION=${BENCH_DURATION:-20s}
 CONNS=${BENCH_CONNECTIONS:-200}
 USERS=${BENCH_USERS:-200}
 PORT=${BENCH_PORT:-18090}
-RATE=${BENCH_RATE:-1000}
+RATE=${BENCH_RATE:-1000 3000 5000}
 RB_CLIENTS=50
 RB_REQUESTS=200000
 OUT=.run/bench
@@ -100,12 +103,12 @@ run_pair() {
   local i=$1 lt="$OUT/loadtest-$1.json" rb="$OUT/redis-benchmark-$1.csv"
   if [ "$i" = 1 ] && [ "${BENCH_PROFILE:-}" = 1 ]; then
     # Profile the middle of the attack, after the shoppers are set up.
-    ( sleep "${BENCH_PROFILE_DELAY:-25}"
+    ( sleep "${BENCH_PROFILE_DELAY:-8}"
       curl -sf -o "$OUT/cpu.pprof" "http://127.0.0.1:$((PORT + 1))/debug/pprof/profile?seconds=10" ) &
   fi
   bin/shop loadtest --target "http://127.0.0.1:$PORT" --admin-email "$ADMIN_EMAIL" --admin-password "$ADMIN_PASSWORD" \
     --users "$USERS" --units 1000000 --per-user-limit 0 --rate 0 --connections "$CONNS" --duration "$DURATION" \
-    --forwarded-for --procs 1 --json >"$lt" || echo "bench: loadtest run $i reported a failure (see $lt)" >&2
+    --forwarded-for --procs 1 --json ${BENCH_LOADTEST_PROFILE:+--cpuprofile "$OUT/loadtest-cpu.pprof"} >"$lt" || echo "bench: loadtest run $i reported a failure (see $lt)" >&2
   rb_reset
   redis-benchmark -h "$RHOST" -p "$RPORT" --dbnum "$RDB" -c "$RB_CLIENTS" -n "$RB_REQUESTS" -r 1000000000 --csv \
     EVALSHA "$SHA" 7 "${RBP}orders" "${RBP}order:__rand_int__" "${RBP}orders:pending:{__rand_int__}" \
@@ -133,13 +136,16 @@ echo "median ratio: $(sort -n "$OUT/ratios" | awk '{a[NR]=$1} END {print a[int((
 # So latency is also measured open-model, at a fixed rate with the same
 # $CONNS connections available.
 echo
-echo "== latency at a fixed rate: shop loadtest --rate $RATE --connections $CONNS --duration 15s"
-bin/shop loadtest --target "http://127.0.0.1:$PORT" --admin-email "$ADMIN_EMAIL" --admin-password "$ADMIN_PASSWORD" \
-  --users "$USERS" --units 1000000 --per-user-limit 0 --rate "$RATE" --connections "$CONNS" --duration 15s \
-  --forwarded-for --procs 1 --json >"$OUT/loadtest-rate.json" || echo "bench: the fixed-rate loadtest reported a failure" >&2
-echo "attempts/s $(json_field attempts_per_sec "$OUT/loadtest-rate.json"), p50 $(json_field p50 "$OUT/loadtest-rate.json") ms," \
-  "p90 $(json_field p90 "$OUT/loadtest-rate.json") ms, p99 $(json_field p99 "$OUT/loadtest-rate.json") ms (target < 25 ms)," \
-  "invariants ok: $(json_field ok "$OUT/loadtest-rate.json")"
+echo "== latency at fixed rates: shop loadtest --rate R --connections $CONNS --duration 15s (target p99 < 25 ms)"
+printf '%-8s %12s %9s %9s %9s %9s %6s\n' rate "attempts/s" "p50 ms" "p90 ms" "p99 ms" "max ms" ok
+for rate in $RATE; do
+  rt="$OUT/loadtest-rate-$rate.json"
+  bin/shop loadtest --target "http://127.0.0.1:$PORT" --admin-email "$ADMIN_EMAIL" --admin-password "$ADMIN_PASSWORD" \
+    --users "$USERS" --units 1000000 --per-user-limit 0 --rate "$rate" --connections "$CONNS" --duration 15s \
+    --forwarded-for --procs 1 --json >"$rt" || echo "bench: the loadtest at $rate/s reported a failure (see $rt)" >&2
+  printf '%-8s %12s %9s %9s %9s %9s %6s\n' "$rate" "$(json_field attempts_per_sec "$rt")" "$(json_field p50 "$rt")" \
+    "$(json_field p90 "$rt")" "$(json_field p99 "$rt")" "$(json_field max "$rt")" "$(json_field ok "$rt")"
+done
 
 if [ "${BENCH_PROFILE:-}" = 1 ] && [ -s "$OUT/cpu.pprof" ]; then
   echo; echo "== server CPU profile (10 s of the first attack): go tool pprof -top bin/shop $OUT/cpu.pprof"

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"time"
 
 	"github.com/mattn/go-isatty"
@@ -24,6 +25,7 @@ func newLoadtestCmd(a *app) *cobra.Command {
 	cfg := loadtest.Config{}
 	var asJSON bool
 	var procs int
+	var cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "loadtest --admin-email E --admin-password P [flags]",
 		Short: "Run a flash sale against a running server and check that it added up",
@@ -45,6 +47,13 @@ func newLoadtestCmd(a *app) *cobra.Command {
 			}
 			if procs > 0 {
 				runtime.GOMAXPROCS(procs)
+			}
+			if cpuProfile != "" {
+				stop, err := startCPUProfile(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer stop()
 			}
 			cfg.Progress = terminal(a.stderr)
 			cfg.Warn = a.stderr
@@ -81,7 +90,25 @@ func newLoadtestCmd(a *app) *cobra.Command {
 	f.BoolVar(&asJSON, "json", false, "print the report as one JSON object")
 	f.IntVar(&procs, "procs", 0, "cores the load generator may use at once (GOMAXPROCS; 0: all). "+
 		"On a machine shared with the server, 1 leaves the rest to the server, like the single-threaded redis-benchmark")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write the load generator's own CPU profile to this file (go tool pprof), "+
+		"to tell its cost from the server's")
 	return cmd
+}
+
+// startCPUProfile profiles this process into path until stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }
 
 // flagOrEnv is the flag's value when given, else the environment's.
