@@ -13,7 +13,9 @@
 // current one and extends the expiry, all in one round trip; so logout,
 // refresh and revocation take effect at once, and the role comes from server
 // state rather than from the token alone. The check needs Redis only, never
-// PostgreSQL.
+// PostgreSQL. Behind the rate limiter the check rides in the limiter's own
+// script (LimiterCompanion), so an authenticated request costs one round
+// trip to Redis before its handler, not two.
 //
 // # Refresh tokens
 //

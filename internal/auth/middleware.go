@@ -125,7 +125,8 @@ func (p *precheck) answers(claims *accessClaims) bool {
 // bears a valid access token (a request without one is left to
 // RequireUser to refuse); Done hands the script's reply to RequireUser and
 // RequireAdmin, which still decide. A request the limiter refuses never
-// runs the check, so its session's idle expiry does not slide.
+// runs the check, so its session's idle expiry does not slide; a token
+// sent to a public route does slide it (its owner is active).
 func (s *Service) LimiterCompanion() *ratelimit.Companion {
 	return &ratelimit.Companion{
 		Lua: checkLua,

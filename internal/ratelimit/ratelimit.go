@@ -11,6 +11,10 @@
 // on one mutex around a Redis round trip, is not atomic across instances and
 // fails open silently.
 //
+// A Companion script may ride in the limiter's round trip, run only for
+// allowed requests: the shop's session check does, so an authenticated
+// request pays one round trip to Redis before its handler, not two.
+//
 // When Redis cannot be reached the middleware fails closed (503) for
 // requests that change state (POST, PUT, PATCH, DELETE: buying, checkout)
 // and open for safe ones (GET, HEAD), which then succeed or fail on their own.
