@@ -161,5 +161,5 @@ export SHOP_TEST_REDIS_URL SHOP_TEST_DATABASE_URL
 echo; echo "== order writer: go test -run '^\$' -bench WriterDrain -benchtime 200000x ./internal/order (target >= 20000 orders/s)"
 go test -run '^$' -bench 'WriterDrain' -benchtime 200000x -timeout 10m ./internal/order | grep -E '^(Benchmark|ok|FAIL)'
 echo; echo "== hot paths: go test -run '^\$' -bench 'Reserve|Allow|VerifyToken|AuthenticatedRequest|GetProductCached' -benchtime 3s"
-go test -run '^$' -bench 'Reserve$|Allow$|VerifyToken$|GetProductCached$' -benchtime 3s -timeout 10m \
+go test -run '^$' -bench 'Reserve$|Allow$|VerifyToken$|AuthenticatedRequest|GetProductCached$' -benchtime 3s -timeout 10m \
   ./internal/inventory ./internal/ratelimit ./internal/auth | grep -E '^(Benchmark|ok|FAIL)'
