@@ -131,6 +131,10 @@ func (w *Writer) loop(ctx context.Context) error {
 			if ctx.Err() == nil {
 				w.redisTrouble(ctx, "read", err, b)
 			}
+			// A read whose reply was lost (a timeout, a reset connection)
+			// may have delivered entries to us all the same: read our own
+			// pending entries first, or they would wait for ClaimIdle.
+			w.readOwn = true
 			continue
 		}
 		b.reset()

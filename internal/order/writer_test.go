@@ -3,6 +3,8 @@ package order
 import (
 	"context"
 	"errors"
+	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/testenv"
 )
 
 func TestWriterPersistsAndConfirms(t *testing.T) {
@@ -170,9 +173,10 @@ func TestWriterRidesOutDatabaseOutage(t *testing.T) {
 	f := newFixture(t)
 	round := f.sale(t, "s", 20, 0, 100)
 	u := f.user(t)
-	proxy := newProxy(t, f.db.Pool.Config().ConnConfig.Host, f.db.Pool.Config().ConnConfig.Port)
-	f.svc.db = proxy.pool(t, f.db.URL)
-	proxy.down()
+	cc := f.db.Pool.Config().ConnConfig
+	proxy := testenv.NewProxy(t, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))))
+	f.svc.db = poolVia(t, proxy, f.db.URL)
+	proxy.Down()
 	for range 10 {
 		f.place(t, u, "s", 1)
 	}
@@ -185,7 +189,7 @@ func TestWriterRidesOutDatabaseOutage(t *testing.T) {
 	if counterVecValue(t, w.m.errors, "transient") == 0 {
 		t.Fatal("no transient error counted during the outage")
 	}
-	proxy.up()
+	proxy.Up(t)
 	for range 5 {
 		f.place(t, u, "s", 1)
 	}
@@ -290,5 +294,40 @@ func TestWriterStopFinishesTheBatchInHand(t *testing.T) {
 	}
 	if f.orderRows(t) != 5 || f.sold(t, round) != 5 || f.pendingCount(t) != 0 {
 		t.Fatalf("rows %d sold %d pending %d, want 5, 5, 0", f.orderRows(t), f.sold(t, round), f.pendingCount(t))
+	}
+}
+
+// The reply to the writer's XREADGROUP is lost (the network drops Redis's
+// answers, then resets): the entries were delivered to this consumer, which
+// never saw them. The writer must go back to its own pending entries after
+// a Redis error rather than leave them to be claimed after ClaimIdle (an
+// hour here, so only the re-read can drain the stream within the test).
+func TestWriterRereadsOwnPendingAfterLostReply(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	round := f.sale(t, "s", 20, 0, 100)
+	u := f.user(t)
+	proxy := testenv.NewProxy(t, f.r.Client.Options().Addr)
+	opts := *f.r.Client.Options()
+	opts.Addr, opts.ReadTimeout, opts.MaxRetries = proxy.Addr(), 500*time.Millisecond, -1
+	proxied := redis.NewClient(&opts)
+	t.Cleanup(func() { _ = proxied.Close() })
+	f.svc.rdb = proxied
+	w := f.writer("w1", WriterOptions{ClaimIdle: time.Hour, Block: 300 * time.Millisecond})
+	r := start(w)
+	defer r.stop(t)
+	f.place(t, u, "s", 1)
+	f.drained(t) // the writer is up and reading
+
+	proxy.Blackhole(true)
+	time.Sleep(100 * time.Millisecond) // a read is blocked in Redis
+	for range 5 {
+		f.place(t, u, "s", 1) // placed directly, not through the proxy
+	}
+	time.Sleep(800 * time.Millisecond) // delivered to w1; the reply is lost
+	proxy.Blackhole(false)
+	f.drained(t)
+	if f.orderRows(t) != 6 || f.sold(t, round) != 6 {
+		t.Fatalf("rows %d sold %d, want 6 and 6", f.orderRows(t), f.sold(t, round))
 	}
 }

@@ -1,0 +1,83 @@
+package e2e
+
+import (
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/testenv"
+)
+
+// The network between the shop and Redis loses every answer for 2.5 s
+// mid-sale while requests still arrive: scripts run but their replies never
+// come back, so a purchase in flight has an unknown outcome and is answered
+// 503 when its Redis timeout ends, not left hanging. 50 shoppers buy one
+// unit after another until the stock is gone, retrying each purchase with
+// its Idempotency-Key after a 503 (the network heals and every connection
+// is reset); a purchase that did run gets its order back, never a second
+// one. A second reservation would be a unit sold that no shopper was told
+// of: the totals would not add up.
+func TestDrillRedisAnswersLost(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	opts, err := redis.ParseURL(e["SHOP_REDIS_URL"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := testenv.NewProxy(t, opts.Addr)
+	e["SHOP_REDIS_URL"] = strings.Replace(e["SHOP_REDIS_URL"], opts.Addr, proxy.Addr(), 1)
+	s := newShop(t, e)
+	const units, buyers = 3000, 50
+	s.product(t, "drill-net", 100, map[string]any{"quantity": units, "per_user_limit": 0})
+	tokens := s.shoppers(t, buyers, "net")
+
+	var unknown atomic.Int64
+	healed := make(chan struct{})
+	go func() {
+		defer close(healed)
+		time.Sleep(300 * time.Millisecond)
+		proxy.Blackhole(true)
+		time.Sleep(2500 * time.Millisecond)
+		proxy.Blackhole(false)
+	}()
+	tally := attack(t, buyers, func(b, _ int) (int, outcome) {
+		return 1, buyUntilAnswered(t, s, tokens[b], "drill-net", &unknown)
+	}, units/buyers*2)
+	<-healed
+	if n := tally.refused["out_of_stock"]; n == 0 {
+		t.Fatalf("the stock did not run out (refused %v)", tally.refused)
+	}
+	// A replay is a retry whose first try ran on Redis though its shopper
+	// got a 503: the case this drill is about.
+	replayed := "0"
+	for _, line := range strings.Split(string(call(t, http.MethodGet, s.URL+"/metrics", nil).Body), "\n") {
+		if v, ok := strings.CutPrefix(line, `shop_purchases_total{outcome="replayed"} `); ok {
+			replayed = v
+		}
+	}
+	t.Logf("%d answers 503 while Redis's replies were lost; %s retries replayed an order that had run", unknown.Load(), replayed)
+	if unknown.Load() == 0 || replayed == "0" {
+		t.Fatal("no purchase met the lost answers with its script run: the drill tested nothing")
+	}
+	verify(t, s, e["SHOP_DATABASE_URL"], "drill-net", units, tally, 0)
+}
+
+// buyUntilAnswered makes one purchase, retried with the same
+// Idempotency-Key while the answer is 503, and returns the first other one.
+func buyUntilAnswered(t *testing.T, s *shop, token, sku string, unknown *atomic.Int64) outcome {
+	key := "net-" + strconv.FormatUint(rand.Uint64(), 36)
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		o := s.purchase(t, token, sku, 1, key)
+		if o.status != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			return o
+		}
+		unknown.Add(1)
+		time.Sleep(100 * time.Millisecond)
+	}
+}
