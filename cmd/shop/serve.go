@@ -72,13 +72,17 @@ func (s *stores) Close() {
 }
 
 // openStores connects to Redis and PostgreSQL and fails fast, naming the
-// store, when either does not answer.
+// store, when either does not answer or Redis may evict keys.
 func openStores(ctx context.Context, cfg *config.Config, log *slog.Logger) (*stores, error) {
 	// go-redis logs pool dial failures through a package-level logger;
 	// route it into ours instead of raw lines on stderr.
 	redis.SetLogger(redisLogger{log})
 	rdb, err := database.OpenRedis(ctx, cfg.RedisURL, database.RedisOptions{PoolSize: cfg.RedisPoolSize})
 	if err != nil {
+		return nil, err
+	}
+	if err := database.CheckNoEviction(ctx, rdb, log); err != nil {
+		_ = rdb.Close()
 		return nil, err
 	}
 	db, err := database.OpenPostgres(ctx, cfg.DatabaseURL)

@@ -2,7 +2,9 @@ package database
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -37,4 +39,42 @@ func OpenRedis(ctx context.Context, url string, o RedisOptions) (*redis.Client, 
 		return nil, fmt.Errorf("redis unreachable at %s: %w", opts.Addr, err)
 	}
 	return rdb, nil
+}
+
+// CheckNoEviction refuses a Redis whose maxmemory-policy is not noeviction.
+// Every key the shop writes is live state (stock, buyer counts, orders,
+// idempotency records, sessions) and all carry TTLs, so allkeys-* and
+// volatile-* policies alike may drop them silently: oversell, reset
+// per-user limits, lost or duplicate orders.
+//
+// Managed Redis often renames CONFIG or denies it by ACL; then the policy
+// cannot be read, and CheckNoEviction logs a warning on log and returns nil
+// rather than keep the shop from starting.
+func CheckNoEviction(ctx context.Context, rdb *redis.Client, log *slog.Logger) error {
+	addr := rdb.Options().Addr
+	cctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	reply, err := rdb.ConfigGet(cctx, "maxmemory-policy").Result()
+	var refused redis.Error
+	switch {
+	case errors.As(err, &refused):
+		log.Warn("could not verify that Redis maxmemory-policy is noeviction (CONFIG GET refused); "+
+			"make sure it is, or Redis may evict stock counters, orders and sessions",
+			"addr", addr, "err", err.Error())
+		return nil
+	case err != nil:
+		return fmt.Errorf("redis at %s: reading maxmemory-policy: %w", addr, err)
+	}
+	policy, ok := reply["maxmemory-policy"]
+	switch {
+	case !ok:
+		// A proxy or Redis-compatible server that does not report it.
+		log.Warn("could not verify that Redis maxmemory-policy is noeviction (CONFIG GET returned no value); "+
+			"make sure it is, or Redis may evict stock counters, orders and sessions", "addr", addr)
+		return nil
+	case policy != "noeviction":
+		return fmt.Errorf("redis at %s has maxmemory-policy %s, which may evict stock counters, orders and sessions: "+
+			"set maxmemory-policy noeviction (see deploy/redis.conf)", addr, policy)
+	}
+	return nil
 }

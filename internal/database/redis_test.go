@@ -1,0 +1,111 @@
+package database_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/database"
+	"github.com/shop-oss/shop/internal/testenv"
+)
+
+// warnings is a logger that counts its warnings.
+type warnings struct{ buf bytes.Buffer }
+
+func (w *warnings) logger() *slog.Logger { return slog.New(slog.NewTextHandler(&w.buf, nil)) }
+func (w *warnings) count() int           { return strings.Count(w.buf.String(), "level=WARN") }
+
+func client(t *testing.T, url string) *redis.Client {
+	t.Helper()
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+func TestCheckNoEvictionAcceptsNoeviction(t *testing.T) {
+	t.Parallel()
+	// Only reads the shared Redis's configuration (noeviction, Redis's default).
+	r := testenv.NewRedis(t)
+	var w warnings
+	if err := database.CheckNoEviction(context.Background(), r.Client, w.logger()); err != nil {
+		t.Fatalf("shared test Redis: %v", err)
+	}
+	if w.count() != 0 {
+		t.Errorf("logged %q", w.buf.String())
+	}
+}
+
+func TestCheckNoEvictionRefusesEvictingPolicies(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := client(t, testenv.RedisServer(t, "--maxmemory-policy", "allkeys-lru"))
+	// allkeys-lru is set at start, the others by CONFIG SET on this private server.
+	for _, policy := range []string{"allkeys-lru", "volatile-lru", "allkeys-lfu", "allkeys-random",
+		"volatile-lfu", "volatile-random", "volatile-ttl"} {
+		if err := rdb.ConfigSet(ctx, "maxmemory-policy", policy).Err(); err != nil {
+			t.Fatal(err)
+		}
+		err := database.CheckNoEviction(ctx, rdb, slog.New(slog.DiscardHandler))
+		if err == nil || !strings.Contains(err.Error(), "maxmemory-policy "+policy+",") ||
+			!strings.Contains(err.Error(), "set maxmemory-policy noeviction") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: err = %v, want one line naming the policy and the fix", policy, err)
+		}
+	}
+	if err := rdb.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := database.CheckNoEviction(ctx, rdb, slog.New(slog.DiscardHandler)); err != nil {
+		t.Errorf("noeviction: %v", err)
+	}
+}
+
+func TestCheckNoEvictionWarnsWhenConfigIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	// Both servers evict: a refused CONFIG hides it, and the check lets the
+	// shop start with a warning rather than lock out managed Redis.
+	renamed := func(t *testing.T) *redis.Client {
+		return client(t, testenv.RedisServer(t, "--maxmemory-policy", "allkeys-lru", "--rename-command", "CONFIG", ""))
+	}
+	aclDenied := func(t *testing.T) *redis.Client {
+		url := testenv.RedisServer(t, "--maxmemory-policy", "allkeys-lru")
+		if err := client(t, url).Do(ctx, "ACL", "SETUSER", "shop", "on", ">secret", "~*", "&*", "+@all", "-config").Err(); err != nil {
+			t.Fatal(err)
+		}
+		return client(t, strings.Replace(url, "redis://", "redis://shop:secret@", 1))
+	}
+	for name, open := range map[string]func(*testing.T) *redis.Client{"renamed": renamed, "acl": aclDenied} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			rdb := open(t)
+			if err := rdb.ConfigGet(ctx, "maxmemory-policy").Err(); err == nil {
+				t.Fatal("CONFIG GET answered; the test set-up is wrong")
+			}
+			var w warnings
+			if err := database.CheckNoEviction(ctx, rdb, w.logger()); err != nil {
+				t.Fatalf("err = %v, want a warning only", err)
+			}
+			if w.count() != 1 || !strings.Contains(w.buf.String(), "could not verify") {
+				t.Errorf("logged %q, want one warning", w.buf.String())
+			}
+		})
+	}
+}
+
+func TestCheckNoEvictionFailsWhenRedisDoesNotAnswer(t *testing.T) {
+	t.Parallel()
+	// Only a refusal by Redis itself may pass with a warning.
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	defer rdb.Close()
+	if err := database.CheckNoEviction(context.Background(), rdb, slog.New(slog.DiscardHandler)); err == nil {
+		t.Fatal("passed without an answer")
+	}
+}
