@@ -32,7 +32,9 @@ func TestDrillRedisAnswersLost(t *testing.T) {
 	}
 	proxy := testenv.NewProxy(t, opts.Addr)
 	e["SHOP_REDIS_URL"] = strings.Replace(e["SHOP_REDIS_URL"], opts.Addr, proxy.Addr(), 1)
-	s := newShop(t, e)
+	// Entries a lost reply delivered must be re-read at once, not claimed
+	// after --claim-idle: an hour here, so only the re-read confirms them.
+	s := newShop(t, e, "--claim-idle", "1h")
 	const units, buyers = 3000, 50
 	s.product(t, "drill-net", 100, map[string]any{"quantity": units, "per_user_limit": 0})
 	tokens := s.shoppers(t, buyers, "net")

@@ -28,6 +28,13 @@ func OpenRedis(ctx context.Context, url string, o RedisOptions) (*redis.Client, 
 	opts.ReadTimeout = 2 * time.Second
 	opts.WriteTimeout = 2 * time.Second
 	opts.PoolTimeout = 3 * time.Second
+	// No silent retries: go-redis would resend a command whose reply was
+	// lost to a reset connection, and most of ours are not idempotent (a
+	// reservation without an Idempotency-Key, an XREADGROUP that already
+	// delivered entries, a cart increment). The error surfaces instead: a
+	// 503 the client retries with its Idempotency-Key, or the writer's
+	// re-read of its own pending entries.
+	opts.MaxRetries = -1
 	if o.PoolSize > 0 {
 		opts.PoolSize = o.PoolSize
 	}
