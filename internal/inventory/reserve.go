@@ -47,8 +47,9 @@ type Item struct {
 // Reservation is what Reserve did.
 type Reservation struct {
 	OrderID string
-	// Replayed is true when the idempotency key had been used: nothing was
-	// reserved now and OrderID is the first request's order.
+	// Replayed is true when the idempotency key had been used, or this
+	// order id had already been reserved (the same call run twice): nothing
+	// was reserved now and OrderID is the first request's order.
 	Replayed   bool
 	Items      []Item
 	TotalCents int64

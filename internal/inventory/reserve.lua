@@ -24,7 +24,7 @@
 -- ARGV[7] number of lines n, then ARGV[8 + 2(i-1)] sku, ARGV[9 + 2(i-1)] qty
 --
 -- Returns {'ok', items_json, total_cents, created_ms}
---      or {'dup', order_id}                        (idempotent repeat)
+--      or {'dup', order_id}         (idempotent repeat, or a second run)
 --      or {'fail', reason, sku...}  reason: no_sale | not_active | limit |
 --         stock | cart_changed (the cart changed since it was read: retry)
 local order_id, user = ARGV[1], ARGV[2]
@@ -48,6 +48,10 @@ for i = 1, n do
   lines[i] = {sku = sku, qty = qty, sale = KEYS[4 + 2 * i], buyers = KEYS[5 + 2 * i]}
 end
 
+-- The order id is made before the script runs: a second run of the same
+-- call (resent after its reply was lost, by any layer) finds the order's
+-- status and buys nothing again, Idempotency-Key or not.
+if redis.call('EXISTS', KEYS[2]) == 1 then return {'dup', order_id} end
 if use_idem then
   local prev = redis.call('GET', KEYS[4])
   if prev then return {'dup', prev} end

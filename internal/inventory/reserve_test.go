@@ -218,6 +218,28 @@ func TestReserveIdempotentRepeat(t *testing.T) {
 	}
 }
 
+// The same invocation run twice (a command resent after its reply was
+// lost, by any layer) buys once, even without an Idempotency-Key: the order
+// id is made before the script runs, and a second run finds its status.
+func TestReserveSameOrderIDBuysOnce(t *testing.T) {
+	t.Parallel()
+	f := newStockFixture(t)
+	f.seed(t, "s", LiveRound{Quantity: 10, PerUserLimit: 3})
+	e := f.enqueue("u1", "")
+	first, err := f.Reserve(context.Background(), e, []Line{{"s", 2}})
+	if err != nil || first.Replayed {
+		t.Fatalf("first run = %+v %v", first, err)
+	}
+	again, err := f.Reserve(context.Background(), e, []Line{{"s", 2}})
+	if err != nil || !again.Replayed || again.OrderID != e.OrderID {
+		t.Fatalf("second run = %+v %v, want a replay of %s", again, err, e.OrderID)
+	}
+	bought, _ := f.r.Client.HGet(context.Background(), f.buyersKey("s"), "u1").Int()
+	if f.available(t, "s") != 8 || f.streamLen(t) != 1 || bought != 2 {
+		t.Fatalf("available %d, events %d, u1 bought %d: the second run bought again", f.available(t, "s"), f.streamLen(t), bought)
+	}
+}
+
 func TestReserveRejectsBadInputBeforeWriting(t *testing.T) {
 	t.Parallel()
 	f := newStockFixture(t)

@@ -21,7 +21,8 @@ const placeTimeout = 2 * time.Second
 type Placed struct {
 	OrderID string `json:"order_id"`
 	Status  string `json:"status"`
-	// Replayed: the Idempotency-Key was seen before; nothing new was bought.
+	// Replayed: the Idempotency-Key (or this very call) was seen before;
+	// nothing new was bought.
 	Replayed bool `json:"-"`
 }
 
