@@ -1,82 +1,16 @@
 package e2e
 
 import (
-	"bytes"
-	"context"
-	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"os"
-	"os/exec"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/shop-oss/shop/internal/testenv"
 )
-
-// redisServer is a redis-server private to one test, persisting to an
-// append-only file with an fsync before every reply (appendfsync always,
-// as deploy/redis.conf), which the test may kill -9 and restart on the
-// same file.
-type redisServer struct {
-	args []string
-	cmd  *exec.Cmd
-	log  bytes.Buffer
-	url  string
-}
-
-func privateRedis(t *testing.T) *redisServer {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("no redis-server on this machine: the Redis drill cannot run")
-		}
-		t.Skip("no redis-server on this machine")
-	}
-	port := freePort(t)
-	r := &redisServer{
-		args: []string{bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", t.TempDir(),
-			"--appendonly", "yes", "--appendfsync", "always", "--save", "", "--maxmemory-policy", "noeviction"},
-		url: fmt.Sprintf("redis://127.0.0.1:%d/0", port),
-	}
-	r.start(t)
-	t.Cleanup(func() { r.kill() })
-	return r
-}
-
-// start runs the server and waits until it has loaded its data and answers.
-func (r *redisServer) start(t *testing.T) {
-	t.Helper()
-	r.cmd = exec.Command(r.args[0], r.args[1:]...)
-	r.cmd.Stdout, r.cmd.Stderr = &r.log, &r.log
-	if err := r.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	opts, _ := redis.ParseURL(r.url)
-	c := redis.NewClient(opts)
-	defer c.Close()
-	for deadline := time.Now().Add(15 * time.Second); ; {
-		if c.Ping(context.Background()).Err() == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redis-server did not come up:\n%s", r.log.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// kill sends SIGKILL: no shutdown, no final fsync, as a crash.
-func (r *redisServer) kill() {
-	if r.cmd != nil && r.cmd.ProcessState == nil {
-		_ = r.cmd.Process.Kill()
-		_ = r.cmd.Wait()
-	}
-}
 
 // Redis is killed with SIGKILL mid-sale and restarted on its append-only
 // file. Shoppers arrive spread over 4 s; the crash comes at 0.8 s and
@@ -88,9 +22,10 @@ func (r *redisServer) kill() {
 // order is confirmed once in PostgreSQL.
 func TestDrillRedisKilledMidSale(t *testing.T) {
 	t.Parallel()
-	rs := privateRedis(t)
+	// AOF with an fsync before every reply, as deploy/redis.conf.
+	rs := testenv.StartRedis(t, "--appendonly", "yes", "--appendfsync", "always", "--maxmemory-policy", "noeviction")
 	e := newEnv(t)
-	e["SHOP_REDIS_URL"] = rs.url
+	e["SHOP_REDIS_URL"] = rs.URL
 	s := newShop(t, e)
 	const units, buyers = 100, 200
 	s.product(t, "drill-redis", 100, map[string]any{"quantity": units, "per_user_limit": 1})
@@ -104,9 +39,11 @@ func TestDrillRedisKilledMidSale(t *testing.T) {
 		defer close(restarted)
 		time.Sleep(800 * time.Millisecond)
 		crashed.Store(true)
-		rs.kill()
+		rs.Kill()
 		time.Sleep(3 * time.Second)
-		rs.start(t)
+		if err := rs.Restart(); err != nil {
+			t.Error(err)
+		}
 	}()
 	tally := newSale()
 	var wg sync.WaitGroup

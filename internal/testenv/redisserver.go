@@ -9,19 +9,40 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// RedisServer starts a redis-server private to t, with args added to its
-// command line (e.g. "--maxmemory-policy", "allkeys-lru"), and returns its
-// URL. It is for tests that need server settings the shared test Redis must
-// never be given, since other packages use it at the same time. The server
-// is killed when t ends. Without redis-server on PATH, t is skipped, or fails
-// when CI is set.
+// RedisProcess is a redis-server private to one test, for settings the
+// shared test Redis must never be given (other packages use it at the same
+// time) and for crashes: Kill is a SIGKILL, Restart starts it again on the
+// same port and directory, so it reloads whatever it persisted.
+type RedisProcess struct {
+	URL  string
+	bin  string
+	args []string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+	out    bytes.Buffer
+}
+
+// RedisServer starts a private redis-server with args added to its command
+// line (e.g. "--maxmemory-policy", "allkeys-lru") and returns its URL.
 func RedisServer(t testing.TB, args ...string) string {
+	t.Helper()
+	return StartRedis(t, args...).URL
+}
+
+// StartRedis starts a private redis-server: no persistence unless args
+// turn it on (later options win), its own directory, a free port. It is
+// killed when t ends. Without redis-server on PATH, t is skipped, or fails
+// when CI is set.
+func StartRedis(t testing.TB, args ...string) *RedisProcess {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	switch {
@@ -30,62 +51,84 @@ func RedisServer(t testing.TB, args ...string) string {
 	case err != nil:
 		t.Skip("no redis-server on PATH")
 	}
+	dir := t.TempDir()
 	// The free port can be taken again before redis-server binds it; then
 	// the server exits (or another answers), and we try another port.
 	var lastOut string
 	for range 5 {
-		url, out, ok := startRedisServer(t, bin, args)
+		port := freePort(t)
+		p := &RedisProcess{
+			URL: "redis://127.0.0.1:" + port + "/0", bin: bin,
+			args: append([]string{"--bind", "127.0.0.1", "--port", port,
+				"--save", "", "--appendonly", "no", "--dir", dir}, args...),
+		}
+		out, ok := p.start()
 		if ok {
-			return url
+			t.Cleanup(p.Kill)
+			return p
 		}
 		lastOut = out
 	}
 	t.Fatalf("redis-server %s did not start:\n%s", strings.Join(args, " "), lastOut)
-	return ""
+	return nil
 }
 
-func startRedisServer(t testing.TB, bin string, args []string) (url, output string, ok bool) {
-	t.Helper()
-	port := freePort(t)
-	cmd := exec.Command(bin, append([]string{"--bind", "127.0.0.1", "--port", port,
-		"--save", "", "--appendonly", "no", "--dir", t.TempDir()}, args...)...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start redis-server: %v", err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	stop := func() {
+// Kill sends SIGKILL: no shutdown, no last fsync, as a crash.
+func (p *RedisProcess) Kill() {
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.mu.Unlock()
+	if cmd != nil {
 		_ = cmd.Process.Kill()
 		<-exited
 	}
+}
 
-	url = "redis://127.0.0.1:" + port + "/0"
-	opts, _ := redis.ParseURL(url)
+// Restart starts the killed server again on its port and directory, and
+// waits until it has loaded its data and answers. It may be called from
+// any goroutine, so it returns an error rather than failing a test.
+func (p *RedisProcess) Restart() error {
+	if out, ok := p.start(); !ok {
+		return fmt.Errorf("redis-server did not restart:\n%s", out)
+	}
+	return nil
+}
+
+// start runs the server and waits until it answers as our child (not a
+// server of some other test that got the port first).
+func (p *RedisProcess) start() (output string, ok bool) {
+	cmd := exec.Command(p.bin, p.args...)
+	p.out.Reset()
+	cmd.Stdout, cmd.Stderr = &p.out, &p.out
+	if err := cmd.Start(); err != nil {
+		return err.Error(), false
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	p.mu.Lock()
+	p.cmd, p.exited = cmd, exited
+	p.mu.Unlock()
+
+	opts, _ := redis.ParseURL(p.URL)
 	rdb := redis.NewClient(opts)
 	defer rdb.Close()
-	// Ours is the one whose process_id is our child's, not a server of some
-	// other test that got the port first.
 	want := "process_id:" + strconv.Itoa(cmd.Process.Pid) + "\r\n"
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); {
 		select {
 		case <-exited:
-			return "", out.String(), false
+			return p.out.String(), false
 		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		info, err := rdb.Info(ctx, "server").Result()
 		cancel()
 		if err == nil && strings.Contains(info, want) {
-			t.Cleanup(stop)
-			return url, "", true
+			return "", true
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	stop()
-	return "", fmt.Sprintf("not ready after 10s on port %s\n%s", port, out.String()), false
+	p.Kill()
+	return fmt.Sprintf("not ready after 15s on %s\n%s", p.URL, p.out.String()), false
 }
 
 // freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
