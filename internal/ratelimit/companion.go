@@ -62,6 +62,7 @@ return {r[1], r[2], r[3], c}
 // withCompanion is the limiter's script combined with a companion's.
 type withCompanion struct {
 	l      *Limiter
+	c      *Companion
 	script *redis.Script
 }
 
@@ -74,7 +75,7 @@ func (l *Limiter) companionFor(c *Companion) *withCompanion {
 	if _, single := l.rdb.(*redis.Client); !single {
 		return nil
 	}
-	return &withCompanion{l: l, script: redis.NewScript(fmt.Sprintf(composedLua, windowLua, c.Lua))}
+	return &withCompanion{l: l, c: c, script: redis.NewScript(fmt.Sprintf(composedLua, windowLua, c.Lua))}
 }
 
 // allow is Allow with the companion's keys and arguments. reply is the

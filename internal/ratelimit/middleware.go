@@ -35,7 +35,7 @@ func (l *Limiter) Middleware(o Options) fiber.Handler {
 	withC := l.companionFor(o.Companion)
 	return func(c *fiber.Ctx) error {
 		ctx, cancel := context.WithTimeout(c.UserContext(), o.Timeout)
-		res, err := l.check(ctx, c, o.Key(c), withC, o.Companion)
+		res, err := l.check(ctx, c, o.Key(c), withC)
 		cancel()
 		if err != nil {
 			if o.OnError != nil {
@@ -62,17 +62,17 @@ func (l *Limiter) Middleware(o Options) fiber.Handler {
 
 // check runs the window for client, with the companion when it can ride
 // and has something to run for c.
-func (l *Limiter) check(ctx context.Context, c *fiber.Ctx, client string, w *withCompanion, comp *Companion) (Result, error) {
+func (l *Limiter) check(ctx context.Context, c *fiber.Ctx, client string, w *withCompanion) (Result, error) {
 	if w == nil {
 		return l.Allow(ctx, client)
 	}
-	keys, args, ok := comp.Prepare(c)
+	keys, args, ok := w.c.Prepare(c)
 	if !ok {
 		return l.Allow(ctx, client)
 	}
 	res, reply, ran, err := w.allow(ctx, client, keys, args)
 	if ran {
-		comp.Done(c, reply)
+		w.c.Done(c, reply)
 	}
 	return res, err
 }
