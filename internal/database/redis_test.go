@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -107,5 +108,33 @@ func TestCheckNoEvictionFailsWhenRedisDoesNotAnswer(t *testing.T) {
 	defer rdb.Close()
 	if err := database.CheckNoEviction(context.Background(), rdb, slog.New(slog.DiscardHandler)); err == nil {
 		t.Fatal("passed without an answer")
+	}
+}
+
+// A command whose reply is lost to a reset connection must come back as an
+// error, not be sent again: resent, a reservation or an XREADGROUP would
+// happen twice. The INCR below runs once, whatever the client says.
+func TestOpenRedisNeverResendsACommand(t *testing.T) {
+	t.Parallel()
+	r := testenv.NewRedis(t)
+	proxy := testenv.NewProxy(t, r.Client.Options().Addr)
+	url := strings.Replace(r.URL, r.Client.Options().Addr, proxy.Addr(), 1)
+	rdb, err := database.OpenRedis(context.Background(), url, database.RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	key := r.Prefix + "counter"
+
+	proxy.Blackhole(true)
+	go func() {
+		time.Sleep(300 * time.Millisecond) // the INCR has run; its reply is lost
+		proxy.Blackhole(false)             // and the connection is reset
+	}()
+	if err := rdb.Incr(context.Background(), key).Err(); err == nil {
+		t.Fatal("INCR reported success though its reply was lost")
+	}
+	if n, _ := r.Client.Get(context.Background(), key).Int(); n != 1 {
+		t.Fatalf("the counter is %d: the INCR ran %d times", n, n)
 	}
 }
