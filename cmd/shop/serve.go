@@ -159,7 +159,7 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) err
 
 	stopWriter := func() error { return nil }
 	if o.writer {
-		stopWriter = startWriter(ctx, orders.NewWriter(o.wf.options(), reg))
+		stopWriter = startWriter(ctx, newWriter(st, cfg, log, reg, o.wf))
 	}
 
 	select {

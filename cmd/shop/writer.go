@@ -10,8 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
+	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/database"
-	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/order"
 )
 
@@ -66,7 +66,7 @@ func newWriterCmd(a *app) *cobra.Command {
 				return err
 			}
 			reg := newRegistry()
-			svc := order.New(st.db, st.redis, inventory.NewStock(st.redis, cfg.KeyPrefix), nil, cfg.KeyPrefix, log, reg)
+			w := newWriter(st, cfg, log, reg, wf)
 			if metricsAddr != "" {
 				stop, err := serveMetrics(metricsAddr, reg, log)
 				if err != nil {
@@ -74,12 +74,18 @@ func newWriterCmd(a *app) *cobra.Command {
 				}
 				defer stop()
 			}
-			return svc.NewWriter(wf.options(), reg).Run(ctx)
+			return w.Run(ctx)
 		},
 	}
 	wf.register(cmd)
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve /metrics and /healthz on this address (off when empty)")
 	return cmd
+}
+
+// newWriter builds the order writer, for `shop writer` and `shop serve`
+// alike: the one place its after-commit work is wired.
+func newWriter(st *stores, cfg *config.Config, log *slog.Logger, reg prometheus.Registerer, wf writerFlags) *order.Writer {
+	return order.NewWriter(st.db, st.redis, cfg.KeyPrefix, log, reg, wf.options())
 }
 
 func newRegistry() *prometheus.Registry {

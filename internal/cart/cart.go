@@ -65,8 +65,8 @@ import (
 
 // Limits of a cart: those of one reservation, so any cart can check out.
 const (
-	MaxLines    = inventory.MaxLines
-	MaxQuantity = inventory.MaxQuantity
+	MaxLines    = order.MaxLines
+	MaxQuantity = order.MaxQuantity
 	// TTL is how long a cart lives after its last change.
 	TTL = 24 * time.Hour
 )

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/order"
 )
 
@@ -20,7 +19,7 @@ const checkoutAttempts = 3
 // answer, Replayed, and buys nothing more, also once the first emptied the
 // cart.
 //
-// Errors: ErrCartEmpty; inventory.ErrOutOfStock, ErrLimitExceeded or
+// Errors: ErrCartEmpty; order.ErrOutOfStock, ErrLimitExceeded or
 // ErrSaleNotActive naming the SKUs (the cart is left as it was); ErrCartBusy
 // when the cart changed under every attempt; or a 503.
 func (s *Service) Checkout(ctx context.Context, user, idemKey string) (order.Placed, error) {
@@ -42,7 +41,7 @@ func (s *Service) checkout(ctx context.Context, user, idemKey string) (order.Pla
 			s.beforePlace()
 		}
 		p, err := s.orders.Place(ctx, user, lines, order.PlaceOptions{IdemKey: idemKey, CartKey: s.key(user)})
-		if !errors.Is(err, inventory.ErrCartChanged) {
+		if !errors.Is(err, order.ErrCartChanged) {
 			return p, wrap("checkout", err)
 		}
 	}

@@ -129,7 +129,8 @@ func (f *fixture) drain(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	w := f.orders.NewWriter(order.WriterOptions{Consumer: "w", Block: 50 * time.Millisecond}, prometheus.NewRegistry())
+	w := order.NewWriter(f.db.Pool, f.r.Client, f.r.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry(),
+		order.WriterOptions{Consumer: "w", Block: 50 * time.Millisecond})
 	go func() { done <- w.Run(ctx) }()
 	defer func() {
 		cancel()

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/order"
 )
 
@@ -22,7 +21,7 @@ func (o *outcomes) record(err error) {
 	switch {
 	case err == nil:
 		o.accepted.Add(1)
-	case errors.Is(err, inventory.ErrOutOfStock):
+	case errors.Is(err, order.ErrOutOfStock):
 		o.soldOut.Add(1)
 	default:
 		o.mu.Lock()
@@ -119,7 +118,7 @@ func TestCheckoutRacesBuyNow(t *testing.T) {
 	for range buyers {
 		u := f.user(t)
 		attempts = append(attempts, func() error {
-			_, err := f.orders.Place(ctx, u, []inventory.Line{{SKU: "hot", Quantity: 1}}, order.PlaceOptions{})
+			_, err := f.orders.Place(ctx, u, []order.Line{{SKU: "hot", Quantity: 1}}, order.PlaceOptions{})
 			return err
 		})
 	}

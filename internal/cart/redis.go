@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/api"
-	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/order"
 )
 
 // redisTimeout bounds every cart round trip: under an outage the shopper
@@ -62,7 +62,7 @@ func (s *Service) change(ctx context.Context, script *redis.Script, user, sku st
 }
 
 // lines reads user's cart, sorted by sku (none when it does not exist).
-func (s *Service) lines(ctx context.Context, user string) ([]inventory.Line, error) {
+func (s *Service) lines(ctx context.Context, user string) ([]order.Line, error) {
 	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
 	defer cancel()
 	m, err := s.rdb.HGetAll(ctx, s.key(user)).Result()
@@ -74,15 +74,15 @@ func (s *Service) lines(ctx context.Context, user string) ([]inventory.Line, err
 
 // parseLines turns the hash into lines. Only the scripts write it, so a
 // field that is not a positive quantity is a bug, reported as one.
-func parseLines(m map[string]string) ([]inventory.Line, error) {
-	lines := make([]inventory.Line, 0, len(m))
+func parseLines(m map[string]string) ([]order.Line, error) {
+	lines := make([]order.Line, 0, len(m))
 	for sku, v := range m {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
 			return nil, fmt.Errorf("cart line %q: bad quantity %q", sku, v)
 		}
-		lines = append(lines, inventory.Line{SKU: sku, Quantity: n})
+		lines = append(lines, order.Line{SKU: sku, Quantity: n})
 	}
-	slices.SortFunc(lines, func(a, b inventory.Line) int { return strings.Compare(a.SKU, b.SKU) })
+	slices.SortFunc(lines, func(a, b order.Line) int { return strings.Compare(a.SKU, b.SKU) })
 	return lines, nil
 }

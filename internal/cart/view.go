@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/order"
 )
 
 // lookupConcurrency bounds the parallel catalog reads of one cart view: a
@@ -29,7 +30,7 @@ func (s *Service) read(ctx context.Context, user string) (Cart, error) {
 
 // price builds the view: lines whose product is gone (nil) are reported
 // apart and count for nothing.
-func price(lines []inventory.Line, products []*inventory.Product) Cart {
+func price(lines []order.Line, products []*inventory.Product) Cart {
 	c := Cart{Items: make([]Item, 0, len(lines))}
 	for i, l := range lines {
 		p := products[i]
@@ -47,7 +48,7 @@ func price(lines []inventory.Line, products []*inventory.Product) Cart {
 
 // products looks up every line's product: nil where the catalog has none.
 // Any other catalog error (a 503) fails the view.
-func (s *Service) products(ctx context.Context, lines []inventory.Line) ([]*inventory.Product, error) {
+func (s *Service) products(ctx context.Context, lines []order.Line) ([]*inventory.Product, error) {
 	out := make([]*inventory.Product, len(lines))
 	errs := make([]error, len(lines))
 	sem := make(chan struct{}, lookupConcurrency)

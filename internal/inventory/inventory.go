@@ -29,6 +29,16 @@
 // available 0 with a logged warning: a product page without stock beats no
 // page, and the purchase path never trusts this number anyway.
 //
+// # Sale rounds and live stock
+//
+// Sales records each seeding in PostgreSQL and Stock opens it in Redis
+// (stock.go documents the keys and their format). The sale rounds' sold
+// counts are this package's too: the order writer adds to them through
+// RecordSold, inside its own transaction. The order package's reserve
+// script takes stock on the keys Stock hands it (SaleKey, BuyersKey);
+// Release (release.lua) is its exact inverse for one order, once per
+// order id.
+//
 // # Failures
 //
 // Every database call is bounded by dbTimeout, every cache call by the

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -175,4 +177,31 @@ func deref(t *time.Time) time.Time {
 // unavailable reports a store failure as a 503 and keeps the cause for logs.
 func unavailable(op string, err error) error {
 	return fmt.Errorf("%s: %w: %w", op, api.Unavailable("the store is unavailable"), err)
+}
+
+// addSoldSQL updates rounds in id order, so concurrent writers lock them in
+// the same order and cannot deadlock. The CHECK (sold <= quantity) on
+// sale_rounds is the last guard against oversell.
+const addSoldSQL = `
+UPDATE sale_rounds AS r SET sold = r.sold + d.qty
+FROM unnest($1::bigint[], $2::bigint[]) AS d(round_id, qty)
+WHERE r.id = d.round_id`
+
+// RecordSold adds units (round id -> units) to the rounds' sold counts in
+// the caller's transaction, so that the orders and the counts they add to
+// commit together. A round over its quantity fails the CHECK (SQLSTATE
+// 23514): the transaction cannot commit.
+func RecordSold(ctx context.Context, tx pgx.Tx, units map[int64]int64) error {
+	if len(units) == 0 {
+		return nil
+	}
+	rounds := slices.Sorted(maps.Keys(units))
+	qtys := make([]int64, len(rounds))
+	for i, r := range rounds {
+		qtys[i] = units[r]
+	}
+	if _, err := tx.Exec(ctx, addSoldSQL, rounds, qtys); err != nil {
+		return fmt.Errorf("add to sold counts: %w", err)
+	}
+	return nil
 }

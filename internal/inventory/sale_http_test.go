@@ -3,15 +3,17 @@ package inventory_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/order"
 )
 
 func (r result) stockReport(t testing.TB) inventory.StockReport {
@@ -32,14 +34,17 @@ func (in *instance) seed(t testing.TB, sku, body string) inventory.StockReport {
 	return r.stockReport(t)
 }
 
-// buy reserves through the live stock as the order service would.
-func buy(t testing.TB, st stores, stock *inventory.Stock, user, sku string, qty int) (inventory.Reservation, error) {
+// buy places an order through the order service (the reserve script runs
+// against the live stock) and returns it as its buyer sees it, pending.
+func buy(t testing.TB, st stores, stock *inventory.Stock, user, sku string, qty int) (order.Order, error) {
 	t.Helper()
-	id := uuid.NewString()
-	return stock.Reserve(context.Background(), inventory.Enqueue{
-		OrderID: id, UserID: user, StreamKey: st.prefix + "orders", StatusKey: st.prefix + "order:" + id,
-		PendingKey: st.prefix + "pending:{" + user + "}", StatusTTL: time.Hour, IdemTTL: time.Hour,
-	}, []inventory.Line{{SKU: sku, Quantity: qty}})
+	ctx := context.Background()
+	svc := order.New(nil, st.rdb, stock, nil, st.prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	p, err := svc.Place(ctx, user, []order.Line{{SKU: sku, Quantity: qty}}, order.PlaceOptions{})
+	if err != nil {
+		return order.Order{}, err
+	}
+	return svc.Get(ctx, user, p.OrderID)
 }
 
 func TestSeedAndReportStock(t *testing.T) {
@@ -160,7 +165,7 @@ func TestReseedWhileBuyersRace(t *testing.T) {
 	perUserRound := map[string]int{}
 	events := st.rdb.XRange(context.Background(), st.prefix+"orders", "-", "+").Val()
 	for _, e := range events {
-		var items []inventory.Item
+		var items []order.ReservedItem
 		if err := json.Unmarshal([]byte(e.Values["items"].(string)), &items); err != nil {
 			t.Fatal(err)
 		}

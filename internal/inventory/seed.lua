@@ -5,6 +5,7 @@
 -- round they were reserved in.)
 --
 -- KEYS[1] sale state (hash)   KEYS[2] buyer counts (hash)
+-- KEYS[3] released order ids (set)
 -- Returns 1, or 0 when a round as new or newer is already open.
 -- ARGV: round, quantity, per_user_limit, starts_ms (0 = now), ends_ms
 --       (0 = no end), price_cents, ttl_ms (0 = no expiry)
@@ -20,7 +21,7 @@ local current = tonumber(redis.call('HGET', KEYS[1], 'round') or '0')
 if current >= tonumber(ARGV[1]) then
   return 0
 end
-redis.call('UNLINK', KEYS[1], KEYS[2])
+redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3])
 redis.call('HSET', KEYS[1], 'round', ARGV[1], 'quantity', ARGV[2], 'available', ARGV[2],
   'limit', ARGV[3], 'starts_ms', ARGV[4], 'ends_ms', ARGV[5], 'price_cents', ARGV[6])
 if tonumber(ARGV[7]) > 0 then

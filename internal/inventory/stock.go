@@ -9,15 +9,20 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/shop-oss/shop/internal/api"
 )
 
 // Live stock: the state of each SKU's current sale round in Redis.
 //
-//	<prefix>sale:{<sku>}         hash: round, quantity, available, limit,
-//	                             starts_ms, ends_ms (0 = no end), price_cents
-//	<prefix>sale:{<sku>}:buyers  hash: user id -> units bought this round
+//	<prefix>sale:{<sku>}           hash: round, quantity, available, limit,
+//	                               starts_ms, ends_ms (0 = no end), price_cents,
+//	                               released (units given back this round)
+//	<prefix>sale:{<sku>}:buyers    hash: user id -> units bought this round
+//	<prefix>sale:{<sku>}:released  set: order ids released this round
+//
+// Inventory owns these keys and their format. The order package's reserve
+// script reads and changes the first two, handed to it by SaleKey and
+// BuyersKey: it takes stock and counts the buyer in the same atomic step
+// as the order event. Release (release.lua) is the inverse.
 //
 // The {<sku>} hash tag keeps a SKU's keys in one cluster slot. The sale hash
 // is the live record of what is left to sell, so it expires only when the
@@ -25,40 +30,10 @@ import (
 // until the next seeding replaces it.
 
 var (
-	//go:embed reserve.lua
-	reserveLua    string
-	reserveScript = redis.NewScript(reserveLua)
-
 	//go:embed seed.lua
 	seedLua    string
 	seedScript = redis.NewScript(seedLua)
 )
-
-// Limits on one reservation, checked before the script runs.
-const (
-	MaxLines    = 100
-	MaxQuantity = 10000
-)
-
-// Errors a reservation is refused with. They are *api.Error values, so the
-// HTTP layer answers them as they are; ErrOutOfStock answers carry the SKUs
-// (extension member "skus").
-var (
-	ErrSaleNotActive = api.NewError(api.CodeSaleNotActive, "the sale is not open")
-	ErrLimitExceeded = api.NewError(api.CodeLimitExceeded, "over the per-user purchase limit")
-	ErrOutOfStock    = api.NewError(api.CodeOutOfStock, "not enough stock")
-)
-
-// ErrCartChanged: a checkout's cart changed between reading it and the
-// reservation; nothing was reserved, and the caller reads the cart again.
-var ErrCartChanged = errors.New("inventory: the cart changed during checkout")
-
-// NoSaleError is returned by Reserve when a SKU has no sale round: either
-// the product does not exist or no stock was ever seeded. The caller, which
-// can ask the catalog, tells the two apart.
-type NoSaleError struct{ SKUs []string }
-
-func (e *NoSaleError) Error() string { return fmt.Sprintf("inventory: no sale for %v", e.SKUs) }
 
 // Stock reads and changes the live sale state in Redis.
 type Stock struct {
@@ -71,8 +46,17 @@ func NewStock(rdb redis.UniversalClient, prefix string) *Stock {
 	return &Stock{rdb: rdb, prefix: prefix}
 }
 
-func (s *Stock) saleKey(sku string) string   { return s.prefix + "sale:{" + sku + "}" }
-func (s *Stock) buyersKey(sku string) string { return s.saleKey(sku) + ":buyers" }
+// SaleKey is the key of sku's sale state hash. The order package's reserve
+// script reads and changes it (see the Live stock format above); nothing
+// else outside this package may.
+func (s *Stock) SaleKey(sku string) string { return s.prefix + "sale:{" + sku + "}" }
+
+// BuyersKey is the key of sku's per-buyer counts, the reserve script's too.
+func (s *Stock) BuyersKey(sku string) string { return s.SaleKey(sku) + ":buyers" }
+
+// releasedKey is the set of order ids whose units of sku this round
+// already went back to stock: it makes Release happen once per order.
+func (s *Stock) releasedKey(sku string) string { return s.SaleKey(sku) + ":released" }
 
 // LiveRound is the live state of a SKU's current sale round.
 type LiveRound struct {
@@ -83,6 +67,7 @@ type LiveRound struct {
 	StartsAt     time.Time // zero: open from seeding
 	EndsAt       time.Time // zero: no end
 	PriceCents   int64
+	Released     int64 // units given back by released orders this round
 }
 
 // OpenRound replaces the live state of sku with a fresh round: available is
@@ -94,7 +79,7 @@ func (s *Stock) OpenRound(ctx context.Context, sku string, r LiveRound) error {
 	if !r.EndsAt.IsZero() {
 		ttl = time.Until(r.EndsAt) + 7*24*time.Hour
 	}
-	opened, err := seedScript.Run(ctx, s.rdb, []string{s.saleKey(sku), s.buyersKey(sku)},
+	opened, err := seedScript.Run(ctx, s.rdb, []string{s.SaleKey(sku), s.BuyersKey(sku), s.releasedKey(sku)},
 		r.Round, r.Quantity, r.PerUserLimit, unixMilli(r.StartsAt), unixMilli(r.EndsAt),
 		r.PriceCents, max(ttl.Milliseconds(), 0)).Int()
 	if err != nil {
@@ -111,7 +96,7 @@ var errStaleRound = errors.New("a newer round is open")
 
 // Live returns the live round of sku; ok is false when none was seeded.
 func (s *Stock) Live(ctx context.Context, sku string) (r LiveRound, ok bool, err error) {
-	m, err := s.rdb.HGetAll(ctx, s.saleKey(sku)).Result()
+	m, err := s.rdb.HGetAll(ctx, s.SaleKey(sku)).Result()
 	if err != nil {
 		return LiveRound{}, false, fmt.Errorf("live stock of %s: %w", sku, err)
 	}
@@ -127,6 +112,7 @@ func (s *Stock) Live(ctx context.Context, sku string) (r LiveRound, ok bool, err
 		StartsAt:     fromMilli(num("starts_ms")),
 		EndsAt:       fromMilli(num("ends_ms")),
 		PriceCents:   num("price_cents"),
+		Released:     num("released"),
 	}, true, nil
 }
 
@@ -136,7 +122,7 @@ func (s *Stock) Available(ctx context.Context, skus ...string) ([]int64, error) 
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.StringCmd, len(skus))
 	for i, sku := range skus {
-		cmds[i] = pipe.HGet(ctx, s.saleKey(sku), "available")
+		cmds[i] = pipe.HGet(ctx, s.SaleKey(sku), "available")
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("available stock: %w", err)
@@ -151,7 +137,7 @@ func (s *Stock) Available(ctx context.Context, skus ...string) ([]int64, error) 
 // SetPrice changes the unit price of sku's live round, if it has one, so
 // that reservations take the product's price at that moment.
 func (s *Stock) SetPrice(ctx context.Context, sku string, priceCents int64) error {
-	err := setPriceScript.Run(ctx, s.rdb, []string{s.saleKey(sku)}, priceCents).Err()
+	err := setPriceScript.Run(ctx, s.rdb, []string{s.SaleKey(sku)}, priceCents).Err()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("set live price of %s: %w", sku, err)
 	}
@@ -169,7 +155,7 @@ return 0`)
 // Close ends sku's live sale (the product was deleted): nothing more can be
 // reserved. Orders already reserved are still persisted by the writer.
 func (s *Stock) Close(ctx context.Context, sku string) error {
-	if err := s.rdb.Unlink(ctx, s.saleKey(sku), s.buyersKey(sku)).Err(); err != nil {
+	if err := s.rdb.Unlink(ctx, s.SaleKey(sku), s.BuyersKey(sku), s.releasedKey(sku)).Err(); err != nil {
 		return fmt.Errorf("close sale of %s: %w", sku, err)
 	}
 	return nil

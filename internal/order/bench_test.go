@@ -30,7 +30,7 @@ func BenchmarkWriterDrain(b *testing.B) {
 	openBenchSale(b, svc, stock, "drain")
 	fillStream(b, svc, users, "drain", b.N)
 
-	w := svc.NewWriter(WriterOptions{Consumer: "bench", Batch: 1000, Concurrency: 2}, prometheus.NewRegistry())
+	w := NewWriter(db.Pool, r.Client, r.Prefix, svc.log, prometheus.NewRegistry(), WriterOptions{Consumer: "bench", Batch: 1000, Concurrency: 2})
 	wctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	b.ResetTimer()
@@ -93,7 +93,7 @@ func fillStream(b *testing.B, svc *Service, users []string, sku string, n int) {
 		go func() {
 			defer wg.Done()
 			for i := w; i < n; i += workers {
-				_, err := svc.Place(context.Background(), users[i%len(users)], []inventory.Line{{SKU: sku, Quantity: 1}}, PlaceOptions{})
+				_, err := svc.Place(context.Background(), users[i%len(users)], []Line{{SKU: sku, Quantity: 1}}, PlaceOptions{})
 				if err != nil {
 					errs <- err
 					return

@@ -9,8 +9,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/shop-oss/shop/internal/inventory"
 )
 
 // event is one order as the reserve script wrote it to the stream:
@@ -22,7 +20,7 @@ type event struct {
 	userID     uuid.UUID
 	createdAt  time.Time
 	totalCents int64
-	items      []inventory.Item
+	items      []ReservedItem
 	values     map[string]any // the entry as read, for the dead-letter stream
 }
 
@@ -56,13 +54,13 @@ func parseEvent(m redis.XMessage) (event, error) {
 }
 
 func checkItems(e event) error {
-	if len(e.items) == 0 || len(e.items) > inventory.MaxLines {
+	if len(e.items) == 0 || len(e.items) > MaxLines {
 		return fmt.Errorf("%w: %d items", errMalformed, len(e.items))
 	}
 	var total int64
 	seen := map[string]bool{}
 	for _, it := range e.items {
-		if it.SKU == "" || seen[it.SKU] || it.Quantity < 1 || it.Quantity > inventory.MaxQuantity ||
+		if it.SKU == "" || seen[it.SKU] || it.Quantity < 1 || it.Quantity > MaxQuantity ||
 			it.PriceCents < 0 || it.RoundID < 1 {
 			return fmt.Errorf("%w: item %+v", errMalformed, it)
 		}
@@ -73,4 +71,12 @@ func checkItems(e event) error {
 		return fmt.Errorf("%w: total %d is not the sum of the items (%d)", errMalformed, e.totalCents, total)
 	}
 	return nil
+}
+
+// persisted is the event as the after-commit hook sees it.
+func (e event) persisted() Persisted {
+	return Persisted{
+		ID: e.orderID.String(), UserID: e.userID.String(), CreatedAt: e.createdAt,
+		TotalCents: e.totalCents, Items: e.items,
+	}
 }

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/testenv"
@@ -21,6 +23,10 @@ type fixture struct {
 	stock *inventory.Stock
 	db    *testenv.Database
 	r     *testenv.Redis
+	// The writer's own connections, when a test routes them through a
+	// proxy; nil: the fixture's.
+	writerDB    *pgxpool.Pool
+	writerRedis redis.UniversalClient
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -67,7 +73,7 @@ func (f *fixture) sale(t *testing.T, sku string, quantity, limit int, price int6
 
 func (f *fixture) place(t *testing.T, user, sku string, qty int) Placed {
 	t.Helper()
-	p, err := f.svc.Place(context.Background(), user, []inventory.Line{{SKU: sku, Quantity: qty}}, PlaceOptions{})
+	p, err := f.svc.Place(context.Background(), user, []Line{{SKU: sku, Quantity: qty}}, PlaceOptions{})
 	if err != nil {
 		t.Fatalf("place %s x%d: %v", sku, qty, err)
 	}
@@ -79,7 +85,14 @@ func (f *fixture) writer(name string, o WriterOptions) *Writer {
 	if o.Block == 0 {
 		o.Block = 50 * time.Millisecond
 	}
-	return f.svc.NewWriter(o, prometheus.NewRegistry())
+	db, rdb := f.db.Pool, redis.UniversalClient(f.r.Client)
+	if f.writerDB != nil {
+		db = f.writerDB
+	}
+	if f.writerRedis != nil {
+		rdb = f.writerRedis
+	}
+	return NewWriter(db, rdb, f.r.Prefix, f.svc.log, prometheus.NewRegistry(), o)
 }
 
 // running is a writer running in the background.

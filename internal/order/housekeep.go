@@ -25,33 +25,33 @@ func (w *Writer) housekeep(ctx context.Context) {
 	hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := w.sample(hctx); err != nil {
-		w.s.log.Debug("order writer: metrics sample", "err", err)
+		w.log.Debug("order writer: metrics sample", "err", err)
 	}
 	if _, err := w.Trim(hctx); err != nil {
-		w.s.log.Debug("order writer: trim", "err", err)
+		w.log.Debug("order writer: trim", "err", err)
 	}
 }
 
 // Trim removes the stream entries every group has acknowledged, never one
 // that is pending or not yet delivered. It returns how many it removed.
 func (w *Writer) Trim(ctx context.Context) (int64, error) {
-	return trimScript.Run(ctx, w.s.rdb, []string{w.s.keys.stream()}).Int64()
+	return trimScript.Run(ctx, w.rdb, []string{w.keys.stream()}).Int64()
 }
 
 // sample sets the stream gauges: length, pending entries, and the lag (the
 // age of the oldest entry not yet written, pending or undelivered).
 func (w *Writer) sample(ctx context.Context) error {
-	stream := w.s.keys.stream()
-	n, err := w.s.rdb.XLen(ctx, stream).Result()
+	stream := w.keys.stream()
+	n, err := w.rdb.XLen(ctx, stream).Result()
 	if err != nil {
 		return err
 	}
 	w.m.streamLen.Set(float64(n))
-	groups, err := w.s.rdb.XInfoGroups(ctx, stream).Result()
+	groups, err := w.rdb.XInfoGroups(ctx, stream).Result()
 	if err != nil || len(groups) == 0 {
 		return err
 	}
-	pend, err := w.s.rdb.XPending(ctx, stream, group).Result()
+	pend, err := w.rdb.XPending(ctx, stream, group).Result()
 	if err != nil {
 		return err
 	}
@@ -59,7 +59,7 @@ func (w *Writer) sample(ctx context.Context) error {
 	oldest := ""
 	if pend.Count > 0 {
 		oldest = pend.Lower
-	} else if msgs, err := w.s.rdb.XRangeN(ctx, stream, "("+groups[0].LastDeliveredID, "+", 1).Result(); err == nil && len(msgs) > 0 {
+	} else if msgs, err := w.rdb.XRangeN(ctx, stream, "("+groups[0].LastDeliveredID, "+", 1).Result(); err == nil && len(msgs) > 0 {
 		oldest = msgs[0].ID
 	}
 	w.m.lag.Set(idAge(oldest).Seconds())

@@ -40,14 +40,14 @@ func (s *Service) purchase(c *fiber.Ctx) error {
 	if b.Quantity != nil {
 		qty = *b.Quantity
 	}
-	if qty < 1 || qty > inventory.MaxQuantity {
-		return api.Invalid(api.FieldError{Field: "quantity", Message: "must be an integer from 1 to " + strconv.Itoa(inventory.MaxQuantity)})
+	if qty < 1 || qty > MaxQuantity {
+		return api.Invalid(api.FieldError{Field: "quantity", Message: "must be an integer from 1 to " + strconv.Itoa(MaxQuantity)})
 	}
 	key, err := IdempotencyKey(c)
 	if err != nil {
 		return err
 	}
-	placed, err := s.Place(c.UserContext(), user.ID, []inventory.Line{{SKU: sku, Quantity: int(qty)}}, PlaceOptions{IdemKey: key})
+	placed, err := s.Place(c.UserContext(), user.ID, []Line{{SKU: sku, Quantity: int(qty)}}, PlaceOptions{IdemKey: key})
 	if err != nil {
 		return err
 	}

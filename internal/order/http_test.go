@@ -193,7 +193,7 @@ func TestListOrdersPages(t *testing.T) {
 	}
 	// Persist the first three only: the list mixes both sources.
 	w := h.writer("w", WriterOptions{Batch: 3})
-	w.hookAfterCommit = nil
+	w.faultAfterCommit = nil
 	r := start(w)
 	deadline := h.count(t, `SELECT count(*) FROM orders`)
 	for deadline < 3 {

@@ -1,18 +1,37 @@
 // Package order places orders, carries them through the order stream, and
 // persists them to PostgreSQL exactly once.
 //
-// Placing an order (buy-now or checkout) is one call of inventory's
-// reserve-and-enqueue script: the stock decision, the order event (XADD to
-// the order stream), the pending status and the idempotency record happen
-// in one atomic step, under an order id made here before the script runs.
-// The answer is 202 "pending".
+// # Placing
 //
-// The writer (a consumer group on the stream) turns events into rows:
-// one PostgreSQL transaction per batch, inserting with ON CONFLICT (id) DO
-// NOTHING and adding to each sale round's sold count only what it inserted;
-// COMMIT, then XACK, then the status becomes "confirmed". A crash anywhere
-// means redelivery, and redelivery inserts nothing twice. Entries that can
-// never be written go to a dead-letter stream; nothing is dropped silently.
+// Placing an order (buy-now or checkout) is one run of this package's
+// reserve-and-enqueue script (reserve.lua): the stock decision, the order
+// event (XADD to the order stream), the pending status and the idempotency
+// record happen in one atomic step, under an order id made here before the
+// script runs. The answer is 202 "pending".
+//
+// The script lives here, not in inventory, because what it makes is an
+// order: the event and status formats, the stream, the buyer's pending
+// index and the idempotency records are this package's, and the one script
+// that writes them should sit beside the writer that reads them. The stock
+// rule it applies is inventory's, on inventory's keys: the sale state and
+// buyer counts are handed in by inventory.Stock's SaleKey and BuyersKey, in
+// the format inventory documents, and inventory keeps everything else that
+// changes them (seeding, price, close, and Release, the inverse of a
+// reservation). A checkout hands in the cart's key too: the script checks
+// that it still holds exactly the lines reserved and deletes it in the same
+// step (ErrCartChanged otherwise); the cart package owns that hash.
+//
+// # Writing
+//
+// The Writer (a consumer group on the stream, built by NewWriter from what
+// it needs) turns events into rows: one PostgreSQL transaction per batch,
+// inserting with ON CONFLICT (id) DO NOTHING and adding to each sale
+// round's sold count, through inventory.RecordSold in the same
+// transaction, only what it inserted; COMMIT, then the after-commit hook
+// with exactly the orders inserted, then XACK, then the status becomes
+// "confirmed". A crash anywhere means redelivery, and redelivery inserts
+// nothing twice and calls the hook for nothing. Entries that can never be
+// written go to a dead-letter stream; nothing is dropped silently.
 //
 // Redis keys (all under the configured prefix):
 //

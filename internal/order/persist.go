@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/shop-oss/shop/internal/inventory"
 )
 
 // The SQL the writer runs, one transaction per batch. Arrays and unnest
@@ -25,29 +26,22 @@ RETURNING id`
 	insertItemsSQL = `
 INSERT INTO order_items (order_id, sku, round_id, quantity, price_cents)
 SELECT * FROM unnest($1::uuid[], $2::text[], $3::bigint[], $4::int[], $5::bigint[])`
-
-	// Rounds are updated in id order, so concurrent writers lock them in
-	// the same order and cannot deadlock. The CHECK (sold <= quantity) on
-	// sale_rounds is the last guard against oversell.
-	addSoldSQL = `
-UPDATE sale_rounds AS r SET sold = r.sold + d.qty
-FROM unnest($1::bigint[], $2::int[]) AS d(round_id, qty)
-WHERE r.id = d.round_id`
 )
 
-// persist writes the events in one transaction and returns how many orders
-// it inserted (events already written before insert nothing: redelivery is
-// harmless). Only what it inserted is added to the rounds' sold counts.
-// beforeCommit, when set, runs just before COMMIT (fault injection).
-func persist(ctx context.Context, db beginner, events []event, beforeCommit func() error) (int, error) {
+// persist writes the events in one transaction and returns the ones it
+// inserted (events already written before insert nothing: redelivery is
+// harmless). Only what it inserted is added to the rounds' sold counts, in
+// inventory's function, inside this transaction. beforeCommit, when set,
+// runs just before COMMIT (fault injection).
+func persist(ctx context.Context, db beginner, events []event, beforeCommit func() error) ([]event, error) {
 	tx, err := db.Begin(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("begin: %w", err)
+		return nil, fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
 	inserted, err := insertOrders(ctx, tx, events)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	fresh := make([]event, 0, len(inserted))
 	for _, e := range events {
@@ -56,20 +50,20 @@ func persist(ctx context.Context, db beginner, events []event, beforeCommit func
 		}
 	}
 	if err := insertItems(ctx, tx, fresh); err != nil {
-		return 0, err
+		return nil, err
 	}
-	if err := addSold(ctx, tx, fresh); err != nil {
-		return 0, err
+	if err := inventory.RecordSold(ctx, tx, soldUnits(fresh)); err != nil {
+		return nil, err
 	}
 	if beforeCommit != nil {
 		if err := beforeCommit(); err != nil {
-			return 0, hookError{err}
+			return nil, hookError{err}
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return 0, fmt.Errorf("commit: %w", err)
+		return nil, fmt.Errorf("commit: %w", err)
 	}
-	return len(fresh), nil
+	return fresh, nil
 }
 
 type beginner interface {
@@ -133,29 +127,15 @@ func insertItems(ctx context.Context, tx pgx.Tx, events []event) error {
 	return nil
 }
 
-func addSold(ctx context.Context, tx pgx.Tx, events []event) error {
+// soldUnits sums the events' units by sale round.
+func soldUnits(events []event) map[int64]int64 {
 	sold := map[int64]int64{}
 	for _, e := range events {
 		for _, it := range e.items {
 			sold[it.RoundID] += int64(it.Quantity)
 		}
 	}
-	if len(sold) == 0 {
-		return nil
-	}
-	rounds := make([]int64, 0, len(sold))
-	for r := range sold {
-		rounds = append(rounds, r)
-	}
-	slices.Sort(rounds)
-	qtys := make([]int64, len(rounds))
-	for i, r := range rounds {
-		qtys[i] = sold[r]
-	}
-	if _, err := tx.Exec(ctx, addSoldSQL, rounds, qtys); err != nil {
-		return fmt.Errorf("add to sold counts: %w", err)
-	}
-	return nil
+	return sold
 }
 
 // permanent reports whether a database error will happen again however

@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/api"
-	"github.com/shop-oss/shop/internal/inventory"
 )
 
 // placeTimeout bounds the reservation script's round trip: under an outage
@@ -31,63 +30,55 @@ type PlaceOptions struct {
 	// IdemKey, when set, makes a repeat by the same user return the first
 	// answer and buy nothing more.
 	IdemKey string
-	// CartKey, for a checkout, is the Redis key of the buyer's cart: it
-	// must still hold exactly the lines (else inventory.ErrCartChanged) and
-	// is emptied in the same atomic step.
+	// CartKey, for a checkout, is the Redis key of the buyer's cart (the
+	// cart package's): it must still hold exactly the lines (else
+	// ErrCartChanged) and is emptied in the same atomic step.
 	CartKey string
 }
 
 // Place reserves every line for user and enqueues the order, all or
 // nothing.
 //
-// Errors: inventory.ErrSaleNotActive, ErrLimitExceeded, ErrOutOfStock
-// (naming the SKUs), ErrProductNotFound (buy-now of an unknown SKU), or a
-// 503 when Redis does not answer. A 503 after a timeout may hide a
+// Errors: ErrSaleNotActive, ErrLimitExceeded, ErrOutOfStock (naming the
+// SKUs), ErrProductNotFound (buy-now of an unknown SKU), ErrCartChanged (a
+// checkout whose cart changed: read it again), or a 503 when Redis does not
+// answer. A 503 after a timeout may hide a
 // reservation that did happen: retrying with the same Idempotency-Key is
 // how a client finds out without buying twice.
-func (s *Service) Place(ctx context.Context, user string, lines []inventory.Line, o PlaceOptions) (Placed, error) {
+func (s *Service) Place(ctx context.Context, user string, lines []Line, o PlaceOptions) (Placed, error) {
 	id, err := uuid.NewV7()
 	if err != nil {
 		return Placed{}, fmt.Errorf("order id: %w", err)
 	}
-	e := inventory.Enqueue{
-		OrderID:    id.String(),
-		UserID:     user,
-		StreamKey:  s.keys.stream(),
-		StatusKey:  s.keys.status(id.String()),
-		PendingKey: s.keys.pending(user),
-		StatusTTL:  statusTTL,
-		IdemTTL:    idemTTL,
-	}
+	e := enqueue{orderID: id.String(), userID: user, cartKey: o.CartKey}
 	if o.IdemKey != "" {
-		e.IdemKey = s.keys.idem(user, o.IdemKey)
+		e.idemKey = s.keys.idem(user, o.IdemKey)
 	}
-	e.CartKey = o.CartKey
 	rctx, cancel := context.WithTimeout(ctx, placeTimeout)
 	defer cancel()
 	start := time.Now()
-	res, err := s.stock.Reserve(rctx, e, lines)
+	res, err := s.reserve(rctx, e, lines)
 	s.metrics.script.Observe(time.Since(start).Seconds())
 	if err != nil {
 		err = s.explain(ctx, lines, o, err)
 		s.metrics.outcome(err, false)
 		return Placed{}, err
 	}
-	s.metrics.outcome(nil, res.Replayed)
-	return Placed{OrderID: res.OrderID, Status: StatusPending, Replayed: res.Replayed}, nil
+	s.metrics.outcome(nil, res.replayed)
+	return Placed{OrderID: res.orderID, Status: StatusPending, Replayed: res.replayed}, nil
 }
 
 // explain turns a reservation error into the answer the buyer gets.
-func (s *Service) explain(ctx context.Context, lines []inventory.Line, o PlaceOptions, err error) error {
-	var noSale *inventory.NoSaleError
+func (s *Service) explain(ctx context.Context, lines []Line, o PlaceOptions, err error) error {
+	var noSale *noSaleError
 	switch {
 	case errors.As(err, &noSale) && o.CartKey == "":
 		return s.explainNoSale(ctx, lines, noSale)
 	case errors.As(err, &noSale):
 		// A checkout names no product in its URL: a line whose product is
 		// gone (or was never on sale) is a sale that is not active.
-		return inventory.ErrSaleNotActive.With("skus", noSale.SKUs)
-	case isAPIError(err), errors.Is(err, inventory.ErrCartChanged):
+		return ErrSaleNotActive.With("skus", noSale.skus)
+	case isAPIError(err), errors.Is(err, ErrCartChanged):
 		return err
 	default:
 		s.log.Warn("reserve failed", "err", err)
@@ -98,7 +89,7 @@ func (s *Service) explain(ctx context.Context, lines []inventory.Line, o PlaceOp
 // explainNoSale: a buy-now of a SKU the catalog does not have is a 404; a
 // product that exists but was never put on sale is a sale that is not
 // active.
-func (s *Service) explainNoSale(ctx context.Context, lines []inventory.Line, e *inventory.NoSaleError) error {
+func (s *Service) explainNoSale(ctx context.Context, lines []Line, e *noSaleError) error {
 	if len(lines) == 1 && s.exists != nil {
 		ok, err := s.exists(ctx, lines[0].SKU)
 		if err != nil {
@@ -108,7 +99,7 @@ func (s *Service) explainNoSale(ctx context.Context, lines []inventory.Line, e *
 			return ErrProductNotFound
 		}
 	}
-	return inventory.ErrSaleNotActive.With("skus", e.SKUs)
+	return ErrSaleNotActive.With("skus", e.skus)
 }
 
 func isAPIError(err error) bool {

@@ -9,7 +9,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/api"
-	"github.com/shop-oss/shop/internal/inventory"
 )
 
 // Replay finds the first answer of an Idempotency-Key, for its user only.
@@ -19,7 +18,7 @@ func TestReplay(t *testing.T) {
 	ctx := context.Background()
 	f.sale(t, "r-1", 5, 0, 100)
 	ann, bob := f.user(t), f.user(t)
-	first, err := f.svc.Place(ctx, ann, []inventory.Line{{SKU: "r-1", Quantity: 1}}, PlaceOptions{IdemKey: "k-1"})
+	first, err := f.svc.Place(ctx, ann, []Line{{SKU: "r-1", Quantity: 1}}, PlaceOptions{IdemKey: "k-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +58,7 @@ func TestCheckoutWithoutSaleIsNotActive(t *testing.T) {
 	user := f.user(t)
 	cart := f.r.Prefix + "cart:{" + user + "}"
 	f.r.Client.HSet(ctx, cart, "gone", 1)
-	_, err := f.svc.Place(ctx, user, []inventory.Line{{SKU: "gone", Quantity: 1}}, PlaceOptions{CartKey: cart})
+	_, err := f.svc.Place(ctx, user, []Line{{SKU: "gone", Quantity: 1}}, PlaceOptions{CartKey: cart})
 	var e *api.Error
 	if !errors.As(err, &e) || e.Code != api.CodeSaleNotActive || len(e.Extra["skus"].([]string)) != 1 {
 		t.Fatalf("err = %v, want sale_not_active naming gone", err)
@@ -67,7 +66,7 @@ func TestCheckoutWithoutSaleIsNotActive(t *testing.T) {
 	if n := f.r.Client.HLen(ctx, cart).Val(); n != 1 {
 		t.Fatalf("cart has %d lines after a refusal, want 1", n)
 	}
-	_, err = f.svc.Place(ctx, user, []inventory.Line{{SKU: "gone", Quantity: 1}}, PlaceOptions{})
+	_, err = f.svc.Place(ctx, user, []Line{{SKU: "gone", Quantity: 1}}, PlaceOptions{})
 	if !errors.Is(err, ErrProductNotFound) {
 		t.Fatalf("buy-now err = %v, want ErrProductNotFound", err)
 	}

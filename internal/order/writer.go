@@ -5,11 +5,13 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
@@ -43,6 +45,15 @@ type WriterOptions struct {
 	// acknowledges; only their sold-count updates of the same sale round
 	// wait for each other (a row lock, taken last). Default 1.
 	Concurrency int
+	// AfterCommit, when set, is called with the orders a transaction
+	// actually inserted, after COMMIT and before XACK: never for an entry
+	// redelivered after its row was written, so work hung on it (best-seller
+	// counts, notifications) sees each order once. A failure is retried a
+	// few times, then logged and counted; the orders stay written and are
+	// acknowledged all the same (the hook must not hold up orders, and an
+	// entry delivered again would not call it again). Loops of a concurrent
+	// writer call it concurrently.
+	AfterCommit func(ctx context.Context, orders []Persisted) error
 }
 
 func (o *WriterOptions) defaults() {
@@ -70,11 +81,24 @@ func (o *WriterOptions) defaults() {
 	}
 }
 
+// Persisted is an order the writer inserted, as the after-commit hook
+// sees it.
+type Persisted struct {
+	ID         string
+	UserID     string
+	CreatedAt  time.Time
+	TotalCents int64
+	Items      []ReservedItem
+}
+
 // Writer persists the order stream to PostgreSQL.
 type Writer struct {
-	s *Service
-	o WriterOptions
-	m *writerMetrics
+	db   beginner
+	rdb  redis.UniversalClient
+	keys keys
+	log  *slog.Logger
+	o    WriterOptions
+	m    *writerMetrics
 
 	readOwn       bool // re-read our own pending entries before new ones
 	lastClaim     time.Time
@@ -82,15 +106,19 @@ type Writer struct {
 	noHousekeep   bool // a sibling loop does it
 
 	// Fault injection for tests: a non-nil error stops Run right there, as
-	// a crash would.
-	hookBeforeCommit func() error
-	hookAfterCommit  func() error
+	// a crash would: just before COMMIT, or after COMMIT and the
+	// after-commit hook but before XACK.
+	faultBeforeCommit func() error
+	faultAfterCommit  func() error
 }
 
-// NewWriter returns a writer; its metrics are registered on reg.
-func (s *Service) NewWriter(o WriterOptions, reg prometheus.Registerer) *Writer {
+// NewWriter returns a writer of the order stream under prefix into db; its
+// metrics are registered on reg. It needs nothing of the order Service:
+// `shop writer` builds only this.
+func NewWriter(db *pgxpool.Pool, rdb redis.UniversalClient, prefix string, log *slog.Logger,
+	reg prometheus.Registerer, o WriterOptions) *Writer {
 	o.defaults()
-	return &Writer{s: s, o: o, m: newWriterMetrics(reg)}
+	return &Writer{db: db, rdb: rdb, keys: keys{prefix}, log: log, o: o, m: newWriterMetrics(reg)}
 }
 
 // Run writes orders until ctx is cancelled; the batches in hand when it is
@@ -114,8 +142,8 @@ func (w *Writer) Run(ctx context.Context) error {
 // sibling is loop i of a concurrent writer: a consumer of its own with its
 // own read state, sharing the metrics; only the first one housekeeps.
 func (w *Writer) sibling(i int) *Writer {
-	sib := &Writer{s: w.s, o: w.o, m: w.m, noHousekeep: i > 0,
-		hookBeforeCommit: w.hookBeforeCommit, hookAfterCommit: w.hookAfterCommit}
+	sib := &Writer{db: w.db, rdb: w.rdb, keys: w.keys, log: w.log, o: w.o, m: w.m, noHousekeep: i > 0,
+		faultBeforeCommit: w.faultBeforeCommit, faultAfterCommit: w.faultAfterCommit}
 	sib.o.Consumer = fmt.Sprintf("%s-%d", w.o.Consumer, i+1)
 	return sib
 }
@@ -123,7 +151,7 @@ func (w *Writer) sibling(i int) *Writer {
 // loop is one consumer: read, write, acknowledge, until ctx is cancelled.
 func (w *Writer) loop(ctx context.Context) error {
 	w.readOwn = true
-	w.s.log.Info("order writer started", "consumer", w.o.Consumer)
+	w.log.Info("order writer started", "consumer", w.o.Consumer)
 	b := newBackoff()
 	for ctx.Err() == nil {
 		msgs, err := w.next(ctx)
@@ -145,12 +173,12 @@ func (w *Writer) loop(ctx context.Context) error {
 		}
 		w.housekeep(ctx)
 	}
-	w.s.log.Info("order writer stopped", "consumer", w.o.Consumer)
+	w.log.Info("order writer stopped", "consumer", w.o.Consumer)
 	return nil
 }
 
 func (w *Writer) ensureGroup(ctx context.Context) error {
-	err := w.s.rdb.XGroupCreateMkStream(ctx, w.s.keys.stream(), group, "0").Err()
+	err := w.rdb.XGroupCreateMkStream(ctx, w.keys.stream(), group, "0").Err()
 	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
 		return fmt.Errorf("create consumer group: %w", err)
 	}
@@ -161,7 +189,7 @@ func (w *Writer) ensureGroup(ctx context.Context) error {
 // group (Redis restarted without its data) is recreated.
 func (w *Writer) redisTrouble(ctx context.Context, op string, err error, b *backoff) {
 	w.m.errors.WithLabelValues("redis").Inc()
-	w.s.log.Warn("order writer: redis", "op", op, "err", err)
+	w.log.Warn("order writer: redis", "op", op, "err", err)
 	if strings.HasPrefix(err.Error(), "NOGROUP") {
 		_ = w.ensureGroup(ctx)
 	}
@@ -181,8 +209,8 @@ func (w *Writer) next(ctx context.Context) ([]redis.XMessage, error) {
 	}
 	if time.Since(w.lastClaim) >= w.o.ClaimIdle/2 {
 		w.lastClaim = time.Now()
-		msgs, _, err := w.s.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
-			Stream: w.s.keys.stream(), Group: group, Consumer: w.o.Consumer,
+		msgs, _, err := w.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
+			Stream: w.keys.stream(), Group: group, Consumer: w.o.Consumer,
 			MinIdle: w.o.ClaimIdle, Start: "0-0", Count: int64(w.o.Batch),
 		}).Result()
 		if err != nil || len(msgs) > 0 {
@@ -193,8 +221,8 @@ func (w *Writer) next(ctx context.Context) ([]redis.XMessage, error) {
 }
 
 func (w *Writer) read(ctx context.Context, from string, block time.Duration) ([]redis.XMessage, error) {
-	res, err := w.s.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
-		Group: group, Consumer: w.o.Consumer, Streams: []string{w.s.keys.stream(), from},
+	res, err := w.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+		Group: group, Consumer: w.o.Consumer, Streams: []string{w.keys.stream(), from},
 		Count: int64(w.o.Batch), Block: block,
 	}).Result()
 	if errors.Is(err, redis.Nil) {
@@ -219,7 +247,13 @@ func (w *Writer) handle(ctx context.Context, msgs []redis.XMessage) error {
 	if err != nil {
 		return err
 	}
-	w.m.written.Add(float64(written))
+	w.m.written.Add(float64(len(written)))
+	w.afterCommit(ctx, written)
+	if w.faultAfterCommit != nil {
+		if err := w.faultAfterCommit(); err != nil {
+			return hookError{err} // committed, hook done, not acknowledged
+		}
+	}
 	failures = append(failures, bad...)
 	if err := w.confirm(ctx, withoutFailures(events, bad), duplicateIDs(msgs, events, failures)); err != nil {
 		return err

@@ -72,59 +72,87 @@ func withoutFailures(events []event, bad []failure) []event {
 }
 
 // persistRetrying writes events, retrying transient database errors with
-// backoff for as long as the writer runs. A permanent error makes it write
-// the events one by one, to find the ones that can never be written. The
-// transaction in hand is not cut short by a stop: it runs on a context of
-// its own.
-func (w *Writer) persistRetrying(ctx context.Context, events []event) (written int, bad []failure, err error) {
+// backoff for as long as the writer runs, and returns the events it
+// inserted (not those written before: a redelivery). A permanent error
+// makes it write the events one by one, to find the ones that can never be
+// written. The transaction in hand is not cut short by a stop: it runs on a
+// context of its own.
+func (w *Writer) persistRetrying(ctx context.Context, events []event) (written []event, bad []failure, err error) {
 	if len(events) == 0 {
-		return 0, nil, nil
+		return nil, nil, nil
 	}
-	n, perr := w.persistOnce(ctx, events)
+	fresh, perr := w.persistOnce(ctx, events)
 	if perr == nil || !permanent(perr) {
-		return n, nil, perr // nil, a hook's error, or errGaveUp
+		return fresh, nil, perr // nil, a fault's error, or errGaveUp
 	}
 	w.m.errors.WithLabelValues("permanent").Inc()
 	for _, e := range events {
-		n, perr := w.persistOnce(ctx, []event{e})
+		fresh, perr := w.persistOnce(ctx, []event{e})
 		switch {
 		case perr == nil:
-			written += n
+			written = append(written, fresh...)
 		case permanent(perr):
 			ev := e
 			bad = append(bad, failure{msg: redis.XMessage{ID: e.streamID, Values: e.values}, ev: &ev, reason: perr.Error()})
-		default: // a hook's error or errGaveUp
+		default: // a fault's error or errGaveUp
 			return written, bad, perr
 		}
 	}
 	return written, bad, nil
 }
 
-// persistOnce writes events, retrying only transient errors; it returns
-// a permanent error, a hook's error, or errGaveUp when the writer stops
-// while the database is unreachable.
-func (w *Writer) persistOnce(ctx context.Context, events []event) (int, error) {
+// persistOnce writes events, retrying only transient errors, and returns
+// those it inserted; its error is a permanent one, a fault's, or errGaveUp
+// when the writer stops while the database is unreachable.
+func (w *Writer) persistOnce(ctx context.Context, events []event) ([]event, error) {
 	b := newBackoff()
 	for {
 		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		n, err := persist(tctx, w.s.db, events, w.hookBeforeCommit)
+		fresh, err := persist(tctx, w.db, events, w.faultBeforeCommit)
 		cancel()
 		if err == nil {
-			if w.hookAfterCommit != nil {
-				if herr := w.hookAfterCommit(); herr != nil {
-					return n, hookError{herr}
-				}
-			}
-			return n, nil
+			return fresh, nil
 		}
 		var hook hookError
 		if errors.As(err, &hook) || permanent(err) {
-			return 0, err
+			return nil, err
 		}
 		w.m.errors.WithLabelValues("transient").Inc()
-		w.s.log.Warn("order writer: database unavailable, retrying", "err", err, "events", len(events))
+		w.log.Warn("order writer: database unavailable, retrying", "err", err, "events", len(events))
 		if ctx.Err() != nil || !b.wait(ctx) {
-			return 0, errGaveUp
+			return nil, errGaveUp
+		}
+	}
+}
+
+// afterCommitAttempts bounds the retries of a failing after-commit hook: it
+// runs while the batch waits for its XACK.
+const afterCommitAttempts = 3
+
+// afterCommit hands the orders just inserted to the hook, retrying a
+// failure a few times; a hook that keeps failing is logged and counted, and
+// the batch is acknowledged all the same (the orders are written).
+func (w *Writer) afterCommit(ctx context.Context, written []event) {
+	if w.o.AfterCommit == nil || len(written) == 0 {
+		return
+	}
+	orders := make([]Persisted, len(written))
+	for i, e := range written {
+		orders[i] = e.persisted()
+	}
+	b := newBackoff()
+	for attempt := 1; ; attempt++ {
+		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		err := w.o.AfterCommit(hctx, orders)
+		cancel()
+		if err == nil {
+			return
+		}
+		if attempt == afterCommitAttempts || !b.wait(ctx) {
+			w.m.errors.WithLabelValues("after_commit").Inc()
+			w.log.Error("order writer: after-commit hook failed; its work for these orders is lost",
+				"err", err, "orders", len(orders), "first", orders[0].ID)
+			return
 		}
 	}
 }
@@ -144,8 +172,8 @@ func (w *Writer) confirm(ctx context.Context, events []event, extra []string) er
 	b := newBackoff()
 	for {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		_, err := w.s.rdb.TxPipelined(cctx, func(p redis.Pipeliner) error {
-			p.XAck(cctx, w.s.keys.stream(), group, ids...)
+		_, err := w.rdb.TxPipelined(cctx, func(p redis.Pipeliner) error {
+			p.XAck(cctx, w.keys.stream(), group, ids...)
 			for _, e := range events {
 				w.setStatus(cctx, p, &e, StatusConfirmed, confirmedTTL)
 			}
@@ -156,7 +184,7 @@ func (w *Writer) confirm(ctx context.Context, events []event, extra []string) er
 			return nil
 		}
 		w.m.errors.WithLabelValues("redis").Inc()
-		w.s.log.Warn("order writer: ack failed; the entries will be delivered again", "err", err)
+		w.log.Warn("order writer: ack failed; the entries will be delivered again", "err", err)
 		if ctx.Err() != nil || !b.wait(ctx) {
 			return nil
 		}
@@ -164,18 +192,18 @@ func (w *Writer) confirm(ctx context.Context, events []event, extra []string) er
 }
 
 func (w *Writer) setStatus(ctx context.Context, p redis.Pipeliner, e *event, status string, ttl time.Duration) {
-	key := w.s.keys.status(e.orderID.String())
+	key := w.keys.status(e.orderID.String())
 	p.HSet(ctx, key, "status", status)
 	p.PExpire(ctx, key, ttl)
-	p.ZRem(ctx, w.s.keys.pending(e.userID.String()), e.orderID.String())
+	p.ZRem(ctx, w.keys.pending(e.userID.String()), e.orderID.String())
 }
 
 // reject dead-letters the entries delivered MaxDeliveries times; the others
 // are read again from our own pending list, which counts one more delivery.
 func (w *Writer) reject(ctx context.Context, failures []failure) {
 	for _, f := range failures {
-		pend, err := w.s.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
-			Stream: w.s.keys.stream(), Group: group, Start: f.msg.ID, End: f.msg.ID, Count: 1,
+		pend, err := w.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
+			Stream: w.keys.stream(), Group: group, Start: f.msg.ID, End: f.msg.ID, Count: 1,
 		}).Result()
 		if err != nil || len(pend) == 0 {
 			continue // acked meanwhile, or Redis trouble: it comes back
@@ -200,18 +228,18 @@ func (w *Writer) deadLetter(ctx context.Context, f failure, deliveries int64) {
 			f.ev = &e
 		}
 	}
-	_, err := w.s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.XAdd(ctx, &redis.XAddArgs{Stream: w.s.keys.dead(), Values: fields})
-		p.XAck(ctx, w.s.keys.stream(), group, f.msg.ID)
+	_, err := w.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.XAdd(ctx, &redis.XAddArgs{Stream: w.keys.dead(), Values: fields})
+		p.XAck(ctx, w.keys.stream(), group, f.msg.ID)
 		if f.ev != nil {
 			w.setStatus(ctx, p, f.ev, StatusRejected, statusTTL)
 		}
 		return nil
 	})
 	if err != nil {
-		w.s.log.Warn("order writer: dead-letter failed; will retry", "id", f.msg.ID, "err", err)
+		w.log.Warn("order writer: dead-letter failed; will retry", "id", f.msg.ID, "err", err)
 		return
 	}
 	w.m.deadLetters.Inc()
-	w.s.log.Error("order event dead-lettered", "id", f.msg.ID, "reason", f.reason, "deliveries", deliveries)
+	w.log.Error("order event dead-lettered", "id", f.msg.ID, "reason", f.reason, "deliveries", deliveries)
 }

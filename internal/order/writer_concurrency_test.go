@@ -7,8 +7,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/shop-oss/shop/internal/inventory"
 )
 
 // TestConcurrentWriterWritesEachOrderOnce: a writer with several loops,
@@ -28,7 +26,7 @@ func TestConcurrentWriterWritesEachOrderOnce(t *testing.T) {
 			defer wg.Done()
 			u := users[i%3]
 			for range 50 {
-				p, err := f.svc.Place(context.Background(), u, []inventory.Line{{SKU: "sku-c", Quantity: 1}}, PlaceOptions{})
+				p, err := f.svc.Place(context.Background(), u, []Line{{SKU: "sku-c", Quantity: 1}}, PlaceOptions{})
 				if err != nil {
 					t.Error(err)
 					return
@@ -77,7 +75,7 @@ func TestConcurrentWriterStopsTogether(t *testing.T) {
 		f.place(t, u, "s", 1)
 	}
 	w := f.writer("w", WriterOptions{Concurrency: 2, Batch: 5})
-	w.hookAfterCommit = crashOnce()
+	w.faultAfterCommit = crashOnce()
 	done := make(chan error, 1)
 	go func() { done <- w.Run(context.Background()) }()
 	select {

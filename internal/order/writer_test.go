@@ -14,7 +14,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
@@ -56,7 +55,7 @@ func TestWriterCrashBetweenCommitAndAck(t *testing.T) {
 		f.place(t, u, "s", 1)
 	}
 	w := f.writer("w1", WriterOptions{})
-	w.hookAfterCommit = crashOnce()
+	w.faultAfterCommit = crashOnce()
 	if err := w.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "simulated crash") {
 		t.Fatalf("Run = %v, want the simulated crash", err)
 	}
@@ -82,7 +81,7 @@ func TestWriterCrashBeforeCommit(t *testing.T) {
 		f.place(t, u, "s", 1)
 	}
 	w := f.writer("w1", WriterOptions{})
-	w.hookBeforeCommit = crashOnce()
+	w.faultBeforeCommit = crashOnce()
 	if err := w.Run(context.Background()); err == nil {
 		t.Fatal("Run should stop at the simulated crash")
 	}
@@ -108,7 +107,7 @@ func TestSecondWriterClaimsDeadWritersEntries(t *testing.T) {
 		f.place(t, u, "s", 1)
 	}
 	dead := f.writer("dead", WriterOptions{})
-	dead.hookBeforeCommit = crashOnce()
+	dead.faultBeforeCommit = crashOnce()
 	_ = dead.Run(context.Background())
 	if f.pendingCount(t) != 6 {
 		t.Fatalf("the dead writer holds %d entries, want 6", f.pendingCount(t))
@@ -175,7 +174,7 @@ func TestWriterRidesOutDatabaseOutage(t *testing.T) {
 	u := f.user(t)
 	cc := f.db.Pool.Config().ConnConfig
 	proxy := testenv.NewProxy(t, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))))
-	f.svc.db = poolVia(t, proxy, f.db.URL)
+	f.writerDB = poolVia(t, proxy, f.db.URL)
 	proxy.Down()
 	for range 10 {
 		f.place(t, u, "s", 1)
@@ -212,7 +211,7 @@ func TestTrimNeverRemovesUnwrittenEntries(t *testing.T) {
 		f.place(t, u, "s", 1)
 	}
 	first := f.writer("first", WriterOptions{Batch: 4})
-	first.hookBeforeCommit = crashOnce() // 4 entries delivered, then "dies"
+	first.faultBeforeCommit = crashOnce() // 4 entries delivered, then "dies"
 	_ = first.Run(ctx)
 	if n, err := first.Trim(ctx); err != nil || n != 0 {
 		t.Fatalf("trim with nothing acked removed %d (%v)", n, err)
@@ -253,10 +252,10 @@ func TestRaceThenDrainMatchesRedis(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-startGun
-				_, err := f.svc.Place(context.Background(), u, []inventory.Line{{SKU: "hot", Quantity: 1}}, PlaceOptions{})
+				_, err := f.svc.Place(context.Background(), u, []Line{{SKU: "hot", Quantity: 1}}, PlaceOptions{})
 				if err == nil {
 					accepted.Add(1)
-				} else if !errors.Is(err, inventory.ErrOutOfStock) && !errors.Is(err, inventory.ErrLimitExceeded) {
+				} else if !errors.Is(err, ErrOutOfStock) && !errors.Is(err, ErrLimitExceeded) {
 					t.Error(err)
 				}
 			}()
@@ -288,7 +287,7 @@ func TestWriterStopFinishesTheBatchInHand(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	w := f.writer("w1", WriterOptions{})
-	w.hookBeforeCommit = func() error { cancel(); return nil } // the stop lands mid-transaction
+	w.faultBeforeCommit = func() error { cancel(); return nil } // the stop lands mid-transaction
 	if err := w.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +311,7 @@ func TestWriterRereadsOwnPendingAfterLostReply(t *testing.T) {
 	opts.Addr, opts.ReadTimeout, opts.MaxRetries = proxy.Addr(), 500*time.Millisecond, -1
 	proxied := redis.NewClient(&opts)
 	t.Cleanup(func() { _ = proxied.Close() })
-	f.svc.rdb = proxied
+	f.writerRedis = proxied
 	w := f.writer("w1", WriterOptions{ClaimIdle: time.Hour, Block: 300 * time.Millisecond})
 	r := start(w)
 	defer r.stop(t)

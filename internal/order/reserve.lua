@@ -10,6 +10,11 @@
 -- record the idempotency key. All reads and checks come before the first
 -- write: a script that fails midway keeps its earlier writes.
 --
+-- Whose keys: KEYS[1..4] are this package's (order); KEYS[5] is the cart
+-- package's, handed in for a checkout: it is only read and deleted;
+-- the sale keys are inventory's (its SaleKey and BuyersKey), read and
+-- changed in the format inventory documents (internal/inventory/stock.go).
+--
 -- KEYS[1] order stream          KEYS[2] order status (hash)
 -- KEYS[3] buyer's pending index (sorted set)
 -- KEYS[4] idempotency record    (touched only when ARGV[5] == '1')

@@ -1,8 +1,10 @@
-package inventory
+package order
 
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -10,23 +12,31 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
-type stockFixture struct {
-	*Stock
-	r *testenv.Redis
+// reserveFixture runs the reserve script against real Redis, through an
+// order service that has no database (placing needs Redis only).
+type reserveFixture struct {
+	*inventory.Stock
+	svc *Service
+	r   *testenv.Redis
 }
 
-func newStockFixture(t *testing.T) *stockFixture {
+func newReserveFixture(t testing.TB) *reserveFixture {
 	t.Helper()
 	r := testenv.NewRedis(t)
-	return &stockFixture{Stock: NewStock(r.Client, r.Prefix), r: r}
+	stock := inventory.NewStock(r.Client, r.Prefix)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	svc := New(nil, r.Client, stock, nil, r.Prefix, log, prometheus.NewRegistry())
+	return &reserveFixture{Stock: stock, svc: svc, r: r}
 }
 
-func (f *stockFixture) seed(t *testing.T, sku string, r LiveRound) {
+func (f *reserveFixture) seed(t testing.TB, sku string, r inventory.LiveRound) {
 	t.Helper()
 	if r.Round == 0 {
 		r.Round = 1
@@ -39,27 +49,20 @@ func (f *stockFixture) seed(t *testing.T, sku string, r LiveRound) {
 	}
 }
 
-func (f *stockFixture) enqueue(user, idem string) Enqueue {
-	id := uuid.NewString()
-	e := Enqueue{
-		OrderID: id, UserID: user,
-		StreamKey:  f.r.Prefix + "orders",
-		StatusKey:  f.r.Prefix + "order:" + id,
-		PendingKey: f.r.Prefix + "pending:{" + user + "}",
-		StatusTTL:  time.Hour, IdemTTL: time.Hour,
-	}
+func (f *reserveFixture) enqueue(user, idem string) enqueue {
+	e := enqueue{orderID: uuid.NewString(), userID: user}
 	if idem != "" {
-		e.IdemKey = f.r.Prefix + "idem:{" + user + "}:" + idem
+		e.idemKey = f.svc.keys.idem(user, idem)
 	}
 	return e
 }
 
-func (f *stockFixture) buy(t *testing.T, user string, lines ...Line) (Reservation, error) {
+func (f *reserveFixture) buy(t testing.TB, user string, lines ...Line) (reservation, error) {
 	t.Helper()
-	return f.Reserve(context.Background(), f.enqueue(user, ""), lines)
+	return f.svc.reserve(context.Background(), f.enqueue(user, ""), lines)
 }
 
-func (f *stockFixture) available(t *testing.T, sku string) int64 {
+func (f *reserveFixture) available(t *testing.T, sku string) int64 {
 	t.Helper()
 	a, err := f.Available(context.Background(), sku)
 	if err != nil {
@@ -68,7 +71,7 @@ func (f *stockFixture) available(t *testing.T, sku string) int64 {
 	return a[0]
 }
 
-func (f *stockFixture) streamLen(t *testing.T) int64 {
+func (f *reserveFixture) streamLen(t *testing.T) int64 {
 	t.Helper()
 	return f.r.Client.XLen(context.Background(), f.r.Prefix+"orders").Val()
 }
@@ -86,25 +89,25 @@ func TestReserveBranches(t *testing.T) {
 	hour := time.Hour
 	tests := []struct {
 		name      string
-		round     LiveRound
+		round     inventory.LiveRound
 		attempts  []int // quantities bought in turn by one user
 		wantCodes []string
 		left      int64
 	}{
-		{"exact_last_unit", LiveRound{Quantity: 1}, []int{1, 1}, []string{"", "out_of_stock"}, 0},
-		{"sold_out", LiveRound{Quantity: 0, PerUserLimit: 0}, []int{1}, []string{"out_of_stock"}, 0},
-		{"multi_quantity", LiveRound{Quantity: 5}, []int{3, 3, 2}, []string{"", "out_of_stock", ""}, 0},
-		{"limit", LiveRound{Quantity: 10, PerUserLimit: 2}, []int{1, 1, 1}, []string{"", "", "limit_exceeded"}, 8},
-		{"limit_in_one_go", LiveRound{Quantity: 10, PerUserLimit: 2}, []int{3, 2}, []string{"limit_exceeded", ""}, 8},
-		{"unlimited", LiveRound{Quantity: 10, PerUserLimit: 0}, []int{4, 4, 4}, []string{"", "", "out_of_stock"}, 2},
-		{"not_started", LiveRound{Quantity: 5, StartsAt: time.Now().Add(hour)}, []int{1}, []string{"sale_not_active"}, 5},
-		{"ended", LiveRound{Quantity: 5, StartsAt: time.Now().Add(-2 * hour), EndsAt: time.Now().Add(-hour)}, []int{1}, []string{"sale_not_active"}, 5},
-		{"open_window", LiveRound{Quantity: 5, StartsAt: time.Now().Add(-hour), EndsAt: time.Now().Add(hour)}, []int{1}, []string{""}, 4},
+		{"exact_last_unit", inventory.LiveRound{Quantity: 1}, []int{1, 1}, []string{"", "out_of_stock"}, 0},
+		{"sold_out", inventory.LiveRound{Quantity: 0, PerUserLimit: 0}, []int{1}, []string{"out_of_stock"}, 0},
+		{"multi_quantity", inventory.LiveRound{Quantity: 5}, []int{3, 3, 2}, []string{"", "out_of_stock", ""}, 0},
+		{"limit", inventory.LiveRound{Quantity: 10, PerUserLimit: 2}, []int{1, 1, 1}, []string{"", "", "limit_exceeded"}, 8},
+		{"limit_in_one_go", inventory.LiveRound{Quantity: 10, PerUserLimit: 2}, []int{3, 2}, []string{"limit_exceeded", ""}, 8},
+		{"unlimited", inventory.LiveRound{Quantity: 10, PerUserLimit: 0}, []int{4, 4, 4}, []string{"", "", "out_of_stock"}, 2},
+		{"not_started", inventory.LiveRound{Quantity: 5, StartsAt: time.Now().Add(hour)}, []int{1}, []string{"sale_not_active"}, 5},
+		{"ended", inventory.LiveRound{Quantity: 5, StartsAt: time.Now().Add(-2 * hour), EndsAt: time.Now().Add(-hour)}, []int{1}, []string{"sale_not_active"}, 5},
+		{"open_window", inventory.LiveRound{Quantity: 5, StartsAt: time.Now().Add(-hour), EndsAt: time.Now().Add(hour)}, []int{1}, []string{""}, 4},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f := newStockFixture(t)
+			f := newReserveFixture(t)
 			f.seed(t, "sku-1", tc.round)
 			var ok int64
 			for i, q := range tc.attempts {
@@ -130,57 +133,57 @@ func TestReserveBranches(t *testing.T) {
 
 func TestReserveNoSale(t *testing.T) {
 	t.Parallel()
-	f := newStockFixture(t)
+	f := newReserveFixture(t)
 	_, err := f.buy(t, "u1", Line{"ghost", 1})
-	var ns *NoSaleError
-	if !errors.As(err, &ns) || len(ns.SKUs) != 1 || ns.SKUs[0] != "ghost" {
+	var ns *noSaleError
+	if !errors.As(err, &ns) || len(ns.skus) != 1 || ns.skus[0] != "ghost" {
 		t.Fatalf("error = %v, want NoSaleError for ghost", err)
 	}
 }
 
 func TestReserveWritesEventStatusAndIndex(t *testing.T) {
 	t.Parallel()
-	f := newStockFixture(t)
-	f.seed(t, "a", LiveRound{Round: 7, Quantity: 3, PriceCents: 1999})
-	f.seed(t, "b", LiveRound{Round: 9, Quantity: 3, PriceCents: 5})
+	f := newReserveFixture(t)
+	f.seed(t, "a", inventory.LiveRound{Round: 7, Quantity: 3, PriceCents: 1999})
+	f.seed(t, "b", inventory.LiveRound{Round: 9, Quantity: 3, PriceCents: 5})
 	e := f.enqueue("u1", "")
-	res, err := f.Reserve(context.Background(), e, []Line{{"a", 2}, {"b", 1}})
+	res, err := f.svc.reserve(context.Background(), e, []Line{{"a", 2}, {"b", 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.TotalCents != 2*1999+5 || len(res.Items) != 2 || res.Items[0].RoundID != 7 || res.Items[1].PriceCents != 5 {
+	if res.totalCents != 2*1999+5 || len(res.items) != 2 || res.items[0].RoundID != 7 || res.items[1].PriceCents != 5 {
 		t.Fatalf("reservation = %+v", res)
 	}
 	ctx := context.Background()
-	msgs := f.r.Client.XRange(ctx, e.StreamKey, "-", "+").Val()
+	msgs := f.r.Client.XRange(ctx, f.svc.keys.stream(), "-", "+").Val()
 	if len(msgs) != 1 {
 		t.Fatalf("stream = %v", msgs)
 	}
 	v := msgs[0].Values
-	if v["order_id"] != e.OrderID || v["user_id"] != "u1" || v["total_cents"] != "4003" || v["items"] == "" {
+	if v["order_id"] != e.orderID || v["user_id"] != "u1" || v["total_cents"] != "4003" || v["items"] == "" {
 		t.Errorf("event = %v", v)
 	}
-	st := f.r.Client.HGetAll(ctx, e.StatusKey).Val()
+	st := f.r.Client.HGetAll(ctx, f.svc.keys.status(e.orderID)).Val()
 	if st["status"] != "pending" || st["user_id"] != "u1" || st["total_cents"] != "4003" {
 		t.Errorf("status = %v", st)
 	}
-	if ttl := f.r.Client.PTTL(ctx, e.StatusKey).Val(); ttl <= 0 {
+	if ttl := f.r.Client.PTTL(ctx, f.svc.keys.status(e.orderID)).Val(); ttl <= 0 {
 		t.Errorf("status key TTL = %s, want one", ttl)
 	}
-	if f.r.Client.ZScore(ctx, e.PendingKey, e.OrderID).Err() != nil {
+	if f.r.Client.ZScore(ctx, f.svc.keys.pending("u1"), e.orderID).Err() != nil {
 		t.Error("order not in the buyer's pending index")
 	}
-	if b := f.r.Client.HGet(ctx, f.buyersKey("a"), "u1").Val(); b != "2" {
+	if b := f.r.Client.HGet(ctx, f.BuyersKey("a"), "u1").Val(); b != "2" {
 		t.Errorf("buyer count = %q, want 2", b)
 	}
 }
 
 func TestReserveIsAllOrNothing(t *testing.T) {
 	t.Parallel()
-	f := newStockFixture(t)
-	f.seed(t, "plenty", LiveRound{Quantity: 100, PerUserLimit: 0})
-	f.seed(t, "short1", LiveRound{Quantity: 1, PerUserLimit: 0})
-	f.seed(t, "short2", LiveRound{Quantity: 0, PerUserLimit: 0})
+	f := newReserveFixture(t)
+	f.seed(t, "plenty", inventory.LiveRound{Quantity: 100, PerUserLimit: 0})
+	f.seed(t, "short1", inventory.LiveRound{Quantity: 1, PerUserLimit: 0})
+	f.seed(t, "short2", inventory.LiveRound{Quantity: 0, PerUserLimit: 0})
 	_, err := f.buy(t, "u1", Line{"plenty", 5}, Line{"short1", 2}, Line{"short2", 1})
 	wantCode(t, err, api.CodeOutOfStock)
 	var e *api.Error
@@ -191,29 +194,29 @@ func TestReserveIsAllOrNothing(t *testing.T) {
 	if f.available(t, "plenty") != 100 || f.available(t, "short1") != 1 || f.streamLen(t) != 0 {
 		t.Fatal("a refused reservation changed something")
 	}
-	if n := f.r.Client.HLen(context.Background(), f.buyersKey("plenty")).Val(); n != 0 {
+	if n := f.r.Client.HLen(context.Background(), f.BuyersKey("plenty")).Val(); n != 0 {
 		t.Fatalf("buyer counted on a refused reservation")
 	}
 }
 
 func TestReserveIdempotentRepeat(t *testing.T) {
 	t.Parallel()
-	f := newStockFixture(t)
-	f.seed(t, "s", LiveRound{Quantity: 10, PerUserLimit: 0})
-	first, err := f.Reserve(context.Background(), f.enqueue("u1", "key-1"), []Line{{"s", 2}})
+	f := newReserveFixture(t)
+	f.seed(t, "s", inventory.LiveRound{Quantity: 10, PerUserLimit: 0})
+	first, err := f.svc.reserve(context.Background(), f.enqueue("u1", "key-1"), []Line{{"s", 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := f.Reserve(context.Background(), f.enqueue("u1", "key-1"), []Line{{"s", 2}})
-	if err != nil || !again.Replayed || again.OrderID != first.OrderID {
-		t.Fatalf("repeat = %+v %v, want a replay of %s", again, err, first.OrderID)
+	again, err := f.svc.reserve(context.Background(), f.enqueue("u1", "key-1"), []Line{{"s", 2}})
+	if err != nil || !again.replayed || again.orderID != first.orderID {
+		t.Fatalf("repeat = %+v %v, want a replay of %s", again, err, first.orderID)
 	}
 	if f.available(t, "s") != 8 || f.streamLen(t) != 1 {
 		t.Fatal("the repeat bought again")
 	}
 	// The key is per user: another user's same key is a new purchase.
-	other, err := f.Reserve(context.Background(), f.enqueue("u2", "key-1"), []Line{{"s", 2}})
-	if err != nil || other.Replayed {
+	other, err := f.svc.reserve(context.Background(), f.enqueue("u2", "key-1"), []Line{{"s", 2}})
+	if err != nil || other.replayed {
 		t.Fatalf("other user: %+v %v", other, err)
 	}
 }
@@ -223,18 +226,18 @@ func TestReserveIdempotentRepeat(t *testing.T) {
 // id is made before the script runs, and a second run finds its status.
 func TestReserveSameOrderIDBuysOnce(t *testing.T) {
 	t.Parallel()
-	f := newStockFixture(t)
-	f.seed(t, "s", LiveRound{Quantity: 10, PerUserLimit: 3})
+	f := newReserveFixture(t)
+	f.seed(t, "s", inventory.LiveRound{Quantity: 10, PerUserLimit: 3})
 	e := f.enqueue("u1", "")
-	first, err := f.Reserve(context.Background(), e, []Line{{"s", 2}})
-	if err != nil || first.Replayed {
+	first, err := f.svc.reserve(context.Background(), e, []Line{{"s", 2}})
+	if err != nil || first.replayed {
 		t.Fatalf("first run = %+v %v", first, err)
 	}
-	again, err := f.Reserve(context.Background(), e, []Line{{"s", 2}})
-	if err != nil || !again.Replayed || again.OrderID != e.OrderID {
-		t.Fatalf("second run = %+v %v, want a replay of %s", again, err, e.OrderID)
+	again, err := f.svc.reserve(context.Background(), e, []Line{{"s", 2}})
+	if err != nil || !again.replayed || again.orderID != e.orderID {
+		t.Fatalf("second run = %+v %v, want a replay of %s", again, err, e.orderID)
 	}
-	bought, _ := f.r.Client.HGet(context.Background(), f.buyersKey("s"), "u1").Int()
+	bought, _ := f.r.Client.HGet(context.Background(), f.BuyersKey("s"), "u1").Int()
 	if f.available(t, "s") != 8 || f.streamLen(t) != 1 || bought != 2 {
 		t.Fatalf("available %d, events %d, u1 bought %d: the second run bought again", f.available(t, "s"), f.streamLen(t), bought)
 	}
@@ -242,8 +245,8 @@ func TestReserveSameOrderIDBuysOnce(t *testing.T) {
 
 func TestReserveRejectsBadInputBeforeWriting(t *testing.T) {
 	t.Parallel()
-	f := newStockFixture(t)
-	f.seed(t, "s", LiveRound{Quantity: 10})
+	f := newReserveFixture(t)
+	f.seed(t, "s", inventory.LiveRound{Quantity: 10})
 	bad := [][]Line{
 		nil,
 		{{"s", 0}},
@@ -267,9 +270,9 @@ func TestReserveRejectsBadInputBeforeWriting(t *testing.T) {
 // and every success has exactly one event.
 func TestReserveRaceNeverOversells(t *testing.T) {
 	t.Parallel()
-	f := newStockFixture(t)
+	f := newReserveFixture(t)
 	const units, users, tries, limit = 100, 150, 3, 1
-	f.seed(t, "hot", LiveRound{Quantity: units, PerUserLimit: limit})
+	f.seed(t, "hot", inventory.LiveRound{Quantity: units, PerUserLimit: limit})
 	var sold atomic.Int64
 	perUser := make([]atomic.Int64, users)
 	start := make(chan struct{})
@@ -307,9 +310,9 @@ func TestReserveRaceNeverOversells(t *testing.T) {
 
 func TestSetPriceOnlyTouchesLiveRounds(t *testing.T) {
 	t.Parallel()
-	f := newStockFixture(t)
+	f := newReserveFixture(t)
 	ctx := context.Background()
-	f.seed(t, "s", LiveRound{Quantity: 1, PriceCents: 100})
+	f.seed(t, "s", inventory.LiveRound{Quantity: 1, PriceCents: 100})
 	if err := f.SetPrice(ctx, "s", 120); err != nil {
 		t.Fatal(err)
 	}
@@ -319,21 +322,21 @@ func TestSetPriceOnlyTouchesLiveRounds(t *testing.T) {
 	if r, _, _ := f.Live(ctx, "s"); r.PriceCents != 120 {
 		t.Errorf("price = %d", r.PriceCents)
 	}
-	if f.r.Client.Exists(ctx, f.saleKey("none")).Val() != 0 {
+	if f.r.Client.Exists(ctx, f.SaleKey("none")).Val() != 0 {
 		t.Error("SetPrice created a sale for a SKU without one")
 	}
 	res, err := f.buy(t, "u", Line{"s", 1})
-	if err != nil || res.TotalCents != 120 {
-		t.Fatalf("bought at %d (%v), want the new price", res.TotalCents, err)
+	if err != nil || res.totalCents != 120 {
+		t.Fatalf("bought at %d (%v), want the new price", res.totalCents, err)
 	}
 }
 
 func TestReserveCheckoutEmptiesTheCartOrRefusesAChangedOne(t *testing.T) {
 	t.Parallel()
-	f := newStockFixture(t)
+	f := newReserveFixture(t)
 	ctx := context.Background()
-	f.seed(t, "a", LiveRound{Quantity: 10, PerUserLimit: 0})
-	f.seed(t, "b", LiveRound{Quantity: 10, PerUserLimit: 0})
+	f.seed(t, "a", inventory.LiveRound{Quantity: 10, PerUserLimit: 0})
+	f.seed(t, "b", inventory.LiveRound{Quantity: 10, PerUserLimit: 0})
 	cart := f.r.Prefix + "cart:{u1}"
 	f.r.Client.HSet(ctx, cart, "a", 2, "b", 1)
 	lines := []Line{{"a", 2}, {"b", 1}}
@@ -341,8 +344,8 @@ func TestReserveCheckoutEmptiesTheCartOrRefusesAChangedOne(t *testing.T) {
 	changed := [][]Line{{{"a", 2}}, {{"a", 1}, {"b", 1}}, {{"a", 2}, {"b", 1}, {"c", 1}}}
 	for _, ls := range changed {
 		e := f.enqueue("u1", "")
-		e.CartKey = cart
-		if _, err := f.Reserve(ctx, e, ls); !errors.Is(err, ErrCartChanged) {
+		e.cartKey = cart
+		if _, err := f.svc.reserve(ctx, e, ls); !errors.Is(err, ErrCartChanged) {
 			t.Fatalf("lines %v against the cart: %v, want ErrCartChanged", ls, err)
 		}
 	}
@@ -350,13 +353,11 @@ func TestReserveCheckoutEmptiesTheCartOrRefusesAChangedOne(t *testing.T) {
 		t.Fatal("a refused checkout changed something")
 	}
 	e := f.enqueue("u1", "")
-	e.CartKey = cart
-	if _, err := f.Reserve(ctx, e, lines); err != nil {
+	e.cartKey = cart
+	if _, err := f.svc.reserve(ctx, e, lines); err != nil {
 		t.Fatal(err)
 	}
 	if f.r.Client.Exists(ctx, cart).Val() != 0 || f.available(t, "a") != 8 || f.available(t, "b") != 9 {
 		t.Fatal("checkout did not empty the cart and take the stock")
 	}
 }
-
-func newBenchRedis(b *testing.B) *testenv.Redis { return testenv.NewRedis(b) }

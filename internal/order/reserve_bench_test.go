@@ -1,19 +1,19 @@
-package inventory
+package order
 
 import (
 	"context"
 	"strconv"
 	"sync/atomic"
 	"testing"
+
+	"github.com/shop-oss/shop/internal/inventory"
 )
 
 // BenchmarkReserve measures the reserve-and-enqueue script round trip on
 // the buy path (every call succeeds: stock never runs out, no limit).
 func BenchmarkReserve(b *testing.B) {
-	f := &stockFixture{}
-	r := newBenchRedis(b)
-	f.Stock, f.r = NewStock(r.Client, r.Prefix), r
-	if err := f.OpenRound(context.Background(), "bench", LiveRound{Round: 1, Quantity: 1 << 40, PriceCents: 100}); err != nil {
+	f := newReserveFixture(b)
+	if err := f.OpenRound(context.Background(), "bench", inventory.LiveRound{Round: 1, Quantity: 1 << 40, PriceCents: 100}); err != nil {
 		b.Fatal(err)
 	}
 	var n atomic.Int64
@@ -23,7 +23,7 @@ func BenchmarkReserve(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			u := "u" + strconv.FormatInt(n.Add(1), 10)
-			if _, err := f.Reserve(context.Background(), f.enqueue(u, ""), []Line{{"bench", 1}}); err != nil {
+			if _, err := f.svc.reserve(context.Background(), f.enqueue(u, ""), []Line{{"bench", 1}}); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -1,0 +1,139 @@
+package inventory
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed release.lua
+	releaseLua    string
+	releaseScript = redis.NewScript(releaseLua)
+)
+
+// maxReleaseLines bounds one release, as the order package bounds one
+// placement.
+const maxReleaseLines = 100
+
+// ReleaseLine is one line of an order to give back: its SKU, units, and
+// the sale round it was reserved in.
+type ReleaseLine struct {
+	SKU      string
+	Quantity int
+	RoundID  int64
+}
+
+// Guard makes a release conditional on, and atomic with, a state change of
+// the caller's: Field of the caller's hash Key must hold one of From, and
+// is set to To in the same step. The caller owns the key and its format;
+// inventory only compares and sets that one field.
+type Guard struct {
+	Key   string
+	Field string
+	From  []string
+	To    string
+}
+
+// Release asks for one order's units back.
+type Release struct {
+	OrderID string
+	UserID  string
+	Lines   []ReleaseLine
+	Guard   *Guard // nil: unconditional
+}
+
+// Released is what a release did.
+type Released struct {
+	// Refused: the guard's field did not hold an allowed value (it held
+	// State); nothing changed.
+	Refused bool
+	State   string
+	// Units went back to available (lines of the live round only).
+	Units int64
+	// Stale lines belong to a round that is no longer live: they give
+	// nothing back, since that round's stock and counts are gone.
+	Stale int
+	// Before lines had been released already by an earlier call with the
+	// same order id: they give nothing back again.
+	Before int
+}
+
+// Release is the atomic inverse of a reservation for one order's lines, in
+// one script: units back to available while the line's round is the live
+// one, the buyer's count down, exactly once per order id (a second call
+// gives nothing back), and, with a guard, only if the caller's state
+// allows it. Everything is validated before anything is written.
+//
+// All of a release's keys must share a slot on Redis Cluster: one SKU per
+// call there, with no guard or a guard tagged like the SKU.
+//
+// Errors: a validation error for bad lines or guard, or a Redis error
+// (nothing is known to have happened; the same call again is safe).
+func (s *Stock) Release(ctx context.Context, r Release) (Released, error) {
+	if err := checkRelease(r); err != nil {
+		return Released{}, err
+	}
+	keys := make([]string, 0, 1+3*len(r.Lines))
+	args := make([]any, 0, 6+3*len(r.Lines))
+	// An unused guard key is never touched, but it must share the slot of
+	// the other keys on Redis Cluster.
+	gkey, gfield, gto, gfrom := s.SaleKey(r.Lines[0].SKU)+":noguard", "", "", ""
+	if g := r.Guard; g != nil {
+		gkey, gfield, gto, gfrom = g.Key, g.Field, g.To, strings.Join(g.From, ",")
+	}
+	keys = append(keys, gkey)
+	args = append(args, r.OrderID, r.UserID, gfield, gto, gfrom, len(r.Lines))
+	for _, l := range r.Lines {
+		keys = append(keys, s.SaleKey(l.SKU), s.BuyersKey(l.SKU), s.releasedKey(l.SKU))
+		args = append(args, l.SKU, l.Quantity, l.RoundID)
+	}
+	reply, err := releaseScript.Run(ctx, s.rdb, keys, args...).StringSlice()
+	if err != nil {
+		return Released{}, fmt.Errorf("release order %s: %w", r.OrderID, err)
+	}
+	return parseReleased(r.OrderID, reply)
+}
+
+func checkRelease(r Release) error {
+	if r.OrderID == "" || r.UserID == "" || len(r.Lines) == 0 || len(r.Lines) > maxReleaseLines {
+		return fmt.Errorf("release order %q: want an order id, a user id and 1 to %d lines", r.OrderID, maxReleaseLines)
+	}
+	seen := make(map[string]bool, len(r.Lines))
+	for _, l := range r.Lines {
+		if !ValidSKU(l.SKU) || seen[l.SKU] || l.Quantity < 1 || l.RoundID < 1 {
+			return fmt.Errorf("release order %s: bad line %+v", r.OrderID, l)
+		}
+		seen[l.SKU] = true
+	}
+	if g := r.Guard; g != nil {
+		if g.Key == "" || g.Field == "" || g.To == "" || len(g.From) == 0 {
+			return fmt.Errorf("release order %s: incomplete guard %+v", r.OrderID, *g)
+		}
+		for _, v := range g.From {
+			if v == "" || strings.Contains(v, ",") {
+				return fmt.Errorf("release order %s: bad guard value %q", r.OrderID, v)
+			}
+		}
+	}
+	return nil
+}
+
+func parseReleased(orderID string, reply []string) (Released, error) {
+	switch {
+	case len(reply) == 2 && reply[0] == "refused":
+		return Released{Refused: true, State: reply[1]}, nil
+	case len(reply) == 4 && reply[0] == "ok":
+		units, err1 := strconv.ParseInt(reply[1], 10, 64)
+		stale, err2 := strconv.Atoi(reply[2])
+		before, err3 := strconv.Atoi(reply[3])
+		if err1 == nil && err2 == nil && err3 == nil {
+			return Released{Units: units, Stale: stale, Before: before}, nil
+		}
+	}
+	return Released{}, fmt.Errorf("release order %s: unexpected reply %q", orderID, reply)
+}

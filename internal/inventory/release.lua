@@ -1,0 +1,85 @@
+#!lua
+-- Release: the atomic inverse of a reservation, for one order's lines.
+-- Every line whose round is still the live one gives its units back to
+-- `available` and takes them off the buyer's count; a line of an older
+-- round gives nothing back (that round's stock and counts are gone with
+-- it). Each line is released once per order id: the order id joins the
+-- SKU's released set, which lives and dies with the round.
+--
+-- An optional guard makes the release conditional on, and atomic with, a
+-- state change of the caller's (the order's status, say): the field of the
+-- caller's hash must hold one of the allowed values, and is set to the new
+-- one in the same step. The caller owns that key and its format; this
+-- script only compares and sets the one field it is handed.
+--
+-- All reads and checks come before the first write.
+--
+-- KEYS[1] guard hash (touched only when ARGV[3] ~= '')
+-- KEYS[2 + 3(i-1)] sale state of line i     KEYS[3 + 3(i-1)] its buyer counts
+-- KEYS[4 + 3(i-1)] its released set
+-- ARGV[1] order id   ARGV[2] user id
+-- ARGV[3] guard field ('' for none)   ARGV[4] new value   ARGV[5] allowed
+--         values, comma-separated
+-- ARGV[6] number of lines n, then ARGV[7 + 3(i-1)] sku, ARGV[8 + 3(i-1)]
+--         quantity, ARGV[9 + 3(i-1)] round id
+--
+-- Returns {'ok', units given back, stale lines, lines released before}
+--      or {'refused', current guard value or ''}
+local order_id, user = ARGV[1], ARGV[2]
+local gfield, gto, gfrom = ARGV[3], ARGV[4], ARGV[5]
+local n = tonumber(ARGV[6])
+
+local function bad(msg) return redis.error_reply('ERR release: ' .. msg) end
+if order_id == '' or user == '' then return bad('empty order or user id') end
+if not n or n < 1 or n ~= math.floor(n) or #KEYS ~= 1 + 3 * n or #ARGV ~= 6 + 3 * n then
+  return bad('bad line count')
+end
+if gfield ~= '' and (gto == '' or gfrom == '') then return bad('guard without values') end
+
+local lines, seen = {}, {}
+for i = 1, n do
+  local sku, qty, round = ARGV[4 + 3 * i], tonumber(ARGV[5 + 3 * i]), tonumber(ARGV[6 + 3 * i])
+  if sku == '' or seen[sku] then return bad('empty or duplicate sku') end
+  if not qty or qty < 1 or qty ~= math.floor(qty) then return bad('bad quantity') end
+  if not round or round < 1 or round ~= math.floor(round) then return bad('bad round') end
+  seen[sku] = true
+  lines[i] = {qty = qty, round = round, sale = KEYS[3 * i - 1], buyers = KEYS[3 * i], released = KEYS[1 + 3 * i]}
+end
+
+if gfield ~= '' then
+  local cur = redis.call('HGET', KEYS[1], gfield) or ''
+  local allowed = false
+  for v in string.gmatch(gfrom, '[^,]+') do
+    if v == cur then allowed = true end
+  end
+  if not allowed then return {'refused', cur} end
+end
+
+-- Decide every line before writing any.
+for _, l in ipairs(lines) do
+  l.before = redis.call('SISMEMBER', l.released, order_id) == 1
+  l.live = tonumber(redis.call('HGET', l.sale, 'round') or '0') == l.round
+end
+
+local units, stale, before = 0, 0, 0
+for _, l in ipairs(lines) do
+  if l.before then
+    before = before + 1
+  elseif not l.live then
+    stale = stale + 1
+  else
+    redis.call('HINCRBY', l.sale, 'available', l.qty)
+    redis.call('HINCRBY', l.sale, 'released', l.qty)
+    if redis.call('HINCRBY', l.buyers, user, -l.qty) <= 0 then
+      redis.call('HDEL', l.buyers, user)
+    end
+    redis.call('SADD', l.released, order_id)
+    local ttl = redis.call('PTTL', l.sale)
+    if ttl > 0 then redis.call('PEXPIRE', l.released, ttl) end
+    units = units + l.qty
+  end
+end
+if gfield ~= '' then
+  redis.call('HSET', KEYS[1], gfield, gto)
+end
+return {'ok', string.format('%d', units), tostring(stale), tostring(before)}

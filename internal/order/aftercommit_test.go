@@ -1,0 +1,138 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// seen records what an after-commit hook was handed.
+type seen struct {
+	mu     sync.Mutex
+	orders map[string]int // order id -> calls that carried it
+	units  int
+}
+
+func newSeen() *seen { return &seen{orders: map[string]int{}} }
+
+func (s *seen) hook(_ context.Context, orders []Persisted) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, o := range orders {
+		s.orders[o.ID]++
+		for _, it := range o.Items {
+			s.units += it.Quantity
+		}
+	}
+	return nil
+}
+
+func (s *seen) check(t *testing.T, placed []Placed) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.orders) != len(placed) {
+		t.Fatalf("the hook saw %d orders, want %d", len(s.orders), len(placed))
+	}
+	for _, p := range placed {
+		if n := s.orders[p.OrderID]; n != 1 {
+			t.Fatalf("order %s handed to the hook %d times, want once", p.OrderID, n)
+		}
+	}
+}
+
+// The hook sees every inserted order once, with its items, across
+// concurrent loops of one writer.
+func TestAfterCommitSeesEachInsertedOrderOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.sale(t, "s", 100, 0, 100)
+	u := f.user(t)
+	var placed []Placed
+	for range 40 {
+		placed = append(placed, f.place(t, u, "s", 2))
+	}
+	s := newSeen()
+	r := start(f.writer("w1", WriterOptions{Batch: 7, Concurrency: 3, AfterCommit: s.hook}))
+	f.drained(t)
+	r.stop(t)
+	s.check(t, placed)
+	if s.units != 80 {
+		t.Fatalf("the hook saw %d units, want 80", s.units)
+	}
+}
+
+// A crash after COMMIT and the hook, before XACK: the entries are
+// delivered again, insert nothing, and the hook is not called for them
+// again.
+func TestAfterCommitNotCalledForARedelivery(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.sale(t, "s", 10, 0, 100)
+	u := f.user(t)
+	var placed []Placed
+	for range 5 {
+		placed = append(placed, f.place(t, u, "s", 1))
+	}
+	s := newSeen()
+	w := f.writer("w1", WriterOptions{AfterCommit: s.hook})
+	w.faultAfterCommit = crashOnce()
+	if err := w.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "simulated crash") {
+		t.Fatalf("Run = %v, want the simulated crash", err)
+	}
+	if f.pendingCount(t) != 5 {
+		t.Fatalf("pending %d, want the 5 entries unacknowledged", f.pendingCount(t))
+	}
+	r := start(f.writer("w1", WriterOptions{AfterCommit: s.hook}))
+	f.drained(t)
+	r.stop(t)
+	s.check(t, placed)
+	if f.orderRows(t) != 5 {
+		t.Fatalf("rows %d, want 5", f.orderRows(t))
+	}
+}
+
+// A failing hook is retried; one that keeps failing is given up on, and
+// the orders are acknowledged and confirmed all the same.
+func TestAfterCommitFailureNeverLosesAnOrder(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.sale(t, "s", 10, 0, 100)
+	u := f.user(t)
+	first := f.place(t, u, "s", 1)
+
+	var calls atomic.Int64
+	flaky := func(ctx context.Context, orders []Persisted) error {
+		if calls.Add(1) < afterCommitAttempts {
+			return errors.New("hook down")
+		}
+		return nil
+	}
+	r := start(f.writer("w1", WriterOptions{AfterCommit: flaky}))
+	f.drained(t)
+	r.stop(t)
+	if calls.Load() != afterCommitAttempts {
+		t.Fatalf("flaky hook called %d times, want %d", calls.Load(), afterCommitAttempts)
+	}
+
+	second := f.place(t, u, "s", 1)
+	calls.Store(0)
+	broken := func(context.Context, []Persisted) error { calls.Add(1); return errors.New("hook down for good") }
+	r = start(f.writer("w1", WriterOptions{AfterCommit: broken}))
+	f.drained(t)
+	r.stop(t)
+	if calls.Load() != afterCommitAttempts {
+		t.Fatalf("broken hook called %d times, want %d", calls.Load(), afterCommitAttempts)
+	}
+	for _, p := range []Placed{first, second} {
+		if o, err := f.svc.Get(context.Background(), u, p.OrderID); err != nil || o.Status != StatusConfirmed {
+			t.Fatalf("order %s: %+v %v, want confirmed", p.OrderID, o, err)
+		}
+	}
+	if f.orderRows(t) != 2 || f.pendingCount(t) != 0 {
+		t.Fatalf("rows %d pending %d, want 2 and 0", f.orderRows(t), f.pendingCount(t))
+	}
+}

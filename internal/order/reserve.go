@@ -1,0 +1,177 @@
+package order
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/api"
+)
+
+var (
+	//go:embed reserve.lua
+	reserveLua    string
+	reserveScript = redis.NewScript(reserveLua)
+)
+
+// Limits on one placement, checked before the script runs. The cart's caps
+// are the same numbers.
+const (
+	MaxLines    = 100
+	MaxQuantity = 10000
+)
+
+// Errors a placement is refused with. They are *api.Error values, so the
+// HTTP layer answers them as they are; the answers carry the SKUs
+// (extension member "skus").
+var (
+	ErrSaleNotActive = api.NewError(api.CodeSaleNotActive, "the sale is not open")
+	ErrLimitExceeded = api.NewError(api.CodeLimitExceeded, "over the per-user purchase limit")
+	ErrOutOfStock    = api.NewError(api.CodeOutOfStock, "not enough stock")
+)
+
+// ErrCartChanged: a checkout's cart changed between reading it and the
+// reservation; nothing was reserved, and the caller reads the cart again.
+var ErrCartChanged = errors.New("order: the cart changed during checkout")
+
+// noSaleError: a SKU has no sale round, either because the product does
+// not exist or because no stock was ever seeded. explain, which can ask
+// the catalog, tells the two apart.
+type noSaleError struct{ skus []string }
+
+func (e *noSaleError) Error() string { return fmt.Sprintf("order: no sale for %v", e.skus) }
+
+// Line is one SKU and quantity of a placement.
+type Line struct {
+	SKU      string
+	Quantity int
+}
+
+// ReservedItem is one reserved line, with the unit price and sale round the
+// script read from the live state when it ran. It is the shape of an item
+// in the order event.
+type ReservedItem struct {
+	SKU        string `json:"sku"`
+	Quantity   int    `json:"quantity"`
+	PriceCents int64  `json:"price_cents"`
+	RoundID    int64  `json:"round_id"`
+}
+
+// enqueue is one run of the reserve script: the order's own keys, which
+// this package owns, and the optional cart guard, whose key is the cart's.
+type enqueue struct {
+	orderID, userID string
+	idemKey         string // the idempotency record; "" for none
+	cartKey         string // for a checkout, the buyer's cart; "" for a buy-now
+}
+
+// reservation is what the script did.
+type reservation struct {
+	orderID string
+	// replayed is true when the idempotency key had been used, or this
+	// order id had already been reserved (the same call run twice): nothing
+	// was reserved now and orderID is the first request's order.
+	replayed   bool
+	items      []ReservedItem
+	totalCents int64
+	createdAt  time.Time
+}
+
+// reserve checks and takes stock for every line and enqueues the order, all
+// or nothing, in one atomic script. It returns ErrSaleNotActive,
+// ErrLimitExceeded or ErrOutOfStock naming the SKUs, ErrCartChanged, or a
+// *noSaleError; any other error means Redis failed and nothing is known to
+// have happened beyond what an idempotent retry will tell.
+func (s *Service) reserve(ctx context.Context, e enqueue, lines []Line) (reservation, error) {
+	if err := checkLines(lines); err != nil {
+		return reservation{}, err
+	}
+	// Every key goes in KEYS; an unused one names a key never touched.
+	status := s.keys.status(e.orderID)
+	idemKey, useIdem := optionalKey(e.idemKey, status+":noidem")
+	cartKey, useCart := optionalKey(e.cartKey, status+":nocart")
+	keys := make([]string, 0, 5+2*len(lines))
+	keys = append(keys, s.keys.stream(), status, s.keys.pending(e.userID), idemKey, cartKey)
+	args := make([]any, 0, 7+2*len(lines))
+	args = append(args, e.orderID, e.userID, statusTTL.Milliseconds(), idemTTL.Milliseconds(),
+		useIdem, useCart, len(lines))
+	for _, l := range lines {
+		keys = append(keys, s.stock.SaleKey(l.SKU), s.stock.BuyersKey(l.SKU))
+		args = append(args, l.SKU, l.Quantity)
+	}
+	reply, err := reserveScript.Run(ctx, s.rdb, keys, args...).StringSlice()
+	if err != nil {
+		return reservation{}, fmt.Errorf("reserve order %s: %w", e.orderID, err)
+	}
+	return parseReply(e.orderID, reply)
+}
+
+func optionalKey(key, unused string) (string, string) {
+	if key == "" {
+		return unused, "0"
+	}
+	return key, "1"
+}
+
+func checkLines(lines []Line) error {
+	if len(lines) == 0 || len(lines) > MaxLines {
+		return fmt.Errorf("reserve: %d lines, want 1 to %d", len(lines), MaxLines)
+	}
+	seen := make(map[string]bool, len(lines))
+	for _, l := range lines {
+		if l.Quantity < 1 || l.Quantity > MaxQuantity || seen[l.SKU] || l.SKU == "" {
+			return fmt.Errorf("reserve: bad line %+v", l)
+		}
+		seen[l.SKU] = true
+	}
+	return nil
+}
+
+func parseReply(orderID string, reply []string) (reservation, error) {
+	if len(reply) < 2 {
+		return reservation{}, fmt.Errorf("reserve order %s: short reply %q", orderID, reply)
+	}
+	switch reply[0] {
+	case "dup":
+		return reservation{orderID: reply[1], replayed: true}, nil
+	case "fail":
+		return reservation{}, rejection(reply[1], reply[2:])
+	case "ok":
+		if len(reply) != 4 {
+			break
+		}
+		r := reservation{orderID: orderID}
+		if err := json.Unmarshal([]byte(reply[1]), &r.items); err != nil {
+			return reservation{}, fmt.Errorf("reserve order %s: items: %w", orderID, err)
+		}
+		r.totalCents, _ = strconv.ParseInt(reply[2], 10, 64)
+		ms, _ := strconv.ParseInt(reply[3], 10, 64)
+		r.createdAt = time.UnixMilli(ms).UTC()
+		return r, nil
+	}
+	return reservation{}, fmt.Errorf("reserve order %s: unexpected reply %q", orderID, reply)
+}
+
+func rejection(reason string, skus []string) error {
+	switch reason {
+	case "no_sale":
+		return &noSaleError{skus: skus}
+	case "cart_changed":
+		return ErrCartChanged
+	case "not_active":
+		return withSKUs(ErrSaleNotActive, skus)
+	case "limit":
+		return withSKUs(ErrLimitExceeded, skus)
+	case "stock":
+		return withSKUs(ErrOutOfStock, skus)
+	}
+	return errors.New("reserve: unknown rejection " + reason)
+}
+
+func withSKUs(base *api.Error, skus []string) error { return base.With("skus", skus) }
