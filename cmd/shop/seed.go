@@ -11,6 +11,7 @@ import (
 	"github.com/shop-oss/shop/internal/auth"
 	"github.com/shop-oss/shop/internal/database"
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/shop"
 )
 
 // The demo admin: printed by `shop seed demo`, which runs only in
@@ -74,12 +75,12 @@ func (a *app) seedDemo(ctx context.Context) error {
 	if _, err := database.Migrate(ctx, st.db); err != nil {
 		return err
 	}
-	svc := auth.New(st.db, st.redis, authConfig(cfg), log, nil)
+	svc := auth.New(st.db, st.redis, shop.AuthConfig(cfg), log, nil)
 	if _, err := svc.CreateUser(ctx, demoAdminEmail, demoAdminPassword, "Demo admin", auth.RoleAdmin); err != nil &&
 		!errors.Is(err, auth.ErrEmailTaken) {
 		return fmt.Errorf("seed demo: admin: %w", err)
 	}
-	catalog := newCatalog(st, cfg, log, nil)
+	catalog := shop.NewCatalog(st.shop(), cfg, log, nil)
 	sales := inventory.NewSales(st.db, inventory.NewStock(st.redis, cfg.KeyPrefix))
 	for _, p := range demoCatalog {
 		if err := seedProduct(ctx, catalog, sales, p); err != nil {

@@ -6,29 +6,16 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"time"
 
-	"github.com/gofiber/fiber/v2"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
-	"github.com/shop-oss/shop/internal/auth"
-	"github.com/shop-oss/shop/internal/cache"
-	"github.com/shop-oss/shop/internal/cart"
 	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/database"
-	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/order"
-	"github.com/shop-oss/shop/internal/ratelimit"
-	"github.com/shop-oss/shop/internal/server"
+	"github.com/shop-oss/shop/internal/shop"
 )
-
-// catalogTTL is the base lifetime of cached catalog entries: writes keep
-// them current, so the TTL only bounds staleness after a failed cache step
-// and the memory of entries nobody reads.
-const catalogTTL = 5 * time.Minute
 
 func newServeCmd(a *app) *cobra.Command {
 	var o serveOptions
@@ -61,6 +48,9 @@ type stores struct {
 	redis *redis.Client
 	db    *pgxpool.Pool
 }
+
+// shop is the stores as the application takes them.
+func (s *stores) shop() shop.Stores { return shop.Stores{DB: s.db, Redis: s.redis} }
 
 func (s *stores) Close() {
 	if s.redis != nil {
@@ -114,33 +104,7 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) err
 	}
 
 	reg := newRegistry()
-	authSvc := auth.New(st.db, st.redis, authConfig(cfg), log, reg)
-	catalog := newCatalog(st, cfg, log, reg)
-	stock := inventory.NewStock(st.redis, cfg.KeyPrefix)
-	sales := inventory.NewSales(st.db, stock)
-	orders := order.New(st.db, st.redis, stock, catalog.Exists, cfg.KeyPrefix, log, reg)
-	carts := cart.New(st.redis, catalog, orders, cfg.KeyPrefix, log, reg)
-	var limiter *ratelimit.Limiter
-	if !cfg.RateLimit.Off() {
-		limiter = ratelimit.New(st.redis, cfg.KeyPrefix, cfg.RateLimit.Limit, cfg.RateLimit.Window)
-	}
-	fapp := server.New(server.Deps{
-		Limiter:          limiter,
-		LimiterCompanion: authSvc.LimiterCompanion(),
-		Log:              log,
-		Redis:            st.redis,
-		DB:               st.db,
-		Registry:         reg,
-		BodyLimit:        cfg.BodyLimit,
-		TrustedProxies:   cfg.TrustedProxies,
-		Mount: []func(fiber.Router){
-			authSvc.Routes,
-			func(r fiber.Router) { catalog.Routes(r, authSvc.RequireAdmin()) },
-			func(r fiber.Router) { sales.Routes(r, authSvc.RequireAdmin()) },
-			func(r fiber.Router) { orders.Routes(r, authSvc.RequireUser()) },
-			func(r fiber.Router) { carts.Routes(r, authSvc.RequireUser()) },
-		},
-	})
+	fapp := shop.New(cfg, st.shop(), log, reg).Fiber
 
 	if o.pprofAddr != "" {
 		stop, err := servePprof(o.pprofAddr, log)
@@ -181,16 +145,6 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) err
 	return nil
 }
 
-// newCatalog builds the catalog over its cache; reg may be nil (commands
-// that expose no metrics).
-func newCatalog(st *stores, cfg *config.Config, log *slog.Logger, reg prometheus.Registerer) *inventory.Catalog {
-	if reg == nil {
-		reg = prometheus.NewRegistry()
-	}
-	c := cache.New(st.redis, cache.Options{Prefix: cfg.KeyPrefix + "cache:", TTL: catalogTTL, Jitter: 0.1}, reg)
-	return inventory.NewCatalog(st.db, st.redis, c, cfg.KeyPrefix, log)
-}
-
 // startWriter runs w in the background; the returned function stops it
 // (after its batch in hand) and waits. It is not stopped by ctx itself, so
 // that it outlives the API's drain.
@@ -201,17 +155,6 @@ func startWriter(ctx context.Context, w *order.Writer) func() error {
 	return func() error {
 		cancel()
 		return <-done
-	}
-}
-
-// authConfig is the auth service's part of the configuration.
-func authConfig(cfg *config.Config) auth.Config {
-	return auth.Config{
-		Secret:      []byte(cfg.JWTSecret),
-		AccessTTL:   cfg.AccessTTL,
-		SessionTTL:  cfg.SessionTTL,
-		KeyPrefix:   cfg.KeyPrefix,
-		FastHashing: cfg.PasswordHashing == "fast",
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/shop-oss/shop/internal/api"
 	"github.com/shop-oss/shop/internal/auth"
 	"github.com/shop-oss/shop/internal/database"
+	"github.com/shop-oss/shop/internal/shop"
 )
 
 func newUserCmd(a *app) *cobra.Command {
@@ -51,7 +52,7 @@ func newUserAddCmd(a *app) *cobra.Command {
 				return err
 			}
 			// No Redis: creating a user touches PostgreSQL only.
-			svc := auth.New(db, nil, authConfig(cfg), a.logger(cfg), nil)
+			svc := auth.New(db, nil, shop.AuthConfig(cfg), a.logger(cfg), nil)
 			u, err := svc.CreateUser(ctx, email, password, name, role)
 			if err != nil {
 				return userAddError(email, err)

@@ -10,16 +10,20 @@ import (
 
 // Routes registers the auth routes of API.md on the /api/v1 router.
 func (s *Service) Routes(r fiber.Router) {
-	r.Post("/auth/register", s.handleRegister)
-	r.Post("/auth/login", s.handleLogin)
-	r.Post("/auth/refresh", s.handleRefresh)
-	r.Post("/auth/logout", s.RequireUser(), s.handleLogout)
-	r.Get("/me", s.RequireUser(), s.handleMe)
+	h := handler{s}
+	r.Post("/auth/register", h.register)
+	r.Post("/auth/login", h.login)
+	r.Post("/auth/refresh", h.refresh)
+	r.Post("/auth/logout", s.RequireUser(), h.logout)
+	r.Get("/me", s.RequireUser(), h.me)
 }
 
-// handleRegister creates a shopper. A role in the body is ignored: nobody
+// handler adapts HTTP to the Service's methods.
+type handler struct{ svc *Service }
+
+// register creates a shopper. A role in the body is ignored: nobody
 // makes themselves an admin over HTTP (admins come from `shop user add`).
-func (s *Service) handleRegister(c *fiber.Ctx) error {
+func (h handler) register(c *fiber.Ctx) error {
 	var req struct {
 		Email    string `json:"email"`
 		Password string `json:"password"`
@@ -28,14 +32,14 @@ func (s *Service) handleRegister(c *fiber.Ctx) error {
 	if err := api.Decode(c, &req); err != nil {
 		return err
 	}
-	u, err := s.CreateUser(c.UserContext(), req.Email, req.Password, req.Name, RoleShopper)
+	u, err := h.svc.CreateUser(c.UserContext(), req.Email, req.Password, req.Name, RoleShopper)
 	if err != nil {
 		return err
 	}
 	return c.Status(fiber.StatusCreated).JSON(u)
 }
 
-func (s *Service) handleLogin(c *fiber.Ctx) error {
+func (h handler) login(c *fiber.Ctx) error {
 	var req struct {
 		Email    string `json:"email"`
 		Password string `json:"password"`
@@ -44,14 +48,14 @@ func (s *Service) handleLogin(c *fiber.Ctx) error {
 	if err := api.Decode(c, &req); err != nil {
 		return err
 	}
-	t, err := s.Login(c.UserContext(), req.Email, req.Password, req.Device)
+	t, err := h.svc.Login(c.UserContext(), req.Email, req.Password, req.Device)
 	if err != nil {
 		return err
 	}
 	return sendTokens(c, t)
 }
 
-func (s *Service) handleRefresh(c *fiber.Ctx) error {
+func (h handler) refresh(c *fiber.Ctx) error {
 	var req struct {
 		RefreshToken string `json:"refresh_token"`
 	}
@@ -61,7 +65,7 @@ func (s *Service) handleRefresh(c *fiber.Ctx) error {
 	if req.RefreshToken == "" {
 		return api.Invalid(api.FieldError{Field: "refresh_token", Message: "is required"})
 	}
-	t, err := s.Refresh(c.UserContext(), req.RefreshToken)
+	t, err := h.svc.Refresh(c.UserContext(), req.RefreshToken)
 	if err != nil {
 		return err
 	}
@@ -74,20 +78,20 @@ func sendTokens(c *fiber.Ctx, t Tokens) error {
 	return c.JSON(t)
 }
 
-// handleLogout deletes the caller's session: this device only.
-func (s *Service) handleLogout(c *fiber.Ctx) error {
+// logout deletes the caller's session: this device only.
+func (h handler) logout(c *fiber.Ctx) error {
 	sid, ok := sessionFromContext(c.UserContext())
 	if !ok {
 		return fmt.Errorf("logout: %w", ErrUnauthorized)
 	}
-	if err := s.sessions.revoke(c.UserContext(), sid); err != nil {
+	if err := h.svc.sessions.revoke(c.UserContext(), sid); err != nil {
 		return fmt.Errorf("logout: %w", err)
 	}
 	return c.SendStatus(fiber.StatusNoContent)
 }
 
-// handleMe answers from the session (Redis only), so it keeps working while
+// me answers from the session (Redis only), so it keeps working while
 // PostgreSQL restarts; email and name cannot change after sign-up.
-func (s *Service) handleMe(c *fiber.Ctx) error {
+func (h handler) me(c *fiber.Ctx) error {
 	return c.JSON(MustUser(c))
 }

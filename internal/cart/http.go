@@ -17,13 +17,17 @@ import (
 // and each acts on the caller's own cart only (there is no cart id to ask
 // for another's).
 func (s *Service) Routes(r fiber.Router, requireUser fiber.Handler) {
-	r.Get("/cart", requireUser, s.getCart)
-	r.Delete("/cart", requireUser, s.clearCart)
-	r.Post("/cart/items", requireUser, s.addItem)
-	r.Put("/cart/items/:sku", requireUser, s.setItem)
-	r.Delete("/cart/items/:sku", requireUser, s.removeItem)
-	r.Post("/cart/checkout", requireUser, s.checkoutCart)
+	h := handler{s}
+	r.Get("/cart", requireUser, h.getCart)
+	r.Delete("/cart", requireUser, h.clearCart)
+	r.Post("/cart/items", requireUser, h.addItem)
+	r.Put("/cart/items/:sku", requireUser, h.setItem)
+	r.Delete("/cart/items/:sku", requireUser, h.removeItem)
+	r.Post("/cart/checkout", requireUser, h.checkoutCart)
 }
+
+// handler adapts HTTP to the Service's methods.
+type handler struct{ svc *Service }
 
 type addBody struct {
 	SKU      *string `json:"sku"`
@@ -34,16 +38,16 @@ type setBody struct {
 	Quantity *int64 `json:"quantity"`
 }
 
-func (s *Service) getCart(c *fiber.Ctx) error {
-	cart, err := s.Get(c.UserContext(), auth.MustUser(c).ID)
+func (h handler) getCart(c *fiber.Ctx) error {
+	cart, err := h.svc.Get(c.UserContext(), auth.MustUser(c).ID)
 	if err != nil {
 		return err
 	}
 	return c.JSON(cart)
 }
 
-func (s *Service) clearCart(c *fiber.Ctx) error {
-	if err := s.Clear(c.UserContext(), auth.MustUser(c).ID); err != nil {
+func (h handler) clearCart(c *fiber.Ctx) error {
+	if err := h.svc.Clear(c.UserContext(), auth.MustUser(c).ID); err != nil {
 		return err
 	}
 	return c.SendStatus(http.StatusNoContent)
@@ -51,7 +55,7 @@ func (s *Service) clearCart(c *fiber.Ctx) error {
 
 // addItem: the sku is in the body, so a malformed one is a bad request
 // (400 on "sku"); a well-formed one the catalog lacks is 404.
-func (s *Service) addItem(c *fiber.Ctx) error {
+func (h handler) addItem(c *fiber.Ctx) error {
 	var b addBody
 	if err := api.Decode(c, &b); err != nil {
 		return err
@@ -59,7 +63,7 @@ func (s *Service) addItem(c *fiber.Ctx) error {
 	if err := b.check(); err != nil {
 		return err
 	}
-	cart, err := s.Add(c.UserContext(), auth.MustUser(c).ID, strings.Clone(*b.SKU), int(*b.Quantity))
+	cart, err := h.svc.Add(c.UserContext(), auth.MustUser(c).ID, strings.Clone(*b.SKU), int(*b.Quantity))
 	if err != nil {
 		return err
 	}
@@ -97,7 +101,7 @@ func checkQuantity(q *int64, least int) *api.FieldError {
 
 // setItem: the sku is in the path, so a malformed one is a resource that
 // does not exist (404), as everywhere else in the API.
-func (s *Service) setItem(c *fiber.Ctx) error {
+func (h handler) setItem(c *fiber.Ctx) error {
 	sku, err := pathSKU(c)
 	if err != nil {
 		return err
@@ -109,31 +113,31 @@ func (s *Service) setItem(c *fiber.Ctx) error {
 	if f := checkQuantity(b.Quantity, 0); f != nil {
 		return api.Invalid(*f)
 	}
-	cart, err := s.Set(c.UserContext(), auth.MustUser(c).ID, sku, int(*b.Quantity))
+	cart, err := h.svc.Set(c.UserContext(), auth.MustUser(c).ID, sku, int(*b.Quantity))
 	if err != nil {
 		return err
 	}
 	return c.JSON(cart)
 }
 
-func (s *Service) removeItem(c *fiber.Ctx) error {
+func (h handler) removeItem(c *fiber.Ctx) error {
 	sku, err := pathSKU(c)
 	if err != nil {
 		return err
 	}
-	cart, err := s.Remove(c.UserContext(), auth.MustUser(c).ID, sku)
+	cart, err := h.svc.Remove(c.UserContext(), auth.MustUser(c).ID, sku)
 	if err != nil {
 		return err
 	}
 	return c.JSON(cart)
 }
 
-func (s *Service) checkoutCart(c *fiber.Ctx) error {
+func (h handler) checkoutCart(c *fiber.Ctx) error {
 	key, err := order.IdempotencyKey(c)
 	if err != nil {
 		return err
 	}
-	placed, err := s.Checkout(c.UserContext(), auth.MustUser(c).ID, key)
+	placed, err := h.svc.Checkout(c.UserContext(), auth.MustUser(c).ID, key)
 	if err != nil {
 		return err
 	}

@@ -1,76 +1,71 @@
-package cart
+package cart_test
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/gofiber/fiber/v2"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/apitest"
-	"github.com/shop-oss/shop/internal/auth"
-	"github.com/shop-oss/shop/internal/cache"
-	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/cart"
 	"github.com/shop-oss/shop/internal/order"
-	"github.com/shop-oss/shop/internal/server"
+	"github.com/shop-oss/shop/internal/shop/shoptest"
 )
 
-type httpFixture struct {
-	*fixture
-	app  *fiber.App
-	auth *auth.Service
+// httpFixture is the whole application, wired as shop serve wires it.
+type httpFixture struct{ *shoptest.App }
+
+func newHTTPFixture(t *testing.T) httpFixture {
+	t.Helper()
+	return httpFixture{shoptest.New(t, shoptest.Options{})}
 }
 
-// newHTTPFixture serves the cart routes behind real auth.
-func newHTTPFixture(t *testing.T) *httpFixture {
+func (h httpFixture) sale(t *testing.T, sku string, price int64, quantity, limit int) {
 	t.Helper()
-	f := newFixture(t)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	a := auth.New(f.db.Pool, f.r.Client, auth.Config{Secret: []byte("cart-tests-secret-0123456789abcdef"), KeyPrefix: f.r.Prefix}, log, f.reg)
-	app := server.New(server.Deps{
-		Log: log, Redis: f.r.Client, DB: f.db.Pool, Registry: f.reg, BodyLimit: 64 << 10,
-		Mount: []func(fiber.Router){a.Routes, func(r fiber.Router) { f.svc.Routes(r, a.RequireUser()) }},
-	})
-	return &httpFixture{fixture: f, app: app, auth: a}
+	h.Sale(t, sku, price, quantity, limit)
 }
 
-// shopper creates a user and returns its id and access token.
-func (h *httpFixture) shopper(t *testing.T, email string) (string, string) {
+func (h httpFixture) product(t *testing.T, sku string, price int64) {
 	t.Helper()
-	ctx := context.Background()
-	u, err := h.auth.CreateUser(ctx, email, "correct horse battery", "", auth.RoleShopper)
+	h.Product(t, sku, price)
+}
+
+func (h httpFixture) shopper(t *testing.T, email string) (string, string) {
+	t.Helper()
+	return h.Shopper(t, email)
+}
+
+// hash is the shopper's cart as Redis holds it.
+func (h httpFixture) hash(t *testing.T, user string) map[string]string {
+	t.Helper()
+	m, err := h.Redis.Client.HGetAll(context.Background(), h.Config.KeyPrefix+"cart:{"+user+"}").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := h.auth.Login(ctx, email, "correct horse battery", "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u.ID, tok.AccessToken
+	return m
+}
+
+func (h httpFixture) streamLen(t *testing.T) int64 {
+	t.Helper()
+	return h.Redis.Client.XLen(context.Background(), h.Config.KeyPrefix+"orders").Val()
 }
 
 type reply struct{ apitest.Reply }
 
-func (r reply) cart(t *testing.T) Cart {
+func (r reply) cart(t *testing.T) cart.Cart {
 	t.Helper()
-	var c Cart
+	var c cart.Cart
 	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &c) != nil {
 		t.Fatalf("want a cart, got %d %s", r.Status, r.Body)
 	}
 	return c
 }
 
-func (h *httpFixture) do(t *testing.T, method, path, token, body string, headers ...string) reply {
+func (h httpFixture) do(t *testing.T, method, path, token, body string, headers ...string) reply {
 	t.Helper()
-	return reply{apitest.Do(t, h.app, method, path, token, body, headers...)}
+	return reply{h.Do(t, method, path, token, body, headers...)}
 }
 
 func wantProblem(t *testing.T, r reply, status int, code string) {
@@ -205,45 +200,5 @@ func TestCartBadInputOverHTTP(t *testing.T) {
 	}
 	if h.streamLen(t) != 0 {
 		t.Fatal("bad input placed an order")
-	}
-}
-
-// With Redis unreachable every cart route answers 503 with Retry-After,
-// quickly: never a 500, a 401 or a hang.
-func TestCartRedisDown(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	f.product(t, "p", 100) // in PostgreSQL, so the catalog can still answer
-	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1, DialTimeout: 200 * time.Millisecond})
-	t.Cleanup(func() { _ = dead.Close() })
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	reg := prometheus.NewRegistry()
-	catalog := inventory.NewCatalog(f.db.Pool, dead, cache.New(dead, cache.Options{Prefix: "c:", TTL: time.Minute}, reg), "x:", log)
-	orders := order.New(f.db.Pool, dead, inventory.NewStock(dead, "x:"), catalog.Exists, "x:", log, reg)
-	svc := New(dead, catalog, orders, "x:", log, reg)
-	// Auth needs Redis too; stand in for it so the cart's own answer shows.
-	user := auth.User{ID: f.user(t), Role: auth.RoleShopper}
-	asUser := func(c *fiber.Ctx) error {
-		c.SetUserContext(auth.NewContextWithUser(c.UserContext(), user))
-		return c.Next()
-	}
-	app := server.New(server.Deps{Log: log, Redis: dead, DB: f.db.Pool, Registry: reg, BodyLimit: 64 << 10,
-		Mount: []func(fiber.Router){func(r fiber.Router) { svc.Routes(r, asUser) }}})
-	routes := []struct{ method, path, body string }{
-		{"GET", "/api/v1/cart", ""},
-		{"DELETE", "/api/v1/cart", ""},
-		{"POST", "/api/v1/cart/items", `{"sku":"p","quantity":1}`},
-		{"PUT", "/api/v1/cart/items/p", `{"quantity":2}`},
-		{"PUT", "/api/v1/cart/items/p", `{"quantity":0}`},
-		{"DELETE", "/api/v1/cart/items/p", ""},
-		{"POST", "/api/v1/cart/checkout", ""},
-	}
-	for _, rt := range routes {
-		start := time.Now()
-		r := reply{apitest.Do(t, app, rt.method, rt.path, "", rt.body, "Idempotency-Key", "k")}
-		wantProblem(t, r, http.StatusServiceUnavailable, "unavailable")
-		if r.Header.Get("Retry-After") == "" || time.Since(start) > 5*time.Second {
-			t.Errorf("%s %s: Retry-After %q after %s", rt.method, rt.path, r.Header.Get("Retry-After"), time.Since(start))
-		}
 	}
 }

@@ -159,7 +159,7 @@ func TestConcurrentMissesLoadOnce(t *testing.T) {
 	for range 200 {
 		wg.Go(func() {
 			<-start
-			if p, err := in.catalog.Get(context.Background(), "hot"); err != nil || p.SKU != "hot" {
+			if p, err := in.Catalog.Get(context.Background(), "hot"); err != nil || p.SKU != "hot" {
 				failed.Add(1)
 			}
 		})
@@ -205,7 +205,7 @@ func TestNoStaleReadAfterAnUpdate(t *testing.T) {
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				floor := written.Load()
-				p, err := in.catalog.Get(ctx, "p")
+				p, err := in.Catalog.Get(ctx, "p")
 				if err == nil && p.PriceCents < floor {
 					stale.Add(1)
 				}
@@ -214,7 +214,7 @@ func TestNoStaleReadAfterAnUpdate(t *testing.T) {
 		})
 	}
 	for round := int64(1); round <= rounds; round++ {
-		if _, err := writer.catalog.Update(ctx, "p", inventoryInput("c", round)); err != nil {
+		if _, err := writer.Catalog.Update(ctx, "p", inventoryInput("c", round)); err != nil {
 			t.Fatal(err)
 		}
 		written.Store(round)

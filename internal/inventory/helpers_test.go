@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,64 +16,54 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/api"
-	"github.com/shop-oss/shop/internal/apitest"
-	"github.com/shop-oss/shop/internal/cache"
+	"github.com/shop-oss/shop/internal/auth"
 	"github.com/shop-oss/shop/internal/inventory"
-	"github.com/shop-oss/shop/internal/server"
-	"github.com/shop-oss/shop/internal/testenv"
+	"github.com/shop-oss/shop/internal/shop/shoptest"
 )
 
 // stores are the PostgreSQL and Redis one test's instances share.
 type stores struct {
+	*shoptest.Stores
 	db     *pgxpool.Pool
-	rdb    redis.UniversalClient
+	rdb    redis.UniversalClient // the instances' client (a test may hook it)
 	prefix string
+	users  *testUsers
+}
+
+// testUsers are an admin's and a shopper's tokens, valid on every instance
+// of the stores (made by the first one).
+type testUsers struct {
+	once           sync.Once
+	admin, shopper string
 }
 
 func newStores(t *testing.T) stores { return testenvStores(t) }
 
 func testenvStores(t testing.TB) stores {
 	t.Helper()
-	r := testenv.NewRedis(t)
-	return stores{db: testenv.NewDatabase(t).Pool, rdb: r.Client, prefix: r.Prefix}
+	st := shoptest.NewStores(t)
+	return stores{Stores: st, db: st.DB.Pool, rdb: st.Redis.Client, prefix: st.Redis.Prefix, users: &testUsers{}}
 }
 
-// instance is one shop process as far as the catalog can tell: its own
-// cache (singleflight, metrics) and app on the shared stores.
+// instance is one shop process as far as the catalog can tell: the whole
+// application, wired as shop serve wires it, with its own cache
+// (singleflight, metrics) on the shared stores.
 type instance struct {
-	app     *fiber.App
-	catalog *inventory.Catalog
-	reg     *prometheus.Registry
-	stock   *inventory.Stock
+	*shoptest.App
+	app   *fiber.App
+	reg   *prometheus.Registry
+	stock *inventory.Stock
+	users *testUsers
 }
 
 func newInstance(t testing.TB, st stores) *instance {
 	t.Helper()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	reg := prometheus.NewRegistry()
-	c := cache.New(st.rdb, cache.Options{Prefix: st.prefix + "cache:", TTL: time.Minute, Jitter: 0.1}, reg)
-	cat := inventory.NewCatalog(st.db, st.rdb, c, st.prefix, log)
-	stock := inventory.NewStock(st.rdb, st.prefix)
-	sales := inventory.NewSales(st.db, stock)
-	app := server.New(server.Deps{
-		Log: log, Redis: st.rdb, DB: st.db, Registry: reg, BodyLimit: 64 * 1024,
-		Mount: []func(fiber.Router){
-			func(r fiber.Router) { cat.Routes(r, testGuard) },
-			func(r fiber.Router) { sales.Routes(r, testGuard) },
-		},
+	a := shoptest.New(t, shoptest.Options{Stores: st.Stores, Redis: st.rdb, DB: st.db})
+	st.users.once.Do(func() {
+		_, st.users.admin = a.User(t, "admin@example.com", auth.RoleAdmin)
+		_, st.users.shopper = a.Shopper(t, "shopper@example.com")
 	})
-	return &instance{app: app, catalog: cat, reg: reg, stock: stock}
-}
-
-// testGuard stands in for the auth middleware: X-Test-Role: admin passes.
-func testGuard(c *fiber.Ctx) error {
-	switch c.Get("X-Test-Role") {
-	case "admin":
-		return c.Next()
-	case "":
-		return api.NewError(api.CodeUnauthorized, "no credentials")
-	}
-	return api.NewError(api.CodeForbidden, "the admin role is required")
+	return &instance{App: a, app: a.Fiber, reg: a.Reg, stock: a.Stock, users: st.users}
 }
 
 type result struct {
@@ -85,29 +73,21 @@ type result struct {
 }
 
 // do sends one request through the app and checks the exchange against
-// openapi.yaml. Admin paths are sent as an admin unless headers say
-// otherwise.
+// openapi.yaml. Admin paths are sent with an admin's token.
 func (in *instance) do(t testing.TB, method, path, body string, headers ...string) result {
 	t.Helper()
-	req := httptest.NewRequest(method, path, strings.NewReader(body))
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
+	token := ""
 	if strings.HasPrefix(path, "/api/v1/admin/") {
-		req.Header.Set("X-Test-Role", "admin")
+		token = in.users.admin
 	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := in.app.Test(req, -1)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	out, _ := io.ReadAll(resp.Body)
-	check := httptest.NewRequest(method, path, nil)
-	check.Header = req.Header.Clone()
-	apitest.Check(t, check, []byte(body), resp, out)
-	return result{resp.StatusCode, resp.Header, out}
+	return in.doAs(t, token, method, path, body, headers...)
+}
+
+// doAs sends one request with token ("" for none).
+func (in *instance) doAs(t testing.TB, token, method, path, body string, headers ...string) result {
+	t.Helper()
+	r := in.Do(t, method, path, token, body, headers...)
+	return result{r.Status, r.Header, r.Body}
 }
 
 func (r result) product(t testing.TB) inventory.Product {

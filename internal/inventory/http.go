@@ -3,7 +3,6 @@ package inventory
 import (
 	"errors"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -16,7 +15,7 @@ import (
 // the admin routes are not registered at all, so a wiring mistake fails
 // closed (404) instead of open.
 func (s *Catalog) Routes(r fiber.Router, requireAdmin fiber.Handler) {
-	h := handler{s}
+	h := handler{catalog: s}
 	r.Get("/products", h.list)
 	r.Get("/products/:sku", h.get)
 	if requireAdmin == nil {
@@ -28,8 +27,13 @@ func (s *Catalog) Routes(r fiber.Router, requireAdmin fiber.Handler) {
 	r.Post("/admin/categories/:category/invalidate", requireAdmin, h.invalidate)
 }
 
-// handler adapts HTTP to the Catalog's methods.
-type handler struct{ catalog *Catalog }
+// handler adapts HTTP to the Catalog's and the Sales' methods: one struct
+// for the package's routes, one file per resource (http.go for products,
+// sale_http.go for stock). Each Routes fills in the service it mounts.
+type handler struct {
+	catalog *Catalog
+	sales   *Sales
+}
 
 func (h handler) get(c *fiber.Ctx) error {
 	p, err := h.catalog.Get(c.UserContext(), param(c, "sku"))
@@ -42,30 +46,17 @@ func (h handler) get(c *fiber.Ctx) error {
 func (h handler) list(c *fiber.Ctx) error {
 	// Fiber reuses its buffers: copy what outlives the handler (the
 	// category and cursor end up in cache keys a fill may still use).
-	category, cursor := strings.Clone(c.Query("category")), strings.Clone(c.Query("cursor"))
-	limit, limitErr := parseLimit(c.Query("limit"))
+	category := strings.Clone(c.Query("category"))
+	q, limitErr := api.PageQuery(c, DefaultLimit, MaxLimit)
 	if limitErr != nil {
 		// Report the limit with anything else wrong in one answer.
-		return api.Invalid(append([]api.FieldError{*limitErr}, validateList(category, 0, cursor)...)...)
+		return api.Invalid(append([]api.FieldError{*limitErr}, validateList(category, 0, q.Cursor)...)...)
 	}
-	page, err := h.catalog.List(c.UserContext(), category, limit, cursor)
+	page, err := h.catalog.List(c.UserContext(), category, q.Limit, q.Cursor)
 	if err != nil {
 		return err
 	}
 	return c.JSON(page)
-}
-
-// parseLimit reads ?limit=; absent means the default (0).
-func parseLimit(s string) (int, *api.FieldError) {
-	if s == "" {
-		return 0, nil
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 || n > MaxLimit {
-		e := field("limit", "must be an integer from 1 to %d", MaxLimit)
-		return 0, &e
-	}
-	return n, nil
 }
 
 func (h handler) create(c *fiber.Ctx) error {

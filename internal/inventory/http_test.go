@@ -84,12 +84,12 @@ func TestAdminRoutesNeedTheAdminRole(t *testing.T) {
 	}
 	for _, rt := range routes {
 		t.Run(rt.method+rt.path, func(t *testing.T) {
-			r := in.do(t, rt.method, rt.path, rt.body, "X-Test-Role", "")
+			r := in.doAs(t, "", rt.method, rt.path, rt.body)
 			r.problem(t, http.StatusUnauthorized, "unauthorized")
 			if r.header.Get("WWW-Authenticate") == "" {
 				t.Error("401 without WWW-Authenticate")
 			}
-			in.do(t, rt.method, rt.path, rt.body, "X-Test-Role", "shopper").problem(t, http.StatusForbidden, "forbidden")
+			in.doAs(t, in.users.shopper, rt.method, rt.path, rt.body).problem(t, http.StatusForbidden, "forbidden")
 		})
 	}
 	if p := in.do(t, http.MethodGet, "/api/v1/products/p1", "").product(t); p.PriceCents != 1 {

@@ -17,8 +17,9 @@ const (
 
 // Routes registers the admin stock routes; requireAdmin guards them.
 func (s *Sales) Routes(r fiber.Router, requireAdmin fiber.Handler) {
-	r.Put("/admin/products/:sku/stock", requireAdmin, s.putStock)
-	r.Get("/admin/products/:sku/stock", requireAdmin, s.getStock)
+	h := handler{sales: s}
+	r.Put("/admin/products/:sku/stock", requireAdmin, h.putStock)
+	r.Get("/admin/products/:sku/stock", requireAdmin, h.getStock)
 }
 
 type seedBody struct {
@@ -28,7 +29,7 @@ type seedBody struct {
 	EndsAt       *string `json:"ends_at"`
 }
 
-func (s *Sales) putStock(c *fiber.Ctx) error {
+func (h handler) putStock(c *fiber.Ctx) error {
 	sku, err := pathSKU(c)
 	if err != nil {
 		return err
@@ -41,19 +42,19 @@ func (s *Sales) putStock(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	rep, err := s.Open(c.UserContext(), sku, seed)
+	rep, err := h.sales.Open(c.UserContext(), sku, seed)
 	if err != nil {
 		return err
 	}
 	return c.Status(http.StatusOK).JSON(rep)
 }
 
-func (s *Sales) getStock(c *fiber.Ctx) error {
+func (h handler) getStock(c *fiber.Ctx) error {
 	sku, err := pathSKU(c)
 	if err != nil {
 		return err
 	}
-	rep, err := s.Report(c.UserContext(), sku)
+	rep, err := h.sales.Report(c.UserContext(), sku)
 	if err != nil {
 		return err
 	}

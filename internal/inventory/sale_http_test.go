@@ -122,7 +122,7 @@ func TestSeedRefusals(t *testing.T) {
 	in.do(t, http.MethodPut, "/api/v1/admin/products/nope/stock", `{"quantity":1}`).problem(t, 404, "not_found")
 	in.do(t, http.MethodPut, "/api/v1/admin/products/bad!sku/stock", `{"quantity":1}`).problem(t, 404, "not_found")
 	in.do(t, http.MethodGet, "/api/v1/admin/products/nope/stock", "").problem(t, 404, "not_found")
-	in.do(t, http.MethodPut, "/api/v1/admin/products/sale-2/stock", `{"quantity":1}`, "X-Test-Role", "shopper").problem(t, 403, "forbidden")
+	in.doAs(t, in.users.shopper, http.MethodPut, "/api/v1/admin/products/sale-2/stock", `{"quantity":1}`).problem(t, 403, "forbidden")
 	if r := in.do(t, http.MethodGet, "/api/v1/admin/products/sale-2/stock", "").stockReport(t); r.Quantity != 3 || r.Available != 3 {
 		t.Fatalf("a refused seeding changed the round: %+v", r)
 	}

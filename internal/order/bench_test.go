@@ -27,7 +27,7 @@ func BenchmarkWriterDrain(b *testing.B) {
 	stock := inventory.NewStock(r.Client, r.Prefix)
 	svc := New(db.Pool, r.Client, stock, nil, r.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
 	users := benchUsers(b, svc, 100)
-	openBenchSale(b, svc, stock, "drain")
+	openSale(b, db.Pool, stock, r, "drain", 1<<30, 0, 100)
 	fillStream(b, svc, users, "drain", b.N)
 
 	w := NewWriter(db.Pool, r.Client, r.Prefix, svc.log, prometheus.NewRegistry(), WriterOptions{Consumer: "bench", Batch: 1000, Concurrency: 2})
@@ -63,23 +63,6 @@ func benchUsers(b *testing.B, svc *Service, n int) []string {
 		}
 	}
 	return ids
-}
-
-// openBenchSale records and opens a round that never runs out.
-func openBenchSale(b *testing.B, svc *Service, stock *inventory.Stock, sku string) {
-	b.Helper()
-	const quantity = 1 << 30
-	var round int64
-	err := svc.db.QueryRow(context.Background(),
-		`INSERT INTO sale_rounds (sku, quantity, per_user_limit, price_cents) VALUES ($1, $2, 0, 100) RETURNING id`,
-		sku, quantity).Scan(&round)
-	if err != nil {
-		b.Fatal(err)
-	}
-	err = stock.OpenRound(context.Background(), sku, inventory.LiveRound{Round: round, Quantity: quantity, PriceCents: 100})
-	if err != nil {
-		b.Fatal(err)
-	}
 }
 
 // fillStream places n orders of sku, spread over users, from 32 goroutines.

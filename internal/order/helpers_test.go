@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shop-oss/shop/internal/cache"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/testenv"
 )
@@ -27,6 +28,7 @@ type fixture struct {
 	// proxy; nil: the fixture's.
 	writerDB    *pgxpool.Pool
 	writerRedis redis.UniversalClient
+	skus        map[int64]string // round id -> sku, of the rounds sale opened
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -37,7 +39,7 @@ func newFixture(t *testing.T) *fixture {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	exists := func(context.Context, string) (bool, error) { return false, nil }
 	svc := New(db.Pool, r.Client, stock, exists, r.Prefix, log, prometheus.NewRegistry())
-	return &fixture{svc: svc, stock: stock, db: db, r: r}
+	return &fixture{svc: svc, stock: stock, db: db, r: r, skus: map[int64]string{}}
 }
 
 // user inserts a user row (orders reference users) and returns its id.
@@ -52,23 +54,30 @@ func (f *fixture) user(t *testing.T) string {
 	return id
 }
 
-// sale records a round in PostgreSQL and opens it in Redis.
+// sale creates a product and opens a sale round for it through inventory,
+// which owns both; it returns the round id.
 func (f *fixture) sale(t *testing.T, sku string, quantity, limit int, price int64) int64 {
 	t.Helper()
-	var round int64
-	err := f.db.Pool.QueryRow(context.Background(),
-		`INSERT INTO sale_rounds (sku, quantity, per_user_limit, price_cents) VALUES ($1, $2, $3, $4) RETURNING id`,
-		sku, quantity, limit, price).Scan(&round)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = f.stock.OpenRound(context.Background(), sku, inventory.LiveRound{
-		Round: round, Quantity: int64(quantity), PerUserLimit: limit, PriceCents: price,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	round := openSale(t, f.db.Pool, f.stock, f.r, sku, quantity, limit, price)
+	f.skus[round] = sku
 	return round
+}
+
+// openSale creates the product sku at price and opens a round of quantity
+// units (limit per user) for it.
+func openSale(tb testing.TB, db *pgxpool.Pool, stock *inventory.Stock, r *testenv.Redis, sku string, quantity, limit int, price int64) int64 {
+	tb.Helper()
+	ctx := context.Background()
+	c := cache.New(r.Client, cache.Options{Prefix: r.Prefix + "cache:", TTL: time.Minute}, prometheus.NewRegistry())
+	catalog := inventory.NewCatalog(db, r.Client, c, r.Prefix, slog.New(slog.DiscardHandler))
+	if _, err := catalog.Create(ctx, sku, inventory.ProductInput{Name: sku, Category: "c", PriceCents: price}); err != nil {
+		tb.Fatalf("create %s: %v", sku, err)
+	}
+	rep, err := inventory.NewSales(db, stock).Open(ctx, sku, inventory.Seed{Quantity: quantity, PerUserLimit: limit})
+	if err != nil {
+		tb.Fatalf("open sale of %s: %v", sku, err)
+	}
+	return *rep.RoundID
 }
 
 func (f *fixture) place(t *testing.T, user, sku string, qty int) Placed {
@@ -150,7 +159,11 @@ func (f *fixture) orderRows(t *testing.T) int64 {
 }
 
 func (f *fixture) sold(t *testing.T, round int64) int64 {
-	return f.count(t, `SELECT sold FROM sale_rounds WHERE id = $1`, round)
+	rep, err := inventory.NewSales(f.db.Pool, f.stock).Report(context.Background(), f.skus[round])
+	if err != nil || *rep.RoundID != round {
+		t.Fatalf("stock report of round %d: %+v %v", round, rep, err)
+	}
+	return rep.Confirmed
 }
 
 func (f *fixture) pendingCount(t *testing.T) int64 {

@@ -17,16 +17,20 @@ const HeaderIdempotencyKey = "Idempotency-Key"
 
 // Routes registers the buying and order routes; requireUser guards them.
 func (s *Service) Routes(r fiber.Router, requireUser fiber.Handler) {
-	r.Post("/products/:sku/purchase", requireUser, s.purchase)
-	r.Get("/orders/:id", requireUser, s.getOrder)
-	r.Get("/orders", requireUser, s.listOrders)
+	h := handler{s}
+	r.Post("/products/:sku/purchase", requireUser, h.purchase)
+	r.Get("/orders/:id", requireUser, h.getOrder)
+	r.Get("/orders", requireUser, h.listOrders)
 }
+
+// handler adapts HTTP to the Service's methods.
+type handler struct{ svc *Service }
 
 type purchaseBody struct {
 	Quantity *int64 `json:"quantity"`
 }
 
-func (s *Service) purchase(c *fiber.Ctx) error {
+func (h handler) purchase(c *fiber.Ctx) error {
 	user := auth.MustUser(c)
 	sku := strings.Clone(c.Params("sku"))
 	if !inventory.ValidSKU(sku) {
@@ -47,7 +51,7 @@ func (s *Service) purchase(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	placed, err := s.Place(c.UserContext(), user.ID, []Line{{SKU: sku, Quantity: int(qty)}}, PlaceOptions{IdemKey: key})
+	placed, err := h.svc.Place(c.UserContext(), user.ID, []Line{{SKU: sku, Quantity: int(qty)}}, PlaceOptions{IdemKey: key})
 	if err != nil {
 		return err
 	}
@@ -71,20 +75,20 @@ func IdempotencyKey(c *fiber.Ctx) (string, error) {
 	return strings.Clone(k), nil
 }
 
-func (s *Service) getOrder(c *fiber.Ctx) error {
-	o, err := s.Get(c.UserContext(), auth.MustUser(c).ID, c.Params("id"))
+func (h handler) getOrder(c *fiber.Ctx) error {
+	o, err := h.svc.Get(c.UserContext(), auth.MustUser(c).ID, c.Params("id"))
 	if err != nil {
 		return err
 	}
 	return c.JSON(o)
 }
 
-func (s *Service) listOrders(c *fiber.Ctx) error {
-	limit, err := api.Limit(c, 20, 100)
-	if err != nil {
-		return err
+func (h handler) listOrders(c *fiber.Ctx) error {
+	q, bad := api.PageQuery(c, 20, 100)
+	if bad != nil {
+		return api.Invalid(*bad)
 	}
-	page, err := s.List(c.UserContext(), auth.MustUser(c).ID, limit, c.Query("cursor"))
+	page, err := h.svc.List(c.UserContext(), auth.MustUser(c).ID, q.Limit, q.Cursor)
 	if err != nil {
 		return err
 	}

@@ -1,59 +1,62 @@
-package order
+package order_test
 
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
-
-	"github.com/gofiber/fiber/v2"
-	"github.com/prometheus/client_golang/prometheus"
+	"time"
 
 	"github.com/shop-oss/shop/internal/apitest"
-	"github.com/shop-oss/shop/internal/auth"
-	"github.com/shop-oss/shop/internal/server"
+	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/shop/shoptest"
 )
 
-type httpFixture struct {
-	*fixture
-	app  *fiber.App
-	auth *auth.Service
+// httpFixture is the whole application, wired as shop serve wires it.
+type httpFixture struct{ *shoptest.App }
+
+// newHTTPFixture builds the application; the product "known" exists but
+// was never put on sale.
+func newHTTPFixture(t *testing.T) httpFixture {
+	t.Helper()
+	h := httpFixture{shoptest.New(t, shoptest.Options{})}
+	h.Product(t, "known", 100)
+	return h
 }
 
-// newHTTPFixture serves the order routes behind real auth. Products "known"
-// and "ghost-but-listed" exist in the catalog stub; nothing else does.
-func newHTTPFixture(t *testing.T) *httpFixture {
+// sale puts quantity units of a new product on sale.
+func (h httpFixture) sale(t *testing.T, sku string, quantity, limit int, price int64) {
 	t.Helper()
-	f := newFixture(t)
-	f.svc.exists = func(_ context.Context, sku string) (bool, error) {
-		return sku == "known" || strings.HasPrefix(sku, "hot"), nil
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	reg := prometheus.NewRegistry()
-	a := auth.New(f.db.Pool, f.r.Client, auth.Config{Secret: []byte("order-tests-secret-0123456789abcdef"), KeyPrefix: f.r.Prefix, FastHashing: true}, log, reg)
-	app := server.New(server.Deps{
-		Log: log, Redis: f.r.Client, DB: f.db.Pool, Registry: reg, BodyLimit: 64 << 10,
-		Mount: []func(fiber.Router){a.Routes, func(r fiber.Router) { f.svc.Routes(r, a.RequireUser()) }},
-	})
-	return &httpFixture{fixture: f, app: app, auth: a}
+	h.Sale(t, sku, price, quantity, limit)
 }
 
-// shopper creates a user and returns its id and access token.
-func (h *httpFixture) shopper(t *testing.T, email string) (string, string) {
+func (h httpFixture) shopper(t *testing.T, email string) (string, string) {
 	t.Helper()
-	ctx := context.Background()
-	u, err := h.auth.CreateUser(ctx, email, "correct horse battery", "", auth.RoleShopper)
-	if err != nil {
+	return h.Shopper(t, email)
+}
+
+func (h httpFixture) count(t *testing.T, query string) int64 {
+	t.Helper()
+	var n int64
+	if err := h.DB.Pool.QueryRow(context.Background(), query).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
-	tok, err := h.auth.Login(ctx, email, "correct horse battery", "test")
-	if err != nil {
-		t.Fatal(err)
+	return n
+}
+
+// writer runs an order writer in the background until stop is called.
+func (h httpFixture) writer(t *testing.T, o order.WriterOptions) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Writer(o).Run(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("writer: %v", err)
+		}
 	}
-	return u.ID, tok.AccessToken
 }
 
 type reply struct{ apitest.Reply }
@@ -67,9 +70,9 @@ func (r reply) json(t *testing.T) map[string]any {
 	return m
 }
 
-func (h *httpFixture) do(t *testing.T, method, path, token, body string, headers ...string) reply {
+func (h httpFixture) do(t *testing.T, method, path, token, body string, headers ...string) reply {
 	t.Helper()
-	return reply{apitest.Do(t, h.app, method, path, token, body, headers...)}
+	return reply{h.Do(t, method, path, token, body, headers...)}
 }
 
 func wantProblem(t *testing.T, r reply, status int, code string) {
@@ -91,9 +94,7 @@ func TestPurchaseToConfirmedOverHTTP(t *testing.T) {
 	if o := h.do(t, "GET", "/api/v1/orders/"+id, tok, "").json(t); o["status"] != "pending" || o["total_cents"] != 2500.0 {
 		t.Fatalf("pending order: %v", o)
 	}
-	w := start(h.writer("w", WriterOptions{}))
-	h.drained(t)
-	w.stop(t)
+	h.Drain(t)
 	o := h.do(t, "GET", "/api/v1/orders/"+id, tok, "").json(t)
 	if o["status"] != "confirmed" || o["total_cents"] != 2500.0 {
 		t.Fatalf("confirmed order: %v", o)
@@ -139,8 +140,8 @@ func TestPurchaseRefusals(t *testing.T) {
 	}
 	long := strings.Repeat("k", 256)
 	wantProblem(t, h.do(t, "POST", "/api/v1/products/hot-lim/purchase", tok, `{}`, "Idempotency-Key", long), 400, "invalid_request")
-	avail, _ := h.stock.Available(context.Background(), "hot-lim", "hot-empty")
-	if avail[0] != 9 || avail[1] != 0 || h.r.Client.XLen(context.Background(), h.svc.keys.stream()).Val() != 1 {
+	avail, _ := h.Stock.Available(context.Background(), "hot-lim", "hot-empty")
+	if avail[0] != 9 || avail[1] != 0 || h.Redis.Client.XLen(context.Background(), h.Config.KeyPrefix+"orders").Val() != 1 {
 		t.Fatalf("refusals changed the stock: %v", avail)
 	}
 }
@@ -155,7 +156,7 @@ func TestPurchaseIdempotencyKey(t *testing.T) {
 	if first.Status != 202 || again.Status != 202 || first.json(t)["order_id"] != again.json(t)["order_id"] {
 		t.Fatalf("first %s, again %s: want the same answer", first.Body, again.Body)
 	}
-	if avail, _ := h.stock.Available(context.Background(), "hot-i"); avail[0] != 7 {
+	if avail, _ := h.Stock.Available(context.Background(), "hot-i"); avail[0] != 7 {
 		t.Fatalf("available = %d, want 7: the repeat bought again", avail[0])
 	}
 }
@@ -172,9 +173,7 @@ func TestOrdersAreOwnersOnly(t *testing.T) {
 	if items := h.do(t, "GET", "/api/v1/orders", eve, "").json(t)["items"].([]any); len(items) != 0 {
 		t.Fatalf("eve lists ann's orders: %v", items)
 	}
-	w := start(h.writer("w", WriterOptions{}))
-	h.drained(t)
-	w.stop(t)
+	h.Drain(t)
 	wantProblem(t, h.do(t, "GET", "/api/v1/orders/"+id, eve, ""), 404, "not_found")
 	wantProblem(t, h.do(t, "GET", "/api/v1/orders/not-a-uuid", ann, ""), 404, "not_found")
 	wantProblem(t, h.do(t, "GET", "/api/v1/orders?cursor=%%%", ann, ""), 400, "invalid_request")
@@ -192,14 +191,11 @@ func TestListOrdersPages(t *testing.T) {
 		ids = append(ids, h.do(t, "POST", "/api/v1/products/hot-p/purchase", tok, `{}`).json(t)["order_id"].(string))
 	}
 	// Persist the first three only: the list mixes both sources.
-	w := h.writer("w", WriterOptions{Batch: 3})
-	w.faultAfterCommit = nil
-	r := start(w)
-	deadline := h.count(t, `SELECT count(*) FROM orders`)
-	for deadline < 3 {
-		deadline = h.count(t, `SELECT count(*) FROM orders`)
+	stop := h.writer(t, order.WriterOptions{Consumer: "w", Batch: 3})
+	for h.count(t, `SELECT count(*) FROM orders`) < 3 {
+		time.Sleep(10 * time.Millisecond)
 	}
-	r.stop(t)
+	stop()
 	var got []string
 	cursor := ""
 	for page := 0; page < 5; page++ {

@@ -154,7 +154,7 @@ func TestPoisonEntriesAreDeadLettered(t *testing.T) {
 		t.Fatalf("dead letters = %d, want 2: %v", len(dead), dead)
 	}
 	reasons := dead[0].Values["reason"].(string) + " | " + dead[1].Values["reason"].(string)
-	if !strings.Contains(reasons, "malformed") || !strings.Contains(reasons, "sale_rounds") {
+	if !strings.Contains(reasons, "malformed") || !strings.Contains(reasons, "SQLSTATE 23514") {
 		t.Errorf("reasons = %q, want the malformed entry and the round's CHECK", reasons)
 	}
 	if d := dead[0].Values["deliveries"]; d != "3" {

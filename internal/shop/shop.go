@@ -1,0 +1,107 @@
+// Package shop wires every domain onto the HTTP server: the one place that
+// knows which services exist, how they are built from the stores and the
+// configuration, and which routes each mounts behind which guard. `shop
+// serve` runs what New builds, and the HTTP tests of every domain build the
+// same application through shoptest, so a test exercises the wiring that
+// production runs rather than a hand-made copy of it.
+//
+// internal/server assembles the Fiber app (middleware order, health,
+// metrics, problem+json) and knows no domain; the domains know no server.
+// This package sits above both.
+package shop
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/auth"
+	"github.com/shop-oss/shop/internal/cache"
+	"github.com/shop-oss/shop/internal/cart"
+	"github.com/shop-oss/shop/internal/config"
+	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/ratelimit"
+	"github.com/shop-oss/shop/internal/server"
+)
+
+// CatalogTTL is the base lifetime of cached catalog entries: writes keep
+// them current, so the TTL only bounds staleness after a failed cache step
+// and the memory of entries nobody reads.
+const CatalogTTL = 5 * time.Minute
+
+// Stores are the connections the application runs on.
+type Stores struct {
+	DB    *pgxpool.Pool
+	Redis redis.UniversalClient
+}
+
+// App is the wired application: the Fiber app and the services behind it.
+type App struct {
+	Fiber   *fiber.App
+	Auth    *auth.Service
+	Catalog *inventory.Catalog
+	Stock   *inventory.Stock
+	Sales   *inventory.Sales
+	Orders  *order.Service
+	Carts   *cart.Service
+}
+
+// New builds the application on st from cfg. Its metrics are registered on
+// reg. It does not listen: call Fiber.Listener or Fiber.Test.
+func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Registry) *App {
+	a := &App{Auth: auth.New(st.DB, st.Redis, AuthConfig(cfg), log, reg)}
+	a.Catalog = NewCatalog(st, cfg, log, reg)
+	a.Stock = inventory.NewStock(st.Redis, cfg.KeyPrefix)
+	a.Sales = inventory.NewSales(st.DB, a.Stock)
+	a.Orders = order.New(st.DB, st.Redis, a.Stock, a.Catalog.Exists, cfg.KeyPrefix, log, reg)
+	a.Carts = cart.New(st.Redis, a.Catalog, a.Orders, cfg.KeyPrefix, log, reg)
+	var limiter *ratelimit.Limiter
+	if !cfg.RateLimit.Off() {
+		limiter = ratelimit.New(st.Redis, cfg.KeyPrefix, cfg.RateLimit.Limit, cfg.RateLimit.Window)
+	}
+	admin, user := a.Auth.RequireAdmin(), a.Auth.RequireUser()
+	a.Fiber = server.New(server.Deps{
+		Limiter:          limiter,
+		LimiterCompanion: a.Auth.LimiterCompanion(),
+		Log:              log,
+		Redis:            st.Redis,
+		DB:               st.DB,
+		Registry:         reg,
+		BodyLimit:        cfg.BodyLimit,
+		TrustedProxies:   cfg.TrustedProxies,
+		Mount: []func(fiber.Router){
+			a.Auth.Routes,
+			func(r fiber.Router) { a.Catalog.Routes(r, admin) },
+			func(r fiber.Router) { a.Sales.Routes(r, admin) },
+			func(r fiber.Router) { a.Orders.Routes(r, user) },
+			func(r fiber.Router) { a.Carts.Routes(r, user) },
+		},
+	})
+	return a
+}
+
+// NewCatalog builds the catalog over its cache; reg may be nil (commands
+// that expose no metrics).
+func NewCatalog(st Stores, cfg *config.Config, log *slog.Logger, reg prometheus.Registerer) *inventory.Catalog {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	c := cache.New(st.Redis, cache.Options{Prefix: cfg.KeyPrefix + "cache:", TTL: CatalogTTL, Jitter: 0.1}, reg)
+	return inventory.NewCatalog(st.DB, st.Redis, c, cfg.KeyPrefix, log)
+}
+
+// AuthConfig is the auth service's part of the configuration.
+func AuthConfig(cfg *config.Config) auth.Config {
+	return auth.Config{
+		Secret:      []byte(cfg.JWTSecret),
+		AccessTTL:   cfg.AccessTTL,
+		SessionTTL:  cfg.SessionTTL,
+		KeyPrefix:   cfg.KeyPrefix,
+		FastHashing: cfg.PasswordHashing == "fast",
+	}
+}

@@ -1,0 +1,204 @@
+// Package shoptest builds the whole shop application, wired as `shop
+// serve` wires it (internal/shop), on one test's own stores: its own
+// PostgreSQL database and Redis key prefix. The HTTP tests of every domain
+// use it instead of assembling auth, domains and server by hand, so the
+// wiring under test is production's.
+package shoptest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/apitest"
+	"github.com/shop-oss/shop/internal/auth"
+	"github.com/shop-oss/shop/internal/config"
+	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/shop"
+	"github.com/shop-oss/shop/internal/testenv"
+)
+
+// Password is every test user's password.
+const Password = "correct horse battery"
+
+// App is the application on a test's stores.
+type App struct {
+	*shop.App
+	DB     *testenv.Database
+	Redis  *testenv.Redis
+	Config *config.Config
+	Reg    *prometheus.Registry
+	Log    *slog.Logger
+}
+
+// Options change what the application is built on.
+type Options struct {
+	// Config edits the configuration before the app is built (the
+	// defaults: rate limiting off, fast password hashing, the test's key
+	// prefix, a fixed JWT secret).
+	Config func(*config.Config)
+	// Redis and DB, when set, replace the test's connections in the
+	// application (an outage test hands in a dead or proxied one); the
+	// test's own stay in App.Redis and App.DB for checking.
+	Redis redis.UniversalClient
+	DB    *pgxpool.Pool
+	// Stores, when set, are another application's: the new one is a
+	// second process on the same database and key prefix.
+	Stores *Stores
+}
+
+// Stores are one test's own database and Redis key prefix.
+type Stores struct {
+	DB    *testenv.Database
+	Redis *testenv.Redis
+}
+
+// NewStores makes fresh stores of t's own.
+func NewStores(t testing.TB) *Stores {
+	t.Helper()
+	return &Stores{DB: testenv.NewDatabase(t), Redis: testenv.NewRedis(t)}
+}
+
+// New builds the application on o.Stores, or on fresh stores of t's own.
+func New(t testing.TB, o Options) *App {
+	t.Helper()
+	if o.Stores == nil {
+		o.Stores = NewStores(t)
+	}
+	db, r := o.Stores.DB, o.Stores.Redis
+	cfg, err := config.Load(map[string]string{
+		"SHOP_JWT_SECRET":       "shop-tests-secret-0123456789abcdef",
+		"SHOP_KEY_PREFIX":       r.Prefix,
+		"SHOP_RATE_LIMIT":       "0",
+		"SHOP_ENV":              "dev",
+		"SHOP_PASSWORD_HASHING": "fast",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Config != nil {
+		o.Config(cfg)
+	}
+	st := shop.Stores{DB: db.Pool, Redis: r.Client}
+	if o.Redis != nil {
+		st.Redis = o.Redis
+	}
+	if o.DB != nil {
+		st.DB = o.DB
+	}
+	log := slog.New(slog.DiscardHandler)
+	reg := prometheus.NewRegistry()
+	return &App{App: shop.New(cfg, st, log, reg), DB: db, Redis: r, Config: cfg, Reg: reg, Log: log}
+}
+
+// Do sends one request through the app in process and checks the exchange
+// against openapi.yaml (see apitest.Do).
+func (a *App) Do(t testing.TB, method, path, token, body string, headers ...string) apitest.Reply {
+	t.Helper()
+	return apitest.Do(t, a.Fiber, method, path, token, body, headers...)
+}
+
+// User creates a user with role and returns its id and an access token.
+func (a *App) User(t testing.TB, email, role string) (id, token string) {
+	t.Helper()
+	ctx := context.Background()
+	u, err := a.Auth.CreateUser(ctx, email, Password, "", role)
+	if err != nil {
+		t.Fatalf("create %s: %v", email, err)
+	}
+	tok, err := a.Auth.Login(ctx, email, Password, "test")
+	if err != nil {
+		t.Fatalf("log in %s: %v", email, err)
+	}
+	return u.ID, tok.AccessToken
+}
+
+// Shopper creates a shopper and returns its id and an access token.
+func (a *App) Shopper(t testing.TB, email string) (id, token string) {
+	t.Helper()
+	return a.User(t, email, auth.RoleShopper)
+}
+
+// Product creates a catalog product in category "c".
+func (a *App) Product(t testing.TB, sku string, price int64) {
+	t.Helper()
+	in := inventory.ProductInput{Name: "Product " + sku, Category: "c", PriceCents: price}
+	if _, err := a.Catalog.Create(context.Background(), sku, in); err != nil {
+		t.Fatalf("create %s: %v", sku, err)
+	}
+}
+
+// Sale creates a product and opens a sale round of quantity units for it
+// (limit per user, 0 = unlimited); it returns the round id.
+func (a *App) Sale(t testing.TB, sku string, price int64, quantity, limit int) int64 {
+	t.Helper()
+	a.Product(t, sku, price)
+	return a.Round(t, sku, inventory.Seed{Quantity: quantity, PerUserLimit: limit})
+}
+
+// Round opens a new sale round of an existing product.
+func (a *App) Round(t testing.TB, sku string, seed inventory.Seed) int64 {
+	t.Helper()
+	rep, err := a.Sales.Open(context.Background(), sku, seed)
+	if err != nil {
+		t.Fatalf("open sale of %s: %v", sku, err)
+	}
+	return *rep.RoundID
+}
+
+// Writer returns an order writer on the test's stores.
+func (a *App) Writer(o order.WriterOptions) *order.Writer {
+	if o.Block == 0 {
+		o.Block = 50 * time.Millisecond
+	}
+	return order.NewWriter(a.DB.Pool, a.Redis.Client, a.Config.KeyPrefix, a.Log, prometheus.NewRegistry(), o)
+}
+
+// Drain runs an order writer until every order placed so far is written
+// and acknowledged.
+func (a *App) Drain(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	w := a.Writer(order.WriterOptions{Consumer: "drain"})
+	go func() { done <- w.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("writer: %v", err)
+		}
+	}()
+	if err := a.waitDrained(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (a *App) waitDrained(limit time.Duration) error {
+	ctx, stream := context.Background(), a.Config.KeyPrefix+"orders"
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		groups, err := a.Redis.Client.XInfoGroups(ctx, stream).Result()
+		n := a.Redis.Client.XLen(ctx, stream).Val()
+		if err == nil && len(groups) == 1 && groups[0].Pending == 0 && groups[0].Lag == 0 || n == 0 && err != nil {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("the order stream did not drain in %s", limit)
+}
+
+// WantStatus fails t unless r has status.
+func WantStatus(t testing.TB, r apitest.Reply, status int) {
+	t.Helper()
+	if r.Status != status {
+		t.Fatalf("got %d %s, want %d %s", r.Status, r.Body, status, http.StatusText(status))
+	}
+}
