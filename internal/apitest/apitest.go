@@ -6,6 +6,7 @@ package apitest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -106,6 +107,27 @@ type Reply struct {
 	Status int
 	Header http.Header
 	Body   []byte
+}
+
+// JSON decodes the body as a JSON object, failing t if it is not one.
+func (r Reply) JSON(t testing.TB) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.Body, &m); err != nil {
+		t.Fatalf("%d %s: %v", r.Status, r.Body, err)
+	}
+	return m
+}
+
+// Decode decodes the body into v, failing t unless the status is status.
+func (r Reply) Decode(t testing.TB, status int, v any) {
+	t.Helper()
+	if r.Status != status {
+		t.Fatalf("got %d %s, want %d", r.Status, r.Body, status)
+	}
+	if err := json.Unmarshal(r.Body, v); err != nil {
+		t.Fatalf("%s: %v", r.Body, err)
+	}
 }
 
 // Do sends one request through app (in-process, app.Test), with a bearer

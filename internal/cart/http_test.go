@@ -52,25 +52,12 @@ func (h httpFixture) streamLen(t *testing.T) int64 {
 	return h.Redis.Client.XLen(context.Background(), h.Config.KeyPrefix+"orders").Val()
 }
 
-type reply struct{ apitest.Reply }
-
-func (r reply) cart(t *testing.T) cart.Cart {
+// cartOf is the cart a 200 answer carries.
+func cartOf(t *testing.T, r apitest.Reply) cart.Cart {
 	t.Helper()
 	var c cart.Cart
-	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &c) != nil {
-		t.Fatalf("want a cart, got %d %s", r.Status, r.Body)
-	}
+	r.Decode(t, http.StatusOK, &c)
 	return c
-}
-
-func (h httpFixture) do(t *testing.T, method, path, token, body string, headers ...string) reply {
-	t.Helper()
-	return reply{h.Do(t, method, path, token, body, headers...)}
-}
-
-func wantProblem(t *testing.T, r reply, status int, code string) {
-	t.Helper()
-	apitest.WantProblem(t, r.Reply, status, code)
 }
 
 // The whole cart API for one shopper; another shopper sees none of it.
@@ -82,48 +69,48 @@ func TestCartOverHTTP(t *testing.T) {
 	annID, ann := h.shopper(t, "ann@example.com")
 	_, bob := h.shopper(t, "bob@example.com")
 
-	if r := h.do(t, "GET", "/api/v1/cart", ann, ""); string(r.Body) != `{"items":[],"total_cents":0}` {
+	if r := h.Do(t, "GET", "/api/v1/cart", ann, ""); string(r.Body) != `{"items":[],"total_cents":0}` {
 		t.Fatalf("empty cart = %d %s", r.Status, r.Body)
 	}
-	h.do(t, "POST", "/api/v1/cart/items", ann, `{"sku":"tea","quantity":1}`).cart(t)
-	r := h.do(t, "POST", "/api/v1/cart/items", ann, `{"sku":"mug","quantity":2}`)
+	cartOf(t, h.Do(t, "POST", "/api/v1/cart/items", ann, `{"sku":"tea","quantity":1}`))
+	r := h.Do(t, "POST", "/api/v1/cart/items", ann, `{"sku":"mug","quantity":2}`)
 	want := `{"items":[{"sku":"mug","name":"Product mug","price_cents":1250,"quantity":2,"line_total_cents":2500},` +
 		`{"sku":"tea","name":"Product tea","price_cents":399,"quantity":1,"line_total_cents":399}],"total_cents":2899}`
 	if string(r.Body) != want {
 		t.Fatalf("cart = %s\nwant %s", r.Body, want)
 	}
-	if c := h.do(t, "PUT", "/api/v1/cart/items/tea", ann, `{"quantity":3}`).cart(t); c.TotalCents != 2500+3*399 {
+	if c := cartOf(t, h.Do(t, "PUT", "/api/v1/cart/items/tea", ann, `{"quantity":3}`)); c.TotalCents != 2500+3*399 {
 		t.Fatalf("after PUT: %+v", c)
 	}
-	if c := h.do(t, "GET", "/api/v1/cart", bob, "").cart(t); len(c.Items) != 0 {
+	if c := cartOf(t, h.Do(t, "GET", "/api/v1/cart", bob, "")); len(c.Items) != 0 {
 		t.Fatalf("bob sees %+v", c)
 	}
-	h.do(t, "DELETE", "/api/v1/cart/items/tea", bob, "").cart(t)
-	wantProblem(t, h.do(t, "POST", "/api/v1/cart/checkout", bob, ""), 409, "cart_empty")
-	if c := h.do(t, "DELETE", "/api/v1/cart/items/nothing-here", ann, "").cart(t); len(c.Items) != 2 {
+	cartOf(t, h.Do(t, "DELETE", "/api/v1/cart/items/tea", bob, ""))
+	apitest.WantProblem(t, h.Do(t, "POST", "/api/v1/cart/checkout", bob, ""), 409, "cart_empty")
+	if c := cartOf(t, h.Do(t, "DELETE", "/api/v1/cart/items/nothing-here", ann, "")); len(c.Items) != 2 {
 		t.Fatalf("removing an absent line: %+v", c)
 	}
-	if c := h.do(t, "DELETE", "/api/v1/cart/items/tea", ann, "").cart(t); len(c.Items) != 1 || c.TotalCents != 2500 {
+	if c := cartOf(t, h.Do(t, "DELETE", "/api/v1/cart/items/tea", ann, "")); len(c.Items) != 1 || c.TotalCents != 2500 {
 		t.Fatalf("after DELETE tea: %+v", c)
 	}
 
-	r = h.do(t, "POST", "/api/v1/cart/checkout", ann, "", "Idempotency-Key", "pay-1")
+	r = h.Do(t, "POST", "/api/v1/cart/checkout", ann, "", "Idempotency-Key", "pay-1")
 	var placed order.Placed
 	if r.Status != http.StatusAccepted || json.Unmarshal(r.Body, &placed) != nil || placed.Status != "pending" {
 		t.Fatalf("checkout = %d %s", r.Status, r.Body)
 	}
-	if again := h.do(t, "POST", "/api/v1/cart/checkout", ann, "", "Idempotency-Key", "pay-1"); again.Status != 202 ||
+	if again := h.Do(t, "POST", "/api/v1/cart/checkout", ann, "", "Idempotency-Key", "pay-1"); again.Status != 202 ||
 		!bytes.Equal(again.Body, r.Body) {
 		t.Fatalf("repeat = %d %s, want %s", again.Status, again.Body, r.Body)
 	}
-	if c := h.do(t, "GET", "/api/v1/cart", ann, "").cart(t); len(c.Items) != 0 {
+	if c := cartOf(t, h.Do(t, "GET", "/api/v1/cart", ann, "")); len(c.Items) != 0 {
 		t.Fatalf("cart after checkout: %+v", c)
 	}
-	h.do(t, "POST", "/api/v1/cart/items", ann, `{"sku":"mug","quantity":1}`).cart(t)
-	if r := h.do(t, "DELETE", "/api/v1/cart", ann, ""); r.Status != http.StatusNoContent || len(h.hash(t, annID)) != 0 {
+	cartOf(t, h.Do(t, "POST", "/api/v1/cart/items", ann, `{"sku":"mug","quantity":1}`))
+	if r := h.Do(t, "DELETE", "/api/v1/cart", ann, ""); r.Status != http.StatusNoContent || len(h.hash(t, annID)) != 0 {
 		t.Fatalf("clear = %d %s", r.Status, r.Body)
 	}
-	if c := h.do(t, "GET", "/api/v1/cart", ann, "").cart(t); len(c.Items) != 0 {
+	if c := cartOf(t, h.Do(t, "GET", "/api/v1/cart", ann, "")); len(c.Items) != 0 {
 		t.Fatalf("cart after clear: %+v", c)
 	}
 }
@@ -135,14 +122,14 @@ func TestCheckoutRefusalOverHTTP(t *testing.T) {
 	h.sale(t, "short", 100, 1, 0)
 	h.sale(t, "plenty", 100, 10, 0)
 	_, tok := h.shopper(t, "cy@example.com")
-	h.do(t, "POST", "/api/v1/cart/items", tok, `{"sku":"plenty","quantity":1}`).cart(t)
-	before := h.do(t, "POST", "/api/v1/cart/items", tok, `{"sku":"short","quantity":2}`).cart(t)
-	r := h.do(t, "POST", "/api/v1/cart/checkout", tok, "")
-	wantProblem(t, r, 409, "out_of_stock")
+	cartOf(t, h.Do(t, "POST", "/api/v1/cart/items", tok, `{"sku":"plenty","quantity":1}`))
+	before := cartOf(t, h.Do(t, "POST", "/api/v1/cart/items", tok, `{"sku":"short","quantity":2}`))
+	r := h.Do(t, "POST", "/api/v1/cart/checkout", tok, "")
+	apitest.WantProblem(t, r, 409, "out_of_stock")
 	if !bytes.Contains(r.Body, []byte(`"skus":["short"]`)) {
 		t.Fatalf("refusal does not name the sku: %s", r.Body)
 	}
-	if after := h.do(t, "GET", "/api/v1/cart", tok, "").cart(t); after.TotalCents != before.TotalCents || len(after.Items) != 2 {
+	if after := cartOf(t, h.Do(t, "GET", "/api/v1/cart", tok, "")); after.TotalCents != before.TotalCents || len(after.Items) != 2 {
 		t.Fatalf("cart after a refusal: %+v, was %+v", after, before)
 	}
 }
@@ -153,7 +140,7 @@ func TestCartBadInputOverHTTP(t *testing.T) {
 	h := newHTTPFixture(t)
 	h.product(t, "p", 100)
 	uid, tok := h.shopper(t, "dee@example.com")
-	h.do(t, "POST", "/api/v1/cart/items", tok, `{"sku":"p","quantity":2}`).cart(t)
+	cartOf(t, h.Do(t, "POST", "/api/v1/cart/items", tok, `{"sku":"p","quantity":2}`))
 	tests := []struct {
 		name, method, path, token, body string
 		status                          int
@@ -192,7 +179,7 @@ func TestCartBadInputOverHTTP(t *testing.T) {
 			if tc.name == "checkout_bad_key" {
 				headers = []string{"Idempotency-Key", strings.Repeat("k", 256)}
 			}
-			wantProblem(t, h.do(t, tc.method, tc.path, tc.token, tc.body, headers...), tc.status, tc.code)
+			apitest.WantProblem(t, h.Do(t, tc.method, tc.path, tc.token, tc.body, headers...), tc.status, tc.code)
 		})
 	}
 	if c := h.hash(t, uid); len(c) != 1 || c["p"] != "2" {

@@ -2,7 +2,6 @@ package order_test
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -59,47 +58,26 @@ func (h httpFixture) writer(t *testing.T, o order.WriterOptions) (stop func()) {
 	}
 }
 
-type reply struct{ apitest.Reply }
-
-func (r reply) json(t *testing.T) map[string]any {
-	t.Helper()
-	var m map[string]any
-	if err := json.Unmarshal(r.Body, &m); err != nil {
-		t.Fatalf("%s: %v", r.Body, err)
-	}
-	return m
-}
-
-func (h httpFixture) do(t *testing.T, method, path, token, body string, headers ...string) reply {
-	t.Helper()
-	return reply{h.Do(t, method, path, token, body, headers...)}
-}
-
-func wantProblem(t *testing.T, r reply, status int, code string) {
-	t.Helper()
-	apitest.WantProblem(t, r.Reply, status, code)
-}
-
 func TestPurchaseToConfirmedOverHTTP(t *testing.T) {
 	t.Parallel()
 	h := newHTTPFixture(t)
 	h.sale(t, "hot-1", 5, 2, 1250)
 	_, tok := h.shopper(t, "ann@example.com")
 
-	r := h.do(t, "POST", "/api/v1/products/hot-1/purchase", tok, `{"quantity":2}`)
-	if r.Status != http.StatusAccepted || r.json(t)["status"] != "pending" {
+	r := h.Do(t, "POST", "/api/v1/products/hot-1/purchase", tok, `{"quantity":2}`)
+	if r.Status != http.StatusAccepted || r.JSON(t)["status"] != "pending" {
 		t.Fatalf("purchase: %d %s", r.Status, r.Body)
 	}
-	id := r.json(t)["order_id"].(string)
-	if o := h.do(t, "GET", "/api/v1/orders/"+id, tok, "").json(t); o["status"] != "pending" || o["total_cents"] != 2500.0 {
+	id := r.JSON(t)["order_id"].(string)
+	if o := h.Do(t, "GET", "/api/v1/orders/"+id, tok, "").JSON(t); o["status"] != "pending" || o["total_cents"] != 2500.0 {
 		t.Fatalf("pending order: %v", o)
 	}
 	h.Drain(t)
-	o := h.do(t, "GET", "/api/v1/orders/"+id, tok, "").json(t)
+	o := h.Do(t, "GET", "/api/v1/orders/"+id, tok, "").JSON(t)
 	if o["status"] != "confirmed" || o["total_cents"] != 2500.0 {
 		t.Fatalf("confirmed order: %v", o)
 	}
-	list := h.do(t, "GET", "/api/v1/orders", tok, "").json(t)
+	list := h.Do(t, "GET", "/api/v1/orders", tok, "").JSON(t)
 	if items := list["items"].([]any); len(items) != 1 || items[0].(map[string]any)["order_id"] != id {
 		t.Fatalf("list: %v", list)
 	}
@@ -111,7 +89,7 @@ func TestPurchaseRefusals(t *testing.T) {
 	h.sale(t, "hot-empty", 0, 1, 100)
 	h.sale(t, "hot-lim", 10, 1, 100)
 	_, tok := h.shopper(t, "bob@example.com")
-	if r := h.do(t, "POST", "/api/v1/products/hot-lim/purchase", tok, ""); r.Status != http.StatusAccepted {
+	if r := h.Do(t, "POST", "/api/v1/products/hot-lim/purchase", tok, ""); r.Status != http.StatusAccepted {
 		t.Fatalf("first purchase (no body: quantity 1): %d %s", r.Status, r.Body)
 	}
 	tests := []struct {
@@ -135,11 +113,11 @@ func TestPurchaseRefusals(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			wantProblem(t, h.do(t, "POST", tc.path, tc.token, tc.body), tc.status, tc.code)
+			apitest.WantProblem(t, h.Do(t, "POST", tc.path, tc.token, tc.body), tc.status, tc.code)
 		})
 	}
 	long := strings.Repeat("k", 256)
-	wantProblem(t, h.do(t, "POST", "/api/v1/products/hot-lim/purchase", tok, `{}`, "Idempotency-Key", long), 400, "invalid_request")
+	apitest.WantProblem(t, h.Do(t, "POST", "/api/v1/products/hot-lim/purchase", tok, `{}`, "Idempotency-Key", long), 400, "invalid_request")
 	avail, _ := h.Stock.Available(context.Background(), "hot-lim", "hot-empty")
 	if avail[0] != 9 || avail[1] != 0 || h.Redis.Client.XLen(context.Background(), h.Config.KeyPrefix+"orders").Val() != 1 {
 		t.Fatalf("refusals changed the stock: %v", avail)
@@ -151,9 +129,9 @@ func TestPurchaseIdempotencyKey(t *testing.T) {
 	h := newHTTPFixture(t)
 	h.sale(t, "hot-i", 10, 0, 100)
 	_, tok := h.shopper(t, "cy@example.com")
-	first := h.do(t, "POST", "/api/v1/products/hot-i/purchase", tok, `{"quantity":3}`, "Idempotency-Key", "buy-42")
-	again := h.do(t, "POST", "/api/v1/products/hot-i/purchase", tok, `{"quantity":3}`, "Idempotency-Key", "buy-42")
-	if first.Status != 202 || again.Status != 202 || first.json(t)["order_id"] != again.json(t)["order_id"] {
+	first := h.Do(t, "POST", "/api/v1/products/hot-i/purchase", tok, `{"quantity":3}`, "Idempotency-Key", "buy-42")
+	again := h.Do(t, "POST", "/api/v1/products/hot-i/purchase", tok, `{"quantity":3}`, "Idempotency-Key", "buy-42")
+	if first.Status != 202 || again.Status != 202 || first.JSON(t)["order_id"] != again.JSON(t)["order_id"] {
 		t.Fatalf("first %s, again %s: want the same answer", first.Body, again.Body)
 	}
 	if avail, _ := h.Stock.Available(context.Background(), "hot-i"); avail[0] != 7 {
@@ -168,16 +146,16 @@ func TestOrdersAreOwnersOnly(t *testing.T) {
 	h.sale(t, "hot-o", 10, 0, 100)
 	_, ann := h.shopper(t, "ann2@example.com")
 	_, eve := h.shopper(t, "eve@example.com")
-	id := h.do(t, "POST", "/api/v1/products/hot-o/purchase", ann, `{}`).json(t)["order_id"].(string)
-	wantProblem(t, h.do(t, "GET", "/api/v1/orders/"+id, eve, ""), 404, "not_found")
-	if items := h.do(t, "GET", "/api/v1/orders", eve, "").json(t)["items"].([]any); len(items) != 0 {
+	id := h.Do(t, "POST", "/api/v1/products/hot-o/purchase", ann, `{}`).JSON(t)["order_id"].(string)
+	apitest.WantProblem(t, h.Do(t, "GET", "/api/v1/orders/"+id, eve, ""), 404, "not_found")
+	if items := h.Do(t, "GET", "/api/v1/orders", eve, "").JSON(t)["items"].([]any); len(items) != 0 {
 		t.Fatalf("eve lists ann's orders: %v", items)
 	}
 	h.Drain(t)
-	wantProblem(t, h.do(t, "GET", "/api/v1/orders/"+id, eve, ""), 404, "not_found")
-	wantProblem(t, h.do(t, "GET", "/api/v1/orders/not-a-uuid", ann, ""), 404, "not_found")
-	wantProblem(t, h.do(t, "GET", "/api/v1/orders?cursor=%%%", ann, ""), 400, "invalid_request")
-	wantProblem(t, h.do(t, "GET", "/api/v1/orders?limit=0", ann, ""), 400, "invalid_request")
+	apitest.WantProblem(t, h.Do(t, "GET", "/api/v1/orders/"+id, eve, ""), 404, "not_found")
+	apitest.WantProblem(t, h.Do(t, "GET", "/api/v1/orders/not-a-uuid", ann, ""), 404, "not_found")
+	apitest.WantProblem(t, h.Do(t, "GET", "/api/v1/orders?cursor=%%%", ann, ""), 400, "invalid_request")
+	apitest.WantProblem(t, h.Do(t, "GET", "/api/v1/orders?limit=0", ann, ""), 400, "invalid_request")
 }
 
 // Orders list newest first across pages, pending and confirmed together.
@@ -188,7 +166,7 @@ func TestListOrdersPages(t *testing.T) {
 	_, tok := h.shopper(t, "pat@example.com")
 	var ids []string
 	for range 5 {
-		ids = append(ids, h.do(t, "POST", "/api/v1/products/hot-p/purchase", tok, `{}`).json(t)["order_id"].(string))
+		ids = append(ids, h.Do(t, "POST", "/api/v1/products/hot-p/purchase", tok, `{}`).JSON(t)["order_id"].(string))
 	}
 	// Persist the first three only: the list mixes both sources.
 	stop := h.writer(t, order.WriterOptions{Consumer: "w", Batch: 3})
@@ -203,7 +181,7 @@ func TestListOrdersPages(t *testing.T) {
 		if cursor != "" {
 			path += "&cursor=" + cursor
 		}
-		body := h.do(t, "GET", path, tok, "").json(t)
+		body := h.Do(t, "GET", path, tok, "").JSON(t)
 		for _, it := range body["items"].([]any) {
 			got = append(got, it.(map[string]any)["order_id"].(string))
 		}
