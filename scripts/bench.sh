@@ -11,7 +11,7 @@
 #      reserve script, as in production;
 #   2. `shop loadtest` with 200 shoppers and 200 connections for 20 s, on
 #      one core (--procs 1) like the single-threaded redis-benchmark;
-#   3. `redis-benchmark -c 50` running internal/inventory/reserve.lua, the
+#   3. `redis-benchmark -c 50` running internal/order/reserve.lua, the
 #      script the server runs, with the server's KEYS/ARGV layout, every
 #      call on the buy path (random order and user ids, endless stock);
 #   4. prints both throughputs and their ratio (target >= 0.25), then the
@@ -91,7 +91,7 @@ RBP="${PREFIX}rb:"
 SHA=
 rb_reset() {
   # Loaded each time: a test run elsewhere may have flushed the script cache.
-  SHA=$(rcli SCRIPT LOAD "$(cat internal/inventory/reserve.lua)")
+  SHA=$(rcli SCRIPT LOAD "$(cat internal/order/reserve.lua)")
   rcli unlink "${RBP}orders" "${RBP}sale:{rb}:buyers" >/dev/null
   rcli hset "${RBP}sale:{rb}" round 1 quantity 1000000000000 available 1000000000000 limit 0 \
     starts_ms 0 ends_ms 0 price_cents 100 >/dev/null
@@ -162,4 +162,4 @@ echo; echo "== order writer: go test -run '^\$' -bench WriterDrain -benchtime 20
 go test -run '^$' -bench 'WriterDrain' -benchtime 200000x -timeout 10m ./internal/order | grep -E '^(Benchmark|ok|FAIL)'
 echo; echo "== hot paths: go test -run '^\$' -bench 'Reserve|Allow|VerifyToken|AuthenticatedRequest|GetProductCached' -benchtime 3s"
 go test -run '^$' -bench 'Reserve$|Allow$|VerifyToken$|AuthenticatedRequest|GetProductCached$' -benchtime 3s -timeout 10m \
-  ./internal/inventory ./internal/ratelimit ./internal/auth | grep -E '^(Benchmark|ok|FAIL)'
+  ./internal/order ./internal/inventory ./internal/ratelimit ./internal/auth | grep -E '^(Benchmark|ok|FAIL)'
