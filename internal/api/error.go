@@ -30,6 +30,7 @@ const (
 	CodeLimitExceeded      = "limit_exceeded"
 	CodeSaleNotActive      = "sale_not_active"
 	CodeCartEmpty          = "cart_empty"
+	CodeIdempotencyReused  = "idempotency_key_reused"
 	CodeConflict           = "conflict"
 	CodePayloadTooLarge    = "payload_too_large"
 	CodeUnsupportedMedia   = "unsupported_media_type"
@@ -55,6 +56,7 @@ var statusOf = map[string]int{
 	CodeLimitExceeded:      http.StatusConflict,
 	CodeSaleNotActive:      http.StatusConflict,
 	CodeCartEmpty:          http.StatusConflict,
+	CodeIdempotencyReused:  http.StatusUnprocessableEntity,
 	CodeConflict:           http.StatusConflict,
 	CodePayloadTooLarge:    http.StatusRequestEntityTooLarge,
 	CodeUnsupportedMedia:   http.StatusUnsupportedMediaType,

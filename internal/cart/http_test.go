@@ -189,3 +189,26 @@ func TestCartBadInputOverHTTP(t *testing.T) {
 		t.Fatal("bad input placed an order")
 	}
 }
+
+// An Idempotency-Key a buy-now used cannot check a cart out: 422, and the
+// cart and the stock are as they were (the defect: the first order came
+// back, nothing was bought, and the cart stayed full behind a 202).
+func TestCheckoutWithAnotherRequestsKey(t *testing.T) {
+	t.Parallel()
+	h := newHTTPFixture(t)
+	h.sale(t, "mug", 100, 10, 0)
+	uid, tok := h.shopper(t, "kay@example.com")
+	if r := h.Do(t, "POST", "/api/v1/products/mug/purchase", tok, `{"quantity":1}`, "Idempotency-Key", "k-1"); r.Status != 202 {
+		t.Fatalf("purchase: %d %s", r.Status, r.Body)
+	}
+	apitest.WantProblem(t, h.Do(t, "POST", "/api/v1/products/mug/purchase", tok, `{"quantity":2}`, "Idempotency-Key", "k-1"),
+		422, "idempotency_key_reused")
+	cartOf(t, h.Do(t, "POST", "/api/v1/cart/items", tok, `{"sku":"mug","quantity":2}`))
+	apitest.WantProblem(t, h.Do(t, "POST", "/api/v1/cart/checkout", tok, "", "Idempotency-Key", "k-1"), 422, "idempotency_key_reused")
+	if c := h.hash(t, uid); c["mug"] != "2" || h.streamLen(t) != 1 {
+		t.Fatalf("cart %v, orders %d: a reused key changed something", c, h.streamLen(t))
+	}
+	// Emptied cart, key of a buy-now: still refused, not the buy-now's order.
+	h.Do(t, "DELETE", "/api/v1/cart", tok, "")
+	apitest.WantProblem(t, h.Do(t, "POST", "/api/v1/cart/checkout", tok, "", "Idempotency-Key", "k-1"), 422, "idempotency_key_reused")
+}

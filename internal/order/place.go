@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -53,6 +54,7 @@ func (s *Service) Place(ctx context.Context, user string, lines []Line, o PlaceO
 	e := enqueue{orderID: id.String(), userID: user, cartKey: o.CartKey}
 	if o.IdemKey != "" {
 		e.idemKey = s.keys.idem(user, o.IdemKey)
+		e.fingerprint = fingerprint(lines, o.CartKey != "")
 	}
 	rctx, cancel := context.WithTimeout(ctx, placeTimeout)
 	defer cancel()
@@ -107,21 +109,26 @@ func isAPIError(err error) bool {
 	return errors.As(err, &e)
 }
 
-// Replay returns the answer an earlier placement by user with the
+// Replay returns the answer an earlier checkout by user with the
 // Idempotency-Key key gave, while its record lasts (idemTTL); ok is false
 // when there was none. A checkout asks it when the cart is empty: the
 // first checkout with the key may be what emptied it.
 //
-// Errors: a 503 when Redis does not answer.
+// Errors: ErrIdempotencyKeyReused when the key was used for another
+// request (a buy-now); a 503 when Redis does not answer.
 func (s *Service) Replay(ctx context.Context, user, key string) (p Placed, ok bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, placeTimeout)
 	defer cancel()
-	id, err := s.rdb.Get(ctx, s.keys.idem(user, key)).Result()
+	rec, err := s.rdb.Get(ctx, s.keys.idem(user, key)).Result()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return Placed{}, false, nil
 	case err != nil:
 		return Placed{}, false, s.unavailable("replay idempotency key", err)
+	}
+	id, fp, found := strings.Cut(rec, " ")
+	if found && fp != checkoutFingerprint {
+		return Placed{}, false, ErrIdempotencyKeyReused
 	}
 	return Placed{OrderID: id, Status: StatusPending, Replayed: true}, true, nil
 }

@@ -11,16 +11,25 @@ import (
 	"github.com/shop-oss/shop/internal/api"
 )
 
-// Replay finds the first answer of an Idempotency-Key, for its user only.
+// Replay finds the first answer of a checkout's Idempotency-Key, for its
+// user only; a key a buy-now used is another request's.
 func TestReplay(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	f.sale(t, "r-1", 5, 0, 100)
 	ann, bob := f.user(t), f.user(t)
-	first, err := f.svc.Place(ctx, ann, []Line{{SKU: "r-1", Quantity: 1}}, PlaceOptions{IdemKey: "k-1"})
+	cart := f.r.Prefix + "cart:{" + ann + "}"
+	f.r.Client.HSet(ctx, cart, "r-1", 1)
+	first, err := f.svc.Place(ctx, ann, []Line{{SKU: "r-1", Quantity: 1}}, PlaceOptions{IdemKey: "k-1", CartKey: cart})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, err := f.svc.Place(ctx, ann, []Line{{SKU: "r-1", Quantity: 1}}, PlaceOptions{IdemKey: "k-buy"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.svc.Replay(ctx, ann, "k-buy"); !errors.Is(err, ErrIdempotencyKeyReused) {
+		t.Fatalf("replay of a buy-now's key as a checkout: %v, want idempotency_key_reused", err)
 	}
 	got, ok, err := f.svc.Replay(ctx, ann, "k-1")
 	if err != nil || !ok || got.OrderID != first.OrderID || got.Status != StatusPending || !got.Replayed {

@@ -2,7 +2,9 @@ package order
 
 import (
 	"context"
+	"crypto/sha256"
 	_ "embed"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,6 +38,12 @@ var (
 	ErrOutOfStock    = api.NewError(api.CodeOutOfStock, "not enough stock")
 )
 
+// ErrIdempotencyKeyReused: the Idempotency-Key was used before by the same
+// user for a different request (another SKU, quantity or route); nothing
+// was done.
+var ErrIdempotencyKeyReused = api.NewError(api.CodeIdempotencyReused,
+	"this Idempotency-Key was used for a different request")
+
 // ErrCartChanged: a checkout's cart changed between reading it and the
 // reservation; nothing was reserved, and the caller reads the cart again.
 var ErrCartChanged = errors.New("order: the cart changed during checkout")
@@ -68,6 +76,7 @@ type ReservedItem struct {
 type enqueue struct {
 	orderID, userID string
 	idemKey         string // the idempotency record; "" for none
+	fingerprint     string // of the request, kept with idemKey
 	cartKey         string // for a checkout, the buyer's cart; "" for a buy-now
 }
 
@@ -94,13 +103,19 @@ func (s *Service) reserve(ctx context.Context, e enqueue, lines []Line) (reserva
 	}
 	// Every key goes in KEYS; an unused one names a key never touched.
 	status := s.keys.status(e.orderID)
-	idemKey, useIdem := optionalKey(e.idemKey, status+":noidem")
+	idemKey, _ := optionalKey(e.idemKey, status+":noidem")
 	cartKey, useCart := optionalKey(e.cartKey, status+":nocart")
+	fingerprint := ""
+	if e.idemKey != "" {
+		if fingerprint = e.fingerprint; fingerprint == "" {
+			return reservation{}, fmt.Errorf("reserve order %s: an idempotency key without a fingerprint", e.orderID)
+		}
+	}
 	keys := make([]string, 0, 5+2*len(lines))
 	keys = append(keys, s.keys.stream(), status, s.keys.pending(e.userID), idemKey, cartKey)
 	args := make([]any, 0, 7+2*len(lines))
 	args = append(args, e.orderID, e.userID, statusTTL.Milliseconds(), idemTTL.Milliseconds(),
-		useIdem, useCart, len(lines))
+		fingerprint, useCart, len(lines))
 	for _, l := range lines {
 		keys = append(keys, s.stock.SaleKey(l.SKU), s.stock.BuyersKey(l.SKU))
 		args = append(args, l.SKU, l.Quantity)
@@ -164,6 +179,8 @@ func rejection(reason string, skus []string) error {
 		return &noSaleError{skus: skus}
 	case "cart_changed":
 		return ErrCartChanged
+	case "idem_reused":
+		return ErrIdempotencyKeyReused
 	case "not_active":
 		return withSKUs(ErrSaleNotActive, skus)
 	case "limit":
@@ -175,3 +192,21 @@ func rejection(reason string, skus []string) error {
 }
 
 func withSKUs(base *api.Error, skus []string) error { return base.With("skus", skus) }
+
+// checkoutFingerprint is every checkout's: its request has no parameters
+// (the cart is the user's), so a repeat with the key is the same request.
+const checkoutFingerprint = "checkout"
+
+// fingerprint identifies a placement's request for its Idempotency-Key: the
+// route and, for a buy-now, the SKU and quantity (API.md: "the same
+// request (same route, same SKU and quantity)").
+func fingerprint(lines []Line, checkout bool) string {
+	if checkout {
+		return checkoutFingerprint
+	}
+	h := sha256.New()
+	for _, l := range lines {
+		fmt.Fprintf(h, "%s\x00%d\x00", l.SKU, l.Quantity)
+	}
+	return "purchase:" + hex.EncodeToString(h.Sum(nil)[:16])
+}

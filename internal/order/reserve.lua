@@ -17,13 +17,16 @@
 --
 -- KEYS[1] order stream          KEYS[2] order status (hash)
 -- KEYS[3] buyer's pending index (sorted set)
--- KEYS[4] idempotency record    (touched only when ARGV[5] == '1')
+-- KEYS[4] idempotency record    (touched only when ARGV[5] ~= '')
 -- KEYS[5] the buyer's cart      (touched only when ARGV[6] == '1': checkout)
 -- KEYS[6 + 2(i-1)]  sale state of line i (hash: round, available, limit,
 --                   starts_ms, ends_ms, price_cents)
 -- KEYS[7 + 2(i-1)]  buyer counts of line i (hash: user id -> units)
 -- ARGV[1] order id   ARGV[2] user id   ARGV[3] status TTL (ms)
--- ARGV[4] idempotency TTL (ms)        ARGV[5] '1' to use the idempotency key
+-- ARGV[4] idempotency TTL (ms)
+-- ARGV[5] the request's fingerprint, to record with the idempotency key
+--         ('' for no key): a repeat of the key with another fingerprint is
+--         another request, refused (idem_reused) and changing nothing
 -- ARGV[6] '1' for a checkout: the cart must still hold exactly these lines,
 --         and it is emptied with the reservation
 -- ARGV[7] number of lines n, then ARGV[8 + 2(i-1)] sku, ARGV[9 + 2(i-1)] qty
@@ -31,15 +34,19 @@
 -- Returns {'ok', items_json, total_cents, created_ms}
 --      or {'dup', order_id}         (idempotent repeat, or a second run)
 --      or {'fail', reason, sku...}  reason: no_sale | not_active | limit |
---         stock | cart_changed (the cart changed since it was read: retry)
+--         stock | cart_changed (the cart changed since it was read: retry) |
+--         idem_reused (the key was used for a different request)
+-- The idempotency record is 'order_id fingerprint'.
 local order_id, user = ARGV[1], ARGV[2]
 local status_ttl, idem_ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
-local use_idem, use_cart = ARGV[5] == '1', ARGV[6] == '1'
+local idem_fp, use_cart = ARGV[5], ARGV[6] == '1'
+local use_idem = idem_fp ~= ''
 local n = tonumber(ARGV[7])
 
 local function bad(msg) return redis.error_reply('ERR reserve: ' .. msg) end
 if order_id == '' or user == '' then return bad('empty order or user id') end
 if not status_ttl or status_ttl < 1 or not idem_ttl or idem_ttl < 1 then return bad('bad ttl') end
+if string.find(idem_fp, '%s') then return bad('bad fingerprint') end
 if not n or n < 1 or n ~= math.floor(n) or #KEYS ~= 5 + 2 * n or #ARGV ~= 7 + 2 * n then
   return bad('bad line count')
 end
@@ -59,7 +66,12 @@ end
 if redis.call('EXISTS', KEYS[2]) == 1 then return {'dup', order_id} end
 if use_idem then
   local prev = redis.call('GET', KEYS[4])
-  if prev then return {'dup', prev} end
+  if prev then
+    local id, fp = string.match(prev, '^(%S+) (%S+)$')
+    if not id then return {'dup', prev} end -- a record made before fingerprints
+    if fp ~= idem_fp then return {'fail', 'idem_reused'} end
+    return {'dup', id}
+  end
 end
 
 -- A checkout reserves what the cart held when it was read; if the buyer
@@ -132,7 +144,7 @@ redis.call('PEXPIRE', KEYS[2], status_ttl)
 redis.call('ZADD', KEYS[3], now, order_id)
 redis.call('PEXPIRE', KEYS[3], status_ttl)
 if use_idem then
-  redis.call('SET', KEYS[4], order_id, 'PX', idem_ttl)
+  redis.call('SET', KEYS[4], order_id .. ' ' .. idem_fp, 'PX', idem_ttl)
 end
 if use_cart then
   redis.call('DEL', KEYS[5])

@@ -52,7 +52,7 @@ func (f *reserveFixture) seed(t testing.TB, sku string, r inventory.LiveRound) {
 func (f *reserveFixture) enqueue(user, idem string) enqueue {
 	e := enqueue{orderID: uuid.NewString(), userID: user}
 	if idem != "" {
-		e.idemKey = f.svc.keys.idem(user, idem)
+		e.idemKey, e.fingerprint = f.svc.keys.idem(user, idem), "test-request"
 	}
 	return e
 }
@@ -359,5 +359,41 @@ func TestReserveCheckoutEmptiesTheCartOrRefusesAChangedOne(t *testing.T) {
 	}
 	if f.r.Client.Exists(ctx, cart).Val() != 0 || f.available(t, "a") != 8 || f.available(t, "b") != 9 {
 		t.Fatal("checkout did not empty the cart and take the stock")
+	}
+}
+
+// An Idempotency-Key stands for one request: the same key with another SKU,
+// quantity or route is refused and changes nothing; the same request again
+// is the first answer.
+func TestReserveIdempotencyKeyIsTiedToItsRequest(t *testing.T) {
+	t.Parallel()
+	f := newReserveFixture(t)
+	ctx := context.Background()
+	f.seed(t, "s", inventory.LiveRound{Quantity: 10, PerUserLimit: 0})
+	f.seed(t, "t", inventory.LiveRound{Quantity: 10, PerUserLimit: 0})
+	buy := func(checkout bool, lines ...Line) (reservation, error) {
+		e := f.enqueue("u1", "key-1")
+		e.fingerprint = fingerprint(lines, checkout)
+		return f.svc.reserve(ctx, e, lines)
+	}
+	first, err := buy(false, Line{"s", 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, other := range map[string]func() (reservation, error){
+		"other_quantity": func() (reservation, error) { return buy(false, Line{"s", 3}) },
+		"other_sku":      func() (reservation, error) { return buy(false, Line{"t", 2}) },
+		"checkout":       func() (reservation, error) { return buy(true, Line{"s", 2}) },
+	} {
+		if r, err := other(); !errors.Is(err, ErrIdempotencyKeyReused) {
+			t.Errorf("%s: %+v %v, want idempotency_key_reused", name, r, err)
+		}
+	}
+	if f.available(t, "s") != 8 || f.available(t, "t") != 10 || f.streamLen(t) != 1 {
+		t.Fatal("a reused key bought something")
+	}
+	again, err := buy(false, Line{"s", 2})
+	if err != nil || !again.replayed || again.orderID != first.orderID {
+		t.Fatalf("same request = %+v %v, want the first answer", again, err)
 	}
 }

@@ -222,9 +222,11 @@ func TestTrimNeverRemovesUnwrittenEntries(t *testing.T) {
 	for range 3 {
 		f.place(t, u, "s", 1) // undelivered: no writer runs now
 	}
+	// The second writer's own housekeeping may have trimmed some already.
+	written := f.r.Client.XLen(ctx, f.svc.keys.stream()).Val() - 3
 	n, err := first.Trim(ctx)
-	if err != nil || n != 10 {
-		t.Fatalf("trim removed %d (%v), want the 10 written entries", n, err)
+	if err != nil || n != written {
+		t.Fatalf("trim removed %d (%v), want the %d written entries left", n, err, written)
 	}
 	if l := f.r.Client.XLen(ctx, f.svc.keys.stream()).Val(); l != 3 {
 		t.Fatalf("stream holds %d entries, want the 3 undelivered", l)
