@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/database"
 	"github.com/shop-oss/shop/internal/inventory"
 )
 
@@ -89,9 +90,11 @@ func (s *Service) explain(ctx context.Context, lines []inventory.Line, o PlaceOp
 		return inventory.ErrSaleNotActive.With("skus", noSale.SKUs)
 	case isAPIError(err), errors.Is(err, inventory.ErrCartChanged):
 		return err
-	default:
+	case database.Unavailable(err):
 		s.log.Warn("reserve failed", "err", err)
-		return api.Unavailable("the order could not be placed now; retry with the same Idempotency-Key")
+		return fmt.Errorf("%w: %w", api.Unavailable("the order could not be placed now; retry with the same Idempotency-Key"), err)
+	default: // a bug (a script error, a reply we cannot read): a logged 500
+		return err
 	}
 }
 
@@ -102,7 +105,7 @@ func (s *Service) explainNoSale(ctx context.Context, lines []inventory.Line, e *
 	if len(lines) == 1 && s.exists != nil {
 		ok, err := s.exists(ctx, lines[0].SKU)
 		if err != nil {
-			return api.Unavailable("the catalog is unavailable")
+			return fmt.Errorf("is %s in the catalog: %w", lines[0].SKU, err) // the catalog's 503 or 500
 		}
 		if !ok {
 			return ErrProductNotFound
