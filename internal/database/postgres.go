@@ -19,15 +19,16 @@
 // migrations (an index build) and writer batches share the pool.
 //
 // What that makes of the answers while Redis hangs, with the default
-// settings (the rate limiter's 1 s check in front of /api/v1):
+// settings (the rate limiter's 1 s check first on /api/v1; figures without
+// the limiter in brackets), as e2e's TestDrillRedisStalled measures:
 //
 //   - purchase, checkout, login, any POST/PUT/DELETE: 503 after the
-//     limiter's 1 s (writes fail closed); without the limiter, the
-//     reservation's 2 s or the session's 2 s.
+//     limiter's 1 s, since writes fail closed (2 s: the session check,
+//     or the reservation's 2 s).
 //   - GET /me and other authenticated reads: 1 s (the limiter fails open
-//     for reads) + 2 s session check, then 503: 3 s.
+//     for reads) + 2 s session check, then 503: 3 s (2 s).
 //   - catalog reads: 1 s limiter + 500 ms cache read + 1 s live stock
-//     read, then 200 from PostgreSQL with available 0: 2.5 s.
+//     read, then 200 from PostgreSQL with available 0: 2.5 s (1.5 s).
 //   - admin stock routes: 3 s (PostgreSQL) + 1 s (Redis) at most.
 //
 // Unavailable tells such outages from bugs, for every package.
