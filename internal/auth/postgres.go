@@ -4,15 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/database"
 )
 
 // pgTimeout bounds each query: a register or login must not hang on a
@@ -74,24 +72,9 @@ func (s *Service) userByEmail(ctx context.Context, email string) (User, string, 
 // pgFailure classifies a PostgreSQL error: an unreachable, restarting or
 // overloaded server is an outage (503); anything else is a bug (500).
 func (s *Service) pgFailure(op string, err error) error {
-	if !pgUnavailable(err) {
+	if !database.Unavailable(err) {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	s.log.Warn("postgres unavailable", "op", op, "err", err)
 	return fmt.Errorf("%s: %w: %w", op, api.Unavailable("the user database is unreachable; retry shortly"), err)
-}
-
-func pgUnavailable(err error) bool {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		// 08: connection exception, 53: insufficient resources (too many
-		// connections), 57P0x: shutting down or starting up.
-		c := pgErr.Code
-		return strings.HasPrefix(c, "08") || strings.HasPrefix(c, "53") || strings.HasPrefix(c, "57P0")
-	}
-	var connectErr *pgconn.ConnectError
-	var netErr net.Error
-	return errors.As(err, &connectErr) || errors.As(err, &netErr) || pgconn.Timeout(err) || pgconn.SafeToRetry(err) ||
-		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, pgconn.ErrConnClosed) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }

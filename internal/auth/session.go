@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/database"
 )
 
 // redisTimeout bounds every session call: the token check sits on every
@@ -86,7 +87,7 @@ func (st *sessionStore) create(ctx context.Context, u User, device string, now t
 	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
 	defer cancel()
 	key := st.key(sid)
-	_, err := st.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	cmds, err := st.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.HSet(ctx, key,
 			fieldUser, u.ID, fieldEmail, u.Email, fieldName, u.Name, fieldRole, u.Role,
 			fieldDevice, device, fieldRefresh, digest(g.refresh), fieldJTI, g.jti,
@@ -95,7 +96,9 @@ func (st *sessionStore) create(ctx context.Context, u User, device string, now t
 		return nil
 	})
 	if err != nil {
-		return grant{}, st.failure("create session", err)
+		// An EXECABORT says why only in the queued commands: an OOM Redis
+		// is an outage, not a bug.
+		return grant{}, st.failure("create session", database.TxError(cmds, err))
 	}
 	return g, nil
 }
@@ -234,26 +237,13 @@ func digest(token string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// failure classifies a Redis error. An error the server replied with is a
-// bug (a script error, a wrong type) unless it is one of the transient
-// states of a server that cannot serve right now; those, and every network
-// error or timeout, are an outage: 503, never 401.
+// failure classifies a Redis error (database.Unavailable): a server that
+// is unreachable, too slow, loading, failing over, out of memory or busy
+// with a script is an outage, 503 and never 401; any other reply is a bug.
 func (st *sessionStore) failure(op string, err error) error {
-	var rerr redis.Error
-	if errors.As(err, &rerr) && !transientRedis(rerr.Error()) {
+	if !database.Unavailable(err) {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	st.log.Warn("redis unavailable", "op", op, "err", err)
 	return fmt.Errorf("%s: %w: %w", op, api.Unavailable("the session store is unreachable; retry shortly"), err)
-}
-
-// transientRedis reports replies of a Redis that is loading, failing over,
-// out of memory or busy with a script: it may answer in a moment.
-func transientRedis(msg string) bool {
-	for _, p := range []string{"LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "READONLY", "OOM", "NOREPLICAS"} {
-		if strings.HasPrefix(msg, p) {
-			return true
-		}
-	}
-	return false
 }

@@ -3,11 +3,15 @@ package auth
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/testenv"
 )
 
 // hangBound is far above the store timeouts; past it a request has hung.
@@ -100,4 +104,50 @@ func TestServiceErrorsAreUnavailable(t *testing.T) {
 	if _, err := svc.Refresh(ctx, svc.sessions.newRefresh("00000000-0000-4000-8000-000000000000")); !isUnavailable(err) {
 		t.Errorf("Refresh: %v, want unavailable", err)
 	}
+}
+
+// TestLoginOnFullRedis: a Redis out of memory (noeviction) refuses the
+// session's MULTI with EXECABORT, whose cause is the OOM of the queued
+// HSET: an outage, so 503 with Retry-After, not a 500. The account itself
+// is in PostgreSQL and untouched; the token check of a session made
+// before still reads (Redis serves reads when full).
+func TestLoginOnFullRedis(t *testing.T) {
+	t.Parallel()
+	live := newHarness(t)
+	u := live.mustCreate(t, "ada@example.com", RoleShopper)
+	url := testenv.RedisServer(t, "--maxmemory", "1mb", "--maxmemory-policy", "noeviction")
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.MaxRetries = -1
+	full := redis.NewClient(opts)
+	t.Cleanup(func() { _ = full.Close() })
+	h := newHarnessOn(t, live.db, full, live.prefix)
+	before := h.login(t, u.Email, "")
+	fill(t, full)
+
+	r := h.do(t, http.MethodPost, "/api/v1/auth/login", map[string]string{"email": u.Email, "password": testPassword})
+	r.want(t, http.StatusServiceUnavailable, "unavailable") // with Retry-After
+	if got := metricsText(t, h); !strings.Contains(got, `shop_auth_logins_total{outcome="unavailable"} 1`) {
+		t.Error("the refused login is not counted as unavailable")
+	}
+	h.me(t, before.AccessToken).want(t, http.StatusOK, "")
+}
+
+// fill writes to rdb until Redis refuses for OOM.
+func fill(t *testing.T, rdb *redis.Client) {
+	t.Helper()
+	ctx := context.Background()
+	blob := strings.Repeat("x", 64<<10)
+	for i := range 1000 {
+		err := rdb.Set(ctx, "fill:"+strconv.Itoa(i), blob, 0).Err()
+		if redis.IsOOMError(err) {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Fatal("Redis never refused a write: is maxmemory set?")
 }

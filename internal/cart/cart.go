@@ -59,6 +59,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/database"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/order"
 )
@@ -226,7 +227,13 @@ func quantityRange(least int) api.FieldError {
 	return api.FieldError{Field: "quantity", Message: fmt.Sprintf("must be an integer from %d to %d", least, MaxQuantity)}
 }
 
+// unavailable maps a Redis error: an outage (database.Unavailable) is a
+// 503, logged unless the request was cancelled; anything else (a script
+// error, a wrong type) is a bug, returned for the 500 handler to log.
 func (s *Service) unavailable(op string, err error) error {
+	if !database.Unavailable(err) {
+		return fmt.Errorf("%s: %w", op, err)
+	}
 	if !errors.Is(err, context.Canceled) {
 		s.log.Warn(op, "err", err)
 	}

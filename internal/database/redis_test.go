@@ -138,3 +138,31 @@ func TestOpenRedisNeverResendsACommand(t *testing.T) {
 		t.Fatalf("the counter is %d: the INCR ran %d times", n, n)
 	}
 }
+
+// A call's context deadline bounds it on a stalled Redis (SIGSTOP: the
+// connection is open, nothing answers): go-redis would otherwise wait for
+// its 2 s ReadTimeout whatever the caller's timeout.
+func TestOpenRedisHonoursCallDeadlines(t *testing.T) {
+	t.Parallel()
+	rs := testenv.StartRedis(t)
+	rdb, err := database.OpenRedis(context.Background(), rs.URL, database.RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	rs.Pause(t)
+	const timeout = 200 * time.Millisecond
+	for _, name := range []string{"pooled connection", "second call"} {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		start := time.Now()
+		err := rdb.Get(ctx, "k").Err()
+		d := time.Since(start)
+		cancel()
+		if !database.Unavailable(err) {
+			t.Errorf("%s: err = %v, want an outage", name, err)
+		}
+		if d > 3*timeout {
+			t.Errorf("%s: took %s with a %s deadline", name, d, timeout)
+		}
+	}
+}

@@ -7,7 +7,9 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/shop-oss/shop/internal/api"
 	"github.com/shop-oss/shop/internal/cache"
+	"github.com/shop-oss/shop/internal/database"
 )
 
 // listing is a cached page: rows without live stock.
@@ -187,13 +189,15 @@ func (s *Catalog) invalidateListings(ctx context.Context, categories ...string) 
 	return errors.Join(errs...)
 }
 
-// readError maps a failed read: a context that ran out means a store did
-// not answer in time, which is an outage, not a bug.
+// readError maps a failed read: the loader's errors are mapped already
+// (dbError); an outage that reached us otherwise, such as a context that
+// ran out while waiting for another request's load, is a 503 too.
 func readError(op string, err error) error {
-	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%s: %w: %w", op, errDatabaseDown, err)
+	var e *api.Error
+	if errors.As(err, &e) || !database.Unavailable(err) {
+		return err
 	}
-	return err
+	return fmt.Errorf("%s: %w: %w", op, errDatabaseDown, err)
 }
 
 // Cache keys and tags of the catalog (the cache adds its own prefix).

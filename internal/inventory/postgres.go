@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/shop-oss/shop/internal/database"
 )
 
 // The SQL the database sees.
@@ -151,19 +152,13 @@ func (s *Catalog) deleteProduct(ctx context.Context, sku string) (string, error)
 	return category, nil
 }
 
-// dbError wraps err from PostgreSQL. An error the server reported about the
-// statement stays an internal error; anything else (no connection, a
-// timeout, a server shutting down) means the database is unreachable: 503.
+// dbError wraps err from PostgreSQL. An outage (database.Unavailable: no
+// connection, a timeout, a server shutting down or overloaded) is a 503;
+// anything else, such as an error the server reported about the
+// statement, stays an internal error.
 func dbError(op string, err error) error {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && !serverUnavailable(pgErr.Code) {
+	if !database.Unavailable(err) {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	return fmt.Errorf("%s: %w: %w", op, errDatabaseDown, err)
-}
-
-// serverUnavailable: connection exceptions (08), operator intervention such
-// as a shutdown (57P0x) and too many connections (53300).
-func serverUnavailable(code string) bool {
-	return strings.HasPrefix(code, "08") || strings.HasPrefix(code, "57P0") || code == "53300"
 }

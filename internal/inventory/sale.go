@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/database"
 )
 
 // Sale rounds: PostgreSQL records each seeding (what was put on sale, and,
@@ -19,6 +20,16 @@ import (
 // round. Seeding writes PostgreSQL first, then opens the round in Redis in
 // one script. If Redis fails in between, the round row exists but never
 // opened: it sells nothing, and the admin's retry opens a newer one.
+//
+// Each step has its deadline (dbTimeout, redisTimeout), so a hung store
+// answers 503 within dbTimeout + redisTimeout, never a hang. What a 503
+// guarantees: the round is not live, and does not go live later. A hung
+// PostgreSQL may still commit the round's row once it resumes (the
+// statement was sent; nothing can call it back), but that row is never
+// opened, as above. A hung Redis may run the seed script once it resumes,
+// but the script carries the deadline the shop waited for, and refuses
+// to open the round past it (by Redis's clock, so the guarantee assumes
+// the two clocks agree to well within redisTimeout).
 const (
 	insertRoundSQL = `
 WITH p AS (SELECT price_cents FROM products WHERE sku = $1 FOR SHARE)
@@ -72,37 +83,55 @@ type StockReport struct {
 // quantity, per-user counts start from zero, the unit price is the
 // product's. Errors: ErrProductNotFound, ErrRoundSuperseded, or a 503.
 func (s *Sales) Open(ctx context.Context, sku string, seed Seed) (StockReport, error) {
-	var round, price int64
-	var seededAt time.Time
-	err := s.db.QueryRow(ctx, insertRoundSQL, sku, seed.Quantity, seed.PerUserLimit,
-		nullTime(seed.StartsAt), nullTime(seed.EndsAt)).Scan(&round, &price, &seededAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return StockReport{}, ErrProductNotFound
-	}
+	round, price, err := s.record(ctx, sku, seed)
 	if err != nil {
-		return StockReport{}, unavailable("record sale round", err)
+		return StockReport{}, err
 	}
 	live := LiveRound{
 		Round: round, Quantity: int64(seed.Quantity), Available: int64(seed.Quantity),
 		PerUserLimit: seed.PerUserLimit, StartsAt: seed.StartsAt, EndsAt: seed.EndsAt, PriceCents: price,
 	}
-	if err := s.stock.OpenRound(ctx, sku, live); err != nil {
-		if errors.Is(err, errStaleRound) {
-			return StockReport{}, ErrRoundSuperseded
-		}
+	rctx, cancel := context.WithTimeout(ctx, redisTimeout)
+	defer cancel()
+	switch err := s.stock.OpenRound(rctx, sku, live); {
+	case errors.Is(err, errStaleRound):
+		return StockReport{}, ErrRoundSuperseded
+	case errors.Is(err, errTooLate):
+		return StockReport{}, fmt.Errorf("open sale round: %w: %w", api.Unavailable("the store is unavailable"), err)
+	case err != nil:
 		return StockReport{}, unavailable("open sale round", err)
 	}
 	return report(sku, live, 0), nil
+}
+
+// record inserts the round's row and returns its id and unit price.
+func (s *Sales) record(ctx context.Context, sku string, seed Seed) (round, price int64, err error) {
+	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
+	defer cancel()
+	var seededAt time.Time
+	err = s.db.QueryRow(ctx, insertRoundSQL, sku, seed.Quantity, seed.PerUserLimit,
+		nullTime(seed.StartsAt), nullTime(seed.EndsAt)).Scan(&round, &price, &seededAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, 0, ErrProductNotFound
+	}
+	if err != nil {
+		return 0, 0, unavailable("record sale round", err)
+	}
+	return round, price, nil
 }
 
 // Report returns the state of sku's live round, or of its latest recorded
 // round when none is live (all zero when it never had one). Errors:
 // ErrProductNotFound, or a 503.
 func (s *Sales) Report(ctx context.Context, sku string) (StockReport, error) {
-	live, ok, err := s.stock.Live(ctx, sku)
+	rctx, cancel := context.WithTimeout(ctx, redisTimeout)
+	live, ok, err := s.stock.Live(rctx, sku)
+	cancel()
 	if err != nil {
 		return StockReport{}, unavailable("live stock", err)
 	}
+	ctx, cancel = context.WithTimeout(ctx, dbTimeout)
+	defer cancel()
 	var r LiveRound
 	var confirmed int64
 	var starts, ends *time.Time
@@ -125,6 +154,8 @@ func (s *Sales) Report(ctx context.Context, sku string) (StockReport, error) {
 
 // ProductExists tells whether the catalog has sku.
 func (s *Sales) ProductExists(ctx context.Context, sku string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
+	defer cancel()
 	var exists bool
 	if err := s.db.QueryRow(ctx, productExistsSQL, sku).Scan(&exists); err != nil {
 		return false, fmt.Errorf("product %s: %w", sku, err)
@@ -174,8 +205,13 @@ func deref(t *time.Time) time.Time {
 	return t.UTC()
 }
 
-// unavailable reports a store failure as a 503 and keeps the cause for logs.
+// unavailable reports a store outage (database.Unavailable) as a 503 and
+// keeps the cause for logs; any other error is a bug, left for the 500
+// handler to log.
 func unavailable(op string, err error) error {
+	if !database.Unavailable(err) {
+		return fmt.Errorf("%s: %w", op, err)
+	}
 	return fmt.Errorf("%s: %w: %w", op, api.Unavailable("the store is unavailable"), err)
 }
 

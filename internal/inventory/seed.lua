@@ -6,13 +6,23 @@
 --
 -- KEYS[1] sale state (hash)   KEYS[2] buyer counts (hash)
 -- KEYS[3] released order ids (set)
--- Returns 1, or 0 when a round as new or newer is already open.
+-- Returns 1, 0 when a round as new or newer is already open, or -1 when
+-- the script runs past apply_by_ms (the caller's deadline, by which it
+-- has answered that the seeding failed: a stalled Redis that resumes must
+-- not open the round after that answer).
 -- ARGV: round, quantity, per_user_limit, starts_ms (0 = now), ends_ms
---       (0 = no end), price_cents, ttl_ms (0 = no expiry)
-for i = 1, 7 do
+--       (0 = no end), price_cents, ttl_ms (0 = no expiry), apply_by_ms
+--       (0 = no deadline)
+for i = 1, 8 do
   local v = tonumber(ARGV[i])
   if not v or v < 0 or v ~= math.floor(v) then
     return redis.error_reply('ERR seed: argument ' .. i .. ' must be a non-negative integer')
+  end
+end
+if tonumber(ARGV[8]) > 0 then
+  local t = redis.call('TIME')
+  if tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) > tonumber(ARGV[8]) then
+    return -1
   end
 end
 -- Two admins seeding at once: round ids grow, so the newer round wins

@@ -73,26 +73,39 @@ type LiveRound struct {
 // OpenRound replaces the live state of sku with a fresh round: available is
 // its quantity and the buyer counts start from zero. The round must already
 // be recorded in PostgreSQL (its id is r.Round); a round older than the one
-// open is refused (errStaleRound).
+// open is refused (errStaleRound). When ctx has a deadline the script
+// carries it and Redis refuses to open the round past it (errTooLate): a
+// script that reaches a stalled Redis and runs when it resumes, after the
+// caller gave up, changes nothing.
 func (s *Stock) OpenRound(ctx context.Context, sku string, r LiveRound) error {
 	var ttl time.Duration
 	if !r.EndsAt.IsZero() {
 		ttl = time.Until(r.EndsAt) + 7*24*time.Hour
 	}
+	var applyBy int64 // 0: no deadline
+	if d, ok := ctx.Deadline(); ok {
+		applyBy = d.UnixMilli()
+	}
 	opened, err := seedScript.Run(ctx, s.rdb, []string{s.SaleKey(sku), s.BuyersKey(sku), s.releasedKey(sku)},
 		r.Round, r.Quantity, r.PerUserLimit, unixMilli(r.StartsAt), unixMilli(r.EndsAt),
-		r.PriceCents, max(ttl.Milliseconds(), 0)).Int()
-	if err != nil {
+		r.PriceCents, max(ttl.Milliseconds(), 0), applyBy).Int()
+	switch {
+	case err != nil:
 		return fmt.Errorf("open sale round %d for %s: %w", r.Round, sku, err)
-	}
-	if opened == 0 {
+	case opened == 0:
 		return fmt.Errorf("open sale round %d for %s: %w", r.Round, sku, errStaleRound)
+	case opened == -1:
+		return fmt.Errorf("open sale round %d for %s: %w", r.Round, sku, errTooLate)
 	}
 	return nil
 }
 
-// errStaleRound: a round as new or newer is already open.
-var errStaleRound = errors.New("a newer round is open")
+var (
+	// errStaleRound: a round as new or newer is already open.
+	errStaleRound = errors.New("a newer round is open")
+	// errTooLate: the seed script ran after its caller's deadline.
+	errTooLate = errors.New("the seed reached Redis after its deadline; nothing was opened")
+)
 
 // Live returns the live round of sku; ok is false when none was seeded.
 func (s *Stock) Live(ctx context.Context, sku string) (r LiveRound, ok bool, err error) {

@@ -140,9 +140,10 @@ func soldUnits(events []event) map[int64]int64 {
 
 // permanent reports whether a database error will happen again however
 // often the same events are retried: a constraint or data error (the round
-// is full, a row references nothing). Everything else (connection loss,
-// timeouts, serialization failures, deadlocks, a server shutting down) is
-// transient: the batch is retried as it is.
+// is full, a row references nothing). Everything else is retried as it
+// is: an outage (database.Unavailable: connection loss, timeouts, a server
+// shutting down), a serialization failure or deadlock, and anything else,
+// which the writer logs as an error since it is likely a bug.
 func permanent(err error) bool {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {

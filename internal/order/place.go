@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/database"
 )
 
 // placeTimeout bounds the reservation script's round trip: under an outage
@@ -82,9 +83,11 @@ func (s *Service) explain(ctx context.Context, lines []Line, o PlaceOptions, err
 		return ErrSaleNotActive.With("skus", noSale.skus)
 	case isAPIError(err), errors.Is(err, ErrCartChanged):
 		return err
-	default:
+	case database.Unavailable(err):
 		s.log.Warn("reserve failed", "err", err)
-		return api.Unavailable("the order could not be placed now; retry with the same Idempotency-Key")
+		return fmt.Errorf("%w: %w", api.Unavailable("the order could not be placed now; retry with the same Idempotency-Key"), err)
+	default: // a bug (a script error, a reply we cannot read): a logged 500
+		return err
 	}
 }
 
@@ -95,7 +98,7 @@ func (s *Service) explainNoSale(ctx context.Context, lines []Line, e *noSaleErro
 	if len(lines) == 1 && s.exists != nil {
 		ok, err := s.exists(ctx, lines[0].SKU)
 		if err != nil {
-			return api.Unavailable("the catalog is unavailable")
+			return fmt.Errorf("is %s in the catalog: %w", lines[0].SKU, err) // the catalog's 503 or 500
 		}
 		if !ok {
 			return ErrProductNotFound

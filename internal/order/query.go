@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/database"
 )
 
 const (
@@ -62,7 +63,8 @@ func (s *Service) Get(ctx context.Context, user, id string) (Order, error) {
 	o, err := s.scanOrder(s.db.QueryRow(ctx, selectOrderSQL, oid, user))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows) && rerr != nil:
-		return Order{}, api.Unavailable("orders are unavailable")
+		// Not in PostgreSQL, and Redis could not say whether it is pending.
+		return Order{}, s.unavailable("get order status", rerr)
 	case errors.Is(err, pgx.ErrNoRows):
 		return Order{}, ErrNotFound
 	case err != nil:
@@ -221,7 +223,13 @@ func decodeCursor(c string) (position, error) {
 	return position{at: time.UnixMicro(n).UTC(), id: id}, nil
 }
 
+// unavailable maps a store error: an outage (database.Unavailable) is a
+// 503 and a warning; anything else is a bug, returned for the 500 handler,
+// which logs it.
 func (s *Service) unavailable(op string, err error) error {
+	if !database.Unavailable(err) {
+		return fmt.Errorf("%s: %w", op, err)
+	}
 	s.log.Warn(op, "err", err)
-	return api.Unavailable("orders are unavailable")
+	return fmt.Errorf("%s: %w: %w", op, api.Unavailable("orders are unavailable"), err)
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/database"
 )
 
 // failure is a stream entry that could not be written, and why.
@@ -118,7 +120,11 @@ func (w *Writer) persistOnce(ctx context.Context, events []event) ([]event, erro
 			return nil, err
 		}
 		w.m.errors.WithLabelValues("transient").Inc()
-		w.log.Warn("order writer: database unavailable, retrying", "err", err, "events", len(events))
+		if database.Unavailable(err) {
+			w.log.Warn("order writer: database unavailable, retrying", "err", err, "events", len(events))
+		} else {
+			w.log.Error("order writer: batch failed, not for an outage; retrying", "err", err, "events", len(events))
+		}
 		if ctx.Err() != nil || !b.wait(ctx) {
 			return nil, errGaveUp
 		}

@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"io"
 	"net"
 	"sync"
 	"testing"
@@ -12,7 +11,9 @@ import (
 // a test can break the ways networks break, without touching the shared
 // server: Down refuses and drops every connection (an outage), Blackhole
 // lets requests through but loses the answers (a one-way failure, so the
-// client cannot know whether its command ran).
+// client cannot know whether its command ran), Stall stops forwarding in
+// both directions but keeps every connection open (a hung server or
+// network: what was sent waits, and arrives when the stall ends).
 type Proxy struct {
 	target string
 	addr   string
@@ -21,6 +22,7 @@ type Proxy struct {
 	ln        net.Listener
 	conns     map[net.Conn]struct{}
 	blackhole bool
+	stalled   chan struct{} // non-nil while stalled; closed when it ends
 }
 
 // NewProxy listens on a free loopback port and forwards to target
@@ -64,19 +66,8 @@ func (p *Proxy) pipe(c net.Conn) {
 	p.mu.Lock()
 	p.conns[c], p.conns[s] = struct{}{}, struct{}{}
 	p.mu.Unlock()
-	go func() { _, _ = io.Copy(s, c); s.Close() }()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := s.Read(buf)
-		if n > 0 && !p.swallowing() {
-			if _, werr := c.Write(buf[:n]); werr != nil {
-				break
-			}
-		}
-		if err != nil {
-			break
-		}
-	}
+	go func() { p.copy(s, c, false); s.Close() }()
+	p.copy(c, s, true)
 	c.Close()
 	p.mu.Lock()
 	delete(p.conns, c)
@@ -84,10 +75,56 @@ func (p *Proxy) pipe(c net.Conn) {
 	p.mu.Unlock()
 }
 
+// copy forwards src to dst until either fails; answers (from the server)
+// are lost while the proxy is a blackhole. During a stall nothing is read,
+// so the bytes wait in the kernel's buffers, even after their sender has
+// closed its end, and are delivered when the stall ends.
+func (p *Proxy) copy(dst, src net.Conn, answers bool) {
+	buf := make([]byte, 32<<10)
+	for {
+		p.waitStall()
+		n, err := src.Read(buf)
+		p.waitStall()
+		if n > 0 && !(answers && p.swallowing()) {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
 func (p *Proxy) swallowing() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.blackhole
+}
+
+func (p *Proxy) waitStall() {
+	p.mu.Lock()
+	ch := p.stalled
+	p.mu.Unlock()
+	if ch != nil {
+		<-ch
+	}
+}
+
+// Stall stops forwarding in both directions, keeping connections open,
+// and accepts new connections without forwarding on them either, as a
+// hung server does. Stall(false) delivers whatever waited and forwards
+// again. Down ends a stall too.
+func (p *Proxy) Stall(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case on && p.stalled == nil:
+		p.stalled = make(chan struct{})
+	case !on && p.stalled != nil:
+		close(p.stalled)
+		p.stalled = nil
+	}
 }
 
 // Blackhole starts losing every answer from the server; requests still
@@ -105,6 +142,7 @@ func (p *Proxy) Blackhole(on bool) {
 // Down closes the listener and every connection: connections are reset
 // and new ones refused until Up.
 func (p *Proxy) Down() {
+	p.Stall(false)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ln != nil {

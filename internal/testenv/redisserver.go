@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -82,6 +83,34 @@ func (p *RedisProcess) Kill() {
 		_ = cmd.Process.Kill()
 		<-exited
 	}
+}
+
+// Pause sends SIGSTOP: the server hangs, as under a long stall of its
+// machine. Connections stay open and new ones are accepted by the kernel,
+// but nothing is answered until Resume. It is resumed when t ends, so that
+// Kill can end it.
+func (p *RedisProcess) Pause(t testing.TB) {
+	t.Helper()
+	if err := p.signal(syscall.SIGSTOP); err != nil {
+		t.Fatalf("redis-server: SIGSTOP: %v", err)
+	}
+	t.Cleanup(func() { _ = p.signal(syscall.SIGCONT) })
+}
+
+// Resume sends SIGCONT: the server goes on with whatever was sent to it
+// meanwhile.
+func (p *RedisProcess) Resume(t testing.TB) {
+	t.Helper()
+	if err := p.signal(syscall.SIGCONT); err != nil {
+		t.Errorf("redis-server: SIGCONT: %v", err)
+	}
+}
+
+func (p *RedisProcess) signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	cmd := p.cmd
+	p.mu.Unlock()
+	return cmd.Process.Signal(sig)
 }
 
 // Restart starts the killed server again on its port and directory, and

@@ -1,0 +1,84 @@
+package e2e
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/shop-oss/shop/internal/testenv"
+)
+
+// Redis stalls (SIGSTOP: connections stay open, nothing answers). Every
+// answer comes within the bound the database package documents for its
+// route, with the rate limiter on (its 1 s check comes first; writes fail
+// closed there) and off: each Redis call is cut at its own timeout rather
+// than at go-redis's 2 s read timeout. Writes are refused 503, catalog
+// reads still answer from PostgreSQL, authenticated reads 503 (an outage
+// is not a logout). The assertion allows twice each bound, for a loaded
+// machine: each answer comes at its bound to within milliseconds, and
+// three times would not tell a catalog read cut at its timeouts (2.5 s)
+// from one cut at go-redis's read timeout (6 s).
+func TestDrillRedisStalled(t *testing.T) {
+	t.Parallel()
+	type bounds struct{ purchase, login, me, catalog time.Duration }
+	for _, c := range []struct {
+		name, limit string
+		bounds
+	}{
+		{"limiter_on", "100/10s", bounds{time.Second, time.Second, 3 * time.Second, 2500 * time.Millisecond}},
+		{"limiter_off", "0", bounds{2 * time.Second, 2 * time.Second, 2 * time.Second, 1500 * time.Millisecond}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := c.bounds
+			stalled(t, c.limit, map[string]time.Duration{
+				"purchase": b.purchase, "login": b.login, "me": b.me, "product": b.catalog, "catalog": b.catalog,
+			})
+		})
+	}
+}
+
+// stalled runs the routes against a shop whose Redis is paused.
+func stalled(t *testing.T, limit string, bound map[string]time.Duration) {
+	rs := testenv.StartRedis(t, "--maxmemory-policy", "noeviction")
+	e := newEnv(t)
+	e["SHOP_REDIS_URL"], e["SHOP_RATE_LIMIT"] = rs.URL, limit
+	s := newShop(t, e)
+	s.product(t, "stall-1", 100, map[string]any{"quantity": 10})
+	token := s.shoppers(t, 1, "stall")[0]
+	bearer := []string{"Authorization", "Bearer " + token}
+
+	rs.Pause(t)
+	tests := []struct {
+		name, method, path string
+		body               any
+		headers            []string
+		status             int
+	}{
+		{"purchase", http.MethodPost, "/products/stall-1/purchase", map[string]int{"quantity": 1},
+			append([]string{"Idempotency-Key", "stall"}, bearer...), http.StatusServiceUnavailable},
+		{"login", http.MethodPost, "/auth/login", map[string]string{"email": "stall-0@shop.test", "password": "shopper-password"},
+			nil, http.StatusServiceUnavailable},
+		{"me", http.MethodGet, "/me", nil, bearer, http.StatusServiceUnavailable},
+		{"product", http.MethodGet, "/products/stall-1", nil, nil, http.StatusOK},
+		{"catalog", http.MethodGet, "/products?category=e2e", nil, nil, http.StatusOK},
+	}
+	for _, tc := range tests {
+		start := time.Now()
+		r := call(t, tc.method, s.api+tc.path, tc.body, tc.headers...)
+		d := time.Since(start)
+		t.Logf("%s: %d after %s (bound %s)", tc.name, r.Status, d.Round(time.Millisecond), bound[tc.name])
+		if r.Status != tc.status {
+			t.Errorf("%s: %d %s, want %d", tc.name, r.Status, r.Body, tc.status)
+		}
+		if tc.status == http.StatusServiceUnavailable && r.Header.Get("Retry-After") == "" {
+			t.Errorf("%s: 503 without Retry-After", tc.name)
+		}
+		if d > 2*bound[tc.name] {
+			t.Errorf("%s: took %s with Redis stalled, want under %s", tc.name, d, 2*bound[tc.name])
+		}
+	}
+	rs.Resume(t)
+	if r := me(t, s.api, token); r.Status != http.StatusOK {
+		t.Errorf("after the stall: /me = %d %s; the stall logged the shopper out", r.Status, r.Body)
+	}
+}
