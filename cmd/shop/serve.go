@@ -133,6 +133,7 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) err
 		Registry:         reg,
 		BodyLimit:        cfg.BodyLimit,
 		TrustedProxies:   cfg.TrustedProxies,
+		IPv6Prefix:       cfg.RateLimitIPv6Prefix,
 		Mount: []func(fiber.Router){
 			authSvc.Routes,
 			func(r fiber.Router) { catalog.Routes(r, authSvc.RequireAdmin()) },

@@ -16,7 +16,8 @@ func TestDefaults(t *testing.T) {
 	if c.Addr != ":8080" || c.KeyPrefix != "shop:" || c.AccessTTL != 15*time.Minute ||
 		c.SessionTTL != 720*time.Hour || c.RateLimit.Limit != 100 || c.RateLimit.Window != 10*time.Second ||
 		c.RedisURL != "redis://127.0.0.1:6379/0" ||
-		c.DatabaseURL != "postgres://postgres@127.0.0.1:5432/shop?sslmode=disable" || len(c.TrustedProxies) != 0 {
+		c.DatabaseURL != "postgres://postgres@127.0.0.1:5432/shop?sslmode=disable" || len(c.TrustedProxies) != 0 ||
+		c.RateLimitIPv6Prefix != 64 {
 		t.Errorf("defaults differ from API.md: %+v", c)
 	}
 }
@@ -35,6 +36,9 @@ func TestInvalidSettingsNameTheirVariable(t *testing.T) {
 		{"proxy", "SHOP_TRUSTED_PROXIES", "10.0.0.1,not-an-ip"},
 		{"body_limit", "SHOP_BODY_LIMIT", "ten"},
 		{"hashing", "SHOP_PASSWORD_HASHING", "none"},
+		{"ipv6_prefix_zero", "SHOP_RATE_LIMIT_IPV6_PREFIX", "0"},
+		{"ipv6_prefix_too_long", "SHOP_RATE_LIMIT_IPV6_PREFIX", "129"},
+		{"ipv6_prefix_garbage", "SHOP_RATE_LIMIT_IPV6_PREFIX", "/64"},
 		{"fast_hashing_outside_dev", "SHOP_PASSWORD_HASHING", "fast"},
 	}
 	for _, tc := range tests {

@@ -46,6 +46,9 @@ type Deps struct {
 	BodyLimit int
 	// TrustedProxies may set the client IP through X-Forwarded-For.
 	TrustedProxies []string
+	// IPv6Prefix is the prefix length of the IPv6 addresses that share one
+	// limiter window (default 64).
+	IPv6Prefix int
 	// Limiter, when set, limits every /api/v1 request per client IP.
 	Limiter *ratelimit.Limiter
 	// LimiterCompanion, when set with Limiter, rides in the limiter's round
@@ -71,6 +74,7 @@ func New(d Deps) *fiber.App {
 		TrustedProxies:          d.TrustedProxies,
 		EnableIPValidation:      true,
 	})
+	who := newClients(d.TrustedProxies, d.IPv6Prefix)
 	httpm := newHTTPMetrics(d.Registry)
 	registerPoolMetrics(d.Registry, d.DB, d.Redis)
 
@@ -78,7 +82,7 @@ func New(d Deps) *fiber.App {
 		Header:    api.HeaderRequestID,
 		Generator: func() string { return uuid.NewString() },
 	}))
-	app.Use(observe(d.Log, httpm, app.ErrorHandler))
+	app.Use(observe(d.Log, httpm, who, app.ErrorHandler))
 	app.Use(recover.New())
 
 	app.Get("/healthz", healthz)
@@ -88,7 +92,7 @@ func New(d Deps) *fiber.App {
 
 	v1 := app.Group("/api/v1")
 	if d.Limiter != nil {
-		v1.Use(limiterMiddleware(d.Limiter, d.LimiterCompanion, d.TrustedProxies, d.Log, d.Registry))
+		v1.Use(limiterMiddleware(d.Limiter, d.LimiterCompanion, who, d.Log, d.Registry))
 	}
 	for _, mount := range d.Mount {
 		mount(v1)
