@@ -4,7 +4,9 @@
 //
 // Middleware order, outermost first, and why:
 //
-//	request id     so every later line and error can name the request
+//	request id     so every later line and error can name the request (the
+//	               error handler sets it too, for the HTTP layer's own
+//	               400/413/431 answers, which no middleware sees)
 //	observe        one access-log line and the HTTP metrics; it also runs
 //	               the error handler so it logs the status the client gets
 //	recover        a panic becomes a 500 problem, and observe still sees it
@@ -18,8 +20,6 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/recover"
-	"github.com/gofiber/fiber/v2/middleware/requestid"
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -78,10 +78,7 @@ func New(d Deps) *fiber.App {
 	httpm := newHTTPMetrics(d.Registry)
 	registerPoolMetrics(d.Registry, d.DB, d.Redis)
 
-	app.Use(requestid.New(requestid.Config{
-		Header:    api.HeaderRequestID,
-		Generator: func() string { return uuid.NewString() },
-	}))
+	app.Use(api.RequestID())
 	app.Use(observe(d.Log, httpm, who, app.ErrorHandler))
 	app.Use(recover.New())
 
