@@ -155,7 +155,7 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) err
 		return fmt.Errorf("listen on SHOP_ADDR %s: %w", cfg.Addr, err)
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- fapp.Listener(ln) }()
+	go func() { errc <- fapp.Listener(server.Listener(ln)) }()
 	log.Info("listening", "addr", ln.Addr().String(), "version", version)
 
 	stopWriter := func() error { return nil }

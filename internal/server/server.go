@@ -1,6 +1,8 @@
 // Package server assembles the shop's Fiber app: the middleware order, the
 // operational routes (/healthz, /readyz, /metrics, /openapi.yaml), the
-// domain routes under /api/v1, and problem+json errors for everything.
+// domain routes under /api/v1, and problem+json errors for everything;
+// and Listener, whose connections close without resetting a client that is
+// still sending (so it reads its 413).
 //
 // Middleware order, outermost first, and why:
 //
