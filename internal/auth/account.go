@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -13,7 +12,8 @@ import (
 )
 
 // CreateUser validates the input, hashes the password and stores the user.
-// The email is trimmed and kept as typed; uniqueness ignores letter case.
+// The email is trimmed, put in Unicode NFC and otherwise kept as typed;
+// uniqueness ignores letter case.
 // It returns an api.Invalid error naming each bad field (email, password,
 // name, role), ErrEmailTaken, or an api.Unavailable error when PostgreSQL
 // does not answer.
@@ -49,7 +49,7 @@ func (s *Service) Login(ctx context.Context, email, password, device string) (To
 }
 
 func (s *Service) login(ctx context.Context, email, password, device string) (Tokens, error) {
-	email = strings.TrimSpace(email)
+	email = normalizeEmail(email)
 	if err := requireCredentials(email, password); err != nil {
 		return Tokens{}, fmt.Errorf("login: %w", err)
 	}
