@@ -213,6 +213,9 @@ func authConfig(cfg *config.Config) auth.Config {
 		SessionTTL:  cfg.SessionTTL,
 		KeyPrefix:   cfg.KeyPrefix,
 		FastHashing: cfg.PasswordHashing == "fast",
+		// Off (0) leaves both zero.
+		LoginFailures: cfg.LoginFailures.Limit,
+		LoginWindow:   cfg.LoginFailures.Window,
 	}
 }
 

@@ -35,6 +35,8 @@ type Config struct {
 	// RateLimitIPv6Prefix is how many leading bits of an IPv6 client
 	// address share one rate-limit window.
 	RateLimitIPv6Prefix int `env:"SHOP_RATE_LIMIT_IPV6_PREFIX" envDefault:"64"`
+	// LoginFailures is the failed-login budget per account ("N/duration").
+	LoginFailures RateLimit `env:"SHOP_LOGIN_FAILURES" envDefault:"10/15m"`
 
 	// Additions to the contract.
 	BodyLimit       int           `env:"SHOP_BODY_LIMIT" envDefault:"65536"`
@@ -48,7 +50,8 @@ type Config struct {
 // Dev reports whether the process runs in development mode (SHOP_ENV=dev).
 func (c *Config) Dev() bool { return c.Env == "dev" }
 
-// RateLimit is SHOP_RATE_LIMIT: N requests per sliding window, or off.
+// RateLimit is SHOP_RATE_LIMIT (and SHOP_LOGIN_FAILURES): N requests per
+// sliding window, or off.
 type RateLimit struct {
 	Limit  int
 	Window time.Duration
