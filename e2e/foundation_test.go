@@ -1,11 +1,9 @@
 package e2e
 
 import (
-	"bufio"
+	"bytes"
 	"errors"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -40,27 +38,26 @@ func TestOperationalEndpoints(t *testing.T) {
 	}
 }
 
+// A body over the 64 KiB limit gets its 413, with X-Request-ID, every time,
+// although the server answers while the client is still sending: the
+// connection is half-closed and drained, not reset (a reset could overtake
+// the answer on loopback: 2 runs in 6 lost it before).
 func TestBodyOverLimitIs413(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, newEnv(t))
-	// The server answers as soon as it reads a Content-Length over the
-	// limit and closes the connection, so send the headers alone and read:
-	// a client still writing the body could see a broken pipe instead.
-	conn, err := net.Dial("tcp", strings.TrimPrefix(s.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	fmt.Fprintf(conn, "POST /api/v1/auth/register HTTP/1.1\r\nHost: shop\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", 70*1024)
-	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(body), `"payload_too_large"`) ||
-		resp.Header.Get("Content-Type") != "application/problem+json" {
-		t.Fatalf("got %d %s, want 413 payload_too_large", resp.StatusCode, body)
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	big := bytes.Repeat([]byte("x"), 200<<10)
+	for i := range 30 {
+		resp, err := client.Post(s.URL+"/api/v1/auth/register", "application/json", bytes.NewReader(big))
+		if err != nil {
+			t.Fatalf("try %d: %v", i+1, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(body), `"payload_too_large"`) ||
+			resp.Header.Get("Content-Type") != "application/problem+json" || resp.Header.Get("X-Request-ID") == "" {
+			t.Fatalf("try %d: %d %s X-Request-ID=%q, want 413 payload_too_large with an id", i+1, resp.StatusCode, body, resp.Header.Get("X-Request-ID"))
+		}
 	}
 }
 

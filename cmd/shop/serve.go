@@ -14,6 +14,7 @@ import (
 	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/database"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/server"
 	"github.com/shop-oss/shop/internal/shop"
 )
 
@@ -118,7 +119,7 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) err
 		return fmt.Errorf("listen on SHOP_ADDR %s: %w", cfg.Addr, err)
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- fapp.Listener(ln) }()
+	go func() { errc <- fapp.Listener(server.Listener(ln)) }()
 	log.Info("listening", "addr", ln.Addr().String(), "version", version)
 
 	stopWriter := func() error { return nil }

@@ -13,7 +13,8 @@ import (
 // ContentTypeProblem is the media type of RFC 9457 problem documents.
 const ContentTypeProblem = "application/problem+json"
 
-// HeaderRequestID carries the request id, echoed when the client sent one.
+// HeaderRequestID carries the request id, echoed when the client sent a
+// sound one (EnsureRequestID).
 const HeaderRequestID = "X-Request-ID"
 
 // problem is the RFC 9457 document. Extension members (code, errors,
@@ -36,7 +37,7 @@ func ErrorHandler(log *slog.Logger) fiber.ErrorHandler {
 	return func(c *fiber.Ctx, err error) error {
 		e := asError(err)
 		status := e.Status()
-		rid := requestID(c)
+		rid := EnsureRequestID(c)
 		switch {
 		case e.Code == CodeUnavailable:
 			log.Warn("store unavailable", "request_id", rid, "method", c.Method(), "path", c.Path(), "err", err)
@@ -110,13 +111,4 @@ func marshalProblem(e *Error, status int, instance, rid string) ([]byte, error) 
 		m[k] = v
 	}
 	return json.Marshal(m)
-}
-
-// requestID returns the request's id; errors raised before the request-id
-// middleware ran (a body over the limit) get the client's id or none.
-func requestID(c *fiber.Ctx) string {
-	if v := c.GetRespHeader(HeaderRequestID); v != "" {
-		return v
-	}
-	return c.Get(HeaderRequestID)
 }

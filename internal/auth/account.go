@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -13,7 +12,8 @@ import (
 )
 
 // CreateUser validates the input, hashes the password and stores the user.
-// The email is trimmed and kept as typed; uniqueness ignores letter case.
+// The email is trimmed, put in Unicode NFC and otherwise kept as typed;
+// uniqueness ignores letter case.
 // It returns an api.Invalid error naming each bad field (email, password,
 // name, role), ErrEmailTaken, or an api.Unavailable error when PostgreSQL
 // does not answer.
@@ -39,9 +39,11 @@ func (s *Service) CreateUser(ctx context.Context, email, password, name, role st
 
 // Login checks the credentials and opens a new session for device (a free
 // label such as "iphone"; empty means "unknown"). It returns
-// ErrInvalidCredentials for an unknown email and a wrong password alike, an
-// api.Invalid error for a missing email or password or a bad device, and an
-// api.Unavailable error when PostgreSQL or Redis does not answer.
+// ErrInvalidCredentials for an unknown email and a wrong password alike,
+// ErrLoginThrottled (with RetryAfter) once the email has spent its failure
+// budget (Config.LoginFailures), whoever asks, an api.Invalid error for a
+// missing email or password or a bad device, and an api.Unavailable error
+// when PostgreSQL or Redis does not answer.
 func (s *Service) Login(ctx context.Context, email, password, device string) (Tokens, error) {
 	t, err := s.login(ctx, email, password, device)
 	s.metrics.logins.WithLabelValues(loginOutcome(err)).Inc()
@@ -49,7 +51,7 @@ func (s *Service) Login(ctx context.Context, email, password, device string) (To
 }
 
 func (s *Service) login(ctx context.Context, email, password, device string) (Tokens, error) {
-	email = strings.TrimSpace(email)
+	email = normalizeEmail(email)
 	if err := requireCredentials(email, password); err != nil {
 		return Tokens{}, fmt.Errorf("login: %w", err)
 	}
@@ -57,7 +59,12 @@ func (s *Service) login(ctx context.Context, email, password, device string) (To
 	if err != nil {
 		return Tokens{}, fmt.Errorf("login: %w", err)
 	}
+	attempt, err := s.throttle.take(ctx, email)
+	if err != nil {
+		return Tokens{}, fmt.Errorf("login: %w", err)
+	}
 	u, err := s.checkCredentials(ctx, email, password)
+	s.throttle.settle(ctx, attempt, err)
 	if err != nil {
 		return Tokens{}, fmt.Errorf("login: %w", err)
 	}
@@ -150,6 +157,8 @@ func loginOutcome(err error) string {
 		return outcomeSuccess
 	case errors.Is(err, ErrInvalidCredentials):
 		return outcomeInvalid
+	case errors.Is(err, ErrLoginThrottled):
+		return outcomeThrottled
 	case errors.As(err, &e) && e.Code == api.CodeUnavailable:
 		return outcomeUnavailable
 	case errors.As(err, &e) && e.Code == api.CodeInvalidRequest:

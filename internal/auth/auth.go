@@ -37,6 +37,14 @@
 // reused: it must log in again. We accept that forced re-login rather than
 // keep a grace window in which a stolen token would still work.
 //
+// # Login throttle
+//
+// Failed logins are also limited per account, whatever the client IP
+// (Config.LoginFailures per LoginWindow, keyed by the hash of the case-folded
+// NFC email, unknown emails alike): once spent, every login for that email
+// answers 429 with Retry-After until the sliding window lets a failure go.
+// See throttle.go.
+//
 // # Failure
 //
 // When Redis (or, for register and login, PostgreSQL) does not answer, every
@@ -95,6 +103,11 @@ type Config struct {
 	SessionTTL time.Duration
 	// KeyPrefix starts every Redis key the service writes.
 	KeyPrefix string
+	// LoginFailures wrong passwords per email are allowed in any sliding
+	// LoginWindow; further logins for that email answer ErrLoginThrottled
+	// until the window slides. 0 turns the throttle off.
+	LoginFailures int
+	LoginWindow   time.Duration
 	// FastHashing hashes new passwords at a tiny argon2 cost (1 MiB, one
 	// pass) so load tests can create thousands of shoppers. Never in
 	// production: the shop refuses it outside SHOP_ENV=dev.
@@ -136,6 +149,7 @@ type Service struct {
 	metrics  *metrics
 	tokens   *tokenCodec
 	sessions *sessionStore
+	throttle loginThrottle
 	// hashSlots bounds concurrent argon2 work: each hash takes 19 MiB and a
 	// core, so a burst of logins must queue rather than exhaust memory.
 	hashSlots chan struct{}
@@ -164,6 +178,7 @@ func New(db *pgxpool.Pool, rdb redis.UniversalClient, cfg Config, log *slog.Logg
 		cost = fastCost
 		dummy, _ = hashPasswordAt(fastCost, "no password anyone knows") // cannot fail but for the OS random source
 	}
+	sessions := newSessionStore(rdb, cfg.KeyPrefix, cfg.SessionTTL, deriveKey(cfg.Secret, "shop refresh-token mac v1"), log)
 	return &Service{
 		cost:      cost,
 		dummy:     dummy,
@@ -173,7 +188,8 @@ func New(db *pgxpool.Pool, rdb redis.UniversalClient, cfg Config, log *slog.Logg
 		log:       log,
 		metrics:   newMetrics(reg, log),
 		tokens:    newTokenCodec(cfg.Secret, cfg.AccessTTL),
-		sessions:  newSessionStore(rdb, cfg.KeyPrefix, cfg.SessionTTL, deriveKey(cfg.Secret, "shop refresh-token mac v1"), log),
+		sessions:  sessions,
+		throttle:  newLoginThrottle(rdb, cfg, sessions, log),
 		hashSlots: make(chan struct{}, max(2, runtime.GOMAXPROCS(0))),
 	}
 }
@@ -200,6 +216,7 @@ const (
 	outcomeSuccess        = "success"
 	outcomeInvalid        = "invalid_credentials"
 	outcomeInvalidRequest = "invalid_request"
+	outcomeThrottled      = "throttled"
 	outcomeUnavailable    = "unavailable"
 	outcomeError          = "error"
 )
@@ -208,14 +225,14 @@ func newMetrics(reg prometheus.Registerer, log *slog.Logger) *metrics {
 	m := &metrics{
 		logins: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shop_auth_logins_total",
-			Help: "Login attempts by outcome (success, invalid_credentials, invalid_request, unavailable, error).",
+			Help: "Login attempts by outcome (success, invalid_credentials, invalid_request, throttled, unavailable, error).",
 		}, []string{"outcome"}),
 		refreshReuse: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "shop_auth_refresh_reuse_total",
 			Help: "Already used refresh tokens presented again; each revoked its session.",
 		}),
 	}
-	for _, o := range []string{outcomeSuccess, outcomeInvalid, outcomeInvalidRequest, outcomeUnavailable, outcomeError} {
+	for _, o := range []string{outcomeSuccess, outcomeInvalid, outcomeInvalidRequest, outcomeThrottled, outcomeUnavailable, outcomeError} {
 		m.logins.WithLabelValues(o) // export zeros, so rate() works from the start
 	}
 	if reg != nil {

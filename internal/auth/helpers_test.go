@@ -60,12 +60,16 @@ func newHarnessOn(t *testing.T, db *pgxpool.Pool, rdb redis.UniversalClient, pre
 }
 
 // newHarnessLimited builds a service whose app allows limit requests a
-// minute per client (0: no limiter).
-func newHarnessLimited(t *testing.T, db *pgxpool.Pool, rdb redis.UniversalClient, prefix string, limit int) *harness {
+// minute per client (0: no limiter); opts adjust the service's Config.
+func newHarnessLimited(t *testing.T, db *pgxpool.Pool, rdb redis.UniversalClient, prefix string, limit int, opts ...func(*Config)) *harness {
 	t.Helper()
 	h := &harness{db: db, rdb: rdb, prefix: prefix, reg: prometheus.NewRegistry()}
 	log := slog.New(slog.DiscardHandler)
-	h.svc = New(db, rdb, Config{Secret: testSecret, AccessTTL: testAccessTTL, SessionTTL: testSessionTTL, KeyPrefix: prefix}, log, h.reg)
+	cfg := Config{Secret: testSecret, AccessTTL: testAccessTTL, SessionTTL: testSessionTTL, KeyPrefix: prefix}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	h.svc = New(db, rdb, cfg, log, h.reg)
 	deps := server.Deps{
 		Log: log, Redis: rdb, DB: db, Registry: h.reg, BodyLimit: 64 * 1024,
 		Mount: []func(fiber.Router){h.svc.Routes, h.testRoutes},

@@ -7,6 +7,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"golang.org/x/text/unicode/norm"
+
 	"github.com/shop-oss/shop/internal/api"
 )
 
@@ -26,10 +28,17 @@ type newAccount struct {
 	email, password, name, role string
 }
 
-// validateAccount trims the email and name and checks every field. It
-// returns an api.Invalid error listing each bad field, or nil.
+// normalizeEmail trims an email and puts it in Unicode NFC, so that the
+// composed and decomposed spellings of one address ("é" as one code point or
+// as "e" and a combining accent, which look the same and which keyboards
+// and input methods send differently) are one account. Letter case is
+// folded by PostgreSQL's lower() on both sides of every match, as before.
+func normalizeEmail(email string) string { return norm.NFC.String(strings.TrimSpace(email)) }
+
+// validateAccount normalises the email, trims the name and checks every
+// field. It returns an api.Invalid error listing each bad field, or nil.
 func validateAccount(a *newAccount) error {
-	a.email = strings.TrimSpace(a.email)
+	a.email = normalizeEmail(a.email)
 	a.name = strings.TrimSpace(a.name)
 	var bad []api.FieldError
 	add := func(field, msg string) { bad = append(bad, api.FieldError{Field: field, Message: msg}) }

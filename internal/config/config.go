@@ -32,6 +32,11 @@ type Config struct {
 	AccessTTL      time.Duration `env:"SHOP_ACCESS_TTL" envDefault:"15m"`
 	SessionTTL     time.Duration `env:"SHOP_SESSION_TTL" envDefault:"720h"`
 	LogLevel       slog.Level    `env:"SHOP_LOG_LEVEL" envDefault:"info"`
+	// RateLimitIPv6Prefix is how many leading bits of an IPv6 client
+	// address share one rate-limit window.
+	RateLimitIPv6Prefix int `env:"SHOP_RATE_LIMIT_IPV6_PREFIX" envDefault:"64"`
+	// LoginFailures is the failed-login budget per account ("N/duration").
+	LoginFailures RateLimit `env:"SHOP_LOGIN_FAILURES" envDefault:"10/15m"`
 
 	// Additions to the contract.
 	BodyLimit       int           `env:"SHOP_BODY_LIMIT" envDefault:"65536"`
@@ -45,7 +50,8 @@ type Config struct {
 // Dev reports whether the process runs in development mode (SHOP_ENV=dev).
 func (c *Config) Dev() bool { return c.Env == "dev" }
 
-// RateLimit is SHOP_RATE_LIMIT: N requests per sliding window, or off.
+// RateLimit is SHOP_RATE_LIMIT (and SHOP_LOGIN_FAILURES): N requests per
+// sliding window, or off.
 type RateLimit struct {
 	Limit  int
 	Window time.Duration
@@ -125,6 +131,7 @@ func (c *Config) validate() error {
 		{"SHOP_KEY_PREFIX", c.KeyPrefix == "" || len(c.KeyPrefix) > 64, "must be 1 to 64 characters"},
 		{"SHOP_ACCESS_TTL", c.AccessTTL < time.Second || c.AccessTTL > 24*time.Hour, "must be between 1s and 24h"},
 		{"SHOP_SESSION_TTL", c.SessionTTL < c.AccessTTL, "must be at least SHOP_ACCESS_TTL"},
+		{"SHOP_RATE_LIMIT_IPV6_PREFIX", c.RateLimitIPv6Prefix < 1 || c.RateLimitIPv6Prefix > 128, "must be a prefix length from 1 to 128"},
 		{"SHOP_BODY_LIMIT", c.BodyLimit < 1024, "must be at least 1024 bytes"},
 		{"SHOP_SHUTDOWN_TIMEOUT", c.ShutdownTimeout <= 0, "must be positive"},
 		{"SHOP_REDIS_POOL_SIZE", c.RedisPoolSize < 1, "must be at least 1"},

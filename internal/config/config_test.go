@@ -16,7 +16,8 @@ func TestDefaults(t *testing.T) {
 	if c.Addr != ":8080" || c.KeyPrefix != "shop:" || c.AccessTTL != 15*time.Minute ||
 		c.SessionTTL != 720*time.Hour || c.RateLimit.Limit != 100 || c.RateLimit.Window != 10*time.Second ||
 		c.RedisURL != "redis://127.0.0.1:6379/0" ||
-		c.DatabaseURL != "postgres://postgres@127.0.0.1:5432/shop?sslmode=disable" || len(c.TrustedProxies) != 0 {
+		c.DatabaseURL != "postgres://postgres@127.0.0.1:5432/shop?sslmode=disable" || len(c.TrustedProxies) != 0 ||
+		c.RateLimitIPv6Prefix != 64 || c.LoginFailures.Limit != 10 || c.LoginFailures.Window != 15*time.Minute {
 		t.Errorf("defaults differ from API.md: %+v", c)
 	}
 }
@@ -35,6 +36,11 @@ func TestInvalidSettingsNameTheirVariable(t *testing.T) {
 		{"proxy", "SHOP_TRUSTED_PROXIES", "10.0.0.1,not-an-ip"},
 		{"body_limit", "SHOP_BODY_LIMIT", "ten"},
 		{"hashing", "SHOP_PASSWORD_HASHING", "none"},
+		{"login_failures_garbage", "SHOP_LOGIN_FAILURES", "ten"},
+		{"login_failures_no_window", "SHOP_LOGIN_FAILURES", "10/"},
+		{"ipv6_prefix_zero", "SHOP_RATE_LIMIT_IPV6_PREFIX", "0"},
+		{"ipv6_prefix_too_long", "SHOP_RATE_LIMIT_IPV6_PREFIX", "129"},
+		{"ipv6_prefix_garbage", "SHOP_RATE_LIMIT_IPV6_PREFIX", "/64"},
 		{"fast_hashing_outside_dev", "SHOP_PASSWORD_HASHING", "fast"},
 	}
 	for _, tc := range tests {
@@ -51,6 +57,9 @@ func TestRateLimitForms(t *testing.T) {
 	c, err := config.Load(map[string]string{"SHOP_RATE_LIMIT": "0"})
 	if err != nil || !c.RateLimit.Off() {
 		t.Fatalf("0 should turn the limiter off: %+v %v", c, err)
+	}
+	if c, err := config.Load(map[string]string{"SHOP_LOGIN_FAILURES": "0"}); err != nil || !c.LoginFailures.Off() {
+		t.Fatalf("SHOP_LOGIN_FAILURES=0 should turn the throttle off: %+v %v", c, err)
 	}
 	c, err = config.Load(map[string]string{"SHOP_RATE_LIMIT": "5/500ms", "SHOP_TRUSTED_PROXIES": " 10.0.0.0/8, ::1 ,"})
 	if err != nil || c.RateLimit.Limit != 5 || c.RateLimit.Window != 500*time.Millisecond || len(c.TrustedProxies) != 2 {

@@ -49,10 +49,7 @@ func (l *Limiter) Middleware(o Options) fiber.Handler {
 		c.Set("X-RateLimit-Limit", strconv.Itoa(res.Limit))
 		c.Set("X-RateLimit-Remaining", strconv.Itoa(res.Remaining))
 		if !res.Allowed {
-			secs := int((res.RetryAfter + time.Second - 1) / time.Second)
-			if secs < 1 {
-				secs = 1
-			}
+			secs := res.RetryAfterSeconds()
 			c.Set(fiber.HeaderRetryAfter, strconv.Itoa(secs))
 			return o.Limited(c, secs)
 		}

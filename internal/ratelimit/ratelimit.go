@@ -11,6 +11,11 @@
 // on one mutex around a Redis round trip, is not atomic across instances and
 // fails open silently.
 //
+// Take and Refund count attempts whose outcome is known only afterwards:
+// the login throttle takes an attempt before checking a password and
+// refunds it when the password was right, so that failures alone spend the
+// budget, and a burst of guesses released together cannot overshoot it.
+//
 // A Companion script may ride in the limiter's round trip, run only for
 // allowed requests: the shop's session check does, so an authenticated
 // request pays one round trip to Redis before its handler, not two.
@@ -65,15 +70,50 @@ type Result struct {
 	RetryAfter time.Duration
 }
 
+// RetryAfterSeconds is RetryAfter in whole seconds, rounded up, at least 1:
+// the value of a Retry-After header.
+func (r Result) RetryAfterSeconds() int {
+	return max(1, int((r.RetryAfter+time.Second-1)/time.Second))
+}
+
 // Allow counts one request of client and says whether it may proceed. It
 // returns an error only when Redis does not answer.
 func (l *Limiter) Allow(ctx context.Context, client string) (Result, error) {
-	vals, err := windowScript.Run(ctx, l.rdb, []string{l.key(client)},
-		l.window.Milliseconds(), l.limit, l.member()).Slice()
+	res, _, err := l.Take(ctx, client)
+	return res, err
+}
+
+// Attempt is one counted request, which Refund can take back.
+type Attempt struct {
+	key, member string
+}
+
+// Take is Allow that also returns the attempt, for Refund. When the request
+// is not allowed nothing was counted, and the Attempt is zero.
+func (l *Limiter) Take(ctx context.Context, client string) (Result, Attempt, error) {
+	a := Attempt{key: l.key(client), member: l.member()}
+	vals, err := windowScript.Run(ctx, l.rdb, []string{a.key}, l.window.Milliseconds(), l.limit, a.member).Slice()
 	if err != nil {
-		return Result{}, fmt.Errorf("ratelimit %s: %w", client, err)
+		return Result{}, Attempt{}, fmt.Errorf("ratelimit %s: %w", client, err)
 	}
-	return l.result(vals)
+	res, err := l.result(vals)
+	if err != nil || !res.Allowed {
+		return res, Attempt{}, err
+	}
+	return res, a, nil
+}
+
+// Refund takes back an attempt: it no longer counts against its client's
+// window. Refunding a zero Attempt does nothing. It returns an error only
+// when Redis does not answer.
+func (l *Limiter) Refund(ctx context.Context, a Attempt) error {
+	if a.key == "" {
+		return nil
+	}
+	if err := l.rdb.ZRem(ctx, a.key, a.member).Err(); err != nil {
+		return fmt.Errorf("ratelimit refund: %w", err)
+	}
+	return nil
 }
 
 // key is the client's window. The hash tag keeps it in one cluster slot.

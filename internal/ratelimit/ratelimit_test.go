@@ -81,3 +81,38 @@ func TestWindowSlides(t *testing.T) {
 		t.Fatalf("window key TTL = %s, want within the window", ttl)
 	}
 }
+
+// A refunded attempt no longer counts; a denied attempt has nothing to
+// refund, so refunding it frees nothing.
+func TestRefundGivesTheAttemptBack(t *testing.T) {
+	t.Parallel()
+	r := testenv.NewRedis(t)
+	l := ratelimit.New(r.Client, r.Prefix, 2, time.Minute)
+	ctx := context.Background()
+	take := func() (ratelimit.Result, ratelimit.Attempt) {
+		t.Helper()
+		res, a, err := l.Take(ctx, "acct")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res, a
+	}
+	first, a1 := take()
+	take()
+	denied, a3 := take()
+	if !first.Allowed || denied.Allowed || denied.RetryAfterSeconds() < 1 || denied.RetryAfterSeconds() > 60 {
+		t.Fatalf("first %+v, third %+v: want allowed, then denied with Retry-After in 1..60 s", first, denied)
+	}
+	if err := l.Refund(ctx, a3); err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := take(); res.Allowed {
+		t.Fatal("refunding a denied attempt freed a slot")
+	}
+	if err := l.Refund(ctx, a1); err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := take(); !res.Allowed || res.Remaining != 0 {
+		t.Fatalf("after a refund: %+v, want allowed with 0 remaining", res)
+	}
+}

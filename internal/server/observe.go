@@ -10,11 +10,13 @@ import (
 	"github.com/shop-oss/shop/internal/api"
 )
 
-// observe logs one line per request and records the HTTP metrics. It runs
+// observe logs one line per request and records the HTTP metrics. The
+// line's ip is the client address the limiter counts (clients.addr), not
+// Fiber's c.IP(), which behind a proxy is the client's own claim. It runs
 // the error handler itself, so the line and the metrics carry the status the
 // client really receives; it then returns nil so the error is not handled
 // twice.
-func observe(log *slog.Logger, m *httpMetrics, onError fiber.ErrorHandler) fiber.Handler {
+func observe(log *slog.Logger, m *httpMetrics, who clients, onError fiber.ErrorHandler) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		start := time.Now()
 		if err := c.Next(); err != nil {
@@ -33,7 +35,7 @@ func observe(log *slog.Logger, m *httpMetrics, onError fiber.ErrorHandler) fiber
 			slog.String("path", c.Path()),
 			slog.Int("status", status),
 			slog.Duration("latency", elapsed),
-			slog.String("ip", c.IP()),
+			slog.String("ip", who.addr(c).String()),
 			slog.String("request_id", c.GetRespHeader(api.HeaderRequestID)),
 		)
 		return nil

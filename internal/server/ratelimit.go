@@ -13,7 +13,7 @@ import (
 // limiterMiddleware puts the per-IP limiter in front of /api/v1 with the
 // shop's problem documents and metrics, and the companion (if any) riding
 // in its round trip.
-func limiterMiddleware(l *ratelimit.Limiter, companion *ratelimit.Companion, trusted []string, log *slog.Logger, reg prometheus.Registerer) fiber.Handler {
+func limiterMiddleware(l *ratelimit.Limiter, companion *ratelimit.Companion, who clients, log *slog.Logger, reg prometheus.Registerer) fiber.Handler {
 	decisions := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "shop_ratelimit_decisions_total",
 		Help: "Rate-limit decisions: allowed, limited, or error (Redis did not answer).",
@@ -23,7 +23,7 @@ func limiterMiddleware(l *ratelimit.Limiter, companion *ratelimit.Companion, tru
 	errored := decisions.WithLabelValues("error")
 	mw := l.Middleware(ratelimit.Options{
 		Companion: companion,
-		Key:       clientIP(parsePrefixes(trusted)),
+		Key:       who.key,
 		Limited: func(_ *fiber.Ctx, retryAfter int) error {
 			limited.Inc()
 			return &api.Error{Code: api.CodeRateLimited, Detail: "too many requests from this address", RetryAfter: retryAfter}

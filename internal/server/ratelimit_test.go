@@ -21,9 +21,15 @@ import (
 
 func limitedApp(t *testing.T, rdb redis.UniversalClient, prefix string, limit int, trusted []string) *fiber.App {
 	t.Helper()
+	return limitedAppWith(t, rdb, prefix, limit, trusted, 0, slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+func limitedAppWith(t *testing.T, rdb redis.UniversalClient, prefix string, limit int, trusted []string, v6bits int, log *slog.Logger) *fiber.App {
+	t.Helper()
 	db := testenv.NewDatabase(t)
 	return server.New(server.Deps{
-		Log:            slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Log:            log,
+		IPv6Prefix:     v6bits,
 		Redis:          rdb,
 		DB:             db.Pool,
 		Registry:       prometheus.NewRegistry(),

@@ -1,10 +1,14 @@
 // Package server assembles the shop's Fiber app: the middleware order, the
 // operational routes (/healthz, /readyz, /metrics, /openapi.yaml), the
-// domain routes under /api/v1, and problem+json errors for everything.
+// domain routes under /api/v1, and problem+json errors for everything;
+// and Listener, whose connections close without resetting a client that is
+// still sending (so it reads its 413).
 //
 // Middleware order, outermost first, and why:
 //
-//	request id     so every later line and error can name the request
+//	request id     so every later line and error can name the request (the
+//	               error handler sets it too, for the HTTP layer's own
+//	               400/413/431 answers, which no middleware sees)
 //	observe        one access-log line and the HTTP metrics; it also runs
 //	               the error handler so it logs the status the client gets
 //	recover        a panic becomes a 500 problem, and observe still sees it
@@ -18,8 +22,6 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/recover"
-	"github.com/gofiber/fiber/v2/middleware/requestid"
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -46,6 +48,9 @@ type Deps struct {
 	BodyLimit int
 	// TrustedProxies may set the client IP through X-Forwarded-For.
 	TrustedProxies []string
+	// IPv6Prefix is the prefix length of the IPv6 addresses that share one
+	// limiter window (default 64).
+	IPv6Prefix int
 	// Limiter, when set, limits every /api/v1 request per client IP.
 	Limiter *ratelimit.Limiter
 	// LimiterCompanion, when set with Limiter, rides in the limiter's round
@@ -71,14 +76,12 @@ func New(d Deps) *fiber.App {
 		TrustedProxies:          d.TrustedProxies,
 		EnableIPValidation:      true,
 	})
+	who := newClients(d.TrustedProxies, d.IPv6Prefix)
 	httpm := newHTTPMetrics(d.Registry)
 	registerPoolMetrics(d.Registry, d.DB, d.Redis)
 
-	app.Use(requestid.New(requestid.Config{
-		Header:    api.HeaderRequestID,
-		Generator: func() string { return uuid.NewString() },
-	}))
-	app.Use(observe(d.Log, httpm, app.ErrorHandler))
+	app.Use(api.RequestID())
+	app.Use(observe(d.Log, httpm, who, app.ErrorHandler))
 	app.Use(recover.New())
 
 	app.Get("/healthz", healthz)
@@ -88,7 +91,7 @@ func New(d Deps) *fiber.App {
 
 	v1 := app.Group("/api/v1")
 	if d.Limiter != nil {
-		v1.Use(limiterMiddleware(d.Limiter, d.LimiterCompanion, d.TrustedProxies, d.Log, d.Registry))
+		v1.Use(limiterMiddleware(d.Limiter, d.LimiterCompanion, who, d.Log, d.Registry))
 	}
 	for _, mount := range d.Mount {
 		mount(v1)

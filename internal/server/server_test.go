@@ -172,17 +172,97 @@ func TestUnknownFieldsAreIgnored(t *testing.T) {
 	}
 }
 
-func TestRequestIDIsEchoed(t *testing.T) {
+// A client's X-Request-ID is echoed when it is 1–128 visible ASCII
+// characters; anything else gets a fresh id, never the client's bytes.
+func TestRequestIDIsEchoedWhenSound(t *testing.T) {
 	t.Parallel()
 	app := newTestApp(t, nil)
-	req := httptest.NewRequest(http.MethodGet, "/nope", nil)
-	req.Header.Set(api.HeaderRequestID, "client-id-42")
-	r := do(t, app, req, false)
-	if got := r.header.Get(api.HeaderRequestID); got != "client-id-42" {
-		t.Errorf("X-Request-ID = %q, want the client's", got)
+	tests := []struct {
+		name, sent string
+		echoed     bool
+	}{
+		{"plain", "client-id-42", true},
+		{"128_chars", strings.Repeat("a", 128), true},
+		{"punctuation", "a!~{}[]=:;\"'<>", true},
+		{"129_chars", strings.Repeat("a", 129), false},
+		{"4_KB", strings.Repeat("b", 3500), false},
+		{"nul", "abc\x00def", false},
+		{"inner_space", "abc def", false},
+		{"tab", "abc\tdef", false},
+		{"del", "abc\x7f", false},
+		{"non_ascii", "caf\u00e9", false},
 	}
-	if p := problemOf(t, r); p["request_id"] != "client-id-42" {
-		t.Errorf("problem request_id = %v", p["request_id"])
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req := httptest.NewRequest(http.MethodGet, "/nope", nil)
+			req.Header.Set(api.HeaderRequestID, tc.sent)
+			r := do(t, app, req, false)
+			got := r.header.Get(api.HeaderRequestID)
+			if tc.echoed && got != tc.sent {
+				t.Fatalf("X-Request-ID = %q, want the client's %q", got, tc.sent)
+			}
+			if !tc.echoed && (got == tc.sent || !soundID(got)) {
+				t.Fatalf("X-Request-ID = %q for %q, want a fresh id", got, tc.sent)
+			}
+			if p := problemOf(t, r); p["request_id"] != got {
+				t.Errorf("problem request_id = %v, header %q", p["request_id"], got)
+			}
+		})
+	}
+}
+
+func soundID(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for _, b := range []byte(s) {
+		if b < 0x21 || b > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// The HTTP layer's own answers (a body over the limit, headers over the
+// read buffer, a request fasthttp cannot parse) are made before any
+// middleware runs: they too carry X-Request-ID and a problem document.
+func TestHTTPLayerErrorsCarryRequestID(t *testing.T) {
+	t.Parallel()
+	addr := listen(t, newTestApp(t, nil)) // 1 KiB body limit
+	tests := []struct {
+		name   string
+		req    string
+		status int
+		code   string
+		echo   string
+	}{
+		{"body_over_limit", "POST /api/v1/test/echo HTTP/1.1\r\nHost: shop\r\nX-Request-ID: big-1\r\nContent-Length: 5000\r\n\r\n",
+			413, "payload_too_large", "big-1"},
+		{"body_over_limit_bad_id", "POST /api/v1/test/echo HTTP/1.1\r\nHost: shop\r\nX-Request-ID: " + strings.Repeat("z", 300) + "\r\nContent-Length: 5000\r\n\r\n",
+			413, "payload_too_large", ""},
+		{"headers_too_large", "GET /healthz HTTP/1.1\r\nHost: shop\r\nX-Pad: " + strings.Repeat("p", 16<<10) + "\r\n\r\n",
+			431, "headers_too_large", ""},
+		{"malformed", "GET /healthz HTTP/1.1\r\nHost: shop\r\nContent-Length: ten\r\n\r\n", 400, "invalid_request", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := writeThenRead(t, addr, []byte(tc.req))
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			r := result{resp.StatusCode, resp.Header, body}
+			if r.status != tc.status {
+				t.Fatalf("status = %d, want %d: %s", r.status, tc.status, body)
+			}
+			if p := problemOf(t, r); p["code"] != tc.code {
+				t.Errorf("code = %v, want %s", p["code"], tc.code)
+			}
+			got := r.header.Get(api.HeaderRequestID)
+			if !soundID(got) || (tc.echo != "" && got != tc.echo) {
+				t.Errorf("X-Request-ID = %q, want %q or a fresh id", got, tc.echo)
+			}
+		})
 	}
 }
 

@@ -74,6 +74,7 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 		Registry:         reg,
 		BodyLimit:        cfg.BodyLimit,
 		TrustedProxies:   cfg.TrustedProxies,
+		IPv6Prefix:       cfg.RateLimitIPv6Prefix,
 		Mount: []func(fiber.Router){
 			a.Auth.Routes,
 			func(r fiber.Router) { a.Catalog.Routes(r, admin) },
@@ -103,5 +104,8 @@ func AuthConfig(cfg *config.Config) auth.Config {
 		SessionTTL:  cfg.SessionTTL,
 		KeyPrefix:   cfg.KeyPrefix,
 		FastHashing: cfg.PasswordHashing == "fast",
+		// Off (0) leaves both zero.
+		LoginFailures: cfg.LoginFailures.Limit,
+		LoginWindow:   cfg.LoginFailures.Window,
 	}
 }
