@@ -23,7 +23,7 @@ func limiterMiddleware(l *ratelimit.Limiter, companion *ratelimit.Companion, tru
 	errored := decisions.WithLabelValues("error")
 	mw := l.Middleware(ratelimit.Options{
 		Companion: companion,
-		Key:       clientIP(parsePrefixes(trusted)),
+		Key:       ClientIP(trusted),
 		Limited: func(_ *fiber.Ctx, retryAfter int) error {
 			limited.Inc()
 			return &api.Error{Code: api.CodeRateLimited, Detail: "too many requests from this address", RetryAfter: retryAfter}
