@@ -15,15 +15,22 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shop-oss/shop/internal/auth"
+	"github.com/shop-oss/shop/internal/bestseller"
 	"github.com/shop-oss/shop/internal/cache"
 	"github.com/shop-oss/shop/internal/cart"
 	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/database"
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/lock"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/pickup"
 	"github.com/shop-oss/shop/internal/ratelimit"
 	"github.com/shop-oss/shop/internal/server"
+	"github.com/shop-oss/shop/internal/visitor"
 )
+
+// indexStartTimeout bounds the pickup store index rebuild at start.
+const indexStartTimeout = 10 * time.Second
 
 // catalogTTL is the base lifetime of cached catalog entries: writes keep
 // them current, so the TTL only bounds staleness after a failed cache step
@@ -120,6 +127,14 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) err
 	sales := inventory.NewSales(st.db, stock)
 	orders := order.New(st.db, st.redis, stock, catalog.Exists, cfg.KeyPrefix, log, reg)
 	carts := cart.New(st.redis, catalog, orders, cfg.KeyPrefix, log, reg)
+	locker := lock.New(st.redis, cfg.KeyPrefix)
+	bestsellers := bestseller.New(st.redis, st.db, catalog, locker, cfg.KeyPrefix, log, reg)
+	visits := visitor.New(st.redis, visitor.Options{Prefix: cfg.KeyPrefix, Exists: catalog.Exists,
+		ClientIP: server.ClientIP(cfg.TrustedProxies)}, log, reg)
+	stores := pickup.New(st.db, st.redis, locker, cfg.KeyPrefix, log)
+	rebuildStoreIndex(ctx, stores, log)
+	stopVisits := startVisits(ctx, visits)
+	defer stopVisits()
 	var limiter *ratelimit.Limiter
 	if !cfg.RateLimit.Off() {
 		limiter = ratelimit.New(st.redis, cfg.KeyPrefix, cfg.RateLimit.Limit, cfg.RateLimit.Window)
@@ -135,7 +150,11 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) err
 		TrustedProxies:   cfg.TrustedProxies,
 		Mount: []func(fiber.Router){
 			authSvc.Routes,
+			// Before the catalog: it counts the catalog's product reads.
+			func(r fiber.Router) { visits.Routes(r, authSvc.OptionalUser(), authSvc.RequireAdmin()) },
 			func(r fiber.Router) { catalog.Routes(r, authSvc.RequireAdmin()) },
+			bestsellers.Routes,
+			func(r fiber.Router) { stores.Routes(r, authSvc.RequireAdmin()) },
 			func(r fiber.Router) { sales.Routes(r, authSvc.RequireAdmin()) },
 			func(r fiber.Router) { orders.Routes(r, authSvc.RequireUser()) },
 			func(r fiber.Router) { carts.Routes(r, authSvc.RequireUser()) },
@@ -189,6 +208,32 @@ func newCatalog(st *stores, cfg *config.Config, log *slog.Logger, reg prometheus
 	}
 	c := cache.New(st.redis, cache.Options{Prefix: cfg.KeyPrefix + "cache:", TTL: catalogTTL, Jitter: 0.1}, reg)
 	return inventory.NewCatalog(st.db, st.redis, c, cfg.KeyPrefix, log)
+}
+
+// rebuildStoreIndex rebuilds the pickup store index from PostgreSQL at
+// start, unless another instance is at it. A failure is not fatal: a
+// search that finds the index missing rebuilds it.
+func rebuildStoreIndex(ctx context.Context, stores *pickup.Service, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, indexStartTimeout)
+	defer cancel()
+	switch err := stores.RebuildIndex(ctx); {
+	case errors.Is(err, lock.ErrBusy):
+		log.Info("pickup store index: another instance is rebuilding it")
+	case err != nil:
+		log.Warn("pickup store index not rebuilt at start; the first search will", "err", err)
+	}
+}
+
+// startVisits drains the visitor counts in the background; the returned
+// function stops it after writing what is queued, and waits.
+func startVisits(ctx context.Context, v *visitor.Service) func() {
+	vctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() { v.Run(vctx); close(done) }()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // startWriter runs w in the background; the returned function stops it

@@ -19,6 +19,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"op"}),
 	}
 	reg.MustRegister(m.orders, m.errors)
+	for _, op := range []string{"count", "takeback"} { // shown from the start, at 0
+		m.orders.WithLabelValues(op, "applied")
+		m.orders.WithLabelValues(op, "skipped")
+		m.errors.WithLabelValues(op)
+	}
 	return m
 }
 

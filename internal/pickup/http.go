@@ -136,8 +136,8 @@ func parseQuery(c *fiber.Ctx) (Query, error) {
 		return func(v float64) bool { return len(checkCoord("", v, limit)) == 0 }
 	}
 	q := Query{
-		Lng: num("lng", 0, true, within(MaxLng), "is required: a number from -180 to 180"),
-		Lat: num("lat", 0, true, within(MaxLat), "is required: a number from -85.05112878 to 85.05112878"),
+		Lng: num("lng", 0, true, within(MaxLng), "is required, a number from -180 to 180"),
+		Lat: num("lat", 0, true, within(MaxLat), "is required, a number from -85.05112878 to 85.05112878"),
 		RadiusKm: num("radius_km", DefaultRadiusKm, false, func(v float64) bool { return v > 0 && v <= MaxRadiusKm },
 			"must be a number greater than 0 and at most 1000"),
 	}

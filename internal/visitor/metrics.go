@@ -19,5 +19,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"reason"}),
 	}
 	reg.MustRegister(m.written, m.dropped)
+	m.dropped.WithLabelValues("queue_full") // shown from the start, at 0
+	m.dropped.WithLabelValues("redis_error")
 	return m
 }
