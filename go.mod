@@ -3,6 +3,7 @@ module github.com/shop-oss/shop
 go 1.26.8
 
 require (
+	github.com/bsm/redislock v0.9.4
 	github.com/caarlos0/env/v11 v11.4.2
 	github.com/getkin/kin-openapi v0.153.0
 	github.com/gofiber/fiber/v2 v2.52.15

@@ -40,6 +40,7 @@ func newRootCmd(getenv func(string) string, stdout, stderr io.Writer) *cobra.Com
 		newServeCmd(a),
 		newWriterCmd(a),
 		newSeedCmd(a),
+		newBestsellersCmd(a),
 		newMigrateCmd(a),
 		newUserCmd(a),
 		newLoadtestCmd(a),

@@ -5,12 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/shop-oss/shop/internal/auth"
+	"github.com/shop-oss/shop/internal/bestseller"
 	"github.com/shop-oss/shop/internal/database"
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/lock"
+	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/pickup"
 	"github.com/shop-oss/shop/internal/shop"
 )
 
@@ -35,6 +40,21 @@ var demoCatalog = []demoProduct{
 	{"hoodie-grey", "Hoodie, grey", "apparel", 4999, 200, 0},
 	{"mug-logo", "Mug with logo", "kitchen", 1299, -1, 0},
 	{"sticker-pack", "Sticker pack", "misc", 299, -1, 0},
+}
+
+// demoStores are pickup stores around central Paris.
+var demoStores = []pickup.Store{
+	{ID: "paris-louvre", Name: "Shop Louvre", Address: "99 Rue de Rivoli, Paris", Lng: 2.3376, Lat: 48.8606},
+	{ID: "paris-bastille", Name: "Shop Bastille", Address: "Place de la Bastille, Paris", Lng: 2.3695, Lat: 48.8532},
+	{ID: "paris-defense", Name: "Shop La Défense", Address: "Parvis de la Défense, Puteaux", Lng: 2.2380, Lat: 48.8920},
+}
+
+// demoSales are what each demo shopper buys (sku → units), so the
+// best-seller boards have something to show.
+var demoSales = []map[string]int{
+	{"tee-black": 3, "earbuds-pro": 1},
+	{"tee-black": 2, "hoodie-grey": 1},
+	{"earbuds-pro": 2, "hoodie-grey": 1, "phone-x1": 1},
 }
 
 func newSeedCmd(a *app) *cobra.Command {
@@ -87,7 +107,55 @@ func (a *app) seedDemo(ctx context.Context) error {
 			return fmt.Errorf("seed demo: %s: %w", p.sku, err)
 		}
 	}
+	if err := seedStores(ctx, pickup.New(st.db, st.redis, lock.New(st.redis, cfg.KeyPrefix), cfg.KeyPrefix, log)); err != nil {
+		return err
+	}
+	stock := inventory.NewStock(st.redis, cfg.KeyPrefix)
+	reg := newRegistry()
+	orders := order.New(st.db, st.redis, stock, catalog.Exists, cfg.KeyPrefix, log, reg)
+	boards := bestseller.New(st.redis, st.db, catalog, lock.New(st.redis, cfg.KeyPrefix), cfg.KeyPrefix, log, reg)
+	if err := seedSales(ctx, svc, orders, boards); err != nil {
+		return err
+	}
 	return printDemo(a.stdout)
+}
+
+// seedStores writes the demo stores (a replace, so a rerun changes nothing).
+func seedStores(ctx context.Context, stores *pickup.Service) error {
+	for _, s := range demoStores {
+		if _, err := stores.Put(ctx, s); err != nil {
+			return fmt.Errorf("seed demo: store %s: %w", s.ID, err)
+		}
+	}
+	return nil
+}
+
+// seedSales has new demo shoppers buy demoSales through the real purchase
+// path (the order writer of `shop serve` persists them), and counts them on
+// the best-seller boards at once, which the writer's after-commit hook
+// would do: each order counts once, whoever records it first. Shoppers
+// that exist already bought on an earlier run, so a rerun buys nothing.
+func seedSales(ctx context.Context, users *auth.Service, orders *order.Service, boards *bestseller.Service) error {
+	for i, basket := range demoSales {
+		u, err := users.CreateUser(ctx, fmt.Sprintf("shopper%d@demo.shop", i+1), demoAdminPassword, "", auth.RoleShopper)
+		if errors.Is(err, auth.ErrEmailTaken) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("seed demo: shopper: %w", err)
+		}
+		for sku, units := range basket {
+			p, err := orders.Place(ctx, u.ID, []order.Line{{SKU: sku, Quantity: units}}, order.PlaceOptions{})
+			if err != nil {
+				return fmt.Errorf("seed demo: buy %s: %w", sku, err)
+			}
+			o := bestseller.Order{ID: p.OrderID, At: time.Now(), Lines: []bestseller.Line{{SKU: sku, Units: int64(units)}}}
+			if _, err := boards.Record(ctx, []bestseller.Order{o}); err != nil {
+				return fmt.Errorf("seed demo: best sellers: %w", err)
+			}
+		}
+	}
+	return nil
 }
 
 // seedProduct creates p if it is missing and opens its sale if it never had
@@ -111,7 +179,7 @@ func seedProduct(ctx context.Context, catalog *inventory.Catalog, sales *invento
 }
 
 func printDemo(w io.Writer) error {
-	_, err := fmt.Fprintf(w, "demo data ready: admin %s / %s; %d products (phone-x1: 100 units, 1 per shopper)\n",
-		demoAdminEmail, demoAdminPassword, len(demoCatalog))
+	_, err := fmt.Fprintf(w, "demo data ready: admin %s / %s; %d products (phone-x1: 100 units, 1 per shopper); %d pickup stores; %d shoppers' sales\n",
+		demoAdminEmail, demoAdminPassword, len(demoCatalog), len(demoStores), len(demoSales))
 	return err
 }

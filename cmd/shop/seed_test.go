@@ -39,8 +39,17 @@ func TestSeedDemoIsIdempotent(t *testing.T) {
 			t.Fatalf("run %d: %d products, %d rounds, %d admins; want %d, 4, 1", i+1, p, rounds, admins, len(demoCatalog))
 		}
 	}
-	if n := r.Client.HGet(context.Background(), r.Prefix+"sale:{phone-x1}", "available").Val(); n != "100" {
-		t.Fatalf("phone-x1 available = %q, want 100", n)
+	// One demo shopper bought a phone, on the first run only.
+	if n := r.Client.HGet(context.Background(), r.Prefix+"sale:{phone-x1}", "available").Val(); n != "99" {
+		t.Fatalf("phone-x1 available = %q, want 99", n)
+	}
+	if n := count(`SELECT count(*) FROM stores`); n != len(demoStores) {
+		t.Fatalf("%d stores, want %d", n, len(demoStores))
+	}
+	// tee-black 5 units, earbuds-pro 3, hoodie-grey 2, phone-x1 1.
+	top := r.Client.ZRangeWithScores(context.Background(), r.Prefix+"{bestsellers}:all", 0, -1).Val()
+	if len(top) != 4 || top[0].Member != "tee-black" || top[0].Score != -5 || top[3].Member != "phone-x1" {
+		t.Fatalf("all-time best sellers %v", top)
 	}
 	env["SHOP_ENV"], env["SHOP_PASSWORD_HASHING"] = "", "owasp"
 	if _, err := seed(); err == nil || !strings.Contains(err.Error(), "SHOP_ENV=dev") {

@@ -105,7 +105,10 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) err
 	}
 
 	reg := newRegistry()
-	fapp := shop.New(cfg, st.shop(), log, reg).Fiber
+	sh := shop.New(cfg, st.shop(), log, reg)
+	stopJobs := sh.Start(ctx)
+	defer stopJobs()
+	fapp := sh.Fiber
 
 	if o.pprofAddr != "" {
 		stop, err := servePprof(o.pprofAddr, log)

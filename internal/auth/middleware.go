@@ -52,6 +52,27 @@ func (s *Service) RequireUser() fiber.Handler { return s.require("") }
 // of role written to the session applies at once.
 func (s *Service) RequireAdmin() fiber.Handler { return s.require(RoleAdmin) }
 
+// OptionalUser is for public routes that want to know who is asking: it
+// puts the user in c.UserContext() when the request bears a valid access
+// token of a live session, and lets every request through, leaving it
+// anonymous when the token is missing, bad or revoked, or when the
+// session store does not answer. The session check is the one that rode
+// in the limiter's round trip when there was one; otherwise it costs a
+// round trip, for requests that bear a token only.
+func (s *Service) OptionalUser() fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		header := c.Get(fiber.HeaderAuthorization)
+		if header == "" {
+			return c.Next()
+		}
+		pre, _ := c.Locals(precheckKey{}).(*precheck)
+		if p, err := s.authenticate(c.UserContext(), header, pre); err == nil {
+			c.SetUserContext(context.WithValue(c.UserContext(), ctxKey{}, p))
+		}
+		return c.Next()
+	}
+}
+
 func (s *Service) require(role string) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		pre, _ := c.Locals(precheckKey{}).(*precheck)

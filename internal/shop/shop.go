@@ -11,6 +11,8 @@
 package shop
 
 import (
+	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -20,13 +22,17 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/auth"
+	"github.com/shop-oss/shop/internal/bestseller"
 	"github.com/shop-oss/shop/internal/cache"
 	"github.com/shop-oss/shop/internal/cart"
 	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/lock"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/pickup"
 	"github.com/shop-oss/shop/internal/ratelimit"
 	"github.com/shop-oss/shop/internal/server"
+	"github.com/shop-oss/shop/internal/visitor"
 )
 
 // CatalogTTL is the base lifetime of cached catalog entries: writes keep
@@ -42,14 +48,22 @@ type Stores struct {
 
 // App is the wired application: the Fiber app and the services behind it.
 type App struct {
-	Fiber   *fiber.App
-	Auth    *auth.Service
-	Catalog *inventory.Catalog
-	Stock   *inventory.Stock
-	Sales   *inventory.Sales
-	Orders  *order.Service
-	Carts   *cart.Service
+	Fiber       *fiber.App
+	Auth        *auth.Service
+	Catalog     *inventory.Catalog
+	Stock       *inventory.Stock
+	Sales       *inventory.Sales
+	Orders      *order.Service
+	Carts       *cart.Service
+	Locks       *lock.Locker
+	Bestsellers *bestseller.Service
+	Visits      *visitor.Service
+	Stores      *pickup.Service
+	log         *slog.Logger
 }
+
+// indexStartTimeout bounds the pickup store index rebuild at start.
+const indexStartTimeout = 10 * time.Second
 
 // New builds the application on st from cfg. Its metrics are registered on
 // reg. It does not listen: call Fiber.Listener or Fiber.Test.
@@ -60,6 +74,12 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 	a.Sales = inventory.NewSales(st.DB, a.Stock)
 	a.Orders = order.New(st.DB, st.Redis, a.Stock, a.Catalog.Exists, cfg.KeyPrefix, log, reg)
 	a.Carts = cart.New(st.Redis, a.Catalog, a.Orders, cfg.KeyPrefix, log, reg)
+	a.Locks = lock.New(st.Redis, cfg.KeyPrefix)
+	a.Bestsellers = bestseller.New(st.Redis, st.DB, a.Catalog, a.Locks, cfg.KeyPrefix, log, reg)
+	a.Visits = visitor.New(st.Redis, visitor.Options{Prefix: cfg.KeyPrefix, Exists: a.Catalog.Exists,
+		ClientIP: server.ClientIP(cfg.TrustedProxies, cfg.RateLimitIPv6Prefix)}, log, reg)
+	a.Stores = pickup.New(st.DB, st.Redis, a.Locks, cfg.KeyPrefix, log)
+	a.log = log
 	var limiter *ratelimit.Limiter
 	if !cfg.RateLimit.Off() {
 		limiter = ratelimit.New(st.Redis, cfg.KeyPrefix, cfg.RateLimit.Limit, cfg.RateLimit.Window)
@@ -77,13 +97,45 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 		IPv6Prefix:       cfg.RateLimitIPv6Prefix,
 		Mount: []func(fiber.Router){
 			a.Auth.Routes,
+			// Before the catalog: it counts the catalog's product reads.
+			func(r fiber.Router) { a.Visits.Routes(r, a.Auth.OptionalUser(), admin) },
 			func(r fiber.Router) { a.Catalog.Routes(r, admin) },
+			a.Bestsellers.Routes,
+			func(r fiber.Router) { a.Stores.Routes(r, admin) },
 			func(r fiber.Router) { a.Sales.Routes(r, admin) },
 			func(r fiber.Router) { a.Orders.Routes(r, user) },
 			func(r fiber.Router) { a.Carts.Routes(r, user) },
 		},
 	})
 	return a
+}
+
+// Start runs the application's background work: the pickup store index
+// rebuilt from PostgreSQL (unless another instance is at it) and the
+// visitor counts' queue drained. The returned function stops it, writing
+// what is queued, and waits.
+func (a *App) Start(ctx context.Context) (stop func()) {
+	a.rebuildStoreIndex(ctx)
+	vctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() { a.Visits.Run(vctx); close(done) }()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// rebuildStoreIndex: a failure is not fatal, since a search that finds the
+// index missing rebuilds it.
+func (a *App) rebuildStoreIndex(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, indexStartTimeout)
+	defer cancel()
+	switch err := a.Stores.RebuildIndex(ctx); {
+	case errors.Is(err, lock.ErrBusy):
+		a.log.Info("pickup store index: another instance is rebuilding it")
+	case err != nil:
+		a.log.Warn("pickup store index not rebuilt at start; the first search will", "err", err)
+	}
 }
 
 // NewCatalog builds the catalog over its cache; reg may be nil (commands

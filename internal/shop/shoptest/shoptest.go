@@ -96,7 +96,9 @@ func New(t testing.TB, o Options) *App {
 	}
 	log := slog.New(slog.DiscardHandler)
 	reg := prometheus.NewRegistry()
-	return &App{App: shop.New(cfg, st, log, reg), DB: db, Redis: r, Config: cfg, Reg: reg, Log: log}
+	a := &App{App: shop.New(cfg, st, log, reg), DB: db, Redis: r, Config: cfg, Reg: reg, Log: log}
+	t.Cleanup(a.Start(context.Background()))
+	return a
 }
 
 // Do sends one request through the app in process and checks the exchange

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shop-oss/shop/internal/bestseller"
+	"github.com/shop-oss/shop/internal/database"
+	"github.com/shop-oss/shop/internal/lock"
+	"github.com/shop-oss/shop/internal/shop"
+)
+
+func newBestsellersCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bestsellers",
+		Short: "Maintain the best-seller boards",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			return errors.New("bestsellers: a subcommand is required: rebuild")
+		},
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "rebuild",
+		Short: "Recompute today's, this week's, this month's and the all-time boards from PostgreSQL",
+		Long: "The boards in Redis are derived from the orders in PostgreSQL; rebuild recomputes them " +
+			"(for instance after Redis lost them). It may run while orders are written: a rebuild that " +
+			"races them starts over, and it fails if they keep coming. One instance rebuilds at a time.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := a.config()
+			if err != nil {
+				return err
+			}
+			log := a.logger(cfg)
+			ctx := cmd.Context()
+			st, err := openStores(ctx, cfg, log)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			if _, err := database.Migrate(ctx, st.db); err != nil {
+				return err
+			}
+			locker := lock.New(st.redis, cfg.KeyPrefix)
+			svc := bestseller.New(st.redis, st.db, shop.NewCatalog(st.shop(), cfg, log, nil), locker, cfg.KeyPrefix, log, newRegistry())
+			if err := svc.Rebuild(ctx); err != nil {
+				return fmt.Errorf("bestsellers rebuild: %w", err)
+			}
+			_, err = fmt.Fprintln(a.stdout, "best-seller boards rebuilt from PostgreSQL")
+			return err
+		},
+	})
+	return cmd
+}

@@ -1,0 +1,165 @@
+// Package bestseller keeps the shop's best-seller boards: units sold per
+// SKU in Redis sorted sets, one per UTC day, ISO week and month, and one
+// for all time (the seeds' leaderboard pattern).
+//
+// # Counting
+//
+// Record counts persisted orders and TakeBack takes cancelled or expired
+// ones back. The order writer calls Record from its after-commit hook,
+// with exactly the orders its transaction inserted, so a redelivered
+// stream entry (which inserts nothing) counts nothing. Record and TakeBack
+// are idempotent on their own as well: one Lua script per batch marks each
+// order id, in a hash per UTC day of the order, as counted ("c") or taken
+// back ("x"), and moves the boards only on a change of mark. A hook retried
+// after a partial failure therefore counts nothing twice, and a take-back
+// that comes first (an order cancelled before the writer persisted it)
+// leaves a mark that keeps the later Record from counting it. Marks live
+// markRetention past the order's day (at least a day past the call):
+// about 100 bytes per order. A take-back later than that finds no mark and
+// changes nothing; `shop bestsellers rebuild` puts such a board right.
+//
+// An order counts in the periods of its creation time. Boards of a period
+// expire at the end of the next one (a late take-back still finds them;
+// one that does not is never recreated), the all-time board never.
+//
+// # Ranking
+//
+// Scores are stored negated (-units), so that ZRANGE, which orders equal
+// scores by member ascending, lists the most units first and ties by SKU
+// ascending: ZREVRANGE would order those ties descending. ZRANK is then
+// the 0-based rank. A SKU whose units fall to zero leaves the board.
+//
+// # Rebuild
+//
+// The boards are derived data: Rebuild recomputes the current periods
+// from PostgreSQL under the "bestsellers-rebuild" lock (internal/lock),
+// and stays exact without it. It reads a generation counter that every
+// change of a board bumps, builds new boards from one PostgreSQL snapshot
+// into temporary keys, and swaps them in with a script that refuses when
+// the generation moved (an order counted meanwhile could be missing from
+// the snapshot), in which case it starts over. Orders the snapshot holds
+// whose hook may not have run yet (confirmed in the last recentWindow) are
+// marked counted in the same script, so the hook does not count them
+// again. Two rebuilds at once both swap in correct boards.
+//
+// Every key starts with the prefix and the hash tag {bestsellers}, so the
+// scripts run on Redis Cluster (one slot for all of them).
+package bestseller
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/lock"
+)
+
+// Errors of the package (wrapped).
+var (
+	// ErrNotRanked: the SKU sold no units in the period.
+	ErrNotRanked = api.NewError(api.CodeNotFound, "no units sold in this period")
+	// ErrInvalidOrder: an order given to Record or TakeBack is malformed;
+	// nothing of the batch was counted.
+	ErrInvalidOrder = errors.New("bestseller: invalid order")
+	// errRedisDown: Redis did not answer.
+	errRedisDown = api.Unavailable("the best-seller boards are unreachable; retry shortly")
+)
+
+// Bounds of the reads (API.md).
+const (
+	DefaultLimit  = 10
+	MaxLimit      = 100
+	DefaultAround = 5
+	MaxAround     = 25
+)
+
+const (
+	// markRetention is how long an order's mark outlives its day.
+	markRetention = 35 * 24 * time.Hour
+	// recentWindow: orders confirmed this recently may still be waiting
+	// for their hook when a rebuild reads them.
+	recentWindow = 10 * time.Minute
+	// scriptOrders is the most orders one script call handles, so that no
+	// call holds Redis for long.
+	scriptOrders = 200
+	redisTimeout = 2 * time.Second
+	lockName     = "bestsellers-rebuild"
+	lockTTL      = 30 * time.Second
+)
+
+// Order is what the boards need of a persisted order.
+type Order struct {
+	ID string
+	// At is the order's creation time: it picks the periods.
+	At    time.Time
+	Lines []Line
+}
+
+// Line is units of one SKU in an order.
+type Line struct {
+	SKU   string
+	Units int64
+}
+
+// Entry is one SKU on a board.
+type Entry struct {
+	Rank  int64  `json:"rank"`
+	SKU   string `json:"sku"`
+	Name  string `json:"name"`
+	Units int64  `json:"units"`
+}
+
+// Board is the top of a period's board.
+type Board struct {
+	Period Period  `json:"period"`
+	Items  []Entry `json:"items"`
+}
+
+// Position is one SKU's place on a board and its neighbours.
+type Position struct {
+	Period Period  `json:"period"`
+	SKU    string  `json:"sku"`
+	Rank   int64   `json:"rank"`
+	Units  int64   `json:"units"`
+	Above  []Entry `json:"above"`
+	Below  []Entry `json:"below"`
+}
+
+// Result says how many orders of a batch changed the boards (Applied) and
+// how many were already counted or taken back (Skipped).
+type Result struct{ Applied, Skipped int }
+
+// Service keeps and reads the boards. Make it with New.
+type Service struct {
+	rdb     redis.UniversalClient
+	db      *pgxpool.Pool
+	catalog *inventory.Catalog
+	locker  *lock.Locker
+	keys    keys
+	log     *slog.Logger
+	m       *metrics
+	now     func() time.Time
+	// beforeSwap, when set, runs between a rebuild's snapshot and its swap
+	// (tests put a racing order there).
+	beforeSwap func()
+}
+
+// New returns the service: boards in rdb under prefix, names from catalog,
+// rebuilds from db under locker.
+func New(rdb redis.UniversalClient, db *pgxpool.Pool, catalog *inventory.Catalog, locker *lock.Locker,
+	prefix string, log *slog.Logger, reg prometheus.Registerer) *Service {
+	return &Service{rdb: rdb, db: db, catalog: catalog, locker: locker, keys: keys{prefix},
+		log: log, m: newMetrics(reg), now: time.Now}
+}
+
+// redisCtx bounds one Redis step, so an outage answers within seconds.
+func redisCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, redisTimeout)
+}

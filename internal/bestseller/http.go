@@ -1,0 +1,72 @@
+package bestseller
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/shop-oss/shop/internal/api"
+)
+
+// Routes registers the public best-seller reads on r (the /api/v1 router).
+func (s *Service) Routes(r fiber.Router) {
+	h := handler{s}
+	r.Get("/best-sellers", h.top)
+	r.Get("/best-sellers/:sku", h.position)
+}
+
+// handler adapts HTTP to the Service's reads.
+type handler struct{ s *Service }
+
+func (h handler) top(c *fiber.Ctx) error {
+	var bad []api.FieldError
+	p := period(c, &bad)
+	limit := intParam(c, "limit", DefaultLimit, 1, MaxLimit, &bad)
+	if len(bad) > 0 {
+		return api.Invalid(bad...)
+	}
+	b, err := h.s.Top(c.UserContext(), p, limit)
+	if err != nil {
+		return err
+	}
+	return c.JSON(b)
+}
+
+func (h handler) position(c *fiber.Ctx) error {
+	var bad []api.FieldError
+	p := period(c, &bad)
+	around := intParam(c, "around", DefaultAround, 0, MaxAround, &bad)
+	if len(bad) > 0 {
+		return api.Invalid(bad...)
+	}
+	pos, err := h.s.Position(c.UserContext(), p, strings.Clone(c.Params("sku")), around)
+	if err != nil {
+		return err
+	}
+	return c.JSON(pos)
+}
+
+// period reads ?period=, noting a bad one in bad.
+func period(c *fiber.Ctx, bad *[]api.FieldError) Period {
+	p, ok := ParsePeriod(c.Query("period"))
+	if !ok {
+		*bad = append(*bad, api.FieldError{Field: "period", Message: "must be one of day, week, month, all"})
+	}
+	return p
+}
+
+// intParam reads an integer query parameter in [lo, hi], def when absent,
+// noting a bad one in bad.
+func intParam(c *fiber.Ctx, name string, def, lo, hi int, bad *[]api.FieldError) int {
+	raw := c.Query(name)
+	if raw == "" {
+		return def
+	}
+	n, err := strconv.Atoi(raw)
+	if err != nil || n < lo || n > hi {
+		*bad = append(*bad, api.FieldError{Field: name, Message: fmt.Sprintf("must be an integer from %d to %d", lo, hi)})
+	}
+	return n
+}

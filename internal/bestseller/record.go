@@ -1,0 +1,133 @@
+package bestseller
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/inventory"
+)
+
+//go:embed record.lua
+var recordLua string
+
+var recordScript = redis.NewScript(recordLua)
+
+// maxUnits bounds one line, far below where a float64 score loses
+// integer precision.
+const maxUnits = 1 << 40
+
+// Record counts the orders on the boards of the periods of their creation
+// time, each order once however often it is given (see the package doc).
+// It returns ErrInvalidOrder (nothing counted) for a malformed order, or
+// a 503 error when Redis does not answer; then some chunks of the batch
+// may be counted, and a retry counts only the rest.
+func (s *Service) Record(ctx context.Context, orders []Order) (Result, error) {
+	res, err := s.apply(ctx, "count", orders)
+	s.m.updates("count", res, err)
+	return res, err
+}
+
+// TakeBack takes cancelled or expired orders back off the boards: each
+// order at most once, and only if Record counted it. An order taken back
+// before it was recorded is never counted afterwards. Errors as Record's.
+func (s *Service) TakeBack(ctx context.Context, orders []Order) (Result, error) {
+	res, err := s.apply(ctx, "takeback", orders)
+	s.m.updates("takeback", res, err)
+	return res, err
+}
+
+func (s *Service) apply(ctx context.Context, mode string, orders []Order) (Result, error) {
+	for _, o := range orders {
+		if err := checkOrder(o); err != nil {
+			return Result{}, fmt.Errorf("%s %s: %w", mode, o.ID, err)
+		}
+	}
+	var total Result
+	now := s.now()
+	for start := 0; start < len(orders); start += scriptOrders {
+		chunk := orders[start:min(start+scriptOrders, len(orders))]
+		r, err := s.run(ctx, mode, chunk, now)
+		total.Applied += r.Applied
+		total.Skipped += r.Skipped
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+func checkOrder(o Order) error {
+	if o.ID == "" || len(o.ID) > 128 || o.At.IsZero() || len(o.Lines) == 0 {
+		return ErrInvalidOrder
+	}
+	for _, l := range o.Lines {
+		if !inventory.ValidSKU(l.SKU) || l.Units <= 0 || l.Units > maxUnits {
+			return fmt.Errorf("%w: line %q × %d", ErrInvalidOrder, l.SKU, l.Units)
+		}
+	}
+	return nil
+}
+
+func (s *Service) run(ctx context.Context, mode string, orders []Order, now time.Time) (Result, error) {
+	keys, args := s.scriptArgs(mode, orders, now)
+	rctx, cancel := redisCtx(ctx)
+	defer cancel()
+	v, err := recordScript.Run(rctx, s.rdb, keys, args...).Int64Slice()
+	if err != nil {
+		return Result{}, fmt.Errorf("%s %d orders: %w: %w", mode, len(orders), errRedisDown, err)
+	}
+	return Result{Applied: int(v[0]), Skipped: int(v[1])}, nil
+}
+
+// scriptArgs lays the orders out as record.lua reads them. Boards whose
+// period has already expired are left out: a count would recreate them
+// only for the expiry to delete them again.
+func (s *Service) scriptArgs(mode string, orders []Order, now time.Time) ([]string, []any) {
+	keys := []string{s.keys.gen()}
+	index := map[string]int{}
+	idx := func(k string) int {
+		if i, ok := index[k]; ok {
+			return i
+		}
+		keys = append(keys, k)
+		index[k] = len(keys)
+		return len(keys)
+	}
+	args := []any{mode, len(orders)}
+	for _, o := range orders {
+		args = append(args, o.ID, idx(s.keys.marks(o.At)), markExpiry(o.At, now).Unix())
+		boards := s.liveBoards(o.At, now)
+		args = append(args, len(boards))
+		for _, p := range boards {
+			args = append(args, idx(s.keys.board(p, o.At)), expiryUnix(p, o.At))
+		}
+		args = append(args, len(o.Lines))
+		for _, l := range o.Lines {
+			args = append(args, l.SKU, l.Units)
+		}
+	}
+	return keys, args
+}
+
+// liveBoards are the periods whose board holding t has not expired by now.
+func (s *Service) liveBoards(t, now time.Time) []Period {
+	var out []Period
+	for _, p := range Periods {
+		if p == All || p.expiry(t).After(now) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// expiryUnix is p.expiry(t) in Unix seconds, 0 for none.
+func expiryUnix(p Period, t time.Time) int64 {
+	if p == All {
+		return 0
+	}
+	return p.expiry(t).Unix()
+}

@@ -1,0 +1,89 @@
+-- Counts (ARGV[1] = "count") or takes back (ARGV[1] = "takeback") a batch
+-- of orders on the best-seller boards, each order at most once.
+--
+-- KEYS[1]   the generation counter (bumped when a board changes)
+-- KEYS[2..] the mark hashes and boards the orders name, by index
+-- ARGV[2]   number of orders; then per order:
+--           order id, mark hash index, mark expiry (unix s),
+--           number of boards, then per board: board index, expiry (0: none),
+--           number of lines, then per line: sku, units
+--
+-- Scores are -units (see the package doc). Marks: absent, "c" counted,
+-- "x" taken back. A count moves the boards only from absent; a take-back
+-- only from "c", and leaves "x" in any case so that a later count of an
+-- order cancelled first does nothing. A take-back never recreates an
+-- expired board. Every argument is read and checked before the first
+-- write.
+local mode = ARGV[1]
+if mode ~= 'count' and mode ~= 'takeback' then
+  return redis.error_reply('ERR bad mode')
+end
+local pos = 3
+local function num()
+  local v = tonumber(ARGV[pos])
+  if not v then error('bad number at argument ' .. pos) end
+  pos = pos + 1
+  return v
+end
+local function str()
+  local v = ARGV[pos]
+  if not v or v == '' then error('bad string at argument ' .. pos) end
+  pos = pos + 1
+  return v
+end
+local function key(i)
+  local k = KEYS[i]
+  if not k or i < 2 then error('bad key index ' .. i) end
+  return k
+end
+
+local orders = {}
+local n = tonumber(ARGV[2]) or error('bad order count')
+for o = 1, n do
+  local ord = {id = str(), marks = key(num()), markExp = num(), boards = {}, lines = {}}
+  for b = 1, num() do
+    ord.boards[b] = {key = key(num()), exp = num()}
+  end
+  for l = 1, num() do
+    local sku, units = str(), num()
+    if units <= 0 then error('bad units') end
+    ord.lines[l] = {sku = sku, units = units}
+  end
+  orders[o] = ord
+end
+
+local function move(ord, sign)
+  for _, b in ipairs(ord.boards) do
+    if sign < 0 or redis.call('EXISTS', b.key) == 1 then
+      for _, l in ipairs(ord.lines) do
+        local score = tonumber(redis.call('ZINCRBY', b.key, sign * l.units, l.sku))
+        if score >= 0 then redis.call('ZREM', b.key, l.sku) end
+      end
+      if sign < 0 and b.exp > 0 then redis.call('EXPIREAT', b.key, b.exp) end
+    end
+  end
+end
+
+local applied, skipped = 0, 0
+for _, ord in ipairs(orders) do
+  local mark = redis.call('HGET', ord.marks, ord.id)
+  if mode == 'count' and not mark then
+    redis.call('HSET', ord.marks, ord.id, 'c')
+    move(ord, -1)
+    applied = applied + 1
+  elseif mode == 'takeback' and mark ~= 'x' then
+    redis.call('HSET', ord.marks, ord.id, 'x')
+    if mark == 'c' then
+      move(ord, 1)
+      applied = applied + 1
+    else
+      skipped = skipped + 1
+    end
+  else
+    skipped = skipped + 1
+  end
+  local exp = redis.call('EXPIRETIME', ord.marks)
+  if exp < ord.markExp then redis.call('EXPIREAT', ord.marks, ord.markExp) end
+end
+if applied > 0 then redis.call('INCR', KEYS[1]) end
+return {applied, skipped}

@@ -1,0 +1,300 @@
+package pickup
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apitest"
+	"github.com/shop-oss/shop/internal/lock"
+	"github.com/shop-oss/shop/internal/server"
+	"github.com/shop-oss/shop/internal/testenv"
+)
+
+type fixture struct {
+	s   *Service
+	app *fiber.App
+	r   *testenv.Redis
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	db := testenv.NewDatabase(t)
+	r := testenv.NewRedis(t)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	s := New(db.Pool, r.Client, lock.New(r.Client, r.Prefix), r.Prefix, log)
+	app := server.New(server.Deps{Log: log, Redis: r.Client, DB: db.Pool, Registry: prometheus.NewRegistry(), BodyLimit: 1 << 16,
+		Mount: []func(fiber.Router){func(r fiber.Router) { s.Routes(r, adminOnly) }}})
+	return &fixture{s: s, app: app, r: r}
+}
+
+func adminOnly(c *fiber.Ctx) error {
+	if c.Get("X-Test-Role") != "admin" {
+		return api.NewError(api.CodeUnauthorized, "no credentials")
+	}
+	return c.Next()
+}
+
+func (f *fixture) do(t *testing.T, method, path, body string) apitest.Reply {
+	t.Helper()
+	return apitest.Do(t, f.app, method, path, "", body, "X-Test-Role", "admin")
+}
+
+// Stores around Paris: Louvre, Notre-Dame (≈ 1.9 km away), La Défense
+// (≈ 8 km), Versailles (≈ 17 km).
+var paris = []Store{
+	{"louvre", "Louvre", "Rue de Rivoli", 2.3376, 48.8606},
+	{"notre-dame", "Notre-Dame", "", 2.3499, 48.8530},
+	{"la-defense", "La Défense", "Parvis", 2.2380, 48.8920},
+	{"versailles", "Versailles", "Place d'Armes\nVersailles", 2.1204, 48.8049},
+}
+
+func (f *fixture) put(t *testing.T, st Store) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"name": st.Name, "address": st.Address, "lng": st.Lng, "lat": st.Lat})
+	if r := f.do(t, http.MethodPut, "/api/v1/admin/stores/"+st.ID, string(body)); r.Status != http.StatusOK {
+		t.Fatalf("put %s: %d %s", st.ID, r.Status, r.Body)
+	}
+}
+
+func (f *fixture) nearby(t *testing.T, query string) []Nearby {
+	t.Helper()
+	r := apitest.Do(t, f.app, http.MethodGet, "/api/v1/stores/nearby?"+query, "", "")
+	if r.Status != http.StatusOK {
+		t.Fatalf("nearby %s: %d %s", query, r.Status, r.Body)
+	}
+	var out struct{ Items []Nearby }
+	if err := json.Unmarshal(r.Body, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out.Items
+}
+
+func ids(ns []Nearby) []string {
+	var out []string
+	for _, n := range ns {
+		out = append(out, n.ID)
+	}
+	return out
+}
+
+const fromLouvre = "lng=2.3376&lat=48.8606"
+
+func TestStoresNearestFirst(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	for _, st := range paris {
+		f.put(t, st)
+	}
+	got := f.nearby(t, fromLouvre)
+	if !slices.Equal(ids(got), []string{"louvre", "notre-dame", "la-defense"}) {
+		t.Fatalf("within 10 km: %v", ids(got))
+	}
+	if got[0].DistanceKm > 0.01 || got[1].DistanceKm < 1 || got[1].DistanceKm > 1.5 || got[1].Store != paris[1] {
+		t.Fatalf("hits %+v", got)
+	}
+	if got := f.nearby(t, fromLouvre+"&radius_km=50&limit=2"); !slices.Equal(ids(got), []string{"louvre", "notre-dame"}) {
+		t.Fatalf("limit 2: %v", ids(got))
+	}
+	if got := f.nearby(t, fromLouvre+"&radius_km=50"); len(got) != 4 || got[3].Store != paris[3] {
+		t.Fatalf("within 50 km: %+v", got)
+	}
+	if got := f.nearby(t, "lng=-74&lat=40.7"); len(got) != 0 {
+		t.Fatalf("New York: %v", ids(got))
+	}
+
+	// Replace, read back from PostgreSQL, delete.
+	moved := Store{"louvre", "Louvre (moved)", "", 2.2950, 48.8740}
+	f.put(t, moved)
+	r := apitest.Do(t, f.app, http.MethodGet, "/api/v1/stores/louvre", "", "")
+	var st Store
+	_ = json.Unmarshal(r.Body, &st)
+	if r.Status != http.StatusOK || st != moved {
+		t.Fatalf("get: %d %+v", r.Status, st)
+	}
+	if got := f.nearby(t, fromLouvre); got[0].ID != "notre-dame" || got[1].Store != moved {
+		t.Fatalf("after the move: %+v", got)
+	}
+	if r := f.do(t, http.MethodDelete, "/api/v1/admin/stores/louvre", ""); r.Status != http.StatusNoContent {
+		t.Fatalf("delete: %d", r.Status)
+	}
+	apitest.WantProblem(t, f.do(t, http.MethodDelete, "/api/v1/admin/stores/louvre", ""), http.StatusNotFound, "not_found")
+	apitest.WantProblem(t, apitest.Do(t, f.app, http.MethodGet, "/api/v1/stores/louvre", "", ""), http.StatusNotFound, "not_found")
+	if got := f.nearby(t, fromLouvre); !slices.Equal(ids(got), []string{"notre-dame", "la-defense"}) {
+		t.Fatalf("after delete: %v", ids(got))
+	}
+}
+
+func TestStoresRefuseBadInput(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	for name, c := range map[string]struct{ id, body string }{
+		"empty_body":     {"s1", ""},
+		"not_an_object":  {"s1", `[1]`},
+		"no_name":        {"s1", `{"lng":1,"lat":1}`},
+		"blank_name":     {"s1", `{"name":"  ","lng":1,"lat":1}`},
+		"long_name":      {"s1", fmt.Sprintf(`{"name":"%0201d","lng":1,"lat":1}`, 0)},
+		"control_name":   {"s1", `{"name":"a\u0007","lng":1,"lat":1}`},
+		"long_address":   {"s1", fmt.Sprintf(`{"name":"n","address":"%0501d","lng":1,"lat":1}`, 0)},
+		"no_lng":         {"s1", `{"name":"n","lat":1}`},
+		"lng_over":       {"s1", `{"name":"n","lng":180.0001,"lat":1}`},
+		"lat_over":       {"s1", `{"name":"n","lng":1,"lat":85.06}`},
+		"lat_under":      {"s1", `{"name":"n","lng":1,"lat":-90}`},
+		"lng_a_string":   {"s1", `{"name":"n","lng":"1","lat":1}`},
+		"lat_null":       {"s1", `{"name":"n","lng":1,"lat":null}`},
+		"name_a_number":  {"s1", `{"name":5,"lng":1,"lat":1}`},
+		"bad_id":         {"a%20b", `{"name":"n","lng":1,"lat":1}`},
+		"long_id":        {fmt.Sprintf("%065d", 0), `{"name":"n","lng":1,"lat":1}`},
+		"reserved_id":    {"nearby", `{"name":"n","lng":1,"lat":1}`},
+		"trailing_data":  {"s1", `{"name":"n","lng":1,"lat":1} {}`},
+		"everything_bad": {"a%20b", `{"name":"","lng":500,"lat":-500}`},
+	} {
+		r := f.do(t, http.MethodPut, "/api/v1/admin/stores/"+c.id, c.body)
+		if r.Status != http.StatusBadRequest {
+			t.Errorf("%s: %d %s", name, r.Status, r.Body)
+		}
+	}
+	// Edges are accepted.
+	f.put(t, Store{"edge", "Edge", "", -180, -85.05112878})
+	f.put(t, Store{"edge2", "Edge", "", 180, 85.05112878})
+	for name, q := range map[string]string{
+		"no_point":       "",
+		"no_lat":         "lng=1",
+		"no_lng":         "lat=1",
+		"lng_text":       "lng=east&lat=1",
+		"lng_over":       "lng=181&lat=1",
+		"lat_over":       "lng=1&lat=85.1",
+		"lat_nan":        "lng=1&lat=NaN",
+		"lng_inf":        "lng=Inf&lat=1",
+		"radius_zero":    "lng=1&lat=1&radius_km=0",
+		"radius_neg":     "lng=1&lat=1&radius_km=-1",
+		"radius_over":    "lng=1&lat=1&radius_km=1000.5",
+		"radius_text":    "lng=1&lat=1&radius_km=far",
+		"limit_zero":     "lng=1&lat=1&limit=0",
+		"limit_over":     "lng=1&lat=1&limit=51",
+		"limit_fraction": "lng=1&lat=1&limit=1.5",
+	} {
+		r := apitest.Do(t, f.app, http.MethodGet, "/api/v1/stores/nearby?"+q, "", "")
+		apitest.WantProblem(t, r, http.StatusBadRequest, "invalid_request")
+		_ = name
+	}
+	if got := f.nearby(t, "lng=180&lat=85.05112878&radius_km=1000&limit=50"); len(got) != 1 {
+		t.Fatalf("edge search: %v", ids(got))
+	}
+	apitest.WantProblem(t, apitest.Do(t, f.app, http.MethodGet, "/api/v1/stores/a%20b", "", ""), http.StatusNotFound, "not_found")
+	apitest.WantProblem(t, apitest.Do(t, f.app, http.MethodPut, "/api/v1/admin/stores/s1", "", `{"name":"n","lng":1,"lat":1}`),
+		http.StatusUnauthorized, "unauthorized")
+}
+
+// After Redis lost the index (a restart without persistence), a write
+// must not pass one store for the whole index, and the next search
+// rebuilds it from PostgreSQL.
+func TestMissingIndexIsRebuilt(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	for _, st := range paris[:3] {
+		f.put(t, st)
+	}
+	ctx := context.Background()
+	f.r.Client.Del(ctx, f.s.indexKeys()...)
+	f.put(t, paris[3])
+	if got := f.nearby(t, fromLouvre+"&radius_km=50"); len(got) != 4 {
+		t.Fatalf("after the loss: %v", ids(got))
+	}
+	// At start, a rebuild puts a drifted index right.
+	f.r.Client.ZRem(ctx, f.s.indexKeys()[0], "louvre")
+	if err := f.s.RebuildIndex(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.nearby(t, fromLouvre); len(got) != 3 || got[0].ID != "louvre" {
+		t.Fatalf("after the rebuild: %v", ids(got))
+	}
+	// No stores at all: the empty index counts as built.
+	for _, st := range paris {
+		f.do(t, http.MethodDelete, "/api/v1/admin/stores/"+st.ID, "")
+	}
+	f.r.Client.Del(ctx, f.s.indexKeys()...)
+	if got := f.nearby(t, fromLouvre); len(got) != 0 {
+		t.Fatalf("no stores: %v", ids(got))
+	}
+	if built, _ := f.r.Client.HExists(ctx, f.s.indexKeys()[2], "built").Result(); !built {
+		t.Fatal("empty index not marked built")
+	}
+}
+
+// The lock only saves work: rebuilds at once, racing admin writes, leave
+// the index exactly as PostgreSQL says.
+func TestRebuildsAtOnceWithWritesStayExact(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	// A write between a rebuild's snapshot and its swap: the swap is
+	// refused and the rebuild starts over.
+	f.s.beforeSwap = func() {
+		f.s.beforeSwap = nil
+		f.put(t, paris[0])
+	}
+	if err := f.s.rebuild(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.nearby(t, fromLouvre); !slices.Equal(ids(got), []string{"louvre"}) {
+		t.Fatalf("after a racing write: %v", ids(got))
+	}
+
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			for range 3 {
+				if err := f.s.rebuild(ctx); err != nil && err != errRebuildRaced {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	for w := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			for i := range 15 {
+				st := Store{fmt.Sprintf("w%d-%d", w, i%5), "S", "", 2.3 + float64(i)/1000, 48.86}
+				if i%4 == 3 {
+					_ = f.s.Delete(ctx, st.ID)
+				} else if _, err := f.s.Put(ctx, st); err != nil {
+					t.Error(err)
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	all, err := f.s.selectAll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, st := range all {
+		want = append(want, st.ID)
+	}
+	got := ids(f.nearby(t, "lng=2.3&lat=48.86&radius_km=100&limit=50"))
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("index %v, PostgreSQL %v", got, want)
+	}
+}

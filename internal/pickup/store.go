@@ -1,0 +1,93 @@
+package pickup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/shop-oss/shop/internal/lock"
+)
+
+// Put creates or replaces a store (the caller has checked it): PostgreSQL,
+// then the index. It returns a 503 error when PostgreSQL does not answer
+// (nothing written), or when the index was not updated after the row was
+// (a retry of the same Put converges).
+func (s *Service) Put(ctx context.Context, st Store) (Store, error) {
+	out, err := s.upsert(ctx, st)
+	if err != nil {
+		return Store{}, err
+	}
+	return out, s.indexPut(ctx, out)
+}
+
+// Delete removes a store from PostgreSQL, then from the index. It returns
+// ErrNotFound, or a 503 error as Put does.
+func (s *Service) Delete(ctx context.Context, id string) error {
+	if !ValidID(id) {
+		return fmt.Errorf("delete store %q: %w", id, ErrNotFound)
+	}
+	if err := s.remove(ctx, id); err != nil {
+		return err
+	}
+	return s.indexDelete(ctx, id)
+}
+
+// Get reads a store from PostgreSQL. It returns ErrNotFound or a 503 error.
+func (s *Service) Get(ctx context.Context, id string) (Store, error) {
+	if !ValidID(id) {
+		return Store{}, fmt.Errorf("store %q: %w", id, ErrNotFound)
+	}
+	return s.selectOne(ctx, id)
+}
+
+// Nearby returns the stores within q.RadiusKm of the point, nearest first,
+// at most q.Limit (the caller has checked q). A missing index is rebuilt
+// first. It returns a 503 error when Redis or, for a rebuild, PostgreSQL
+// does not answer.
+func (s *Service) Nearby(ctx context.Context, q Query) ([]Nearby, error) {
+	hits, err := s.search(ctx, q)
+	if !errors.Is(err, errNotBuilt) {
+		return hits, err
+	}
+	if err := s.ensureIndex(ctx); err != nil {
+		return nil, err
+	}
+	hits, err = s.search(ctx, q)
+	if errors.Is(err, errNotBuilt) {
+		return nil, fmt.Errorf("nearby stores: %w", errRebuildRaced)
+	}
+	return hits, err
+}
+
+// ensureIndex rebuilds a missing index, waiting for an instance that is
+// already at it (then finding it built).
+func (s *Service) ensureIndex(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, indexWaitTimeout)
+	defer cancel()
+	err := s.locker.RunWait(ctx, lockName, lockTTL, func(ctx context.Context) error {
+		built, err := s.rdb.HExists(ctx, s.indexKeys()[2], "built").Result()
+		if err != nil {
+			return fmt.Errorf("store index: %w: %w", errIndexDown, err)
+		}
+		if built {
+			return nil
+		}
+		s.log.Info("pickup store index missing: rebuilding it from PostgreSQL")
+		return s.rebuild(ctx)
+	})
+	var apiErr interface{ Status() int }
+	switch {
+	case errors.Is(err, lock.ErrBusy):
+		return fmt.Errorf("nearby stores: %w: %w", errRebuildRaced, err)
+	case err != nil && !errors.As(err, &apiErr):
+		return fmt.Errorf("nearby stores: %w: %w", errIndexDown, err) // the lock's Redis
+	}
+	return err
+}
+
+// RebuildIndex rebuilds the index from PostgreSQL under the lock (at
+// start). It returns lock.ErrBusy when another instance is rebuilding it,
+// or a 503 error.
+func (s *Service) RebuildIndex(ctx context.Context) error {
+	return s.locker.Run(ctx, lockName, lockTTL, s.rebuild)
+}

@@ -1,0 +1,181 @@
+// Package visitor counts who looks at the catalog: for every 200 of
+// GET /api/v1/products/{sku}, one view and the visitor (the user id when
+// the request bears a valid token, else the client IP as the rate limiter
+// sees it) in a HyperLogLog, per product and UTC day and for the whole
+// storefront (the seeds' unique-visitor pattern).
+//
+// # Never in the way of the read
+//
+// The count is fire-and-forget: the handler puts it on a bounded queue
+// and returns; Run drains the queue into Redis, several views per
+// pipelined round trip (PFADD, INCR and EXPIREAT of the day's keys). When
+// the queue is full, or Redis fails a batch, the views are dropped and
+// counted in shop_visitor_updates_dropped_total: an estimate of visitors
+// is not worth slowing or failing a product page.
+//
+// # Keys
+//
+// "<prefix>visitors:{<sku>}:<date>" (HyperLogLog) and
+// "<prefix>views:{<sku>}:<date>" (counter), and the same with the tag {*}
+// for the storefront ('*' is never in a sku). The keys of one product
+// share a hash tag, so that one PFCOUNT over a range's days (which merges
+// them: a visitor counts once over the range) and one MGET work on Redis
+// Cluster. Keys expire retention after their day.
+package visitor
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/api"
+)
+
+const (
+	// retention is how long a day's counts are kept.
+	retention = 400 * 24 * time.Hour
+	// MaxDays is the longest range a report covers (API.md).
+	MaxDays = 92
+	// defaultQueue is how many views may wait for Redis.
+	defaultQueue = 10000
+	// batchViews is the most views one pipeline carries.
+	batchViews   = 64
+	redisTimeout = 2 * time.Second
+	dateLayout   = "2006-01-02"
+	siteTag      = "*"
+)
+
+// errRedisDown: Redis did not answer a report.
+var errRedisDown = api.Unavailable("the visitor counts are unreachable; retry shortly")
+
+// Options configure a Service.
+type Options struct {
+	// Prefix starts every key.
+	Prefix string
+	// Exists tells whether the catalog has a product (reports on an
+	// unknown one answer 404).
+	Exists func(ctx context.Context, sku string) (bool, error)
+	// ClientIP names a request's client as the rate limiter does.
+	ClientIP func(c *fiber.Ctx) string
+	// Queue is how many views may wait for Redis (default 10000).
+	Queue int
+}
+
+// view is one counted product read.
+type view struct {
+	sku, visitor string
+	at           time.Time
+}
+
+// Service counts views and reports them. Make it with New; run Run.
+type Service struct {
+	rdb   redis.UniversalClient
+	o     Options
+	queue chan view
+	log   *slog.Logger
+	m     *metrics
+	now   func() time.Time
+}
+
+// New returns the service; views wait in its queue until Run drains them.
+func New(rdb redis.UniversalClient, o Options, log *slog.Logger, reg prometheus.Registerer) *Service {
+	if o.Queue <= 0 {
+		o.Queue = defaultQueue
+	}
+	return &Service{rdb: rdb, o: o, queue: make(chan view, o.Queue), log: log, m: newMetrics(reg), now: time.Now}
+}
+
+// Count queues one view of sku by visitor, without waiting: when the
+// queue is full the view is dropped (and counted as such).
+func (s *Service) Count(sku, visitor string) {
+	select {
+	case s.queue <- view{sku: strings.Clone(sku), visitor: strings.Clone(visitor), at: s.now()}:
+	default:
+		s.m.dropped.WithLabelValues("queue_full").Inc()
+	}
+}
+
+// Run writes queued views to Redis until ctx ends, then writes what is
+// still queued (bounded by a second) and returns.
+func (s *Service) Run(ctx context.Context) {
+	for {
+		select {
+		case v := <-s.queue:
+			s.write(context.WithoutCancel(ctx), s.batch(v))
+		case <-ctx.Done():
+			s.flush(context.WithoutCancel(ctx), time.Second)
+			return
+		}
+	}
+}
+
+// flush writes everything queued now, giving up (and dropping) after d.
+func (s *Service) flush(ctx context.Context, d time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	for {
+		select {
+		case v := <-s.queue:
+			s.write(ctx, s.batch(v))
+		default:
+			return
+		}
+	}
+}
+
+// batch is first and what else is queued, up to batchViews.
+func (s *Service) batch(first view) []view {
+	b := []view{first}
+	for len(b) < batchViews {
+		select {
+		case v := <-s.queue:
+			b = append(b, v)
+		default:
+			return b
+		}
+	}
+	return b
+}
+
+// write records a batch in one pipelined round trip.
+func (s *Service) write(ctx context.Context, views []view) {
+	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
+	defer cancel()
+	pipe := s.rdb.Pipeline()
+	for _, v := range views {
+		date := v.at.UTC().Format(dateLayout)
+		expire := dayOf(v.at).Add(retention)
+		for _, tag := range []string{v.sku, siteTag} {
+			hll, views := s.hllKey(tag, date), s.viewsKey(tag, date)
+			pipe.PFAdd(ctx, hll, v.visitor)
+			pipe.Incr(ctx, views)
+			pipe.ExpireAt(ctx, hll, expire)
+			pipe.ExpireAt(ctx, views, expire)
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		s.m.dropped.WithLabelValues("redis_error").Add(float64(len(views)))
+		s.log.Warn("visitor counts dropped", "views", len(views), "err", err)
+		return
+	}
+	s.m.written.Add(float64(len(views)))
+}
+
+func (s *Service) hllKey(tag, date string) string {
+	return s.o.Prefix + "visitors:{" + tag + "}:" + date
+}
+
+func (s *Service) viewsKey(tag, date string) string {
+	return s.o.Prefix + "views:{" + tag + "}:" + date
+}
+
+// dayOf is midnight UTC of t's day.
+func dayOf(t time.Time) time.Time {
+	t = t.UTC()
+	return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
+}
