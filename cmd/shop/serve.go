@@ -127,7 +127,7 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) err
 
 	stopWriter := func() error { return nil }
 	if o.writer {
-		stopWriter = startWriter(ctx, newWriter(st, cfg, log, reg, o.wf))
+		stopWriter = startWriter(ctx, newWriter(st, cfg, log, reg, o.wf, sh.Bestsellers))
 	}
 
 	select {

@@ -10,9 +10,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
+	"github.com/shop-oss/shop/internal/bestseller"
 	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/database"
+	"github.com/shop-oss/shop/internal/lock"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/shop"
 )
 
 // writerFlags are the order writer's tuning flags, shared by `shop writer`
@@ -66,7 +69,7 @@ func newWriterCmd(a *app) *cobra.Command {
 				return err
 			}
 			reg := newRegistry()
-			w := newWriter(st, cfg, log, reg, wf)
+			w := newWriter(st, cfg, log, reg, wf, nil)
 			if metricsAddr != "" {
 				stop, err := serveMetrics(metricsAddr, reg, log)
 				if err != nil {
@@ -83,9 +86,18 @@ func newWriterCmd(a *app) *cobra.Command {
 }
 
 // newWriter builds the order writer, for `shop writer` and `shop serve`
-// alike: the one place its after-commit work is wired.
-func newWriter(st *stores, cfg *config.Config, log *slog.Logger, reg prometheus.Registerer, wf writerFlags) *order.Writer {
-	return order.NewWriter(st.db, st.redis, cfg.KeyPrefix, log, reg, wf.options())
+// alike: the one place its after-commit work is wired (the best-seller
+// boards, which serve's app already has; a writer-only process builds its
+// own).
+func newWriter(st *stores, cfg *config.Config, log *slog.Logger, reg prometheus.Registerer, wf writerFlags,
+	boards *bestseller.Service) *order.Writer {
+	if boards == nil {
+		boards = bestseller.New(st.redis, st.db, shop.NewCatalog(st.shop(), cfg, log, nil),
+			lock.New(st.redis, cfg.KeyPrefix), cfg.KeyPrefix, log, reg)
+	}
+	o := wf.options()
+	o.AfterCommit = shop.AfterCommit(boards)
+	return order.NewWriter(st.db, st.redis, cfg.KeyPrefix, log, reg, o)
 }
 
 func newRegistry() *prometheus.Registry {

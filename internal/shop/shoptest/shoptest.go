@@ -156,10 +156,14 @@ func (a *App) Round(t testing.TB, sku string, seed inventory.Seed) int64 {
 	return *rep.RoundID
 }
 
-// Writer returns an order writer on the test's stores.
+// Writer returns an order writer on the test's stores, with the
+// after-commit work production wires unless o has its own.
 func (a *App) Writer(o order.WriterOptions) *order.Writer {
 	if o.Block == 0 {
 		o.Block = 50 * time.Millisecond
+	}
+	if o.AfterCommit == nil {
+		o.AfterCommit = shop.AfterCommit(a.Bestsellers)
 	}
 	return order.NewWriter(a.DB.Pool, a.Redis.Client, a.Config.KeyPrefix, a.Log, prometheus.NewRegistry(), o)
 }
