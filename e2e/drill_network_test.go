@@ -31,6 +31,7 @@ func TestDrillRedisAnswersLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxy := testenv.NewProxy(t, opts.Addr)
+	e[directRedis] = e["SHOP_REDIS_URL"]
 	e["SHOP_REDIS_URL"] = strings.Replace(e["SHOP_REDIS_URL"], opts.Addr, proxy.Addr(), 1)
 	// Entries a lost reply delivered must be re-read at once, not claimed
 	// after --claim-idle: an hour here, so only the re-read confirms them.
@@ -44,9 +45,11 @@ func TestDrillRedisAnswersLost(t *testing.T) {
 	go func() {
 		defer close(healed)
 		time.Sleep(300 * time.Millisecond)
+		end := s.watch.fault(5 * time.Second)
 		proxy.Blackhole(true)
 		time.Sleep(2500 * time.Millisecond)
 		proxy.Blackhole(false)
+		end()
 	}()
 	tally := attack(t, buyers, func(b, _ int) (int, outcome) {
 		return 1, buyUntilAnswered(t, s, tokens[b], "drill-net", &unknown)

@@ -39,11 +39,13 @@ func TestDrillRedisKilledMidSale(t *testing.T) {
 		defer close(restarted)
 		time.Sleep(800 * time.Millisecond)
 		crashed.Store(true)
+		end := s.watch.fault(5 * time.Second)
 		rs.Kill()
 		time.Sleep(3 * time.Second)
 		if err := rs.Restart(); err != nil {
 			t.Error(err)
 		}
+		end()
 	}()
 	tally := newSale()
 	var wg sync.WaitGroup
