@@ -34,7 +34,7 @@ type tally struct {
 	repeated     []string            // the first such ids
 	// serverErrors are the first 5xx (or unanswered) attempts, with when.
 	serverErrors []ServerError
-	malformed    int                 // 202s without a valid order id
+	malformed    int // 202s without a valid order id
 	soldOut      bool
 
 	sample []sampled // a uniform sample of accepted orders (reservoir)
