@@ -110,4 +110,3 @@ func hostPort(t *testing.T, u string) string {
 	}
 	return rest
 }
-
