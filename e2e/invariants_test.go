@@ -195,6 +195,19 @@ func (p *proc) kill() {
 	<-p.exited
 }
 
+// stop is a SIGTERM, waited for: the process finishes what it has in
+// hand and exits.
+func (p *proc) stop(t *testing.T) {
+	t.Helper()
+	p.killed.Store(true)
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not stop within 30 s of SIGTERM", p.name)
+	}
+}
+
 // pause (SIGSTOP) and resume (SIGCONT) the process.
 func (p *proc) pause()  { _ = p.cmd.Process.Signal(syscall.SIGSTOP) }
 func (p *proc) resume() { _ = p.cmd.Process.Signal(syscall.SIGCONT) }

@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"sync/atomic"
 	"testing"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/Shopify/toxiproxy/v2/toxics"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 )
+
+func init() { toxics.Register("commit_cut", new(CommitCut)) }
 
 // Toxic is one of toxiproxy's faults on a proxy: Type is "latency"
 // (attributes latency, jitter in ms), "reset_peer" (timeout), "timeout"
@@ -53,8 +57,9 @@ func (x *ToxiProxy) Addr() string {
 	return x.p.Listen
 }
 
-// Add adds a toxic (Toxicity 0 means 1).
-func (x *ToxiProxy) Add(t testing.TB, tx Toxic) {
+// Add adds a toxic (Toxicity 0 means 1) and returns toxiproxy's own, for
+// a test that reads its state (a *CommitCut's Fired).
+func (x *ToxiProxy) Add(t testing.TB, tx Toxic) toxics.Toxic {
 	t.Helper()
 	if tx.Toxicity == 0 {
 		tx.Toxicity = 1
@@ -66,9 +71,11 @@ func (x *ToxiProxy) Add(t testing.TB, tx Toxic) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := x.p.Toxics.AddToxicJson(bytes.NewReader(raw)); err != nil {
+	w, err := x.p.Toxics.AddToxicJson(bytes.NewReader(raw))
+	if err != nil {
 		t.Fatalf("add toxic %s: %v", tx.Name, err)
 	}
+	return w.Toxic
 }
 
 // Remove removes the toxic named name.
@@ -89,5 +96,45 @@ func (x *ToxiProxy) Cut(t testing.TB) {
 	x.p.Stop()
 	if err := x.p.Start(); err != nil {
 		t.Fatalf("toxiproxy restart: %v", err)
+	}
+}
+
+// CommitCut is a toxic of our own for PostgreSQL's wire protocol (type
+// "commit_cut", on the upstream stream, attribute "times"): it lets a
+// COMMIT through to the server and then cuts the connection, so that the
+// client never learns whether its transaction committed (pgx reports such
+// an error as not safe to retry). At most Times commits are cut, over all
+// connections; the others pass.
+type CommitCut struct {
+	Times int64 `json:"times"`
+	seen  atomic.Int64
+	fired atomic.Int64
+}
+
+// commitMsg is the simple-query message pgx sends to commit (pgx's
+// tx.go): 'Q', the length (4 + len("commit") + 1), "commit", NUL.
+var commitMsg = []byte("Q\x00\x00\x00\x0bcommit\x00")
+
+// Fired is how many commits were cut.
+func (c *CommitCut) Fired() int64 { return c.fired.Load() }
+
+// Pipe passes everything on until a COMMIT goes through, then closes.
+func (c *CommitCut) Pipe(stub *toxics.ToxicStub) {
+	for {
+		select {
+		case <-stub.Interrupt:
+			return
+		case chunk := <-stub.Input:
+			if chunk == nil {
+				stub.Close()
+				return
+			}
+			stub.Output <- chunk
+			if bytes.Contains(chunk.Data, commitMsg) && c.seen.Add(1) <= c.Times {
+				c.fired.Add(1)
+				stub.Close()
+				return
+			}
+		}
 	}
 }
