@@ -211,3 +211,14 @@ func (p *proc) stop(t *testing.T) {
 // pause (SIGSTOP) and resume (SIGCONT) the process.
 func (p *proc) pause()  { _ = p.cmd.Process.Signal(syscall.SIGSTOP) }
 func (p *proc) resume() { _ = p.cmd.Process.Signal(syscall.SIGCONT) }
+
+// openPool connects to e's PostgreSQL directly, for the test's own reads.
+func openPool(t *testing.T, e env) *pgxpool.Pool {
+	t.Helper()
+	db, err := pgxpool.New(context.Background(), e.direct("SHOP_DATABASE_URL"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	return db
+}

@@ -64,6 +64,26 @@ func (s *sale) answers() loadtest.Answers {
 	return a
 }
 
+// merge adds another attack's tally of the same sale.
+func (s *sale) merge(o *sale) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, q := range o.units {
+		if _, dup := s.units[id]; dup {
+			s.repeated = append(s.repeated, id)
+		}
+		s.units[id] = q
+	}
+	for b, n := range o.perBuyer {
+		s.perBuyer[b] += n
+	}
+	for c, n := range o.refused {
+		s.refused[c] += n
+	}
+	s.repeated = append(s.repeated, o.repeated...)
+	s.unknown += o.unknown
+}
+
 func (s *sale) accepted() (orders, units int) {
 	for _, q := range s.units {
 		orders++
