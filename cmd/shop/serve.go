@@ -113,34 +113,7 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) err
 		log.Info("migrations applied", "count", n)
 	}
 
-	reg := newRegistry()
-	authSvc := auth.New(st.db, st.redis, authConfig(cfg), log, reg)
-	catalog := newCatalog(st, cfg, log, reg)
-	stock := inventory.NewStock(st.redis, cfg.KeyPrefix)
-	sales := inventory.NewSales(st.db, stock)
-	orders := order.New(st.db, st.redis, stock, catalog.Exists, cfg.KeyPrefix, log, reg)
-	carts := cart.New(st.redis, catalog, orders, cfg.KeyPrefix, log, reg)
-	var limiter *ratelimit.Limiter
-	if !cfg.RateLimit.Off() {
-		limiter = ratelimit.New(st.redis, cfg.KeyPrefix, cfg.RateLimit.Limit, cfg.RateLimit.Window)
-	}
-	fapp := server.New(server.Deps{
-		Limiter:          limiter,
-		LimiterCompanion: authSvc.LimiterCompanion(),
-		Log:              log,
-		Redis:            st.redis,
-		DB:               st.db,
-		Registry:         reg,
-		BodyLimit:        cfg.BodyLimit,
-		TrustedProxies:   cfg.TrustedProxies,
-		Mount: []func(fiber.Router){
-			authSvc.Routes,
-			func(r fiber.Router) { catalog.Routes(r, authSvc.RequireAdmin()) },
-			func(r fiber.Router) { sales.Routes(r, authSvc.RequireAdmin()) },
-			func(r fiber.Router) { orders.Routes(r, authSvc.RequireUser()) },
-			func(r fiber.Router) { carts.Routes(r, authSvc.RequireUser()) },
-		},
-	})
+	fapp, orders, reg := buildApp(st, cfg, log)
 
 	if o.pprofAddr != "" {
 		stop, err := servePprof(o.pprofAddr, log)
@@ -179,6 +152,42 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) err
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// buildApp wires the services over the stores and assembles the Fiber app
+// with every route mounted (`shop serve`, and `shop routes`, which lists
+// them); it returns the order service, for the writer, and the metrics
+// registry.
+func buildApp(st *stores, cfg *config.Config, log *slog.Logger) (*fiber.App, *order.Service, *prometheus.Registry) {
+	reg := newRegistry()
+	authSvc := auth.New(st.db, st.redis, authConfig(cfg), log, reg)
+	catalog := newCatalog(st, cfg, log, reg)
+	stock := inventory.NewStock(st.redis, cfg.KeyPrefix)
+	sales := inventory.NewSales(st.db, stock)
+	orders := order.New(st.db, st.redis, stock, catalog.Exists, cfg.KeyPrefix, log, reg)
+	carts := cart.New(st.redis, catalog, orders, cfg.KeyPrefix, log, reg)
+	var limiter *ratelimit.Limiter
+	if !cfg.RateLimit.Off() {
+		limiter = ratelimit.New(st.redis, cfg.KeyPrefix, cfg.RateLimit.Limit, cfg.RateLimit.Window)
+	}
+	fapp := server.New(server.Deps{
+		Limiter:          limiter,
+		LimiterCompanion: authSvc.LimiterCompanion(),
+		Log:              log,
+		Redis:            st.redis,
+		DB:               st.db,
+		Registry:         reg,
+		BodyLimit:        cfg.BodyLimit,
+		TrustedProxies:   cfg.TrustedProxies,
+		Mount: []func(fiber.Router){
+			authSvc.Routes,
+			func(r fiber.Router) { catalog.Routes(r, authSvc.RequireAdmin()) },
+			func(r fiber.Router) { sales.Routes(r, authSvc.RequireAdmin()) },
+			func(r fiber.Router) { orders.Routes(r, authSvc.RequireUser()) },
+			func(r fiber.Router) { carts.Routes(r, authSvc.RequireUser()) },
+		},
+	})
+	return fapp, orders, reg
 }
 
 // newCatalog builds the catalog over its cache; reg may be nil (commands
