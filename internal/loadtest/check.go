@@ -398,8 +398,30 @@ func checkI5(e Evidence) Invariant {
 	if m := e.Store.Missing; len(m) > 0 {
 		j.fail("pending but gone from the stream (trimmed unwritten): %s", few(m))
 	}
-	j.note("nothing pending")
+	if u := unwritten(e.Store); len(u) > 0 {
+		j.fail("in the stream, neither written nor dead-lettered: %s", few(u))
+	}
+	j.note("nothing pending or unwritten")
 	return j.result()
+}
+
+// unwritten lists the stream's events of the round that are neither rows
+// nor dead letters: delivered or not, no writer has finished them.
+func unwritten(st *Store) []string {
+	done := map[string]bool{}
+	for _, r := range st.Rows {
+		done[r.OrderID] = true
+	}
+	for _, d := range st.Dead {
+		done[d.OrderID] = true
+	}
+	var out []string
+	for _, en := range st.Stream {
+		if !done[en.OrderID] {
+			out = append(out, en.OrderID)
+		}
+	}
+	return out
 }
 
 func checkI6(e Evidence) Invariant {

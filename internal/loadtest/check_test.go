@@ -69,9 +69,11 @@ func TestCheckCatchesEachInvariant(t *testing.T) {
 			e.Store.Available = 3
 			e.Store.Buyers["u9"] = 1
 		}, "I4", "u9"},
-		{"I4_pending_event_counted", func(e *Evidence) {
+		{"I5_event_never_written", func(e *Evidence) {
 			e.Store.Stream = append(e.Store.Stream, Entry{StreamID: "1-9", OrderID: "o9", UserID: "u9", Units: 1})
-		}, "I4", "pending 1"},
+			e.Store.Buyers["u9"] = 1
+			e.Store.Available-- // an event whose answer was lost, never written
+		}, "I5", "o9"},
 		{"I5_pending_not_acked", func(e *Evidence) { e.Store.Pending = []string{"1-5"} }, "I5", "1-5"},
 		{"I5_pending_trimmed", func(e *Evidence) { e.Store.Missing = []string{"1-4"} }, "I5", "1-4"},
 		{"I6_process_died", func(e *Evidence) { e.Processes[0].Alive = false }, "I6", "shop serve died"},

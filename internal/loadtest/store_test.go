@@ -85,7 +85,7 @@ func TestReadStoreCatchesCorruptedState(t *testing.T) {
 				return id
 			}
 			return ""
-		}, []string{"I2", "I4"}},
+		}, []string{"I2", "I4", "I5"}},
 		{"decrement_without_event", func(_ *testing.T, _ *testenv.Database, r *testenv.Redis, sku string, _ map[string]int64) string {
 			r.Client.HIncrBy(ctx, saleKey(r.Prefix, sku), "available", -1)
 			return "available 1"
