@@ -31,6 +31,7 @@ func TestDrillRedisAnswersLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxy := testenv.NewProxy(t, opts.Addr)
+	e[directRedis] = e["SHOP_REDIS_URL"]
 	e["SHOP_REDIS_URL"] = strings.Replace(e["SHOP_REDIS_URL"], opts.Addr, proxy.Addr(), 1)
 	// Entries a lost reply delivered must be re-read at once, not claimed
 	// after --claim-idle: an hour here, so only the re-read confirms them.
@@ -39,14 +40,16 @@ func TestDrillRedisAnswersLost(t *testing.T) {
 	s.product(t, "drill-net", 100, map[string]any{"quantity": units, "per_user_limit": 0})
 	tokens := s.shoppers(t, buyers, "net")
 
-	var unknown atomic.Int64
+	var unknown retries
 	healed := make(chan struct{})
 	go func() {
 		defer close(healed)
 		time.Sleep(300 * time.Millisecond)
+		end := s.watch.fault(5 * time.Second)
 		proxy.Blackhole(true)
 		time.Sleep(2500 * time.Millisecond)
 		proxy.Blackhole(false)
+		end()
 	}()
 	tally := attack(t, buyers, func(b, _ int) (int, outcome) {
 		return 1, buyUntilAnswered(t, s, tokens[b], "drill-net", &unknown)
@@ -55,31 +58,55 @@ func TestDrillRedisAnswersLost(t *testing.T) {
 	if n := tally.refused["out_of_stock"]; n == 0 {
 		t.Fatalf("the stock did not run out (refused %v)", tally.refused)
 	}
-	// A replay is a retry whose first try ran on Redis though its shopper
-	// got a 503: the case this drill is about.
-	replayed := "0"
-	for _, line := range strings.Split(string(call(t, http.MethodGet, s.URL+"/metrics", nil).Body), "\n") {
-		if v, ok := strings.CutPrefix(line, `shop_purchases_total{outcome="replayed"} `); ok {
-			replayed = v
-		}
-	}
-	t.Logf("%d answers 503 while Redis's replies were lost; %s retries replayed an order that had run", unknown.Load(), replayed)
-	if unknown.Load() == 0 || replayed == "0" {
+	// A replay is the case this drill is about.
+	replays := replayed(t, s)
+	t.Logf("%d answers 503 while Redis's replies were lost; %s retries replayed an order that had run", unknown.unavailable.Load(), replays)
+	if unknown.unavailable.Load() == 0 || replays == "0" {
 		t.Fatal("no purchase met the lost answers with its script run: the drill tested nothing")
 	}
 	verify(t, s, e["SHOP_DATABASE_URL"], "drill-net", units, tally, 0)
 }
 
+// retries counts the 503s of purchases retried until answered, and the
+// slowest answer of any attempt.
+type retries struct {
+	unavailable atomic.Int64
+	slowest     atomic.Int64 // nanoseconds
+}
+
+func (r *retries) took(d time.Duration) {
+	for {
+		old := r.slowest.Load()
+		if int64(d) <= old || r.slowest.CompareAndSwap(old, int64(d)) {
+			return
+		}
+	}
+}
+
 // buyUntilAnswered makes one purchase, retried with the same
 // Idempotency-Key while the answer is 503, and returns the first other one.
-func buyUntilAnswered(t *testing.T, s *shop, token, sku string, unknown *atomic.Int64) outcome {
+func buyUntilAnswered(t *testing.T, s *shop, token, sku string, r *retries) outcome {
 	key := "net-" + strconv.FormatUint(rand.Uint64(), 36)
 	for deadline := time.Now().Add(30 * time.Second); ; {
+		start := time.Now()
 		o := s.purchase(t, token, sku, 1, key)
+		r.took(time.Since(start))
 		if o.status != http.StatusServiceUnavailable || time.Now().After(deadline) {
 			return o
 		}
-		unknown.Add(1)
+		r.unavailable.Add(1)
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// replayed reads how many purchases replayed an order that had run (a
+// retry whose first try ran on Redis though its shopper got a 503).
+func replayed(t *testing.T, s *shop) string {
+	t.Helper()
+	for _, line := range strings.Split(string(call(t, http.MethodGet, s.URL+"/metrics", nil).Body), "\n") {
+		if v, ok := strings.CutPrefix(line, `shop_purchases_total{outcome="replayed"} `); ok {
+			return v
+		}
+	}
+	return "0"
 }

@@ -20,10 +20,26 @@ import (
 // seeded units were sold, nobody got two orders (a retry of a purchase
 // that ran before the crash gets the same order back), and every accepted
 // order is confirmed once in PostgreSQL.
+//
+// It runs with appendfsync always (deploy/redis.conf) and again with
+// everysec, Redis's default. Measured with everysec: nothing lost, every
+// run. Redis write(2)s the AOF before it replies under every fsync policy;
+// everysec only defers the fsync, so a killed process loses nothing the
+// kernel already holds. What everysec may lose (up to a second of accepted
+// orders) is an OS crash or power cut before the fsync, which a SIGKILL
+// cannot show; hence always in production.
 func TestDrillRedisKilledMidSale(t *testing.T) {
 	t.Parallel()
-	// AOF with an fsync before every reply, as deploy/redis.conf.
-	rs := testenv.StartRedis(t, "--appendonly", "yes", "--appendfsync", "always", "--maxmemory-policy", "noeviction")
+	for _, fsync := range []string{"always", "everysec"} {
+		t.Run(fsync, func(t *testing.T) {
+			t.Parallel()
+			redisKilledMidSale(t, fsync)
+		})
+	}
+}
+
+func redisKilledMidSale(t *testing.T, fsync string) {
+	rs := testenv.StartRedis(t, "--appendonly", "yes", "--appendfsync", fsync, "--maxmemory-policy", "noeviction")
 	e := newEnv(t)
 	e["SHOP_REDIS_URL"] = rs.URL
 	s := newShop(t, e)
@@ -39,11 +55,13 @@ func TestDrillRedisKilledMidSale(t *testing.T) {
 		defer close(restarted)
 		time.Sleep(800 * time.Millisecond)
 		crashed.Store(true)
+		end := s.watch.fault(5 * time.Second)
 		rs.Kill()
 		time.Sleep(3 * time.Second)
 		if err := rs.Restart(); err != nil {
 			t.Error(err)
 		}
+		end()
 	}()
 	tally := newSale()
 	var wg sync.WaitGroup
@@ -80,6 +98,7 @@ func TestDrillRedisKilledMidSale(t *testing.T) {
 		t.Fatalf("the crash did not fall mid-sale: %d purchases accepted before it, %d refused with 503",
 			beforeCrash.Load(), refused.Load())
 	}
-	t.Logf("%d purchases accepted before the crash, %d answers 503 while Redis was down", beforeCrash.Load(), refused.Load())
+	t.Logf("appendfsync %s: %d purchases accepted before the crash, %d answers 503 while Redis was down",
+		fsync, beforeCrash.Load(), refused.Load())
 	verify(t, s, e["SHOP_DATABASE_URL"], "drill-redis", units, tally, 1)
 }

@@ -9,7 +9,6 @@ import (
 	osuser "os/user"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,21 +18,15 @@ import (
 // Fault drills: the sale goes on while parts of the system fail, and
 // afterwards nothing accepted is lost or written twice.
 
-// writerProc runs `shop writer` as its own process.
-func writerProc(t *testing.T, e env, consumer string) *exec.Cmd {
+// writer runs `shop writer` as its own process (--claim-idle 1s unless
+// args say otherwise), watched by the check.
+func (s *shop) writer(t *testing.T, consumer string, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(shopBin, "writer", "--consumer", consumer, "--claim-idle", "1s")
-	cmd.Env = e.list()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
-	return cmd
+	cmd := exec.Command(shopBin, append([]string{"writer", "--consumer", consumer, "--claim-idle", "1s"}, args...)...)
+	cmd.Env = s.watch.env.list()
+	p := startProc(t, "shop writer "+consumer, cmd)
+	s.watch.process(p.name, p.alive, p.killed.Load)
+	return p
 }
 
 // The order writer is killed with SIGKILL again and again during the sale
@@ -54,23 +47,20 @@ func TestDrillWriterKilledRepeatedly(t *testing.T) {
 	killed := make(chan int)
 	go func() {
 		kills, stopping, stopCh := 0, false, stop
-		w := writerProc(t, e, "drill-0")
+		w := s.writer(t, "drill-0")
 		for i := 1; ; i++ {
 			select {
 			case <-stopCh:
 				stopping, stopCh = true, nil // a nil channel: keep the 150 ms pace
 			case <-time.After(150 * time.Millisecond):
 			}
+			w.kill()
 			if stopping && kills >= minKills {
-				_ = w.Process.Kill()
-				_ = w.Wait()
 				killed <- kills
 				return
 			}
-			_ = w.Process.Signal(syscall.SIGKILL)
-			_ = w.Wait()
 			kills++
-			w = writerProc(t, e, "drill-"+strconv.Itoa(i%3))
+			w = s.writer(t, "drill-"+strconv.Itoa(i%3))
 		}
 	}()
 	tally := attack(t, buyers, func(b, a int) (int, outcome) {
@@ -80,7 +70,7 @@ func TestDrillWriterKilledRepeatedly(t *testing.T) {
 	if n := <-killed; n < minKills {
 		t.Fatalf("the writer was killed only %d times", n)
 	}
-	writerProc(t, e, "drill-final")
+	s.writer(t, "drill-final")
 	verify(t, s, e["SHOP_DATABASE_URL"], "drill-kill", units, tally, 3)
 }
 

@@ -14,6 +14,7 @@ type shop struct {
 	*server
 	api   string
 	admin string // the admin's access token
+	watch *watch
 }
 
 // newShop starts `shop serve` (with its order writer) and makes an admin.
@@ -28,10 +29,22 @@ func newShop(t *testing.T, e env, args ...string) *shop {
 	}
 	s := startServer(t, e, args...)
 	api := s.URL + "/api/v1"
-	return &shop{server: s, api: api, admin: login(t, api, "admin@shop.test", "admin-password").AccessToken}
+	w := newWatch(t, e)
+	w.process("shop serve", s.alive, nil)
+	return &shop{server: s, api: api, admin: login(t, api, "admin@shop.test", "admin-password").AccessToken, watch: w}
 }
 
-// product creates a product and opens a sale round for it.
+// startServer starts another `shop serve` on the same stores, watched by
+// the check.
+func (s *shop) startServer(t *testing.T, args ...string) *server {
+	t.Helper()
+	other := startServer(t, s.watch.env, args...)
+	s.watch.process("shop serve "+other.URL, other.alive, nil)
+	return other
+}
+
+// product creates a product and opens a sale round for it; its live stock
+// is sampled from then on, for the check.
 func (s *shop) product(t *testing.T, sku string, price int64, seed map[string]any) {
 	t.Helper()
 	auth := []string{"Authorization", "Bearer " + s.admin}
@@ -44,6 +57,7 @@ func (s *shop) product(t *testing.T, sku string, price int64, seed map[string]an
 	if r := call(t, http.MethodPut, s.api+"/admin/products/"+sku+"/stock", seed, auth...); r.Status != http.StatusOK {
 		t.Fatalf("seed %s: %d %s", sku, r.Status, r.Body)
 	}
+	s.watch.sample(sku)
 }
 
 type stockReport struct {
@@ -120,6 +134,9 @@ func (s *shop) purchase(t *testing.T, token, sku string, qty int, key string) ou
 	r := bulk(t, http.MethodPost, s.api+"/products/"+sku+"/purchase", map[string]int{"quantity": qty},
 		"Authorization", "Bearer "+token, "Idempotency-Key", key)
 	r.JSON(t, &body)
+	if r.Status >= 500 {
+		s.watch.serverError(r.Status, "purchase of "+sku+" ("+body.Code+")")
+	}
 	return outcome{status: r.Status, code: body.Code, orderID: body.OrderID}
 }
 
@@ -155,7 +172,9 @@ func TestFlashSaleOverHTTP(t *testing.T) {
 	accepted := map[string]int{} // order id → buyer
 	perBuyer := map[int]int{}
 	codes := map[string]int{}
+	tally := newSale()
 	for o := range results {
+		tally.add(o.buyer, 1, o)
 		switch {
 		case o.status == http.StatusAccepted:
 			if _, dup := accepted[o.orderID]; dup {
@@ -195,4 +214,5 @@ func TestFlashSaleOverHTTP(t *testing.T) {
 			t.Fatalf("order %s: %+v", id, o)
 		}
 	}
+	s.check(t, "flash-1", units, 1, tally)
 }

@@ -23,16 +23,20 @@ type loadtestReport struct {
 		Confirmed int64 `json:"confirmed"`
 	} `json:"stock"`
 	Invariants []struct {
-		Name string `json:"name"`
-		OK   bool   `json:"ok"`
+		Name    string `json:"name"`
+		OK      bool   `json:"ok"`
+		Skipped bool   `json:"skipped"`
+		Detail  string `json:"detail"`
 	} `json:"invariants"`
 }
 
-// loadtest runs `shop loadtest --json` against s with a fresh admin.
-func loadtest(t *testing.T, e env, s *server, args ...string) (loadtestReport, string, error) {
+// runLoadtest runs `shop loadtest --json` against s with a fresh admin,
+// giving it the server's stores so that I1–I6 are judged on them.
+func runLoadtest(t *testing.T, e env, s *server, args ...string) (loadtestReport, string, error) {
 	t.Helper()
 	base := []string{"loadtest", "--target", s.URL, "--json", "--admin-email", "lt-admin@example.com",
-		"--admin-password", "correct horse", "--users", "20", "--connections", "20", "--duration", "10s"}
+		"--admin-password", "correct horse", "--users", "20", "--connections", "20", "--duration", "10s",
+		"--redis-url", e["SHOP_REDIS_URL"], "--database-url", e["SHOP_DATABASE_URL"], "--key-prefix", e["SHOP_KEY_PREFIX"]}
 	stdout, stderr, err := runShop(t, e, append(base, args...)...)
 	var r loadtestReport
 	if jerr := json.Unmarshal([]byte(stdout), &r); jerr != nil {
@@ -67,12 +71,17 @@ func TestLoadtest(t *testing.T) {
 		{"stock_bound", "10", "6", 50, "sold_out"},
 	}
 	for _, tc := range tests {
-		r, stderr, err := loadtest(t, e, s, "--users", tc.users, "--units", "50", "--per-user-limit", tc.limit)
+		r, stderr, err := runLoadtest(t, e, s, "--users", tc.users, "--units", "50", "--per-user-limit", tc.limit)
 		if err != nil {
 			t.Fatalf("%s: loadtest failed: %v\n%s", tc.name, err, stderr)
 		}
-		if !r.OK || len(r.Invariants) != 6 {
+		if !r.OK || len(r.Invariants) != 12 {
 			t.Errorf("%s: report not OK: %+v", tc.name, r.Invariants)
+		}
+		for _, inv := range r.Invariants[:6] {
+			if !strings.HasPrefix(inv.Name, "I") || inv.Skipped {
+				t.Errorf("%s: %+v, want I1-I6 checked on the stores", tc.name, inv)
+			}
 		}
 		if r.Attack.Accepted != tc.accepted || r.Stock.Sold != int64(tc.accepted) || r.Stock.Confirmed != int64(tc.accepted) ||
 			r.Attack.StoppedBy != tc.stoppedBy {
@@ -93,15 +102,17 @@ func TestLoadtestFailsWithoutWriter(t *testing.T) {
 	e := newEnv(t)
 	addAdmin(t, e)
 	s := startServer(t, e, "--writer=false")
-	r, stderr, err := loadtest(t, e, s, "--users", "5", "--units", "5", "--per-user-limit", "1", "--drain-timeout", "1s", "--sample", "2")
+	r, stderr, err := runLoadtest(t, e, s, "--users", "5", "--units", "5", "--per-user-limit", "1", "--drain-timeout", "1s", "--sample", "2")
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() == 0 {
 		t.Fatalf("err = %v, want a non-zero exit", err)
 	}
 	lines := strings.Split(strings.TrimSpace(stderr), "\n")
 	last := lines[len(lines)-1]
-	if !strings.Contains(last, "invariant failed") || !strings.Contains(last, "confirmed once") {
-		t.Errorf("stderr = %q, want one line naming the confirmation invariant", stderr)
+	if !strings.Contains(last, "invariant failed") || !strings.Contains(last, "confirmed once") ||
+		!strings.Contains(last, "I2 every accepted order persisted (accepted but not in PostgreSQL") ||
+		!strings.Contains(last, "I5 stream drained (in the stream, neither written nor dead-lettered") {
+		t.Errorf("stderr = %q, want one line naming the confirmation invariants", stderr)
 	}
 	if r.OK || r.Stock.Sold != 5 || r.Stock.Confirmed != 0 {
 		t.Errorf("report: ok %v sold %d confirmed %d", r.OK, r.Stock.Sold, r.Stock.Confirmed)

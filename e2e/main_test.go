@@ -71,6 +71,9 @@ func newEnv(t *testing.T) env {
 func (e env) list() []string {
 	out := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
 	for k, v := range e {
+		if strings.HasPrefix(k, "E2E_") { // for the test's own use
+			continue
+		}
 		out = append(out, k+"="+v)
 	}
 	return out
@@ -83,6 +86,7 @@ type server struct {
 	mu     sync.Mutex
 	stderr bytes.Buffer
 	done   chan error
+	exited chan struct{}
 	// warnings are the server's first warning and error log lines, shown
 	// when the test fails.
 	warnings []string
@@ -95,7 +99,7 @@ func startServer(t *testing.T, e env, args ...string) *server {
 	e["SHOP_LOG_LEVEL"] = "info" // the "listening" line carries the address
 	cmd := exec.Command(shopBin, append([]string{"serve"}, args...)...)
 	cmd.Env = e.list()
-	s := &server{cmd: cmd, done: make(chan error, 1)}
+	s := &server{cmd: cmd, done: make(chan error, 1), exited: make(chan struct{})}
 	cmd.Stderr = &lockedWriter{mu: &s.mu, w: &s.stderr}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -106,7 +110,7 @@ func startServer(t *testing.T, e env, args ...string) *server {
 	}
 	addr := make(chan string, 1)
 	go scanLogs(stdout, addr, s)
-	go func() { s.done <- cmd.Wait() }()
+	go func() { err := cmd.Wait(); close(s.exited); s.done <- err }()
 	t.Cleanup(func() {
 		s.stop(t)
 		if t.Failed() {
@@ -156,6 +160,16 @@ func scanLogs(r io.Reader, addr chan<- string, s *server) {
 			addr <- string(m[1])
 			sent = true
 		}
+	}
+}
+
+// alive reports whether the process is still running.
+func (s *server) alive() bool {
+	select {
+	case <-s.exited:
+		return false
+	default:
+		return true
 	}
 }
 

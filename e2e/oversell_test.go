@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/shop-oss/shop/internal/loadtest"
 )
 
 // The no-oversell suite: buyers released together against the built binary;
@@ -22,6 +24,10 @@ type sale struct {
 	perBuyer map[int]int    // buyer → units accepted
 	refused  map[string]int // problem code → count
 	bad      []string       // anything else
+	repeated []string       // order ids answered to two purchases
+	// unknown counts purchases left with a 5xx: each may have bought
+	// unseen (every 5xx, retried or not, is in the shop's watch).
+	unknown int
 }
 
 func newSale() *sale {
@@ -34,15 +40,48 @@ func (s *sale) add(buyer, qty int, o outcome) {
 	switch o.status {
 	case http.StatusAccepted:
 		if _, dup := s.units[o.orderID]; dup {
-			s.bad = append(s.bad, "order id answered twice: "+o.orderID)
+			s.repeated = append(s.repeated, o.orderID)
 		}
 		s.units[o.orderID] = qty
 		s.perBuyer[buyer] += qty
 	case http.StatusConflict:
 		s.refused[o.code]++
+	case http.StatusServiceUnavailable, http.StatusInternalServerError:
+		s.unknown++
 	default:
 		s.bad = append(s.bad, strconv.Itoa(o.status)+" "+o.code)
 	}
+}
+
+// answers is the tally as the invariant check takes it.
+func (s *sale) answers() loadtest.Answers {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := loadtest.Answers{Accepted: map[string]int64{}, Repeated: s.repeated, Unknown: s.unknown}
+	for id, q := range s.units {
+		a.Accepted[id] = int64(q)
+	}
+	return a
+}
+
+// merge adds another attack's tally of the same sale.
+func (s *sale) merge(o *sale) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, q := range o.units {
+		if _, dup := s.units[id]; dup {
+			s.repeated = append(s.repeated, id)
+		}
+		s.units[id] = q
+	}
+	for b, n := range o.perBuyer {
+		s.perBuyer[b] += n
+	}
+	for c, n := range o.refused {
+		s.refused[c] += n
+	}
+	s.repeated = append(s.repeated, o.repeated...)
+	s.unknown += o.unknown
 }
 
 func (s *sale) accepted() (orders, units int) {
@@ -78,7 +117,8 @@ func attack(t *testing.T, buyers int, buy func(buyer, attempt int) (qty int, o o
 	return tally
 }
 
-// verify checks the three records of a sale against each other.
+// verify checks that the sale sold out exactly, waits for the writer, and
+// ends with the invariant check (I1–I6).
 func verify(t *testing.T, s *shop, dbURL, sku string, seeded int, tally *sale, limit int) {
 	t.Helper()
 	orders, units := tally.accepted()
@@ -101,6 +141,7 @@ func verify(t *testing.T, s *shop, dbURL, sku string, seeded int, tally *sale, l
 		t.Fatalf("PostgreSQL holds %d rows (%d distinct, %d units); buyers were told %d orders, %d units",
 			rows, distinct, rowUnits, orders, units)
 	}
+	s.check(t, sku, seeded, limit, tally)
 }
 
 // orderRows reads PostgreSQL directly: the rows, their units, and how many
@@ -169,14 +210,14 @@ func TestNoOversellTwoServers(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	s := newShop(t, e)
-	second := startServer(t, e)
+	second := s.startServer(t)
 	const units, buyers, tries = 60, 200, 2
 	s.product(t, "hot-two", 300, map[string]any{"quantity": units, "per_user_limit": 1})
 	tokens := s.shoppers(t, buyers, "two")
 	apis := []string{s.api, second.URL + "/api/v1"}
 	tally := attack(t, buyers, func(b, a int) (int, outcome) {
 		// Alternate servers: a buyer's two attempts hit both.
-		via := &shop{server: s.server, api: apis[(b+a)%2], admin: s.admin}
+		via := &shop{server: s.server, api: apis[(b+a)%2], admin: s.admin, watch: s.watch}
 		return 1, via.purchase(t, tokens[b], "hot-two", 1, "t"+strconv.Itoa(a))
 	}, tries)
 	verify(t, s, e["SHOP_DATABASE_URL"], "hot-two", units, tally, 1)

@@ -32,7 +32,9 @@ func newLoadtestCmd(a *app) *cobra.Command {
 		Long: "Create a product with --units units and --users shoppers through the API, fire purchases at it " +
 			"(--rate per second, or as fast as --connections go with --rate 0) for --duration or until nothing " +
 			"more can be sold, then wait for the order writer and check the invariants: accepted == sold == " +
-			"seeded - available, nobody over --per-user-limit, every accepted order confirmed once. " +
+			"seeded - available, nobody over --per-user-limit, every accepted order confirmed once; with --redis-url and " +
+			"--database-url also I1-I6 on the stores themselves (no oversell at any moment, every accepted order a row, " +
+			"no duplicates, units conserved, nothing left pending). " +
 			"Exits 1 when an invariant fails.\n\n" +
 			"The admin comes from `shop user add --role admin`. Run the server with SHOP_RATE_LIMIT=0 (or a high " +
 			"limit) for a load test: every shopper shares this machine's address. Only loopback targets are " +
@@ -87,6 +89,10 @@ func newLoadtestCmd(a *app) *cobra.Command {
 	f.IntVar(&cfg.SetupWorkers, "setup-workers", 4, "shoppers registered at once")
 	f.BoolVar(&cfg.ForwardedFor, "forwarded-for", false,
 		"send each shopper's own X-Forwarded-For address (198.18.0.0/15), for a server with SHOP_TRUSTED_PROXIES=127.0.0.1 that limits per shopper")
+	f.StringVar(&cfg.RedisURL, "redis-url", "", "the server's Redis: with --database-url, the invariants are also judged on the stores directly "+
+		"(live stock sampled during the attack, rows, stream, pending entries)")
+	f.StringVar(&cfg.DatabaseURL, "database-url", "", "the server's PostgreSQL (with --redis-url)")
+	f.StringVar(&cfg.KeyPrefix, "key-prefix", "shop:", "the server's SHOP_KEY_PREFIX (with --redis-url)")
 	f.BoolVar(&asJSON, "json", false, "print the report as one JSON object")
 	f.IntVar(&procs, "procs", 0, "cores the load generator may use at once (GOMAXPROCS; 0: all). "+
 		"On a machine shared with the server, 1 leaves the rest to the server, like the single-threaded redis-benchmark")

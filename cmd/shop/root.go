@@ -45,6 +45,7 @@ func newRootCmd(getenv func(string) string, stdout, stderr io.Writer) *cobra.Com
 		newUserCmd(a),
 		newLoadtestCmd(a),
 		newVersionCmd(a),
+		newRoutesCmd(a),
 	)
 	return root
 }

@@ -97,6 +97,9 @@ func (r *attackResult) add(v *vegeta.Result) {
 		shopper = -1
 	}
 	r.tally.add(shopper, int(v.Code), v.Body)
+	if v.Code == 0 || v.Code >= 500 {
+		r.tally.serverError(shopper, int(v.Code), v.Timestamp.Add(v.Latency))
+	}
 }
 
 func stopReason(t *tally) string {

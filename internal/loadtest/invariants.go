@@ -11,6 +11,8 @@ type Invariant struct {
 	Name   string `json:"name"`
 	OK     bool   `json:"ok"`
 	Detail string `json:"detail"`
+	// Skipped is set when the evidence needed was not at hand (then OK).
+	Skipped bool `json:"skipped,omitempty"`
 }
 
 // evidence is everything the invariants are judged on: what the client

@@ -10,8 +10,11 @@
 //	           avoids coordinated omission, or as fast as C workers go) until
 //	           the duration ends or nothing more can be sold
 //	verify.go  wait for the order writer to drain, then check the invariants:
-//	           accepted == sold == seeded - available, nobody over the limit,
-//	           every order id distinct, every accepted unit confirmed once
+//	           I1–I6 (check.go) on the answers, the live stock sampled during
+//	           the attack and the stores read directly (store.go), when the
+//	           stores are given; and over the API: accepted == sold == seeded -
+//	           available, nobody over the limit, every order id distinct, every
+//	           accepted unit confirmed once
 //	report.go  throughput, latency percentiles, outcomes, invariants; text
 //	           or one JSON object
 //
@@ -77,6 +80,12 @@ type Config struct {
 	// ForwardedFor sends a distinct X-Forwarded-For address per shopper, so
 	// a server that trusts this host as a proxy limits each on its own.
 	ForwardedFor bool
+	// RedisURL and DatabaseURL name the server's own stores, KeyPrefix its
+	// Redis key prefix. When given, the invariants I1–I6 are judged on
+	// them directly (the live stock sampled during the attack, the rows,
+	// the stream), not only on what the API reports; without them those
+	// parts are reported skipped.
+	RedisURL, DatabaseURL, KeyPrefix string
 	// Progress, when set, shows progress bars (a terminal).
 	Progress io.Writer
 	// Warn receives warnings, such as rate-limited answers.
@@ -101,6 +110,7 @@ func (c *Config) Validate() error {
 		{c.DrainTimeout <= 0 || c.DrainTimeout > MaxDuration, fmt.Sprintf("--drain-timeout must be more than 0 and at most %s", MaxDuration)},
 		{c.Sample < 0 || c.Sample > 10_000, "--sample must be 0 to 10000"},
 		{c.SetupWorkers < 1 || c.SetupWorkers > 64, "--setup-workers must be 1 to 64"},
+		{(c.RedisURL == "") != (c.DatabaseURL == ""), "--redis-url and --database-url go together"},
 	}
 	for _, ch := range checks {
 		if ch.bad {
@@ -125,6 +135,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	st, err := openStores(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer st.close()
 	c := newClient(tgt, cfg.Timeout)
 	setupStart := time.Now()
 	fx, err := setup(ctx, c, cfg)
@@ -132,11 +147,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	setupTime := time.Since(setupStart)
+	sampler := st.sample(cfg, fx.sku)
 	res, err := attack(ctx, tgt, cfg, fx)
+	samples := sampler.stopped()
 	if err != nil {
 		return nil, err
 	}
-	v, err := verify(ctx, c, cfg, fx, res.tally)
+	v, err := verify(ctx, c, cfg, fx, res.tally, st, samples)
 	if err != nil {
 		return nil, err
 	}

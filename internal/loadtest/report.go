@@ -159,7 +159,11 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintln(w, "invariants:")
 	for _, inv := range r.Invariants {
-		fmt.Fprintf(w, "  %s  %s: %s\n", passFail(inv.OK), inv.Name, inv.Detail)
+		verdict := passFail(inv.OK)
+		if inv.Skipped {
+			verdict = "SKIP"
+		}
+		fmt.Fprintf(w, "  %s  %s: %s\n", verdict, inv.Name, inv.Detail)
 	}
 	_, err := fmt.Fprintf(w, "result: %s\n", passFail(r.OK))
 	return err

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -30,7 +31,10 @@ type tally struct {
 	unattributed int
 	orders       map[uuid.UUID]int32 // order id -> shopper
 	duplicates   int                 // 202s repeating an order id
-	malformed    int                 // 202s without a valid order id
+	repeated     []string            // the first such ids
+	// serverErrors are the first 5xx (or unanswered) attempts, with when.
+	serverErrors []ServerError
+	malformed    int // 202s without a valid order id
 	soldOut      bool
 
 	sample []sampled // a uniform sample of accepted orders (reservoir)
@@ -99,6 +103,9 @@ func (t *tally) accept(shopper int, body []byte) {
 		t.malformed++
 	} else if _, dup := t.orders[id]; dup {
 		t.duplicates++
+		if len(t.repeated) < maxListed {
+			t.repeated = append(t.repeated, id.String())
+		}
 	} else {
 		t.orders[id] = int32(shopper)
 	}
@@ -113,6 +120,26 @@ func (t *tally) accept(shopper int, body []byte) {
 	if err == nil {
 		t.keep(sampled{orderID: id.String(), shopper: shopper})
 	}
+}
+
+// maxListed bounds the ids and errors a tally keeps for the report.
+const maxListed = 1000
+
+// serverError notes a 5xx or an attempt without an answer, at when.
+func (t *tally) serverError(shopper, status int, when time.Time) {
+	if len(t.serverErrors) < maxListed {
+		t.serverErrors = append(t.serverErrors, ServerError{At: when, Status: status, What: "purchase by shopper #" + strconv.Itoa(shopper)})
+	}
+}
+
+// answers is the tally as Check takes it: every order id accepted, one
+// unit each.
+func (t *tally) answers() Answers {
+	a := Answers{Accepted: make(map[string]int64, len(t.orders)), Repeated: t.repeated, Unknown: t.unknown, ServerErrors: t.serverErrors}
+	for id := range t.orders {
+		a.Accepted[id.String()] = 1
+	}
+	return a
 }
 
 // jsonField decodes body into v and returns *field ("" when undecodable).

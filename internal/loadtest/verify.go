@@ -22,7 +22,7 @@ const drainPoll = 100 * time.Millisecond
 // verify waits for the order writer to persist what was sold, reads a
 // sample of orders back, and judges the invariants. It returns an error
 // only when the server cannot be asked.
-func verify(ctx context.Context, c *client, cfg Config, fx *fixture, t *tally) (*verification, error) {
+func verify(ctx context.Context, c *client, cfg Config, fx *fixture, t *tally, st *stores, samples *Samples) (*verification, error) {
 	v := &verification{}
 	start := time.Now()
 	var err error
@@ -35,12 +35,34 @@ func verify(ctx context.Context, c *client, cfg Config, fx *fixture, t *tally) (
 	if err != nil {
 		return nil, err
 	}
-	v.invariants = checkInvariants(evidence{
+	ev, err := gather(ctx, c, cfg, fx, t, st, samples)
+	if err != nil {
+		return nil, err
+	}
+	v.invariants = append(Check(ev), checkInvariants(evidence{
 		seeded: cfg.Units, limit: cfg.PerUserLimit, tally: t, stock: v.stock,
 		drained: v.drained, drainTimeout: cfg.DrainTimeout,
 		sampleChecked: len(t.sample), sampleBad: bad,
-	})
+	})...)
 	return v, nil
+}
+
+// gather is the evidence for Check: the answers, the stores when given,
+// and whether the server still answers /healthz (the one process a load
+// test knows of).
+func gather(ctx context.Context, c *client, cfg Config, fx *fixture, t *tally, st *stores, samples *Samples) (Evidence, error) {
+	ev := Evidence{Quantity: int64(cfg.Units), PerUserLimit: cfg.PerUserLimit, Answers: t.answers(), Samples: samples}
+	alive := c.do(ctx, http.MethodGet, "/healthz", "", nil, nil) == nil
+	ev.Processes = []Process{{Name: "shop at " + c.t.base, Alive: alive}}
+	if st == nil {
+		return ev, nil
+	}
+	store, err := ReadDrained(ctx, st.rdb, st.db, cfg.KeyPrefix, fx.sku, 10*time.Second)
+	if err != nil {
+		return ev, err
+	}
+	ev.Store = store
+	return ev, nil
 }
 
 // waitDrained polls the stock report until the writer has confirmed every

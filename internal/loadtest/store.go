@@ -1,0 +1,247 @@
+package loadtest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+)
+
+// The keys and tables read here belong to inventory (the sale hash and its
+// buyer counts) and order (the order stream, its group and dead letters).
+// They are read directly, not through the packages, on purpose: the check
+// must not trust the code it checks.
+func saleKey(prefix, sku string) string { return prefix + "sale:{" + sku + "}" }
+func buyersKey(prefix, sku string) string {
+	return saleKey(prefix, sku) + ":buyers"
+}
+
+const writersGroup = "writers"
+
+// ReadStore reads the sale of sku's latest round straight from Redis
+// (keys under prefix) and PostgreSQL.
+func ReadStore(ctx context.Context, rdb redis.UniversalClient, db *pgxpool.Pool, prefix, sku string) (*Store, error) {
+	st := &Store{}
+	err := db.QueryRow(ctx, `SELECT id, quantity, sold FROM sale_rounds WHERE sku = $1 ORDER BY id DESC LIMIT 1`, sku).
+		Scan(&st.Round, &st.RoundQuantity, &st.RoundSold)
+	if err != nil {
+		return nil, fmt.Errorf("read the sale round of %s: %w", sku, err)
+	}
+	if st.Rows, err = readRows(ctx, db, st.Round); err != nil {
+		return nil, err
+	}
+	if err := readLive(ctx, rdb, prefix, sku, st); err != nil {
+		return nil, err
+	}
+	if st.Stream, err = readEntries(ctx, rdb, prefix+"orders", "", sku, st.Round); err != nil {
+		return nil, err
+	}
+	if st.Dead, err = readEntries(ctx, rdb, prefix+"orders:dead", "event_", sku, st.Round); err != nil {
+		return nil, err
+	}
+	st.Pending, st.Missing, err = readPending(ctx, rdb, prefix+"orders")
+	return st, err
+}
+
+const rowsSQL = `
+SELECT o.id::text, o.user_id::text, o.stream_id, i.quantity
+FROM order_items i JOIN orders o ON o.id = i.order_id
+WHERE i.round_id = $1`
+
+func readRows(ctx context.Context, db *pgxpool.Pool, round int64) ([]Row, error) {
+	rows, err := db.Query(ctx, rowsSQL, round)
+	if err != nil {
+		return nil, fmt.Errorf("read orders: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Row, error) {
+		var x Row
+		return x, r.Scan(&x.OrderID, &x.UserID, &x.StreamID, &x.Units)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read orders: %w", err)
+	}
+	return out, nil
+}
+
+func readLive(ctx context.Context, rdb redis.UniversalClient, prefix, sku string, st *Store) error {
+	sale, err := rdb.HGetAll(ctx, saleKey(prefix, sku)).Result()
+	if err != nil {
+		return fmt.Errorf("read the live sale: %w", err)
+	}
+	st.LiveRound, _ = strconv.ParseInt(sale["round"], 10, 64)
+	st.Available, _ = strconv.ParseInt(sale["available"], 10, 64)
+	buyers, err := rdb.HGetAll(ctx, buyersKey(prefix, sku)).Result()
+	if err != nil {
+		return fmt.Errorf("read the buyer counts: %w", err)
+	}
+	st.Buyers = make(map[string]int64, len(buyers))
+	for u, n := range buyers {
+		st.Buyers[u], _ = strconv.ParseInt(n, 10, 64)
+	}
+	return nil
+}
+
+// readEntries reads a stream whole, in pages, and keeps the order events
+// with a line of sku in round; field names start with pre (the dead-letter
+// stream keeps the event's fields as event_<name>).
+func readEntries(ctx context.Context, rdb redis.UniversalClient, stream, pre, sku string, round int64) ([]Entry, error) {
+	var out []Entry
+	for from := "-"; ; {
+		msgs, err := rdb.XRangeN(ctx, stream, from, "+", 1000).Result()
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", stream, err)
+		}
+		for _, m := range msgs {
+			if en, ok := entryOf(m, pre, sku, round); ok {
+				out = append(out, en)
+			}
+		}
+		if len(msgs) < 1000 {
+			return out, nil
+		}
+		from = "(" + msgs[len(msgs)-1].ID
+	}
+}
+
+func entryOf(m redis.XMessage, pre, sku string, round int64) (Entry, bool) {
+	field := func(name string) string { s, _ := m.Values[pre+name].(string); return s }
+	var items []struct {
+		SKU      string `json:"sku"`
+		Quantity int64  `json:"quantity"`
+		RoundID  int64  `json:"round_id"`
+	}
+	if json.Unmarshal([]byte(field("items")), &items) != nil {
+		return Entry{}, false
+	}
+	for _, it := range items {
+		if it.SKU == sku && it.RoundID == round {
+			return Entry{StreamID: m.ID, OrderID: field("order_id"), UserID: field("user_id"), Units: it.Quantity}, true
+		}
+	}
+	return Entry{}, false
+}
+
+// readPending lists the group's pending ids and those the stream no longer
+// holds (XRANGE on each).
+func readPending(ctx context.Context, rdb redis.UniversalClient, stream string) (pending, missing []string, err error) {
+	for from := "-"; ; {
+		page, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
+			Stream: stream, Group: writersGroup, Start: from, End: "+", Count: 1000,
+		}).Result()
+		if isNoGroup(err) {
+			return pending, missing, nil // no writer ever ran
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("XPENDING %s: %w", stream, err)
+		}
+		for _, p := range page {
+			pending = append(pending, p.ID)
+			msgs, err := rdb.XRange(ctx, stream, p.ID, p.ID).Result()
+			if err != nil {
+				return nil, nil, fmt.Errorf("XRANGE %s %s: %w", stream, p.ID, err)
+			}
+			if len(msgs) == 0 {
+				missing = append(missing, p.ID)
+			}
+		}
+		if len(page) < 1000 {
+			return pending, missing, nil
+		}
+		from = "(" + page[len(page)-1].ID
+	}
+}
+
+func isNoGroup(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && len(re.Error()) >= 7 && re.Error()[:7] == "NOGROUP"
+}
+
+// StockSampler reads a sale's live stock every so often while a sale
+// runs, to catch it below zero at any moment, not only at the end.
+type StockSampler struct {
+	stop chan struct{}
+	done chan struct{}
+	mu   sync.Mutex
+	s    Samples
+}
+
+// SampleStock starts sampling sku's available units every interval until
+// Stop.
+func SampleStock(rdb redis.UniversalClient, prefix, sku string, every time.Duration) *StockSampler {
+	sm := &StockSampler{stop: make(chan struct{}), done: make(chan struct{})}
+	go sm.run(rdb, saleKey(prefix, sku), every)
+	return sm
+}
+
+func (sm *StockSampler) run(rdb redis.UniversalClient, key string, every time.Duration) {
+	defer close(sm.done)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		sm.sample(rdb, key)
+		select {
+		case <-sm.stop:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func (sm *StockSampler) sample(rdb redis.UniversalClient, key string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	n, err := rdb.HGet(ctx, key, "available").Int64()
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	switch {
+	case err != nil:
+		sm.s.Errors++
+	case sm.s.N == 0 || n < sm.s.Min:
+		sm.s.Min, sm.s.MinAt = n, time.Now()
+		fallthrough
+	default:
+		sm.s.N++
+	}
+}
+
+// Stop ends the sampling and returns what it saw.
+func (sm *StockSampler) Stop() *Samples {
+	close(sm.stop)
+	<-sm.done
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	s := sm.s
+	return &s
+}
+
+// ReadDrained reads the stores like ReadStore, again and again until the
+// writers have drained (nothing pending, every event of the round in
+// PostgreSQL or dead-lettered) or timeout passes; it returns the last read
+// either way. A writer commits before it acknowledges, so the stock report
+// can say confirmed a moment before XPENDING is empty.
+func ReadDrained(ctx context.Context, rdb redis.UniversalClient, db *pgxpool.Pool, prefix, sku string, timeout time.Duration) (*Store, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		st, err := ReadStore(ctx, rdb, db, prefix, sku)
+		if err != nil || drained(st) || time.Now().After(deadline) {
+			return st, err
+		}
+		select {
+		case <-ctx.Done():
+			return st, nil
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func drained(st *Store) bool {
+	_, _, pending := split(st)
+	return len(st.Pending) == 0 && pending == 0
+}
