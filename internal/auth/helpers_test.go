@@ -223,3 +223,16 @@ func isUnavailable(err error) bool {
 	var e *api.Error
 	return errors.As(err, &e) && e.Code == api.CodeUnavailable
 }
+
+// detail is a problem's detail: what differs between two 401s, if anything.
+func detail(t *testing.T, r result) string {
+	t.Helper()
+	var p map[string]any
+	r.decode(t, &p)
+	return p["detail"].(string) + "|" + p["title"].(string)
+}
+
+func metricsText(t *testing.T, h *harness) string {
+	t.Helper()
+	return string(h.do(t, http.MethodGet, "/metrics", nil).body)
+}
