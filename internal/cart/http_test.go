@@ -247,3 +247,44 @@ func TestCartRedisDown(t *testing.T) {
 		}
 	}
 }
+
+// A path that names no line can never empty the cart: "." and ".." are not
+// skus (as dot-segments they are resolved away by clients, so such a line
+// could never be addressed), and DELETE /cart/ — what a client sends for
+// DELETE /cart/items/.. after resolving it — is not DELETE /cart.
+func TestDotPathsNeverClearTheCart(t *testing.T) {
+	t.Parallel()
+	h := newHTTPFixture(t)
+	h.product(t, "p", 100)
+	uid, tok := h.shopper(t, "dots@example.com")
+	h.do(t, "POST", "/api/v1/cart/items", tok, `{"sku":"p","quantity":2}`).cart(t)
+	tests := []struct{ name, method, path, body string }{
+		{"delete_dotdot", "DELETE", "/api/v1/cart/items/..", ""},
+		{"delete_dot", "DELETE", "/api/v1/cart/items/.", ""},
+		{"delete_encoded_dotdot", "DELETE", "/api/v1/cart/items/%2e%2e", ""},
+		{"delete_encoded_upper", "DELETE", "/api/v1/cart/items/%2E%2E", ""},
+		{"delete_encoded_dot", "DELETE", "/api/v1/cart/items/%2e", ""},
+		{"delete_dot_sku_path", "DELETE", "/api/v1/cart/items/.hidden", ""},
+		{"delete_resolved_dotdot", "DELETE", "/api/v1/cart/", ""},
+		{"delete_resolved_dot", "DELETE", "/api/v1/cart/items/", ""},
+		{"set_dotdot", "PUT", "/api/v1/cart/items/..", `{"quantity":0}`},
+		{"set_dot", "PUT", "/api/v1/cart/items/.", `{"quantity":5}`},
+		{"add_dotdot", "POST", "/api/v1/cart/items", `{"sku":"..","quantity":1}`},
+		{"add_dot", "POST", "/api/v1/cart/items", `{"sku":".","quantity":1}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h.do(t, "PUT", "/api/v1/cart/items/p", tok, `{"quantity":2}`).cart(t)
+			r := h.do(t, tc.method, tc.path, tok, tc.body)
+			if r.Status != http.StatusNotFound && r.Status != http.StatusBadRequest && r.Status != http.StatusMethodNotAllowed {
+				t.Errorf("%s %s = %d %s, want a 4xx naming no line", tc.method, tc.path, r.Status, r.Body)
+			}
+			if r.Header.Get("Content-Type") != "application/problem+json" {
+				t.Errorf("%s %s: Content-Type %q", tc.method, tc.path, r.Header.Get("Content-Type"))
+			}
+			if c := h.hash(t, uid); len(c) != 1 || c["p"] != "2" {
+				t.Fatalf("%s %s changed the cart: %v", tc.method, tc.path, c)
+			}
+		})
+	}
+}

@@ -125,6 +125,16 @@ func TestBadProductInputChangesNothing(t *testing.T) {
 		{"sku_too_long", "POST", "", productJSON(strings.Repeat("s", 65), "c", 1), []string{"sku"}},
 		{"sku_bad_chars", "POST", "", productJSON("a/b", "c", 1), []string{"sku"}},
 		{"category_bad", "POST", "", productJSON("n1", "a b", 1), []string{"category"}},
+		// "." and ".." are dot-segments in a path: a product with such a sku
+		// could never be addressed, since clients resolve them away.
+		{"sku_dot", "POST", "", productJSON(".", "c", 1), []string{"sku"}},
+		{"sku_dotdot", "POST", "", productJSON("..", "c", 1), []string{"sku"}},
+		{"sku_leading_dot", "POST", "", productJSON(".n1", "c", 1), []string{"sku"}},
+		{"sku_leading_dash", "POST", "", productJSON("-n1", "c", 1), []string{"sku"}},
+		{"sku_leading_underscore", "POST", "", productJSON("_n1", "c", 1), []string{"sku"}},
+		{"category_dot", "POST", "", productJSON("n1", ".", 1), []string{"category"}},
+		{"category_dotdot", "POST", "", productJSON("n1", "..", 1), []string{"category"}},
+		{"update_category_dotdot", "PUT", "keep", `{"name":"B","description":"","category":"..","price_cents":1}`, []string{"category"}},
 		{"name_wrong_type", "POST", "", `{"sku":"n1","name":5,"category":"c","price_cents":1}`, []string{"name"}},
 		{"everything_wrong", "POST", "", `{"sku":"","name":"","category":"!","price_cents":-5,"description":7}`, []string{"description", "sku", "name", "category", "price_cents"}},
 		{"missing_fields", "POST", "", `{}`, []string{"sku", "name", "category", "price_cents"}},

@@ -20,10 +20,14 @@ const (
 )
 
 // codeRE is the shape of a sku and of a category; it also keeps them safe
-// inside Redis keys and cursors.
-var codeRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+// inside Redis keys and cursors. The first character is a letter or digit,
+// so a sku is never "." or "..": as a path segment those are dot-segments,
+// which HTTP clients resolve away (DELETE /cart/items/.. reaches the server
+// as DELETE /cart/), so such a product could never be addressed.
+var codeRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
-const codeRule = "must be 1 to 64 characters: letters, digits, '-', '_' or '.'"
+// CodeRule says what codeRE accepts, for field errors.
+const CodeRule = "must be 1 to 64 characters: letters, digits, '-', '_' or '.', starting with a letter or digit"
 
 // ValidSKU reports whether s has the shape of a sku.
 func ValidSKU(s string) bool { return codeRE.MatchString(s) }
@@ -34,7 +38,7 @@ func field(name, format string, args ...any) api.FieldError {
 
 func checkCode(name, v string) []api.FieldError {
 	if !codeRE.MatchString(v) {
-		return []api.FieldError{field(name, codeRule)}
+		return []api.FieldError{field(name, CodeRule)}
 	}
 	return nil
 }
