@@ -11,13 +11,20 @@ import (
 	"github.com/shop-oss/shop/internal/api"
 )
 
-// Limits of product fields (API.md). MaxPriceCents keeps prices far from
-// int64 overflow in order totals while allowing any real price.
+// Limits of product fields (API.md). MaxPriceCents keeps every order total
+// exact: the reserve script adds in Lua numbers, doubles that are exact
+// only up to 2^53 (about 9.007e15), and the largest order, MaxLines lines
+// of MaxQuantity units at MaxPriceCents, is 1e14. With a higher bound an
+// accepted order's total could round, fail the writer's check that it is
+// the sum of its lines, and be dead-lettered with its stock still taken.
 const (
 	maxNameLen        = 200
 	maxDescriptionLen = 5000
-	MaxPriceCents     = 100_000_000_000
+	MaxPriceCents     = 100_000_000
 )
+
+// The bound above must keep the largest total exact in a double.
+const _ = uint64(1<<53 - MaxLines*MaxQuantity*MaxPriceCents)
 
 // codeRE is the shape of a sku and of a category; it also keeps them safe
 // inside Redis keys and cursors. The first character is a letter or digit,
