@@ -68,8 +68,13 @@ type StockReport struct {
 
 // Open records a new round for sku and opens it: available becomes the
 // quantity, per-user counts start from zero, the unit price is the
-// product's. Errors: ErrProductNotFound, ErrRoundSuperseded, or a 503.
+// product's. Errors: an invalid_request error for a sale window out of
+// range (checked before anything is recorded), ErrProductNotFound,
+// ErrRoundSuperseded, or a 503.
 func (s *Sales) Open(ctx context.Context, sku string, seed Seed) (StockReport, error) {
+	if errs := seed.checkWindow(time.Now()); len(errs) > 0 {
+		return StockReport{}, api.Invalid(errs...)
+	}
 	var round, price int64
 	var seededAt time.Time
 	err := s.db.QueryRow(ctx, insertRoundSQL, sku, seed.Quantity, seed.PerUserLimit,

@@ -90,13 +90,15 @@ type LiveRound struct {
 // be recorded in PostgreSQL (its id is r.Round); a round older than the one
 // open is refused (errStaleRound).
 func (s *Stock) OpenRound(ctx context.Context, sku string, r LiveRound) error {
-	var ttl time.Duration
+	// In milliseconds, not a Duration: an end centuries away (up to 9999)
+	// overflows time.Duration's 292 years.
+	var ttlMs int64
 	if !r.EndsAt.IsZero() {
-		ttl = time.Until(r.EndsAt) + 7*24*time.Hour
+		ttlMs = max(r.EndsAt.Add(7*24*time.Hour).UnixMilli()-time.Now().UnixMilli(), 0)
 	}
 	opened, err := seedScript.Run(ctx, s.rdb, []string{s.saleKey(sku), s.buyersKey(sku)},
 		r.Round, r.Quantity, r.PerUserLimit, unixMilli(r.StartsAt), unixMilli(r.EndsAt),
-		r.PriceCents, max(ttl.Milliseconds(), 0)).Int()
+		r.PriceCents, ttlMs).Int()
 	if err != nil {
 		return fmt.Errorf("open sale round %d for %s: %w", r.Round, sku, err)
 	}
