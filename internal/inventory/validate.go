@@ -118,13 +118,14 @@ func validateList(category string, limit int, cursor string) []api.FieldError {
 func encodeCursor(sku string) string { return base64.RawURLEncoding.EncodeToString([]byte(sku)) }
 
 // decodeCursor returns the sku after which the page starts ("" for the
-// first page).
+// first page). Only encodeCursor's exact output is a cursor: the decoder
+// alone would also take line breaks and other spellings of the same bytes.
 func decodeCursor(cursor string) (string, bool) {
 	if cursor == "" {
 		return "", true
 	}
-	b, err := base64.RawURLEncoding.DecodeString(cursor)
-	if err != nil || !codeRE.Match(b) {
+	b, err := base64.RawURLEncoding.Strict().DecodeString(cursor)
+	if err != nil || !codeRE.Match(b) || encodeCursor(string(b)) != cursor {
 		return "", false
 	}
 	return string(b), true
