@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -113,20 +114,43 @@ func validateList(category string, limit int, cursor string) []api.FieldError {
 	return errs
 }
 
-// A cursor is the last sku of a page, base64url-encoded: opaque to clients,
-// and validated like a sku when it comes back.
-func encodeCursor(sku string) string { return base64.RawURLEncoding.EncodeToString([]byte(sku)) }
+// A cursor is where the next page starts (listCursor): "<chunk>:<sku>",
+// base64url-encoded, opaque to clients; validated when it comes back. A
+// cursor of just "<sku>" (handed out before chunks) is still read, with
+// no chunk.
+func encodeCursor(c listCursor) string {
+	s := c.after
+	if c.chunk >= 0 {
+		s = strconv.Itoa(c.chunk) + ":" + s
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte(s))
+}
 
-// decodeCursor returns the sku after which the page starts ("" for the
+// maxChunk bounds a cursor's chunk number (a billion products at 100 a
+// chunk), so that an offset never overflows.
+const maxChunk = 10_000_000
+
+// decodeCursor returns where the page starts (chunk 0, after "" for the
 // first page). Only encodeCursor's exact output is a cursor: the decoder
 // alone would also take line breaks and other spellings of the same bytes.
-func decodeCursor(cursor string) (string, bool) {
+func decodeCursor(cursor string) (listCursor, bool) {
 	if cursor == "" {
-		return "", true
+		return listCursor{}, true
 	}
 	b, err := base64.RawURLEncoding.Strict().DecodeString(cursor)
-	if err != nil || !codeRE.Match(b) || encodeCursor(string(b)) != cursor {
-		return "", false
+	if err != nil {
+		return listCursor{}, false
 	}
-	return string(b), true
+	c := listCursor{chunk: -1, after: string(b)}
+	if k, sku, ok := strings.Cut(c.after, ":"); ok {
+		n, err := strconv.Atoi(k)
+		if err != nil || n < 0 || n > maxChunk {
+			return listCursor{}, false
+		}
+		c = listCursor{chunk: n, after: sku}
+	}
+	if !codeRE.MatchString(c.after) || encodeCursor(c) != cursor {
+		return listCursor{}, false
+	}
+	return c, true
 }
