@@ -60,11 +60,17 @@ type serveOptions struct {
 type stores struct {
 	redis *redis.Client
 	db    *pgxpool.Pool
+	// cache is the catalog cache's own Redis (SHOP_CACHE_REDIS_URL); nil
+	// when the cache lives in redis.
+	cache *redis.Client
 }
 
 func (s *stores) Close() {
 	if s.redis != nil {
 		_ = s.redis.Close()
+	}
+	if s.cache != nil {
+		_ = s.cache.Close()
 	}
 	if s.db != nil {
 		s.db.Close()
@@ -93,6 +99,31 @@ func openStores(ctx context.Context, cfg *config.Config, log *slog.Logger) (*sto
 	return &stores{redis: rdb, db: db}, nil
 }
 
+// openCache connects to the catalog cache's own Redis when
+// SHOP_CACHE_REDIS_URL is set. It holds only copies of PostgreSQL rows,
+// so unlike the main Redis it may evict (allkeys-lru): it is not checked
+// for noeviction. Filling it can then never take the room that stock,
+// orders and sessions need.
+func (s *stores) openCache(ctx context.Context, cfg *config.Config) error {
+	if cfg.CacheRedisURL == "" {
+		return nil
+	}
+	rdb, err := database.OpenRedis(ctx, cfg.CacheRedisURL, database.RedisOptions{PoolSize: cfg.RedisPoolSize})
+	if err != nil {
+		return fmt.Errorf("SHOP_CACHE_REDIS_URL: %w", err)
+	}
+	s.cache = rdb
+	return nil
+}
+
+// cacheRedis is the Redis the catalog cache uses.
+func (s *stores) cacheRedis() *redis.Client {
+	if s.cache != nil {
+		return s.cache
+	}
+	return s.redis
+}
+
 func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) error {
 	generated, err := cfg.EnsureJWTSecret()
 	if err != nil {
@@ -107,6 +138,9 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) err
 		return err
 	}
 	defer st.Close()
+	if err := st.openCache(ctx, cfg); err != nil {
+		return err
+	}
 	if n, err := database.Migrate(ctx, st.db); err != nil {
 		return err
 	} else if n > 0 {
@@ -187,7 +221,7 @@ func newCatalog(st *stores, cfg *config.Config, log *slog.Logger, reg prometheus
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	c := cache.New(st.redis, cache.Options{Prefix: cfg.KeyPrefix + "cache:", TTL: catalogTTL, Jitter: 0.1}, reg)
+	c := cache.New(st.cacheRedis(), cache.Options{Prefix: cfg.KeyPrefix + "cache:", TTL: catalogTTL, Jitter: 0.1}, reg)
 	return inventory.NewCatalog(st.db, st.redis, c, cfg.KeyPrefix, log)
 }
 

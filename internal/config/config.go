@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"net/url"
 	"reflect"
 	"strconv"
 	"strings"
@@ -32,6 +33,9 @@ type Config struct {
 	AccessTTL      time.Duration `env:"SHOP_ACCESS_TTL" envDefault:"15m"`
 	SessionTTL     time.Duration `env:"SHOP_SESSION_TTL" envDefault:"720h"`
 	LogLevel       slog.Level    `env:"SHOP_LOG_LEVEL" envDefault:"info"`
+	// CacheRedisURL, when set, is a separate Redis for the catalog cache,
+	// which may then evict (allkeys-lru) without touching live state.
+	CacheRedisURL string `env:"SHOP_CACHE_REDIS_URL"`
 
 	// Additions to the contract.
 	BodyLimit       int           `env:"SHOP_BODY_LIMIT" envDefault:"65536"`
@@ -136,12 +140,22 @@ func (c *Config) validate() error {
 			return fmt.Errorf("invalid %s: %s", ch.name, ch.why)
 		}
 	}
+	if c.CacheRedisURL != "" && !redisURL(c.CacheRedisURL) {
+		return errors.New("invalid SHOP_CACHE_REDIS_URL: must be a redis://, rediss:// or unix:// URL (or empty: the catalog cache uses SHOP_REDIS_URL)")
+	}
 	for _, p := range c.TrustedProxies {
 		if _, err := parseProxy(p); err != nil {
 			return fmt.Errorf("invalid SHOP_TRUSTED_PROXIES: %q is neither an IP nor a CIDR", p)
 		}
 	}
 	return nil
+}
+
+// redisURL tells whether s has the form of a Redis URL; go-redis checks
+// the rest when it connects.
+func redisURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "redis" || u.Scheme == "rediss" || u.Scheme == "unix")
 }
 
 // trimAll drops blank entries, so SHOP_TRUSTED_PROXIES="" or "a, b," work.

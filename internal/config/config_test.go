@@ -16,7 +16,8 @@ func TestDefaults(t *testing.T) {
 	if c.Addr != ":8080" || c.KeyPrefix != "shop:" || c.AccessTTL != 15*time.Minute ||
 		c.SessionTTL != 720*time.Hour || c.RateLimit.Limit != 100 || c.RateLimit.Window != 10*time.Second ||
 		c.RedisURL != "redis://127.0.0.1:6379/0" ||
-		c.DatabaseURL != "postgres://postgres@127.0.0.1:5432/shop?sslmode=disable" || len(c.TrustedProxies) != 0 {
+		c.DatabaseURL != "postgres://postgres@127.0.0.1:5432/shop?sslmode=disable" || len(c.TrustedProxies) != 0 ||
+		c.CacheRedisURL != "" {
 		t.Errorf("defaults differ from API.md: %+v", c)
 	}
 }
@@ -36,6 +37,8 @@ func TestInvalidSettingsNameTheirVariable(t *testing.T) {
 		{"body_limit", "SHOP_BODY_LIMIT", "ten"},
 		{"hashing", "SHOP_PASSWORD_HASHING", "none"},
 		{"fast_hashing_outside_dev", "SHOP_PASSWORD_HASHING", "fast"},
+		{"cache_redis_not_a_url", "SHOP_CACHE_REDIS_URL", "127.0.0.1:6380"},
+		{"cache_redis_other_scheme", "SHOP_CACHE_REDIS_URL", "http://127.0.0.1:6380"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -67,5 +70,14 @@ func TestJWTSecret(t *testing.T) {
 	gen, err := c.EnsureJWTSecret()
 	if err != nil || !gen || len(c.JWTSecret) < 32 {
 		t.Fatalf("dev should generate a secret: %v %v %q", gen, err, c.JWTSecret)
+	}
+}
+
+func TestCacheRedisURL(t *testing.T) {
+	for _, u := range []string{"redis://cache:6379/0", "rediss://user:pw@cache:6380/2", "unix:///run/redis.sock"} {
+		c, err := config.Load(map[string]string{"SHOP_CACHE_REDIS_URL": u})
+		if err != nil || c.CacheRedisURL != u {
+			t.Errorf("SHOP_CACHE_REDIS_URL=%s: %+v %v", u, c, err)
+		}
 	}
 }
