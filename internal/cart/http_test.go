@@ -30,7 +30,7 @@ type httpFixture struct {
 }
 
 // newHTTPFixture serves the cart routes behind real auth.
-func newHTTPFixture(t *testing.T) *httpFixture {
+func newHTTPFixture(t testing.TB) *httpFixture {
 	t.Helper()
 	f := newFixture(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -43,7 +43,7 @@ func newHTTPFixture(t *testing.T) *httpFixture {
 }
 
 // shopper creates a user and returns its id and access token.
-func (h *httpFixture) shopper(t *testing.T, email string) (string, string) {
+func (h *httpFixture) shopper(t testing.TB, email string) (string, string) {
 	t.Helper()
 	ctx := context.Background()
 	u, err := h.auth.CreateUser(ctx, email, "correct horse battery", "", auth.RoleShopper)

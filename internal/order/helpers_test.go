@@ -23,7 +23,7 @@ type fixture struct {
 	r     *testenv.Redis
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	db := testenv.NewDatabase(t)
 	r := testenv.NewRedis(t)
@@ -47,7 +47,7 @@ func (f *fixture) user(t *testing.T) string {
 }
 
 // sale records a round in PostgreSQL and opens it in Redis.
-func (f *fixture) sale(t *testing.T, sku string, quantity, limit int, price int64) int64 {
+func (f *fixture) sale(t testing.TB, sku string, quantity, limit int, price int64) int64 {
 	t.Helper()
 	var round int64
 	err := f.db.Pool.QueryRow(context.Background(),

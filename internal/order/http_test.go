@@ -25,7 +25,7 @@ type httpFixture struct {
 
 // newHTTPFixture serves the order routes behind real auth. Products "known"
 // and "ghost-but-listed" exist in the catalog stub; nothing else does.
-func newHTTPFixture(t *testing.T) *httpFixture {
+func newHTTPFixture(t testing.TB) *httpFixture {
 	t.Helper()
 	f := newFixture(t)
 	f.svc.exists = func(_ context.Context, sku string) (bool, error) {
@@ -42,7 +42,7 @@ func newHTTPFixture(t *testing.T) *httpFixture {
 }
 
 // shopper creates a user and returns its id and access token.
-func (h *httpFixture) shopper(t *testing.T, email string) (string, string) {
+func (h *httpFixture) shopper(t testing.TB, email string) (string, string) {
 	t.Helper()
 	ctx := context.Background()
 	u, err := h.auth.CreateUser(ctx, email, "correct horse battery", "", auth.RoleShopper)
