@@ -10,6 +10,9 @@ import (
 	"github.com/shop-oss/shop/internal/apitest"
 )
 
+// maxFuzzPath bounds a fuzzed path well inside the read buffer.
+const maxFuzzPath = 2048
+
 // FuzzCartChange sends arbitrary skus and bodies through the real app to
 // POST /cart/items (add), PUT /cart/items/{sku} (set) and DELETE
 // /cart/items/{sku} (drill 29): never a 5xx, every 4xx a problem document
@@ -55,6 +58,12 @@ func FuzzCartChange(f *testing.F) {
 			method, path = http.MethodPut, path+"/"+url.PathEscape(sku)
 		case 2:
 			method, path, body = http.MethodDelete, path+"/"+url.PathEscape(sku), nil
+		}
+		// A request line over the server's 4 KiB read buffer is refused by
+		// fasthttp before Fiber (431 from a real server; app.Test reports
+		// it as an error instead): the HTTP layer's own tests cover it.
+		if len(path) > maxFuzzPath {
+			t.Skip()
 		}
 		r := apitest.Do(t, h.app, method, path, tok, string(body))
 		apitest.WantSound(t, r)

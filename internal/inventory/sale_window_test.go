@@ -84,3 +84,52 @@ func TestSeedWindowAtTheBounds(t *testing.T) {
 		t.Fatalf("report %+v", got)
 	}
 }
+
+// Every bad field of a seeding is a 400 naming it, never a 500, and
+// nothing is recorded.
+func TestSeedBadInput(t *testing.T) {
+	t.Parallel()
+	st := newStores(t)
+	in := newInstance(t, st)
+	in.create(t, "bad-in", "c", 100)
+	tests := []struct {
+		name, body string
+		fields     []string
+	}{
+		{"quantity_null", `{"quantity":null}`, []string{"quantity"}},
+		{"quantity_bool", `{"quantity":true}`, []string{"quantity"}},
+		{"quantity_huge", `{"quantity":1e30}`, []string{"quantity"}},
+		{"quantity_int64_overflow", `{"quantity":9223372036854775808}`, []string{"quantity"}},
+		{"quantity_exponent_fraction", `{"quantity":1.5e0}`, []string{"quantity"}},
+		{"quantity_array", `{"quantity":[1]}`, []string{"quantity"}},
+		{"limit_over_max", `{"quantity":1,"per_user_limit":1000001}`, []string{"per_user_limit"}},
+		{"limit_fraction", `{"quantity":1,"per_user_limit":0.5}`, []string{"per_user_limit"}},
+		{"limit_string", `{"quantity":1,"per_user_limit":"1"}`, []string{"per_user_limit"}},
+		{"starts_number", `{"quantity":1,"starts_at":1700000000}`, []string{"starts_at"}},
+		{"starts_no_zone", `{"quantity":1,"starts_at":"2030-01-01T00:00:00"}`, []string{"starts_at"}},
+		{"starts_date_only", `{"quantity":1,"starts_at":"2030-01-01"}`, []string{"starts_at"}},
+		{"starts_empty", `{"quantity":1,"starts_at":""}`, []string{"starts_at"}},
+		{"ends_year_five_digits", `{"quantity":1,"ends_at":"10000-01-01T00:00:00Z"}`, []string{"ends_at"}},
+		{"ends_bad_month", `{"quantity":1,"ends_at":"2030-13-01T00:00:00Z"}`, []string{"ends_at"}},
+		{"ends_nul", "{\"quantity\":1,\"ends_at\":\"2030-01-01T00:00:00Z\\u0000\"}", []string{"ends_at"}},
+		{"empty_body", ``, []string{"body"}},
+		{"malformed", `{"quantity":`, []string{"body"}},
+		{"trailing_data", `{"quantity":1} {"quantity":2}`, []string{"body"}},
+		{"string_body", `"quantity"`, []string{"body"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := in.do(t, http.MethodPut, "/api/v1/admin/products/bad-in/stock", tc.body).fields(t)
+			if !slices.Equal(got, tc.fields) {
+				t.Fatalf("fields = %v, want %v", got, tc.fields)
+			}
+		})
+	}
+	for _, sku := range []string{"..", ".", "%2e%2e", "-x", "nope"} {
+		in.do(t, http.MethodPut, "/api/v1/admin/products/"+sku+"/stock", `{"quantity":1}`).problem(t, http.StatusNotFound, "not_found")
+	}
+	var rounds int
+	if err := st.db.QueryRow(context.Background(), `SELECT count(*) FROM sale_rounds`).Scan(&rounds); err != nil || rounds != 0 {
+		t.Fatalf("%d sale rounds recorded (%v), want none", rounds, err)
+	}
+}

@@ -10,6 +10,9 @@ import (
 	"github.com/shop-oss/shop/internal/apitest"
 )
 
+// maxFuzzPath bounds a fuzzed path well inside the read buffer.
+const maxFuzzPath = 2048
+
 // FuzzPurchase sends arbitrary skus, bodies and Idempotency-Keys through the
 // real app to POST /products/{sku}/purchase (drill 29): never a 5xx, every
 // 4xx a problem document, and a refusal takes no stock and enqueues
@@ -49,7 +52,14 @@ func FuzzPurchase(f *testing.F) {
 		if key != "" {
 			headers = []string{HeaderIdempotencyKey, key}
 		}
-		r := apitest.Do(t, h.app, http.MethodPost, "/api/v1/products/"+url.PathEscape(sku)+"/purchase", tok, string(body), headers...)
+		path := "/api/v1/products/" + url.PathEscape(sku) + "/purchase"
+		// A request line or header over the server's 4 KiB read buffer is
+		// refused by fasthttp before Fiber (431 from a real server; app.Test
+		// reports it as an error instead): the HTTP layer's tests cover it.
+		if len(path)+len(key) > maxFuzzPath {
+			t.Skip()
+		}
+		r := apitest.Do(t, h.app, http.MethodPost, path, tok, string(body), headers...)
 		apitest.WantSound(t, r)
 		after, _ := h.stock.Available(ctx, "hot-f")
 		taken, added := before[0]-after[0], h.r.Client.XLen(ctx, stream).Val()-events
