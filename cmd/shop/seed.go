@@ -92,6 +92,9 @@ func (a *app) seedDemo(ctx context.Context) error {
 		return err
 	}
 	defer st.Close()
+	if err := st.openCache(ctx, cfg); err != nil {
+		return err
+	}
 	if _, err := database.Migrate(ctx, st.db); err != nil {
 		return err
 	}

@@ -48,14 +48,26 @@ type serveOptions struct {
 type stores struct {
 	redis *redis.Client
 	db    *pgxpool.Pool
+	// cache is the catalog cache's own Redis (SHOP_CACHE_REDIS_URL); nil
+	// when the cache lives in redis.
+	cache *redis.Client
 }
 
 // shop is the stores as the application takes them.
-func (s *stores) shop() shop.Stores { return shop.Stores{DB: s.db, Redis: s.redis} }
+func (s *stores) shop() shop.Stores {
+	st := shop.Stores{DB: s.db, Redis: s.redis}
+	if s.cache != nil {
+		st.Cache = s.cache
+	}
+	return st
+}
 
 func (s *stores) Close() {
 	if s.redis != nil {
 		_ = s.redis.Close()
+	}
+	if s.cache != nil {
+		_ = s.cache.Close()
 	}
 	if s.db != nil {
 		s.db.Close()
@@ -84,6 +96,23 @@ func openStores(ctx context.Context, cfg *config.Config, log *slog.Logger) (*sto
 	return &stores{redis: rdb, db: db}, nil
 }
 
+// openCache connects to the catalog cache's own Redis when
+// SHOP_CACHE_REDIS_URL is set. It holds only copies of PostgreSQL rows,
+// so unlike the main Redis it may evict (allkeys-lru): it is not checked
+// for noeviction. Filling it can then never take the room that stock,
+// orders and sessions need.
+func (s *stores) openCache(ctx context.Context, cfg *config.Config) error {
+	if cfg.CacheRedisURL == "" {
+		return nil
+	}
+	rdb, err := database.OpenRedis(ctx, cfg.CacheRedisURL, database.RedisOptions{PoolSize: cfg.RedisPoolSize})
+	if err != nil {
+		return fmt.Errorf("SHOP_CACHE_REDIS_URL: %w", err)
+	}
+	s.cache = rdb
+	return nil
+}
+
 func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) error {
 	generated, err := cfg.EnsureJWTSecret()
 	if err != nil {
@@ -98,6 +127,9 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) err
 		return err
 	}
 	defer st.Close()
+	if err := st.openCache(ctx, cfg); err != nil {
+		return err
+	}
 	if n, err := database.Migrate(ctx, st.db); err != nil {
 		return err
 	} else if n > 0 {

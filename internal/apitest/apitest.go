@@ -162,3 +162,16 @@ func WantProblem(t testing.TB, r Reply, status int, code string) {
 		t.Fatalf("got %d %s, want %d %s", r.Status, r.Body, status, code)
 	}
 }
+
+// WantSound fails t unless r is what any request, however malformed, may
+// get: never a 5xx, and every 4xx a problem document with a code. Fuzz
+// targets check it on every input.
+func WantSound(t testing.TB, r Reply) {
+	t.Helper()
+	if r.Status >= 500 {
+		t.Fatalf("got %d %s", r.Status, r.Body)
+	}
+	if r.Status >= 400 && (r.Header.Get("Content-Type") != "application/problem+json" || !bytes.Contains(r.Body, []byte(`"code":"`))) {
+		t.Fatalf("got %d with Content-Type %q: %s, want a problem document", r.Status, r.Header.Get("Content-Type"), r.Body)
+	}
+}

@@ -31,7 +31,7 @@ type fixture struct {
 	reg     *prometheus.Registry
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	db := testenv.NewDatabase(t)
 	r := testenv.NewRedis(t)
@@ -49,7 +49,7 @@ func newFixture(t *testing.T) *fixture {
 }
 
 // product creates a catalog product.
-func (f *fixture) product(t *testing.T, sku string, price int64) {
+func (f *fixture) product(t testing.TB, sku string, price int64) {
 	t.Helper()
 	_, err := f.catalog.Create(context.Background(), sku, inventory.ProductInput{Name: "Product " + sku, Category: "c", PriceCents: price})
 	if err != nil {
@@ -91,7 +91,7 @@ func (f *fixture) add(t *testing.T, user, sku string, qty int) Cart {
 }
 
 // hash is the cart's Redis hash as stored.
-func (f *fixture) hash(t *testing.T, user string) map[string]string {
+func (f *fixture) hash(t testing.TB, user string) map[string]string {
 	t.Helper()
 	m, err := f.r.Client.HGetAll(context.Background(), f.svc.key(user)).Result()
 	if err != nil {

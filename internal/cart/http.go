@@ -46,7 +46,14 @@ func (h handler) getCart(c *fiber.Ctx) error {
 	return c.JSON(cart)
 }
 
+// clearCart answers only its exact path. Fiber's routing ignores a
+// trailing slash, and HTTP clients resolve dot-segments before sending, so
+// DELETE /cart/items/.. (a removal of one line, to whoever typed it)
+// arrives as DELETE /cart/: that must never empty the whole cart.
 func (h handler) clearCart(c *fiber.Ctx) error {
+	if strings.HasSuffix(c.Path(), "/") {
+		return api.NewError(api.CodeNotFound, "no such resource; DELETE /api/v1/cart empties the cart")
+	}
 	if err := h.svc.Clear(c.UserContext(), auth.MustUser(c).ID); err != nil {
 		return err
 	}
@@ -77,7 +84,7 @@ func (b addBody) check() error {
 	case b.SKU == nil:
 		bad = append(bad, api.FieldError{Field: "sku", Message: "is required"})
 	case !inventory.ValidSKU(*b.SKU):
-		bad = append(bad, api.FieldError{Field: "sku", Message: "must be 1 to 64 letters, digits, '-', '_' or '.'"})
+		bad = append(bad, api.FieldError{Field: "sku", Message: inventory.CodeRule})
 	}
 	if f := checkQuantity(b.Quantity, 1); f != nil {
 		bad = append(bad, *f)

@@ -19,28 +19,28 @@ import (
 // httpFixture is the whole application, wired as shop serve wires it.
 type httpFixture struct{ *shoptest.App }
 
-func newHTTPFixture(t *testing.T) httpFixture {
+func newHTTPFixture(t testing.TB) httpFixture {
 	t.Helper()
 	return httpFixture{shoptest.New(t, shoptest.Options{})}
 }
 
-func (h httpFixture) sale(t *testing.T, sku string, price int64, quantity, limit int) {
+func (h httpFixture) sale(t testing.TB, sku string, price int64, quantity, limit int) {
 	t.Helper()
 	h.Sale(t, sku, price, quantity, limit)
 }
 
-func (h httpFixture) product(t *testing.T, sku string, price int64) {
+func (h httpFixture) product(t testing.TB, sku string, price int64) {
 	t.Helper()
 	h.Product(t, sku, price)
 }
 
-func (h httpFixture) shopper(t *testing.T, email string) (string, string) {
+func (h httpFixture) shopper(t testing.TB, email string) (string, string) {
 	t.Helper()
 	return h.Shopper(t, email)
 }
 
 // hash is the shopper's cart as Redis holds it.
-func (h httpFixture) hash(t *testing.T, user string) map[string]string {
+func (h httpFixture) hash(t testing.TB, user string) map[string]string {
 	t.Helper()
 	m, err := h.Redis.Client.HGetAll(context.Background(), h.Config.KeyPrefix+"cart:{"+user+"}").Result()
 	if err != nil {
@@ -49,7 +49,7 @@ func (h httpFixture) hash(t *testing.T, user string) map[string]string {
 	return m
 }
 
-func (h httpFixture) streamLen(t *testing.T) int64 {
+func (h httpFixture) streamLen(t testing.TB) int64 {
 	t.Helper()
 	return h.Redis.Client.XLen(context.Background(), h.Config.KeyPrefix+"orders").Val()
 }
@@ -233,5 +233,46 @@ func TestCartBugIsNotAnOutage(t *testing.T) {
 	}
 	if resp.StatusCode != http.StatusInternalServerError {
 		t.Fatalf("status %d, want 500", resp.StatusCode)
+	}
+}
+
+// A path that names no line can never empty the cart: "." and ".." are not
+// skus (as dot-segments they are resolved away by clients, so such a line
+// could never be addressed), and DELETE /cart/ — what a client sends for
+// DELETE /cart/items/.. after resolving it — is not DELETE /cart.
+func TestDotPathsNeverClearTheCart(t *testing.T) {
+	t.Parallel()
+	h := newHTTPFixture(t)
+	h.product(t, "p", 100)
+	uid, tok := h.shopper(t, "dots@example.com")
+	cartOf(t, h.Do(t, "POST", "/api/v1/cart/items", tok, `{"sku":"p","quantity":2}`))
+	tests := []struct{ name, method, path, body string }{
+		{"delete_dotdot", "DELETE", "/api/v1/cart/items/..", ""},
+		{"delete_dot", "DELETE", "/api/v1/cart/items/.", ""},
+		{"delete_encoded_dotdot", "DELETE", "/api/v1/cart/items/%2e%2e", ""},
+		{"delete_encoded_upper", "DELETE", "/api/v1/cart/items/%2E%2E", ""},
+		{"delete_encoded_dot", "DELETE", "/api/v1/cart/items/%2e", ""},
+		{"delete_dot_sku_path", "DELETE", "/api/v1/cart/items/.hidden", ""},
+		{"delete_resolved_dotdot", "DELETE", "/api/v1/cart/", ""},
+		{"delete_resolved_dot", "DELETE", "/api/v1/cart/items/", ""},
+		{"set_dotdot", "PUT", "/api/v1/cart/items/..", `{"quantity":0}`},
+		{"set_dot", "PUT", "/api/v1/cart/items/.", `{"quantity":5}`},
+		{"add_dotdot", "POST", "/api/v1/cart/items", `{"sku":"..","quantity":1}`},
+		{"add_dot", "POST", "/api/v1/cart/items", `{"sku":".","quantity":1}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cartOf(t, h.Do(t, "PUT", "/api/v1/cart/items/p", tok, `{"quantity":2}`))
+			r := h.Do(t, tc.method, tc.path, tok, tc.body)
+			if r.Status != http.StatusNotFound && r.Status != http.StatusBadRequest && r.Status != http.StatusMethodNotAllowed {
+				t.Errorf("%s %s = %d %s, want a 4xx naming no line", tc.method, tc.path, r.Status, r.Body)
+			}
+			if r.Header.Get("Content-Type") != "application/problem+json" {
+				t.Errorf("%s %s: Content-Type %q", tc.method, tc.path, r.Header.Get("Content-Type"))
+			}
+			if c := h.hash(t, uid); len(c) != 1 || c["p"] != "2" {
+				t.Fatalf("%s %s changed the cart: %v", tc.method, tc.path, c)
+			}
+		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"net/url"
 	"reflect"
 	"strconv"
 	"strings"
@@ -37,6 +38,9 @@ type Config struct {
 	RateLimitIPv6Prefix int `env:"SHOP_RATE_LIMIT_IPV6_PREFIX" envDefault:"64"`
 	// LoginFailures is the failed-login budget per account ("N/duration").
 	LoginFailures RateLimit `env:"SHOP_LOGIN_FAILURES" envDefault:"10/15m"`
+	// CacheRedisURL, when set, is a separate Redis for the catalog cache,
+	// which may then evict (allkeys-lru) without touching live state.
+	CacheRedisURL string `env:"SHOP_CACHE_REDIS_URL"`
 
 	// Additions to the contract.
 	BodyLimit       int           `env:"SHOP_BODY_LIMIT" envDefault:"65536"`
@@ -143,12 +147,22 @@ func (c *Config) validate() error {
 			return fmt.Errorf("invalid %s: %s", ch.name, ch.why)
 		}
 	}
+	if c.CacheRedisURL != "" && !redisURL(c.CacheRedisURL) {
+		return errors.New("invalid SHOP_CACHE_REDIS_URL: must be a redis://, rediss:// or unix:// URL (or empty: the catalog cache uses SHOP_REDIS_URL)")
+	}
 	for _, p := range c.TrustedProxies {
 		if _, err := parseProxy(p); err != nil {
 			return fmt.Errorf("invalid SHOP_TRUSTED_PROXIES: %q is neither an IP nor a CIDR", p)
 		}
 	}
 	return nil
+}
+
+// redisURL tells whether s has the form of a Redis URL; go-redis checks
+// the rest when it connects.
+func redisURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "redis" || u.Scheme == "rediss" || u.Scheme == "unix")
 }
 
 // trimAll drops blank entries, so SHOP_TRUSTED_PROXIES="" or "a, b," work.

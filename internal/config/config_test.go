@@ -17,7 +17,8 @@ func TestDefaults(t *testing.T) {
 		c.SessionTTL != 720*time.Hour || c.RateLimit.Limit != 100 || c.RateLimit.Window != 10*time.Second ||
 		c.RedisURL != "redis://127.0.0.1:6379/0" ||
 		c.DatabaseURL != "postgres://postgres@127.0.0.1:5432/shop?sslmode=disable" || len(c.TrustedProxies) != 0 ||
-		c.RateLimitIPv6Prefix != 64 || c.LoginFailures.Limit != 10 || c.LoginFailures.Window != 15*time.Minute {
+		c.RateLimitIPv6Prefix != 64 || c.LoginFailures.Limit != 10 || c.LoginFailures.Window != 15*time.Minute ||
+		c.CacheRedisURL != "" {
 		t.Errorf("defaults differ from API.md: %+v", c)
 	}
 }
@@ -42,6 +43,8 @@ func TestInvalidSettingsNameTheirVariable(t *testing.T) {
 		{"ipv6_prefix_too_long", "SHOP_RATE_LIMIT_IPV6_PREFIX", "129"},
 		{"ipv6_prefix_garbage", "SHOP_RATE_LIMIT_IPV6_PREFIX", "/64"},
 		{"fast_hashing_outside_dev", "SHOP_PASSWORD_HASHING", "fast"},
+		{"cache_redis_not_a_url", "SHOP_CACHE_REDIS_URL", "127.0.0.1:6380"},
+		{"cache_redis_other_scheme", "SHOP_CACHE_REDIS_URL", "http://127.0.0.1:6380"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -76,5 +79,14 @@ func TestJWTSecret(t *testing.T) {
 	gen, err := c.EnsureJWTSecret()
 	if err != nil || !gen || len(c.JWTSecret) < 32 {
 		t.Fatalf("dev should generate a secret: %v %v %q", gen, err, c.JWTSecret)
+	}
+}
+
+func TestCacheRedisURL(t *testing.T) {
+	for _, u := range []string{"redis://cache:6379/0", "rediss://user:pw@cache:6380/2", "unix:///run/redis.sock"} {
+		c, err := config.Load(map[string]string{"SHOP_CACHE_REDIS_URL": u})
+		if err != nil || c.CacheRedisURL != u {
+			t.Errorf("SHOP_CACHE_REDIS_URL=%s: %+v %v", u, c, err)
+		}
 	}
 }

@@ -12,12 +12,6 @@ import (
 	"github.com/shop-oss/shop/internal/database"
 )
 
-// listing is a cached page: rows without live stock.
-type listing struct {
-	Items []record `json:"items"`
-	More  bool     `json:"more"`
-}
-
 // Get returns the product with the sku. It returns ErrProductNotFound
 // (also for a sku that is not well-formed) or a 503 error when PostgreSQL
 // is unreachable and the product is not cached.
@@ -44,7 +38,7 @@ func (s *Catalog) Get(ctx context.Context, sku string) (Product, error) {
 // List returns the page of products after cursor ("" for the first),
 // ordered by sku, of one category or of all ("" ). limit 0 means
 // DefaultLimit. It returns an invalid_request error naming every bad
-// parameter, or a 503 error as Get does.
+// parameter, or a 503 error as Get does. How pages are cached: listing.go.
 func (s *Catalog) List(ctx context.Context, category string, limit int, cursor string) (Page, error) {
 	if err := invalid(validateList(category, limit, cursor)); err != nil {
 		return Page{}, err
@@ -52,32 +46,28 @@ func (s *Catalog) List(ctx context.Context, category string, limit int, cursor s
 	if limit == 0 {
 		limit = DefaultLimit
 	}
-	after, _ := decodeCursor(cursor)
-	l, err := cache.GetJSON(ctx, s.cache, listKey(category, limit, after), []string{categoryTag(category)},
-		func(ctx context.Context) (listing, error) {
-			recs, more, err := s.selectPage(ctx, category, after, limit)
-			return listing{Items: recs, More: more}, err
-		})
+	cur, _ := decodeCursor(cursor)
+	recs, next, err := s.listPage(ctx, category, cur, limit)
 	if err != nil {
 		return Page{}, readError("list products", err)
 	}
-	return s.page(ctx, l), nil
+	return s.page(ctx, recs, next), nil
 }
 
-// page adds the live stock to a cached listing.
-func (s *Catalog) page(ctx context.Context, l listing) Page {
-	skus := make([]string, len(l.Items))
-	for i, r := range l.Items {
+// page adds the live stock to a page's rows.
+func (s *Catalog) page(ctx context.Context, recs []record, next *listCursor) Page {
+	skus := make([]string, len(recs))
+	for i, r := range recs {
 		skus[i] = r.SKU
 	}
 	avail := s.available(ctx, skus)
-	p := Page{Items: make([]Product, len(l.Items))}
-	for i, r := range l.Items {
+	p := Page{Items: make([]Product, len(recs))}
+	for i, r := range recs {
 		p.Items[i] = r.product(avail[i])
 	}
-	if l.More && len(skus) > 0 {
-		next := encodeCursor(skus[len(skus)-1])
-		p.NextCursor = &next
+	if next != nil {
+		c := encodeCursor(*next)
+		p.NextCursor = &c
 	}
 	return p
 }
@@ -203,12 +193,17 @@ func readError(op string, err error) error {
 // Cache keys and tags of the catalog (the cache adds its own prefix).
 func productKey(sku string) string { return "product:" + sku }
 
-func listKey(category string, limit int, after string) string {
+// listKey names chunk k of a listing (see listing.go).
+func listKey(category string, k int) string {
 	if category == "" {
 		category = "*"
 	}
-	return "products:" + category + ":" + strconv.Itoa(limit) + ":" + after
+	return "listing:" + category + ":" + strconv.Itoa(k)
 }
+
+// sizesKey names the entry of every category's product count; it is
+// tagged categoryTag(""), which every write drops.
+const sizesKey = "listing-sizes"
 
 // categoryTag tags the listings of a category; "" is the unfiltered
 // listing, "*" since no category can contain it.

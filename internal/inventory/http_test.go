@@ -114,6 +114,8 @@ func TestBadProductInputChangesNothing(t *testing.T) {
 	}{
 		{"negative_price", "POST", "", `{"sku":"n1","name":"A","category":"c","price_cents":-1}`, []string{"price_cents"}},
 		{"price_too_high", "POST", "", `{"sku":"n1","name":"A","category":"c","price_cents":100000000001}`, []string{"price_cents"}},
+		{"price_just_over_max", "POST", "", `{"sku":"n1","name":"A","category":"c","price_cents":100000001}`, []string{"price_cents"}},
+		{"price_past_2_53", "POST", "", `{"sku":"n1","name":"A","category":"c","price_cents":9007199254740993}`, []string{"price_cents"}},
 		{"price_fraction", "POST", "", `{"sku":"n1","name":"A","category":"c","price_cents":1.5}`, []string{"price_cents"}},
 		{"price_string", "POST", "", `{"sku":"n1","name":"A","category":"c","price_cents":"12"}`, []string{"price_cents"}},
 		{"price_overflow", "POST", "", `{"sku":"n1","name":"A","category":"c","price_cents":1e40}`, []string{"price_cents"}},
@@ -125,6 +127,16 @@ func TestBadProductInputChangesNothing(t *testing.T) {
 		{"sku_too_long", "POST", "", productJSON(strings.Repeat("s", 65), "c", 1), []string{"sku"}},
 		{"sku_bad_chars", "POST", "", productJSON("a/b", "c", 1), []string{"sku"}},
 		{"category_bad", "POST", "", productJSON("n1", "a b", 1), []string{"category"}},
+		// "." and ".." are dot-segments in a path: a product with such a sku
+		// could never be addressed, since clients resolve them away.
+		{"sku_dot", "POST", "", productJSON(".", "c", 1), []string{"sku"}},
+		{"sku_dotdot", "POST", "", productJSON("..", "c", 1), []string{"sku"}},
+		{"sku_leading_dot", "POST", "", productJSON(".n1", "c", 1), []string{"sku"}},
+		{"sku_leading_dash", "POST", "", productJSON("-n1", "c", 1), []string{"sku"}},
+		{"sku_leading_underscore", "POST", "", productJSON("_n1", "c", 1), []string{"sku"}},
+		{"category_dot", "POST", "", productJSON("n1", ".", 1), []string{"category"}},
+		{"category_dotdot", "POST", "", productJSON("n1", "..", 1), []string{"category"}},
+		{"update_category_dotdot", "PUT", "keep", `{"name":"B","description":"","category":"..","price_cents":1}`, []string{"category"}},
 		{"name_wrong_type", "POST", "", `{"sku":"n1","name":5,"category":"c","price_cents":1}`, []string{"name"}},
 		{"everything_wrong", "POST", "", `{"sku":"","name":"","category":"!","price_cents":-5,"description":7}`, []string{"description", "sku", "name", "category", "price_cents"}},
 		{"missing_fields", "POST", "", `{}`, []string{"sku", "name", "category", "price_cents"}},
@@ -132,6 +144,7 @@ func TestBadProductInputChangesNothing(t *testing.T) {
 		{"malformed", "POST", "", `{"sku":`, []string{"body"}},
 		{"update_missing_fields", "PUT", "keep", `{"name":"B"}`, []string{"description", "category", "price_cents"}},
 		{"update_negative_price", "PUT", "keep", `{"name":"B","description":"","category":"c","price_cents":-1}`, []string{"price_cents"}},
+		{"update_price_over_max", "PUT", "keep", `{"name":"B","description":"","category":"c","price_cents":100000001}`, []string{"price_cents"}},
 		{"update_other_sku", "PUT", "keep", `{"sku":"other","name":"B","description":"","category":"c","price_cents":1}`, []string{"sku"}},
 	}
 	for _, tc := range tests {
@@ -168,5 +181,19 @@ func TestUnknownFieldsAreIgnored(t *testing.T) {
 	}
 	if p := r.product(t); p.Available != 0 {
 		t.Errorf("available taken from the client: %+v", p)
+	}
+}
+
+// The largest price is accepted on create and update; see MaxPriceCents for
+// why it is no larger.
+func TestPriceAtTheBound(t *testing.T) {
+	t.Parallel()
+	in := newInstance(t, newStores(t))
+	if p := in.create(t, "dear", "c", 100_000_000); p.PriceCents != 100_000_000 {
+		t.Fatalf("created %+v", p)
+	}
+	r := in.do(t, http.MethodPut, "/api/v1/admin/products/dear", `{"name":"n","description":"","category":"c","price_cents":100000000}`)
+	if r.status != http.StatusOK || r.product(t).PriceCents != 100_000_000 {
+		t.Fatalf("update at the bound: %d %s", r.status, r.body)
 	}
 }

@@ -4,9 +4,15 @@
 // # Reads
 //
 // Get and List read through the cache (cache-aside). A product entry is the
-// product without its live stock; listings (one entry per category, limit
-// and cursor) are tagged "category:<c>", or "category:*" when unfiltered.
-// A missing sku is cached briefly as not found.
+// product without its live stock. Listings are cached in chunks of 100
+// rows at fixed offsets, whatever the limit, tagged "category:<c>", or
+// "category:*" when unfiltered, beside one entry with every category's
+// product count (tagged "category:*"), so anonymous reads can make the
+// cache hold at most one copy of the catalog (see listing.go). A missing
+// sku is cached briefly as not found.
+//
+// The cache may live in a Redis of its own (SHOP_CACHE_REDIS_URL), apart
+// from the live stock, orders and sessions, and may evict there.
 //
 // # Writes
 //
@@ -116,7 +122,7 @@ type Catalog struct {
 }
 
 // NewCatalog returns the catalog on db, reading live stock from rdb under
-// the key prefix and caching through c.
+// the key prefix and caching through c (which may use another Redis).
 func NewCatalog(db *pgxpool.Pool, rdb redis.UniversalClient, c *cache.Cache, prefix string, log *slog.Logger) *Catalog {
 	return &Catalog{db: db, stock: NewStock(rdb, prefix), cache: c, log: log}
 }

@@ -1,6 +1,7 @@
 package inventory_test
 
 import (
+	"encoding/base64"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -99,6 +100,25 @@ func TestListRejectsBadParameters(t *testing.T) {
 		{"limit_huge", "limit=99999999999999999999", []string{"limit"}},
 		{"cursor_not_base64", "cursor=%25%25", []string{"cursor"}},
 		{"cursor_not_a_sku", "cursor=" + url.QueryEscape("Pz8_"), []string{"cursor"}},
+		{"cursor_dotdot", "cursor=" + base64.RawURLEncoding.EncodeToString([]byte("..")), []string{"cursor"}},
+		{"cursor_padded", "cursor=" + url.QueryEscape(base64.URLEncoding.EncodeToString([]byte("a"))), []string{"cursor"}},
+		{"cursor_line_break", "cursor=" + url.QueryEscape("YW\nJj"), []string{"cursor"}},
+		{"cursor_trailing_bits", "cursor=YR", []string{"cursor"}},
+		{"cursor_std_alphabet", "cursor=" + url.QueryEscape(base64.RawStdEncoding.EncodeToString([]byte("a.b?"))), []string{"cursor"}},
+		{"cursor_too_long", "cursor=" + base64.RawURLEncoding.EncodeToString([]byte(strings.Repeat("a", 65))), []string{"cursor"}},
+		{"cursor_empty_sku", "cursor=%00", []string{"cursor"}},
+		{"limit_empty_sign", "limit=+", []string{"limit"}},
+		{"limit_plus_is_a_space", "limit=+5", []string{"limit"}},
+		{"limit_leading_space", "limit=%205", []string{"limit"}},
+		{"limit_hex", "limit=0x10", []string{"limit"}},
+		{"limit_exponent", "limit=1e2", []string{"limit"}},
+		{"limit_nul", "limit=5%00", []string{"limit"}},
+		{"category_dot", "category=.", []string{"category"}},
+		{"category_dotdot", "category=..", []string{"category"}},
+		{"category_leading_dash", "category=-c", []string{"category"}},
+		{"category_nul", "category=c%00", []string{"category"}},
+		{"category_unicode", "category=%C3%A9t%C3%A9", []string{"category"}},
+		{"category_invalid_utf8", "category=%FF", []string{"category"}},
 		{"category_bad", "category=a%20b", []string{"category"}},
 		{"category_too_long", "category=" + strings.Repeat("c", 65), []string{"category"}},
 		{"all_bad", "limit=x&cursor=!!&category=*", []string{"limit", "cursor", "category"}},

@@ -25,6 +25,16 @@ WHERE sku > $1 ORDER BY sku LIMIT $2`
 	listCategorySQL = `SELECT ` + productColumns + ` FROM products
 WHERE category = $1 AND sku > $2 ORDER BY sku LIMIT $3`
 
+	// A listing's chunk k (listing.go): rows at a fixed offset, one row
+	// more than a chunk to learn whether another follows.
+	chunkAllSQL = `SELECT ` + productColumns + ` FROM products
+ORDER BY sku OFFSET $1 LIMIT $2`
+	chunkCategorySQL = `SELECT ` + productColumns + ` FROM products
+WHERE category = $1 ORDER BY sku OFFSET $2 LIMIT $3`
+
+	// The product count of every category, by the (category, sku) index.
+	listSizesSQL = `SELECT category, count(*) FROM products GROUP BY category`
+
 	insertProductSQL = `INSERT INTO products (sku, name, description, category, price_cents)
 VALUES ($1, $2, $3, $4, $5)
 RETURNING ` + productColumns
@@ -92,6 +102,12 @@ func (s *Catalog) selectPage(ctx context.Context, category, after string, limit 
 	} else {
 		rows, err = s.db.Query(ctx, listCategorySQL, category, after, limit+1)
 	}
+	return collectPage(rows, err, limit)
+}
+
+// collectPage reads up to limit rows of a query that asked for one more,
+// and whether that one came.
+func collectPage(rows pgx.Rows, err error, limit int) ([]record, bool, error) {
 	if err != nil {
 		return nil, false, dbError("list products", err)
 	}
@@ -103,6 +119,43 @@ func (s *Catalog) selectPage(ctx context.Context, category, after string, limit 
 		return recs[:limit], true, nil
 	}
 	return recs, false, nil
+}
+
+// selectChunk returns chunk k of a listing and whether rows follow it.
+func (s *Catalog) selectChunk(ctx context.Context, category string, k int) ([]record, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
+	defer cancel()
+	offset := k * chunkSize
+	var rows pgx.Rows
+	var err error
+	if category == "" {
+		rows, err = s.db.Query(ctx, chunkAllSQL, offset, chunkSize+1)
+	} else {
+		rows, err = s.db.Query(ctx, chunkCategorySQL, category, offset, chunkSize+1)
+	}
+	return collectPage(rows, err, chunkSize)
+}
+
+// selectSizes counts the products of every category.
+func (s *Catalog) selectSizes(ctx context.Context) (listSizes, error) {
+	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
+	defer cancel()
+	rows, err := s.db.Query(ctx, listSizesSQL)
+	if err != nil {
+		return listSizes{}, dbError("count products", err)
+	}
+	sizes := listSizes{Categories: map[string]int64{}}
+	var category string
+	var n int64
+	_, err = pgx.ForEachRow(rows, []any{&category, &n}, func() error {
+		sizes.Categories[category] = n
+		sizes.Total += n
+		return nil
+	})
+	if err != nil {
+		return listSizes{}, dbError("count products", err)
+	}
+	return sizes, nil
 }
 
 // insertProduct returns the new row, or ErrSKUTaken.

@@ -81,8 +81,13 @@ type StockReport struct {
 
 // Open records a new round for sku and opens it: available becomes the
 // quantity, per-user counts start from zero, the unit price is the
-// product's. Errors: ErrProductNotFound, ErrRoundSuperseded, or a 503.
+// product's. Errors: an invalid_request error for a sale window out of
+// range (checked before anything is recorded), ErrProductNotFound,
+// ErrRoundSuperseded, or a 503.
 func (s *Sales) Open(ctx context.Context, sku string, seed Seed) (StockReport, error) {
+	if errs := seed.checkWindow(time.Now()); len(errs) > 0 {
+		return StockReport{}, api.Invalid(errs...)
+	}
 	round, price, err := s.record(ctx, sku, seed)
 	if err != nil {
 		return StockReport{}, err

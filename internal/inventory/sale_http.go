@@ -83,19 +83,51 @@ func (b seedBody) validate(now time.Time) (Seed, error) {
 	}
 	seed.StartsAt = parseTime(b.StartsAt, "starts_at", bad)
 	seed.EndsAt = parseTime(b.EndsAt, "ends_at", bad)
-	if !seed.EndsAt.IsZero() {
-		if !seed.StartsAt.IsZero() && !seed.EndsAt.After(seed.StartsAt) {
-			bad("ends_at", "must be after starts_at")
-		} else if !seed.EndsAt.After(now) {
-			bad("ends_at", "must be in the future")
-		}
-	}
+	errs = append(errs, seed.checkWindow(now)...)
 	if len(errs) > 0 {
 		return Seed{}, api.Invalid(errs...)
 	}
 	return seed, nil
 }
 
+// The range of sale times (API.md). Before 1970 the live state's Unix
+// milliseconds would be negative, which the seed script refuses after the
+// round is recorded; past 9999 a time has no RFC 3339 form to answer with.
+var (
+	minSaleTime = time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)
+	endSaleTime = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) // exclusive
+)
+
+const saleTimeRule = "must lie between 1970-01-01T00:00:00Z and 9999-12-31T23:59:59Z"
+
+func inSaleRange(t time.Time) bool { return !t.Before(minSaleTime) && t.Before(endSaleTime) }
+
+// checkWindow lists what is wrong with the sale window; a zero time is an
+// absent one.
+func (s Seed) checkWindow(now time.Time) []api.FieldError {
+	var errs []api.FieldError
+	bad := func(field, msg string) { errs = append(errs, api.FieldError{Field: field, Message: msg}) }
+	for _, w := range []struct {
+		field string
+		t     time.Time
+	}{{"starts_at", s.StartsAt}, {"ends_at", s.EndsAt}} {
+		if !w.t.IsZero() && !inSaleRange(w.t) {
+			bad(w.field, saleTimeRule)
+		}
+	}
+	if len(errs) > 0 || s.EndsAt.IsZero() {
+		return errs
+	}
+	if !s.StartsAt.IsZero() && !s.EndsAt.After(s.StartsAt) {
+		bad("ends_at", "must be after starts_at")
+	} else if !s.EndsAt.After(now) {
+		bad("ends_at", "must be in the future")
+	}
+	return errs
+}
+
+// parseTime reads an optional time; one out of range is reported here
+// (and returned as absent), since year 1 is also the zero time.
 func parseTime(s *string, field string, bad func(string, string)) time.Time {
 	if s == nil {
 		return time.Time{}
@@ -105,7 +137,11 @@ func parseTime(s *string, field string, bad func(string, string)) time.Time {
 		bad(field, "must be an RFC 3339 time, like 2026-12-01T10:00:00Z")
 		return time.Time{}
 	}
-	return t.UTC()
+	if t = t.UTC(); !inSaleRange(t) {
+		bad(field, saleTimeRule)
+		return time.Time{}
+	}
+	return t
 }
 
 // pathSKU returns the {sku} path parameter, copied (Fiber reuses its

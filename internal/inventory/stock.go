@@ -78,9 +78,11 @@ type LiveRound struct {
 // script that reaches a stalled Redis and runs when it resumes, after the
 // caller gave up, changes nothing.
 func (s *Stock) OpenRound(ctx context.Context, sku string, r LiveRound) error {
-	var ttl time.Duration
+	// In milliseconds, not a Duration: an end centuries away (up to 9999)
+	// overflows time.Duration's 292 years.
+	var ttlMs int64
 	if !r.EndsAt.IsZero() {
-		ttl = time.Until(r.EndsAt) + 7*24*time.Hour
+		ttlMs = max(r.EndsAt.Add(7*24*time.Hour).UnixMilli()-time.Now().UnixMilli(), 0)
 	}
 	var applyBy int64 // 0: no deadline
 	if d, ok := ctx.Deadline(); ok {
@@ -88,7 +90,7 @@ func (s *Stock) OpenRound(ctx context.Context, sku string, r LiveRound) error {
 	}
 	opened, err := seedScript.Run(ctx, s.rdb, []string{s.SaleKey(sku), s.BuyersKey(sku), s.releasedKey(sku)},
 		r.Round, r.Quantity, r.PerUserLimit, unixMilli(r.StartsAt), unixMilli(r.EndsAt),
-		r.PriceCents, max(ttl.Milliseconds(), 0), applyBy).Int()
+		r.PriceCents, ttlMs, applyBy).Int()
 	switch {
 	case err != nil:
 		return fmt.Errorf("open sale round %d for %s: %w", r.Round, sku, err)

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -11,19 +12,25 @@ import (
 	"github.com/shop-oss/shop/internal/api"
 )
 
-// Limits of product fields (API.md). MaxPriceCents keeps prices far from
-// int64 overflow in order totals while allowing any real price.
+// Limits of product fields (API.md). MaxPriceCents keeps every order total
+// exact: the order package's reserve script adds in Lua numbers, doubles
+// that are exact only up to 2^53, and its largest order is 1e14 (the check
+// stands beside its own limits, in internal/order).
 const (
 	maxNameLen        = 200
 	maxDescriptionLen = 5000
-	MaxPriceCents     = 100_000_000_000
+	MaxPriceCents     = 100_000_000
 )
 
 // codeRE is the shape of a sku and of a category; it also keeps them safe
-// inside Redis keys and cursors.
-var codeRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+// inside Redis keys and cursors. The first character is a letter or digit,
+// so a sku is never "." or "..": as a path segment those are dot-segments,
+// which HTTP clients resolve away (DELETE /cart/items/.. reaches the server
+// as DELETE /cart/), so such a product could never be addressed.
+var codeRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
-const codeRule = "must be 1 to 64 characters: letters, digits, '-', '_' or '.'"
+// CodeRule says what codeRE accepts, for field errors.
+const CodeRule = "must be 1 to 64 characters: letters, digits, '-', '_' or '.', starting with a letter or digit"
 
 // ValidSKU reports whether s has the shape of a sku.
 func ValidSKU(s string) bool { return codeRE.MatchString(s) }
@@ -34,7 +41,7 @@ func field(name, format string, args ...any) api.FieldError {
 
 func checkCode(name, v string) []api.FieldError {
 	if !codeRE.MatchString(v) {
-		return []api.FieldError{field(name, codeRule)}
+		return []api.FieldError{field(name, CodeRule)}
 	}
 	return nil
 }
@@ -102,19 +109,43 @@ func validateList(category string, limit int, cursor string) []api.FieldError {
 	return errs
 }
 
-// A cursor is the last sku of a page, base64url-encoded: opaque to clients,
-// and validated like a sku when it comes back.
-func encodeCursor(sku string) string { return base64.RawURLEncoding.EncodeToString([]byte(sku)) }
+// A cursor is where the next page starts (listCursor): "<chunk>:<sku>",
+// base64url-encoded, opaque to clients; validated when it comes back. A
+// cursor of just "<sku>" (handed out before chunks) is still read, with
+// no chunk.
+func encodeCursor(c listCursor) string {
+	s := c.after
+	if c.chunk >= 0 {
+		s = strconv.Itoa(c.chunk) + ":" + s
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte(s))
+}
 
-// decodeCursor returns the sku after which the page starts ("" for the
-// first page).
-func decodeCursor(cursor string) (string, bool) {
+// maxChunk bounds a cursor's chunk number (a billion products at 100 a
+// chunk), so that an offset never overflows.
+const maxChunk = 10_000_000
+
+// decodeCursor returns where the page starts (chunk 0, after "" for the
+// first page). Only encodeCursor's exact output is a cursor: the decoder
+// alone would also take line breaks and other spellings of the same bytes.
+func decodeCursor(cursor string) (listCursor, bool) {
 	if cursor == "" {
-		return "", true
+		return listCursor{}, true
 	}
-	b, err := base64.RawURLEncoding.DecodeString(cursor)
-	if err != nil || !codeRE.Match(b) {
-		return "", false
+	b, err := base64.RawURLEncoding.Strict().DecodeString(cursor)
+	if err != nil {
+		return listCursor{}, false
 	}
-	return string(b), true
+	c := listCursor{chunk: -1, after: string(b)}
+	if k, sku, ok := strings.Cut(c.after, ":"); ok {
+		n, err := strconv.Atoi(k)
+		if err != nil || n < 0 || n > maxChunk {
+			return listCursor{}, false
+		}
+		c = listCursor{chunk: n, after: sku}
+	}
+	if !codeRE.MatchString(c.after) || encodeCursor(c) != cursor {
+		return listCursor{}, false
+	}
+	return c, true
 }

@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"encoding/base64"
 	"errors"
 	"strings"
 	"testing"
@@ -91,14 +92,19 @@ func TestNameAndDescriptionLengthsCountCharacters(t *testing.T) {
 
 func TestCursorRoundTrip(t *testing.T) {
 	t.Parallel()
-	for _, sku := range []string{"a", "A-b_c.9", strings.Repeat("z", 64)} {
-		if got, ok := decodeCursor(encodeCursor(sku)); !ok || got != sku {
-			t.Errorf("cursor of %q decodes to %q %v", sku, got, ok)
+	for _, c := range []listCursor{{0, "a"}, {7, "A-b_c.9"}, {maxChunk, strings.Repeat("z", 64)}, {-1, "legacy"}} {
+		if got, ok := decodeCursor(encodeCursor(c)); !ok || got != c {
+			t.Errorf("cursor of %+v decodes to %+v %v", c, got, ok)
 		}
 	}
-	for _, bad := range []string{"!!", encodeCursor("a b"), encodeCursor(strings.Repeat("z", 65)), "YQ=="} {
-		if _, ok := decodeCursor(bad); ok {
-			t.Errorf("cursor %q accepted", bad)
+	b64 := func(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
+	for _, bad := range []string{
+		"!!", "YQ==", b64("a b"), b64(strings.Repeat("z", 65)), b64("0:"), b64(":a"), b64("1:2:a"),
+		b64("-1:a"), b64("01:a"), b64("+1:a"), b64("1e3:a"), b64("10000001:a"), b64("99999999999999999999:a"),
+		b64("0:.."), b64(".."), b64("1 :a"),
+	} {
+		if c, ok := decodeCursor(bad); ok {
+			t.Errorf("cursor %q accepted as %+v", bad, c)
 		}
 	}
 }

@@ -31,7 +31,7 @@ type fixture struct {
 	skus        map[int64]string // round id -> sku, of the rounds sale opened
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	db := testenv.NewDatabase(t)
 	r := testenv.NewRedis(t)
@@ -43,7 +43,7 @@ func newFixture(t *testing.T) *fixture {
 }
 
 // user inserts a user row (orders reference users) and returns its id.
-func (f *fixture) user(t *testing.T) string {
+func (f *fixture) user(t testing.TB) string {
 	t.Helper()
 	id := uuid.NewString()
 	_, err := f.db.Pool.Exec(context.Background(),
@@ -56,7 +56,7 @@ func (f *fixture) user(t *testing.T) string {
 
 // sale creates a product and opens a sale round for it through inventory,
 // which owns both; it returns the round id.
-func (f *fixture) sale(t *testing.T, sku string, quantity, limit int, price int64) int64 {
+func (f *fixture) sale(t testing.TB, sku string, quantity, limit int, price int64) int64 {
 	t.Helper()
 	round := openSale(t, f.db.Pool, f.stock, f.r, sku, quantity, limit, price)
 	f.skus[round] = sku
@@ -80,7 +80,7 @@ func openSale(tb testing.TB, db *pgxpool.Pool, stock *inventory.Stock, r *testen
 	return *rep.RoundID
 }
 
-func (f *fixture) place(t *testing.T, user, sku string, qty int) Placed {
+func (f *fixture) place(t testing.TB, user, sku string, qty int) Placed {
 	t.Helper()
 	p, err := f.svc.Place(context.Background(), user, []Line{{SKU: sku, Quantity: qty}}, PlaceOptions{})
 	if err != nil {

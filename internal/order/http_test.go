@@ -17,7 +17,7 @@ type httpFixture struct{ *shoptest.App }
 
 // newHTTPFixture builds the application; the product "known" exists but
 // was never put on sale.
-func newHTTPFixture(t *testing.T) httpFixture {
+func newHTTPFixture(t testing.TB) httpFixture {
 	t.Helper()
 	h := httpFixture{shoptest.New(t, shoptest.Options{})}
 	h.Product(t, "known", 100)
@@ -25,17 +25,17 @@ func newHTTPFixture(t *testing.T) httpFixture {
 }
 
 // sale puts quantity units of a new product on sale.
-func (h httpFixture) sale(t *testing.T, sku string, quantity, limit int, price int64) {
+func (h httpFixture) sale(t testing.TB, sku string, quantity, limit int, price int64) {
 	t.Helper()
 	h.Sale(t, sku, price, quantity, limit)
 }
 
-func (h httpFixture) shopper(t *testing.T, email string) (string, string) {
+func (h httpFixture) shopper(t testing.TB, email string) (string, string) {
 	t.Helper()
 	return h.Shopper(t, email)
 }
 
-func (h httpFixture) count(t *testing.T, query string) int64 {
+func (h httpFixture) count(t testing.TB, query string) int64 {
 	t.Helper()
 	var n int64
 	if err := h.DB.Pool.QueryRow(context.Background(), query).Scan(&n); err != nil {
@@ -45,7 +45,7 @@ func (h httpFixture) count(t *testing.T, query string) int64 {
 }
 
 // writer runs an order writer in the background until stop is called.
-func (h httpFixture) writer(t *testing.T, o order.WriterOptions) (stop func()) {
+func (h httpFixture) writer(t testing.TB, o order.WriterOptions) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

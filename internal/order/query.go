@@ -47,8 +47,8 @@ const queryTimeout = 3 * time.Second
 // the writer has persisted it, then "confirmed" from PostgreSQL. Another
 // user's order, like a missing one, is ErrNotFound.
 func (s *Service) Get(ctx context.Context, user, id string) (Order, error) {
-	oid, err := uuid.Parse(id)
-	if err != nil {
+	oid, ok := parseID(id)
+	if !ok {
 		return Order{}, ErrNotFound
 	}
 	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
@@ -116,7 +116,7 @@ type Page struct {
 func (s *Service) List(ctx context.Context, user string, limit int, cursor string) (Page, error) {
 	after, err := decodeCursor(cursor)
 	if err != nil {
-		return Page{}, api.Invalid(api.FieldError{Field: "cursor", Message: "not a cursor this API returned"})
+		return Page{}, api.Invalid(api.FieldError{Field: "cursor", Message: "is not a cursor this API returned"})
 	}
 	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
 	defer cancel()
@@ -203,24 +203,48 @@ func before(o Order, p position) bool {
 	return o.CreatedAt.Before(p.at) || (o.CreatedAt.Equal(p.at) && o.ID < p.id)
 }
 
+// parseID accepts an order id only in the canonical 36-character form the
+// server hands out (hex case-insensitive, as RFC 9562 reads it): uuid.Parse
+// also takes "urn:uuid:...", braces and bare hex, which are not our ids.
+func parseID(s string) (uuid.UUID, bool) {
+	if len(s) != 36 {
+		return uuid.UUID{}, false
+	}
+	id, err := uuid.Parse(s)
+	return id, err == nil
+}
+
 func encodeCursor(p position) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(p.at.UnixMicro(), 10) + "." + p.id))
 }
 
+// maxCursorMicros bounds a cursor's time: no order is created past 9999,
+// and PostgreSQL refuses timestamps far beyond.
+var maxCursorMicros = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
+
+// decodeCursor accepts exactly what encodeCursor makes: a cursor is opaque,
+// so anything else (another base64 spelling, a non-canonical id that the
+// database would fail to cast, a time outside any order's) was not issued
+// by this API.
 func decodeCursor(c string) (position, error) {
 	if c == "" {
 		return position{at: time.Now().Add(24 * time.Hour), id: "ffffffff-ffff-ffff-ffff-ffffffffffff"}, nil
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(c)
+	raw, err := base64.RawURLEncoding.Strict().DecodeString(c)
 	if err != nil {
 		return position{}, err
 	}
-	us, id, ok := strings.Cut(string(raw), ".")
+	us, id, _ := strings.Cut(string(raw), ".")
 	n, err := strconv.ParseInt(us, 10, 64)
-	if !ok || err != nil || uuid.Validate(id) != nil {
+	oid, ok := parseID(id)
+	if err != nil || !ok || n < 0 || n >= maxCursorMicros {
 		return position{}, errors.New("bad cursor")
 	}
-	return position{at: time.UnixMicro(n).UTC(), id: id}, nil
+	p := position{at: time.UnixMicro(n).UTC(), id: oid.String()}
+	if encodeCursor(p) != c {
+		return position{}, errors.New("bad cursor: not in canonical form")
+	}
+	return p, nil
 }
 
 // unavailable maps a store error: an outage (database.Unavailable) is a

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/inventory"
 )
 
 var (
@@ -28,6 +29,13 @@ const (
 	MaxLines    = 100
 	MaxQuantity = 10000
 )
+
+// The largest order, MaxLines lines of MaxQuantity units at the catalog's
+// highest price, must stay exact in the reserve script's Lua numbers
+// (doubles, exact up to 2^53): a rounded total would fail the writer's
+// check that it is the sum of its lines, and the order would be
+// dead-lettered with its stock taken. This does not compile otherwise.
+const _ = uint64(1<<53 - MaxLines*MaxQuantity*inventory.MaxPriceCents)
 
 // Errors a placement is refused with. They are *api.Error values, so the
 // HTTP layer answers them as they are; the answers carry the SKUs

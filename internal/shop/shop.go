@@ -44,6 +44,17 @@ const CatalogTTL = 5 * time.Minute
 type Stores struct {
 	DB    *pgxpool.Pool
 	Redis redis.UniversalClient
+	// Cache is the catalog cache's own Redis (SHOP_CACHE_REDIS_URL); nil:
+	// the cache lives in Redis with the live state.
+	Cache redis.UniversalClient
+}
+
+// cache is the Redis the catalog cache uses.
+func (st Stores) cache() redis.UniversalClient {
+	if st.Cache != nil {
+		return st.Cache
+	}
+	return st.Redis
 }
 
 // App is the wired application: the Fiber app and the services behind it.
@@ -144,7 +155,7 @@ func NewCatalog(st Stores, cfg *config.Config, log *slog.Logger, reg prometheus.
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	c := cache.New(st.Redis, cache.Options{Prefix: cfg.KeyPrefix + "cache:", TTL: CatalogTTL, Jitter: 0.1}, reg)
+	c := cache.New(st.cache(), cache.Options{Prefix: cfg.KeyPrefix + "cache:", TTL: CatalogTTL, Jitter: 0.1}, reg)
 	return inventory.NewCatalog(st.DB, st.Redis, c, cfg.KeyPrefix, log)
 }
 
