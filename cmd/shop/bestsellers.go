@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shop-oss/shop/internal/bestseller"
-	"github.com/shop-oss/shop/internal/database"
 	"github.com/shop-oss/shop/internal/lock"
 	"github.com/shop-oss/shop/internal/shop"
 )
@@ -35,14 +34,11 @@ func newBestsellersCmd(a *app) *cobra.Command {
 			}
 			log := a.logger(cfg)
 			ctx := cmd.Context()
-			st, err := openStores(ctx, cfg, log)
+			st, err := openMigrated(ctx, cfg, log)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			if _, err := database.Migrate(ctx, st.db); err != nil {
-				return err
-			}
 			locker := lock.New(st.redis, cfg.KeyPrefix)
 			svc := bestseller.New(st.redis, st.db, shop.NewCatalog(st.shop(), cfg, log, nil), locker, cfg.KeyPrefix, log, newRegistry())
 			if err := svc.Rebuild(ctx); err != nil {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/shop-oss/shop/internal/auth"
 	"github.com/shop-oss/shop/internal/bestseller"
-	"github.com/shop-oss/shop/internal/database"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/lock"
 	"github.com/shop-oss/shop/internal/order"
@@ -87,17 +86,11 @@ func (a *app) seedDemo(ctx context.Context) error {
 		return errors.New("seed demo: refusing outside development (set SHOP_ENV=dev): the demo admin's password is public")
 	}
 	log := a.logger(cfg)
-	st, err := openStores(ctx, cfg, log)
+	st, err := openMigrated(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	if err := st.openCache(ctx, cfg); err != nil {
-		return err
-	}
-	if _, err := database.Migrate(ctx, st.db); err != nil {
-		return err
-	}
 	svc := auth.New(st.db, st.redis, shop.AuthConfig(cfg), log, nil)
 	if _, err := svc.CreateUser(ctx, demoAdminEmail, demoAdminPassword, "Demo admin", auth.RoleAdmin); err != nil &&
 		!errors.Is(err, auth.ErrEmailTaken) {

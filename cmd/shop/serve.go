@@ -113,6 +113,29 @@ func (s *stores) openCache(ctx context.Context, cfg *config.Config) error {
 	return nil
 }
 
+// openMigrated opens the stores (the catalog cache's own Redis too, when
+// there is one) and applies the migrations: what every command that works
+// on the stores starts with. The caller closes the stores.
+func openMigrated(ctx context.Context, cfg *config.Config, log *slog.Logger) (*stores, error) {
+	st, err := openStores(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.openCache(ctx, cfg); err != nil {
+		st.Close()
+		return nil, err
+	}
+	n, err := database.Migrate(ctx, st.db)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	if n > 0 {
+		log.Info("migrations applied", "count", n)
+	}
+	return st, nil
+}
+
 func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) error {
 	generated, err := cfg.EnsureJWTSecret()
 	if err != nil {
@@ -122,19 +145,11 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) err
 	if generated {
 		log.Warn("SHOP_ENV=dev: using a random SHOP_JWT_SECRET; tokens stop working when the process restarts")
 	}
-	st, err := openStores(ctx, cfg, log)
+	st, err := openMigrated(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	if err := st.openCache(ctx, cfg); err != nil {
-		return err
-	}
-	if n, err := database.Migrate(ctx, st.db); err != nil {
-		return err
-	} else if n > 0 {
-		log.Info("migrations applied", "count", n)
-	}
 
 	reg := newRegistry()
 	sh := shop.New(cfg, st.shop(), log, reg)

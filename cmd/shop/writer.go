@@ -12,7 +12,6 @@ import (
 
 	"github.com/shop-oss/shop/internal/bestseller"
 	"github.com/shop-oss/shop/internal/config"
-	"github.com/shop-oss/shop/internal/database"
 	"github.com/shop-oss/shop/internal/lock"
 	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/shop"
@@ -60,14 +59,11 @@ func newWriterCmd(a *app) *cobra.Command {
 			}
 			log := a.logger(cfg)
 			ctx := cmd.Context()
-			st, err := openStores(ctx, cfg, log)
+			st, err := openMigrated(ctx, cfg, log)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			if _, err := database.Migrate(ctx, st.db); err != nil {
-				return err
-			}
 			reg := newRegistry()
 			w := newWriter(st, cfg, log, reg, wf, nil)
 			if metricsAddr != "" {
