@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/shop-oss/shop/internal/database"
 	"github.com/shop-oss/shop/internal/inventory"
 )
 
@@ -29,7 +30,7 @@ func (s *Service) Top(ctx context.Context, p Period, limit int) (Board, error) {
 	defer cancel()
 	zs, err := s.rdb.ZRangeWithScores(rctx, s.keys.board(p, s.now()), 0, int64(limit-1)).Result()
 	if err != nil {
-		return Board{}, fmt.Errorf("best sellers %s: %w: %w", p, errRedisDown, err)
+		return Board{}, database.Wrap(fmt.Sprintf("best sellers %s", p), errRedisDown, err)
 	}
 	items := entries(zs, 1)
 	if err := s.name(ctx, items); err != nil {
@@ -52,7 +53,7 @@ func (s *Service) Position(ctx context.Context, p Period, sku string, around int
 		return Position{}, fmt.Errorf("best seller %s in %s: %w", sku, p, ErrNotRanked)
 	}
 	if err != nil {
-		return Position{}, fmt.Errorf("best seller %s: %w: %w", sku, errRedisDown, err)
+		return Position{}, database.Wrap(fmt.Sprintf("best seller %s", sku), errRedisDown, err)
 	}
 	pos, err := parsePosition(p, sku, v)
 	if err != nil {

@@ -3,6 +3,7 @@ package database
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -124,3 +125,13 @@ type txAbort struct{ abort, cause error }
 
 func (e *txAbort) Error() string   { return e.abort.Error() + " (" + e.cause.Error() + ")" }
 func (e *txAbort) Unwrap() []error { return []error{e.abort, e.cause} }
+
+// Wrap names the operation that failed and, when err is an outage, wraps
+// down too (the caller's 503, an *api.Error): one rule for every package,
+// so that an outage answers 503 and a bug stays a logged 500.
+func Wrap(op string, down, err error) error {
+	if !Unavailable(err) {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return fmt.Errorf("%s: %w: %w", op, down, err)
+}

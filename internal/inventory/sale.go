@@ -214,10 +214,7 @@ func deref(t *time.Time) time.Time {
 // keeps the cause for logs; any other error is a bug, left for the 500
 // handler to log.
 func unavailable(op string, err error) error {
-	if !database.Unavailable(err) {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	return fmt.Errorf("%s: %w: %w", op, api.Unavailable("the store is unavailable"), err)
+	return database.Wrap(op, api.Unavailable("the store is unavailable"), err)
 }
 
 // addSoldSQL updates rounds in id order, so concurrent writers lock them in

@@ -3,10 +3,14 @@ package order
 import (
 	"context"
 	"errors"
+	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/shop-oss/shop/internal/testenv"
 )
 
 // seen records what an after-commit hook was handed.
@@ -134,5 +138,36 @@ func TestAfterCommitFailureNeverLosesAnOrder(t *testing.T) {
 	}
 	if f.orderRows(t) != 2 || f.pendingCount(t) != 0 {
 		t.Fatalf("rows %d pending %d, want 2 and 0", f.orderRows(t), f.pendingCount(t))
+	}
+}
+
+// A COMMIT whose answer is lost (the connection cut right after COMMIT
+// reached PostgreSQL): the retry inserts nothing, since the rows are
+// there, yet the hook must still see those orders once, or their
+// best-seller counts would be lost for good.
+func TestAfterCommitAfterALostCommitAnswer(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.sale(t, "s", 10, 0, 100)
+	u := f.user(t)
+	var placed []Placed
+	for range 5 {
+		placed = append(placed, f.place(t, u, "s", 1))
+	}
+	cc := f.db.Pool.Config().ConnConfig
+	proxy := testenv.NewToxiProxy(t, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))))
+	cut := proxy.Add(t, testenv.Toxic{Name: "cut", Type: "commit_cut", Stream: "upstream",
+		Attributes: map[string]any{"times": 1}}).(*testenv.CommitCut)
+	f.writerDB = poolAt(t, proxy.Addr(), f.db.URL)
+	s := newSeen()
+	r := start(f.writer("w1", WriterOptions{AfterCommit: s.hook}))
+	f.drained(t)
+	r.stop(t)
+	if cut.Fired() != 1 {
+		t.Fatalf("%d COMMITs cut, want 1: the test tested nothing", cut.Fired())
+	}
+	s.check(t, placed)
+	if f.orderRows(t) != 5 {
+		t.Fatalf("rows %d, want 5", f.orderRows(t))
 	}
 }

@@ -29,42 +29,52 @@ SELECT * FROM unnest($1::uuid[], $2::text[], $3::bigint[], $4::int[], $5::bigint
 )
 
 // persist writes the events in one transaction and returns the ones it
-// inserted (events already written before insert nothing: redelivery is
-// harmless). Only what it inserted is added to the rounds' sold counts, in
+// inserted and the ones whose rows existed already (events already written
+// insert nothing: redelivery is harmless). Only what it inserted is added to the rounds' sold counts, in
 // inventory's function, inside this transaction. beforeCommit, when set,
 // runs just before COMMIT (fault injection).
-func persist(ctx context.Context, db beginner, events []event, beforeCommit func() error) ([]event, error) {
+func persist(ctx context.Context, db beginner, events []event, beforeCommit func() error) (fresh, existing []event, err error) {
 	tx, err := db.Begin(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("begin: %w", err)
+		return nil, nil, fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
 	inserted, err := insertOrders(ctx, tx, events)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	fresh := make([]event, 0, len(inserted))
+	fresh = make([]event, 0, len(inserted))
 	for _, e := range events {
 		if inserted[e.orderID] {
 			fresh = append(fresh, e)
+		} else {
+			existing = append(existing, e)
 		}
 	}
 	if err := insertItems(ctx, tx, fresh); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := inventory.RecordSold(ctx, tx, soldUnits(fresh)); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if beforeCommit != nil {
 		if err := beforeCommit(); err != nil {
-			return nil, hookError{err}
+			return nil, nil, hookError{err}
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return nil, fmt.Errorf("commit: %w", err)
+		return nil, nil, commitError{err}
 	}
-	return fresh, nil
+	return fresh, existing, nil
 }
+
+// commitError: COMMIT was sent and its answer did not come back as a
+// success. Its outcome is unknown: the transaction may have committed
+// (the answer was lost on the way back).
+type commitError struct{ err error }
+
+func (c commitError) Error() string { return "commit: " + c.err.Error() }
+func (c commitError) Unwrap() error { return c.err }
 
 type beginner interface {
 	Begin(ctx context.Context) (pgx.Tx, error)

@@ -17,11 +17,17 @@ import (
 // poolVia connects to the database of url through the proxy p.
 func poolVia(t *testing.T, p *testenv.Proxy, url string) *pgxpool.Pool {
 	t.Helper()
+	return poolAt(t, p.Addr(), url)
+}
+
+// poolAt is a pool for url's database reached through addr (a proxy).
+func poolAt(t *testing.T, addr, url string) *pgxpool.Pool {
+	t.Helper()
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	host, port, _ := net.SplitHostPort(p.Addr())
+	host, port, _ := net.SplitHostPort(addr)
 	n, _ := strconv.Atoi(port)
 	cfg.ConnConfig.Host, cfg.ConnConfig.Port = host, uint16(n)
 	cfg.ConnConfig.ConnectTimeout = time.Second

@@ -104,16 +104,23 @@ for _, l in ipairs(lines) do
   if not s[1] then
     fail('no_sale', l.sku)
   else
-    local starts, ends = tonumber(s[4]), tonumber(s[5])
-    local limit = tonumber(s[3])
+    -- A sale hash this script cannot read whole is refused before any
+    -- write, as is a buyers key of the wrong type (the HGET below raises
+    -- WRONGTYPE here, not in the write loop).
+    local round, avail, limit = tonumber(s[1]), tonumber(s[2]), tonumber(s[3])
+    local starts, ends, price = tonumber(s[4]), tonumber(s[5]), tonumber(s[6])
+    if not (round and avail and limit and starts and ends and price) then
+      return bad('unreadable sale state of ' .. l.sku)
+    end
+    local bought = tonumber(redis.call('HGET', l.buyers, user) or '0')
     if now < starts or (ends > 0 and now >= ends) then
       fail('not_active', l.sku)
-    elseif limit > 0 and tonumber(redis.call('HGET', l.buyers, user) or '0') + l.qty > limit then
+    elseif limit > 0 and bought + l.qty > limit then
       fail('limit', l.sku)
-    elseif tonumber(s[2]) < l.qty then
+    elseif avail < l.qty then
       fail('stock', l.sku)
     end
-    l.round, l.price = tonumber(s[1]), tonumber(s[6])
+    l.round, l.price = round, price
   end
 end
 if worst then

@@ -397,3 +397,31 @@ func TestReserveIdempotencyKeyIsTiedToItsRequest(t *testing.T) {
 		t.Fatalf("same request = %+v %v, want the first answer", again, err)
 	}
 }
+
+// A sale state the script cannot read whole (a field missing, a buyers key
+// of the wrong type, as a bug or an operator's hand might leave them) is
+// refused before any write: no stock taken without its order event.
+func TestReserveRefusesUnreadableSaleStateBeforeWriting(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for name, corrupt := range map[string]func(f *reserveFixture){
+		"no_price":        func(f *reserveFixture) { f.r.Client.HDel(ctx, f.SaleKey("s"), "price_cents") },
+		"text_limit":      func(f *reserveFixture) { f.r.Client.HSet(ctx, f.SaleKey("s"), "limit", "many") },
+		"buyers_a_string": func(f *reserveFixture) { f.r.Client.Set(ctx, f.BuyersKey("s"), "x", 0) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := newReserveFixture(t)
+			f.seed(t, "ok", inventory.LiveRound{Quantity: 5, PerUserLimit: 0})
+			f.seed(t, "s", inventory.LiveRound{Quantity: 5, PerUserLimit: 0})
+			corrupt(f)
+			if _, err := f.buy(t, "u1", Line{"ok", 1}, Line{"s", 2}); err == nil {
+				t.Fatal("a corrupt sale state was bought from")
+			}
+			left, _ := f.r.Client.HGet(ctx, f.SaleKey("s"), "available").Int64()
+			if f.available(t, "ok") != 5 || left != 5 || f.streamLen(t) != 0 || f.r.Client.HLen(ctx, f.BuyersKey("ok")).Val() != 0 {
+				t.Fatalf("available ok=%d s=%d, events %d: the refused reservation wrote something", f.available(t, "ok"), left, f.streamLen(t))
+			}
+		})
+	}
+}

@@ -48,7 +48,11 @@ type WriterOptions struct {
 	// AfterCommit, when set, is called with the orders a transaction
 	// actually inserted, after COMMIT and before XACK: never for an entry
 	// redelivered after its row was written, so work hung on it (best-seller
-	// counts, notifications) sees each order once. A failure is retried a
+	// counts, notifications) sees each order once. One exception: after a
+	// COMMIT whose answer was lost, the retry hands over the rows it found
+	// (that COMMIT's), so the hook must be idempotent per order id. A
+	// crash between COMMIT and the hook loses that batch's hook work (the
+	// redelivery inserts nothing); derived data has its rebuild. A failure is retried a
 	// few times, then logged and counted; the orders stay written and are
 	// acknowledged all the same (the hook must not hold up orders, and an
 	// entry delivered again would not call it again). Loops of a concurrent

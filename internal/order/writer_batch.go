@@ -106,19 +106,32 @@ func (w *Writer) persistRetrying(ctx context.Context, events []event) (written [
 // persistOnce writes events, retrying only transient errors, and returns
 // those it inserted; its error is a permanent one, a fault's, or errGaveUp
 // when the writer stops while the database is unreachable.
+//
+// After a COMMIT whose answer was lost, the retry finds that COMMIT's rows
+// already there and inserts nothing: it returns them as inserted all the
+// same, since they are (almost surely) this writer's own, and the
+// after-commit hook would otherwise never see them. A row a claiming
+// writer inserted meanwhile is handed over here too, so the hook's work
+// must be idempotent per order id (the best-seller boards' is).
 func (w *Writer) persistOnce(ctx context.Context, events []event) ([]event, error) {
 	b := newBackoff()
+	uncertain := false // an earlier attempt's COMMIT may have committed
 	for {
 		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		fresh, err := persist(tctx, w.db, events, w.faultBeforeCommit)
+		fresh, existing, err := persist(tctx, w.db, events, w.faultBeforeCommit)
 		cancel()
 		if err == nil {
+			if uncertain {
+				fresh = append(fresh, existing...)
+			}
 			return fresh, nil
 		}
 		var hook hookError
 		if errors.As(err, &hook) || permanent(err) {
 			return nil, err
 		}
+		var commit commitError
+		uncertain = uncertain || errors.As(err, &commit)
 		w.m.errors.WithLabelValues("transient").Inc()
 		if database.Unavailable(err) {
 			w.log.Warn("order writer: database unavailable, retrying", "err", err, "events", len(events))

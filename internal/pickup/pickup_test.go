@@ -298,3 +298,26 @@ func TestRebuildsAtOnceWithWritesStayExact(t *testing.T) {
 		t.Fatalf("index %v, PostgreSQL %v", got, want)
 	}
 }
+
+// A DELETE whose index step failed answers 503; its retry finds the row
+// gone (404) and must still clear the index, or the store would stay in
+// nearby results for good while GET says it does not exist. The first
+// attempt is played here by deleting the row behind the service's back.
+func TestDeleteRetryClearsTheIndex(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.put(t, paris[0])
+	f.put(t, paris[1])
+	if got := f.nearby(t, fromLouvre); len(got) != 2 { // builds the index
+		t.Fatalf("nearby: %v", ids(got))
+	}
+	if _, err := f.s.db.Exec(context.Background(), `DELETE FROM stores WHERE id = 'louvre'`); err != nil {
+		t.Fatal(err)
+	}
+	if r := f.do(t, http.MethodDelete, "/api/v1/admin/stores/louvre", ""); r.Status != http.StatusNotFound {
+		t.Fatalf("retried delete: %d %s", r.Status, r.Body)
+	}
+	if got := f.nearby(t, fromLouvre); !slices.Equal(ids(got), []string{"notre-dame"}) {
+		t.Fatalf("nearby after the retried delete: %v, want only notre-dame", ids(got))
+	}
+}

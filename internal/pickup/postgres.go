@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/shop-oss/shop/internal/database"
 )
 
 const (
@@ -73,19 +73,6 @@ func (s *Service) selectAll(ctx context.Context) ([]Store, error) {
 	return all, nil
 }
 
-// dbError wraps err from PostgreSQL: an error the server reported about
-// the statement stays an internal error; anything else (no connection, a
-// timeout, a shutdown) means the database is unreachable: 503.
-func dbError(op string, err error) error {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && !serverUnavailable(pgErr.Code) {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	return fmt.Errorf("%s: %w: %w", op, errDatabaseDown, err)
-}
-
-// serverUnavailable: connection exceptions (08), operator intervention such
-// as a shutdown (57P0x) and too many connections (53300).
-func serverUnavailable(code string) bool {
-	return strings.HasPrefix(code, "08") || strings.HasPrefix(code, "57P0") || code == "53300"
-}
+// dbError wraps err from PostgreSQL: an outage answers 503, anything else
+// (a statement the server refused, a scan bug) stays an internal error.
+func dbError(op string, err error) error { return database.Wrap(op, errDatabaseDown, err) }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/shop-oss/shop/internal/database"
 	"github.com/shop-oss/shop/internal/lock"
 )
 
@@ -17,7 +18,7 @@ func (s *Service) Put(ctx context.Context, st Store) (Store, error) {
 	if err != nil {
 		return Store{}, err
 	}
-	return out, s.indexPut(ctx, out)
+	return out, s.reindex(ctx, st.ID)
 }
 
 // Delete removes a store from PostgreSQL, then from the index. It returns
@@ -26,10 +27,32 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 	if !ValidID(id) {
 		return fmt.Errorf("delete store %q: %w", id, ErrNotFound)
 	}
-	if err := s.remove(ctx, id); err != nil {
+	err := s.remove(ctx, id)
+	if err != nil && !errors.Is(err, ErrNotFound) {
 		return err
 	}
-	return s.indexDelete(ctx, id)
+	// Also when the row is gone already: a retry after a 503 whose index
+	// step failed must still clear the index.
+	if ierr := s.reindex(ctx, id); ierr != nil {
+		return ierr
+	}
+	return err
+}
+
+// reindex writes to the index what PostgreSQL holds for id now, not what
+// this request wrote: two writes of one id racing each other then leave
+// the index as the last committed one, unless a fresh read is overtaken by
+// a slower one in flight (a window of one round trip; the index rebuild,
+// at start or when missing, resets everything).
+func (s *Service) reindex(ctx context.Context, id string) error {
+	st, err := s.selectOne(ctx, id)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return s.indexDelete(ctx, id)
+	case err != nil:
+		return err
+	}
+	return s.indexPut(ctx, st)
 }
 
 // Get reads a store from PostgreSQL. It returns ErrNotFound or a 503 error.
@@ -67,7 +90,7 @@ func (s *Service) ensureIndex(ctx context.Context) error {
 	err := s.locker.RunWait(ctx, lockName, lockTTL, func(ctx context.Context) error {
 		built, err := s.rdb.HExists(ctx, s.indexKeys()[2], "built").Result()
 		if err != nil {
-			return fmt.Errorf("store index: %w: %w", errIndexDown, err)
+			return database.Wrap("store index", errIndexDown, err)
 		}
 		if built {
 			return nil
@@ -80,7 +103,7 @@ func (s *Service) ensureIndex(ctx context.Context) error {
 	case errors.Is(err, lock.ErrBusy):
 		return fmt.Errorf("nearby stores: %w: %w", errRebuildRaced, err)
 	case err != nil && !errors.As(err, &apiErr):
-		return fmt.Errorf("nearby stores: %w: %w", errIndexDown, err) // the lock's Redis
+		return database.Wrap("nearby stores", errIndexDown, err) // the lock's Redis
 	}
 	return err
 }

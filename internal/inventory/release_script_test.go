@@ -1,0 +1,49 @@
+package inventory
+
+import (
+	"context"
+	"testing"
+
+	"github.com/shop-oss/shop/internal/testenv"
+)
+
+// release.lua checks its own inputs before any write, whatever the Go side
+// would have refused first: a caller that builds its arguments wrong (or a
+// future one on another code path) changes nothing.
+func TestReleaseScriptRefusesBadArgumentsBeforeWriting(t *testing.T) {
+	t.Parallel()
+	r := testenv.NewRedis(t)
+	s := NewStock(r.Client, r.Prefix)
+	ctx := context.Background()
+	if err := s.OpenRound(ctx, "a", LiveRound{Round: 1, Quantity: 5, PriceCents: 1}); err != nil {
+		t.Fatal(err)
+	}
+	r.Client.HSet(ctx, s.SaleKey("a"), "available", 3)
+	r.Client.HSet(ctx, s.BuyersKey("a"), "u1", 2)
+	keys := []string{s.SaleKey("a") + ":noguard", s.SaleKey("a"), s.BuyersKey("a"), s.releasedKey("a")}
+	good := []any{"o1", "u1", "", "", "", 1, "a", 2, 1}
+	bad := map[string][]any{
+		"no_order":       {"", "u1", "", "", "", 1, "a", 2, 1},
+		"no_user":        {"o1", "", "", "", "", 1, "a", 2, 1},
+		"zero_quantity":  {"o1", "u1", "", "", "", 1, "a", 0, 1},
+		"fraction":       {"o1", "u1", "", "", "", 1, "a", 1.5, 1},
+		"no_round":       {"o1", "u1", "", "", "", 1, "a", 2, 0},
+		"line_count":     {"o1", "u1", "", "", "", 2, "a", 2, 1},
+		"guard_no_value": {"o1", "u1", "status", "", "", 1, "a", 2, 1},
+		"empty_sku":      {"o1", "u1", "", "", "", 1, "", 2, 1},
+	}
+	for name, args := range bad {
+		if err := releaseScript.Run(ctx, r.Client, keys, args...).Err(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if a, _ := r.Client.HGet(ctx, s.SaleKey("a"), "available").Int(); a != 3 || r.Client.Exists(ctx, s.releasedKey("a")).Val() != 0 {
+		t.Fatalf("bad arguments wrote something: available %d", a)
+	}
+	if err := releaseScript.Run(ctx, r.Client, keys, good...).Err(); err != nil {
+		t.Fatalf("the good call: %v", err)
+	}
+	if a, _ := r.Client.HGet(ctx, s.SaleKey("a"), "available").Int(); a != 5 {
+		t.Fatalf("available %d after the good call, want 5", a)
+	}
+}
