@@ -24,6 +24,7 @@ type writerFlags struct {
 	consumer      string
 	batch         int
 	claimIdle     time.Duration
+	forgetIdle    time.Duration
 	maxDeliveries int
 	concurrency   int
 }
@@ -32,6 +33,8 @@ func (f *writerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.consumer, "consumer", "", "this writer's consumer name, unique among running writers (default hostname-pid)")
 	cmd.Flags().IntVar(&f.batch, "batch", 1000, "most orders written per transaction")
 	cmd.Flags().DurationVar(&f.claimIdle, "claim-idle", 30*time.Second, "take over entries another writer left unacknowledged this long")
+	cmd.Flags().DurationVar(&f.forgetIdle, "forget-idle", 10*time.Minute,
+		"remove other writers' consumers from the group once idle this long with nothing pending (XGROUP DELCONSUMER)")
 	cmd.Flags().IntVar(&f.maxDeliveries, "max-deliveries", 5, "deliveries before an entry that cannot be written is dead-lettered")
 	// Two: while one batch waits for PostgreSQL the next is read and the
 	// last acknowledged, which took the drain rate from ~15k to ~22k
@@ -41,7 +44,7 @@ func (f *writerFlags) register(cmd *cobra.Command) {
 
 func (f *writerFlags) options() order.WriterOptions {
 	return order.WriterOptions{Consumer: f.consumer, Batch: f.batch, ClaimIdle: f.claimIdle,
-		MaxDeliveries: f.maxDeliveries, Concurrency: f.concurrency}
+		ForgetIdle: f.forgetIdle, MaxDeliveries: f.maxDeliveries, Concurrency: f.concurrency}
 }
 
 func newWriterCmd(a *app) *cobra.Command {
