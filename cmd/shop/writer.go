@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -49,7 +50,7 @@ func (f *writerFlags) options() order.WriterOptions {
 
 func newWriterCmd(a *app) *cobra.Command {
 	var wf writerFlags
-	var metricsAddr string
+	var metricsAddr, faultSpec string
 	cmd := &cobra.Command{
 		Use:   "writer",
 		Short: "Run only the order writer (several may run at once)",
@@ -58,6 +59,10 @@ func newWriterCmd(a *app) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := a.config()
+			if err != nil {
+				return err
+			}
+			f, err := writerFault(faultSpec, cfg)
 			if err != nil {
 				return err
 			}
@@ -73,6 +78,9 @@ func newWriterCmd(a *app) *cobra.Command {
 			}
 			reg := newRegistry()
 			w := newWriter(st, cfg, log, reg, wf, nil)
+			if f != nil {
+				f.inject(w, log)
+			}
 			if metricsAddr != "" {
 				stop, err := serveMetrics(metricsAddr, reg, log)
 				if err != nil {
@@ -85,7 +93,22 @@ func newWriterCmd(a *app) *cobra.Command {
 	}
 	wf.register(cmd)
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve /metrics and /healthz on this address (off when empty)")
+	// Hidden: for the fault drills only, and refused outside SHOP_ENV=dev.
+	cmd.Flags().StringVar(&faultSpec, "fault", "", "crash on purpose: exit|stop-before|after-commit:N (SHOP_ENV=dev only)")
+	_ = cmd.Flags().MarkHidden("fault")
 	return cmd
+}
+
+// writerFault parses --fault, which only a development process takes: a
+// production writer must never crash on purpose.
+func writerFault(spec string, cfg *config.Config) (*fault, error) {
+	if spec == "" {
+		return nil, nil
+	}
+	if !cfg.Dev() {
+		return nil, fmt.Errorf("--fault is for fault drills: it needs SHOP_ENV=dev")
+	}
+	return parseFault(spec)
 }
 
 // newWriter builds the order writer, for `shop writer` and `shop serve`

@@ -138,6 +138,15 @@ func NewWriter(db *pgxpool.Pool, rdb redis.UniversalClient, prefix string, log *
 	return w
 }
 
+// InjectFaults sets what the writer calls just before each COMMIT and
+// just after it (and the after-commit hook), before XACK: the fault
+// drills' crash points (`shop writer --fault`). A non-nil error stops Run
+// there as a crash would; a function may as well end or stop the process
+// itself. Call it before Run.
+func (w *Writer) InjectFaults(beforeCommit, afterCommit func() error) {
+	w.faultBeforeCommit, w.faultAfterCommit = beforeCommit, afterCommit
+}
+
 // Run writes orders until ctx is cancelled; the batches in hand when it is
 // cancelled are finished first. It returns an error only when the group
 // cannot be created or a test hook stops it (which stops every loop).
