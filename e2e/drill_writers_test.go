@@ -81,7 +81,7 @@ func stuckWriter(t *testing.T, s *shop, consumer string, args ...string) (w *met
 // Drill 7: of two writers one is stopped (SIGSTOP) while it holds a batch
 // and never resumes. The survivor, with --claim-idle 1s, takes the batch
 // over (XAUTOCLAIM) within claim-idle + 10 s; only once the stopped
-// consumer has nothing pending is it removed from the group.
+// consumer has nothing pending does the survivor remove it from the group.
 func TestDrillSurvivorClaimsStoppedWriter(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -97,7 +97,7 @@ func TestDrillSurvivorClaimsStoppedWriter(t *testing.T) {
 	a.pause()
 	a.killed.Store(true) // stopped on purpose, for good
 	claimStart := time.Now()
-	s.writer(t, "survivor-b", "--claim-idle", "1s", "--concurrency", "1")
+	s.writer(t, "survivor-b", "--claim-idle", "1s", "--concurrency", "1", "--forget-idle", "2s")
 	ctx := context.Background()
 	stream := e["SHOP_KEY_PREFIX"] + "orders"
 	for {
@@ -111,18 +111,26 @@ func TestDrillSurvivorClaimsStoppedWriter(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Logf("the survivor claimed and wrote the stopped writer's batch within %s", time.Since(claimStart).Round(time.Millisecond))
-	// Remove the dead consumer only once it holds nothing.
-	consumers, err := s.watch.rdb.XInfoConsumers(ctx, stream, "writers").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range consumers {
-		if c.Name == "stopped-a" && c.Pending != 0 {
-			t.Fatalf("stopped-a still holds %d entries", c.Pending)
+	// The survivor's housekeeping removes the dead consumer (--forget-idle
+	// 2s), only now that it holds nothing.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		consumers, err := s.watch.rdb.XInfoConsumers(ctx, stream, "writers").Result()
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if n, err := s.watch.rdb.XGroupDelConsumer(ctx, stream, "writers", "stopped-a").Result(); err != nil || n != 0 {
-		t.Fatalf("XGROUP DELCONSUMER: %d pending dropped, %v", n, err)
+		names := map[string]int64{}
+		for _, c := range consumers {
+			names[c.Name] = c.Pending
+		}
+		if _, ok := names["stopped-a"]; !ok {
+			if _, ok := names["survivor-b"]; !ok {
+				t.Fatalf("the survivor removed itself: %v", names)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stopped-a still in the group 30 s after its entries were claimed: %v", names)
+		}
 	}
 	verify(t, s, e["SHOP_DATABASE_URL"], "drill-stop", units, tally, 0)
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# `make test`: go vet, then every test with the race detector, against the
-# Redis and PostgreSQL that SHOP_TEST_REDIS_URL / SHOP_TEST_DATABASE_URL name,
-# or that scripts/services.sh finds or starts. Without either, tests fall
+# `make test`: go vet, the lint of openapi.yaml (when npx is here), then
+# every test with the race detector, against the Redis and PostgreSQL that
+# SHOP_TEST_REDIS_URL / SHOP_TEST_DATABASE_URL name, or that
+# scripts/services.sh finds or starts. Without either, tests fall
 # back to testcontainers (when Docker runs) or skip (failing when CI is set).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,4 +19,14 @@ fi
 echo "test services: redis=${SHOP_TEST_REDIS_URL:-<testcontainers or skip>} postgres=${SHOP_TEST_DATABASE_URL:-<testcontainers or skip>}"
 
 go vet ./...
+# openapi.yaml's lint (Redocly and Spectral, npm packages) when Node.js is
+# here; CI always has it (.ci/run installs it).
+if command -v npx >/dev/null; then
+  scripts/lint-openapi.sh
+elif [ -n "${CI:-}" ]; then
+  echo "test: no npx, so openapi.yaml cannot be linted (CI is set, so this fails)" >&2
+  exit 1
+else
+  echo "test: no npx: openapi.yaml not linted (install Node.js and npm for scripts/lint-openapi.sh)"
+fi
 go test -race -count=1 -timeout 15m "$@" ./...

@@ -33,8 +33,11 @@ func newRootCmd(getenv func(string) string, stdout, stderr io.Writer) *cobra.Com
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	a.flags = root.PersistentFlags()
+	// Each flag shows its variable's default; the value in force is the
+	// flag's when given, else the variable's, else that default.
+	defaults := config.Defaults()
 	for _, name := range config.Variables() {
-		a.flags.String(flagName(name), "", "overrides $"+name)
+		a.flags.String(flagName(name), defaults[name], "overrides $"+name)
 	}
 	root.AddCommand(
 		newServeCmd(a),

@@ -75,7 +75,8 @@ func (s *stores) Close() {
 }
 
 // openStores connects to Redis and PostgreSQL and fails fast, naming the
-// store, when either does not answer or Redis may evict keys.
+// store, when either does not answer or Redis may evict keys; outside
+// development it warns when Redis keeps no append-only file.
 func openStores(ctx context.Context, cfg *config.Config, log *slog.Logger) (*stores, error) {
 	// go-redis logs pool dial failures through a package-level logger;
 	// route it into ours instead of raw lines on stderr.
@@ -87,6 +88,9 @@ func openStores(ctx context.Context, cfg *config.Config, log *slog.Logger) (*sto
 	if err := database.CheckNoEviction(ctx, rdb, log); err != nil {
 		_ = rdb.Close()
 		return nil, err
+	}
+	if !cfg.Dev() {
+		database.WarnWithoutAOF(ctx, rdb, log)
 	}
 	db, err := database.OpenPostgres(ctx, cfg.DatabaseURL)
 	if err != nil {

@@ -50,3 +50,37 @@ func TestStartWarnsWhenConfigIsRefused(t *testing.T) {
 		t.Errorf("log = %q, want one warning", out.String())
 	}
 }
+
+// Outside SHOP_ENV=dev, serve and writer warn once at start when Redis
+// keeps no append-only file; in development they do not.
+func TestStartWarnsWithoutAOF(t *testing.T) {
+	t.Parallel()
+	url := testenv.RedisServer(t) // appendonly no
+	for _, tc := range []struct {
+		cmd, env string
+		warns    int
+	}{
+		{"serve", "", 1}, {"writer", "", 1}, {"serve", "dev", 0}, {"writer", "dev", 0},
+	} {
+		t.Run(tc.cmd+"_"+tc.env, func(t *testing.T) {
+			base := startupEnv(url)
+			getenv := func(k string) string {
+				switch k {
+				case "SHOP_ENV":
+					return tc.env
+				case "SHOP_JWT_SECRET":
+					return "a-secret-for-this-test-0123456789abcdef"
+				}
+				return base(k)
+			}
+			var out, errb bytes.Buffer
+			err := run(context.Background(), []string{tc.cmd}, getenv, &out, &errb)
+			if err == nil || !strings.Contains(err.Error(), "postgres unreachable") {
+				t.Fatalf("err = %v, want it past Redis, failing on PostgreSQL", err)
+			}
+			if n := strings.Count(out.String(), "appendonly no"); n != tc.warns {
+				t.Errorf("log = %q, want %d appendonly warning(s)", out.String(), tc.warns)
+			}
+		})
+	}
+}

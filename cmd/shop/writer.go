@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -23,6 +24,7 @@ type writerFlags struct {
 	consumer      string
 	batch         int
 	claimIdle     time.Duration
+	forgetIdle    time.Duration
 	maxDeliveries int
 	concurrency   int
 }
@@ -31,6 +33,8 @@ func (f *writerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.consumer, "consumer", "", "this writer's consumer name, unique among running writers (default hostname-pid)")
 	cmd.Flags().IntVar(&f.batch, "batch", 1000, "most orders written per transaction")
 	cmd.Flags().DurationVar(&f.claimIdle, "claim-idle", 30*time.Second, "take over entries another writer left unacknowledged this long")
+	cmd.Flags().DurationVar(&f.forgetIdle, "forget-idle", 10*time.Minute,
+		"remove other writers' consumers from the group once idle this long with nothing pending (XGROUP DELCONSUMER)")
 	cmd.Flags().IntVar(&f.maxDeliveries, "max-deliveries", 5, "deliveries before an entry that cannot be written is dead-lettered")
 	// Two: while one batch waits for PostgreSQL the next is read and the
 	// last acknowledged, which took the drain rate from ~15k to ~22k
@@ -40,12 +44,12 @@ func (f *writerFlags) register(cmd *cobra.Command) {
 
 func (f *writerFlags) options() order.WriterOptions {
 	return order.WriterOptions{Consumer: f.consumer, Batch: f.batch, ClaimIdle: f.claimIdle,
-		MaxDeliveries: f.maxDeliveries, Concurrency: f.concurrency}
+		ForgetIdle: f.forgetIdle, MaxDeliveries: f.maxDeliveries, Concurrency: f.concurrency}
 }
 
 func newWriterCmd(a *app) *cobra.Command {
 	var wf writerFlags
-	var metricsAddr string
+	var metricsAddr, faultSpec string
 	cmd := &cobra.Command{
 		Use:   "writer",
 		Short: "Run only the order writer (several may run at once)",
@@ -54,6 +58,10 @@ func newWriterCmd(a *app) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := a.config()
+			if err != nil {
+				return err
+			}
+			f, err := writerFault(faultSpec, cfg)
 			if err != nil {
 				return err
 			}
@@ -66,6 +74,9 @@ func newWriterCmd(a *app) *cobra.Command {
 			defer st.Close()
 			reg := newRegistry()
 			w := newWriter(st, cfg, log, reg, wf, nil)
+			if f != nil {
+				f.inject(w, log)
+			}
 			if metricsAddr != "" {
 				stop, err := serveMetrics(metricsAddr, reg, log)
 				if err != nil {
@@ -78,7 +89,22 @@ func newWriterCmd(a *app) *cobra.Command {
 	}
 	wf.register(cmd)
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve /metrics and /healthz on this address (off when empty)")
+	// Hidden: for the fault drills only, and refused outside SHOP_ENV=dev.
+	cmd.Flags().StringVar(&faultSpec, "fault", "", "crash on purpose: exit|stop-before|after-commit:N (SHOP_ENV=dev only)")
+	_ = cmd.Flags().MarkHidden("fault")
 	return cmd
+}
+
+// writerFault parses --fault, which only a development process takes: a
+// production writer must never crash on purpose.
+func writerFault(spec string, cfg *config.Config) (*fault, error) {
+	if spec == "" {
+		return nil, nil
+	}
+	if !cfg.Dev() {
+		return nil, fmt.Errorf("--fault is for fault drills: it needs SHOP_ENV=dev")
+	}
+	return parseFault(spec)
 }
 
 // newWriter builds the order writer, for `shop writer` and `shop serve`

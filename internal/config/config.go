@@ -123,6 +123,20 @@ func Variables() []string {
 	return names
 }
 
+// Defaults maps each variable that has a default to it, as Load applies
+// it when the variable is unset (for help texts).
+func Defaults() map[string]string {
+	t := reflect.TypeOf(Config{})
+	out := map[string]string{}
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("env"), ",")
+		if def, ok := t.Field(i).Tag.Lookup("envDefault"); ok && name != "" {
+			out[name] = def
+		}
+	}
+	return out
+}
+
 func (c *Config) validate() error {
 	checks := []struct {
 		name string

@@ -18,6 +18,17 @@
 // well. No statement_timeout is set: a hung server cannot enforce it, and
 // migrations (an index build) and writer batches share the pool.
 //
+// What a server-side timeout is for is the other side's hang: a process
+// stopped (SIGSTOP, a frozen VM) inside a transaction keeps that
+// transaction's row locks for as long as it lives, and an order writer
+// taking over its batch waits on them for as long. So every connection
+// runs with idle_in_transaction_session_timeout (IdleInTransactionTimeout
+// unless the URL sets one): PostgreSQL ends such a session, and its locks,
+// after that long idle inside a transaction. It is set on every pool, not
+// only the writer's: `shop serve` runs its writer on the API's pool, and no
+// transaction of ours waits between statements for more than a Redis call
+// (a second or two).
+//
 // What that makes of the answers while Redis hangs, with the default
 // settings (the rate limiter's 1 s check first on /api/v1; figures without
 // the limiter in brackets), as e2e's TestDrillRedisStalled measures:
@@ -39,6 +50,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -54,8 +66,18 @@ import (
 // pingTimeout bounds how long opening a store may wait for it to answer.
 const pingTimeout = 5 * time.Second
 
+// IdleInTransactionTimeout is how long PostgreSQL lets one of our sessions
+// sit idle inside a transaction before it ends the session (see the package
+// doc). Far above any wait of ours between two statements, far below what
+// a survivor waiting on a stopped process's locks should wait.
+const IdleInTransactionTimeout = 15 * time.Second
+
+const idleInTransactionParam = "idle_in_transaction_session_timeout"
+
 // OpenPostgres connects a pool to url and checks that PostgreSQL answers.
-// Pool sizes come from the URL (pool_max_conns=...), pgxpool's convention.
+// Pool sizes come from the URL (pool_max_conns=...), pgxpool's convention;
+// so may idle_in_transaction_session_timeout, which otherwise is
+// IdleInTransactionTimeout.
 func OpenPostgres(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -63,6 +85,11 @@ func OpenPostgres(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 || cfg.ConnConfig.ConnectTimeout > pingTimeout {
 		cfg.ConnConfig.ConnectTimeout = pingTimeout
+	}
+	if _, set := cfg.ConnConfig.RuntimeParams[idleInTransactionParam]; !set {
+		// A startup parameter: set on every connection as it opens, no
+		// extra round trip.
+		cfg.ConnConfig.RuntimeParams[idleInTransactionParam] = strconv.Itoa(int(IdleInTransactionTimeout.Milliseconds()))
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -95,3 +95,20 @@ func CheckNoEviction(ctx context.Context, rdb *redis.Client, log *slog.Logger) e
 	}
 	return nil
 }
+
+// WarnWithoutAOF logs one warning when Redis runs with appendonly no: a
+// 202 then means a reservation and its order event that a Redis restart
+// loses (and every session). It is a warning, not a refusal like
+// CheckNoEviction's, since a cache-only or throwaway Redis may be meant
+// that way; callers skip it in development. A Redis that will not tell
+// (CONFIG refused, as CheckNoEviction already says) gets no second line.
+func WarnWithoutAOF(ctx context.Context, rdb *redis.Client, log *slog.Logger) {
+	cctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	reply, err := rdb.ConfigGet(cctx, "appendonly").Result()
+	if err != nil || reply["appendonly"] != "no" {
+		return
+	}
+	log.Warn("Redis runs with appendonly no: a Redis restart loses accepted orders, stock counts and sessions; "+
+		"set appendonly yes and appendfsync always (see deploy/redis.conf)", "addr", rdb.Options().Addr)
+}

@@ -166,3 +166,29 @@ func TestOpenRedisHonoursCallDeadlines(t *testing.T) {
 		}
 	}
 }
+
+// A Redis without its append-only file loses accepted orders on a restart:
+// one warning line, naming the setting; none with AOF on, none when CONFIG
+// is refused (CheckNoEviction's warning already says so).
+func TestWarnWithoutAOF(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		warns int
+	}{
+		{"appendonly_no", nil, 1},
+		{"appendonly_yes", []string{"--appendonly", "yes"}, 0},
+		{"config_refused", []string{"--rename-command", "CONFIG", ""}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var w warnings
+			database.WarnWithoutAOF(context.Background(), client(t, testenv.RedisServer(t, tc.args...)), w.logger())
+			if w.count() != tc.warns || strings.Count(w.buf.String(), "\n") != tc.warns ||
+				(tc.warns > 0 && !strings.Contains(w.buf.String(), "appendonly no")) {
+				t.Errorf("logged %q, want %d warning line(s) naming appendonly", w.buf.String(), tc.warns)
+			}
+		})
+	}
+}

@@ -53,6 +53,18 @@ func parseEvent(m redis.XMessage) (event, error) {
 	return e, checkItems(e)
 }
 
+// parseOwner reads only an entry's order id and buyer, for an entry that
+// does not parse as a whole: enough to mark its order rejected and take it
+// off the buyer's pending index. ok is false when either does not read.
+func parseOwner(m redis.XMessage) (e event, ok bool) {
+	e = event{streamID: m.ID, values: m.Values}
+	field := func(name string) string { s, _ := m.Values[name].(string); return s }
+	var oerr, uerr error
+	e.orderID, oerr = uuid.Parse(field("order_id"))
+	e.userID, uerr = uuid.Parse(field("user_id"))
+	return e, oerr == nil && uerr == nil
+}
+
 func checkItems(e event) error {
 	if len(e.items) == 0 || len(e.items) > MaxLines {
 		return fmt.Errorf("%w: %d items", errMalformed, len(e.items))

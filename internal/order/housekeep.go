@@ -15,8 +15,14 @@ var trimLua string
 
 var trimScript = redis.NewScript(trimLua)
 
-// housekeep, every few seconds: sample the stream metrics and trim what is
-// written. Failures only cost a sample; they are logged at debug level.
+//go:embed forget.lua
+var forgetLua string
+
+var forgetScript = redis.NewScript(forgetLua)
+
+// housekeep, every few seconds: sample the stream metrics, trim what is
+// written and forget dead consumers. Failures only cost a sample; they are
+// logged at debug level.
 func (w *Writer) housekeep(ctx context.Context) {
 	if w.noHousekeep || time.Since(w.lastHousekeep) < w.o.Housekeeping {
 		return
@@ -30,6 +36,25 @@ func (w *Writer) housekeep(ctx context.Context) {
 	if _, err := w.Trim(hctx); err != nil {
 		w.log.Debug("order writer: trim", "err", err)
 	}
+	if gone, err := w.forgetConsumers(hctx); err != nil {
+		w.log.Debug("order writer: forget idle consumers", "err", err)
+	} else if len(gone) > 0 {
+		w.log.Info("order writer: removed idle consumers holding nothing from the group", "consumers", gone)
+	}
+}
+
+// forgetConsumers removes from the group the consumers other than this
+// process's own that hold no pending entry and have been idle for
+// ForgetIdle (XGROUP DELCONSUMER); it returns their names. A consumer that
+// still holds entries stays until another writer has claimed them. Were a
+// live writer removed all the same (idle that long between two reads), its
+// next read would add it back, losing nothing: it held nothing.
+func (w *Writer) forgetConsumers(ctx context.Context) ([]string, error) {
+	args := []any{group, w.o.ForgetIdle.Milliseconds()}
+	for _, name := range w.own {
+		args = append(args, name)
+	}
+	return forgetScript.Run(ctx, w.rdb, []string{w.keys.stream()}, args...).StringSlice()
 }
 
 // Trim removes the stream entries every group has acknowledged, never one

@@ -46,6 +46,7 @@ func (m *placeMetrics) outcome(err error, replayed bool) {
 type writerMetrics struct {
 	written     prometheus.Counter
 	deadLetters prometheus.Counter
+	unowned     prometheus.Counter
 	errors      *prometheus.CounterVec
 	batch       prometheus.Histogram
 	streamLen   prometheus.Gauge
@@ -60,6 +61,10 @@ func newWriterMetrics(reg prometheus.Registerer) *writerMetrics {
 		}),
 		deadLetters: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "shop_order_writer_dead_letters_total", Help: "Stream entries moved to the dead-letter stream.",
+		}),
+		unowned: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shop_order_writer_dead_letters_unowned_total",
+			Help: "Dead-lettered entries whose order id or buyer could not be read: no order was marked rejected.",
 		}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shop_order_writer_errors_total", Help: "Writer errors by kind (transient, permanent, redis).",
@@ -78,6 +83,6 @@ func newWriterMetrics(reg prometheus.Registerer) *writerMetrics {
 			Name: "shop_order_writer_lag_seconds", Help: "Age of the oldest entry not yet written (pending or undelivered).",
 		}),
 	}
-	reg.MustRegister(m.written, m.deadLetters, m.errors, m.batch, m.streamLen, m.pending, m.lag)
+	reg.MustRegister(m.written, m.deadLetters, m.unowned, m.errors, m.batch, m.streamLen, m.pending, m.lag)
 	return m
 }

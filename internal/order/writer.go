@@ -36,9 +36,14 @@ type WriterOptions struct {
 	// MaxDeliveries is how often an entry that cannot be written is tried
 	// before it goes to the dead-letter stream.
 	MaxDeliveries int
-	// Housekeeping is how often the writer samples its metrics and trims
-	// the stream below the oldest entry not yet written.
+	// Housekeeping is how often the writer samples its metrics, trims
+	// the stream below the oldest entry not yet written and forgets dead
+	// consumers.
 	Housekeeping time.Duration
+	// ForgetIdle is how long another consumer of the group must have been
+	// idle, holding no pending entry, before housekeeping removes it (a
+	// writer that died or was restarted under a new name). Default 10m.
+	ForgetIdle time.Duration
 	// Concurrency is how many batches are in flight at once: that many
 	// consumer loops, named Consumer-1 … Consumer-n when more than one.
 	// While one loop waits for PostgreSQL another reads, parses and
@@ -83,6 +88,9 @@ func (o *WriterOptions) defaults() {
 	if o.Concurrency <= 0 {
 		o.Concurrency = 1
 	}
+	if o.ForgetIdle <= 0 {
+		o.ForgetIdle = 10 * time.Minute
+	}
 }
 
 // Persisted is an order the writer inserted, as the after-commit hook
@@ -104,7 +112,8 @@ type Writer struct {
 	o    WriterOptions
 	m    *writerMetrics
 
-	readOwn       bool // re-read our own pending entries before new ones
+	own           []string // the consumer names of this process
+	readOwn       bool     // re-read our own pending entries before new ones
 	lastClaim     time.Time
 	lastHousekeep time.Time
 	noHousekeep   bool // a sibling loop does it
@@ -122,7 +131,24 @@ type Writer struct {
 func NewWriter(db *pgxpool.Pool, rdb redis.UniversalClient, prefix string, log *slog.Logger,
 	reg prometheus.Registerer, o WriterOptions) *Writer {
 	o.defaults()
-	return &Writer{db: db, rdb: rdb, keys: keys{prefix}, log: log, o: o, m: newWriterMetrics(reg)}
+	w := &Writer{db: db, rdb: rdb, keys: keys{prefix}, log: log, o: o, m: newWriterMetrics(reg)}
+	w.own = []string{o.Consumer}
+	if o.Concurrency > 1 {
+		w.own = w.own[:0]
+		for i := range o.Concurrency {
+			w.own = append(w.own, siblingName(o.Consumer, i))
+		}
+	}
+	return w
+}
+
+// InjectFaults sets what the writer calls just before each COMMIT and
+// just after it (and the after-commit hook), before XACK: the fault
+// drills' crash points (`shop writer --fault`). A non-nil error stops Run
+// there as a crash would; a function may as well end or stop the process
+// itself. Call it before Run.
+func (w *Writer) InjectFaults(beforeCommit, afterCommit func() error) {
+	w.faultBeforeCommit, w.faultAfterCommit = beforeCommit, afterCommit
 }
 
 // Run writes orders until ctx is cancelled; the batches in hand when it is
@@ -146,11 +172,13 @@ func (w *Writer) Run(ctx context.Context) error {
 // sibling is loop i of a concurrent writer: a consumer of its own with its
 // own read state, sharing the metrics; only the first one housekeeps.
 func (w *Writer) sibling(i int) *Writer {
-	sib := &Writer{db: w.db, rdb: w.rdb, keys: w.keys, log: w.log, o: w.o, m: w.m, noHousekeep: i > 0,
+	sib := &Writer{db: w.db, rdb: w.rdb, keys: w.keys, log: w.log, o: w.o, m: w.m, own: w.own, noHousekeep: i > 0,
 		faultBeforeCommit: w.faultBeforeCommit, faultAfterCommit: w.faultAfterCommit}
-	sib.o.Consumer = fmt.Sprintf("%s-%d", w.o.Consumer, i+1)
+	sib.o.Consumer = siblingName(w.o.Consumer, i)
 	return sib
 }
+
+func siblingName(consumer string, i int) string { return fmt.Sprintf("%s-%d", consumer, i+1) }
 
 // loop is one consumer: read, write, acknowledge, until ctx is cancelled.
 func (w *Writer) loop(ctx context.Context) error {

@@ -236,14 +236,18 @@ func (w *Writer) reject(ctx context.Context, failures []failure) {
 }
 
 // deadLetter moves an entry to the dead-letter stream with its reason, acks
-// it and marks its order rejected, in one MULTI.
+// it and marks its order rejected, in one MULTI. An entry that did not
+// parse still names its order and buyer, most often: the order is marked
+// rejected all the same, or its buyer would read "pending" until the
+// status expires. One that names neither is kept whole in the dead-letter
+// stream and counted apart: no buyer learns of it.
 func (w *Writer) deadLetter(ctx context.Context, f failure, deliveries int64) {
 	fields := map[string]any{"source_id": f.msg.ID, "reason": f.reason, "deliveries": deliveries}
 	for k, v := range f.msg.Values {
 		fields["event_"+k] = v
 	}
 	if f.ev == nil {
-		if e, err := parseEvent(f.msg); err == nil {
+		if e, ok := parseOwner(f.msg); ok {
 			f.ev = &e
 		}
 	}
@@ -260,5 +264,9 @@ func (w *Writer) deadLetter(ctx context.Context, f failure, deliveries int64) {
 		return
 	}
 	w.m.deadLetters.Inc()
-	w.log.Error("order event dead-lettered", "id", f.msg.ID, "reason", f.reason, "deliveries", deliveries)
+	if f.ev == nil {
+		w.m.unowned.Inc()
+	}
+	w.log.Error("order event dead-lettered", "id", f.msg.ID, "reason", f.reason, "deliveries", deliveries,
+		"order_rejected", f.ev != nil)
 }
