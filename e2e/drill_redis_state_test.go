@@ -205,6 +205,9 @@ func TestDrillIdleWriter(t *testing.T) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, w := range s.warnings {
+		if strings.Contains(w, "appendonly no") { // the start-up durability warning: the shared Redis keeps nothing
+			continue
+		}
 		if strings.Contains(w, "i/o timeout") || strings.Contains(w, "redis") {
 			t.Errorf("log: %s", w)
 		}

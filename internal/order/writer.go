@@ -272,7 +272,7 @@ func (w *Writer) read(ctx context.Context, from string, block time.Duration) ([]
 func (w *Writer) handle(ctx context.Context, msgs []redis.XMessage) error {
 	w.m.batch.Observe(float64(len(msgs)))
 	events, failures := parseBatch(msgs)
-	written, bad, err := w.persistRetrying(ctx, events)
+	written, recovered, bad, err := w.persistRetrying(ctx, events)
 	if errors.Is(err, errGaveUp) {
 		return nil // stopping while the database is down: left pending
 	}
@@ -280,7 +280,7 @@ func (w *Writer) handle(ctx context.Context, msgs []redis.XMessage) error {
 		return err
 	}
 	w.m.written.Add(float64(len(written)))
-	w.afterCommit(ctx, written)
+	w.afterCommit(ctx, append(written, recovered...))
 	if w.faultAfterCommit != nil {
 		if err := w.faultAfterCommit(); err != nil {
 			return hookError{err} // committed, hook done, not acknowledged

@@ -79,28 +79,28 @@ func withoutFailures(events []event, bad []failure) []event {
 // makes it write the events one by one, to find the ones that can never be
 // written. The transaction in hand is not cut short by a stop: it runs on a
 // context of its own.
-func (w *Writer) persistRetrying(ctx context.Context, events []event) (written []event, bad []failure, err error) {
+func (w *Writer) persistRetrying(ctx context.Context, events []event) (written, recovered []event, bad []failure, err error) {
 	if len(events) == 0 {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
-	fresh, perr := w.persistOnce(ctx, events)
+	fresh, rec, perr := w.persistOnce(ctx, events)
 	if perr == nil || !permanent(perr) {
-		return fresh, nil, perr // nil, a fault's error, or errGaveUp
+		return fresh, rec, nil, perr // nil, a fault's error, or errGaveUp
 	}
 	w.m.errors.WithLabelValues("permanent").Inc()
 	for _, e := range events {
-		fresh, perr := w.persistOnce(ctx, []event{e})
+		fresh, rec, perr := w.persistOnce(ctx, []event{e})
 		switch {
 		case perr == nil:
-			written = append(written, fresh...)
+			written, recovered = append(written, fresh...), append(recovered, rec...)
 		case permanent(perr):
 			ev := e
 			bad = append(bad, failure{msg: redis.XMessage{ID: e.streamID, Values: e.values}, ev: &ev, reason: perr.Error()})
 		default: // a fault's error or errGaveUp
-			return written, bad, perr
+			return written, recovered, bad, perr
 		}
 	}
-	return written, bad, nil
+	return written, recovered, bad, nil
 }
 
 // persistOnce writes events, retrying only transient errors, and returns
@@ -108,12 +108,12 @@ func (w *Writer) persistRetrying(ctx context.Context, events []event) (written [
 // when the writer stops while the database is unreachable.
 //
 // After a COMMIT whose answer was lost, the retry finds that COMMIT's rows
-// already there and inserts nothing: it returns them as inserted all the
-// same, since they are (almost surely) this writer's own, and the
-// after-commit hook would otherwise never see them. A row a claiming
+// already there and inserts nothing: it returns them as recovered, since
+// they are (almost surely) this writer's own, and the after-commit hook
+// would otherwise never see them. A row a claiming
 // writer inserted meanwhile is handed over here too, so the hook's work
 // must be idempotent per order id (the best-seller boards' is).
-func (w *Writer) persistOnce(ctx context.Context, events []event) ([]event, error) {
+func (w *Writer) persistOnce(ctx context.Context, events []event) (fresh, recovered []event, err error) {
 	b := newBackoff()
 	uncertain := false // an earlier attempt's COMMIT may have committed
 	for {
@@ -122,13 +122,13 @@ func (w *Writer) persistOnce(ctx context.Context, events []event) ([]event, erro
 		cancel()
 		if err == nil {
 			if uncertain {
-				fresh = append(fresh, existing...)
+				recovered = existing
 			}
-			return fresh, nil
+			return fresh, recovered, nil
 		}
 		var hook hookError
 		if errors.As(err, &hook) || permanent(err) {
-			return nil, err
+			return nil, nil, err
 		}
 		var commit commitError
 		uncertain = uncertain || errors.As(err, &commit)
@@ -139,7 +139,7 @@ func (w *Writer) persistOnce(ctx context.Context, events []event) ([]event, erro
 			w.log.Error("order writer: batch failed, not for an outage; retrying", "err", err, "events", len(events))
 		}
 		if ctx.Err() != nil || !b.wait(ctx) {
-			return nil, errGaveUp
+			return nil, nil, errGaveUp
 		}
 	}
 }
