@@ -31,7 +31,10 @@
 // with exactly the orders inserted, then XACK, then the status becomes
 // "confirmed". A crash anywhere means redelivery, and redelivery inserts
 // nothing twice and calls the hook for nothing. Entries that can never be
-// written go to a dead-letter stream; nothing is dropped silently.
+// written go to a dead-letter stream, and their orders become "rejected"
+// whenever the entry names its order and buyer; nothing is dropped
+// silently. Housekeeping trims what is written and removes the consumers
+// of dead writers once they hold nothing.
 //
 // Redis keys (all under the configured prefix):
 //
