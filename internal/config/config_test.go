@@ -17,7 +17,8 @@ func TestDefaults(t *testing.T) {
 		c.SessionTTL != 720*time.Hour || c.RateLimit.Limit != 100 || c.RateLimit.Window != 10*time.Second ||
 		c.RedisURL != "redis://127.0.0.1:6379/0" ||
 		c.DatabaseURL != "postgres://postgres@127.0.0.1:5432/shop?sslmode=disable" || len(c.TrustedProxies) != 0 ||
-		c.RateLimitIPv6Prefix != 64 || c.LoginFailures.Limit != 10 || c.LoginFailures.Window != 15*time.Minute {
+		c.RateLimitIPv6Prefix != 64 || c.LoginFailures.Limit != 10 || c.LoginFailures.Window != 15*time.Minute ||
+		c.PaymentTTL != 15*time.Minute || c.PaymentProvider != "test" {
 		t.Errorf("defaults differ from API.md: %+v", c)
 	}
 }
@@ -42,6 +43,10 @@ func TestInvalidSettingsNameTheirVariable(t *testing.T) {
 		{"ipv6_prefix_too_long", "SHOP_RATE_LIMIT_IPV6_PREFIX", "129"},
 		{"ipv6_prefix_garbage", "SHOP_RATE_LIMIT_IPV6_PREFIX", "/64"},
 		{"fast_hashing_outside_dev", "SHOP_PASSWORD_HASHING", "fast"},
+		{"payment_ttl_garbage", "SHOP_PAYMENT_TTL", "soon"},
+		{"payment_ttl_negative", "SHOP_PAYMENT_TTL", "-1m"},
+		{"payment_ttl_below_a_second", "SHOP_PAYMENT_TTL", "10ms"},
+		{"payment_provider", "SHOP_PAYMENT_PROVIDER", "stripe"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -64,6 +69,13 @@ func TestRateLimitForms(t *testing.T) {
 	c, err = config.Load(map[string]string{"SHOP_RATE_LIMIT": "5/500ms", "SHOP_TRUSTED_PROXIES": " 10.0.0.0/8, ::1 ,"})
 	if err != nil || c.RateLimit.Limit != 5 || c.RateLimit.Window != 500*time.Millisecond || len(c.TrustedProxies) != 2 {
 		t.Fatalf("got %+v %v", c, err)
+	}
+}
+
+func TestPaymentWindowOff(t *testing.T) {
+	c, err := config.Load(map[string]string{"SHOP_PAYMENT_TTL": "0"})
+	if err != nil || c.PaymentTTL != 0 {
+		t.Fatalf("SHOP_PAYMENT_TTL=0 should turn the window off: %+v %v", c, err)
 	}
 }
 
