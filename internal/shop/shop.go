@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shop-oss/shop/internal/audit"
 	"github.com/shop-oss/shop/internal/auth"
 	"github.com/shop-oss/shop/internal/bestseller"
 	"github.com/shop-oss/shop/internal/cache"
@@ -61,6 +62,7 @@ type App struct {
 	Stores      *pickup.Service
 	// Sweeper expires unpaid orders; Start runs it.
 	Sweeper *order.Sweeper
+	Audit   *audit.Auditor
 	log     *slog.Logger
 }
 
@@ -80,6 +82,7 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 	a.Carts = cart.New(st.Redis, a.Catalog, a.Orders, cfg.KeyPrefix, log, reg)
 	a.Locks = lock.New(st.Redis, cfg.KeyPrefix)
 	a.Sweeper = NewSweeper(st, cfg, a.Stock, a.Locks, log, reg)
+	a.Audit = audit.New(st.DB, st.Redis, a.Stock, cfg.KeyPrefix, log)
 	a.Bestsellers = bestseller.New(st.Redis, st.DB, a.Catalog, a.Locks, cfg.KeyPrefix, log, reg)
 	a.Visits = visitor.New(st.Redis, visitor.Options{Prefix: cfg.KeyPrefix, Exists: a.Catalog.Exists,
 		ClientIP: server.ClientIP(cfg.TrustedProxies, cfg.RateLimitIPv6Prefix)}, log, reg)
@@ -110,6 +113,7 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 			func(r fiber.Router) { a.Sales.Routes(r, admin) },
 			func(r fiber.Router) { a.Orders.Routes(r, user) },
 			func(r fiber.Router) { a.Carts.Routes(r, user) },
+			func(r fiber.Router) { a.Audit.Routes(r, admin) },
 		},
 	})
 	return a
