@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/api"
@@ -161,8 +162,16 @@ func (s *Service) liveOrder(ctx context.Context, user, id string) (o Order, live
 	case found:
 		return o, true, nil
 	}
-	o, err = s.Get(ctx, user, oid.String())
-	return o, false, err
+	// PostgreSQL only: Get would read Redis again, and find the order
+	// placed in between, live after all.
+	o, err = s.scanOrder(s.db.QueryRow(ctx, selectOrderSQL, oid, user))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return Order{}, false, ErrNotFound
+	case err != nil:
+		return Order{}, false, s.unavailable("get order", err)
+	}
+	return o, false, nil
 }
 
 // Pay charges the order's total through the payment provider and marks it
