@@ -47,6 +47,7 @@ func newRootCmd(getenv func(string) string, stdout, stderr io.Writer) *cobra.Com
 		newMigrateCmd(a),
 		newUserCmd(a),
 		newLoadtestCmd(a),
+		newAuditCmd(a),
 		newVersionCmd(a),
 		newRoutesCmd(a),
 	)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/shop-oss/shop/internal/bestseller"
 	"github.com/shop-oss/shop/internal/config"
+	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/lock"
 	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/shop"
@@ -84,6 +86,14 @@ func newWriterCmd(a *app) *cobra.Command {
 				}
 				defer stop()
 			}
+			// The writer process sweeps too: with no serving instance up,
+			// unpaid orders still expire.
+			sweeper := shop.NewSweeper(st.shop(), cfg, inventory.NewStock(st.redis, cfg.KeyPrefix),
+				lock.New(st.redis, cfg.KeyPrefix), log, reg)
+			sctx, stopSweeper := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() { _ = sweeper.Run(sctx); close(done) }()
+			defer func() { stopSweeper(); <-done }()
 			return w.Run(ctx)
 		},
 	}
@@ -119,6 +129,7 @@ func newWriter(st *stores, cfg *config.Config, log *slog.Logger, reg prometheus.
 	}
 	o := wf.options()
 	o.AfterCommit = shop.AfterCommit(boards)
+	o.AfterTransition = shop.AfterTransition(boards)
 	return order.NewWriter(st.db, st.redis, cfg.KeyPrefix, log, reg, o)
 }
 

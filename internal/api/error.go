@@ -31,6 +31,10 @@ const (
 	CodeSaleNotActive      = "sale_not_active"
 	CodeCartEmpty          = "cart_empty"
 	CodeIdempotencyReused  = "idempotency_key_reused"
+	CodePaymentDeclined    = "payment_declined"
+	CodeOrderPending       = "order_pending"
+	CodeOrderNotPayable    = "order_not_payable"
+	CodeNotCancellable     = "order_not_cancellable"
 	CodeConflict           = "conflict"
 	CodePayloadTooLarge    = "payload_too_large"
 	CodeUnsupportedMedia   = "unsupported_media_type"
@@ -57,6 +61,10 @@ var statusOf = map[string]int{
 	CodeSaleNotActive:      http.StatusConflict,
 	CodeCartEmpty:          http.StatusConflict,
 	CodeIdempotencyReused:  http.StatusUnprocessableEntity,
+	CodePaymentDeclined:    http.StatusPaymentRequired,
+	CodeOrderPending:       http.StatusConflict,
+	CodeOrderNotPayable:    http.StatusConflict,
+	CodeNotCancellable:     http.StatusConflict,
 	CodeConflict:           http.StatusConflict,
 	CodePayloadTooLarge:    http.StatusRequestEntityTooLarge,
 	CodeUnsupportedMedia:   http.StatusUnsupportedMediaType,

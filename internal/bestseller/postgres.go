@@ -11,9 +11,13 @@ import (
 // The rebuild's SQL, run in one read-only REPEATABLE READ transaction so
 // that the totals and the recent orders come from the same snapshot.
 //
-// When orders get a lifecycle status, both queries must leave out
-// cancelled and expired orders (they are taken back from the boards).
+// Cancelled and expired orders (a row in the order package's
+// order_transitions) are left out of the totals: they were taken back from
+// the boards.
 const (
+	released = `EXISTS (SELECT 1 FROM order_transitions t
+        WHERE t.order_id = o.id AND t.status IN ('cancelled', 'expired'))`
+
 	// totalsSQL sums each SKU's units per period in one scan: $1..$6 are
 	// the day, week and month bounds [start, end).
 	totalsSQL = `
@@ -23,18 +27,32 @@ SELECT i.sku,
        coalesce(sum(i.quantity) FILTER (WHERE o.created_at >= $5 AND o.created_at < $6), 0)::bigint,
        sum(i.quantity)::bigint
 FROM order_items i JOIN orders o ON o.id = i.order_id
+WHERE NOT ` + released + `
 GROUP BY i.sku`
 
 	// recentSQL lists the orders whose after-commit hook may not have run
-	// yet ($1 is recentWindow).
-	recentSQL = `SELECT id::text, created_at FROM orders WHERE confirmed_at >= now() - $1::interval`
+	// yet ($1 is recentWindow), and those whose take-back may not have:
+	// released is true for those (cancelled or expired, recorded lately).
+	recentSQL = `
+SELECT o.id::text, o.created_at, false FROM orders o
+WHERE o.confirmed_at >= now() - $1::interval AND NOT ` + released + `
+UNION ALL
+SELECT o.id::text, o.created_at, true FROM order_transitions t JOIN orders o ON o.id = t.order_id
+WHERE t.status IN ('cancelled', 'expired') AND t.recorded_at >= now() - $1::interval`
 )
 
 // snapshot is what a rebuild read from PostgreSQL.
 type snapshot struct {
 	// totals[i] are the units per SKU of Periods[i].
 	totals [4]map[string]int64
-	recent []Order // ID and At only
+	recent []recentOrder
+}
+
+// recentOrder is an order whose hooks may still come: counted by the
+// snapshot, or (released) already left out of it.
+type recentOrder struct {
+	Order    // ID and At only
+	released bool
 }
 
 func (s *Service) readSnapshot(ctx context.Context, now time.Time) (snapshot, error) {
@@ -81,14 +99,14 @@ func readTotals(ctx context.Context, tx pgx.Tx, now time.Time) ([4]map[string]in
 	return totals, err
 }
 
-func readRecent(ctx context.Context, tx pgx.Tx) ([]Order, error) {
+func readRecent(ctx context.Context, tx pgx.Tx) ([]recentOrder, error) {
 	rows, err := tx.Query(ctx, recentSQL, recentWindow.String())
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Order, error) {
-		var o Order
-		err := r.Scan(&o.ID, &o.At)
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (recentOrder, error) {
+		var o recentOrder
+		err := r.Scan(&o.ID, &o.At, &o.released)
 		return o, err
 	})
 }

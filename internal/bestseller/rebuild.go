@@ -126,7 +126,11 @@ func (s *Service) swapArgs(gen int64, copies []string, snap snapshot, now time.T
 			keys = append(keys, k)
 			index[k] = len(keys)
 		}
-		args = append(args, index[k], o.ID, markExpiry(o.At, now).Unix())
+		mark := "c"
+		if o.released {
+			mark = "x"
+		}
+		args = append(args, index[k], o.ID, markExpiry(o.At, now).Unix(), mark)
 	}
 	return keys, args
 }

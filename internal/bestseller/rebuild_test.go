@@ -152,3 +152,35 @@ func checkBoards(t *testing.T, f *fixture) {
 		}
 	}
 }
+
+// Cancelled and expired orders are left out of a rebuild, and a take-back
+// still to come for one of them takes nothing more.
+func TestRebuildLeavesOutReleasedOrders(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	f.round(t, "p")
+	kept := f.persist(t, fixedNow, Line{"p", 2})
+	cancelled := f.persist(t, fixedNow, Line{"p", 3})
+	expired := f.persist(t, fixedNow, Line{"p", 4})
+	mustApply(t, f.s.Record, kept, cancelled, expired)
+	mustApply(t, f.s.TakeBack, expired) // its hook ran; the cancel's has not yet
+	for o, status := range map[string]string{cancelled.ID: "cancelled", expired.ID: "expired"} {
+		if _, err := f.db.Pool.Exec(ctx, `INSERT INTO order_transitions (order_id, status, at, stream_id) VALUES ($1, $2, now(), '0-2')`,
+			o, status); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.s.Rebuild(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.board(t, All); !maps.Equal(got, map[string]int64{"p": 2}) {
+		t.Fatalf("all-time board %v, want only the kept order's 2 units", got)
+	}
+	if res, err := f.s.TakeBack(ctx, []Order{cancelled}); err != nil || res.Applied != 0 {
+		t.Fatalf("late take-back: %+v, %v; want nothing applied", res, err)
+	}
+	if got := f.board(t, All); !maps.Equal(got, map[string]int64{"p": 2}) {
+		t.Fatalf("all-time board after the late take-back %v", got)
+	}
+}

@@ -7,7 +7,8 @@
 -- ARGV[1] the generation the rebuild read, ARGV[2] n,
 -- ARGV[3..2+n] each live board's expiry (unix s, 0: none),
 -- then the number of recent orders and per order: mark hash index,
--- order id, mark expiry.
+-- order id, mark expiry, mark ('c': the snapshot counted it; 'x': it was
+-- cancelled or expired, left out of the snapshot).
 -- Returns 1 when swapped, 0 (copies dropped) when the generation moved.
 local n = tonumber(ARGV[2])
 local function drop()
@@ -27,13 +28,18 @@ for i = 1, n do
     redis.call('DEL', live)
   end
 end
--- The snapshot counted these orders: a hook still to come must not.
+-- The snapshot counted these orders (or left them out as taken back): a
+-- hook still to come must not count (or take back) them again.
 local pos = 3 + n
 local recent = tonumber(ARGV[pos])
 for _ = 1, recent do
-  local marks, id, exp = KEYS[tonumber(ARGV[pos + 1])], ARGV[pos + 2], tonumber(ARGV[pos + 3])
-  pos = pos + 3
-  redis.call('HSETNX', marks, id, 'c')
+  local marks, id, exp, mark = KEYS[tonumber(ARGV[pos + 1])], ARGV[pos + 2], tonumber(ARGV[pos + 3]), ARGV[pos + 4]
+  pos = pos + 4
+  if mark == 'x' then
+    redis.call('HSET', marks, id, 'x')
+  else
+    redis.call('HSETNX', marks, id, 'c')
+  end
   if redis.call('EXPIRETIME', marks) < exp then redis.call('EXPIREAT', marks, exp) end
 end
 redis.call('INCR', KEYS[1])

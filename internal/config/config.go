@@ -41,6 +41,12 @@ type Config struct {
 	// CacheRedisURL, when set, is a separate Redis for the catalog cache,
 	// which may then evict (allkeys-lru) without touching live state.
 	CacheRedisURL string `env:"SHOP_CACHE_REDIS_URL"`
+	// PaymentTTL is the payment window of the orders this instance
+	// accepts (0: none, orders never expire).
+	PaymentTTL time.Duration `env:"SHOP_PAYMENT_TTL" envDefault:"15m"`
+	// PaymentProvider names the payment provider; "test" is the only one
+	// built in (approves every token but tok_declined).
+	PaymentProvider string `env:"SHOP_PAYMENT_PROVIDER" envDefault:"test"`
 
 	// Additions to the contract.
 	BodyLimit       int           `env:"SHOP_BODY_LIMIT" envDefault:"65536"`
@@ -150,6 +156,9 @@ func (c *Config) validate() error {
 		{"SHOP_ACCESS_TTL", c.AccessTTL < time.Second || c.AccessTTL > 24*time.Hour, "must be between 1s and 24h"},
 		{"SHOP_SESSION_TTL", c.SessionTTL < c.AccessTTL, "must be at least SHOP_ACCESS_TTL"},
 		{"SHOP_RATE_LIMIT_IPV6_PREFIX", c.RateLimitIPv6Prefix < 1 || c.RateLimitIPv6Prefix > 128, "must be a prefix length from 1 to 128"},
+		{"SHOP_PAYMENT_TTL", c.PaymentTTL < 0 || (c.PaymentTTL > 0 && c.PaymentTTL < time.Second) || c.PaymentTTL > 30*24*time.Hour,
+			"must be 0 (no payment window) or between 1s and 720h"},
+		{"SHOP_PAYMENT_PROVIDER", c.PaymentProvider != "test", "must be test (the only provider built in)"},
 		{"SHOP_BODY_LIMIT", c.BodyLimit < 1024, "must be at least 1024 bytes"},
 		{"SHOP_SHUTDOWN_TIMEOUT", c.ShutdownTimeout <= 0, "must be positive"},
 		{"SHOP_REDIS_POOL_SIZE", c.RedisPoolSize < 1, "must be at least 1"},

@@ -18,7 +18,8 @@ func TestDefaults(t *testing.T) {
 		c.RedisURL != "redis://127.0.0.1:6379/0" ||
 		c.DatabaseURL != "postgres://postgres@127.0.0.1:5432/shop?sslmode=disable" || len(c.TrustedProxies) != 0 ||
 		c.RateLimitIPv6Prefix != 64 || c.LoginFailures.Limit != 10 || c.LoginFailures.Window != 15*time.Minute ||
-		c.CacheRedisURL != "" {
+		c.CacheRedisURL != "" ||
+		c.PaymentTTL != 15*time.Minute || c.PaymentProvider != "test" {
 		t.Errorf("defaults differ from API.md: %+v", c)
 	}
 }
@@ -45,6 +46,10 @@ func TestInvalidSettingsNameTheirVariable(t *testing.T) {
 		{"fast_hashing_outside_dev", "SHOP_PASSWORD_HASHING", "fast"},
 		{"cache_redis_not_a_url", "SHOP_CACHE_REDIS_URL", "127.0.0.1:6380"},
 		{"cache_redis_other_scheme", "SHOP_CACHE_REDIS_URL", "http://127.0.0.1:6380"},
+		{"payment_ttl_garbage", "SHOP_PAYMENT_TTL", "soon"},
+		{"payment_ttl_negative", "SHOP_PAYMENT_TTL", "-1m"},
+		{"payment_ttl_below_a_second", "SHOP_PAYMENT_TTL", "10ms"},
+		{"payment_provider", "SHOP_PAYMENT_PROVIDER", "stripe"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -67,6 +72,13 @@ func TestRateLimitForms(t *testing.T) {
 	c, err = config.Load(map[string]string{"SHOP_RATE_LIMIT": "5/500ms", "SHOP_TRUSTED_PROXIES": " 10.0.0.0/8, ::1 ,"})
 	if err != nil || c.RateLimit.Limit != 5 || c.RateLimit.Window != 500*time.Millisecond || len(c.TrustedProxies) != 2 {
 		t.Fatalf("got %+v %v", c, err)
+	}
+}
+
+func TestPaymentWindowOff(t *testing.T) {
+	c, err := config.Load(map[string]string{"SHOP_PAYMENT_TTL": "0"})
+	if err != nil || c.PaymentTTL != 0 {
+		t.Fatalf("SHOP_PAYMENT_TTL=0 should turn the window off: %+v %v", c, err)
 	}
 }
 

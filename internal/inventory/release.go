@@ -39,12 +39,23 @@ type Guard struct {
 	To    string
 }
 
+// Outbox is a stream entry of the caller's, added in the same atomic step
+// as the release (only when the guard, if any, passes): how the caller
+// records the change durably elsewhere without a window in which the
+// release happened and its record was lost. The caller owns the stream and
+// the entry's format.
+type Outbox struct {
+	Stream string
+	Values []string // field, value, field, value...
+}
+
 // Release asks for one order's units back.
 type Release struct {
 	OrderID string
 	UserID  string
 	Lines   []ReleaseLine
-	Guard   *Guard // nil: unconditional
+	Guard   *Guard  // nil: unconditional
+	Outbox  *Outbox // nil: none
 }
 
 // Released is what a release did.
@@ -92,6 +103,15 @@ func (s *Stock) Release(ctx context.Context, r Release) (Released, error) {
 		keys = append(keys, s.SaleKey(l.SKU), s.BuyersKey(l.SKU), s.releasedKey(l.SKU))
 		args = append(args, l.SKU, l.Quantity, l.RoundID)
 	}
+	okey, ovalues := s.SaleKey(r.Lines[0].SKU)+":nooutbox", []string(nil)
+	if r.Outbox != nil {
+		okey, ovalues = r.Outbox.Stream, r.Outbox.Values
+	}
+	keys = append(keys, okey)
+	args = append(args, len(ovalues)/2)
+	for _, v := range ovalues {
+		args = append(args, v)
+	}
 	reply, err := releaseScript.Run(ctx, s.rdb, keys, args...).StringSlice()
 	if err != nil {
 		return Released{}, fmt.Errorf("release order %s: %w", r.OrderID, err)
@@ -109,6 +129,9 @@ func checkRelease(r Release) error {
 			return fmt.Errorf("release order %s: bad line %+v", r.OrderID, l)
 		}
 		seen[l.SKU] = true
+	}
+	if o := r.Outbox; o != nil && (o.Stream == "" || len(o.Values) == 0 || len(o.Values)%2 != 0) {
+		return fmt.Errorf("release order %s: an outbox needs a stream and field-value pairs", r.OrderID)
 	}
 	if g := r.Guard; g != nil {
 		if g.Key == "" || g.Field == "" || g.To == "" || len(g.From) == 0 {

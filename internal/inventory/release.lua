@@ -12,6 +12,10 @@
 -- one in the same step. The caller owns that key and its format; this
 -- script only compares and sets the one field it is handed.
 --
+-- An optional outbox entry (a stream of the caller's, and the entry's
+-- fields) is added in the same step when the release happens, so that the
+-- caller's record of it can never be lost in between.
+--
 -- All reads and checks come before the first write.
 --
 -- KEYS[1] guard hash (touched only when ARGV[3] ~= '')
@@ -22,6 +26,8 @@
 --         values, comma-separated
 -- ARGV[6] number of lines n, then ARGV[7 + 3(i-1)] sku, ARGV[8 + 3(i-1)]
 --         quantity, ARGV[9 + 3(i-1)] round id
+-- KEYS[2 + 3n] outbox stream (touched only when m > 0)
+-- ARGV[7 + 3n] number of outbox fields m, then m field-value pairs
 --
 -- Returns {'ok', units given back, stale lines, lines released before}
 --      or {'refused', current guard value or ''}
@@ -31,8 +37,12 @@ local n = tonumber(ARGV[6])
 
 local function bad(msg) return redis.error_reply('ERR release: ' .. msg) end
 if order_id == '' or user == '' then return bad('empty order or user id') end
-if not n or n < 1 or n ~= math.floor(n) or #KEYS ~= 1 + 3 * n or #ARGV ~= 6 + 3 * n then
+if not n or n < 1 or n ~= math.floor(n) or #KEYS ~= 2 + 3 * n then
   return bad('bad line count')
+end
+local m = tonumber(ARGV[7 + 3 * n])
+if not m or m < 0 or m ~= math.floor(m) or #ARGV ~= 7 + 3 * n + 2 * m then
+  return bad('bad outbox')
 end
 if gfield ~= '' and (gto == '' or gfrom == '') then return bad('guard without values') end
 
@@ -81,5 +91,10 @@ for _, l in ipairs(lines) do
 end
 if gfield ~= '' then
   redis.call('HSET', KEYS[1], gfield, gto)
+end
+if m > 0 then
+  local entry = {}
+  for i = 8 + 3 * n, #ARGV do entry[#entry + 1] = ARGV[i] end
+  redis.call('XADD', KEYS[2 + 3 * n], '*', unpack(entry))
 end
 return {'ok', string.format('%d', units), tostring(stale), tostring(before)}

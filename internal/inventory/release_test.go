@@ -261,3 +261,36 @@ func TestReleaseRaceWithPurchaseOfTheLastUnit(t *testing.T) {
 		}
 	}
 }
+
+// The outbox entry is added with the release, in the same step, and not
+// when the guard refuses.
+func TestReleaseOutboxEntryComesWithTheRelease(t *testing.T) {
+	t.Parallel()
+	s := newLiveStock(t)
+	ctx := context.Background()
+	s.open(t, "s", 1, 5, 0)
+	state, outbox := s.r.Prefix+"state:o1", s.r.Prefix+"outbox"
+	rel := s.mustBuy(t, "u1", order.Line{SKU: "s", Quantity: 2})
+	rel.Guard = &inventory.Guard{Key: state, Field: "status", From: []string{"confirmed"}, To: "cancelled"}
+	rel.Outbox = &inventory.Outbox{Stream: outbox, Values: []string{"order_id", rel.OrderID, "status", "cancelled"}}
+
+	s.r.Client.HSet(ctx, state, "status", "paid")
+	if got, err := s.Release(ctx, rel); err != nil || !got.Refused {
+		t.Fatalf("refused release = %+v %v", got, err)
+	}
+	if n := s.r.Client.XLen(ctx, outbox).Val(); n != 0 {
+		t.Fatalf("a refused release added %d outbox entries", n)
+	}
+	s.r.Client.HSet(ctx, state, "status", "confirmed")
+	if got, err := s.Release(ctx, rel); err != nil || got.Units != 2 {
+		t.Fatalf("release = %+v %v", got, err)
+	}
+	entries := s.r.Client.XRange(ctx, outbox, "-", "+").Val()
+	if len(entries) != 1 || entries[0].Values["order_id"] != rel.OrderID || entries[0].Values["status"] != "cancelled" {
+		t.Fatalf("outbox = %+v, want one entry for %s", entries, rel.OrderID)
+	}
+	rel.Outbox.Values = rel.Outbox.Values[:3]
+	if _, err := s.Release(ctx, rel); err == nil {
+		t.Fatal("an odd number of outbox values was accepted")
+	}
+}

@@ -37,10 +37,15 @@ INSERT INTO sale_rounds (sku, quantity, per_user_limit, price_cents, starts_at, 
 SELECT $1, $2, $3, p.price_cents, $4, $5 FROM p
 RETURNING id, price_cents, seeded_at`
 
+	// paid reads the order package's tables (read only): the units of the
+	// round's orders whose recorded final state is paid.
 	selectRoundSQL = `
-SELECT id, quantity, sold, per_user_limit, starts_at, ends_at
-FROM sale_rounds WHERE sku = $1 AND ($2 = 0 OR id = $2)
-ORDER BY id DESC LIMIT 1`
+SELECT r.id, r.quantity, r.sold, r.per_user_limit, r.starts_at, r.ends_at,
+       (SELECT coalesce(sum(i.quantity), 0) FROM order_items i
+        JOIN order_transitions t ON t.order_id = i.order_id AND t.status = 'paid'
+        WHERE i.round_id = r.id)
+FROM sale_rounds r WHERE r.sku = $1 AND ($2 = 0 OR r.id = $2)
+ORDER BY r.id DESC LIMIT 1`
 
 	productExistsSQL = `SELECT EXISTS (SELECT 1 FROM products WHERE sku = $1)`
 )
@@ -73,6 +78,8 @@ type StockReport struct {
 	Available    int64      `json:"available"`
 	Sold         int64      `json:"sold"`
 	Confirmed    int64      `json:"confirmed"`
+	Paid         int64      `json:"paid"`
+	Released     int64      `json:"released"`
 	PerUserLimit int        `json:"per_user_limit"`
 	StartsAt     *time.Time `json:"starts_at"`
 	EndsAt       *time.Time `json:"ends_at"`
@@ -138,10 +145,10 @@ func (s *Sales) Report(ctx context.Context, sku string) (StockReport, error) {
 	ctx, cancel = context.WithTimeout(ctx, dbTimeout)
 	defer cancel()
 	var r LiveRound
-	var confirmed int64
+	var confirmed, paid int64
 	var starts, ends *time.Time
 	err = s.db.QueryRow(ctx, selectRoundSQL, sku, live.Round).
-		Scan(&r.Round, &r.Quantity, &confirmed, &r.PerUserLimit, &starts, &ends)
+		Scan(&r.Round, &r.Quantity, &confirmed, &r.PerUserLimit, &starts, &ends, &paid)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return s.noRound(ctx, sku)
@@ -150,11 +157,13 @@ func (s *Sales) Report(ctx context.Context, sku string) (StockReport, error) {
 	}
 	r.StartsAt, r.EndsAt = deref(starts), deref(ends)
 	if ok {
-		r.Available = live.Available
+		r.Available, r.Released = live.Available, live.Released
 	} else {
 		r.Available = 0 // recorded but not live: nothing can be bought
 	}
-	return report(sku, r, confirmed), nil
+	rep := report(sku, r, confirmed)
+	rep.Paid = paid
+	return rep, nil
 }
 
 // ProductExists tells whether the catalog has sku.
@@ -183,7 +192,7 @@ func report(sku string, r LiveRound, confirmed int64) StockReport {
 	round := r.Round
 	return StockReport{
 		SKU: sku, Quantity: r.Quantity, Available: r.Available, Sold: r.Quantity - r.Available,
-		Confirmed: confirmed, PerUserLimit: r.PerUserLimit,
+		Confirmed: confirmed, Released: r.Released, PerUserLimit: r.PerUserLimit,
 		StartsAt: timePtr(r.StartsAt), EndsAt: timePtr(r.EndsAt), RoundID: &round,
 	}
 }
@@ -218,27 +227,37 @@ func unavailable(op string, err error) error {
 }
 
 // addSoldSQL updates rounds in id order, so concurrent writers lock them in
-// the same order and cannot deadlock. The CHECK (sold <= quantity) on
-// sale_rounds is the last guard against oversell.
+// the same order and cannot deadlock. The CHECK (sold <= quantity +
+// released_seen) on sale_rounds is the last guard against oversell.
 const addSoldSQL = `
-UPDATE sale_rounds AS r SET sold = r.sold + d.qty
-FROM unnest($1::bigint[], $2::bigint[]) AS d(round_id, qty)
+UPDATE sale_rounds AS r SET sold = r.sold + d.qty, released_seen = greatest(r.released_seen, d.released)
+FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS d(round_id, qty, released)
 WHERE r.id = d.round_id`
 
-// RecordSold adds units (round id -> units) to the rounds' sold counts in
-// the caller's transaction, so that the orders and the counts they add to
-// commit together. A round over its quantity fails the CHECK (SQLSTATE
-// 23514): the transaction cannot commit.
-func RecordSold(ctx context.Context, tx pgx.Tx, units map[int64]int64) error {
+// Sold is what a batch of persisted orders adds to one round: its units,
+// and the most units the round had given back (Released, see the live
+// stock format) when any of those orders was reserved. Units given back
+// can be sold again, so the round may sell quantity + Released in all.
+type Sold struct {
+	Units    int64
+	Released int64
+}
+
+// RecordSold adds units (round id -> what was sold) to the rounds' sold
+// counts in the caller's transaction, so that the orders and the counts
+// they add to commit together. A round over its quantity plus the units it
+// had given back fails the CHECK (SQLSTATE 23514): the transaction cannot
+// commit.
+func RecordSold(ctx context.Context, tx pgx.Tx, units map[int64]Sold) error {
 	if len(units) == 0 {
 		return nil
 	}
 	rounds := slices.Sorted(maps.Keys(units))
-	qtys := make([]int64, len(rounds))
+	qtys, released := make([]int64, len(rounds)), make([]int64, len(rounds))
 	for i, r := range rounds {
-		qtys[i] = units[r]
+		qtys[i], released[i] = units[r].Units, units[r].Released
 	}
-	if _, err := tx.Exec(ctx, addSoldSQL, rounds, qtys); err != nil {
+	if _, err := tx.Exec(ctx, addSoldSQL, rounds, qtys, released); err != nil {
 		return fmt.Errorf("add to sold counts: %w", err)
 	}
 	return nil

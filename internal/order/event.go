@@ -13,15 +13,66 @@ import (
 
 // event is one order as the reserve script wrote it to the stream:
 // fields order_id, user_id, created_ms, total_cents, items (JSON array of
-// {sku, quantity, price_cents, round_id}).
+// {sku, quantity, price_cents, round_id, released}), expires_ms (0 or
+// absent: no payment window).
 type event struct {
 	streamID   string
 	orderID    uuid.UUID
 	userID     uuid.UUID
 	createdAt  time.Time
+	expiresAt  time.Time // zero: none
 	totalCents int64
 	items      []ReservedItem
 	values     map[string]any // the entry as read, for the dead-letter stream
+}
+
+// kindTransition marks the stream's other kind of entry: an order leaving
+// confirmed (or pending), added by the lifecycle step itself (pay.lua, or
+// inventory's release with its outbox entry). Fields: kind, order_id,
+// user_id, status (paid, cancelled, expired), at_ms, payment_ref,
+// created_ms, items (as in the order's event).
+const kindTransition = "transition"
+
+// Transition is an order's final state change as the writer records it
+// and its after-transition hook sees it.
+type Transition struct {
+	streamID   string
+	OrderID    string
+	UserID     string
+	Status     string
+	At         time.Time
+	PaymentRef string
+	CreatedAt  time.Time
+	Items      []ReservedItem
+}
+
+// parseTransition validates a transition entry.
+func parseTransition(m redis.XMessage) (Transition, error) {
+	field := func(name string) string { s, _ := m.Values[name].(string); return s }
+	t := Transition{streamID: m.ID, Status: field("status"), PaymentRef: field("payment_ref")}
+	id, err1 := uuid.Parse(field("order_id"))
+	user, err2 := uuid.Parse(field("user_id"))
+	if err := errors.Join(err1, err2); err != nil {
+		return t, fmt.Errorf("%w: transition ids: %v", errMalformed, err)
+	}
+	t.OrderID, t.UserID = id.String(), user.String()
+	switch t.Status {
+	case StatusPaid, StatusCancelled, StatusExpired:
+	default:
+		return t, fmt.Errorf("%w: transition to %q", errMalformed, t.Status)
+	}
+	if t.At, t.CreatedAt = msTime(field("at_ms")), msTime(field("created_ms")); t.At.IsZero() || t.CreatedAt.IsZero() {
+		return t, fmt.Errorf("%w: transition times %q %q", errMalformed, field("at_ms"), field("created_ms"))
+	}
+	if err := json.Unmarshal([]byte(field("items")), &t.Items); err != nil || len(t.Items) == 0 {
+		return t, fmt.Errorf("%w: transition items: %v", errMalformed, err)
+	}
+	return t, nil
+}
+
+func isTransition(m redis.XMessage) bool {
+	k, _ := m.Values["kind"].(string)
+	return k == kindTransition
 }
 
 // errMalformed marks an entry that can never be written as it is.
@@ -44,6 +95,7 @@ func parseEvent(m redis.XMessage) (event, error) {
 		return e, fmt.Errorf("%w: created_ms %q", errMalformed, field("created_ms"))
 	}
 	e.createdAt = time.UnixMilli(ms).UTC()
+	e.expiresAt = msTime(field("expires_ms"))
 	if e.totalCents, err = strconv.ParseInt(field("total_cents"), 10, 64); err != nil || e.totalCents < 0 {
 		return e, fmt.Errorf("%w: total_cents %q", errMalformed, field("total_cents"))
 	}

@@ -21,6 +21,8 @@ func (s *Service) Routes(r fiber.Router, requireUser fiber.Handler) {
 	r.Post("/products/:sku/purchase", requireUser, h.purchase)
 	r.Get("/orders/:id", requireUser, h.getOrder)
 	r.Get("/orders", requireUser, h.listOrders)
+	r.Post("/orders/:id/pay", requireUser, h.pay)
+	r.Post("/orders/:id/cancel", requireUser, h.cancel)
 }
 
 // handler adapts HTTP to the Service's methods.

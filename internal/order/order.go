@@ -36,13 +36,53 @@
 // silently. Housekeeping trims what is written and removes the consumers
 // of dead writers once they hold nothing.
 //
+// # Lifecycle
+//
+// pending (accepted, in Redis) → confirmed (persisted) → paid, or
+// cancelled by the buyer, or expired when not paid by expires_at (fixed by
+// the reserve script: created + the accepting instance's payment window,
+// none when it is 0). Every change is one atomic step on the order's
+// status hash, which is the guard of them all:
+//
+//   - Pay (pay.lua) moves confirmed → paid only before expires_at by
+//     Redis's clock, after the provider charged with an idempotency key
+//     (order id and token): a retried pay never charges twice, and a
+//     payment that loses the race is refunded.
+//   - Cancel and expiry give the units back through inventory's Release
+//     with a Guard on the status (pending or confirmed → cancelled or
+//     expired), so the units go back exactly once and never for a paid
+//     order; of a cancel, an expiry and a payment racing, one wins.
+//   - The Sweeper claims due orders from a sorted set by expires_at in
+//     small batches (one script, with a lease) and expires them. Every
+//     instance runs one, under the lock of internal/lock for efficiency
+//     only: two at once still release each order once (the guard).
+//
+// PostgreSQL hears of each change from the same stream the orders travel
+// on: the step itself adds a transition event (pay.lua's XADD; Release's
+// outbox entry), so no crash can separate the change from its record. The
+// writer records transitions idempotently (order_transitions, keyed by
+// order id) and hands them to its after-transition hook (best sellers take
+// cancelled and expired orders back). A PostgreSQL outage delays the
+// record and loses nothing. The writer confirms only a pending status, so
+// an order cancelled before its row was written stays cancelled.
+//
+// Everything here runs on one Redis. On Redis Cluster the status hash
+// (tagged by order, or by user) and the sale keys (tagged by SKU) live on
+// different shards, so the guarded release is no longer one step: it
+// becomes a saga (claim the status on its shard, release on each SKU's
+// shard, with a record that lets a crash be finished or undone), which a
+// later change makes.
+//
 // Redis keys (all under the configured prefix):
 //
-//	orders                    the order stream (group "writers")
+//	orders                    the order stream (group "writers"): order
+//	                          events and transition events (kind=transition)
 //	orders:dead               dead letters: the event, its reason, deliveries
+//	orders:due                orders awaiting payment (zset by expires_ms;
+//	                          a claimed one scored by its lease's end)
 //	order:<id>                status hash (user_id, status, items, total_cents,
-//	                          created_ms); pending until written, kept a while
-//	                          after confirmation
+//	                          created_ms, expires_ms, paid_ms, payment_ref);
+//	                          kept a week, and a day past the payment window
 //	orders:pending:{<user>}   the buyer's pending orders (zset by created_ms)
 //	idem:{<user>}:<sha256>    Idempotency-Key → order id
 package order
@@ -65,16 +105,20 @@ import (
 // Statuses of an order.
 const (
 	StatusPending   = "pending"   // reserved, not yet in PostgreSQL
-	StatusConfirmed = "confirmed" // persisted by the writer
+	StatusConfirmed = "confirmed" // persisted by the writer, awaiting payment
+	StatusPaid      = "paid"
+	StatusCancelled = "cancelled" // by its buyer: the units went back
+	StatusExpired   = "expired"   // not paid by expires_at: the units went back
 	StatusRejected  = "rejected"  // could never be written: dead-lettered
 )
 
 // How long Redis keeps an order's status and a buyer's idempotency record.
+// The status hash is the guard of every lifecycle step, so it lives at
+// least a day past the payment window (Service.statusTTL).
 const (
-	statusTTL    = 7 * 24 * time.Hour
-	confirmedTTL = time.Hour
-	idemTTL      = 24 * time.Hour
-	group        = "writers"
+	statusTTL = 7 * 24 * time.Hour
+	idemTTL   = 24 * time.Hour
+	group     = "writers"
 )
 
 // Errors returned by the service.
@@ -98,7 +142,13 @@ type Order struct {
 	Items      []Item    `json:"items"`
 	TotalCents int64     `json:"total_cents"`
 	CreatedAt  time.Time `json:"created_at"`
+	// ExpiresAt is the end of the payment window, fixed when the order
+	// was accepted; nil when the accepting instance had none.
+	ExpiresAt  *time.Time `json:"expires_at"`
+	PaidAt     *time.Time `json:"paid_at"`
 	userID     string
+	lines      []ReservedItem // with their rounds, from the live status
+	paymentRef string
 }
 
 // ProductExists tells whether the catalog has a SKU. Placing an order
@@ -114,21 +164,54 @@ type Service struct {
 	keys    keys
 	log     *slog.Logger
 	metrics *placeMetrics
+	life    *lifecycle
+
+	paymentTTL time.Duration
+	payments   PaymentProvider
 }
+
+// Option sets an optional part of the Service.
+type Option func(*Service)
+
+// WithPaymentTTL sets the payment window of the orders this instance
+// accepts (0, the default: none, orders never expire).
+func WithPaymentTTL(d time.Duration) Option { return func(s *Service) { s.paymentTTL = max(d, 0) } }
+
+// WithPayments sets the payment provider (default: the test provider).
+func WithPayments(p PaymentProvider) Option { return func(s *Service) { s.payments = p } }
+
+// WithStockChanged sets the hook called with the SKUs whose available
+// stock a cancellation (or an expiry found by a payment) gave units back
+// to, after the step: where live-stock events are published. It must not
+// block for long; it may be nil.
+func WithStockChanged(f StockChanged) Option { return func(s *Service) { s.life.changed = f } }
 
 // New returns the order service. Its metrics are registered on reg.
 func New(db *pgxpool.Pool, rdb redis.UniversalClient, stock *inventory.Stock, exists ProductExists,
-	prefix string, log *slog.Logger, reg prometheus.Registerer) *Service {
-	return &Service{
+	prefix string, log *slog.Logger, reg prometheus.Registerer, opts ...Option) *Service {
+	s := &Service{
 		db: db, rdb: rdb, stock: stock, exists: exists,
 		keys: keys{prefix}, log: log, metrics: newPlaceMetrics(reg),
+		life: &lifecycle{rdb: rdb, stock: stock, keys: keys{prefix}},
 	}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.payments == nil {
+		s.payments = NewTestProvider()
+	}
+	return s
 }
+
+// statusTTL is how long a new order's status hash lives: a week, and at
+// least a day past its payment window.
+func (s *Service) statusTTL() time.Duration { return max(statusTTL, s.paymentTTL+24*time.Hour) }
 
 type keys struct{ prefix string }
 
 func (k keys) stream() string          { return k.prefix + "orders" }
 func (k keys) dead() string            { return k.prefix + "orders:dead" }
+func (k keys) due() string             { return k.prefix + "orders:due" }
 func (k keys) status(id string) string { return k.prefix + "order:" + id }
 func (k keys) pending(user string) string {
 	return k.prefix + "orders:pending:{" + user + "}"

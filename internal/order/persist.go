@@ -18,8 +18,8 @@ import (
 // keep it to one statement per table whatever the batch size.
 const (
 	insertOrdersSQL = `
-INSERT INTO orders (id, user_id, total_cents, stream_id, created_at)
-SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::bigint[], $4::text[], $5::timestamptz[])
+INSERT INTO orders (id, user_id, total_cents, stream_id, created_at, expires_at)
+SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::bigint[], $4::text[], $5::timestamptz[], $6::timestamptz[])
 ON CONFLICT (id) DO NOTHING
 RETURNING id`
 
@@ -84,12 +84,13 @@ func insertOrders(ctx context.Context, tx pgx.Tx, events []event) (map[uuid.UUID
 	n := len(events)
 	ids, users := make([]pgtype.UUID, n), make([]pgtype.UUID, n)
 	totals, streamIDs := make([]int64, n), make([]string, n)
-	created := make([]time.Time, n)
+	created, expires := make([]time.Time, n), make([]pgtype.Timestamptz, n)
 	for i, e := range events {
 		ids[i], users[i] = pgUUID(e.orderID), pgUUID(e.userID)
 		totals[i], streamIDs[i], created[i] = e.totalCents, e.streamID, e.createdAt
+		expires[i] = pgtype.Timestamptz{Time: e.expiresAt, Valid: !e.expiresAt.IsZero()}
 	}
-	rows, err := tx.Query(ctx, insertOrdersSQL, ids, users, totals, streamIDs, created)
+	rows, err := tx.Query(ctx, insertOrdersSQL, ids, users, totals, streamIDs, created, expires)
 	if err != nil {
 		return nil, fmt.Errorf("insert orders: %w", err)
 	}
@@ -137,12 +138,16 @@ func insertItems(ctx context.Context, tx pgx.Tx, events []event) error {
 	return nil
 }
 
-// soldUnits sums the events' units by sale round.
-func soldUnits(events []event) map[int64]int64 {
-	sold := map[int64]int64{}
+// soldUnits sums the events' units by sale round, with the most units each
+// round had given back when one of them was reserved.
+func soldUnits(events []event) map[int64]inventory.Sold {
+	sold := map[int64]inventory.Sold{}
 	for _, e := range events {
 		for _, it := range e.items {
-			sold[it.RoundID] += int64(it.Quantity)
+			s := sold[it.RoundID]
+			s.Units += int64(it.Quantity)
+			s.Released = max(s.Released, it.Released)
+			sold[it.RoundID] = s
 		}
 	}
 	return sold

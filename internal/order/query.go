@@ -20,22 +20,24 @@ import (
 )
 
 const (
-	selectOrderSQL = `
-SELECT o.id, o.total_cents, o.created_at,
+	// An order's status in PostgreSQL is its recorded transition, if any,
+	// else confirmed.
+	orderColumnsSQL = `
+SELECT o.id, o.total_cents, o.created_at, o.expires_at, coalesce(t.status, 'confirmed'),
+       CASE WHEN t.status = 'paid' THEN t.at END,
        coalesce(json_agg(json_build_object('sku', i.sku, 'quantity', i.quantity, 'price_cents', i.price_cents)
                 ORDER BY i.sku) FILTER (WHERE i.sku IS NOT NULL), '[]')
 FROM orders o LEFT JOIN order_items i ON i.order_id = o.id
+LEFT JOIN order_transitions t ON t.order_id = o.id`
+
+	selectOrderSQL = orderColumnsSQL + `
 WHERE o.id = $1 AND o.user_id = $2
-GROUP BY o.id`
+GROUP BY o.id, t.order_id`
 
 	// Newest first, keyset on (created_at, id) so pages never shift.
-	listOrdersSQL = `
-SELECT o.id, o.total_cents, o.created_at,
-       coalesce(json_agg(json_build_object('sku', i.sku, 'quantity', i.quantity, 'price_cents', i.price_cents)
-                ORDER BY i.sku) FILTER (WHERE i.sku IS NOT NULL), '[]')
-FROM orders o LEFT JOIN order_items i ON i.order_id = o.id
+	listOrdersSQL = orderColumnsSQL + `
 WHERE o.user_id = $1 AND (o.created_at, o.id) < ($2, $3)
-GROUP BY o.id
+GROUP BY o.id, t.order_id
 ORDER BY o.created_at DESC, o.id DESC
 LIMIT $4`
 )
@@ -43,9 +45,11 @@ LIMIT $4`
 // queryTimeout bounds every read, so an outage answers 503 quickly.
 const queryTimeout = 3 * time.Second
 
-// Get returns user's order id: "pending" (or "rejected") from Redis until
-// the writer has persisted it, then "confirmed" from PostgreSQL. Another
-// user's order, like a missing one, is ErrNotFound.
+// Get returns user's order id. Its live status in Redis, which every
+// lifecycle step changes first, wins while Redis has it (pending until the
+// writer has persisted it, then confirmed, paid, cancelled or expired);
+// PostgreSQL answers for the rest. Another user's order, like a missing
+// one, is ErrNotFound.
 func (s *Service) Get(ctx context.Context, user, id string) (Order, error) {
 	oid, ok := parseID(id)
 	if !ok {
@@ -57,7 +61,7 @@ func (s *Service) Get(ctx context.Context, user, id string) (Order, error) {
 	if found && live.userID != user {
 		return Order{}, ErrNotFound
 	}
-	if found && live.Status != StatusConfirmed {
+	if found {
 		return live, nil
 	}
 	o, err := s.scanOrder(s.db.QueryRow(ctx, selectOrderSQL, oid, user))
@@ -80,28 +84,63 @@ func (s *Service) liveStatus(ctx context.Context, id string) (o Order, found boo
 	if err != nil || m["status"] == "" {
 		return Order{}, false, err
 	}
-	o = Order{ID: id, Status: m["status"], userID: m["user_id"]}
-	if err := json.Unmarshal([]byte(m["items"]), &o.Items); err != nil && o.Status != StatusConfirmed {
+	return parseLive(id, m)
+}
+
+// parseLive reads an order status hash (see the package doc).
+func parseLive(id string, m map[string]string) (Order, bool, error) {
+	if m["items"] == "" {
+		return Order{}, false, nil // a partial hash: no live state to go by
+	}
+	o := Order{ID: id, Status: m["status"], userID: m["user_id"], paymentRef: m["payment_ref"]}
+	if err := json.Unmarshal([]byte(m["items"]), &o.lines); err != nil {
 		return Order{}, false, fmt.Errorf("order %s status: %w", id, err)
 	}
+	o.Items = make([]Item, len(o.lines))
+	for i, l := range o.lines {
+		o.Items[i] = Item{SKU: l.SKU, Quantity: l.Quantity, PriceCents: l.PriceCents}
+	}
 	o.TotalCents, _ = strconv.ParseInt(m["total_cents"], 10, 64)
-	ms, _ := strconv.ParseInt(m["created_ms"], 10, 64)
-	o.CreatedAt = time.UnixMilli(ms).UTC()
+	o.CreatedAt = msTime(m["created_ms"])
+	if t := msTime(m["expires_ms"]); !t.IsZero() {
+		o.ExpiresAt = &t
+	}
+	if t := msTime(m["paid_ms"]); !t.IsZero() {
+		o.PaidAt = &t
+	}
 	return o, true, nil
+}
+
+// msTime reads Unix milliseconds; "" or 0 is the zero time.
+func msTime(s string) time.Time {
+	ms, _ := strconv.ParseInt(s, 10, 64)
+	if ms <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
 }
 
 func (s *Service) scanOrder(row pgx.Row) (Order, error) {
 	var o Order
 	var id uuid.UUID
 	var items []byte
-	if err := row.Scan(&id, &o.TotalCents, &o.CreatedAt, &items); err != nil {
+	if err := row.Scan(&id, &o.TotalCents, &o.CreatedAt, &o.ExpiresAt, &o.Status, &o.PaidAt, &items); err != nil {
 		return Order{}, err
 	}
-	o.ID, o.Status, o.CreatedAt = id.String(), StatusConfirmed, o.CreatedAt.UTC()
+	o.ID, o.CreatedAt = id.String(), o.CreatedAt.UTC()
+	o.ExpiresAt, o.PaidAt = utcPtr(o.ExpiresAt), utcPtr(o.PaidAt)
 	if err := json.Unmarshal(items, &o.Items); err != nil {
 		return Order{}, fmt.Errorf("order %s items: %w", o.ID, err)
 	}
 	return o, nil
+}
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
 }
 
 // Page is one page of a buyer's orders.
@@ -132,7 +171,36 @@ func (s *Service) List(ctx context.Context, user string, limit int, cursor strin
 	if err != nil {
 		return Page{}, s.unavailable("list pending orders", err)
 	}
+	s.overlay(ctx, confirmed)
 	return paginate(merge(confirmed, pending), limit), nil
+}
+
+// overlay gives persisted orders their live status, which runs ahead of
+// PostgreSQL's record by the writer's lag (a payment just made), in one
+// round trip. Without Redis the page keeps PostgreSQL's statuses.
+func (s *Service) overlay(ctx context.Context, orders []Order) {
+	if len(orders) == 0 {
+		return
+	}
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.SliceCmd, len(orders))
+	for i, o := range orders {
+		cmds[i] = pipe.HMGet(ctx, s.keys.status(o.ID), "status", "paid_ms")
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return
+	}
+	for i, c := range cmds {
+		v := c.Val()
+		if st, ok := v[0].(string); ok && st != "" && st != StatusPending {
+			orders[i].Status = st
+		}
+		if ms, ok := v[1].(string); ok {
+			if t := msTime(ms); !t.IsZero() {
+				orders[i].PaidAt = &t
+			}
+		}
+	}
 }
 
 // pendingBefore reads the buyer's pending orders older than the cursor.

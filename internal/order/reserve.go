@@ -77,6 +77,10 @@ type ReservedItem struct {
 	Quantity   int    `json:"quantity"`
 	PriceCents int64  `json:"price_cents"`
 	RoundID    int64  `json:"round_id"`
+	// Released is how many units the round had given back (cancelled and
+	// expired orders) when this line was reserved: the round can sell its
+	// quantity plus those, which is what PostgreSQL checks (inventory.Sold).
+	Released int64 `json:"released,omitempty"`
 }
 
 // enqueue is one run of the reserve script: the order's own keys, which
@@ -98,6 +102,7 @@ type reservation struct {
 	items      []ReservedItem
 	totalCents int64
 	createdAt  time.Time
+	expiresAt  time.Time // zero: no payment window
 }
 
 // reserve checks and takes stock for every line and enqueues the order, all
@@ -119,11 +124,11 @@ func (s *Service) reserve(ctx context.Context, e enqueue, lines []Line) (reserva
 			return reservation{}, fmt.Errorf("reserve order %s: an idempotency key without a fingerprint", e.orderID)
 		}
 	}
-	keys := make([]string, 0, 5+2*len(lines))
-	keys = append(keys, s.keys.stream(), status, s.keys.pending(e.userID), idemKey, cartKey)
-	args := make([]any, 0, 7+2*len(lines))
-	args = append(args, e.orderID, e.userID, statusTTL.Milliseconds(), idemTTL.Milliseconds(),
-		fingerprint, useCart, len(lines))
+	keys := make([]string, 0, 6+2*len(lines))
+	keys = append(keys, s.keys.stream(), status, s.keys.pending(e.userID), idemKey, cartKey, s.keys.due())
+	args := make([]any, 0, 8+2*len(lines))
+	args = append(args, e.orderID, e.userID, s.statusTTL().Milliseconds(), idemTTL.Milliseconds(),
+		fingerprint, useCart, s.paymentTTL.Milliseconds(), len(lines))
 	for _, l := range lines {
 		keys = append(keys, s.stock.SaleKey(l.SKU), s.stock.BuyersKey(l.SKU))
 		args = append(args, l.SKU, l.Quantity)
@@ -166,7 +171,7 @@ func parseReply(orderID string, reply []string) (reservation, error) {
 	case "fail":
 		return reservation{}, rejection(reply[1], reply[2:])
 	case "ok":
-		if len(reply) != 4 {
+		if len(reply) != 5 {
 			break
 		}
 		r := reservation{orderID: orderID}
@@ -176,6 +181,9 @@ func parseReply(orderID string, reply []string) (reservation, error) {
 		r.totalCents, _ = strconv.ParseInt(reply[2], 10, 64)
 		ms, _ := strconv.ParseInt(reply[3], 10, 64)
 		r.createdAt = time.UnixMilli(ms).UTC()
+		if exp, _ := strconv.ParseInt(reply[4], 10, 64); exp > 0 {
+			r.expiresAt = time.UnixMilli(exp).UTC()
+		}
 		return r, nil
 	}
 	return reservation{}, fmt.Errorf("reserve order %s: unexpected reply %q", orderID, reply)

@@ -10,7 +10,7 @@
 -- record the idempotency key. All reads and checks come before the first
 -- write: a script that fails midway keeps its earlier writes.
 --
--- Whose keys: KEYS[1..4] are this package's (order); KEYS[5] is the cart
+-- Whose keys: KEYS[1..4] and KEYS[6] are this package's (order); KEYS[5] is the cart
 -- package's, handed in for a checkout: it is only read and deleted;
 -- the sale keys are inventory's (its SaleKey and BuyersKey), read and
 -- changed in the format inventory documents (internal/inventory/stock.go).
@@ -19,9 +19,11 @@
 -- KEYS[3] buyer's pending index (sorted set)
 -- KEYS[4] idempotency record    (touched only when ARGV[5] ~= '')
 -- KEYS[5] the buyer's cart      (touched only when ARGV[6] == '1': checkout)
--- KEYS[6 + 2(i-1)]  sale state of line i (hash: round, available, limit,
---                   starts_ms, ends_ms, price_cents)
--- KEYS[7 + 2(i-1)]  buyer counts of line i (hash: user id -> units)
+-- KEYS[6] orders due for payment (sorted set by expires_ms; touched only
+--         when ARGV[7] > 0)
+-- KEYS[7 + 2(i-1)]  sale state of line i (hash: round, available, limit,
+--                   starts_ms, ends_ms, price_cents, released)
+-- KEYS[8 + 2(i-1)]  buyer counts of line i (hash: user id -> units)
 -- ARGV[1] order id   ARGV[2] user id   ARGV[3] status TTL (ms)
 -- ARGV[4] idempotency TTL (ms)
 -- ARGV[5] the request's fingerprint, to record with the idempotency key
@@ -29,9 +31,11 @@
 --         another request, refused (idem_reused) and changing nothing
 -- ARGV[6] '1' for a checkout: the cart must still hold exactly these lines,
 --         and it is emptied with the reservation
--- ARGV[7] number of lines n, then ARGV[8 + 2(i-1)] sku, ARGV[9 + 2(i-1)] qty
+-- ARGV[7] payment window (ms; 0: none): the order expires at created_ms +
+--         this, fixed now, unless it is paid before
+-- ARGV[8] number of lines n, then ARGV[9 + 2(i-1)] sku, ARGV[10 + 2(i-1)] qty
 --
--- Returns {'ok', items_json, total_cents, created_ms}
+-- Returns {'ok', items_json, total_cents, created_ms, expires_ms (0: none)}
 --      or {'dup', order_id}         (idempotent repeat, or a second run)
 --      or {'fail', reason, sku...}  reason: no_sale | not_active | limit |
 --         stock | cart_changed (the cart changed since it was read: retry) |
@@ -41,23 +45,25 @@ local order_id, user = ARGV[1], ARGV[2]
 local status_ttl, idem_ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
 local idem_fp, use_cart = ARGV[5], ARGV[6] == '1'
 local use_idem = idem_fp ~= ''
-local n = tonumber(ARGV[7])
+local pay_ttl = tonumber(ARGV[7])
+local n = tonumber(ARGV[8])
 
 local function bad(msg) return redis.error_reply('ERR reserve: ' .. msg) end
 if order_id == '' or user == '' then return bad('empty order or user id') end
 if not status_ttl or status_ttl < 1 or not idem_ttl or idem_ttl < 1 then return bad('bad ttl') end
 if string.find(idem_fp, '%s') then return bad('bad fingerprint') end
-if not n or n < 1 or n ~= math.floor(n) or #KEYS ~= 5 + 2 * n or #ARGV ~= 7 + 2 * n then
+if not pay_ttl or pay_ttl < 0 or pay_ttl ~= math.floor(pay_ttl) then return bad('bad payment window') end
+if not n or n < 1 or n ~= math.floor(n) or #KEYS ~= 6 + 2 * n or #ARGV ~= 8 + 2 * n then
   return bad('bad line count')
 end
 
 local lines, seen = {}, {}
 for i = 1, n do
-  local sku, qty = ARGV[6 + 2 * i], tonumber(ARGV[7 + 2 * i])
+  local sku, qty = ARGV[7 + 2 * i], tonumber(ARGV[8 + 2 * i])
   if not qty or qty < 1 or qty ~= math.floor(qty) then return bad('bad quantity') end
   if seen[sku] then return bad('duplicate sku') end
   seen[sku] = true
-  lines[i] = {sku = sku, qty = qty, sale = KEYS[4 + 2 * i], buyers = KEYS[5 + 2 * i]}
+  lines[i] = {sku = sku, qty = qty, sale = KEYS[5 + 2 * i], buyers = KEYS[6 + 2 * i]}
 end
 
 -- The order id is made before the script runs: a second run of the same
@@ -100,7 +106,7 @@ local function fail(reason, sku)
   if reason == worst then failed[#failed + 1] = sku end
 end
 for _, l in ipairs(lines) do
-  local s = redis.call('HMGET', l.sale, 'round', 'available', 'limit', 'starts_ms', 'ends_ms', 'price_cents')
+  local s = redis.call('HMGET', l.sale, 'round', 'available', 'limit', 'starts_ms', 'ends_ms', 'price_cents', 'released')
   if not s[1] then
     fail('no_sale', l.sku)
   else
@@ -120,7 +126,7 @@ for _, l in ipairs(lines) do
     elseif avail < l.qty then
       fail('stock', l.sku)
     end
-    l.round, l.price = round, price
+    l.round, l.price, l.released = round, price, tonumber(s[7] or '0')
   end
 end
 if worst then
@@ -136,18 +142,23 @@ for i, l in ipairs(lines) do
   redis.call('HINCRBY', l.buyers, user, l.qty)
   local ttl = redis.call('PTTL', l.sale)
   if ttl > 0 then redis.call('PEXPIRE', l.buyers, ttl) end
-  items[i] = {sku = l.sku, quantity = l.qty, price_cents = l.price, round_id = l.round}
+  items[i] = {sku = l.sku, quantity = l.qty, price_cents = l.price, round_id = l.round, released = l.released}
   total = total + l.qty * l.price
 end
 local items_json = cjson.encode(items)
 -- Numbers as integer text: Lua would print large ones as 1.2e+14.
 local total_s, now_s = string.format('%d', total), string.format('%d', now)
+local expires_s = '0'
+if pay_ttl > 0 then expires_s = string.format('%d', now + pay_ttl) end
 redis.call('XADD', KEYS[1], '*',
   'order_id', order_id, 'user_id', user, 'created_ms', now_s,
-  'total_cents', total_s, 'items', items_json)
+  'total_cents', total_s, 'items', items_json, 'expires_ms', expires_s)
 redis.call('HSET', KEYS[2], 'user_id', user, 'status', 'pending',
-  'items', items_json, 'total_cents', total_s, 'created_ms', now_s)
+  'items', items_json, 'total_cents', total_s, 'created_ms', now_s, 'expires_ms', expires_s)
 redis.call('PEXPIRE', KEYS[2], status_ttl)
+if pay_ttl > 0 then
+  redis.call('ZADD', KEYS[6], now + pay_ttl, order_id)
+end
 redis.call('ZADD', KEYS[3], now, order_id)
 redis.call('PEXPIRE', KEYS[3], status_ttl)
 if use_idem then
@@ -156,4 +167,4 @@ end
 if use_cart then
   redis.call('DEL', KEYS[5])
 end
-return {'ok', items_json, total_s, now_s}
+return {'ok', items_json, total_s, now_s, expires_s}

@@ -63,6 +63,12 @@ type WriterOptions struct {
 	// entry delivered again would not call it again). Loops of a concurrent
 	// writer call it concurrently.
 	AfterCommit func(ctx context.Context, orders []Persisted) error
+	// AfterTransition, when set, is called with the batch's transitions
+	// (paid, cancelled, expired) once they are recorded, before XACK. A
+	// transition delivered again is handed to it again, so it must be
+	// idempotent per order (the best-seller boards' TakeBack is). Failures
+	// are handled as AfterCommit's.
+	AfterTransition func(ctx context.Context, transitions []Transition) error
 }
 
 func (o *WriterOptions) defaults() {
@@ -271,7 +277,7 @@ func (w *Writer) read(ctx context.Context, from string, block time.Duration) ([]
 // to the dead-letter stream.
 func (w *Writer) handle(ctx context.Context, msgs []redis.XMessage) error {
 	w.m.batch.Observe(float64(len(msgs)))
-	events, failures := parseBatch(msgs)
+	events, transitions, failures := parseBatch(msgs)
 	written, recovered, bad, err := w.persistRetrying(ctx, events)
 	if errors.Is(err, errGaveUp) {
 		return nil // stopping while the database is down: left pending
@@ -281,6 +287,10 @@ func (w *Writer) handle(ctx context.Context, msgs []redis.XMessage) error {
 	}
 	w.m.written.Add(float64(len(written)))
 	w.afterCommit(ctx, append(written, recovered...))
+	if err := w.recordRetrying(ctx, transitions); err != nil {
+		return nil // stopping while the database is down: left pending
+	}
+	w.afterTransition(ctx, transitions)
 	if w.faultAfterCommit != nil {
 		if err := w.faultAfterCommit(); err != nil {
 			return hookError{err} // committed, hook done, not acknowledged

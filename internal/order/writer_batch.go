@@ -17,12 +17,22 @@ type failure struct {
 	reason string
 }
 
-// parseBatch splits entries into events to write and entries that can
-// never be written. An order id seen twice in the batch is written once;
-// its other entries are returned as duplicates, to be acked with it.
-func parseBatch(msgs []redis.XMessage) (events []event, failures []failure) {
+// parseBatch splits entries into events to write, transitions to record
+// and entries that can never be written. An order id seen twice in the
+// batch is written once; its other entries are returned as duplicates, to
+// be acked with it.
+func parseBatch(msgs []redis.XMessage) (events []event, transitions []Transition, failures []failure) {
 	seen := make(map[string]bool, len(msgs))
 	for _, m := range msgs {
+		if isTransition(m) {
+			t, err := parseTransition(m)
+			if err != nil {
+				failures = append(failures, failure{msg: m, reason: err.Error()})
+			} else {
+				transitions = append(transitions, t)
+			}
+			continue
+		}
 		e, err := parseEvent(m)
 		if err != nil {
 			failures = append(failures, failure{msg: m, reason: err.Error()})
@@ -34,11 +44,12 @@ func parseBatch(msgs []redis.XMessage) (events []event, failures []failure) {
 		seen[e.orderID.String()] = true
 		events = append(events, e)
 	}
-	return events, failures
+	return events, transitions, failures
 }
 
 // duplicateIDs are the entries that are neither written events nor
-// failures: repeats of an order id within the batch.
+// failures: repeats of an order id within the batch, and transitions
+// (recorded by then).
 func duplicateIDs(msgs []redis.XMessage, events []event, failures []failure) []string {
 	known := make(map[string]bool, len(events)+len(failures))
 	for _, e := range events {
@@ -176,28 +187,34 @@ func (w *Writer) afterCommit(ctx context.Context, written []event) {
 	}
 }
 
-// confirm acks the written entries (and repeats) and marks their orders
-// confirmed, atomically (MULTI): a status never says pending for an order
-// whose entry is acked. On Redis trouble the entries stay pending and are
+// confirm acks the written entries (and repeats and transitions) and marks
+// their orders confirmed, atomically (one script): a status never says
+// pending for an order whose entry is acked. Only a pending status becomes
+// confirmed: an order cancelled or expired before its row was written keeps
+// its final state. On Redis trouble the entries stay pending and are
 // delivered again, which writes nothing twice.
 func (w *Writer) confirm(ctx context.Context, events []event, extra []string) error {
 	if len(events) == 0 && len(extra) == 0 {
 		return nil
 	}
-	ids := append([]string(nil), extra...)
+	keys := make([]string, 0, 1+2*len(events))
+	args := make([]any, 0, 2+len(extra)+2*len(events))
+	keys = append(keys, w.keys.stream())
+	args = append(args, group, len(extra)+len(events))
+	for _, id := range extra {
+		args = append(args, id)
+	}
 	for _, e := range events {
-		ids = append(ids, e.streamID)
+		args = append(args, e.streamID)
+	}
+	for _, e := range events {
+		keys = append(keys, w.keys.status(e.orderID.String()), w.keys.pending(e.userID.String()))
+		args = append(args, e.orderID.String())
 	}
 	b := newBackoff()
 	for {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		_, err := w.rdb.TxPipelined(cctx, func(p redis.Pipeliner) error {
-			p.XAck(cctx, w.keys.stream(), group, ids...)
-			for _, e := range events {
-				w.setStatus(cctx, p, &e, StatusConfirmed, confirmedTTL)
-			}
-			return nil
-		})
+		err := confirmScript.Run(cctx, w.rdb, keys, args...).Err()
 		cancel()
 		if err == nil {
 			return nil
@@ -210,12 +227,24 @@ func (w *Writer) confirm(ctx context.Context, events []event, extra []string) er
 	}
 }
 
-func (w *Writer) setStatus(ctx context.Context, p redis.Pipeliner, e *event, status string, ttl time.Duration) {
-	key := w.keys.status(e.orderID.String())
-	p.HSet(ctx, key, "status", status)
-	p.PExpire(ctx, key, ttl)
-	p.ZRem(ctx, w.keys.pending(e.userID.String()), e.orderID.String())
-}
+// confirmScript: KEYS[1] the stream, then per order its status and its
+// buyer's pending index; ARGV[1] the group, ARGV[2] the number of entries
+// to ack, those ids, then the order ids.
+var confirmScript = redis.NewScript(`
+local n = tonumber(ARGV[2])
+local ids = {}
+for i = 1, n do ids[i] = ARGV[2 + i] end
+for i = 1, n, 1000 do
+  redis.call('XACK', KEYS[1], ARGV[1], unpack(ids, i, math.min(i + 999, n)))
+end
+for j = 1, (#KEYS - 1) / 2 do
+  local status, pending, id = KEYS[2 * j], KEYS[2 * j + 1], ARGV[2 + n + j]
+  if redis.call('HGET', status, 'status') == 'pending' then
+    redis.call('HSET', status, 'status', 'confirmed')
+  end
+  redis.call('ZREM', pending, id)
+end
+return 0`)
 
 // reject dead-letters the entries delivered MaxDeliveries times; the others
 // are read again from our own pending list, which counts one more delivery.
@@ -255,7 +284,10 @@ func (w *Writer) deadLetter(ctx context.Context, f failure, deliveries int64) {
 		p.XAdd(ctx, &redis.XAddArgs{Stream: w.keys.dead(), Values: fields})
 		p.XAck(ctx, w.keys.stream(), group, f.msg.ID)
 		if f.ev != nil {
-			w.setStatus(ctx, p, f.ev, StatusRejected, statusTTL)
+			key := w.keys.status(f.ev.orderID.String())
+			p.HSet(ctx, key, "status", StatusRejected)
+			p.PExpire(ctx, key, statusTTL)
+			p.ZRem(ctx, w.keys.pending(f.ev.userID.String()), f.ev.orderID.String())
 		}
 		return nil
 	})
@@ -269,4 +301,52 @@ func (w *Writer) deadLetter(ctx context.Context, f failure, deliveries int64) {
 	}
 	w.log.Error("order event dead-lettered", "id", f.msg.ID, "reason", f.reason, "deliveries", deliveries,
 		"order_rejected", f.ev != nil)
+}
+
+// recordRetrying records the batch's transitions in PostgreSQL, retrying
+// any error with backoff for as long as the writer runs (the rows are
+// plain and idempotent: only an outage or a bug fails them). It returns
+// errGaveUp when the writer stops first: the entries stay pending.
+func (w *Writer) recordRetrying(ctx context.Context, ts []Transition) error {
+	if len(ts) == 0 {
+		return nil
+	}
+	b := newBackoff()
+	for {
+		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		err := recordTransitions(tctx, w.db, ts)
+		cancel()
+		if err == nil {
+			w.m.transitions.Add(float64(len(ts)))
+			return nil
+		}
+		w.m.errors.WithLabelValues("transient").Inc()
+		w.log.Warn("order writer: transitions not recorded, retrying", "err", err, "transitions", len(ts))
+		if ctx.Err() != nil || !b.wait(ctx) {
+			return errGaveUp
+		}
+	}
+}
+
+// afterTransition hands the recorded transitions to the hook, as
+// afterCommit does the inserted orders.
+func (w *Writer) afterTransition(ctx context.Context, ts []Transition) {
+	if w.o.AfterTransition == nil || len(ts) == 0 {
+		return
+	}
+	b := newBackoff()
+	for attempt := 1; ; attempt++ {
+		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		err := w.o.AfterTransition(hctx, ts)
+		cancel()
+		if err == nil {
+			return
+		}
+		if attempt == afterCommitAttempts || !b.wait(ctx) {
+			w.m.errors.WithLabelValues("after_transition").Inc()
+			w.log.Error("order writer: after-transition hook failed; its work for these orders is lost",
+				"err", err, "transitions", len(ts), "first", ts[0].OrderID)
+			return
+		}
+	}
 }

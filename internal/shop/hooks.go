@@ -2,8 +2,14 @@ package shop
 
 import (
 	"context"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shop-oss/shop/internal/bestseller"
+	"github.com/shop-oss/shop/internal/config"
+	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/lock"
 	"github.com/shop-oss/shop/internal/order"
 )
 
@@ -30,4 +36,41 @@ func AfterCommit(boards *bestseller.Service) func(context.Context, []order.Persi
 		_, err := boards.Record(ctx, BestSellerOrders(ps))
 		return err
 	}
+}
+
+// AfterTransition is the order writer's after-transition hook: a cancelled
+// or expired order's units leave the best-seller boards (once: TakeBack
+// marks order ids, so a transition delivered again takes nothing twice).
+func AfterTransition(boards *bestseller.Service) func(context.Context, []order.Transition) error {
+	return func(ctx context.Context, ts []order.Transition) error {
+		var back []bestseller.Order
+		for _, t := range ts {
+			if t.Status == order.StatusCancelled || t.Status == order.StatusExpired {
+				back = append(back, BestSellerOrders([]order.Persisted{{ID: t.OrderID, CreatedAt: t.CreatedAt, Items: t.Items}})...)
+			}
+		}
+		if len(back) == 0 {
+			return nil
+		}
+		_, err := boards.TakeBack(ctx, back)
+		return err
+	}
+}
+
+// StockChanged is called with the SKUs whose available stock went up
+// because a cancelled or expired order gave units back (by the order
+// service and by the sweeper, after their atomic step). It is the call
+// point for live-stock events: publish the SKUs' new state here.
+func StockChanged(ctx context.Context, skus []string) {}
+
+// PaymentProvider is the provider SHOP_PAYMENT_PROVIDER names (config
+// validates it; "test" is the only one built in).
+func PaymentProvider(*config.Config) order.PaymentProvider { return order.NewTestProvider() }
+
+// NewSweeper builds the expiry sweeper under the singleton lock, for
+// `shop serve` (App.Start) and `shop writer` alike.
+func NewSweeper(st Stores, cfg *config.Config, stock *inventory.Stock, locks *lock.Locker,
+	log *slog.Logger, reg prometheus.Registerer) *order.Sweeper {
+	return order.NewSweeper(st.Redis, stock, cfg.KeyPrefix, log, reg,
+		order.SweeperOptions{Locks: locks, StockChanged: StockChanged})
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shop-oss/shop/internal/audit"
 	"github.com/shop-oss/shop/internal/auth"
 	"github.com/shop-oss/shop/internal/bestseller"
 	"github.com/shop-oss/shop/internal/cache"
@@ -70,7 +71,10 @@ type App struct {
 	Bestsellers *bestseller.Service
 	Visits      *visitor.Service
 	Stores      *pickup.Service
-	log         *slog.Logger
+	// Sweeper expires unpaid orders; Start runs it.
+	Sweeper *order.Sweeper
+	Audit   *audit.Auditor
+	log     *slog.Logger
 }
 
 // indexStartTimeout bounds the pickup store index rebuild at start.
@@ -83,9 +87,13 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 	a.Catalog = NewCatalog(st, cfg, log, reg)
 	a.Stock = inventory.NewStock(st.Redis, cfg.KeyPrefix)
 	a.Sales = inventory.NewSales(st.DB, a.Stock)
-	a.Orders = order.New(st.DB, st.Redis, a.Stock, a.Catalog.Exists, cfg.KeyPrefix, log, reg)
+	a.Orders = order.New(st.DB, st.Redis, a.Stock, a.Catalog.Exists, cfg.KeyPrefix, log, reg,
+		order.WithPaymentTTL(cfg.PaymentTTL), order.WithPayments(PaymentProvider(cfg)),
+		order.WithStockChanged(StockChanged))
 	a.Carts = cart.New(st.Redis, a.Catalog, a.Orders, cfg.KeyPrefix, log, reg)
 	a.Locks = lock.New(st.Redis, cfg.KeyPrefix)
+	a.Sweeper = NewSweeper(st, cfg, a.Stock, a.Locks, log, reg)
+	a.Audit = audit.New(st.DB, st.Redis, a.Stock, cfg.KeyPrefix, log)
 	a.Bestsellers = bestseller.New(st.Redis, st.DB, a.Catalog, a.Locks, cfg.KeyPrefix, log, reg)
 	a.Visits = visitor.New(st.Redis, visitor.Options{Prefix: cfg.KeyPrefix, Exists: a.Catalog.Exists,
 		ClientIP: server.ClientIP(cfg.TrustedProxies, cfg.RateLimitIPv6Prefix)}, log, reg)
@@ -116,22 +124,26 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 			func(r fiber.Router) { a.Sales.Routes(r, admin) },
 			func(r fiber.Router) { a.Orders.Routes(r, user) },
 			func(r fiber.Router) { a.Carts.Routes(r, user) },
+			func(r fiber.Router) { a.Audit.Routes(r, admin) },
 		},
 	})
 	return a
 }
 
 // Start runs the application's background work: the pickup store index
-// rebuilt from PostgreSQL (unless another instance is at it) and the
-// visitor counts' queue drained. The returned function stops it, writing
-// what is queued, and waits.
+// rebuilt from PostgreSQL (unless another instance is at it), the visitor
+// counts' queue drained, and the expiry sweeper (every instance runs one;
+// the lock lets one work at a time). The returned function stops it,
+// writing what is queued, and waits.
 func (a *App) Start(ctx context.Context) (stop func()) {
 	a.rebuildStoreIndex(ctx)
 	vctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
-	go func() { a.Visits.Run(vctx); close(done) }()
+	done := make(chan struct{}, 2)
+	go func() { a.Visits.Run(vctx); done <- struct{}{} }()
+	go func() { _ = a.Sweeper.Run(vctx); done <- struct{}{} }()
 	return func() {
 		cancel()
+		<-done
 		<-done
 	}
 }

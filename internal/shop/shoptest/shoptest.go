@@ -165,6 +165,9 @@ func (a *App) Writer(o order.WriterOptions) *order.Writer {
 	if o.AfterCommit == nil {
 		o.AfterCommit = shop.AfterCommit(a.Bestsellers)
 	}
+	if o.AfterTransition == nil {
+		o.AfterTransition = shop.AfterTransition(a.Bestsellers)
+	}
 	return order.NewWriter(a.DB.Pool, a.Redis.Client, a.Config.KeyPrefix, a.Log, prometheus.NewRegistry(), o)
 }
 

@@ -1,0 +1,37 @@
+package audit
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/database"
+)
+
+// httpTimeout bounds an audit over HTTP.
+const httpTimeout = 20 * time.Second
+
+// Routes registers GET /admin/audit behind admin.
+func (a *Auditor) Routes(r fiber.Router, admin fiber.Handler) {
+	h := handler{a}
+	r.Get("/admin/audit", admin, h.audit)
+}
+
+type handler struct{ a *Auditor }
+
+// audit answers 200 whether or not the invariants hold: "ok" says which.
+func (h handler) audit(c *fiber.Ctx) error {
+	ctx, cancel := context.WithTimeout(c.UserContext(), httpTimeout)
+	defer cancel()
+	rep, err := h.a.Run(ctx)
+	if err != nil {
+		if database.Unavailable(err) {
+			return fmt.Errorf("%w: %w", api.Unavailable("the audit needs Redis and PostgreSQL"), err)
+		}
+		return err
+	}
+	return c.JSON(rep)
+}

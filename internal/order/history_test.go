@@ -1,0 +1,456 @@
+package order
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/testenv"
+)
+
+// A checked history: every operation of a stress test (purchase, pay,
+// cancel, expiry, re-seed, and reads of the live counts) is recorded with
+// its call and return times and outcome, and porcupine checks that some
+// sequential order of them, consistent with real time, is a run of the
+// model below: per SKU one atomic stock counter and per-user counts, and
+// per order the lifecycle (held → paid, or → cancelled/expired giving its
+// units back once, to the round it came from only). Redis answers are lost
+// for a while (the service's Redis goes through a blackholing proxy; such
+// operations are "unknown": they may or may not have happened, at any time
+// after their call) and the writer is killed and restarted mid-run.
+
+const (
+	histUsers    = 6
+	histQuantity = 12
+	histLimit    = 3
+	histMaxOrder = 120 // order slots per SKU in the model's state
+)
+
+// Order states in the model.
+const (
+	hNone byte = iota
+	hHeld
+	hPaid
+	hCancelled
+	hExpired
+)
+
+// hState is one SKU's state; comparable, so porcupine's == works.
+type hState struct {
+	round  int
+	avail  int
+	users  [histUsers]int
+	orders string // per order slot: state + 8*round it was bought in
+}
+
+type hInput struct {
+	op   string // purchase, cancel, expire, pay, read, reseed
+	sku  string
+	slot int
+	user int
+	qty  int
+}
+
+type hOutput struct {
+	result      string // per op; "unknown" when the answer was lost
+	avail, mine int    // read
+}
+
+// hOrders maps a slot to its user and quantity (fixed by its purchase).
+type hOrders map[string][]hInput
+
+func (m hOrders) step(s hState, in hInput, out hOutput) []any {
+	if out.result == "unknown" {
+		return append([]any{s}, m.happened(s, in)...)
+	}
+	switch in.op {
+	case "purchase":
+		return m.purchase(s, in, out)
+	case "read":
+		if s.avail == out.avail && s.users[in.user] == out.mine {
+			return []any{s}
+		}
+		return nil
+	case "reseed":
+		return []any{reseed(s)}
+	}
+	return m.lifecycle(s, in, out)
+}
+
+// happened lists the states an operation whose answer was lost may have
+// left, besides "it did nothing".
+func (m hOrders) happened(s hState, in hInput) []any {
+	var out []any
+	for _, r := range []string{"ok", "cancelled", "expired", "paid"} {
+		for _, st := range m.step(s, in, hOutput{result: r}) {
+			if st != any(s) {
+				out = append(out, st)
+			}
+		}
+	}
+	return out
+}
+
+func (m hOrders) purchase(s hState, in hInput, out hOutput) []any {
+	if orderState(s, in.slot) != hNone {
+		return nil
+	}
+	overLimit := s.users[in.user]+in.qty > histLimit
+	switch {
+	case out.result == "limit" && overLimit, out.result == "out_of_stock" && !overLimit && s.avail < in.qty:
+		return []any{s}
+	case out.result == "ok" && !overLimit && s.avail >= in.qty:
+		s.avail -= in.qty
+		s.users[in.user] += in.qty
+		return []any{setOrder(s, in.slot, hHeld, s.round)}
+	}
+	return nil
+}
+
+func (m hOrders) lifecycle(s hState, in hInput, out hOutput) []any {
+	st, bought := orderState(s, in.slot), orderRound(s, in.slot)
+	buy := m[in.sku][in.slot]
+	give := func(to byte) []any {
+		if bought == s.round {
+			s.avail += buy.qty
+			s.users[buy.user] -= buy.qty
+		}
+		return []any{setOrder(s, in.slot, to, bought)}
+	}
+	switch r := out.result; {
+	case st == hNone && r == "none":
+		return []any{s}
+	case in.op == "cancel" && st == hHeld && r == "cancelled":
+		return give(hCancelled)
+	case in.op == "cancel" && st == hCancelled && r == "cancelled",
+		in.op == "cancel" && (st == hPaid || st == hExpired) && r == "refused":
+		return []any{s}
+	case in.op == "expire" && st == hHeld && r == "expired":
+		return give(hExpired)
+	case in.op == "expire" && st != hHeld && r == "no":
+		return []any{s}
+	case in.op == "pay" && (st == hHeld || st == hPaid) && r == "paid":
+		return []any{setOrder(s, in.slot, hPaid, bought)}
+	case in.op == "pay" && st == hHeld && r == "pending",
+		in.op == "pay" && (st == hCancelled || st == hExpired) && r == "refused":
+		return []any{s}
+	}
+	return nil
+}
+
+func reseed(s hState) hState {
+	s.round++
+	s.avail = histQuantity
+	s.users = [histUsers]int{}
+	return s
+}
+
+func orderState(s hState, slot int) byte { return (s.orders[slot] - 'A') % 8 }
+func orderRound(s hState, slot int) int  { return int(s.orders[slot]-'A') / 8 }
+
+func setOrder(s hState, slot int, st byte, round int) hState {
+	b := []byte(s.orders)
+	b[slot] = 'A' + st + byte(8*round)
+	s.orders = string(b)
+	return s
+}
+
+func historyModel(orders hOrders) porcupine.Model {
+	m := porcupine.NondeterministicModel{
+		Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
+			by := map[string][]porcupine.Operation{}
+			for _, op := range h {
+				sku := op.Input.(hInput).sku
+				by[sku] = append(by[sku], op)
+			}
+			var out [][]porcupine.Operation
+			for _, ops := range by {
+				out = append(out, ops)
+			}
+			return out
+		},
+		Init: func() []any {
+			return []any{hState{round: 1, avail: histQuantity, orders: strings.Repeat("A", histMaxOrder)}}
+		},
+		Step: func(state, input, output any) []any {
+			return orders.step(state.(hState), input.(hInput), output.(hOutput))
+		},
+		DescribeOperation: func(input, output any) string { return fmt.Sprintf("%+v -> %+v", input, output) },
+	}
+	return m.ToModel()
+}
+
+// history records operations.
+type history struct {
+	mu     sync.Mutex
+	base   time.Time
+	ops    []porcupine.Operation
+	orders hOrders
+}
+
+func (h *history) do(client int, in hInput, f func() hOutput) {
+	call := time.Since(h.base).Nanoseconds()
+	out := f()
+	ret := time.Since(h.base).Nanoseconds()
+	if out.result == "unknown" {
+		ret = math.MaxInt64 // it may take effect at any time from its call on
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret})
+}
+
+// histRig is the system under test: the service, sweeper and writer on a
+// Redis connection through a proxy that can lose answers.
+type histRig struct {
+	f       *fixture
+	proxy   *testenv.Proxy
+	svc     *Service
+	sweep   *Sweeper
+	users   []string
+	skus    []string
+	slots   map[string]int // order slots used, per SKU (under h.mu)
+	reseeds atomic.Int64
+	h       *history
+}
+
+func newHistRig(t *testing.T) *histRig {
+	f := newFixture(t)
+	proxy := testenv.NewProxy(t, f.r.Client.Options().Addr)
+	opts := *f.r.Client.Options()
+	opts.Addr, opts.MaxRetries, opts.PoolSize = proxy.Addr(), -1, 32
+	opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = 300*time.Millisecond, 300*time.Millisecond, 300*time.Millisecond
+	rdb := redis.NewClient(&opts)
+	t.Cleanup(func() { _ = rdb.Close() })
+	stock := inventory.NewStock(rdb, f.r.Prefix)
+	log := slog.New(slog.DiscardHandler)
+	rig := &histRig{
+		f: f, proxy: proxy, slots: map[string]int{},
+		svc:   New(f.db.Pool, rdb, stock, f.svc.exists, f.r.Prefix, log, prometheus.NewRegistry(), WithPaymentTTL(time.Hour)),
+		sweep: NewSweeper(rdb, stock, f.r.Prefix, log, prometheus.NewRegistry(), SweeperOptions{}),
+		h:     &history{base: time.Now(), orders: hOrders{}},
+	}
+	for i := range 3 {
+		sku := fmt.Sprintf("h%d", i)
+		f.sale(t, sku, histQuantity, histLimit, 100)
+		rig.skus = append(rig.skus, sku)
+		rig.h.orders[sku] = make([]hInput, histMaxOrder)
+	}
+	for range histUsers {
+		rig.users = append(rig.users, f.user(t))
+	}
+	return rig
+}
+
+// outcome maps a lifecycle answer to the model's words.
+func outcome(err error, ok string, refusals map[error]string) string {
+	if err == nil {
+		return ok
+	}
+	for e, word := range refusals {
+		if errors.Is(err, e) {
+			return word
+		}
+	}
+	return "unknown"
+}
+
+func (r *histRig) orderID(sku string, slot int) string {
+	return uuid.NewSHA1(uuid.NameSpaceOID, []byte(r.f.r.Prefix+sku+fmt.Sprint(slot))).String()
+}
+
+// act runs one random operation for client c.
+func (r *histRig) act(t *testing.T, c int, rng *rand.Rand) {
+	ctx := context.Background()
+	sku := r.skus[rng.IntN(len(r.skus))]
+	in := hInput{sku: sku, user: rng.IntN(histUsers)}
+	p, roll, qty := rng.IntN(100), rng.Uint64(), 1+rng.IntN(2)
+	r.h.mu.Lock()
+	n := r.slots[sku]
+	if p < 45 && n < histMaxOrder {
+		// A new order: its slot, user and quantity are known before it
+		// is placed, so a later operation on it knows whose it is.
+		in.op, in.qty, in.slot = "purchase", qty, n
+		r.slots[sku]++
+		r.h.orders[sku][in.slot] = in
+	} else if n > 0 {
+		in.slot = int(roll % uint64(n))
+		in.user = r.h.orders[sku][in.slot].user
+	}
+	r.h.mu.Unlock()
+	switch {
+	case in.op == "purchase":
+		r.h.do(c, in, func() hOutput { return r.purchase(ctx, in) })
+	case n == 0 || p < 45:
+		in.op = "read"
+		r.h.do(c, in, func() hOutput { return r.read(t, sku, r.users[in.user]) })
+	case p < 60:
+		in.op = "cancel"
+		r.h.do(c, in, func() hOutput {
+			_, err := r.svc.Cancel(ctx, r.users[in.user], r.orderID(sku, in.slot))
+			return hOutput{result: outcome(err, "cancelled", map[error]string{ErrNotCancellable: "refused", ErrNotFound: "none"})}
+		})
+	case p < 72:
+		in.op = "expire"
+		r.h.do(c, in, func() hOutput { return r.expire(ctx, r.orderID(sku, in.slot)) })
+	case p < 87:
+		in.op = "pay"
+		r.h.do(c, in, func() hOutput {
+			_, err := r.svc.Pay(ctx, r.users[in.user], r.orderID(sku, in.slot), "tok_ok")
+			return hOutput{result: outcome(err, "paid", map[error]string{ErrOrderPending: "pending",
+				ErrNotPayable: "refused", ErrNotFound: "none"})}
+		})
+	case p < 98 || r.reseeds.Add(1) > 2:
+		in.op = "read"
+		r.h.do(c, in, func() hOutput { return r.read(t, sku, r.users[in.user]) })
+	default:
+		in.op = "reseed"
+		r.h.do(c, in, func() hOutput {
+			seed := inventory.Seed{Quantity: histQuantity, PerUserLimit: histLimit}
+			if _, err := inventory.NewSales(r.f.db.Pool, r.f.stock).Open(ctx, sku, seed); err != nil {
+				t.Errorf("re-seed %s: %v", sku, err)
+			}
+			return hOutput{result: "ok"}
+		})
+	}
+}
+
+func (r *histRig) purchase(ctx context.Context, in hInput) hOutput {
+	e := enqueue{orderID: r.orderID(in.sku, in.slot), userID: r.users[in.user]}
+	_, err := r.svc.reserve(ctx, e, []Line{{SKU: in.sku, Quantity: in.qty}})
+	return hOutput{result: outcome(err, "ok", map[error]string{ErrOutOfStock: "out_of_stock", ErrLimitExceeded: "limit"})}
+}
+
+func (r *histRig) expire(ctx context.Context, id string) hOutput {
+	ok, err := r.sweep.expire(ctx, id)
+	switch {
+	case err != nil:
+		return hOutput{result: "unknown"}
+	case ok:
+		return hOutput{result: "expired"}
+	}
+	return hOutput{result: "no"}
+}
+
+// read takes the available units and one buyer's count in one MULTI, on
+// the test's own connection (no faults: reads are known).
+func (r *histRig) read(t *testing.T, sku, user string) hOutput {
+	ctx := context.Background()
+	var avail, mine *redis.StringCmd
+	_, err := r.f.r.Client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		avail = p.HGet(ctx, r.f.stock.SaleKey(sku), "available")
+		mine = p.HGet(ctx, r.f.stock.BuyersKey(sku), user)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		t.Errorf("read: %v", err)
+	}
+	a, _ := avail.Int()
+	m, _ := mine.Int()
+	return hOutput{result: "read", avail: a, mine: m}
+}
+
+func TestHistoryIsLinearizable(t *testing.T) {
+	t.Parallel()
+	r := newHistRig(t)
+	stopWriters := r.faultyWriters(t)
+	stopFaults := r.blackholes()
+	var wg sync.WaitGroup
+	for c := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(c), 15))
+			for range 60 { // paced to span the faults
+				r.act(t, c, rng)
+				time.Sleep(time.Duration(10+rng.IntN(30)) * time.Millisecond)
+			}
+		}()
+	}
+	wg.Wait()
+	stopFaults()
+	stopWriters()
+	res, info := porcupine.CheckOperationsVerbose(historyModel(r.h.orders), r.h.ops, 2*time.Minute)
+	unknown := 0
+	for _, op := range r.h.ops {
+		if op.Output.(hOutput).result == "unknown" {
+			unknown++
+		}
+	}
+	t.Logf("%d operations, %d with a lost answer: %s", len(r.h.ops), unknown, res)
+	if res != porcupine.Ok {
+		_ = porcupine.VisualizePath(historyModel(r.h.orders), info, t.TempDir()+"/history.html")
+		r.logIllegal(t)
+		t.Fatalf("the history is %s against the model", res)
+	}
+}
+
+// faultyWriters runs the order writer, which is killed (a fault stops it
+// just before a COMMIT) every few batches and started again; the returned
+// function stops the last one.
+func (r *histRig) faultyWriters(t *testing.T) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			w := r.f.writer("w", WriterOptions{})
+			var batches atomic.Int64
+			w.faultBeforeCommit = func() error {
+				if batches.Add(1)%4 == 0 {
+					return errors.New("killed")
+				}
+				return nil
+			}
+			_ = w.Run(ctx)
+			sleep(ctx, 100*time.Millisecond)
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// blackholes loses the service's Redis answers twice for a while.
+func (r *histRig) blackholes() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 2 {
+			sleep(ctx, 400*time.Millisecond)
+			r.proxy.Blackhole(true)
+			sleep(ctx, 250*time.Millisecond)
+			r.proxy.Blackhole(false)
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// logIllegal logs the operations of each SKU whose history alone fails.
+func (r *histRig) logIllegal(t *testing.T) {
+	m := historyModel(r.h.orders)
+	for _, part := range m.Partition(r.h.ops) {
+		if porcupine.CheckOperations(m, part) {
+			continue
+		}
+		slices.SortFunc(part, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
+		for _, op := range part {
+			t.Logf("%d..%d c%d %+v -> %+v", op.Call/1e6, min(op.Return/1e6, 1e9), op.ClientId, op.Input, op.Output)
+		}
+	}
+}

@@ -1,0 +1,47 @@
+package order
+
+import (
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/auth"
+)
+
+type payBody struct {
+	PaymentToken *string `json:"payment_token"`
+}
+
+// maxTokenLen bounds a payment token (providers' are far shorter).
+const maxTokenLen = 255
+
+// pay: POST /orders/{id}/pay. An Idempotency-Key is accepted (and
+// checked) but changes nothing: paying is idempotent per order and token
+// already (the provider's charge key), and a paid order answers the same.
+func (h handler) pay(c *fiber.Ctx) error {
+	var b payBody
+	if err := api.Decode(c, &b); err != nil {
+		return err
+	}
+	if b.PaymentToken == nil || *b.PaymentToken == "" || len(*b.PaymentToken) > maxTokenLen {
+		return api.Invalid(api.FieldError{Field: "payment_token", Message: "required, 1 to 255 characters"})
+	}
+	if _, err := IdempotencyKey(c); err != nil {
+		return err
+	}
+	o, err := h.svc.Pay(c.UserContext(), auth.MustUser(c).ID, strings.Clone(c.Params("id")), *b.PaymentToken)
+	if err != nil {
+		return err
+	}
+	return c.JSON(o)
+}
+
+// cancel: POST /orders/{id}/cancel.
+func (h handler) cancel(c *fiber.Ctx) error {
+	o, err := h.svc.Cancel(c.UserContext(), auth.MustUser(c).ID, strings.Clone(c.Params("id")))
+	if err != nil {
+		return err
+	}
+	return c.JSON(o)
+}

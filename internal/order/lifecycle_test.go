@@ -1,0 +1,427 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+)
+
+// withPaymentTTL rebuilds the fixture's service with a payment window and
+// a test provider the test can inspect.
+func (f *fixture) withPaymentTTL(d time.Duration) *TestProvider {
+	p := NewTestProvider()
+	f.svc = New(f.db.Pool, f.r.Client, f.stock, f.svc.exists, f.r.Prefix, f.svc.log, prometheus.NewRegistry(),
+		WithPaymentTTL(d), WithPayments(p))
+	return p
+}
+
+func (f *fixture) sweeper(o SweeperOptions) *Sweeper {
+	return NewSweeper(f.r.Client, f.stock, f.r.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), o)
+}
+
+// writeAll runs a writer until everything placed so far is written.
+func (f *fixture) writeAll(t *testing.T) {
+	t.Helper()
+	w := start(f.writer("w", WriterOptions{}))
+	f.drained(t)
+	w.stop(t)
+}
+
+func (f *fixture) available(t *testing.T, sku string) int64 {
+	t.Helper()
+	live, _, err := f.stock.Live(context.Background(), sku)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return live.Available
+}
+
+func (f *fixture) status(t *testing.T, id string) string {
+	t.Helper()
+	return f.r.Client.HGet(context.Background(), f.svc.keys.status(id), "status").Val()
+}
+
+func TestPayNeedsThePersistedOrderAndChargesOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	provider := f.withPaymentTTL(time.Hour)
+	f.sale(t, "p", 5, 0, 250)
+	user := f.user(t)
+	ctx := context.Background()
+	p := f.place(t, user, "p", 2)
+
+	if _, err := f.svc.Pay(ctx, user, p.OrderID, "tok_ok"); !errors.Is(err, ErrOrderPending) {
+		t.Fatalf("pay of a pending order: %v, want order_pending", err)
+	}
+	f.writeAll(t)
+	if _, err := f.svc.Pay(ctx, user, p.OrderID, DeclinedToken); !errors.Is(err, ErrDeclined) {
+		t.Fatalf("declined token: %v", err)
+	}
+	if _, err := f.svc.Pay(ctx, f.user(t), p.OrderID, "tok_ok"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("another user's pay: %v, want not found", err)
+	}
+	paid, err := f.svc.Pay(ctx, user, p.OrderID, "tok_ok")
+	if err != nil || paid.Status != StatusPaid || paid.PaidAt == nil || paid.ExpiresAt == nil {
+		t.Fatalf("pay = %+v %v", paid, err)
+	}
+	for _, tok := range []string{"tok_ok", "tok_other"} {
+		again, err := f.svc.Pay(ctx, user, p.OrderID, tok)
+		if err != nil || again.Status != StatusPaid || !again.PaidAt.Equal(*paid.PaidAt) {
+			t.Fatalf("pay again with %s = %+v %v, want the same answer", tok, again, err)
+		}
+	}
+	if cents, n := provider.Charged(p.OrderID); cents != 500 || n != 1 {
+		t.Fatalf("charged %d cents in %d charges, want 500 in 1", cents, n)
+	}
+	if _, err := f.svc.Cancel(ctx, user, p.OrderID); !errors.Is(err, ErrNotCancellable) {
+		t.Fatalf("cancel of a paid order: %v", err)
+	}
+	if n := f.r.Client.ZCard(ctx, f.svc.keys.due()).Val(); n != 0 {
+		t.Fatalf("a paid order is still due (%d)", n)
+	}
+	f.writeAll(t)
+	if n := f.count(t, `SELECT count(*) FROM order_transitions WHERE order_id = $1 AND status = 'paid'`, p.OrderID); n != 1 {
+		t.Fatalf("paid recorded %d times", n)
+	}
+	got, err := f.svc.Get(ctx, user, p.OrderID)
+	if err != nil || got.Status != StatusPaid {
+		t.Fatalf("get = %+v %v", got, err)
+	}
+}
+
+// A pending order cancelled before the writer gets to it keeps its state:
+// the writer persists the row and the transition, and confirms nothing.
+func TestCancelGivesUnitsBackOnceAndTheWriterRecordsIt(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.withPaymentTTL(time.Hour)
+	round := f.sale(t, "c", 3, 1, 100)
+	user := f.user(t)
+	ctx := context.Background()
+	p := f.place(t, user, "c", 1)
+
+	for range 2 {
+		o, err := f.svc.Cancel(ctx, user, p.OrderID)
+		if err != nil || o.Status != StatusCancelled {
+			t.Fatalf("cancel = %+v %v", o, err)
+		}
+	}
+	if a := f.available(t, "c"); a != 3 {
+		t.Fatalf("available %d after the cancel, want 3", a)
+	}
+	f.place(t, user, "c", 1) // the per-user count went back too
+	if _, err := f.svc.Pay(ctx, user, p.OrderID, "tok_ok"); !errors.Is(err, ErrNotPayable) {
+		t.Fatalf("pay of a cancelled order: %v", err)
+	}
+	f.writeAll(t)
+	if st := f.status(t, p.OrderID); st != StatusCancelled {
+		t.Fatalf("status after the writer = %q, want cancelled", st)
+	}
+	if n := f.count(t, `SELECT count(*) FROM order_transitions WHERE order_id = $1 AND status = 'cancelled'`, p.OrderID); n != 1 {
+		t.Fatalf("cancel recorded %d times", n)
+	}
+	if sold := f.sold(t, round); sold != 2 {
+		t.Fatalf("sold %d, want the 2 units of both persisted orders", sold)
+	}
+	f.r.Client.Del(ctx, f.svc.keys.status(p.OrderID)) // forgotten by Redis
+	got, err := f.svc.Get(ctx, user, p.OrderID)
+	if err != nil || got.Status != StatusCancelled {
+		t.Fatalf("get from PostgreSQL = %+v %v", got, err)
+	}
+	if _, err := f.svc.Cancel(ctx, user, p.OrderID); err != nil {
+		t.Fatalf("cancel of a cancelled order Redis forgot: %v", err)
+	}
+}
+
+// Units given back are sold again: PostgreSQL's sold (every persisted
+// order's units) passes quantity by what came back, within the CHECK.
+func TestResoldUnitsPassTheSoldCheck(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.withPaymentTTL(time.Hour)
+	round := f.sale(t, "r", 2, 0, 100)
+	ctx := context.Background()
+	var first []Placed
+	for range 2 {
+		u := f.user(t)
+		first = append(first, f.place(t, u, "r", 1))
+		if _, err := f.svc.Cancel(ctx, u, first[len(first)-1].OrderID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.place(t, f.user(t), "r", 1)
+	f.place(t, f.user(t), "r", 1)
+	f.writeAll(t)
+	if n := f.count(t, `SELECT count(*) FROM orders`); n != 4 {
+		t.Fatalf("%d orders written, want 4", n)
+	}
+	if dead := f.r.Client.XLen(ctx, f.svc.keys.dead()).Val(); dead != 0 {
+		t.Fatalf("%d dead letters", dead)
+	}
+	if sold := f.sold(t, round); sold != 4 {
+		t.Fatalf("sold %d, want 4", sold)
+	}
+}
+
+// dueOrders places n confirmed orders of one unit each, due after ttl.
+func dueOrders(t *testing.T, f *fixture, sku string, n int) (ids, users []string) {
+	t.Helper()
+	for range n {
+		u := f.user(t)
+		ids = append(ids, f.place(t, u, sku, 1).OrderID)
+		users = append(users, u)
+	}
+	f.writeAll(t)
+	return ids, users
+}
+
+// waitUntil sleeps until the order's payment window closes.
+func (f *fixture) waitUntilDue(t *testing.T, id string) {
+	t.Helper()
+	o, found, err := f.svc.life.read(context.Background(), id)
+	if err != nil || !found || o.ExpiresAt == nil {
+		t.Fatalf("order %s: %+v %v", id, o, err)
+	}
+	time.Sleep(time.Until(*o.ExpiresAt))
+}
+
+// Pay races expiry at the deadline: each order ends paid or expired, never
+// both, and only the paid ones stay charged and keep their units.
+func TestPayRacesExpiry(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	provider := f.withPaymentTTL(3 * time.Second)
+	const n = 20
+	f.sale(t, "race", n, 0, 100)
+	ids, users := dueOrders(t, f, "race", n)
+	sw := f.sweeper(SweeperOptions{Batch: 3})
+	f.waitUntilDue(t, ids[0])
+
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	var paid atomic.Int64
+	for i := range ids {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			<-start
+			if o, err := f.svc.Pay(context.Background(), users[i], ids[i], "tok_ok"); err == nil && o.Status == StatusPaid {
+				paid.Add(1)
+			} else if err != nil && !errors.Is(err, ErrNotPayable) {
+				t.Errorf("pay: %v", err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			<-start
+			if _, err := sw.Sweep(context.Background()); err != nil {
+				t.Errorf("sweep: %v", err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if _, err := sw.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var nPaid, nExpired int64
+	for _, id := range ids {
+		switch st := f.status(t, id); st {
+		case StatusPaid:
+			nPaid++
+			if cents, c := provider.Charged(id); cents != 100 || c != 1 {
+				t.Errorf("paid order %s charged %d in %d", id, cents, c)
+			}
+		case StatusExpired:
+			nExpired++
+			if cents, _ := provider.Charged(id); cents != 0 {
+				t.Errorf("expired order %s kept a charge of %d", id, cents)
+			}
+		default:
+			t.Errorf("order %s ended %q", id, st)
+		}
+	}
+	if nPaid != paid.Load() || nPaid+nExpired != n {
+		t.Fatalf("paid %d (answered %d), expired %d of %d", nPaid, paid.Load(), nExpired, n)
+	}
+	if a := f.available(t, "race"); a != nExpired {
+		t.Fatalf("available %d, want the %d expired units back", a, nExpired)
+	}
+	t.Logf("paid %d, expired %d", nPaid, nExpired)
+}
+
+// Cancel races expiry: each order is given back once.
+func TestCancelRacesExpiry(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.withPaymentTTL(3 * time.Second)
+	const n = 20
+	f.sale(t, "cx", n, 0, 100)
+	ids, users := dueOrders(t, f, "cx", n)
+	sw := f.sweeper(SweeperOptions{Batch: 2})
+	f.waitUntilDue(t, ids[0])
+
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	var cancelled, expired atomic.Int64
+	for i := range ids {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, err := f.svc.Cancel(context.Background(), users[i], ids[i])
+			if err == nil {
+				cancelled.Add(1)
+			} else if !errors.Is(err, ErrNotCancellable) {
+				t.Errorf("cancel: %v", err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			<-start
+			k, err := sw.Sweep(context.Background())
+			if err != nil {
+				t.Errorf("sweep: %v", err)
+			}
+			expired.Add(int64(k))
+		}()
+	}
+	close(start)
+	wg.Wait()
+	var nCancelled int64
+	for _, id := range ids {
+		switch st := f.status(t, id); st {
+		case StatusCancelled:
+			nCancelled++
+		case StatusExpired:
+		default:
+			t.Errorf("order %s ended %q", id, st)
+		}
+	}
+	// Exactly one step won each order, and its answer says so.
+	if cancelled.Load() != nCancelled || cancelled.Load()+expired.Load() != n {
+		t.Fatalf("%d cancels and %d expiries answered success, %d orders ended cancelled, of %d",
+			cancelled.Load(), expired.Load(), nCancelled, n)
+	}
+	live, _, _ := f.stock.Live(context.Background(), "cx")
+	if live.Available != n || live.Released != n {
+		t.Fatalf("available %d released %d, want %d each: every unit back exactly once", live.Available, live.Released, n)
+	}
+}
+
+// Two sweepers at once, without the lock, expire each order once.
+func TestTwoSweepersReleaseEachOrderOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.withPaymentTTL(2 * time.Second)
+	const n = 60
+	f.sale(t, "two", n, 0, 100)
+	ids, _ := dueOrders(t, f, "two", n)
+	f.waitUntilDue(t, ids[n-1])
+
+	sweepers := []*Sweeper{f.sweeper(SweeperOptions{Batch: 5}), f.sweeper(SweeperOptions{Batch: 5})}
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	var expired atomic.Int64
+	for _, sw := range sweepers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			k, err := sw.Sweep(context.Background())
+			if err != nil {
+				t.Errorf("sweep: %v", err)
+			}
+			expired.Add(int64(k))
+		}()
+	}
+	close(start)
+	wg.Wait()
+	live, _, _ := f.stock.Live(context.Background(), "two")
+	if expired.Load() != n || live.Available != n || live.Released != n {
+		t.Fatalf("expired %d, available %d, released %d; want %d each", expired.Load(), live.Available, live.Released, n)
+	}
+	f.writeAll(t)
+	if c := f.count(t, `SELECT count(*) FROM order_transitions WHERE status = 'expired'`); c != n {
+		t.Fatalf("%d expiries recorded, want %d", c, n)
+	}
+}
+
+// A sweeper that dies right after its claim leaves the orders to the next
+// sweep once the lease is over; they expire once.
+func TestSweeperCrashAfterClaimIsRepaired(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.withPaymentTTL(2 * time.Second)
+	f.sale(t, "crash", 4, 0, 100)
+	ids, _ := dueOrders(t, f, "crash", 4)
+	f.waitUntilDue(t, ids[3])
+
+	dying := f.sweeper(SweeperOptions{Lease: time.Second})
+	dying.faultAfterClaim = crashOnce()
+	if _, err := dying.Sweep(context.Background()); err == nil {
+		t.Fatal("the fault did not stop the sweep")
+	}
+	next := f.sweeper(SweeperOptions{})
+	if k, err := next.Sweep(context.Background()); err != nil || k != 0 {
+		t.Fatalf("sweep during the lease expired %d (%v), want none", k, err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if k, err := next.Sweep(context.Background()); err != nil || k != 4 {
+		t.Fatalf("sweep after the lease expired %d (%v), want 4", k, err)
+	}
+	if a := f.available(t, "crash"); a != 4 {
+		t.Fatalf("available %d, want 4", a)
+	}
+}
+
+// An order paid before its sweep (its due entry put back, as a lost ZREM
+// would leave it) is not expired: the release is guarded by the status.
+func TestSweeperLeavesAPaidOrder(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.withPaymentTTL(time.Hour)
+	f.sale(t, "pd", 1, 0, 100)
+	ids, users := dueOrders(t, f, "pd", 1)
+	if _, err := f.svc.Pay(context.Background(), users[0], ids[0], "tok_ok"); err != nil {
+		t.Fatal(err)
+	}
+	f.r.Client.ZAdd(context.Background(), f.svc.keys.due(), redis.Z{Score: 1, Member: ids[0]})
+	if k, err := f.sweeper(SweeperOptions{}).Sweep(context.Background()); err != nil || k != 0 {
+		t.Fatalf("sweep expired %d (%v), want 0", k, err)
+	}
+	if st, a := f.status(t, ids[0]), f.available(t, "pd"); st != StatusPaid || a != 0 {
+		t.Fatalf("status %q, available %d; want paid, 0", st, a)
+	}
+	if n := f.r.Client.ZCard(context.Background(), f.svc.keys.due()).Val(); n != 0 {
+		t.Fatalf("the paid order is still due")
+	}
+}
+
+// With no payment window, orders are never due.
+func TestNoPaymentWindow(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.withPaymentTTL(0)
+	f.sale(t, "nw", 2, 0, 100)
+	user := f.user(t)
+	p := f.place(t, user, "nw", 1)
+	f.writeAll(t)
+	o, err := f.svc.Get(context.Background(), user, p.OrderID)
+	if err != nil || o.ExpiresAt != nil || o.Status != StatusConfirmed {
+		t.Fatalf("get = %+v %v, want confirmed without expires_at", o, err)
+	}
+	if n := f.r.Client.ZCard(context.Background(), f.svc.keys.due()).Val(); n != 0 {
+		t.Fatalf("%d orders due without a window", n)
+	}
+	if c := f.count(t, `SELECT count(*) FROM orders WHERE expires_at IS NULL`); c != 1 {
+		t.Fatalf("expires_at recorded for %d orders", 1-c)
+	}
+}

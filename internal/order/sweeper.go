@@ -1,0 +1,231 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/lock"
+)
+
+// SweeperOptions tune the expiry sweeper; zero values take the defaults.
+type SweeperOptions struct {
+	// Batch is how many due orders one claim takes (default 100).
+	Batch int
+	// Interval is how long the sweeper waits when nothing is due, and how
+	// often an instance without the lock tries for it (default 1s).
+	Interval time.Duration
+	// Lease is how long a claimed order stays out of other sweepers' reach
+	// (default 30s): a sweeper that dies with claimed orders leaves them to
+	// the next one after that.
+	Lease time.Duration
+	// Locks, when set, lets one sweeper at a time work (an efficiency
+	// measure only: two sweepers at once still expire each order once).
+	Locks *lock.Locker
+	// StockChanged is told the SKUs whose stock an expiry gave units to.
+	StockChanged StockChanged
+}
+
+func (o *SweeperOptions) defaults() {
+	if o.Batch <= 0 {
+		o.Batch = 100
+	}
+	if o.Interval <= 0 {
+		o.Interval = time.Second
+	}
+	if o.Lease <= 0 {
+		o.Lease = 30 * time.Second
+	}
+}
+
+// sweeperLock is the name of the sweepers' lock, and sweeperLockTTL its
+// lifetime (kept extended while held).
+const (
+	sweeperLock    = "order-sweeper"
+	sweeperLockTTL = 10 * time.Second
+)
+
+// Sweeper expires the orders not paid by their expires_at: the units go
+// back once, exactly as a cancellation gives them.
+//
+// Due orders sit in a sorted set by expires_at (the reserve script adds
+// them; paying removes them). A claim (one script) takes a small batch of
+// those due by Redis's clock and pushes them Lease into the future, so
+// concurrent sweepers take different orders; each claimed order is then
+// expired by the guarded release, which is what makes it happen once
+// whoever else (another sweeper, a cancel, a payment) gets there too. A
+// sweeper that dies between the claim and the release leaves the order to
+// be claimed again after the lease; one that dies after the release left
+// the transition event in the stream in the same step, for the writer.
+type Sweeper struct {
+	life *lifecycle
+	o    SweeperOptions
+	log  *slog.Logger
+	m    *sweeperMetrics
+
+	// faultAfterClaim, for tests, stops a sweep right after a claim, as a
+	// crash would.
+	faultAfterClaim func() error
+}
+
+// NewSweeper returns the expiry sweeper of the orders under prefix; its
+// metrics are registered on reg.
+func NewSweeper(rdb redis.UniversalClient, stock *inventory.Stock, prefix string, log *slog.Logger,
+	reg prometheus.Registerer, o SweeperOptions) *Sweeper {
+	o.defaults()
+	life := &lifecycle{rdb: rdb, stock: stock, keys: keys{prefix}, changed: o.StockChanged}
+	return &Sweeper{life: life, o: o, log: log, m: newSweeperMetrics(reg)}
+}
+
+// Run sweeps until ctx is cancelled: under the lock when one is set (the
+// instance holding it sweeps, the others try again every Interval).
+func (s *Sweeper) Run(ctx context.Context) error {
+	for ctx.Err() == nil {
+		var err error
+		if s.o.Locks == nil {
+			err = s.loop(ctx)
+		} else {
+			err = s.o.Locks.Run(ctx, sweeperLock, sweeperLockTTL, s.loop)
+		}
+		if err != nil && !errors.Is(err, lock.ErrBusy) && ctx.Err() == nil {
+			s.log.Warn("order sweeper", "err", err)
+		}
+		sleep(ctx, s.o.Interval)
+	}
+	return nil
+}
+
+// loop sweeps while ctx lasts, resting Interval when nothing was due.
+func (s *Sweeper) loop(ctx context.Context) error {
+	for ctx.Err() == nil {
+		n, err := s.Sweep(ctx)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			sleep(ctx, s.o.Interval)
+		}
+	}
+	return nil
+}
+
+// Sweep expires the orders due now, batch by batch, and returns how many
+// it expired. Orders it finds paid, cancelled or gone it drops from the
+// due set. It returns the first Redis error (what was expired stays so).
+func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
+	expired := 0
+	for {
+		ids, err := s.claim(ctx)
+		if err != nil {
+			return expired, err
+		}
+		if s.faultAfterClaim != nil {
+			if err := s.faultAfterClaim(); err != nil {
+				return expired, err
+			}
+		}
+		for _, id := range ids {
+			ok, err := s.expire(ctx, id)
+			if err != nil {
+				return expired, err
+			}
+			if ok {
+				expired++
+			}
+		}
+		if len(ids) < s.o.Batch {
+			return expired, nil
+		}
+	}
+}
+
+// claimScript takes up to ARGV[1] orders of the due set KEYS[1] whose time
+// has come by Redis's clock and moves them ARGV[2] ms on (the lease).
+// Returns {now_ms, score of the oldest claimed, id...}.
+var claimScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[1]))
+local out = {string.format('%d', now), due[2] or string.format('%d', now)}
+for i = 1, #due, 2 do
+  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), due[i])
+  out[#out + 1] = due[i]
+end
+return out`)
+
+func (s *Sweeper) claim(ctx context.Context) ([]string, error) {
+	cctx, cancel := context.WithTimeout(ctx, lifecycleTimeout)
+	defer cancel()
+	reply, err := claimScript.Run(cctx, s.life.rdb, []string{s.life.keys.due()}, s.o.Batch, s.o.Lease.Milliseconds()).StringSlice()
+	if err != nil || len(reply) < 2 {
+		return nil, fmt.Errorf("claim due orders: %w", err)
+	}
+	now, _ := strconv.ParseFloat(reply[0], 64)
+	oldest, _ := strconv.ParseFloat(reply[1], 64)
+	s.m.lag.Set(max(now-oldest, 0) / 1000)
+	return reply[2:], nil
+}
+
+// expire expires one claimed order, if it still awaits payment; ok is
+// false when it did not (paid, cancelled, another sweeper was first).
+func (s *Sweeper) expire(ctx context.Context, id string) (ok bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, lifecycleTimeout)
+	defer cancel()
+	o, found, err := s.life.read(ctx, id)
+	if err != nil {
+		return false, fmt.Errorf("expire order %s: %w", id, err)
+	}
+	if found && (o.Status == StatusPending || o.Status == StatusConfirmed) {
+		r, err := s.life.giveBack(ctx, o, StatusExpired)
+		if err != nil {
+			return false, fmt.Errorf("expire order %s: %w", id, err)
+		}
+		if !r.Refused {
+			s.m.expired.Inc()
+			s.m.units.Add(float64(r.Units))
+			return true, nil
+		}
+	}
+	if err := s.life.rdb.ZRem(ctx, s.life.keys.due(), id).Err(); err != nil {
+		return false, fmt.Errorf("drop order %s from the due set: %w", id, err)
+	}
+	return false, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+type sweeperMetrics struct {
+	expired prometheus.Counter
+	units   prometheus.Counter
+	lag     prometheus.Gauge
+}
+
+func newSweeperMetrics(reg prometheus.Registerer) *sweeperMetrics {
+	m := &sweeperMetrics{
+		expired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shop_order_expired_total", Help: "Orders this sweeper expired (not paid by expires_at).",
+		}),
+		units: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shop_order_expired_units_total", Help: "Units the orders this sweeper expired gave back to stock.",
+		}),
+		lag: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "shop_order_sweep_lag_seconds", Help: "How late the oldest due order was when last claimed (0: none due).",
+		}),
+	}
+	reg.MustRegister(m.expired, m.units, m.lag)
+	return m
+}
