@@ -60,6 +60,8 @@ var publicRoutes = map[string]bool{
 	"GET /healthz": true, "GET /readyz": true, "GET /metrics": true, "GET /openapi.yaml": true,
 	"GET /api/v1/products": true, "GET /api/v1/products/:sku": true,
 	"POST /api/v1/auth/register": true, "POST /api/v1/auth/login": true, "POST /api/v1/auth/refresh": true,
+	"GET /api/v1/best-sellers": true, "GET /api/v1/best-sellers/:sku": true,
+	"GET /api/v1/stores/:id": true, "GET /api/v1/stores/nearby": true,
 }
 
 func routeClass(route string) string {
