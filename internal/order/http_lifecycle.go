@@ -1,6 +1,8 @@
 package order
 
 import (
+	"context"
+	"errors"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -20,17 +22,19 @@ const maxTokenLen = 255
 // checked) but changes nothing: paying is idempotent per order and token
 // already (the provider's charge key), and a paid order answers the same.
 func (h handler) pay(c *fiber.Ctx) error {
+	user, id := auth.MustUser(c).ID, strings.Clone(c.Params("id"))
 	var b payBody
 	if err := api.Decode(c, &b); err != nil {
-		return err
+		return h.notFoundFirst(c, user, id, err)
 	}
 	if b.PaymentToken == nil || *b.PaymentToken == "" || len(*b.PaymentToken) > maxTokenLen {
-		return api.Invalid(api.FieldError{Field: "payment_token", Message: "required, 1 to 255 characters"})
+		return h.notFoundFirst(c, user, id,
+			api.Invalid(api.FieldError{Field: "payment_token", Message: "required, 1 to 255 characters"}))
 	}
 	if _, err := IdempotencyKey(c); err != nil {
 		return err
 	}
-	o, err := h.svc.Pay(c.UserContext(), auth.MustUser(c).ID, strings.Clone(c.Params("id")), *b.PaymentToken)
+	o, err := h.svc.Pay(c.UserContext(), user, id, *b.PaymentToken)
 	if err != nil {
 		return err
 	}
@@ -44,4 +48,16 @@ func (h handler) cancel(c *fiber.Ctx) error {
 		return err
 	}
 	return c.JSON(o)
+}
+
+// notFoundFirst answers a bad request about an order that is not the
+// caller's (or does not exist) with 404, as every other answer about it:
+// a 400 would tell another user's order ids from unknown ones.
+func (h handler) notFoundFirst(c *fiber.Ctx, user, id string, bad error) error {
+	ctx, cancel := context.WithTimeout(c.UserContext(), lifecycleTimeout)
+	defer cancel()
+	if _, _, err := h.svc.liveOrder(ctx, user, id); errors.Is(err, ErrNotFound) {
+		return ErrNotFound
+	}
+	return bad
 }

@@ -42,8 +42,10 @@ func TestPayAndCancelOverHTTP(t *testing.T) {
 		r := h.Do(t, "POST", "/api/v1/orders/"+id+"/pay", tok, body)
 		wantCode(t, r, http.StatusBadRequest, "invalid_request")
 	}
-	r = h.Do(t, "POST", "/api/v1/orders/"+id+"/pay", other, `{"payment_token":"tok_ok"}`)
-	wantCode(t, r, http.StatusNotFound, "not_found")
+	for _, body := range []string{`{"payment_token":"tok_ok"}`, `{}`} {
+		r = h.Do(t, "POST", "/api/v1/orders/"+id+"/pay", other, body)
+		wantCode(t, r, http.StatusNotFound, "not_found") // another user's order, whatever the body
+	}
 	r = h.Do(t, "POST", "/api/v1/orders/"+id+"/pay", tok, `{"payment_token":"tok_declined"}`)
 	wantCode(t, r, http.StatusPaymentRequired, "payment_declined")
 
