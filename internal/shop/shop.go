@@ -34,6 +34,7 @@ import (
 	"github.com/shop-oss/shop/internal/pickup"
 	"github.com/shop-oss/shop/internal/ratelimit"
 	"github.com/shop-oss/shop/internal/server"
+	"github.com/shop-oss/shop/internal/storefront"
 	"github.com/shop-oss/shop/internal/visitor"
 )
 
@@ -115,6 +116,8 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 			func(r fiber.Router) { a.Orders.Routes(r, user) },
 			func(r fiber.Router) { a.Carts.Routes(r, user) },
 		},
+		// The storefront page, a client of the API above, outside it.
+		Top: []func(fiber.Router){storefront.Routes},
 	})
 	return a
 }
