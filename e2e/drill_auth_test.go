@@ -61,6 +61,9 @@ var publicRoutes = map[string]bool{
 	"GET /api/v1/products": true, "GET /api/v1/products/:sku": true,
 	"POST /api/v1/auth/register": true, "POST /api/v1/auth/login": true, "POST /api/v1/auth/refresh": true,
 	"GET /api/v1/products/:sku/events": true, "GET /": true, "GET /assets/:file": true,
+	// API.md: best sellers and store reads are public.
+	"GET /api/v1/best-sellers": true, "GET /api/v1/best-sellers/:sku": true,
+	"GET /api/v1/stores/:id": true, "GET /api/v1/stores/nearby": true,
 }
 
 func routeClass(route string) string {
