@@ -163,3 +163,7 @@ go test -run '^$' -bench 'WriterDrain' -benchtime 200000x -timeout 10m ./interna
 echo; echo "== hot paths: go test -run '^\$' -bench 'Reserve|Allow|VerifyToken|AuthenticatedRequest|GetProductCached' -benchtime 3s"
 go test -run '^$' -bench 'Reserve$|Allow$|VerifyToken$|AuthenticatedRequest|GetProductCached$' -benchtime 3s -timeout 10m \
   ./internal/order ./internal/inventory ./internal/ratelimit ./internal/auth | grep -E '^(Benchmark|ok|FAIL)'
+echo; echo "== stock events on the purchase path: go test -run '^\$' -bench ReserveEvents -benchtime 3s ./internal/order (off / PUBLISH in the script / async queue)"
+go test -run '^$' -bench 'ReserveEvents' -benchtime 3s -timeout 10m ./internal/order | grep -E '^(Benchmark|ok|FAIL)'
+echo; echo "== idle live streams: SHOP_LIVE_IDLE_STREAMS=10000 go test -run TestLiveIdleStreamCost -v ./e2e (memory and CPU per stream)"
+SHOP_LIVE_IDLE_STREAMS=${SHOP_LIVE_IDLE_STREAMS:-10000} go test -count=1 -run 'TestLiveIdleStreamCost' -v -timeout 10m ./e2e | grep -E 'idle streams|^(ok|FAIL)' | grep -v live_cost_test

@@ -21,6 +21,10 @@ if [ -z "$SHOP_REDIS_URL" ] || [ -z "$SHOP_DATABASE_URL" ]; then
 fi
 export SHOP_REDIS_URL SHOP_DATABASE_URL
 export SHOP_ENV=${SHOP_ENV:-dev}
+# The demo runs `shop loadtest --forwarded-for` beside a browser on this
+# machine: trusting loopback as a proxy gives the load's shoppers their own
+# rate-limit windows, so the browser's own is not spent by them.
+export SHOP_TRUSTED_PROXIES=${SHOP_TRUSTED_PROXIES:-127.0.0.1}
 addr=${SHOP_ADDR:-:8080}
 export SHOP_ADDR=$addr
 
@@ -33,6 +37,7 @@ port=${addr##*:}
 cat <<MSG
 
 shop is starting on http://127.0.0.1:$port  (redis: $SHOP_REDIS_URL, postgres: $SHOP_DATABASE_URL)
+Open http://127.0.0.1:$port/ in a browser: the storefront, with live stock.
 Try (README.md walks through a whole sale):
   curl -s http://127.0.0.1:$port/readyz
   curl -s http://127.0.0.1:$port/api/v1/products?category=electronics

@@ -188,6 +188,9 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) err
 	case <-ctx.Done():
 	}
 	log.Info("shutting down: draining in-flight requests", "timeout", cfg.ShutdownTimeout)
+	// Live streams never end by themselves: told to reconnect elsewhere
+	// and closed first, they do not hold the drain below.
+	sh.StopStreams()
 	if err := fapp.ShutdownWithTimeout(cfg.ShutdownTimeout); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		log.Warn("shutdown", "err", err)
 	}

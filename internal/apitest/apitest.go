@@ -34,7 +34,9 @@ var (
 func Spec(t testing.TB) (*openapi3.T, routers.Router) {
 	t.Helper()
 	once.Do(func() {
-		openapi3filter.RegisterBodyDecoder("application/yaml", openapi3filter.PlainBodyDecoder)
+		for _, ct := range []string{"application/yaml", "text/event-stream", "text/html", "text/css", "text/javascript"} {
+			openapi3filter.RegisterBodyDecoder(ct, openapi3filter.PlainBodyDecoder)
+		}
 		loader := openapi3.NewLoader()
 		doc, err = loader.LoadFromData(openapi.Spec)
 		if err != nil {

@@ -55,6 +55,11 @@ type Config struct {
 	// PasswordHashing is "owasp" (argon2id at OWASP's cost) or "fast", a
 	// tiny cost for load tests, allowed only with SHOP_ENV=dev.
 	PasswordHashing string `env:"SHOP_PASSWORD_HASHING" envDefault:"owasp"`
+	// LiveMaxStreams bounds the live stock event streams one instance
+	// holds; LiveMaxStreamsPerIP those of one client IP (as the rate
+	// limiter groups them).
+	LiveMaxStreams      int `env:"SHOP_LIVE_MAX_STREAMS" envDefault:"10000"`
+	LiveMaxStreamsPerIP int `env:"SHOP_LIVE_MAX_STREAMS_PER_IP" envDefault:"20"`
 }
 
 // Dev reports whether the process runs in development mode (SHOP_ENV=dev).
@@ -164,6 +169,8 @@ func (c *Config) validate() error {
 		{"SHOP_REDIS_POOL_SIZE", c.RedisPoolSize < 1, "must be at least 1"},
 		{"SHOP_PASSWORD_HASHING", c.PasswordHashing != "owasp" && c.PasswordHashing != "fast", "must be owasp or fast"},
 		{"SHOP_PASSWORD_HASHING", c.PasswordHashing == "fast" && !c.Dev(), "fast is only allowed with SHOP_ENV=dev"},
+		{"SHOP_LIVE_MAX_STREAMS", c.LiveMaxStreams < 1, "must be at least 1"},
+		{"SHOP_LIVE_MAX_STREAMS_PER_IP", c.LiveMaxStreamsPerIP < 1 || c.LiveMaxStreamsPerIP > c.LiveMaxStreams, "must be from 1 to SHOP_LIVE_MAX_STREAMS"},
 	}
 	for _, ch := range checks {
 		if ch.bad {

@@ -43,7 +43,10 @@
 // RecordSold, inside its own transaction. The order package's reserve
 // script takes stock on the keys Stock hands it (SaleKey, BuyersKey);
 // Release (release.lua) is its exact inverse for one order, once per
-// order id.
+// order id. Every change of live stock (seeding, a reservation, a release,
+// Close) publishes the state it leaves on the SKU's Pub/Sub channel in the
+// same atomic step (changes.go): internal/live fans it out to the live
+// stock streams.
 //
 // # Failures
 //

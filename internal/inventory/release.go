@@ -78,7 +78,9 @@ type Released struct {
 // one script: units back to available while the line's round is the live
 // one, the buyer's count down, exactly once per order id (a second call
 // gives nothing back), and, with a guard, only if the caller's state
-// allows it. Everything is validated before anything is written.
+// allows it. Everything is validated before anything is written. A line
+// that gives units back publishes the SKU's new state (changes.go), so
+// live stock streams see cancellations and expiries too.
 //
 // All of a release's keys must share a slot on Redis Cluster: one SKU per
 // call there, with no guard or a guard tagged like the SKU.
@@ -90,7 +92,7 @@ func (s *Stock) Release(ctx context.Context, r Release) (Released, error) {
 		return Released{}, err
 	}
 	keys := make([]string, 0, 1+3*len(r.Lines))
-	args := make([]any, 0, 6+3*len(r.Lines))
+	args := make([]any, 0, 6+4*len(r.Lines))
 	// An unused guard key is never touched, but it must share the slot of
 	// the other keys on Redis Cluster.
 	gkey, gfield, gto, gfrom := s.SaleKey(r.Lines[0].SKU)+":noguard", "", "", ""
@@ -101,7 +103,7 @@ func (s *Stock) Release(ctx context.Context, r Release) (Released, error) {
 	args = append(args, r.OrderID, r.UserID, gfield, gto, gfrom, len(r.Lines))
 	for _, l := range r.Lines {
 		keys = append(keys, s.SaleKey(l.SKU), s.BuyersKey(l.SKU), s.releasedKey(l.SKU))
-		args = append(args, l.SKU, l.Quantity, l.RoundID)
+		args = append(args, l.SKU, l.Quantity, l.RoundID, s.ChangesChannel(l.SKU))
 	}
 	okey, ovalues := s.SaleKey(r.Lines[0].SKU)+":nooutbox", []string(nil)
 	if r.Outbox != nil {

@@ -24,10 +24,12 @@
 -- ARGV[1] order id   ARGV[2] user id
 -- ARGV[3] guard field ('' for none)   ARGV[4] new value   ARGV[5] allowed
 --         values, comma-separated
--- ARGV[6] number of lines n, then ARGV[7 + 3(i-1)] sku, ARGV[8 + 3(i-1)]
---         quantity, ARGV[9 + 3(i-1)] round id
+-- ARGV[6] number of lines n, then ARGV[7 + 4(i-1)] sku, ARGV[8 + 4(i-1)]
+--         quantity, ARGV[9 + 4(i-1)] round id, ARGV[10 + 4(i-1)] the SKU's
+--         changes channel ('' for none): a line that gives units back
+--         publishes the state it leaves there (inventory's changes.go)
 -- KEYS[2 + 3n] outbox stream (touched only when m > 0)
--- ARGV[7 + 3n] number of outbox fields m, then m field-value pairs
+-- ARGV[7 + 4n] number of outbox fields m, then m field-value pairs
 --
 -- Returns {'ok', units given back, stale lines, lines released before}
 --      or {'refused', current guard value or ''}
@@ -40,20 +42,22 @@ if order_id == '' or user == '' then return bad('empty order or user id') end
 if not n or n < 1 or n ~= math.floor(n) or #KEYS ~= 2 + 3 * n then
   return bad('bad line count')
 end
-local m = tonumber(ARGV[7 + 3 * n])
-if not m or m < 0 or m ~= math.floor(m) or #ARGV ~= 7 + 3 * n + 2 * m then
+local m = tonumber(ARGV[7 + 4 * n])
+if not m or m < 0 or m ~= math.floor(m) or #ARGV ~= 7 + 4 * n + 2 * m then
   return bad('bad outbox')
 end
 if gfield ~= '' and (gto == '' or gfrom == '') then return bad('guard without values') end
 
 local lines, seen = {}, {}
 for i = 1, n do
-  local sku, qty, round = ARGV[4 + 3 * i], tonumber(ARGV[5 + 3 * i]), tonumber(ARGV[6 + 3 * i])
+  local a = 3 + 4 * i
+  local sku, qty, round = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
   if sku == '' or seen[sku] then return bad('empty or duplicate sku') end
   if not qty or qty < 1 or qty ~= math.floor(qty) then return bad('bad quantity') end
   if not round or round < 1 or round ~= math.floor(round) then return bad('bad round') end
   seen[sku] = true
-  lines[i] = {qty = qty, round = round, sale = KEYS[3 * i - 1], buyers = KEYS[3 * i], released = KEYS[1 + 3 * i]}
+  lines[i] = {qty = qty, round = round, channel = ARGV[a + 3],
+    sale = KEYS[3 * i - 1], buyers = KEYS[3 * i], released = KEYS[1 + 3 * i]}
 end
 
 if gfield ~= '' then
@@ -78,7 +82,7 @@ for _, l in ipairs(lines) do
   elseif not l.live then
     stale = stale + 1
   else
-    redis.call('HINCRBY', l.sale, 'available', l.qty)
+    local left = redis.call('HINCRBY', l.sale, 'available', l.qty)
     redis.call('HINCRBY', l.sale, 'released', l.qty)
     if redis.call('HINCRBY', l.buyers, user, -l.qty) <= 0 then
       redis.call('HDEL', l.buyers, user)
@@ -87,6 +91,10 @@ for _, l in ipairs(lines) do
     local ttl = redis.call('PTTL', l.sale)
     if ttl > 0 then redis.call('PEXPIRE', l.released, ttl) end
     units = units + l.qty
+    if l.channel ~= '' then
+      local w = redis.call('HMGET', l.sale, 'starts_ms', 'ends_ms')
+      redis.call('PUBLISH', l.channel, string.format('%d %d %s %s', l.round, left, w[1], w[2]))
+    end
   end
 end
 if gfield ~= '' then
@@ -94,7 +102,7 @@ if gfield ~= '' then
 end
 if m > 0 then
   local entry = {}
-  for i = 8 + 3 * n, #ARGV do entry[#entry + 1] = ARGV[i] end
+  for i = 8 + 4 * n, #ARGV do entry[#entry + 1] = ARGV[i] end
   redis.call('XADD', KEYS[2 + 3 * n], '*', unpack(entry))
 end
 return {'ok', string.format('%d', units), tostring(stale), tostring(before)}

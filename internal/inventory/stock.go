@@ -22,7 +22,8 @@ import (
 // Inventory owns these keys and their format. The order package's reserve
 // script reads and changes the first two, handed to it by SaleKey and
 // BuyersKey: it takes stock and counts the buyer in the same atomic step
-// as the order event. Release (release.lua) is the inverse.
+// as the order event. Release (release.lua) is the inverse. Every change
+// is published on the SKU's changes channel (changes.go).
 //
 // The {<sku>} hash tag keeps a SKU's keys in one cluster slot. The sale hash
 // is the live record of what is left to sell, so it expires only when the
@@ -90,7 +91,7 @@ func (s *Stock) OpenRound(ctx context.Context, sku string, r LiveRound) error {
 	}
 	opened, err := seedScript.Run(ctx, s.rdb, []string{s.SaleKey(sku), s.BuyersKey(sku), s.releasedKey(sku)},
 		r.Round, r.Quantity, r.PerUserLimit, unixMilli(r.StartsAt), unixMilli(r.EndsAt),
-		r.PriceCents, ttlMs, applyBy).Int()
+		r.PriceCents, ttlMs, applyBy, s.ChangesChannel(sku)).Int()
 	switch {
 	case err != nil:
 		return fmt.Errorf("open sale round %d for %s: %w", r.Round, sku, err)
@@ -169,8 +170,14 @@ return 0`)
 
 // Close ends sku's live sale (the product was deleted): nothing more can be
 // reserved. Orders already reserved are still persisted by the writer.
+// Its subscribers hear "no sale" in the same MULTI.
 func (s *Stock) Close(ctx context.Context, sku string) error {
-	if err := s.rdb.Unlink(ctx, s.SaleKey(sku), s.BuyersKey(sku), s.releasedKey(sku)).Err(); err != nil {
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Unlink(ctx, s.SaleKey(sku), s.BuyersKey(sku), s.releasedKey(sku))
+		p.Publish(ctx, s.ChangesChannel(sku), closedMessage)
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("close sale of %s: %w", sku, err)
 	}
 	return nil

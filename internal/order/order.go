@@ -17,7 +17,10 @@
 // buyer counts are handed in by inventory.Stock's SaleKey and BuyersKey, in
 // the format inventory documents, and inventory keeps everything else that
 // changes them (seeding, price, close, and Release, the inverse of a
-// reservation). A checkout hands in the cart's key too: the script checks
+// reservation). Each reserved line publishes the stock it leaves on the
+// SKU's changes channel (inventory.Stock.ChangesChannel, in inventory's
+// format) in the same step, for the live stock streams. A checkout hands
+// in the cart's key too: the script checks
 // that it still holds exactly the lines reserved and deletes it in the same
 // step (ErrCartChanged otherwise); the cart package owns that hash.
 //
@@ -168,6 +171,10 @@ type Service struct {
 
 	paymentTTL time.Duration
 	payments   PaymentProvider
+
+	// quiet reservations publish no stock change: only the reserve
+	// benchmark sets it, to measure what publishing costs.
+	quiet bool
 }
 
 // Option sets an optional part of the Service.

@@ -126,18 +126,28 @@ func (s *Service) reserve(ctx context.Context, e enqueue, lines []Line) (reserva
 	}
 	keys := make([]string, 0, 6+2*len(lines))
 	keys = append(keys, s.keys.stream(), status, s.keys.pending(e.userID), idemKey, cartKey, s.keys.due())
-	args := make([]any, 0, 8+2*len(lines))
+	args := make([]any, 0, 8+3*len(lines))
 	args = append(args, e.orderID, e.userID, s.statusTTL().Milliseconds(), idemTTL.Milliseconds(),
 		fingerprint, useCart, s.paymentTTL.Milliseconds(), len(lines))
 	for _, l := range lines {
 		keys = append(keys, s.stock.SaleKey(l.SKU), s.stock.BuyersKey(l.SKU))
-		args = append(args, l.SKU, l.Quantity)
+		args = append(args, l.SKU, l.Quantity, s.changesChannel(l.SKU))
 	}
 	reply, err := reserveScript.Run(ctx, s.rdb, keys, args...).StringSlice()
 	if err != nil {
 		return reservation{}, fmt.Errorf("reserve order %s: %w", e.orderID, err)
 	}
 	return parseReply(e.orderID, reply)
+}
+
+// changesChannel is where a reservation of sku publishes the stock it
+// leaves (inventory's format), unless the service was built quiet (the
+// events-off side of the reserve benchmark).
+func (s *Service) changesChannel(sku string) string {
+	if s.quiet {
+		return ""
+	}
+	return s.stock.ChangesChannel(sku)
 }
 
 func optionalKey(key, unused string) (string, string) {

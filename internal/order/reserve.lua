@@ -33,7 +33,10 @@
 --         and it is emptied with the reservation
 -- ARGV[7] payment window (ms; 0: none): the order expires at created_ms +
 --         this, fixed now, unless it is paid before
--- ARGV[8] number of lines n, then ARGV[9 + 2(i-1)] sku, ARGV[10 + 2(i-1)] qty
+-- ARGV[8] number of lines n, then ARGV[9 + 3(i-1)] sku, ARGV[10 + 3(i-1)] qty,
+--         ARGV[11 + 3(i-1)] the SKU's changes channel (inventory's
+--         ChangesChannel; '' for none): a reserved line publishes the stock
+--         it leaves there, in inventory's format (changes.go), in this step
 --
 -- Returns {'ok', items_json, total_cents, created_ms, expires_ms (0: none)}
 --      or {'dup', order_id}         (idempotent repeat, or a second run)
@@ -53,17 +56,17 @@ if order_id == '' or user == '' then return bad('empty order or user id') end
 if not status_ttl or status_ttl < 1 or not idem_ttl or idem_ttl < 1 then return bad('bad ttl') end
 if string.find(idem_fp, '%s') then return bad('bad fingerprint') end
 if not pay_ttl or pay_ttl < 0 or pay_ttl ~= math.floor(pay_ttl) then return bad('bad payment window') end
-if not n or n < 1 or n ~= math.floor(n) or #KEYS ~= 6 + 2 * n or #ARGV ~= 8 + 2 * n then
+if not n or n < 1 or n ~= math.floor(n) or #KEYS ~= 6 + 2 * n or #ARGV ~= 8 + 3 * n then
   return bad('bad line count')
 end
 
 local lines, seen = {}, {}
 for i = 1, n do
-  local sku, qty = ARGV[7 + 2 * i], tonumber(ARGV[8 + 2 * i])
+  local sku, qty = ARGV[6 + 3 * i], tonumber(ARGV[7 + 3 * i])
   if not qty or qty < 1 or qty ~= math.floor(qty) then return bad('bad quantity') end
   if seen[sku] then return bad('duplicate sku') end
   seen[sku] = true
-  lines[i] = {sku = sku, qty = qty, sale = KEYS[5 + 2 * i], buyers = KEYS[6 + 2 * i]}
+  lines[i] = {sku = sku, qty = qty, channel = ARGV[8 + 3 * i], sale = KEYS[5 + 2 * i], buyers = KEYS[6 + 2 * i]}
 end
 
 -- The order id is made before the script runs: a second run of the same
@@ -126,7 +129,7 @@ for _, l in ipairs(lines) do
     elseif avail < l.qty then
       fail('stock', l.sku)
     end
-    l.round, l.price, l.released = round, price, tonumber(s[7] or '0')
+    l.round, l.price, l.released, l.window = round, price, tonumber(s[7] or '0'), s[4] .. ' ' .. s[5]
   end
 end
 if worst then
@@ -138,8 +141,11 @@ end
 -- Every check passed: write.
 local items, total = {}, 0
 for i, l in ipairs(lines) do
-  redis.call('HINCRBY', l.sale, 'available', -l.qty)
+  local left = redis.call('HINCRBY', l.sale, 'available', -l.qty)
   redis.call('HINCRBY', l.buyers, user, l.qty)
+  if l.channel ~= '' then
+    redis.call('PUBLISH', l.channel, string.format('%d %d ', l.round, left) .. l.window)
+  end
   local ttl = redis.call('PTTL', l.sale)
   if ttl > 0 then redis.call('PEXPIRE', l.buyers, ttl) end
   items[i] = {sku = l.sku, quantity = l.qty, price_cents = l.price, round_id = l.round, released = l.released}

@@ -59,6 +59,9 @@ type Deps struct {
 	LimiterCompanion *ratelimit.Companion
 	// Mount registers the domain routes on the /api/v1 router.
 	Mount []func(fiber.Router)
+	// Top registers routes outside /api/v1 (a web page), after the
+	// operational ones: neither rate limited nor part of the API.
+	Top []func(fiber.Router)
 }
 
 // New builds the app. It does not listen; call Listen or Test on it.
@@ -88,6 +91,10 @@ func New(d Deps) *fiber.App {
 	app.Get("/readyz", readyz(d.Redis, d.DB))
 	app.Get("/metrics", metricsHandler(d.Registry))
 	app.Get("/openapi.yaml", openapiHandler)
+
+	for _, mount := range d.Top {
+		mount(app)
+	}
 
 	v1 := app.Group("/api/v1")
 	if d.Limiter != nil {

@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -28,11 +29,13 @@ import (
 	"github.com/shop-oss/shop/internal/cart"
 	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/live"
 	"github.com/shop-oss/shop/internal/lock"
 	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/pickup"
 	"github.com/shop-oss/shop/internal/ratelimit"
 	"github.com/shop-oss/shop/internal/server"
+	"github.com/shop-oss/shop/internal/storefront"
 	"github.com/shop-oss/shop/internal/visitor"
 )
 
@@ -74,7 +77,10 @@ type App struct {
 	// Sweeper expires unpaid orders; Start runs it.
 	Sweeper *order.Sweeper
 	Audit   *audit.Auditor
-	log     *slog.Logger
+	// Live streams live stock to browsers; Start runs its subscription,
+	// and serve shuts it down before the HTTP server (see Live.Shutdown).
+	Live *live.Hub
+	log  *slog.Logger
 }
 
 // indexStartTimeout bounds the pickup store index rebuild at start.
@@ -95,9 +101,12 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 	a.Sweeper = NewSweeper(st, cfg, a.Stock, a.Locks, log, reg)
 	a.Audit = audit.New(st.DB, st.Redis, a.Stock, cfg.KeyPrefix, log)
 	a.Bestsellers = bestseller.New(st.Redis, st.DB, a.Catalog, a.Locks, cfg.KeyPrefix, log, reg)
+	clientIP := server.ClientIP(cfg.TrustedProxies, cfg.RateLimitIPv6Prefix)
 	a.Visits = visitor.New(st.Redis, visitor.Options{Prefix: cfg.KeyPrefix, Exists: a.Catalog.Exists,
-		ClientIP: server.ClientIP(cfg.TrustedProxies, cfg.RateLimitIPv6Prefix)}, log, reg)
+		ClientIP: clientIP}, log, reg)
 	a.Stores = pickup.New(st.DB, st.Redis, a.Locks, cfg.KeyPrefix, log)
+	a.Live = live.New(st.Redis, a.Stock, live.Options{
+		MaxStreams: cfg.LiveMaxStreams, MaxPerClient: cfg.LiveMaxStreamsPerIP}, log, reg)
 	a.log = log
 	var limiter *ratelimit.Limiter
 	if !cfg.RateLimit.Off() {
@@ -119,6 +128,7 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 			// Before the catalog: it counts the catalog's product reads.
 			func(r fiber.Router) { a.Visits.Routes(r, a.Auth.OptionalUser(), admin) },
 			func(r fiber.Router) { a.Catalog.Routes(r, admin) },
+			func(r fiber.Router) { a.Live.Routes(r, a.Catalog.Exists, clientIP) },
 			a.Bestsellers.Routes,
 			func(r fiber.Router) { a.Stores.Routes(r, admin) },
 			func(r fiber.Router) { a.Sales.Routes(r, admin) },
@@ -126,26 +136,44 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 			func(r fiber.Router) { a.Carts.Routes(r, user) },
 			func(r fiber.Router) { a.Audit.Routes(r, admin) },
 		},
+		// The storefront page, a client of the API above, outside it.
+		Top: []func(fiber.Router){storefront.Routes},
 	})
 	return a
 }
 
 // Start runs the application's background work: the pickup store index
 // rebuilt from PostgreSQL (unless another instance is at it), the visitor
-// counts' queue drained, and the expiry sweeper (every instance runs one;
-// the lock lets one work at a time). The returned function stops it,
-// writing what is queued, and waits.
+// counts' queue drained, the expiry sweeper (every instance runs one; the
+// lock lets one work at a time) and the live stock subscription. The
+// returned function stops it, writing what is queued, ends the live
+// streams, and waits.
 func (a *App) Start(ctx context.Context) (stop func()) {
 	a.rebuildStoreIndex(ctx)
-	vctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{}, 2)
-	go func() { a.Visits.Run(vctx); done <- struct{}{} }()
-	go func() { _ = a.Sweeper.Run(vctx); done <- struct{}{} }()
+	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); a.Visits.Run(bctx) }()
+	go func() { defer wg.Done(); _ = a.Sweeper.Run(bctx) }()
+	go func() { defer wg.Done(); a.Live.Run(bctx) }()
 	return func() {
+		a.StopStreams()
 		cancel()
-		<-done
-		<-done
+		wg.Wait()
 	}
+}
+
+// streamsStopTimeout bounds how long StopStreams waits for the streams'
+// last writes.
+const streamsStopTimeout = 2 * time.Second
+
+// StopStreams tells every live stream to reconnect and ends it. `shop
+// serve` calls it before the HTTP server's graceful shutdown, which
+// otherwise waits for streams that never end by themselves.
+func (a *App) StopStreams() {
+	ctx, cancel := context.WithTimeout(context.Background(), streamsStopTimeout)
+	defer cancel()
+	a.Live.Shutdown(ctx)
 }
 
 // rebuildStoreIndex: a failure is not fatal, since a search that finds the

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/server"
 	"github.com/shop-oss/shop/internal/shop"
 	"github.com/shop-oss/shop/internal/testenv"
 )
@@ -99,6 +101,27 @@ func New(t testing.TB, o Options) *App {
 	a := &App{App: shop.New(cfg, st, log, reg), DB: db, Redis: r, Config: cfg, Reg: reg, Log: log}
 	t.Cleanup(a.Start(context.Background()))
 	return a
+}
+
+// Serve serves the app on a random loopback port, as `shop serve` does
+// (for what app.Test cannot show, such as a stream that never ends), and
+// returns its base URL. It stops when t ends, live streams first.
+func (a *App) Serve(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Fiber.Listener(server.Listener(ln)) }()
+	t.Cleanup(func() {
+		a.StopStreams()
+		if err := a.Fiber.ShutdownWithTimeout(5 * time.Second); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		<-done
+	})
+	return "http://" + ln.Addr().String()
 }
 
 // Do sends one request through the app in process and checks the exchange

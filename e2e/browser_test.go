@@ -1,0 +1,187 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// artifactsDir holds what the browser tests leave for people to look at
+// (git-ignored).
+const artifactsDir = "artifacts"
+
+// chromium finds Debian's chromium. Without it a laptop skips the browser
+// tests; CI (CI set) fails, so it can never pass having tested nothing.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("chromium is not installed (apt-get install chromium); CI must run the browser tests")
+	}
+	t.Skip("chromium is not installed (apt-get install chromium): browser tests skipped")
+	return ""
+}
+
+// browser starts a headless Chromium with a fresh profile and returns a
+// tab's context and a check that fails t for every script error the page
+// threw. The flags keep it off the network: on a closed machine it would
+// otherwise hang on background connections.
+func browser(t *testing.T) (context.Context, func()) {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium(t)),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(412, 915), // a phone's width
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelTab := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancelTab(); cancelAlloc() })
+	if err := chromedp.Do(ctx); err != nil { // starts the browser
+		t.Fatalf("start chromium: %v", err)
+	}
+	var mu sync.Mutex
+	var thrown []string
+	messages := chromedp.Console(ctx)
+	go func() {
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			if m.IsException() {
+				mu.Lock()
+				thrown = append(thrown, m.String())
+				mu.Unlock()
+			}
+		}
+	}()
+	return ctx, func() {
+		t.Helper()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, e := range thrown {
+			t.Errorf("script error on the page: %s", e)
+		}
+	}
+}
+
+// until waits for a JavaScript condition on the page.
+func until(t *testing.T, ctx context.Context, what, expr string) {
+	t.Helper()
+	ok, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(30*time.Second)))
+	if err != nil || !ok {
+		msg, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById('message').textContent`))
+		t.Fatalf("%s: %v (page message %q)", what, err, msg)
+	}
+}
+
+func text(id, want string) string {
+	return fmt.Sprintf("document.getElementById(%q).textContent.trim() === %q", id, want)
+}
+
+// The storefront page in a real browser against a running `shop serve`:
+// sign up, log out and in again, watch the live counter move when another
+// client buys, buy with a double click (one order), and see the order turn
+// confirmed. A screenshot of the orders is saved under e2e/artifacts.
+func TestBrowserStorefront(t *testing.T) {
+	t.Parallel()
+	s := newShop(t, liveEnv(t))
+	s.product(t, "demo-browser", 1299, map[string]any{"quantity": 50, "per_user_limit": 0})
+	other := s.shoppers(t, 1, "browser-other")[0]
+	ctx, noScriptErrors := browser(t)
+	defer noScriptErrors()
+	id := func(s string) chromedp.ID { return chromedp.ID(s) }
+
+	// Sign up (which logs in), log out, log in.
+	do(t, ctx, "sign up",
+		chromedp.Navigate(s.URL+"/#/register"),
+		chromedp.WaitVisible(id("register-email")),
+		chromedp.SendKeys(id("register-email"), "browser@shop.test"),
+		chromedp.SendKeys(id("register-password"), "browser-password"),
+		chromedp.Click(id("register-submit")),
+		chromedp.WaitVisible(id("nav-logout")),
+		chromedp.Click(id("nav-logout")),
+		chromedp.WaitVisible(id("nav-login")),
+	)
+	do(t, ctx, "log in",
+		chromedp.Navigate(s.URL+"/#/login"),
+		chromedp.WaitVisible(id("login-email")),
+		chromedp.SendKeys(id("login-email"), "browser@shop.test"),
+		chromedp.SendKeys(id("login-password"), "browser-password"),
+		chromedp.Click(id("login-submit")),
+		chromedp.WaitVisible(id("nav-logout")),
+	)
+	until(t, ctx, "the catalog lists the product", `!!document.querySelector('#catalog li[data-sku="demo-browser"]')`)
+
+	// The live counter follows another client's purchase.
+	do(t, ctx, "open the product", chromedp.Navigate(s.URL+"/#/p/demo-browser"))
+	until(t, ctx, "live stock shown", text("live-available", "50"))
+	if o := s.purchase(t, other, "demo-browser", 3, "browser-other-1"); o.status != http.StatusAccepted {
+		t.Fatalf("the other client's purchase: %+v", o)
+	}
+	until(t, ctx, "the counter moved with the other client's purchase", text("live-available", "47"))
+
+	// A double click buys once.
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](
+		`(() => { const b = document.getElementById('buy-now'); b.click(); b.click(); return true; })()`)); err != nil {
+		t.Fatalf("buy now, twice in a row: %v", err)
+	}
+	until(t, ctx, "the order is placed", `document.getElementById('message').textContent.includes('placed')`)
+	until(t, ctx, "the counter shows the purchase", text("live-available", "46"))
+
+	// The order turns confirmed once the writer has recorded it.
+	do(t, ctx, "open the orders", chromedp.Navigate(s.URL+"/#/orders"))
+	until(t, ctx, "the order is confirmed",
+		`[...document.querySelectorAll('#orders .order-status')].map(e => e.textContent).join() === 'confirmed'`)
+	buttons, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#orders .order-actions button').length`))
+	if err != nil || buttons != 2 {
+		t.Errorf("a confirmed order shows %d buttons (%v), want pay and cancel", buttons, err)
+	}
+	if rep := s.stock(t, "demo-browser"); rep.Available != 46 {
+		t.Errorf("available %d after 3 + 1 units sold, want 46 (a double click must buy once)", rep.Available)
+	}
+	screenshot(t, ctx, "storefront-orders.png")
+}
+
+func do(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// screenshot saves the page under artifactsDir and logs the path.
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // quality 100: PNG
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	if err := os.MkdirAll(artifactsDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path, _ := filepath.Abs(filepath.Join(artifactsDir, name))
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", path)
+	fmt.Fprintln(os.Stderr, "browser test screenshot:", path)
+}

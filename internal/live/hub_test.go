@@ -1,0 +1,123 @@
+package live
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shop-oss/shop/internal/inventory"
+)
+
+func newTestHub(o Options) *Hub {
+	return New(nil, inventory.NewStock(nil, "t:"), o, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+}
+
+// A stream that reads nothing never holds up the hub: its mailbox keeps
+// only the newest state, whatever the hub hands it meanwhile.
+func TestStalledStreamNeverBlocksTheHub(t *testing.T) {
+	h := newTestHub(Options{Interval: time.Nanosecond})
+	stalled, err := h.subscribe("p1", "10.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 10000 {
+			h.mu.Lock()
+			h.update(h.topics["p1"], inventory.Change{SKU: "p1", Round: 1, Available: int64(10000 - i)})
+			h.mu.Unlock()
+			time.Sleep(time.Microsecond) // past the interval: each one handed out
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the hub blocked on a stream that reads nothing")
+	}
+	waitHandedOut(t, h, "p1")
+	if got := <-stalled.box; got.Available != 1 {
+		t.Fatalf("the stalled stream's mailbox holds %+v, want the newest state (1 available)", got)
+	}
+	select {
+	case c := <-stalled.box:
+		t.Fatalf("a second state %+v was kept", c)
+	default:
+	}
+}
+
+// A burst of changes within one interval reaches a stream as the first
+// (at once) and the newest (when the interval is up).
+func TestChangesAreCoalesced(t *testing.T) {
+	h := newTestHub(Options{Interval: 300 * time.Millisecond})
+	s, err := h.subscribe("p1", "10.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.mu.Lock()
+	for i := range 100 {
+		h.update(h.topics["p1"], inventory.Change{SKU: "p1", Round: 1, Available: int64(100 - i)})
+	}
+	h.mu.Unlock()
+	if c := <-s.box; c.Available != 100 {
+		t.Fatalf("first hand-out %+v, want the first change at once", c)
+	}
+	select {
+	case c := <-s.box:
+		t.Fatalf("%+v handed out within the interval", c)
+	case <-time.After(100 * time.Millisecond):
+	}
+	select {
+	case c := <-s.box:
+		if c.Available != 1 {
+			t.Fatalf("second hand-out %+v, want the newest", c)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the newest state was never handed out")
+	}
+}
+
+func waitHandedOut(t *testing.T, h *Hub, sku string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		h.mu.Lock()
+		pending := h.topics[sku].flush != nil
+		h.mu.Unlock()
+		if !pending {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("hand-out still pending")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestEventOf(t *testing.T) {
+	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	hour := time.Hour
+	for _, tc := range []struct {
+		name string
+		c    inventory.Change
+		want string
+	}{
+		{"none", inventory.Change{}, SaleNone},
+		{"open", inventory.Change{Round: 1, Available: 3}, SaleOpen},
+		{"sold_out", inventory.Change{Round: 1}, SaleSoldOut},
+		{"upcoming", inventory.Change{Round: 1, Available: 3, StartsAt: now.Add(hour)}, SaleUpcoming},
+		{"open_at_start", inventory.Change{Round: 1, Available: 3, StartsAt: now}, SaleOpen},
+		{"ended_at_end", inventory.Change{Round: 1, Available: 3, EndsAt: now}, SaleEnded},
+		{"ended_sold_out", inventory.Change{Round: 1, EndsAt: now.Add(-hour)}, SaleEnded},
+		{"negative_is_zero", inventory.Change{Round: 1, Available: -2}, SaleSoldOut},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := EventOf(tc.c, now)
+			if e.Sale != tc.want || e.Available < 0 {
+				t.Errorf("EventOf(%+v) = %+v, want sale %s", tc.c, e, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,211 @@
+// Package live streams each SKU's live stock to browsers as Server-Sent
+// Events (GET /api/v1/products/{sku}/events).
+//
+// # Fan-out
+//
+// Every change of live stock is published by inventory on the SKU's Redis
+// Pub/Sub channel, in the same atomic step as the change (see
+// inventory's changes.go). Each instance holds one pattern subscription
+// (Hub.Run) and fans the messages out in process: the hub keeps, per SKU
+// that has streams, the latest state it heard, and hands it to each stream
+// at most once per Options.Interval (the first change after a quiet spell
+// at once, the rest coalesced to the newest). A thousand purchases a
+// second on one SKU are still a few events a second per browser.
+//
+// # Slow clients
+//
+// Handing a state to a stream never blocks the hub: each stream has a
+// mailbox of one state, and a newer state replaces an unread one, so a
+// stream that falls behind skips to the latest picture. A stream whose
+// client stops reading blocks only its own goroutine; its connection's
+// write deadline (Options.WriteTimeout, renewed at every write) then fails
+// the write and the stream ends: the client is dropped, and the others,
+// and the purchases, never wait for it.
+//
+// # Correctness of the picture
+//
+// Pub/Sub may lose messages (a reconnect, a restart); a lost one never
+// leaves a wrong picture for long: a stream starts with the state read
+// from the live keys (not from the hub, nor the catalog cache), and when
+// the subscription is re-established the hub reads every watched SKU's
+// state again. Messages of one Redis arrive in the order the changes were
+// made, so the last one heard is the current state.
+//
+// # Sale moments
+//
+// A sale turns from upcoming to open at starts_at, and ends at ends_at,
+// without any change to publish: the hub sets a timer for the next such
+// moment of every watched SKU and hands its streams the state again then;
+// each stream works out the sale's status at the moment it writes.
+//
+// # Limits and shutdown
+//
+// Streams are limited per client IP (as the rate limiter sees it) and in
+// total; refusals answer 429 or 503 with Retry-After and are counted in
+// shop_live_streams_refused_total. Shutdown tells every stream to
+// reconnect (a retry: field) and ends it, so that the HTTP server's
+// graceful shutdown does not wait for streams that never end by
+// themselves.
+package live
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/inventory"
+)
+
+// Options tune the hub; zero values take the defaults.
+type Options struct {
+	// Interval is the shortest time between two stock events of one SKU
+	// on a stream (default 250ms).
+	Interval time.Duration
+	// KeepAlive is the longest silence on a stream: a comment line is sent
+	// after it (default 10s; API.md promises at most 15s).
+	KeepAlive time.Duration
+	// WriteTimeout drops a client whose connection took no data for this
+	// long (default 10s).
+	WriteTimeout time.Duration
+	// Retry is the reconnection delay streams announce (default 2s).
+	Retry time.Duration
+	// MaxStreams bounds the open streams of this instance (default 10000).
+	MaxStreams int
+	// MaxPerClient bounds the open streams of one client IP (default 20).
+	MaxPerClient int
+}
+
+func (o *Options) defaults() {
+	set := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	set(&o.Interval, 250*time.Millisecond)
+	set(&o.KeepAlive, 10*time.Second)
+	set(&o.WriteTimeout, 10*time.Second)
+	set(&o.Retry, 2*time.Second)
+	if o.MaxStreams <= 0 {
+		o.MaxStreams = 10000
+	}
+	if o.MaxPerClient <= 0 {
+		o.MaxPerClient = 20
+	}
+}
+
+// Hub fans stock changes out to the streams of this instance. Make it with
+// New, run its subscription with Run.
+type Hub struct {
+	rdb     redis.UniversalClient
+	stock   *inventory.Stock
+	o       Options
+	log     *slog.Logger
+	metrics *metrics
+
+	mu       sync.Mutex
+	topics   map[string]*topic // by SKU, only while it has streams
+	perIP    map[string]int
+	streams  int
+	shutdown chan struct{} // closed by Shutdown
+	closed   bool
+	active   sync.WaitGroup // running streams
+}
+
+// New returns the hub for stock's changes; its metrics are registered on
+// reg.
+func New(rdb redis.UniversalClient, stock *inventory.Stock, o Options, log *slog.Logger, reg prometheus.Registerer) *Hub {
+	o.defaults()
+	return &Hub{
+		rdb: rdb, stock: stock, o: o, log: log, metrics: newMetrics(reg),
+		topics: map[string]*topic{}, perIP: map[string]int{}, shutdown: make(chan struct{}),
+	}
+}
+
+// Run holds the instance's subscription to every SKU's changes until ctx
+// ends, reconnecting as go-redis does; after each (re)subscription it
+// reads every watched SKU's state again, since messages published while it
+// was away are lost.
+func (h *Hub) Run(ctx context.Context) {
+	ps := h.rdb.PSubscribe(ctx, h.stock.ChangesPattern())
+	defer ps.Close()
+	ch := ps.ChannelWithSubscriptions(redis.WithChannelSize(1024))
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m := <-ch:
+			switch m := m.(type) {
+			case *redis.Message:
+				h.receive(m)
+			case *redis.Subscription:
+				h.log.Debug("live stock: subscribed", "pattern", m.Channel)
+				go h.resync(ctx)
+			}
+		}
+	}
+}
+
+// receive takes one published change to the SKU's streams, if it has any.
+func (h *Hub) receive(m *redis.Message) {
+	h.metrics.messages.Inc()
+	c, err := h.stock.ParseChange(m.Channel, m.Payload)
+	if err != nil {
+		h.log.Warn("live stock: message ignored", "err", err)
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if t := h.topics[c.SKU]; t != nil {
+		h.update(t, c)
+	}
+}
+
+// resyncTimeout bounds the reads of watched SKUs after a resubscription.
+const resyncTimeout = 5 * time.Second
+
+// resync reads the live state of every watched SKU and hands it out.
+func (h *Hub) resync(ctx context.Context) {
+	h.mu.Lock()
+	skus := make([]string, 0, len(h.topics))
+	for sku := range h.topics {
+		skus = append(skus, sku)
+	}
+	h.mu.Unlock()
+	for _, sku := range skus {
+		rctx, cancel := context.WithTimeout(ctx, resyncTimeout)
+		c, err := h.stock.Current(rctx, sku)
+		cancel()
+		if err != nil {
+			h.log.Warn("live stock: state not read again after resubscribing", "sku", sku, "err", err)
+			continue
+		}
+		h.mu.Lock()
+		if t := h.topics[sku]; t != nil {
+			h.update(t, c)
+		}
+		h.mu.Unlock()
+	}
+}
+
+// Shutdown tells every stream to reconnect and ends it, refuses new ones,
+// and waits (at most until ctx ends) for the streams to finish writing.
+// Call it before the HTTP server's graceful shutdown, which would wait for
+// the streams otherwise. It may be called more than once.
+func (h *Hub) Shutdown(ctx context.Context) {
+	h.mu.Lock()
+	if !h.closed {
+		h.closed = true
+		close(h.shutdown)
+	}
+	h.mu.Unlock()
+	done := make(chan struct{})
+	go func() { h.active.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}

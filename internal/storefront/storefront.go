@@ -1,0 +1,80 @@
+// Package storefront serves the shop's web page: plain HTML, CSS and
+// JavaScript embedded in the binary (no build step, no separate server),
+// mounted at the top level, outside /api/v1, so the page's own files are
+// neither rate limited nor part of the API.
+//
+// The page is a client of the public API only: the catalog (with the
+// listing's live availability polled every few seconds), a product page with
+// the sale countdown and live stock from GET /api/v1/products/{sku}/events,
+// sign-up and log-in with token refresh, buy now and checkout with an
+// Idempotency-Key per intent (a double click buys once), and the buyer's
+// orders with their status, payment and cancellation. Problem documents are
+// shown as readable messages.
+//
+// The files are served with a strict Content-Security-Policy (no inline
+// script or style, connections to this origin only): the page keeps the
+// shopper's tokens in localStorage, and the policy is what keeps an
+// injected script from reading them. The page itself never builds HTML
+// from data (textContent only).
+package storefront
+
+import (
+	"embed"
+	"mime"
+	"path"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/shop-oss/shop/internal/api"
+)
+
+//go:embed web
+var files embed.FS
+
+// policy lets the page load only its own files and talk only to its own
+// origin.
+const policy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+	"connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+
+var errNoFile = api.NewError(api.CodeNotFound, "no such file")
+
+// Routes registers the page (GET /) and its files (GET /assets/{file}) on
+// the app's root router.
+func Routes(r fiber.Router) {
+	r.Get("/", func(c *fiber.Ctx) error { return serve(c, "index.html") })
+	r.Get("/assets/:file", func(c *fiber.Ctx) error { return serve(c, c.Params("file")) })
+}
+
+// serve answers one embedded file. The files are small and change with
+// the binary, so they are revalidated on every load (no-cache) rather
+// than versioned.
+func serve(c *fiber.Ctx, name string) error {
+	if name != path.Base(name) || name == "." {
+		return errNoFile
+	}
+	b, err := files.ReadFile("web/" + name)
+	if err != nil {
+		return errNoFile
+	}
+	c.Set(fiber.HeaderContentType, contentType(name))
+	c.Set(fiber.HeaderCacheControl, "no-cache")
+	c.Set("Content-Security-Policy", policy)
+	c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
+	c.Set("Referrer-Policy", "no-referrer")
+	return c.Send(b)
+}
+
+func contentType(name string) string {
+	switch path.Ext(name) {
+	case ".js":
+		return "text/javascript; charset=utf-8"
+	case ".css":
+		return "text/css; charset=utf-8"
+	case ".html":
+		return "text/html; charset=utf-8"
+	}
+	if t := mime.TypeByExtension(path.Ext(name)); t != "" {
+		return t
+	}
+	return "application/octet-stream"
+}

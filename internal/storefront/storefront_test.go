@@ -1,0 +1,41 @@
+package storefront_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shop-oss/shop/internal/apitest"
+	"github.com/shop-oss/shop/internal/config"
+	"github.com/shop-oss/shop/internal/shop/shoptest"
+)
+
+// The page and its files are served from the binary, outside /api/v1 and
+// its rate limiter, under a strict content security policy; anything else
+// under /assets is a 404 problem.
+func TestPageIsServed(t *testing.T) {
+	t.Parallel()
+	a := shoptest.New(t, shoptest.Options{Config: func(c *config.Config) {
+		c.RateLimit = config.RateLimit{Limit: 100, Window: time.Minute}
+	}})
+	for _, tc := range []struct{ path, ctype, contains string }{
+		{"/", "text/html; charset=utf-8", `<script src="/assets/app.js"`},
+		{"/assets/app.js", "text/javascript; charset=utf-8", "Idempotency-Key"},
+		{"/assets/app.css", "text/css; charset=utf-8", "@media"},
+	} {
+		r := a.Do(t, http.MethodGet, tc.path, "", "")
+		if r.Status != http.StatusOK || r.Header.Get("Content-Type") != tc.ctype || !strings.Contains(string(r.Body), tc.contains) {
+			t.Errorf("GET %s: %d %q, body has %q: %v", tc.path, r.Status, r.Header.Get("Content-Type"), tc.contains, strings.Contains(string(r.Body), tc.contains))
+		}
+		if csp := r.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") {
+			t.Errorf("GET %s: Content-Security-Policy %q", tc.path, csp)
+		}
+		if r.Header.Get("X-RateLimit-Limit") != "" {
+			t.Errorf("GET %s is rate limited", tc.path)
+		}
+	}
+	for _, p := range []string{"/assets/nope.js", "/assets/..%2fstorefront.go", "/assets/.."} {
+		apitest.WantProblem(t, a.Do(t, http.MethodGet, p, "", ""), http.StatusNotFound, "not_found")
+	}
+}

@@ -1,0 +1,492 @@
+// The shop's storefront: plain JavaScript over the public API (/api/v1),
+// no framework, no build step. Views are switched by the URL hash. Nothing
+// is ever inserted as HTML: every value goes in through textContent.
+"use strict";
+
+const API = "/api/v1";
+const $ = (id) => document.getElementById(id);
+
+// ---- session ------------------------------------------------------------
+// Tokens live in localStorage so a reload keeps the shopper logged in. A
+// refresh token is single use and two refreshes with the same one revoke
+// the session, so refreshes are serialized across tabs (Web Locks) and a
+// tab that waited uses the pair the other tab already got.
+const session = {
+  get access() { return localStorage.getItem("shop.access") || ""; },
+  get refresh() { return localStorage.getItem("shop.refresh") || ""; },
+  get email() { return localStorage.getItem("shop.email") || ""; },
+  save(pair, email) {
+    localStorage.setItem("shop.access", pair.access_token);
+    localStorage.setItem("shop.refresh", pair.refresh_token);
+    if (email) localStorage.setItem("shop.email", email);
+  },
+  clear() { ["shop.access", "shop.refresh", "shop.email"].forEach((k) => localStorage.removeItem(k)); },
+};
+
+let refreshing = null;
+async function refreshTokens(stale) {
+  if (!refreshing) {
+    const run = async () => {
+      if (session.access !== stale) return true; // another tab refreshed
+      if (!session.refresh) return false;
+      const r = await fetch(API + "/auth/refresh", {
+        method: "POST", headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ refresh_token: session.refresh }),
+      });
+      if (!r.ok) { session.clear(); return false; }
+      session.save(await r.json());
+      return true;
+    };
+    refreshing = (navigator.locks ? navigator.locks.request("shop-refresh", run) : run())
+      .finally(() => { refreshing = null; });
+  }
+  return refreshing;
+}
+
+// ---- API calls ----------------------------------------------------------
+class Problem extends Error {
+  constructor(status, doc) {
+    super(describe(status, doc));
+    this.status = status;
+    this.code = (doc && doc.code) || "";
+    this.doc = doc || {};
+  }
+}
+
+// describe turns a problem document into a sentence for people.
+function describe(status, doc) {
+  const friendly = {
+    out_of_stock: "Sorry, not enough stock left.",
+    limit_exceeded: "You have reached the purchase limit for this product.",
+    sale_not_active: "This sale is not open right now.",
+    cart_empty: "Your cart is empty.",
+    rate_limited: "Too many requests; please wait a moment and try again.",
+    invalid_credentials: "Wrong email or password.",
+    email_taken: "An account with this email already exists. Log in instead?",
+    unavailable: "The shop is briefly unavailable; please try again in a moment.",
+    order_not_payable: "This order can no longer be paid (it expired or was cancelled).",
+    order_not_cancellable: "This order can no longer be cancelled.",
+    order_pending: "This order is still being recorded; try again in a moment.",
+    payment_declined: "The payment was declined.",
+    idempotency_key_reused: "This request was already used for something else; please try again.",
+  };
+  if (!doc) return "Something went wrong (HTTP " + status + ").";
+  let text = friendly[doc.code] || doc.detail || doc.title || "Something went wrong (HTTP " + status + ").";
+  if (Array.isArray(doc.errors) && doc.errors.length) {
+    text += " " + doc.errors.map((e) => e.field + ": " + e.message).join("; ") + ".";
+  }
+  return text;
+}
+
+async function readBody(r) {
+  const type = r.headers.get("Content-Type") || "";
+  if (r.status === 204 || !type.includes("json")) return null;
+  try { return await r.json(); } catch { return null; }
+}
+
+// api sends one request; an expired access token is refreshed once.
+async function api(method, path, body, opts = {}) {
+  const send = () => {
+    const headers = {};
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    if (opts.auth && session.access) headers["Authorization"] = "Bearer " + session.access;
+    if (opts.idempotencyKey) headers["Idempotency-Key"] = opts.idempotencyKey;
+    return fetch(API + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  };
+  const stale = session.access;
+  let r = await send();
+  if (r.status === 401 && opts.auth && session.refresh && await refreshTokens(stale)) r = await send();
+  if (r.status === 401 && opts.auth) { session.clear(); renderNav(); }
+  const doc = await readBody(r);
+  if (!r.ok) throw new Problem(r.status, doc);
+  return doc;
+}
+
+// ---- messages -----------------------------------------------------------
+let messageTimer = null;
+function say(text, isError = false) {
+  const m = $("message");
+  m.textContent = text;
+  m.classList.toggle("error", isError);
+  m.setAttribute("role", isError ? "alert" : "status");
+  m.hidden = false;
+  clearTimeout(messageTimer);
+  if (!isError) messageTimer = setTimeout(() => { m.hidden = true; }, 6000);
+}
+const fail = (err) => say(err instanceof Problem ? err.message : "The shop could not be reached. Check your connection and try again.", true);
+
+// ---- formatting ---------------------------------------------------------
+const money = (cents) => (cents / 100).toLocaleString(undefined, { style: "currency", currency: "USD" });
+function span(ms) {
+  const s = Math.max(0, Math.ceil(ms / 1000));
+  const d = Math.floor(s / 86400), h = Math.floor(s % 86400 / 3600), m = Math.floor(s % 3600 / 60), sec = s % 60;
+  const two = (n) => String(n).padStart(2, "0");
+  return (d ? d + "d " : "") + two(h) + ":" + two(m) + ":" + two(sec);
+}
+const saleWords = { none: "not on sale", upcoming: "starts soon", open: "on sale now", sold_out: "sold out", ended: "sale ended" };
+const newKey = () => (crypto.randomUUID ? crypto.randomUUID() : String(Date.now()) + Math.random().toString(16).slice(2));
+
+// ---- views --------------------------------------------------------------
+let leave = () => {}; // stops the current view's timers and streams
+const views = ["catalog", "product", "cart", "orders", "login", "register"];
+
+function show(name) {
+  for (const v of views) $("view-" + v).hidden = v !== name;
+}
+
+async function route() {
+  leave();
+  leave = () => {};
+  const [, view, arg] = location.hash.split("/");
+  $("message").hidden = true;
+  switch (view) {
+    case "p": return showProduct(decodeURIComponent(arg || ""));
+    case "cart": return needLogin() && showCart();
+    case "orders": return needLogin() && showOrders();
+    case "login": show("login"); return focusFirst("login-email");
+    case "register": show("register"); return focusFirst("register-name");
+    default: return showCatalog();
+  }
+}
+
+function focusFirst(id) { $(id).focus(); }
+
+function needLogin() {
+  if (session.access) return true;
+  location.hash = "#/login";
+  say("Please log in first.");
+  return false;
+}
+
+function renderNav() {
+  const inside = !!session.access;
+  $("nav-user").hidden = !inside;
+  $("nav-user").textContent = session.email;
+  $("nav-logout").hidden = !inside;
+  $("nav-login").hidden = inside;
+  $("nav-register").hidden = inside;
+}
+
+// Catalog: the listing, its availability polled (one stream per product
+// would take the browser's few connections per server).
+async function showCatalog() {
+  show("catalog");
+  let stopped = false, timer = null, cursor = null;
+  const cards = new Map();
+  const load = async (more) => {
+    const page = await api("GET", "/products?limit=50" + (more && cursor ? "&cursor=" + encodeURIComponent(cursor) : ""));
+    if (!more) { $("catalog").textContent = ""; cards.clear(); }
+    for (const p of page.items) cards.set(p.sku, card(p));
+    cursor = page.next_cursor;
+    $("catalog-more").hidden = !cursor;
+    $("catalog-empty").hidden = cards.size > 0;
+  };
+  const poll = async () => {
+    try {
+      const page = await api("GET", "/products?limit=50");
+      for (const p of page.items) { const c = cards.get(p.sku); if (c) c.update(p); }
+    } catch { /* the next poll tries again */ }
+    if (!stopped) timer = setTimeout(poll, 3000);
+  };
+  $("catalog-more").onclick = () => load(true).catch(fail);
+  leave = () => { stopped = true; clearTimeout(timer); };
+  try { await load(false); } catch (err) { fail(err); }
+  if (!stopped) timer = setTimeout(poll, 3000);
+}
+
+function card(p) {
+  const li = $("product-card").content.firstElementChild.cloneNode(true);
+  const link = li.querySelector(".card-link");
+  link.href = "#/p/" + encodeURIComponent(p.sku);
+  li.querySelector(".card-name").textContent = p.name;
+  li.querySelector(".card-price").textContent = money(p.price_cents);
+  li.dataset.sku = p.sku;
+  const avail = li.querySelector(".card-available");
+  const update = (q) => { avail.textContent = q.available > 0 ? q.available + " available" : "none available"; };
+  update(p);
+  $("catalog").append(li);
+  return { update };
+}
+
+// Product page: live stock over Server-Sent Events, the countdown to the
+// sale's start, buy now and add to cart.
+async function showProduct(sku) {
+  show("product");
+  ["product-name", "product-description", "product-price", "live-sale", "live-status"].forEach((id) => { $(id).textContent = ""; });
+  $("live-available").textContent = "–";
+  $("countdown").hidden = true;
+  let state = null, tick = null, events = null;
+  leave = () => { if (events) events.close(); clearInterval(tick); };
+  try {
+    const p = await api("GET", "/products/" + encodeURIComponent(sku));
+    $("product-name").textContent = p.name;
+    $("product-description").textContent = p.description || "";
+    $("product-price").textContent = money(p.price_cents);
+  } catch (err) { fail(err); return; }
+  const render = () => {
+    if (!state) return;
+    let sale = state.sale;
+    const starts = state.starts_at ? Date.parse(state.starts_at) : 0;
+    if (sale === "upcoming" && starts && Date.now() >= starts) sale = "open"; // the server's event is on its way
+    $("live-available").textContent = String(state.available);
+    $("live-sale").textContent = saleWords[sale] || sale;
+    $("live-sale").className = "badge " + sale;
+    const cd = $("countdown");
+    cd.hidden = sale !== "upcoming";
+    if (sale === "upcoming") cd.textContent = "Sale starts in " + span(starts - Date.now());
+    $("buy-now").disabled = $("add-to-cart").disabled = false;
+  };
+  events = new EventSource(API + "/products/" + encodeURIComponent(sku) + "/events");
+  events.addEventListener("stock", (ev) => {
+    state = JSON.parse(ev.data);
+    $("live-status").textContent = "Live";
+    render();
+  });
+  events.onerror = () => {
+    $("live-status").textContent = events.readyState === EventSource.CLOSED
+      ? "Live updates stopped; reload the page to try again." : "Reconnecting to live updates…";
+  };
+  tick = setInterval(render, 1000);
+  buyIntent = null;
+}
+
+// A buy intent keeps its Idempotency-Key until it is answered: a retry or
+// a second click of the same intent cannot buy twice, and the button stays
+// disabled while the request is out.
+let buyIntent = null;
+async function buyNow(ev) {
+  ev.preventDefault();
+  if (!needLogin()) return;
+  const sku = decodeURIComponent(location.hash.split("/")[2] || "");
+  const quantity = Number($("buy-quantity").value);
+  if (!Number.isInteger(quantity) || quantity < 1) { say("Enter a quantity of at least 1.", true); return; }
+  if (!buyIntent || buyIntent.sku !== sku || buyIntent.quantity !== quantity) buyIntent = { sku, quantity, key: newKey() };
+  const button = $("buy-now");
+  button.disabled = true;
+  try {
+    const r = await api("POST", "/products/" + encodeURIComponent(sku) + "/purchase", { quantity }, { auth: true, idempotencyKey: buyIntent.key });
+    buyIntent = null;
+    say("Order " + r.order_id + " placed (" + r.status + "). See it under Orders.");
+  } catch (err) {
+    if (err instanceof Problem) buyIntent = null; // answered: the next click is a new intent
+    fail(err);
+  } finally {
+    button.disabled = false;
+  }
+}
+
+async function addToCart() {
+  if (!needLogin()) return;
+  const sku = decodeURIComponent(location.hash.split("/")[2] || "");
+  const quantity = Number($("buy-quantity").value);
+  try {
+    await api("POST", "/cart/items", { sku, quantity }, { auth: true });
+    say("Added to your cart.");
+  } catch (err) { fail(err); }
+}
+
+// Cart and checkout.
+let checkoutKey = null;
+async function showCart() {
+  show("cart");
+  let cart;
+  try { cart = await api("GET", "/cart", undefined, { auth: true }); } catch (err) { fail(err); return; }
+  const body = $("cart-lines");
+  body.textContent = "";
+  for (const it of cart.items) {
+    const tr = document.createElement("tr");
+    const name = document.createElement("td");
+    const link = document.createElement("a");
+    link.href = "#/p/" + encodeURIComponent(it.sku);
+    link.textContent = it.name || it.sku;
+    name.append(link);
+    const qty = document.createElement("td");
+    const input = document.createElement("input");
+    input.type = "number"; input.min = "0"; input.value = it.quantity; input.inputMode = "numeric";
+    input.setAttribute("aria-label", "Quantity of " + (it.name || it.sku));
+    input.onchange = () => setLine(it.sku, Number(input.value));
+    qty.append(input);
+    const total = document.createElement("td");
+    total.textContent = money(it.line_total_cents);
+    const act = document.createElement("td");
+    const rm = document.createElement("button");
+    rm.type = "button"; rm.className = "danger"; rm.textContent = "Remove";
+    rm.setAttribute("aria-label", "Remove " + (it.name || it.sku));
+    rm.onclick = () => setLine(it.sku, 0);
+    act.append(rm);
+    tr.append(name, qty, total, act);
+    body.append(tr);
+  }
+  $("cart-total").textContent = money(cart.total_cents);
+  const empty = cart.items.length === 0;
+  $("cart-table").hidden = empty;
+  $("cart-empty").hidden = !empty;
+  $("checkout").hidden = empty;
+}
+
+async function setLine(sku, quantity) {
+  try {
+    await api("PUT", "/cart/items/" + encodeURIComponent(sku), { quantity }, { auth: true });
+    checkoutKey = null; // another cart is another checkout
+  } catch (err) { fail(err); }
+  showCart();
+}
+
+async function checkout() {
+  const button = $("checkout");
+  button.disabled = true;
+  checkoutKey = checkoutKey || newKey();
+  try {
+    const r = await api("POST", "/cart/checkout", undefined, { auth: true, idempotencyKey: checkoutKey });
+    checkoutKey = null;
+    say("Order " + r.order_id + " placed (" + r.status + ").");
+    location.hash = "#/orders";
+  } catch (err) {
+    if (err instanceof Problem) checkoutKey = null;
+    fail(err);
+    showCart();
+  } finally {
+    button.disabled = false;
+  }
+}
+
+// Orders: polled while shown, so pending turns confirmed on its own; pay
+// and cancel for confirmed orders, with the countdown to expires_at.
+async function showOrders() {
+  show("orders");
+  let stopped = false, timer = null, tick = null;
+  const expiries = [];
+  const load = async () => {
+    let page;
+    try { page = await api("GET", "/orders?limit=20", undefined, { auth: true }); } catch (err) { fail(err); return; }
+    if (stopped) return;
+    const list = $("orders");
+    list.textContent = "";
+    expiries.length = 0;
+    for (const o of page.items) list.append(orderItem(o, expiries, load));
+    $("orders-empty").hidden = page.items.length > 0;
+    tickExpiries(expiries);
+  };
+  const poll = async () => { await load(); if (!stopped) timer = setTimeout(poll, 2000); };
+  leave = () => { stopped = true; clearTimeout(timer); clearInterval(tick); };
+  tick = setInterval(() => tickExpiries(expiries), 1000);
+  await poll();
+}
+
+function orderItem(o, expiries, reload) {
+  const li = $("order-item").content.firstElementChild.cloneNode(true);
+  li.dataset.orderId = o.order_id;
+  li.querySelector(".order-id").textContent = "Order " + o.order_id;
+  const st = li.querySelector(".order-status");
+  st.textContent = o.status;
+  st.className = "badge order-status " + o.status;
+  li.querySelector(".order-lines").textContent = (o.items || []).map((i) => i.quantity + " × " + i.sku).join(", ");
+  li.querySelector(".order-total").textContent = "Total " + money(o.total_cents);
+  const actions = li.querySelector(".order-actions");
+  if (o.status === "confirmed") {
+    actions.append(orderButton("Pay", "pay", o, reload), orderButton("Cancel", "cancel", o, reload));
+    if (o.expires_at) expiries.push({ at: Date.parse(o.expires_at), el: li.querySelector(".order-expiry") });
+  }
+  return li;
+}
+
+// payKeys keeps one Idempotency-Key per order's payment until answered.
+const payKeys = new Map();
+function orderButton(label, action, o, reload) {
+  const b = document.createElement("button");
+  b.type = "button";
+  b.textContent = label;
+  b.className = action === "cancel" ? "danger" : "";
+  b.setAttribute("aria-label", label + " order " + o.order_id);
+  b.onclick = async () => {
+    b.disabled = true;
+    try {
+      if (action === "pay") {
+        if (!payKeys.has(o.order_id)) payKeys.set(o.order_id, newKey());
+        await api("POST", "/orders/" + encodeURIComponent(o.order_id) + "/pay", { payment_token: "tok_test" },
+          { auth: true, idempotencyKey: payKeys.get(o.order_id) });
+        say("Order paid. Thank you!");
+      } else {
+        await api("POST", "/orders/" + encodeURIComponent(o.order_id) + "/cancel", undefined, { auth: true });
+        say("Order cancelled; its units went back on sale.");
+      }
+      payKeys.delete(o.order_id);
+    } catch (err) {
+      if (err instanceof Problem && (err.status === 404 || err.status === 405) && (err.code === "not_found" || err.code === "method_not_allowed")) {
+        say("Payment and cancellation are not available on this server yet (or the order is gone).", true);
+      } else {
+        if (err instanceof Problem) payKeys.delete(o.order_id);
+        fail(err);
+      }
+    } finally {
+      b.disabled = false;
+      reload();
+    }
+  };
+  return b;
+}
+
+function tickExpiries(expiries) {
+  for (const e of expiries) {
+    const left = e.at - Date.now();
+    e.el.textContent = left > 0 ? "Pay within " + span(left) : "The payment window has closed.";
+  }
+}
+
+// ---- sign-up, log-in, log-out -------------------------------------------
+async function login(email, password) {
+  const pair = await api("POST", "/auth/login", { email, password, device: "storefront" });
+  session.save(pair, email);
+  renderNav();
+}
+
+function formBusy(form, busy) { for (const el of form.elements) el.disabled = busy; }
+
+async function onLogin(ev) {
+  ev.preventDefault();
+  const form = ev.target;
+  formBusy(form, true);
+  try {
+    await login($("login-email").value.trim(), $("login-password").value);
+    form.reset();
+    say("Welcome back!");
+    location.hash = "#/";
+  } catch (err) { fail(err); } finally { formBusy(form, false); }
+}
+
+async function onRegister(ev) {
+  ev.preventDefault();
+  const form = ev.target;
+  const email = $("register-email").value.trim(), password = $("register-password").value;
+  const body = { email, password };
+  if ($("register-name").value.trim()) body.name = $("register-name").value.trim();
+  formBusy(form, true);
+  try {
+    await api("POST", "/auth/register", body);
+    await login(email, password);
+    form.reset();
+    say("Account created; you are logged in.");
+    location.hash = "#/";
+  } catch (err) { fail(err); } finally { formBusy(form, false); }
+}
+
+async function logout() {
+  try { await api("POST", "/auth/logout", undefined, { auth: true }); } catch { /* logged out locally anyway */ }
+  session.clear();
+  renderNav();
+  say("You are logged out.");
+  location.hash = "#/";
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("buy-form").addEventListener("submit", buyNow);
+  $("add-to-cart").addEventListener("click", addToCart);
+  $("checkout").addEventListener("click", checkout);
+  $("login-form").addEventListener("submit", onLogin);
+  $("register-form").addEventListener("submit", onRegister);
+  $("nav-logout").addEventListener("click", logout);
+  window.addEventListener("hashchange", () => { route(); $("main").focus(); });
+  window.addEventListener("storage", renderNav);
+  renderNav();
+  route();
+});
