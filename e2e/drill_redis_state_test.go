@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -112,10 +113,18 @@ func TestDrillRedisBusyScript(t *testing.T) {
 
 	var killedAt atomic.Int64
 	var firstAfter atomic.Int64
+	// The script starts spinning once the sale is under way (the first
+	// 202), not after a fixed delay: on a quiet machine the whole stock
+	// could sell before a delay ran out, and nothing would meet the script.
+	selling := make(chan struct{})
+	var once sync.Once
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		time.Sleep(300 * time.Millisecond)
+		select {
+		case <-selling:
+		case <-time.After(10 * time.Second):
+		}
 		end := s.watch.fault(5 * time.Second)
 		defer end()
 		spinning := spin(rdb, e["SHOP_REDIS_URL"])
@@ -129,6 +138,9 @@ func TestDrillRedisBusyScript(t *testing.T) {
 	var r retries
 	tally := attack(t, buyers, func(b, _ int) (int, outcome) {
 		o := buyUntilAnswered(t, s, tokens[b], "drill-busy", &r)
+		if o.status == http.StatusAccepted {
+			once.Do(func() { close(selling) })
+		}
 		if k := killedAt.Load(); k > 0 && o.status == http.StatusAccepted {
 			firstAfter.CompareAndSwap(0, time.Now().UnixNano())
 		}
