@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"runtime"
@@ -98,6 +99,63 @@ func newLoadtestCmd(a *app) *cobra.Command {
 		"On a machine shared with the server, 1 leaves the rest to the server, like the single-threaded redis-benchmark")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write the load generator's own CPU profile to this file (go tool pprof), "+
 		"to tell its cost from the server's")
+	cmd.AddCommand(newLoadtestGetCmd(a))
+	return cmd
+}
+
+// newLoadtestGetCmd is `shop loadtest get`: the same load generator firing
+// GETs of one path, nothing set up, no invariants (make bench compares a
+// product read with /healthz this way).
+func newLoadtestGetCmd(a *app) *cobra.Command {
+	cfg := loadtest.GetConfig{}
+	var asJSON bool
+	var procs int
+	cmd := &cobra.Command{
+		Use:   "get --path PATH [flags]",
+		Short: "Fire GETs of one path at a running server and report throughput and latency",
+		Long: "Send GET --path (--rate per second, or as fast as --connections go with --rate 0) for --duration, " +
+			"with the load generator of `shop loadtest`, and report throughput, latency percentiles and statuses. " +
+			"Nothing is created and no invariant is checked; exits 1 when an answer is not --expect. " +
+			"Only loopback targets are allowed unless --allow-remote is given.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if procs < 0 {
+				return errors.New("--procs must be 0 (all cores) or more")
+			}
+			if procs > 0 {
+				runtime.GOMAXPROCS(procs)
+			}
+			rep, err := loadtest.Get(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				err = rep.WriteJSON(a.stdout)
+			} else {
+				err = rep.WriteText(a.stdout)
+			}
+			if err != nil {
+				return err
+			}
+			if !rep.OK {
+				return fmt.Errorf("loadtest get: not every answer was %d: %v", cfg.Expect, rep.StatusCodes)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Target, "target", "http://127.0.0.1:8080", "base URL of the running shop")
+	f.BoolVar(&cfg.AllowRemote, "allow-remote", false, "allow a target that does not resolve to a loopback address")
+	f.StringVar(&cfg.Path, "path", "/healthz", "the path to GET, like /api/v1/products/SKU")
+	f.IntVar(&cfg.Rate, "rate", 0, "requests per second (0: as fast as --connections go)")
+	f.IntVar(&cfg.Connections, "connections", 200, "concurrent requests and connections (the exact number with --rate 0, a cap otherwise)")
+	f.DurationVar(&cfg.Duration, "duration", 10*time.Second, "how long to fire; at most 10m")
+	f.DurationVar(&cfg.Timeout, "timeout", 10*time.Second, "per-request timeout")
+	f.IntVar(&cfg.Addresses, "addresses", 0,
+		"spread the requests over this many X-Forwarded-For addresses (198.18.0.0/15), for a server with SHOP_TRUSTED_PROXIES=127.0.0.1 that limits per client")
+	f.IntVar(&cfg.Expect, "expect", 200, "the status every answer must have")
+	f.BoolVar(&asJSON, "json", false, "print the report as one JSON object")
+	f.IntVar(&procs, "procs", 0, "cores the load generator may use at once (GOMAXPROCS; 0: all)")
 	return cmd
 }
 

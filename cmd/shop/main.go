@@ -30,7 +30,8 @@ func main() {
 // run executes the command line args. It reads the environment only through
 // getenv and writes only to stdout and stderr, so tests can drive it.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	root := newRootCmd(getenv, stdout, stderr)
+	root, a := newRootCmd(getenv, stdout, stderr)
+	defer a.closeLog()
 	root.SetArgs(args)
 	return root.ExecuteContext(ctx)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/shop-oss/shop/internal/config"
+	"github.com/shop-oss/shop/internal/logbuf"
 )
 
 // app carries what every command needs: where to write, and how to read
@@ -19,9 +20,12 @@ type app struct {
 	stdout io.Writer
 	stderr io.Writer
 	flags  *pflag.FlagSet
+	// logOut batches the log lines written to stdout (one per request
+	// otherwise); made by the first logger, closed by run.
+	logOut *logbuf.Writer
 }
 
-func newRootCmd(getenv func(string) string, stdout, stderr io.Writer) *cobra.Command {
+func newRootCmd(getenv func(string) string, stdout, stderr io.Writer) (*cobra.Command, *app) {
 	a := &app{getenv: getenv, stdout: stdout, stderr: stderr}
 	root := &cobra.Command{
 		Use:           "shop",
@@ -51,7 +55,7 @@ func newRootCmd(getenv func(string) string, stdout, stderr io.Writer) *cobra.Com
 		newVersionCmd(a),
 		newRoutesCmd(a),
 	)
-	return root
+	return root, a
 }
 
 // flagName turns SHOP_REDIS_URL into redis-url.
@@ -88,11 +92,34 @@ func (a *app) lookup(name string) (string, bool) {
 // logger writes structured logs to stdout (stderr stays for the one line a
 // failing command prints): JSON in production, text in development.
 func (a *app) logger(cfg *config.Config) *slog.Logger {
+	return slog.New(a.handler(cfg, a.stdout))
+}
+
+// serverLogger is logger for `shop serve`, whose lines (one per request)
+// go out in batches (logbuf: every 100 ms, a warning or error at once, the
+// rest when the command ends): one write per access-log line cost more
+// than formatting it. Commands that print to stdout themselves keep
+// logger, so that their lines and their output stay in order.
+func (a *app) serverLogger(cfg *config.Config) *slog.Logger {
+	if a.logOut == nil {
+		a.logOut = logbuf.New(a.stdout, 0, 0)
+	}
+	return slog.New(logbuf.Handler(a.handler(cfg, a.logOut), a.logOut))
+}
+
+func (a *app) handler(cfg *config.Config, w io.Writer) slog.Handler {
 	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
 	if cfg.Dev() {
-		return slog.New(slog.NewTextHandler(a.stdout, opts))
+		return slog.NewTextHandler(w, opts)
 	}
-	return slog.New(slog.NewJSONHandler(a.stdout, opts))
+	return slog.NewJSONHandler(w, opts)
+}
+
+// closeLog writes out the log lines still buffered.
+func (a *app) closeLog() {
+	if a.logOut != nil {
+		_ = a.logOut.Close() // stdout failing has nowhere to report to
+	}
 }
 
 func newVersionCmd(a *app) *cobra.Command {

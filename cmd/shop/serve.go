@@ -145,7 +145,7 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) err
 	if err != nil {
 		return err
 	}
-	log := a.logger(cfg)
+	log := a.serverLogger(cfg)
 	if generated {
 		log.Warn("SHOP_ENV=dev: using a random SHOP_JWT_SECRET; tokens stop working when the process restarts")
 	}

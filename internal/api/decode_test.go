@@ -1,7 +1,10 @@
 package api
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
+	"reflect"
 	"testing"
 )
 
@@ -65,4 +68,49 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("decode(%q) = %v", body, err)
 		}
 	})
+}
+
+// FuzzDecodeAsStream: decode's Unmarshal fast path changes nothing a client
+// sees: for any body, the same error (or none) and the same value as the
+// stream decoding alone.
+func FuzzDecodeAsStream(f *testing.F) {
+	for _, s := range []string{`{"sku":"a","quantity":1}`, `{} {}`, `{}x`, `{"quantity":"2"} x`, `{"quantity":1.5,"sku":"b"}`,
+		`{"sku":"a"} {"sku":"b"}`, `{"price_cents":true,"quantity":2}`, `{"quantity":99999999999999999999}`, `{"sku":`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		trimmed := bytes.TrimSpace(body)
+		if len(trimmed) == 0 || trimmed[0] != '{' {
+			return // refused before either decoding
+		}
+		var got, want sample
+		gotErr, wantErr := decode(body, &got, false), decodeStream(trimmed, &want)
+		if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) || (gotErr == nil && !reflect.DeepEqual(got, want)) {
+			t.Fatalf("decode(%q) = %v, %+v; the stream alone gives %v, %+v", body, gotErr, got, wantErr, want)
+		}
+	})
+}
+
+// BenchmarkDecode is a purchase body decoded as every purchase decodes it.
+func BenchmarkDecode(b *testing.B) {
+	body := []byte(`{"quantity":1}`)
+	for _, bc := range []struct {
+		name string
+		fn   func([]byte, any) error
+	}{
+		{"decode", func(p []byte, v any) error { return decode(p, v, true) }},
+		{"stream_only", decodeStream},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var v struct {
+					Quantity *int64 `json:"quantity"`
+				}
+				if err := bc.fn(body, &v); err != nil || v.Quantity == nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -55,6 +55,10 @@ type Options struct {
 	// Stores, when set, are another application's: the new one is a
 	// second process on the same database and key prefix.
 	Stores *Stores
+	// Log, when set, is the application's logger (default: one that
+	// discards); a benchmark hands in shop serve's JSON handler to count
+	// the access log's cost.
+	Log *slog.Logger
 }
 
 // Stores are one test's own database and Redis key prefix.
@@ -96,7 +100,10 @@ func New(t testing.TB, o Options) *App {
 	if o.DB != nil {
 		st.DB = o.DB
 	}
-	log := slog.New(slog.DiscardHandler)
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	reg := prometheus.NewRegistry()
 	a := &App{App: shop.New(cfg, st, log, reg), DB: db, Redis: r, Config: cfg, Reg: reg, Log: log}
 	t.Cleanup(a.Start(context.Background()))

@@ -1,0 +1,175 @@
+package shop_test
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/shop-oss/shop/internal/config"
+	"github.com/shop-oss/shop/internal/logbuf"
+	"github.com/shop-oss/shop/internal/shop/shoptest"
+)
+
+// benchShoppers is how many shoppers (and X-Forwarded-For addresses) the
+// request benchmarks spread over, as make bench does.
+const benchShoppers = 200
+
+// benchApp is the application as shop serve runs it under make bench: the
+// rate limiter on with a limit nobody reaches, keyed per client through
+// X-Forwarded-For from a trusted proxy (app.Handler()'s requests come from
+// 0.0.0.0), and log as its logger.
+func benchApp(b *testing.B, log *slog.Logger) *shoptest.App {
+	return shoptest.New(b, shoptest.Options{Log: log, Config: func(c *config.Config) {
+		c.RateLimit = config.RateLimit{Limit: 1 << 30, Window: 10 * time.Second}
+		c.TrustedProxies = []string{"0.0.0.0"}
+	}})
+}
+
+// accessLogs are the loggers the request benchmarks compare: JSON lines
+// written to a file line by line (as shop serve wrote them before logbuf),
+// the same batched by logbuf (as shop serve writes them), the same lines
+// discarded (the formatting alone), and none.
+var accessLogs = []struct {
+	name string
+	log  func(b *testing.B) *slog.Logger
+}{
+	{"log=file", func(b *testing.B) *slog.Logger {
+		f, err := os.Create(filepath.Join(b.TempDir(), "access.log"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = f.Close() })
+		return slog.New(slog.NewJSONHandler(f, nil))
+	}},
+	{"log=buffered", func(b *testing.B) *slog.Logger {
+		f, err := os.Create(filepath.Join(b.TempDir(), "access.log"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		w := logbuf.New(f, 0, 0)
+		b.Cleanup(func() { _ = w.Close(); _ = f.Close() })
+		return slog.New(logbuf.Handler(slog.NewJSONHandler(w, nil), w))
+	}},
+	{"log=discard", func(*testing.B) *slog.Logger { return slog.New(slog.NewJSONHandler(io.Discard, nil)) }},
+	{"log=off", func(*testing.B) *slog.Logger { return slog.New(slog.DiscardHandler) }},
+}
+
+// BenchmarkPurchase is POST /api/v1/products/{sku}/purchase through the
+// whole application as shop serve wires it (request id, access log,
+// metrics, recover, the limiter with the session check riding in it, the
+// reserve script, the 202 body), without a socket: one unit with a fresh
+// Idempotency-Key, 200 shoppers, 50 callers. Its allocations are the
+// server's per purchase. Results: BENCHMARKS.md.
+func BenchmarkPurchase(b *testing.B) {
+	for _, l := range accessLogs {
+		b.Run(l.name, func(b *testing.B) {
+			a := benchApp(b, l.log(b))
+			a.Sale(b, "bench", 100, 1<<30, 0)
+			bearers, addrs := make([]string, benchShoppers), make([]string, benchShoppers)
+			for i := range bearers {
+				_, tok := a.Shopper(b, fmt.Sprintf("bench-%d@example.com", i))
+				bearers[i], addrs[i] = "Bearer "+tok, fmt.Sprintf("198.18.%d.%d", (i+1)/256, (i+1)%256)
+			}
+			body := []byte(`{"quantity":1}`)
+			var seq atomic.Uint64
+			h := a.Fiber.Handler()
+			b.ReportAllocs()
+			b.SetParallelism(25) // 50 callers on 2 cores, like redis-benchmark -c 50
+			defer cpuPerOp(b)()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				var rc fasthttp.RequestCtx
+				for pb.Next() {
+					n := seq.Add(1)
+					i := n % benchShoppers
+					rc.Request.Reset()
+					rc.Response.Reset()
+					rc.Request.Header.SetMethod(http.MethodPost)
+					rc.Request.SetRequestURI("/api/v1/products/bench/purchase")
+					rc.Request.Header.Set("Authorization", bearers[i])
+					rc.Request.Header.Set("Content-Type", "application/json")
+					rc.Request.Header.Set("Idempotency-Key", strconv.FormatUint(n, 36))
+					rc.Request.Header.Set("X-Forwarded-For", addrs[i])
+					rc.Request.SetBody(body)
+					h(&rc)
+					if rc.Response.StatusCode() != http.StatusAccepted {
+						b.Fatalf("status %d: %s", rc.Response.StatusCode(), rc.Response.Body())
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkGetProduct is GET /api/v1/products/{sku} of a product with a
+// live round through the same application (limiter, visitor count, cache
+// hit, live stock), and BenchmarkHealthz is GET /healthz, the bare HTTP
+// stack make bench compares it with. Results: BENCHMARKS.md.
+func BenchmarkGetProduct(b *testing.B) {
+	for _, l := range accessLogs {
+		b.Run(l.name, func(b *testing.B) {
+			a := benchApp(b, l.log(b))
+			a.Sale(b, "bench", 100, 1000, 0)
+			benchGet(b, a, "/api/v1/products/bench")
+		})
+	}
+}
+
+func BenchmarkHealthz(b *testing.B) {
+	for _, l := range accessLogs {
+		b.Run(l.name, func(b *testing.B) { benchGet(b, benchApp(b, l.log(b)), "/healthz") })
+	}
+}
+
+func benchGet(b *testing.B, a *shoptest.App, path string) {
+	var seq atomic.Uint64
+	h := a.Fiber.Handler()
+	b.ReportAllocs()
+	b.SetParallelism(25)
+	defer cpuPerOp(b)()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		var rc fasthttp.RequestCtx
+		for pb.Next() {
+			n := seq.Add(1)
+			rc.Request.Reset()
+			rc.Response.Reset()
+			rc.Request.Header.SetMethod(http.MethodGet)
+			rc.Request.SetRequestURI(path)
+			rc.Request.Header.Set("X-Forwarded-For", fmt.Sprintf("198.18.0.%d", n%benchShoppers+1))
+			h(&rc)
+			if rc.Response.StatusCode() != http.StatusOK {
+				b.Fatalf("status %d: %s", rc.Response.StatusCode(), rc.Response.Body())
+			}
+		}
+	})
+}
+
+// cpuPerOp reports the process's CPU time (user and system) per op from
+// the call to the returned function's: on a shared machine, where the wall
+// time per op of a parallel benchmark mostly measures waiting (for Redis,
+// for the cores), this is what one request costs this process.
+func cpuPerOp(b *testing.B) func() {
+	start := cpuTime(b)
+	return func() {
+		b.ReportMetric(float64(cpuTime(b)-start)/float64(b.N), "cpu-ns/op")
+	}
+}
+
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
