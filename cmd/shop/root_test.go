@@ -19,7 +19,7 @@ func TestHelpShowsSettingDefaults(t *testing.T) {
 	if defaults["SHOP_ADDR"] != ":8080" || defaults["SHOP_RATE_LIMIT"] != "100/10s" {
 		t.Fatalf("config.Defaults() = %v", defaults)
 	}
-	root := newRootCmd(func(string) string { return "" }, nil, nil)
+	root, _ := newRootCmd(func(string) string { return "" }, nil, nil)
 	cmds := []*cobra.Command{root}
 	for _, c := range root.Commands() {
 		cmds = append(cmds, c)
@@ -54,7 +54,7 @@ func TestHelpShowsSettingDefaults(t *testing.T) {
 func TestEnvironmentOverridesFlagDefaults(t *testing.T) {
 	t.Parallel()
 	a := &app{getenv: func(k string) string { return map[string]string{"SHOP_ADDR": ":9999"}[k] }}
-	root := newRootCmd(a.getenv, nil, nil)
+	root, _ := newRootCmd(a.getenv, nil, nil)
 	a.flags = root.PersistentFlags()
 	cfg, err := a.config()
 	if err != nil || cfg.Addr != ":9999" {
