@@ -1,13 +1,16 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/shop-oss/shop/internal/audit"
+	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/inventory"
 )
 
@@ -22,34 +25,32 @@ func newAuditCmd(a *app) *cobra.Command {
 			"report as JSON.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := a.config()
-			if err != nil {
-				return err
-			}
-			log := a.logger(cfg)
-			ctx := cmd.Context()
-			st, err := openStores(ctx, cfg, log)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			aud := audit.New(st.db, st.redis, inventory.NewStock(st.redis, cfg.KeyPrefix), cfg.KeyPrefix, log)
-			aud.LagBound = lagBound
-			rep, err := aud.Run(ctx)
-			if err != nil {
-				return err
-			}
-			enc := json.NewEncoder(a.stdout)
-			enc.SetIndent("", "  ")
-			if err := enc.Encode(rep); err != nil {
-				return err
-			}
-			if !rep.OK {
-				return fmt.Errorf("audit: %d problems, the first: %s", len(rep.Problems), rep.Problems[0].Detail)
-			}
-			return nil
+			// Read-only: the audit migrates nothing.
+			return a.onStores(cmd.Context(), false, func(cfg *config.Config, log *slog.Logger, st *stores) error {
+				return a.runAudit(cmd.Context(), cfg, log, st, lagBound)
+			})
 		},
 	}
 	cmd.Flags().DurationVar(&lagBound, "lag-bound", audit.DefaultLagBound, "an order accepted this long ago must be in PostgreSQL")
 	return cmd
+}
+
+// runAudit runs the checks and prints the report; a violation is an error
+// (exit 1) naming the first problem.
+func (a *app) runAudit(ctx context.Context, cfg *config.Config, log *slog.Logger, st *stores, lagBound time.Duration) error {
+	aud := audit.New(st.db, st.redis, inventory.NewStock(st.redis, cfg.KeyPrefix), cfg.KeyPrefix, log)
+	aud.LagBound = lagBound
+	rep, err := aud.Run(ctx)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(a.stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(rep); err != nil {
+		return err
+	}
+	if !rep.OK {
+		return fmt.Errorf("audit: %d problems, the first: %s", len(rep.Problems), rep.Problems[0].Detail)
+	}
+	return nil
 }

@@ -3,10 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/spf13/cobra"
 
 	"github.com/shop-oss/shop/internal/bestseller"
+	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/lock"
 	"github.com/shop-oss/shop/internal/shop"
 )
@@ -28,24 +30,15 @@ func newBestsellersCmd(a *app) *cobra.Command {
 			"races them starts over, and it fails if they keep coming. One instance rebuilds at a time.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := a.config()
-			if err != nil {
+			return a.onStores(cmd.Context(), true, func(cfg *config.Config, log *slog.Logger, st *stores) error {
+				locker := lock.New(st.redis, cfg.KeyPrefix)
+				svc := bestseller.New(st.redis, st.db, shop.NewCatalog(st.shop(), cfg, log, nil), locker, cfg.KeyPrefix, log, newRegistry())
+				if err := svc.Rebuild(cmd.Context()); err != nil {
+					return fmt.Errorf("bestsellers rebuild: %w", err)
+				}
+				_, err := fmt.Fprintln(a.stdout, "best-seller boards rebuilt from PostgreSQL")
 				return err
-			}
-			log := a.logger(cfg)
-			ctx := cmd.Context()
-			st, err := openMigrated(ctx, cfg, log)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			locker := lock.New(st.redis, cfg.KeyPrefix)
-			svc := bestseller.New(st.redis, st.db, shop.NewCatalog(st.shop(), cfg, log, nil), locker, cfg.KeyPrefix, log, newRegistry())
-			if err := svc.Rebuild(ctx); err != nil {
-				return fmt.Errorf("bestsellers rebuild: %w", err)
-			}
-			_, err = fmt.Fprintln(a.stdout, "best-seller boards rebuilt from PostgreSQL")
-			return err
+			})
 		},
 	})
 	return cmd

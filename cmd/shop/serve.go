@@ -140,6 +140,27 @@ func openMigrated(ctx context.Context, cfg *config.Config, log *slog.Logger) (*s
 	return st, nil
 }
 
+// onStores runs fn with the configuration, the logger and the stores
+// open (and migrated when migrate is set): how every command that works on
+// the stores but serves nothing starts; the stores are closed after fn.
+func (a *app) onStores(ctx context.Context, migrate bool, fn func(cfg *config.Config, log *slog.Logger, st *stores) error) error {
+	cfg, err := a.config()
+	if err != nil {
+		return err
+	}
+	log := a.logger(cfg)
+	open := openStores
+	if migrate {
+		open = openMigrated
+	}
+	st, err := open(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	return fn(cfg, log, st)
+}
+
 func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) error {
 	generated, err := cfg.EnsureJWTSecret()
 	if err != nil {
