@@ -157,11 +157,19 @@ func Do(t testing.TB, app *fiber.App, method, path, token, body string, headers 
 }
 
 // WantProblem fails t unless r is a problem document with status and code.
+// It also holds every such answer to the headers API.md promises with it:
+// a 401 carries WWW-Authenticate: Bearer, a 503 or 429 a Retry-After.
 func WantProblem(t testing.TB, r Reply, status int, code string) {
 	t.Helper()
 	if r.Status != status || r.Header.Get("Content-Type") != "application/problem+json" ||
 		!bytes.Contains(r.Body, []byte(`"code":"`+code+`"`)) {
 		t.Fatalf("got %d %s, want %d %s", r.Status, r.Body, status, code)
+	}
+	switch {
+	case status == http.StatusUnauthorized && !strings.HasPrefix(r.Header.Get("WWW-Authenticate"), "Bearer"):
+		t.Fatalf("401 without WWW-Authenticate: Bearer: %s", r.Body)
+	case (status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests) && r.Header.Get("Retry-After") == "":
+		t.Fatalf("%d without Retry-After: %s", status, r.Body)
 	}
 }
 

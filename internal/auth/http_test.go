@@ -10,7 +10,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/shop-oss/shop/internal/api"
 	"github.com/shop-oss/shop/internal/apitest"
 	"github.com/shop-oss/shop/internal/auth"
 	"github.com/shop-oss/shop/internal/config"
@@ -70,16 +69,8 @@ func (r result) want(t *testing.T, status int, code string) {
 	if r.Status != status {
 		t.Fatalf("status = %d, want %d: %s", r.Status, status, r.Body)
 	}
-	if code == "" {
-		return
-	}
-	var p struct{ Code string }
-	_ = json.Unmarshal(r.Body, &p)
-	if p.Code != code || r.Header.Get("Content-Type") != api.ContentTypeProblem {
-		t.Fatalf("problem code = %q (%s), want %q: %s", p.Code, r.Header.Get("Content-Type"), code, r.Body)
-	}
-	if status == http.StatusUnauthorized && !strings.HasPrefix(r.Header.Get("WWW-Authenticate"), "Bearer") {
-		t.Fatalf("401 without WWW-Authenticate: Bearer")
+	if code != "" {
+		apitest.WantProblem(t, r.Reply, status, code)
 	}
 }
 
