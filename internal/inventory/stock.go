@@ -22,7 +22,9 @@ import (
 // Inventory owns these keys and their format. The order package's reserve
 // script reads and changes the first two, handed to it by SaleKey and
 // BuyersKey: it takes stock and counts the buyer in the same atomic step
-// as the order event. Release (release.lua) is the inverse. Every change
+// as the order event. Release (release.lua) is the inverse. Restore
+// (restore.lua) replaces all three with a state rebuilt from PostgreSQL and
+// the order stream after Redis lost writes (`shop recover`). Every change
 // is published on the SKU's changes channel (changes.go).
 //
 // The {<sku>} hash tag keeps a SKU's keys in one cluster slot. The sale hash

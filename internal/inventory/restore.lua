@@ -1,0 +1,100 @@
+#!lua
+-- Restore: replace one SKU's live round, its buyer counts and its released
+-- set with a state rebuilt elsewhere (`shop recover`, after a Redis
+-- failover lost writes), in one atomic step, only if the sale hash still
+-- holds what the caller read before it gathered that state (the fence):
+-- every reservation and every release changes available or released, so
+-- an unchanged fence means no unit of this SKU moved in between, and the
+-- rebuilt state is still exact.
+--
+-- Everything is validated before the first write: the counts add up
+-- (quantity == available + the buyers' units), every number is a
+-- non-negative integer. A state equal to the one in place writes nothing
+-- (so a second run changes nothing and publishes nothing).
+--
+-- KEYS[1] sale state (hash)   KEYS[2] buyer counts (hash)
+-- KEYS[3] released order ids (set)
+-- ARGV[1] the fence: 'round available released' as Fence read them
+-- ARGV[2] round   ARGV[3] quantity   ARGV[4] per_user_limit
+-- ARGV[5] starts_ms   ARGV[6] ends_ms   ARGV[7] price_cents
+-- ARGV[8] ttl_ms (0: no expiry)   ARGV[9] available   ARGV[10] released units
+-- ARGV[11] changes channel ('' for none)
+-- ARGV[12] number of buyers b, then b pairs user id, units
+-- ARGV[13 + 2b] number of released order ids r, then r ids
+-- Returns {'ok', 1 changed | 0 unchanged} or {'moved', current fence}
+local function bad(msg) return redis.error_reply('ERR restore: ' .. msg) end
+local function int(i)
+  local v = tonumber(ARGV[i])
+  if not v or v < 0 or v ~= math.floor(v) then return nil end
+  return v
+end
+for i = 2, 10 do
+  if not int(i) then return bad('argument ' .. i .. ' must be a non-negative integer') end
+end
+if int(2) < 1 then return bad('round must be positive') end
+local quantity, available = int(3), int(9)
+if available > quantity then return bad('available exceeds quantity') end
+local nb = tonumber(ARGV[12])
+if not nb or nb < 0 or nb ~= math.floor(nb) or #ARGV < 13 + 2 * nb then return bad('bad buyer count') end
+local buyers, held = {}, 0
+for i = 1, nb do
+  local user, units = ARGV[11 + 2 * i], tonumber(ARGV[12 + 2 * i])
+  if user == '' or buyers[user] then return bad('empty or duplicate buyer') end
+  if not units or units < 1 or units ~= math.floor(units) then return bad('bad units of ' .. user) end
+  buyers[user] = ARGV[12 + 2 * i]
+  held = held + units
+end
+if held ~= quantity - available then
+  return bad(string.format('quantity %d != available %d + %d units held', quantity, available, held))
+end
+local nr = tonumber(ARGV[13 + 2 * nb])
+if not nr or nr < 0 or nr ~= math.floor(nr) or #ARGV ~= 13 + 2 * nb + nr then return bad('bad released count') end
+
+local cur = redis.call('HMGET', KEYS[1], 'round', 'available', 'released')
+local fence = (cur[1] or '') .. ' ' .. (cur[2] or '') .. ' ' .. (cur[3] or '')
+if fence ~= ARGV[1] then return {'moved', fence} end
+
+-- Is the state in place already the one asked for?
+local same = true
+local want = {round = ARGV[2], quantity = ARGV[3], limit = ARGV[4], starts_ms = ARGV[5],
+  ends_ms = ARGV[6], price_cents = ARGV[7], available = ARGV[9], released = ARGV[10]}
+local flat = redis.call('HGETALL', KEYS[1])
+local have = {released = '0'} -- a round nothing was released from yet has no field
+for i = 1, #flat, 2 do have[flat[i]] = flat[i + 1] end
+for k, v in pairs(want) do
+  if have[k] ~= v then same = false end
+end
+if #flat > 16 then same = false end -- a field this script does not write
+if same and redis.call('HLEN', KEYS[2]) ~= nb then same = false end
+if same then
+  for user, units in pairs(buyers) do
+    if redis.call('HGET', KEYS[2], user) ~= units then same = false; break end
+  end
+end
+if same and redis.call('SCARD', KEYS[3]) ~= nr then same = false end
+if same then
+  for i = 14 + 2 * nb, #ARGV do
+    if redis.call('SISMEMBER', KEYS[3], ARGV[i]) == 0 then same = false; break end
+  end
+end
+if same then return {'ok', 0} end
+
+redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3])
+redis.call('HSET', KEYS[1], 'round', ARGV[2], 'quantity', ARGV[3], 'available', ARGV[9],
+  'limit', ARGV[4], 'starts_ms', ARGV[5], 'ends_ms', ARGV[6], 'price_cents', ARGV[7], 'released', ARGV[10])
+for user, units in pairs(buyers) do
+  redis.call('HSET', KEYS[2], user, units)
+end
+for i = 14 + 2 * nb, #ARGV do
+  redis.call('SADD', KEYS[3], ARGV[i])
+end
+local ttl = tonumber(ARGV[8])
+if ttl > 0 then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  if nb > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
+  if nr > 0 then redis.call('PEXPIRE', KEYS[3], ttl) end
+end
+if ARGV[11] ~= '' then
+  redis.call('PUBLISH', ARGV[11], ARGV[2] .. ' ' .. ARGV[9] .. ' ' .. ARGV[5] .. ' ' .. ARGV[6])
+end
+return {'ok', 1}

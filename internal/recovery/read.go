@@ -1,0 +1,325 @@
+package recovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/order"
+)
+
+// The SQL recovery reads with (read only; the tables are inventory's and
+// order's). The unit price of a live round is its product's: seeding takes
+// it, and a price change updates the live round (Stock.SetPrice).
+const (
+	liveRoundsSQL = `
+SELECT id, sku, quantity, per_user_limit, price_cents, starts_at, ends_at FROM (
+  SELECT DISTINCT ON (r.sku) r.id, r.sku, r.quantity, r.per_user_limit, p.price_cents, r.starts_at, r.ends_at
+  FROM sale_rounds r JOIN products p ON p.sku = r.sku
+  ORDER BY r.sku, r.id DESC) latest
+WHERE ends_at IS NULL OR ends_at > now() - interval '7 days'
+ORDER BY sku`
+
+	// Every line of the live rounds' orders, with the order's recorded
+	// final state, if any.
+	heldSQL = `
+SELECT o.id::text, o.user_id::text, i.round_id, i.quantity, coalesce(t.status, '')
+FROM order_items i JOIN orders o ON o.id = i.order_id
+LEFT JOIN order_transitions t ON t.order_id = o.id
+WHERE i.round_id = ANY($1)`
+
+	transitionsSQL = `SELECT order_id::text, status FROM order_transitions WHERE order_id = ANY($1::uuid[])`
+
+	persistedSQL = `SELECT id::text FROM orders WHERE id = ANY($1::uuid[])`
+
+	// The newest stream id PostgreSQL recorded (orders and transitions).
+	lastRecordedSQL = `
+SELECT stream_id FROM (SELECT stream_id FROM orders UNION ALL SELECT stream_id FROM order_transitions) s
+WHERE stream_id ~ '^[0-9]+-[0-9]+$'
+ORDER BY split_part(stream_id, '-', 1)::numeric DESC, split_part(stream_id, '-', 2)::numeric DESC
+LIMIT 1`
+)
+
+// liveRound is a live round as PostgreSQL records it.
+type liveRound struct {
+	id, quantity int64
+	sku          string
+	limit        int
+	price        int64
+	starts, ends time.Time
+}
+
+func (r *Recoverer) liveRounds(ctx context.Context) ([]liveRound, error) {
+	rows, err := r.db.Query(ctx, liveRoundsSQL)
+	if err != nil {
+		return nil, wrap("sale rounds", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (liveRound, error) {
+		var lr liveRound
+		var starts, ends *time.Time
+		err := row.Scan(&lr.id, &lr.sku, &lr.quantity, &lr.limit, &lr.price, &starts, &ends)
+		if starts != nil {
+			lr.starts = *starts
+		}
+		if ends != nil {
+			lr.ends = *ends
+		}
+		return lr, err
+	})
+	if err != nil {
+		return nil, wrap("sale rounds", err)
+	}
+	return out, nil
+}
+
+// scan is what the order stream and the dead letters hold: every order
+// event and transition, parsed.
+type scan struct {
+	orders      []order.Entry // order events, dead-lettered ones included
+	transitions []order.Entry
+	ids         map[string]bool // every order id an event names
+}
+
+func (r *Recoverer) scanStreams(ctx context.Context) (*scan, error) {
+	sc := &scan{ids: map[string]bool{}}
+	if err := r.readStream(ctx, r.keys.Stream, "", sc); err != nil {
+		return nil, err
+	}
+	if err := r.readStream(ctx, r.keys.Dead, "event_", sc); err != nil {
+		return nil, err
+	}
+	return sc, nil
+}
+
+// readStream reads a stream whole, in pages; the dead-letter stream keeps
+// each event's fields as event_<name>.
+func (r *Recoverer) readStream(ctx context.Context, stream, pre string, sc *scan) error {
+	for from := "-"; ; {
+		msgs, err := r.rdb.XRangeN(ctx, stream, from, "+", 1000).Result()
+		if err != nil {
+			return wrap("read "+stream, err)
+		}
+		for _, m := range msgs {
+			sc.add(unprefixed(m, pre))
+		}
+		if len(msgs) < 1000 {
+			return nil
+		}
+		from = "(" + msgs[len(msgs)-1].ID
+	}
+}
+
+func unprefixed(m redis.XMessage, pre string) redis.XMessage {
+	if pre == "" {
+		return m
+	}
+	out := redis.XMessage{ID: m.ID, Values: map[string]any{}}
+	for k, v := range m.Values {
+		if name, ok := strings.CutPrefix(k, pre); ok {
+			out.Values[name] = v
+		}
+	}
+	return out
+}
+
+func (sc *scan) add(m redis.XMessage) {
+	e, err := order.ParseEntry(m)
+	if e.OrderID == "" {
+		return // names no order: nothing to count or find
+	}
+	sc.ids[e.OrderID] = true
+	if err != nil {
+		return // its lines cannot be read; the writer dead-letters it
+	}
+	if e.Transition != "" {
+		sc.transitions = append(sc.transitions, e)
+	} else {
+		sc.orders = append(sc.orders, e)
+	}
+}
+
+// holding is one order's units in one round.
+type holding struct {
+	user  string
+	units int64
+	final string // "", paid, cancelled, expired
+}
+
+func (h *holding) holds() bool {
+	return h.final != order.StatusCancelled && h.final != order.StatusExpired
+}
+
+// heldOrders gathers, per live round, every known order once: PostgreSQL's
+// rows first, then the streams' events it lacks; each with its final
+// state from PostgreSQL or else the first transition event.
+func (r *Recoverer) heldOrders(ctx context.Context, rounds []liveRound, sc *scan) (map[int64]map[string]*holding, error) {
+	out := map[int64]map[string]*holding{}
+	ids := make([]int64, len(rounds))
+	for i, lr := range rounds {
+		ids[i] = lr.id
+		out[lr.id] = map[string]*holding{}
+	}
+	rows, err := r.db.Query(ctx, heldSQL, ids)
+	if err != nil {
+		return nil, wrap("order lines", err)
+	}
+	var id, user, final string
+	var round, qty int64
+	_, err = pgx.ForEachRow(rows, []any{&id, &user, &round, &qty, &final}, func() error {
+		out[round][id] = &holding{user: user, units: qty, final: final}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap("order lines", err)
+	}
+	var unwritten []string // orders only the streams hold
+	for _, e := range sc.orders {
+		for _, it := range e.Items {
+			orders, ok := out[it.RoundID]
+			if !ok || orders[e.OrderID] != nil {
+				continue
+			}
+			orders[e.OrderID] = &holding{user: e.UserID, units: int64(it.Quantity)}
+			unwritten = append(unwritten, e.OrderID)
+		}
+	}
+	finals, err := r.recordedFinals(ctx, unwritten)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range sc.transitions {
+		if _, ok := finals[t.OrderID]; !ok {
+			finals[t.OrderID] = t.Transition
+		}
+	}
+	for _, orders := range out {
+		for id, h := range orders {
+			if h.final == "" {
+				h.final = finals[id]
+			}
+		}
+	}
+	return out, nil
+}
+
+// recordedFinals reads the final states PostgreSQL recorded for ids (a
+// pending order cancelled before its row was written has one).
+func (r *Recoverer) recordedFinals(ctx context.Context, ids []string) (map[string]string, error) {
+	out := map[string]string{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := r.db.Query(ctx, transitionsSQL, ids)
+	if err != nil {
+		return nil, wrap("order transitions", err)
+	}
+	var id, status string
+	if _, err := pgx.ForEachRow(rows, []any{&id, &status}, func() error { out[id] = status; return nil }); err != nil {
+		return nil, wrap("order transitions", err)
+	}
+	return out, nil
+}
+
+// rebuild is the round's state from its orders.
+func rebuild(lr liveRound, orders map[string]*holding) (inventory.Restored, error) {
+	st := inventory.Restored{
+		LiveRound: inventory.LiveRound{Round: lr.id, Quantity: lr.quantity, PerUserLimit: lr.limit,
+			StartsAt: lr.starts, EndsAt: lr.ends, PriceCents: lr.price},
+		Buyers: map[string]int64{},
+	}
+	var held int64
+	for id, h := range orders {
+		if h.holds() {
+			held += h.units
+			st.Buyers[h.user] += h.units
+		} else {
+			st.Released += h.units
+			st.ReleasedOrders = append(st.ReleasedOrders, id)
+		}
+	}
+	slices.Sort(st.ReleasedOrders)
+	if held > lr.quantity {
+		return st, fmt.Errorf("recover %s: its orders hold %d units of the %d round %d seeded (dead letters count): "+
+			"nothing written; see shop audit", lr.sku, held, lr.quantity, lr.id)
+	}
+	st.Available = lr.quantity - held
+	return st, nil
+}
+
+func roundReport(lr liveRound, st inventory.Restored, orders map[string]*holding, before string, changed bool) Round {
+	return Round{SKU: lr.sku, RoundID: lr.id, Quantity: lr.quantity, Available: st.Available,
+		Held: lr.quantity - st.Available, Released: st.Released, Orders: len(orders), Buyers: len(st.Buyers),
+		Before: before, Changed: changed}
+}
+
+// advance moves the order stream's last id past every entry PostgreSQL
+// recorded (see order.AdvanceStream).
+func (r *Recoverer) advance(ctx context.Context) error {
+	var last string
+	err := r.db.QueryRow(ctx, lastRecordedSQL).Scan(&last)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return wrap("last recorded stream id", err)
+	}
+	_, err = order.AdvanceStream(ctx, r.rdb, r.prefix, last)
+	return err
+}
+
+// lost checks the accepted ids against the streams (scanned before) and
+// then PostgreSQL.
+func (r *Recoverer) lost(ctx context.Context, sc *scan, accepted []string) ([]Lost, int, error) {
+	var candidates []string
+	for _, id := range accepted {
+		if !sc.ids[id] {
+			candidates = append(candidates, id)
+		}
+	}
+	if len(candidates) == 0 {
+		return []Lost{}, len(accepted), nil
+	}
+	rows, err := r.db.Query(ctx, persistedSQL, candidates)
+	if err != nil {
+		return nil, 0, wrap("persisted orders", err)
+	}
+	have := map[string]bool{}
+	var id string
+	if _, err := pgx.ForEachRow(rows, []any{&id}, func() error { have[id] = true; return nil }); err != nil {
+		return nil, 0, wrap("persisted orders", err)
+	}
+	out := []Lost{}
+	for _, id := range candidates {
+		if !have[id] {
+			out = append(out, Lost{OrderID: id})
+		}
+	}
+	slices.SortFunc(out, func(a, b Lost) int { return strings.Compare(a.OrderID, b.OrderID) })
+	return out, len(accepted), r.statuses(ctx, out)
+}
+
+// statuses notes what each lost order's status hash still says.
+func (r *Recoverer) statuses(ctx context.Context, lost []Lost) error {
+	if len(lost) == 0 {
+		return nil
+	}
+	pipe := r.rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, len(lost))
+	for i, l := range lost {
+		cmds[i] = pipe.HGet(ctx, r.keys.StatusKey(l.OrderID), "status")
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return wrap("order statuses", err)
+	}
+	for i := range lost {
+		lost[i].Status = cmds[i].Val()
+	}
+	return nil
+}
