@@ -3,6 +3,8 @@ package e2e
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"path/filepath"
 	"os/exec"
 	"strings"
 	"testing"
@@ -71,9 +73,15 @@ func TestLoadtest(t *testing.T) {
 		{"stock_bound", "10", "6", 50, "sold_out"},
 	}
 	for _, tc := range tests {
-		r, stderr, err := runLoadtest(t, e, s, "--users", tc.users, "--units", "50", "--per-user-limit", tc.limit)
+		log := filepath.Join(t.TempDir(), "accepted")
+		r, stderr, err := runLoadtest(t, e, s, "--users", tc.users, "--units", "50", "--per-user-limit", tc.limit, "--accepted-out", log)
 		if err != nil {
 			t.Fatalf("%s: loadtest failed: %v\n%s", tc.name, err, stderr)
+		}
+		// Its log of 202s: every accepted order is in a store, none lost.
+		out, stderr, err := runShop(t, e, "recover", "--accepted", log)
+		if err != nil || !strings.Contains(out, fmt.Sprintf("%d accepted orders checked, 0 lost", tc.accepted)) {
+			t.Errorf("%s: recover --accepted: %v\n%s%s", tc.name, err, out, stderr)
 		}
 		if !r.OK || len(r.Invariants) != 12 {
 			t.Errorf("%s: report not OK: %+v", tc.name, r.Invariants)

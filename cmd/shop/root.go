@@ -52,6 +52,7 @@ func newRootCmd(getenv func(string) string, stdout, stderr io.Writer) (*cobra.Co
 		newUserCmd(a),
 		newLoadtestCmd(a),
 		newAuditCmd(a),
+		newRecoverCmd(a),
 		newVersionCmd(a),
 		newRoutesCmd(a),
 	)

@@ -86,6 +86,9 @@ type Config struct {
 	// the stream), not only on what the API reports; without them those
 	// parts are reported skipped.
 	RedisURL, DatabaseURL, KeyPrefix string
+	// AcceptedOut, when set, is a file the id of every order answered 202
+	// is written to, one a line (for `shop recover --accepted`).
+	AcceptedOut string
 	// Progress, when set, shows progress bars (a terminal).
 	Progress io.Writer
 	// Warn receives warnings, such as rate-limited answers.
@@ -152,6 +155,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	samples := sampler.stopped()
 	if err != nil {
 		return nil, err
+	}
+	if cfg.AcceptedOut != "" {
+		if err := writeAccepted(cfg.AcceptedOut, res.tally); err != nil {
+			return nil, err
+		}
 	}
 	v, err := verify(ctx, c, cfg, fx, res.tally, st, samples)
 	if err != nil {

@@ -2,6 +2,10 @@ package loadtest
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -125,5 +129,29 @@ func TestTallySample(t *testing.T) {
 	none.add(0, 202, accepted(uuid.NewString()))
 	if len(none.sample) != 0 {
 		t.Error("sampled with Sample 0")
+	}
+}
+
+// The accepted-order log holds every distinct id answered 202, once, and
+// nothing else.
+func TestWriteAccepted(t *testing.T) {
+	tl := newTally(2, 0, 10)
+	a, b := uuid.NewString(), uuid.NewString()
+	tl.add(0, 202, accepted(a))
+	tl.add(1, 202, accepted(b))
+	tl.add(1, 202, accepted(a)) // repeated: listed once
+	tl.add(1, 409, problemBody("out_of_stock"))
+	path := filepath.Join(t.TempDir(), "accepted")
+	if err := writeAccepted(path, tl); err != nil {
+		t.Fatal(err)
+	}
+	b2, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b2)), "\n")
+	want := []string{"# 2 order ids answered 202 accepted", min(a, b), max(a, b)}
+	if !slices.Equal(lines, want) {
+		t.Fatalf("file %q, want %q", lines, want)
 	}
 }
