@@ -12,7 +12,9 @@
 //   - every order Redis accepted longer ago than the lag bound is in
 //     PostgreSQL;
 //   - every entry the writers' group has pending is still in the stream;
-//   - the dead-letter stream is empty.
+//   - the dead-letter stream is empty;
+//   - PostgreSQL records no entry after the stream's last id (Redis lost
+//     writes it had acknowledged: a failover; `shop recover` repairs it).
 //
 // It is its own package, not part of order or inventory, because it reads
 // both (and both stores) and writes nothing: it sits above them, as the
@@ -92,7 +94,7 @@ type Round struct {
 // Problem is one violation.
 type Problem struct {
 	// Kind: stock_redis, stock_postgres, quantity, buyer, not_persisted,
-	// pending_missing, dead_letter, backlog.
+	// pending_missing, dead_letter, backlog, stream_behind.
 	Kind     string   `json:"kind"`
 	SKU      string   `json:"sku,omitempty"`
 	RoundID  int64    `json:"round_id,omitempty"`
@@ -115,8 +117,13 @@ func (a *Auditor) Run(ctx context.Context) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
+	behind, err := a.streamBehind(ctx, rows)
+	if err != nil {
+		return Report{}, err
+	}
 	var rep Report
 	rep.Rounds, rep.Problems = compareRounds(snap, rows, quantities)
+	rep.Problems = append(rep.Problems, behind...)
 	more, err := a.streamProblems(ctx, snap)
 	if err != nil {
 		return Report{}, err

@@ -120,6 +120,10 @@ func TestAuditNamesEachViolation(t *testing.T) {
 			s.Redis.Client.XDel(ctx, k.Stream, id)
 			return ""
 		}, []string{"pending_missing"}},
+		{"stream_lost_in_a_failover", func(t *testing.T, s *sale) string {
+			s.Redis.Client.Del(context.Background(), order.AuditKeys(s.Config.KeyPrefix).Stream)
+			return s.orders[2]
+		}, []string{"stock_postgres", "buyer", "stream_behind"}},
 		{"dead_letter", func(t *testing.T, s *sale) string {
 			k := order.AuditKeys(s.Config.KeyPrefix)
 			s.Redis.Client.XAdd(context.Background(), &redis.XAddArgs{Stream: k.Dead,

@@ -259,3 +259,37 @@ func (a *Auditor) oldOrders(ctx context.Context, cutoff int64) ([]string, error)
 	}
 	return out, nil
 }
+
+// streamBehind reports rows of the live rounds whose stream entries (the
+// order's or its final transition's) come after the stream's last id, read
+// after PostgreSQL was: ids only grow, so no entry can be recorded before
+// it is added, and such a row means Redis lost entries it had accepted
+// (a replica promoted before it caught up). The snapshot's cut would
+// otherwise take those rows for orders accepted after it, and hide the
+// loss.
+func (a *Auditor) streamBehind(ctx context.Context, rows []heldRow) ([]Problem, error) {
+	info, err := a.rdb.XInfoStream(ctx, a.keys.Stream).Result()
+	last := "0-0"
+	switch {
+	case err == nil:
+		last = info.LastGeneratedID
+	case err.Error() != "ERR no such key":
+		return nil, wrap("order stream", err)
+	}
+	cut := parseID(last)
+	var ids []string
+	seen := map[string]bool{}
+	for _, r := range rows {
+		if (r.stream.after(cut) || r.finalStream.after(cut)) && !seen[r.orderID] {
+			seen[r.orderID] = true
+			ids = append(ids, r.orderID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	slices.Sort(ids)
+	return []Problem{{Kind: "stream_behind", OrderIDs: ids, Detail: fmt.Sprintf(
+		"PostgreSQL records %d orders whose stream entries come after the order stream's last id %s: "+
+			"Redis lost writes it had accepted (a failover?); run shop recover", len(ids), last)}}, nil
+}
