@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -89,6 +90,10 @@ func TestDrillReplicaPromotedAfterLoss(t *testing.T) {
 	if err == nil || !slices.Equal(reported, ids(lost)) {
 		t.Fatalf("recover reported %d lost %v (err %v), want the third burst's %d %v\n%s%s",
 			len(reported), reported, err, third, ids(lost), out, stderr)
+	}
+	// The second burst's statuses never reached the replica either.
+	if !strings.Contains(out, fmt.Sprintf("%d confirmed orders had lost their status in Redis: restored", second)) {
+		t.Fatalf("recover did not restore the second burst's statuses:\n%s", out)
 	}
 	t.Logf("recover: %s", strings.Split(out, "\n")[0])
 	if out, stderr, err := runShop(t, e, "recover", "--accepted", log); err == nil || !strings.Contains(out, ": unchanged") {

@@ -97,6 +97,10 @@ func printRecovery(w io.Writer, rep recovery.Report, checked bool) {
 		fmt.Fprintf(w, "round %d of %s: %d available of %d, %d held by %d buyers, %d released, %d orders: %s\n",
 			r.RoundID, r.SKU, r.Available, r.Quantity, r.Held, r.Buyers, r.Released, r.Orders, state)
 	}
+	if rep.StatusesRestored > 0 {
+		fmt.Fprintf(w, "%d confirmed orders had lost their status in Redis: restored (they can be paid, cancelled and expire again)\n",
+			rep.StatusesRestored)
+	}
 	if !checked {
 		fmt.Fprintln(w, "no --accepted file: lost orders not checked")
 		return

@@ -2,7 +2,9 @@ package order
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -46,4 +48,62 @@ func AdvanceStream(ctx context.Context, rdb redis.UniversalClient, prefix, id st
 		return "", fmt.Errorf("advance the order stream to %s: %w", id, err)
 	}
 	return last, nil
+}
+
+// Confirmed is an order PostgreSQL holds with no final state: its buyer
+// may still pay or cancel it, and it expires at ExpiresAt (zero: never).
+type Confirmed struct {
+	OrderID, UserID string
+	TotalCents      int64
+	CreatedAt       time.Time
+	ExpiresAt       time.Time
+	Items           []ReservedItem
+}
+
+// restoreStatusScript writes a confirmed order's status hash unless one
+// exists (whatever it says: a live status is never overwritten).
+// KEYS[1] the status hash; ARGV: user id, items JSON, total cents,
+// created ms, expires ms, TTL ms. Returns 1 when written.
+var restoreStatusScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], 'user_id', ARGV[1], 'status', 'confirmed', 'items', ARGV[2],
+  'total_cents', ARGV[3], 'created_ms', ARGV[4], 'expires_ms', ARGV[5])
+redis.call('PEXPIRE', KEYS[1], ARGV[6])
+return 1`)
+
+// RestoreStatuses gives back their Redis status to confirmed orders whose
+// status a failover lost: every lifecycle step (pay, cancel, the expiry
+// sweeper) goes by it, and without it the order could neither be paid nor
+// cancelled, nor expire, and would hold its units for good. An order with
+// a status hash is left as it is; an order with a payment window goes back
+// in the due set (ZADD NX: an entry in place is kept), so the sweeper
+// expires it once its time is past. It returns how many statuses it
+// wrote; callers pass only the orders whose status they found missing
+// (StatusKey), since each is a round trip. The status and the due set are separate steps, each idempotent,
+// so they never need one slot.
+func RestoreStatuses(ctx context.Context, rdb redis.UniversalClient, prefix string, orders []Confirmed) (int, error) {
+	k := keys{prefix}
+	n := 0
+	for _, o := range orders {
+		items, err := json.Marshal(o.Items)
+		if err != nil {
+			return n, fmt.Errorf("restore the status of order %s: %w", o.OrderID, err)
+		}
+		var expires int64
+		if !o.ExpiresAt.IsZero() {
+			expires = o.ExpiresAt.UnixMilli()
+		}
+		wrote, err := restoreStatusScript.Run(ctx, rdb, []string{k.status(o.OrderID)}, o.UserID, string(items),
+			o.TotalCents, o.CreatedAt.UnixMilli(), expires, statusTTL.Milliseconds()).Int()
+		if err != nil {
+			return n, fmt.Errorf("restore the status of order %s: %w", o.OrderID, err)
+		}
+		n += wrote
+		if expires > 0 { // an entry for an order no longer due is dropped by the sweeper
+			if err := rdb.ZAddNX(ctx, k.due(), redis.Z{Score: float64(expires), Member: o.OrderID}).Err(); err != nil {
+				return n, fmt.Errorf("restore the payment due time of order %s: %w", o.OrderID, err)
+			}
+		}
+	}
+	return n, nil
 }

@@ -37,6 +37,16 @@ WHERE i.round_id = ANY($1)`
 
 	transitionsSQL = `SELECT order_id::text, status FROM order_transitions WHERE order_id = ANY($1::uuid[])`
 
+	// The live rounds' orders PostgreSQL holds with no final state, whole.
+	confirmedSQL = `
+SELECT o.id::text, o.user_id::text, o.total_cents, o.created_at, o.expires_at,
+       array_agg(i.sku ORDER BY i.sku), array_agg(i.quantity ORDER BY i.sku),
+       array_agg(i.price_cents ORDER BY i.sku), array_agg(i.round_id ORDER BY i.sku)
+FROM orders o JOIN order_items i ON i.order_id = o.id
+WHERE o.id IN (SELECT order_id FROM order_items WHERE round_id = ANY($1))
+  AND NOT EXISTS (SELECT 1 FROM order_transitions t WHERE t.order_id = o.id)
+GROUP BY o.id`
+
 	persistedSQL = `SELECT id::text FROM orders WHERE id = ANY($1::uuid[])`
 
 	// The newest stream id PostgreSQL recorded (orders and transitions).
@@ -322,4 +332,63 @@ func (r *Recoverer) statuses(ctx context.Context, lost []Lost) error {
 		lost[i].Status = cmds[i].Val()
 	}
 	return nil
+}
+
+// restoreStatuses gives the live rounds' confirmed orders whose Redis
+// status was lost their status back (order.RestoreStatuses).
+func (r *Recoverer) restoreStatuses(ctx context.Context, rounds []liveRound) (int, error) {
+	ids := make([]int64, len(rounds))
+	for i, lr := range rounds {
+		ids[i] = lr.id
+	}
+	rows, err := r.db.Query(ctx, confirmedSQL, ids)
+	if err != nil {
+		return 0, wrap("confirmed orders", err)
+	}
+	confirmed, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (order.Confirmed, error) {
+		var c order.Confirmed
+		var expires *time.Time
+		var skus []string
+		var qtys []int32
+		var prices, roundIDs []int64
+		err := row.Scan(&c.OrderID, &c.UserID, &c.TotalCents, &c.CreatedAt, &expires, &skus, &qtys, &prices, &roundIDs)
+		if expires != nil {
+			c.ExpiresAt = *expires
+		}
+		for i := range skus {
+			c.Items = append(c.Items, order.ReservedItem{SKU: skus[i], Quantity: int(qtys[i]), PriceCents: prices[i], RoundID: roundIDs[i]})
+		}
+		return c, err
+	})
+	if err != nil {
+		return 0, wrap("confirmed orders", err)
+	}
+	missing, err := r.withoutStatus(ctx, confirmed)
+	if err != nil {
+		return 0, err
+	}
+	return order.RestoreStatuses(ctx, r.rdb, r.prefix, missing)
+}
+
+// withoutStatus keeps the orders whose status hash is gone, looked up in
+// pipelines of 1,000.
+func (r *Recoverer) withoutStatus(ctx context.Context, orders []order.Confirmed) ([]order.Confirmed, error) {
+	var out []order.Confirmed
+	for from := 0; from < len(orders); from += 1000 {
+		batch := orders[from:min(from+1000, len(orders))]
+		pipe := r.rdb.Pipeline()
+		cmds := make([]*redis.IntCmd, len(batch))
+		for i, o := range batch {
+			cmds[i] = pipe.Exists(ctx, r.keys.StatusKey(o.OrderID))
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, wrap("order statuses", err)
+		}
+		for i, c := range cmds {
+			if c.Val() == 0 {
+				out = append(out, batch[i])
+			}
+		}
+	}
+	return out, nil
 }

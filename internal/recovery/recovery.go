@@ -79,6 +79,10 @@ type Report struct {
 	Lost []Lost `json:"lost"`
 	// Accepted is how many distinct accepted ids were checked.
 	Accepted int `json:"accepted"`
+	// StatusesRestored counts the confirmed orders whose Redis status was
+	// lost and is written again, so that they can be paid, cancelled and
+	// expired.
+	StatusesRestored int `json:"statuses_restored"`
 	// Attempts is how many times the stores were read: more than one
 	// when stock moved meanwhile.
 	Attempts int `json:"attempts"`
@@ -138,6 +142,9 @@ func (r *Recoverer) Run(ctx context.Context, accepted []string) (Report, error) 
 	}
 	sort.Slice(rep.Rounds, func(i, j int) bool { return rep.Rounds[i].SKU < rep.Rounds[j].SKU })
 	if err := r.advance(ctx); err != nil {
+		return rep, err
+	}
+	if rep.StatusesRestored, err = r.restoreStatuses(ctx, rounds); err != nil {
 		return rep, err
 	}
 	if lastScan == nil { // no live round: the streams still decide what is lost

@@ -109,9 +109,14 @@ func TestRecoverRebuildsLostStock(t *testing.T) {
 	rdb.Del(ctx, k.Stream)
 	rdb.XAdd(ctx, &redis.XAddArgs{Stream: k.Stream, ID: "1-1", Values: all[len(all)-1].Values})
 
+	// The statuses of the paid order and of two confirmed ones, lost too.
+	for _, id := range []string{s.orders[0], s.orders[2], s.orders[3]} {
+		rdb.Del(ctx, k.StatusKey(id))
+	}
+
 	rep := s.recover(t, s.orders...)
-	if len(rep.Lost) != 0 || rep.Accepted != 5 {
-		t.Fatalf("lost %+v of %d, want none of 5", rep.Lost, rep.Accepted)
+	if len(rep.Lost) != 0 || rep.Accepted != 5 || rep.StatusesRestored != 2 {
+		t.Fatalf("lost %+v of %d, %d statuses restored; want none of 5, 2", rep.Lost, rep.Accepted, rep.StatusesRestored)
 	}
 	got := []string{}
 	for _, r := range rep.Rounds {
@@ -139,10 +144,21 @@ func TestRecoverRebuildsLostStock(t *testing.T) {
 	s.auditOK(t)
 
 	again := s.recover(t, s.orders...)
+	if again.StatusesRestored != 0 {
+		t.Fatalf("second run restored %d statuses again", again.StatusesRestored)
+	}
 	for _, r := range again.Rounds {
 		if r.Changed {
 			t.Fatalf("second run changed %s: %+v", r.SKU, r)
 		}
+	}
+	// A confirmed order whose status came back can be cancelled: its
+	// units go back.
+	if o, err := s.Orders.Cancel(ctx, s.users[2], s.orders[2]); err != nil || o.Status != order.StatusCancelled {
+		t.Fatalf("cancel a confirmed order after recovery: %+v %v", o, err)
+	}
+	if a, _ := s.live(t, "a"); a.Available != 9 {
+		t.Fatalf("a after the cancellation: %+v", a)
 	}
 	s.Drain(t)
 	s.auditOK(t)
