@@ -239,3 +239,18 @@ func (d slowScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (slowScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
+
+// slowReplies delays the return of every pipeline (the cache's reads) by
+// d after its replies came: a read has seen Redis and not yet acted on it.
+type slowReplies time.Duration
+
+func (slowReplies) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (slowReplies) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (d slowReplies) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		time.Sleep(time.Duration(d))
+		return err
+	}
+}

@@ -158,8 +158,10 @@ func (h *Hub) Run(ctx context.Context) {
 }
 
 // receive takes one published change to the SKU's streams, if it has any.
+// The message is counted once applied, so that a test that saw the count
+// may rely on it.
 func (h *Hub) receive(m *redis.Message) {
-	h.metrics.messages.Inc()
+	defer h.metrics.messages.Inc()
 	c, err := h.stock.ParseChange(m.Channel, m.Payload)
 	if err != nil {
 		h.log.Warn("live stock: message ignored", "err", err)
