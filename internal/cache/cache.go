@@ -212,6 +212,26 @@ func (c *Cache) await(ctx context.Context, flight string, f func(context.Context
 
 // GetJSON is Get for a value stored as JSON.
 func GetJSON[T any](ctx context.Context, c *Cache, key string, tags []string, load func(context.Context) (T, error)) (T, error) {
+	return getJSON(ctx, c, key, tags, load, false)
+}
+
+// GetJSONShared is GetJSON whose near hits skip the decoding: the value
+// decoded once is kept with the near entry and handed to every reader of
+// it, so T must be one its callers only read (no slice or map they could
+// change under the others).
+func GetJSONShared[T any](ctx context.Context, c *Cache, key string, tags []string, load func(context.Context) (T, error)) (T, error) {
+	if c.near != nil {
+		if d, ok := c.near.decoded(key, time.Now()); ok {
+			if v, ok := d.(T); ok {
+				c.m.nearHits.Inc()
+				return v, nil
+			}
+		}
+	}
+	return getJSON(ctx, c, key, tags, load, true)
+}
+
+func getJSON[T any](ctx context.Context, c *Cache, key string, tags []string, load func(context.Context) (T, error), keep bool) (T, error) {
 	var v T
 	b, err := c.Get(ctx, key, tags, func(ctx context.Context) ([]byte, error) {
 		lv, err := load(ctx)
@@ -232,6 +252,9 @@ func GetJSON[T any](ctx context.Context, c *Cache, key string, tags []string, lo
 		defer cancel()
 		c.m.loads.Inc()
 		return load(ctx)
+	}
+	if keep && c.near != nil {
+		c.near.keepDecoded(key, b, v)
 	}
 	return v, nil
 }

@@ -49,13 +49,14 @@ type nearEntry struct {
 	notFound bool
 	tags     []string
 	expires  time.Time
+	decoded  any // value decoded by GetJSONShared, guarded by near.mu
 }
 
 type near struct {
 	ttl time.Duration
 
 	mu    sync.Mutex
-	lru   *simplelru.LRU[string, nearEntry]
+	lru   *simplelru.LRU[string, *nearEntry]
 	epoch uint64 // bumped by every invalidation
 	ready bool   // subscribed: other processes' invalidations are heard
 }
@@ -64,7 +65,7 @@ func newNear(ttl time.Duration, size int) *near {
 	if size <= 0 {
 		size = defaultNearSize
 	}
-	lru, err := simplelru.NewLRU[string, nearEntry](size, nil)
+	lru, err := simplelru.NewLRU[string, *nearEntry](size, nil)
 	if err != nil {
 		panic(err) // only for a size <= 0, excluded above
 	}
@@ -75,15 +76,48 @@ func newNear(ttl time.Duration, size int) *near {
 func (n *near) get(key string, now time.Time) (nearEntry, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	e := n.live(key, now)
+	if e == nil {
+		return nearEntry{}, false
+	}
+	return *e, true
+}
+
+// live is key's entry if it has not expired; n.mu must be held.
+func (n *near) live(key string, now time.Time) *nearEntry {
 	e, ok := n.lru.Get(key)
 	if !ok {
-		return nearEntry{}, false
+		return nil
 	}
 	if !now.Before(e.expires) {
 		n.lru.Remove(key)
-		return nearEntry{}, false
+		return nil
 	}
-	return e, true
+	return e
+}
+
+// decoded returns the value GetJSONShared decoded from key's entry, if
+// the entry is live and has one.
+func (n *near) decoded(key string, now time.Time) (any, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if e := n.live(key, now); e != nil && e.decoded != nil {
+		return e.decoded, true
+	}
+	return nil, false
+}
+
+// keepDecoded remembers v, decoded from b, with key's entry if that entry
+// still holds exactly b (the same bytes, not a newer fill's).
+func (n *near) keepDecoded(key string, b []byte, v any) {
+	if len(b) == 0 {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if e, ok := n.lru.Peek(key); ok && len(e.value) > 0 && &e.value[0] == &b[0] {
+		e.decoded = v
+	}
 }
 
 // begin notes the epoch a fill starts in; ok is false while invalidations
@@ -101,7 +135,7 @@ func (n *near) put(epoch uint64, started time.Time, key string, tags []string, v
 	if !n.ready || n.epoch != epoch {
 		return
 	}
-	n.lru.Add(key, nearEntry{value: value, notFound: notFound, tags: slices.Clone(tags), expires: started.Add(n.ttl)})
+	n.lru.Add(key, &nearEntry{value: value, notFound: notFound, tags: slices.Clone(tags), expires: started.Add(n.ttl)})
 }
 
 // dropKey forgets key and fences the fills in flight.

@@ -291,3 +291,28 @@ func TestNearReadersRacingWrites(t *testing.T) {
 		}
 	}
 }
+
+// TestGetJSONSharedDecodesOnce: near hits of GetJSONShared hand out the
+// value decoded the first time, and a write drops it with its entry.
+func TestGetJSONSharedDecodesOnce(t *testing.T) {
+	t.Parallel()
+	c := listening(t, newTestCache(t, cache.Options{NearTTL: hour}))
+	type doc struct{ N int }
+	var loads atomic.Int32
+	load := func(context.Context) (doc, error) { loads.Add(1); return doc{N: 1}, nil }
+	ctx := context.Background()
+	for range 3 {
+		if v, err := cache.GetJSONShared(ctx, c.Cache, "k", nil, load); err != nil || v.N != 1 {
+			t.Fatalf("read %+v %v", v, err)
+		}
+	}
+	if hits := c.metric(t, "shop_cache_near_requests_total", "result", "hit"); hits != 2 || loads.Load() != 1 {
+		t.Errorf("near hits = %v, loads = %d; want 2 and 1", hits, loads.Load())
+	}
+	if err := cache.SetJSON(ctx, c.Cache, c.Fence(ctx, "k"), doc{N: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := cache.GetJSONShared(ctx, c.Cache, "k", nil, load); err != nil || v.N != 2 {
+		t.Errorf("after a write: %+v %v, want N 2", v, err)
+	}
+}
