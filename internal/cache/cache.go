@@ -32,6 +32,17 @@
 // generations, so a read that starts after a write returns never receives a
 // value loaded before it.
 //
+// # Near cache
+//
+// With Options.NearTTL > 0, reads first look in an in-process LRU of at
+// most NearSize recent reads, each served for at most NearTTL: a hit costs
+// no round trip. This process's writes drop its near entries before they
+// return; other processes' writes reach it through Pub/Sub, published by
+// the write scripts in the same atomic step as the write, and a lost
+// message leaves an entry stale for at most NearTTL. Near fills are
+// fenced by an epoch as Redis fills are by generations. Run holds the
+// subscription; see near.go.
+//
 // # Failures
 //
 // A Redis error never fails a read: Get counts it in
@@ -49,7 +60,8 @@
 //
 // With prefix P: entries P+"entry:{key}", generations P+"gen:{key}",
 // fill locks P+"lock:{key}", tag member sets P+"tag:{tag}" and tag
-// generations P+"taggen:{tag}". The braces keep a key's entry, generation
+// generations P+"taggen:{tag}"; invalidations are published on the
+// channel P+"invalidations". The braces keep a key's entry, generation
 // and lock in one Redis Cluster slot; stores of tagged entries touch tag
 // keys too, so tagged entries need a single-slot prefix on a cluster.
 // Every key has a TTL.
@@ -93,6 +105,11 @@ type Options struct {
 	Timeout time.Duration
 	// LoadTimeout bounds each loader call (3s).
 	LoadTimeout time.Duration
+	// NearTTL turns the in-process near cache on (see near.go) and bounds
+	// how long a near entry is served; 0: off, every read goes to Redis.
+	NearTTL time.Duration
+	// NearSize bounds the near cache's entries (10000).
+	NearSize int
 }
 
 func (o Options) withDefaults() Options {
@@ -121,20 +138,35 @@ type Cache struct {
 	o     Options
 	group singleflight.Group
 	m     *metrics
+	near  *near // nil: off
 }
 
 // New returns a cache on rdb. Its metrics are registered on reg (none when
 // reg is nil); it panics if they are already registered there.
 func New(rdb redis.UniversalClient, o Options, reg prometheus.Registerer) *Cache {
-	return &Cache{rdb: rdb, o: o.withDefaults(), m: newMetrics(reg)}
+	c := &Cache{rdb: rdb, o: o.withDefaults(), m: newMetrics(reg)}
+	if c.o.NearTTL > 0 {
+		c.near = newNear(c.o.NearTTL, c.o.NearSize)
+	}
+	return c
 }
 
 // Get returns the cached bytes for key, or loads, stores and returns them
 // on a miss. tags are attached to a stored entry (see InvalidateTag). It
 // returns ErrNotFound when the item does not exist, the loader's error when
 // a load fails, and ctx's error when ctx ends first. Redis errors are
-// counted, never returned.
+// counted, never returned. The bytes returned may be shared with other
+// callers: never modify them. With the near cache on (Options.NearTTL) a
+// recent read in this process answers without Redis (near.go).
 func (c *Cache) Get(ctx context.Context, key string, tags []string, load Loader) ([]byte, error) {
+	if c.near != nil {
+		return c.nearGet(ctx, key, tags, load)
+	}
+	return c.get(ctx, key, tags, load)
+}
+
+// get is Get from Redis.
+func (c *Cache) get(ctx context.Context, key string, tags []string, load Loader) ([]byte, error) {
 	snap, err := c.read(ctx, key, tags)
 	if err != nil {
 		c.m.errors.WithLabelValues("get").Inc()
@@ -159,10 +191,11 @@ func (c *Cache) Get(ctx context.Context, key string, tags []string, load Loader)
 
 // await runs f once per flight key however many callers wait for it. f runs
 // detached from the caller's cancellation (one caller giving up must not
-// fail the others) but bounded by LoadTimeout plus the lock wait.
+// fail the others) but bounded by LoadTimeout plus the lock wait (and
+// the round trips: a near miss's flight holds a Redis read and a fill's).
 func (c *Cache) await(ctx context.Context, flight string, f func(context.Context) ([]byte, error)) ([]byte, error) {
 	ch := c.group.DoChan(flight, func() (any, error) {
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.LoadTimeout+c.o.LockWait+2*c.o.Timeout)
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.LoadTimeout+c.o.LockWait+3*c.o.Timeout)
 		defer cancel()
 		return f(fctx)
 	})
@@ -179,6 +212,26 @@ func (c *Cache) await(ctx context.Context, flight string, f func(context.Context
 
 // GetJSON is Get for a value stored as JSON.
 func GetJSON[T any](ctx context.Context, c *Cache, key string, tags []string, load func(context.Context) (T, error)) (T, error) {
+	return getJSON(ctx, c, key, tags, load, false)
+}
+
+// GetJSONShared is GetJSON whose near hits skip the decoding: the value
+// decoded once is kept with the near entry and handed to every reader of
+// it, so T must be one its callers only read (no slice or map they could
+// change under the others).
+func GetJSONShared[T any](ctx context.Context, c *Cache, key string, tags []string, load func(context.Context) (T, error)) (T, error) {
+	if c.near != nil {
+		if d, ok := c.near.decoded(key, time.Now()); ok {
+			if v, ok := d.(T); ok {
+				c.m.nearHits.Inc()
+				return v, nil
+			}
+		}
+	}
+	return getJSON(ctx, c, key, tags, load, true)
+}
+
+func getJSON[T any](ctx context.Context, c *Cache, key string, tags []string, load func(context.Context) (T, error), keep bool) (T, error) {
 	var v T
 	b, err := c.Get(ctx, key, tags, func(ctx context.Context) ([]byte, error) {
 		lv, err := load(ctx)
@@ -194,10 +247,14 @@ func GetJSON[T any](ctx context.Context, c *Cache, key string, tags []string, lo
 		// An entry written by another version of the program: drop it and
 		// answer from the loader.
 		c.drop(ctx, key)
+		c.dropNear(key)
 		ctx, cancel := context.WithTimeout(ctx, c.o.LoadTimeout)
 		defer cancel()
 		c.m.loads.Inc()
 		return load(ctx)
+	}
+	if keep && c.near != nil {
+		c.near.keepDecoded(key, b, v)
 	}
 	return v, nil
 }

@@ -7,6 +7,9 @@ type metrics struct {
 	loads         prometheus.Counter
 	errors        *prometheus.CounterVec
 	invalidations prometheus.Counter
+	// The near cache's (near.go).
+	nearHits, nearMisses prometheus.Counter
+	nearMessages         prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -30,8 +33,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Entries dropped by a write (Delete) and tags dropped (InvalidateTag).",
 		}),
 	}
+	nearRequests := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shop_cache_near_requests_total",
+		Help: "Reads of the in-process near cache by result: hit or miss (a miss reads Redis).",
+	}, []string{"result"})
+	m.nearHits, m.nearMisses = nearRequests.WithLabelValues("hit"), nearRequests.WithLabelValues("miss")
+	m.nearMessages = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "shop_cache_near_messages_total",
+		Help: "Invalidations heard from other processes through Pub/Sub (each drops near entries).",
+	})
 	if reg != nil {
-		reg.MustRegister(requests, m.loads, m.errors, m.invalidations)
+		reg.MustRegister(requests, m.loads, m.errors, m.invalidations, nearRequests, m.nearMessages)
 	}
 	return m
 }

@@ -28,7 +28,10 @@ func (c *Cache) InvalidateTag(ctx context.Context, tag string) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*c.o.Timeout)
 	defer cancel()
 	members, err := invalidateScript.Run(ctx, c.rdb, []string{c.tagGenKey(tag), c.tagKey(tag)},
-		token(), ms(c.maxTTL())).StringSlice()
+		token(), ms(c.maxTTL()), c.channel(), tagMessage+tag).StringSlice()
+	if c.near != nil { // after the Redis step, as in Set
+		c.near.dropTag(tag)
+	}
 	if err != nil {
 		c.m.errors.WithLabelValues("invalidate").Inc()
 		return fmt.Errorf("cache: invalidate tag %s: %w", tag, err)

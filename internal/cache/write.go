@@ -55,7 +55,10 @@ func (c *Cache) Set(ctx context.Context, f Fence, value []byte, tags ...string) 
 	ctx, cancel := context.WithTimeout(ctx, c.o.Timeout)
 	defer cancel()
 	err := writeScript.Run(ctx, c.rdb, keys, []byte(positiveEntry(value)), ms(c.ttl()),
-		f.gen, token(), ms(c.maxTTL())).Err()
+		f.gen, token(), ms(c.maxTTL()), c.channel(), keyMessage+f.key).Err()
+	// After the Redis step, so that a near fill that starts now reads the
+	// new entry; whether or not it failed, since it may have landed.
+	c.dropNear(f.key)
 	if err != nil {
 		c.m.errors.WithLabelValues("set").Inc()
 		return fmt.Errorf("cache: set %s: %w", f.key, err)
@@ -81,8 +84,10 @@ func (c *Cache) Delete(ctx context.Context, f Fence) error {
 	_, err := c.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.Del(ctx, c.entryKey(f.key))
 		p.Set(ctx, c.genKey(f.key), token(), c.maxTTL())
+		p.Publish(ctx, c.channel(), keyMessage+f.key)
 		return nil
 	})
+	c.dropNear(f.key) // after the Redis step, as in Set
 	if err != nil {
 		c.m.errors.WithLabelValues("delete").Inc()
 		return fmt.Errorf("cache: delete %s: %w", f.key, err)

@@ -60,6 +60,14 @@ type Config struct {
 	// limiter groups them).
 	LiveMaxStreams      int `env:"SHOP_LIVE_MAX_STREAMS" envDefault:"10000"`
 	LiveMaxStreamsPerIP int `env:"SHOP_LIVE_MAX_STREAMS_PER_IP" envDefault:"20"`
+	// NearCacheTTL bounds how long a product read in this instance may
+	// answer from its own memory: catalog entries (the near cache in front
+	// of the Redis cache) and available stock (the stock view). Other
+	// instances' writes normally reach it at once through Pub/Sub; the TTL
+	// bounds a lost message. 0: every read goes to Redis.
+	NearCacheTTL time.Duration `env:"SHOP_NEAR_CACHE_TTL" envDefault:"1s"`
+	// NearCacheSize bounds the entries of each of the two (LRU).
+	NearCacheSize int `env:"SHOP_NEAR_CACHE_SIZE" envDefault:"10000"`
 }
 
 // Dev reports whether the process runs in development mode (SHOP_ENV=dev).
@@ -170,6 +178,8 @@ func (c *Config) validate() error {
 		{"SHOP_PASSWORD_HASHING", c.PasswordHashing != "owasp" && c.PasswordHashing != "fast", "must be owasp or fast"},
 		{"SHOP_PASSWORD_HASHING", c.PasswordHashing == "fast" && !c.Dev(), "fast is only allowed with SHOP_ENV=dev"},
 		{"SHOP_LIVE_MAX_STREAMS", c.LiveMaxStreams < 1, "must be at least 1"},
+		{"SHOP_NEAR_CACHE_TTL", c.NearCacheTTL < 0 || c.NearCacheTTL > time.Minute, "must be 0 (off) or at most 1m"},
+		{"SHOP_NEAR_CACHE_SIZE", c.NearCacheSize < 1, "must be at least 1"},
 		{"SHOP_LIVE_MAX_STREAMS_PER_IP", c.LiveMaxStreamsPerIP < 1 || c.LiveMaxStreamsPerIP > c.LiveMaxStreams, "must be from 1 to SHOP_LIVE_MAX_STREAMS"},
 	}
 	for _, ch := range checks {

@@ -11,10 +11,13 @@ import (
 	"time"
 )
 
+// The near cache is off in the tests of the Redis cache below: they check
+// what Redis alone guarantees (near_test.go checks the near cache).
+
 func TestWritesAreWrittenThroughAndReadsHitTheCache(t *testing.T) {
 	t.Parallel()
 	st := newStores(t)
-	a, b := newInstance(t, st), newInstance(t, st)
+	a, b := newInstance(t, st, nearOff), newInstance(t, st, nearOff)
 	a.create(t, "p1", "c", 100)
 	// b has never read p1: the entry a wrote through answers, no load.
 	if p := b.do(t, http.MethodGet, "/api/v1/products/p1", "").product(t); p.PriceCents != 100 {
@@ -42,7 +45,7 @@ func TestWritesAreWrittenThroughAndReadsHitTheCache(t *testing.T) {
 func TestReadAfterWriteFromAnotherInstance(t *testing.T) {
 	t.Parallel()
 	st := newStores(t)
-	writer, reader := newInstance(t, st), newInstance(t, st)
+	writer, reader := newInstance(t, st, nearOff), newInstance(t, st, nearOff)
 	writer.create(t, "p1", "old", 100)
 	writer.create(t, "p2", "new", 200)
 	skus := func(query string) []string {
@@ -115,7 +118,7 @@ func TestInvalidateCategoryDropsItsListingsOnly(t *testing.T) {
 func TestAvailableIsLiveAndNeverCached(t *testing.T) {
 	t.Parallel()
 	st := newStores(t)
-	in := newInstance(t, st)
+	in := newInstance(t, st, nearOff) // HSET below publishes no change
 	in.create(t, "s1", "c", 1)
 	ctx := context.Background()
 	sale := st.prefix + "sale:{s1}"
@@ -187,7 +190,7 @@ func TestNoStaleReadAfterAnUpdate(t *testing.T) {
 	// fill that read the old row often stores after the writer's
 	// write-through: the stale-set race the generations must defeat.
 	slow := st.withClient(t, slowScripts(2*time.Millisecond))
-	writer, r1, r2 := newInstance(t, st), newInstance(t, slow), newInstance(t, slow)
+	writer, r1, r2 := newInstance(t, st, nearOff), newInstance(t, slow, nearOff), newInstance(t, slow, nearOff)
 	writer.create(t, "p", "c", 0)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -19,7 +19,8 @@ func (s *Catalog) Get(ctx context.Context, sku string) (Product, error) {
 	if !ValidSKU(sku) {
 		return Product{}, fmt.Errorf("get product %q: %w", sku, ErrProductNotFound)
 	}
-	rec, err := cache.GetJSON(ctx, s.cache, productKey(sku), nil, func(ctx context.Context) (record, error) {
+	// A record holds no slice or map: near hits may share one.
+	rec, err := cache.GetJSONShared(ctx, s.cache, productKey(sku), nil, func(ctx context.Context) (record, error) {
 		r, err := s.selectProduct(ctx, sku)
 		if errors.Is(err, ErrProductNotFound) {
 			return r, cache.ErrNotFound

@@ -17,6 +17,7 @@ import (
 
 	"github.com/shop-oss/shop/internal/api"
 	"github.com/shop-oss/shop/internal/auth"
+	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/shop/shoptest"
 )
@@ -56,15 +57,24 @@ type instance struct {
 	users *testUsers
 }
 
-func newInstance(t testing.TB, st stores) *instance {
+func newInstance(t testing.TB, st stores, configure ...func(*config.Config)) *instance {
 	t.Helper()
-	a := shoptest.New(t, shoptest.Options{Stores: st.Stores, Redis: st.rdb, DB: st.db})
+	a := shoptest.New(t, shoptest.Options{Stores: st.Stores, Redis: st.rdb, DB: st.db, Config: func(c *config.Config) {
+		for _, f := range configure {
+			f(c)
+		}
+	}})
 	st.users.once.Do(func() {
 		_, st.users.admin = a.User(t, "admin@example.com", auth.RoleAdmin)
 		_, st.users.shopper = a.Shopper(t, "shopper@example.com")
 	})
 	return &instance{App: a, app: a.Fiber, reg: a.Reg, stock: a.Stock, users: st.users}
 }
+
+// nearOff turns the near cache and the stock view off
+// (SHOP_NEAR_CACHE_TTL=0): every read goes to Redis, for the tests of
+// what the Redis cache and the live keys guarantee by themselves.
+func nearOff(c *config.Config) { c.NearCacheTTL = 0 }
 
 type result struct {
 	status int
@@ -228,4 +238,19 @@ func (d slowScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func (slowScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
+}
+
+// slowReplies delays the return of every pipeline (the cache's reads) by
+// d after its replies came: a read has seen Redis and not yet acted on it.
+type slowReplies time.Duration
+
+func (slowReplies) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (slowReplies) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (d slowReplies) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		time.Sleep(time.Duration(d))
+		return err
+	}
 }

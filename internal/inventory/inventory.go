@@ -3,7 +3,9 @@
 //
 // # Reads
 //
-// Get and List read through the cache (cache-aside). A product entry is the
+// Get and List read through the cache (cache-aside), and with the cache's
+// near cache on (SHOP_NEAR_CACHE_TTL) through this process's copy of
+// recent reads first, so a hot product costs no round trip at all. A product entry is the
 // product without its live stock. Listings are cached in chunks of 100
 // rows at fixed offsets, whatever the limit, tagged "category:<c>", or
 // "category:*" when unfiltered, beside one entry with every category's
@@ -21,16 +23,23 @@
 // belongs to: its old and new category and the unfiltered listings. The
 // cache's generation fences keep a fill that loaded before the write from
 // storing the old row afterwards (see internal/cache), so once a write
-// returns every read, in any process sharing the Redis, sees it. When Redis
+// returns every read, in any process sharing the Redis, sees it; with the
+// near cache on, every read in the writing process, and in the others as
+// soon as they hear the write's invalidation (Pub/Sub, normally within
+// milliseconds; at worst, a lost message, after SHOP_NEAR_CACHE_TTL). When Redis
 // fails after the database write has committed, the write still succeeds
 // (PostgreSQL is the system of record), a warning is logged, and stale
 // entries expire with their TTL.
 //
 // # Live stock
 //
-// A product's `available` is never cached with it: it is read on every
-// request from the sale state hash "<prefix>sale:{<sku>}", field
-// "available", kept by the flash-sale code, and is 0 when there is none.
+// A product's `available` is never cached with it: it is the sale state
+// hash "<prefix>sale:{<sku>}", field "available", kept by the flash-sale
+// code, and 0 when there is none. With a StockView (WithStockView; `shop
+// serve` has one unless SHOP_NEAR_CACHE_TTL is 0) it comes from the
+// instance's picture of the published stock changes, at most the view's
+// TTL old (view.go); otherwise it is read from Redis on every request.
+// It is display only: purchases check the live keys themselves.
 // When Redis is down the catalog still answers from PostgreSQL and reports
 // available 0 with a logged warning: a product page without stock beats no
 // page, and the purchase path never trusts this number anyway.
@@ -121,11 +130,23 @@ type Catalog struct {
 	db    *pgxpool.Pool
 	stock *Stock
 	cache *cache.Cache
+	view  *StockView // nil: available is read from Redis every time
 	log   *slog.Logger
 }
 
+// CatalogOption changes how NewCatalog builds the catalog.
+type CatalogOption func(*Catalog)
+
+// WithStockView makes reads take the available stock from v where it has
+// it (see StockView); the instance's live stock subscription must feed v.
+func WithStockView(v *StockView) CatalogOption { return func(s *Catalog) { s.view = v } }
+
 // NewCatalog returns the catalog on db, reading live stock from rdb under
 // the key prefix and caching through c (which may use another Redis).
-func NewCatalog(db *pgxpool.Pool, rdb redis.UniversalClient, c *cache.Cache, prefix string, log *slog.Logger) *Catalog {
-	return &Catalog{db: db, stock: NewStock(rdb, prefix), cache: c, log: log}
+func NewCatalog(db *pgxpool.Pool, rdb redis.UniversalClient, c *cache.Cache, prefix string, log *slog.Logger, opts ...CatalogOption) *Catalog {
+	s := &Catalog{db: db, stock: NewStock(rdb, prefix), cache: c, log: log}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }

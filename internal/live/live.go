@@ -6,7 +6,8 @@
 // Every change of live stock is published by inventory on the SKU's Redis
 // Pub/Sub channel, in the same atomic step as the change (see
 // inventory's changes.go). Each instance holds one pattern subscription
-// (Hub.Run) and fans the messages out in process: the hub keeps, per SKU
+// (Hub.Run) and fans the messages out in process (and into the instance's
+// inventory.StockView, Options.View, for product reads): the hub keeps, per SKU
 // that has streams, the latest state it heard, and hands it to each stream
 // at most once per Options.Interval (the first change after a quiet spell
 // at once, the rest coalesced to the newest). A thousand purchases a
@@ -77,6 +78,10 @@ type Options struct {
 	MaxStreams int
 	// MaxPerClient bounds the open streams of one client IP (default 20).
 	MaxPerClient int
+	// View, when set, is the instance's stock view (inventory.StockView):
+	// the subscription keeps it current for the product reads too, every
+	// SKU's changes, not only those of watched SKUs.
+	View *inventory.StockView
 }
 
 func (o *Options) defaults() {
@@ -132,6 +137,7 @@ func New(rdb redis.UniversalClient, stock *inventory.Stock, o Options, log *slog
 func (h *Hub) Run(ctx context.Context) {
 	ps := h.rdb.PSubscribe(ctx, h.stock.ChangesPattern())
 	defer ps.Close()
+	defer h.o.View.Unsubscribed()
 	ch := ps.ChannelWithSubscriptions(redis.WithChannelSize(1024))
 	for {
 		select {
@@ -143,6 +149,8 @@ func (h *Hub) Run(ctx context.Context) {
 				h.receive(m)
 			case *redis.Subscription:
 				h.log.Debug("live stock: subscribed", "pattern", m.Channel)
+				// Changes made while away were missed: the view starts over.
+				h.o.View.Subscribed()
 				go h.resync(ctx)
 			}
 		}
@@ -150,13 +158,16 @@ func (h *Hub) Run(ctx context.Context) {
 }
 
 // receive takes one published change to the SKU's streams, if it has any.
+// The message is counted once applied, so that a test that saw the count
+// may rely on it.
 func (h *Hub) receive(m *redis.Message) {
-	h.metrics.messages.Inc()
+	defer h.metrics.messages.Inc()
 	c, err := h.stock.ParseChange(m.Channel, m.Payload)
 	if err != nil {
 		h.log.Warn("live stock: message ignored", "err", err)
 		return
 	}
+	h.o.View.Heard(c)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if t := h.topics[c.SKU]; t != nil {

@@ -125,6 +125,24 @@ func BenchmarkGetProduct(b *testing.B) {
 	}
 }
 
+// BenchmarkGetProductNear is BenchmarkGetProduct with shop serve's access
+// log (batched), the product reads from memory on (SHOP_NEAR_CACHE_TTL's
+// default: no round trip but the limiter's) and off (the cached document
+// and the live stock from Redis, in turn).
+func BenchmarkGetProductNear(b *testing.B) {
+	for _, ttl := range []time.Duration{time.Second, 0} {
+		b.Run(fmt.Sprintf("near=%v", ttl), func(b *testing.B) {
+			a := shoptest.New(b, shoptest.Options{Log: accessLogs[1].log(b), Config: func(c *config.Config) {
+				c.RateLimit = config.RateLimit{Limit: 1 << 30, Window: 10 * time.Second}
+				c.TrustedProxies = []string{"0.0.0.0"}
+				c.NearCacheTTL = ttl
+			}})
+			a.Sale(b, "bench", 100, 1000, 0)
+			benchGet(b, a, "/api/v1/products/bench")
+		})
+	}
+}
+
 func BenchmarkHealthz(b *testing.B) {
 	for _, l := range accessLogs {
 		b.Run(l.name, func(b *testing.B) { benchGet(b, benchApp(b, l.log(b)), "/healthz") })

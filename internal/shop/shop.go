@@ -80,7 +80,23 @@ type App struct {
 	// Live streams live stock to browsers; Start runs its subscription,
 	// and serve shuts it down before the HTTP server (see Live.Shutdown).
 	Live *live.Hub
+	// catalogCache is the catalog's cache; Start runs its near cache's
+	// subscription to other instances' invalidations.
+	catalogCache *cache.Cache
+	// view is the product reads' stock view, kept by Live's subscription
+	// (nil: off).
+	view *inventory.StockView
+	near bool // the near cache is on
 	log  *slog.Logger
+}
+
+// Listening reports whether the subscriptions Start runs for the product
+// reads are up: the near cache hears other instances' invalidations and
+// the stock view the stock changes (each counts as up when it is off).
+// Until then both answer from Redis.
+func (a *App) Listening() bool {
+	return (a.view == nil || a.view.Listening()) &&
+		(!a.near || a.catalogCache.NearListening())
 }
 
 // indexStartTimeout bounds the pickup store index rebuild at start.
@@ -90,7 +106,8 @@ const indexStartTimeout = 10 * time.Second
 // reg. It does not listen: call Fiber.Listener or Fiber.Test.
 func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Registry) *App {
 	a := &App{Auth: auth.New(st.DB, st.Redis, AuthConfig(cfg), log, reg)}
-	a.Catalog = NewCatalog(st, cfg, log, reg)
+	a.view, a.near = inventory.NewStockView(cfg.NearCacheTTL, cfg.NearCacheSize), cfg.NearCacheTTL > 0
+	a.Catalog, a.catalogCache = newCatalog(st, cfg, log, reg, inventory.WithStockView(a.view))
 	a.Stock = inventory.NewStock(st.Redis, cfg.KeyPrefix)
 	a.Sales = inventory.NewSales(st.DB, a.Stock)
 	a.Orders = order.New(st.DB, st.Redis, a.Stock, a.Catalog.Exists, cfg.KeyPrefix, log, reg,
@@ -106,7 +123,7 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 		ClientIP: clientIP}, log, reg)
 	a.Stores = pickup.New(st.DB, st.Redis, a.Locks, cfg.KeyPrefix, log)
 	a.Live = live.New(st.Redis, a.Stock, live.Options{
-		MaxStreams: cfg.LiveMaxStreams, MaxPerClient: cfg.LiveMaxStreamsPerIP}, log, reg)
+		MaxStreams: cfg.LiveMaxStreams, MaxPerClient: cfg.LiveMaxStreamsPerIP, View: a.view}, log, reg)
 	a.log = log
 	var limiter *ratelimit.Limiter
 	if !cfg.RateLimit.Off() {
@@ -145,17 +162,20 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 // Start runs the application's background work: the pickup store index
 // rebuilt from PostgreSQL (unless another instance is at it), the visitor
 // counts' queue drained, the expiry sweeper (every instance runs one; the
-// lock lets one work at a time) and the live stock subscription. The
+// lock lets one work at a time), the live stock subscription (which also
+// keeps the product reads' stock view) and the near cache's subscription
+// to catalog invalidations. The
 // returned function stops it, writing what is queued, ends the live
 // streams, and waits.
 func (a *App) Start(ctx context.Context) (stop func()) {
 	a.rebuildStoreIndex(ctx)
 	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
 	go func() { defer wg.Done(); a.Visits.Run(bctx) }()
 	go func() { defer wg.Done(); _ = a.Sweeper.Run(bctx) }()
 	go func() { defer wg.Done(); a.Live.Run(bctx) }()
+	go func() { defer wg.Done(); a.catalogCache.Run(bctx) }()
 	return func() {
 		a.StopStreams()
 		cancel()
@@ -191,12 +211,21 @@ func (a *App) rebuildStoreIndex(ctx context.Context) {
 
 // NewCatalog builds the catalog over its cache; reg may be nil (commands
 // that expose no metrics).
+// Its near cache (SHOP_NEAR_CACHE_TTL) stores nothing, since nothing runs
+// its subscription: a command's reads go to Redis, and its writes still
+// reach the serving instances' near caches.
 func NewCatalog(st Stores, cfg *config.Config, log *slog.Logger, reg prometheus.Registerer) *inventory.Catalog {
+	c, _ := newCatalog(st, cfg, log, reg)
+	return c
+}
+
+func newCatalog(st Stores, cfg *config.Config, log *slog.Logger, reg prometheus.Registerer, opts ...inventory.CatalogOption) (*inventory.Catalog, *cache.Cache) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	c := cache.New(st.cache(), cache.Options{Prefix: cfg.KeyPrefix + "cache:", TTL: CatalogTTL, Jitter: 0.1}, reg)
-	return inventory.NewCatalog(st.DB, st.Redis, c, cfg.KeyPrefix, log)
+	c := cache.New(st.cache(), cache.Options{Prefix: cfg.KeyPrefix + "cache:", TTL: CatalogTTL, Jitter: 0.1,
+		NearTTL: cfg.NearCacheTTL, NearSize: cfg.NearCacheSize}, reg)
+	return inventory.NewCatalog(st.DB, st.Redis, c, cfg.KeyPrefix, log, opts...), c
 }
 
 // AuthConfig is the auth service's part of the configuration.

@@ -107,6 +107,20 @@ func New(t testing.TB, o Options) *App {
 	reg := prometheus.NewRegistry()
 	a := &App{App: shop.New(cfg, st, log, reg), DB: db, Redis: r, Config: cfg, Reg: reg, Log: log}
 	t.Cleanup(a.Start(context.Background()))
+	// Until the subscriptions are up, the near cache and the stock view
+	// keep nothing, and another instance's write made meanwhile would go
+	// unheard: wait, so that tests start from what serving looks like
+	// (unless an outage test handed in a Redis that does not answer).
+	pctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if st.Redis.Ping(pctx).Err() != nil {
+		return a
+	}
+	for deadline := time.Now().Add(10 * time.Second); !a.Listening(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the near cache's and the live stock's subscriptions did not start within 10s")
+		}
+	}
 	return a
 }
 
