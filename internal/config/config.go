@@ -64,8 +64,11 @@ type Config struct {
 	// answer from its own memory: catalog entries (the near cache in front
 	// of the Redis cache) and available stock (the stock view). Other
 	// instances' writes normally reach it at once through Pub/Sub; the TTL
-	// bounds a lost message. 0: every read goes to Redis.
-	NearCacheTTL time.Duration `env:"SHOP_NEAR_CACHE_TTL" envDefault:"1s"`
+	// bounds a lost message. 0 (the default): every read goes to Redis, as
+	// API.md's Catalog section promises ("after a successful write, the
+	// next read anywhere returns the new data"); a TTL trades that promise,
+	// across instances, for reads without a round trip.
+	NearCacheTTL time.Duration `env:"SHOP_NEAR_CACHE_TTL" envDefault:"0"`
 	// NearCacheSize bounds the entries of each of the two (LRU).
 	NearCacheSize int `env:"SHOP_NEAR_CACHE_SIZE" envDefault:"10000"`
 }
