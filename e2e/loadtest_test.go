@@ -75,12 +75,12 @@ func TestLoadtest(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: loadtest failed: %v\n%s", tc.name, err, stderr)
 		}
-		if !r.OK || len(r.Invariants) != 12 {
+		if !r.OK || len(r.Invariants) != 14 {
 			t.Errorf("%s: report not OK: %+v", tc.name, r.Invariants)
 		}
-		for _, inv := range r.Invariants[:6] {
+		for _, inv := range r.Invariants[:7] {
 			if !strings.HasPrefix(inv.Name, "I") || inv.Skipped {
-				t.Errorf("%s: %+v, want I1-I6 checked on the stores", tc.name, inv)
+				t.Errorf("%s: %+v, want I1-I7 checked on the stores", tc.name, inv)
 			}
 		}
 		if r.Attack.Accepted != tc.accepted || r.Stock.Sold != int64(tc.accepted) || r.Stock.Confirmed != int64(tc.accepted) ||
