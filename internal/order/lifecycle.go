@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -188,15 +187,18 @@ func (s *Service) Pay(ctx context.Context, user, id, token string) (Order, error
 	if err != nil || o.Status == StatusPaid {
 		return o, err
 	}
-	ref, err := s.payments.Charge(ctx, Charge{Key: chargeKey(o.ID, token), OrderID: o.ID,
+	ref, err := s.charge(ctx, Charge{Key: chargeKey(o.ID, token), OrderID: o.ID,
 		AmountCents: o.TotalCents, Token: token})
-	switch {
-	case errors.Is(err, ErrPaymentDeclined):
+	if errors.Is(err, ErrDeclined) {
 		s.metrics.pay("declined")
-		return Order{}, ErrDeclined
-	case err != nil:
-		s.log.Warn("payment provider", "order", o.ID, "err", err)
-		return Order{}, fmt.Errorf("charge order %s: %w: %w", o.ID, api.Unavailable("the payment provider is unavailable"), err)
+	}
+	if err != nil {
+		return Order{}, err
+	}
+	if s.faultBeforePay != nil {
+		if err := s.faultBeforePay(); err != nil {
+			return Order{}, err
+		}
 	}
 	return s.markPaid(ctx, o, ref)
 }
@@ -290,6 +292,13 @@ func (s *Service) expireNow(ctx context.Context, o Order) (Order, error) {
 func (s *Service) refund(ctx context.Context, id, ref string) {
 	if err := s.payments.Refund(ctx, ref); err != nil {
 		s.log.Error("refund failed: refund it by hand", "order", id, "payment_ref", ref, "err", err)
+		return
+	}
+	// Not reused by a later pay; if this fails the row still says
+	// charged, and a retried pay of an order that is no longer payable is
+	// refused before it would reuse it.
+	if _, err := s.db.Exec(ctx, refundChargeSQL, ref); err != nil {
+		s.log.Warn("record refund", "order", id, "payment_ref", ref, "err", err)
 	}
 }
 

@@ -96,6 +96,77 @@ func TestPayNeedsThePersistedOrderAndChargesOnce(t *testing.T) {
 	}
 }
 
+// A crash between the charge and the pay script: the instance that
+// charged is gone, and with it the test provider's memory of the charge.
+// The pay retried on another instance finds the charge recorded in
+// PostgreSQL and reuses it: the order is paid with the first charge's
+// reference, and nothing more is charged.
+func TestPayAfterACrashReusesTheRecordedCharge(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	first := f.withPaymentTTL(time.Hour)
+	f.sale(t, "p", 5, 0, 250)
+	user := f.user(t)
+	ctx := context.Background()
+	p := f.place(t, user, "p", 2)
+	f.writeAll(t)
+	crash := errors.New("crashed before the pay script")
+	f.svc.faultBeforePay = func() error { return crash }
+	if _, err := f.svc.Pay(ctx, user, p.OrderID, "tok_ok"); !errors.Is(err, crash) {
+		t.Fatalf("pay = %v, want the crash", err)
+	}
+	if cents, n := first.Charged(p.OrderID); cents != 500 || n != 1 {
+		t.Fatalf("before the crash: charged %d cents in %d charges, want 500 in 1", cents, n)
+	}
+	if st := f.status(t, p.OrderID); st != StatusConfirmed {
+		t.Fatalf("status %s after the crash, want confirmed", st)
+	}
+	restarted := f.withPaymentTTL(time.Hour) // a new process: a new, empty provider
+	paid, err := f.svc.Pay(ctx, user, p.OrderID, "tok_ok")
+	if err != nil || paid.Status != StatusPaid {
+		t.Fatalf("pay after the restart = %+v %v", paid, err)
+	}
+	if n := restarted.Made(p.OrderID); n != 0 {
+		t.Fatalf("the retried pay charged again (%d charges, refunded or not)", n)
+	}
+	var recorded string
+	if err := f.db.Pool.QueryRow(ctx, `SELECT payment_ref FROM payments WHERE order_id = $1`, p.OrderID).Scan(&recorded); err != nil {
+		t.Fatal(err)
+	}
+	if ref := f.r.Client.HGet(ctx, f.svc.keys.status(p.OrderID), "payment_ref").Val(); ref != recorded || ref == "" {
+		t.Fatalf("paid with %q, the recorded charge is %q", ref, recorded)
+	}
+	if n := f.count(t, `SELECT count(*) FROM payments WHERE order_id = $1`, p.OrderID); n != 1 {
+		t.Fatalf("%d charges recorded, want 1", n)
+	}
+}
+
+// A charge that lost the race to expiry is refunded and marked so: a later
+// pay never reuses it.
+func TestRefundedChargeIsMarked(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	provider := f.withPaymentTTL(time.Hour)
+	f.sale(t, "p", 5, 0, 250)
+	user := f.user(t)
+	ctx := context.Background()
+	p := f.place(t, user, "p", 1)
+	f.writeAll(t)
+	// The window closes between the charge and the pay script.
+	f.svc.faultBeforePay = func() error {
+		return f.r.Client.HSet(ctx, f.svc.keys.status(p.OrderID), "expires_ms", time.Now().Add(-time.Second).UnixMilli()).Err()
+	}
+	if _, err := f.svc.Pay(ctx, user, p.OrderID, "tok_ok"); !errors.Is(err, ErrNotPayable) {
+		t.Fatalf("a pay that came too late = %v, want not payable", err)
+	}
+	if cents, _ := provider.Charged(p.OrderID); cents != 0 {
+		t.Fatalf("%d cents kept for an expired order", cents)
+	}
+	if n := f.count(t, `SELECT count(*) FROM payments WHERE order_id = $1 AND refunded_at IS NOT NULL`, p.OrderID); n != 1 {
+		t.Fatalf("%d refunded charges recorded, want 1", n)
+	}
+}
+
 // A pending order cancelled before the writer gets to it keeps its state:
 // the writer persists the row and the transition, and confirms nothing.
 func TestCancelGivesUnitsBackOnceAndTheWriterRecordsIt(t *testing.T) {
