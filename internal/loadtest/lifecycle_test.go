@@ -44,10 +44,13 @@ func lifecycleShop(t *testing.T, ttl time.Duration) (*shoptest.App, Config) {
 
 // A sale where half the winners pay: 5 paid, the other 5 expire on the
 // server's sweep and give their units back once each; every invariant,
-// on the stores and over the API, holds.
+// on the stores and over the API, holds. On a machine so loaded that a
+// payment comes after its order's 4 s window, that payer is counted too
+// late and its order expires with the others: the invariants hold all the
+// same.
 func TestRunWithPayRatio(t *testing.T) {
 	t.Parallel()
-	_, cfg := lifecycleShop(t, 2*time.Second)
+	_, cfg := lifecycleShop(t, 4*time.Second)
 	rep, err := Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -56,11 +59,12 @@ func TestRunWithPayRatio(t *testing.T) {
 		t.Fatalf("invariants failed: %s", rep.Failure())
 	}
 	lc := rep.Lifecycle
-	if lc == nil || lc.Payers != 5 || lc.Paid != 5 || lc.Late != 0 || lc.Expiring != 5 || lc.Expired != 5 ||
-		lc.ReleasedUnits != 5 || !lc.Released || lc.NoWindow != 0 {
+	if lc == nil || lc.Payers != 5 || lc.Paid == 0 || lc.Paid+lc.Late != 5 || lc.Expiring != 10-lc.Paid ||
+		lc.Expired != lc.Expiring || lc.ReleasedUnits != int64(lc.Expiring) || !lc.Released || lc.NoWindow != 0 {
 		t.Fatalf("lifecycle %+v", lc)
 	}
-	if s := rep.Stock; s.Available != 5 || s.Paid != 5 || s.Released != 5 || s.Sold != 5 || s.Confirmed != 10 {
+	paid := int64(lc.Paid)
+	if s := rep.Stock; s.Available != 10-paid || s.Paid != paid || s.Released != 10-paid || s.Sold != paid || s.Confirmed != 10 {
 		t.Errorf("stock %+v", s)
 	}
 	var names []string
@@ -74,7 +78,8 @@ func TestRunWithPayRatio(t *testing.T) {
 		t.Errorf("invariants %q", names)
 	}
 	var text strings.Builder
-	if err := rep.WriteText(&text); err != nil || !strings.Contains(text.String(), "5 of 5 unpaid orders expired, 5 units released") {
+	want := fmt.Sprintf("%d of %d unpaid orders expired, %d units released", lc.Expiring, lc.Expiring, lc.Expiring)
+	if err := rep.WriteText(&text); err != nil || !strings.Contains(text.String(), want) {
 		t.Errorf("text report: %v\n%s", err, text.String())
 	}
 }
@@ -100,7 +105,7 @@ func TestRunWithoutPayRatio(t *testing.T) {
 // dead-lettered. Each is undone before the next.
 func TestReadStoreCatchesLifecycleCorruption(t *testing.T) {
 	t.Parallel()
-	a, cfg := lifecycleShop(t, 2*time.Second)
+	a, cfg := lifecycleShop(t, 4*time.Second)
 	rep, err := Run(context.Background(), cfg)
 	if err != nil || !rep.OK {
 		t.Fatalf("the sale: %v %s", err, rep.Failure())
