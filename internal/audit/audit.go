@@ -12,9 +12,7 @@
 //   - every order Redis accepted longer ago than the lag bound is in
 //     PostgreSQL;
 //   - every entry the writers' group has pending is still in the stream;
-//   - the dead-letter stream is empty;
-//   - no recorded charge is kept for an order that expired, was cancelled
-//     or was paid with another charge.
+//   - the dead-letter stream is empty.
 //
 // It is its own package, not part of order or inventory, because it reads
 // both (and both stores) and writes nothing: it sits above them, as the
@@ -94,7 +92,7 @@ type Round struct {
 // Problem is one violation.
 type Problem struct {
 	// Kind: stock_redis, stock_postgres, quantity, buyer, not_persisted,
-	// pending_missing, dead_letter, backlog, unsettled_charge.
+	// pending_missing, dead_letter, backlog.
 	Kind     string   `json:"kind"`
 	SKU      string   `json:"sku,omitempty"`
 	RoundID  int64    `json:"round_id,omitempty"`

@@ -120,10 +120,6 @@ func TestAuditNamesEachViolation(t *testing.T) {
 			s.Redis.Client.XDel(ctx, k.Stream, id)
 			return ""
 		}, []string{"pending_missing"}},
-		{"charge_kept_for_a_cancelled_order", func(t *testing.T, s *sale) string {
-			exec(t, s, `INSERT INTO payments (charge_key, order_id, amount_cents, payment_ref) VALUES ('k', $1, 200, 'ch_lost')`, s.orders[1])
-			return s.orders[1]
-		}, []string{"unsettled_charge"}},
 		{"dead_letter", func(t *testing.T, s *sale) string {
 			k := order.AuditKeys(s.Config.KeyPrefix)
 			s.Redis.Client.XAdd(context.Background(), &redis.XAddArgs{Stream: k.Dead,

@@ -6,8 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/order"
@@ -173,39 +171,7 @@ func (a *Auditor) streamProblems(ctx context.Context, s snap) ([]Problem, error)
 	if err != nil {
 		return nil, err
 	}
-	unsettled, err := a.unsettledCharges(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return append(append(append(out, dead...), missing...), unsettled...), nil
-}
-
-// unsettledSQL finds the recorded charges (order's payments table) kept
-// for orders that did not end paid with them: the order expired or was
-// cancelled, or was paid with another charge. A crash between the charge
-// and the pay script, with no retry, leaves one; so does a failed refund.
-const unsettledSQL = `
-SELECT p.order_id::text, p.payment_ref, t.status
-FROM payments p JOIN order_transitions t ON t.order_id = p.order_id
-WHERE p.refunded_at IS NULL AND (t.status <> 'paid' OR t.payment_ref <> p.payment_ref)
-ORDER BY p.charged_at LIMIT 1000`
-
-func (a *Auditor) unsettledCharges(ctx context.Context) ([]Problem, error) {
-	rows, err := a.db.Query(ctx, unsettledSQL)
-	if err != nil {
-		return nil, wrap("charges", err)
-	}
-	var out []Problem
-	var id, ref, status string
-	_, err = pgx.ForEachRow(rows, []any{&id, &ref, &status}, func() error {
-		out = append(out, Problem{Kind: "unsettled_charge", OrderIDs: []string{id},
-			Detail: fmt.Sprintf("charge %s kept, not refunded, for order %s, which is %s (refund it by hand)", ref, id, status)})
-		return nil
-	})
-	if err != nil {
-		return nil, wrap("charges", err)
-	}
-	return out, nil
+	return append(append(out, dead...), missing...), nil
 }
 
 func (a *Auditor) deadLetters(ctx context.Context) ([]Problem, error) {

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -187,18 +188,15 @@ func (s *Service) Pay(ctx context.Context, user, id, token string) (Order, error
 	if err != nil || o.Status == StatusPaid {
 		return o, err
 	}
-	ref, err := s.charge(ctx, Charge{Key: chargeKey(o.ID, token), OrderID: o.ID,
+	ref, err := s.payments.Charge(ctx, Charge{Key: chargeKey(o.ID, token), OrderID: o.ID,
 		AmountCents: o.TotalCents, Token: token})
-	if errors.Is(err, ErrDeclined) {
+	switch {
+	case errors.Is(err, ErrPaymentDeclined):
 		s.metrics.pay("declined")
-	}
-	if err != nil {
-		return Order{}, err
-	}
-	if s.faultBeforePay != nil {
-		if err := s.faultBeforePay(); err != nil {
-			return Order{}, err
-		}
+		return Order{}, ErrDeclined
+	case err != nil:
+		s.log.Warn("payment provider", "order", o.ID, "err", err)
+		return Order{}, fmt.Errorf("charge order %s: %w: %w", o.ID, api.Unavailable("the payment provider is unavailable"), err)
 	}
 	return s.markPaid(ctx, o, ref)
 }
@@ -292,13 +290,6 @@ func (s *Service) expireNow(ctx context.Context, o Order) (Order, error) {
 func (s *Service) refund(ctx context.Context, id, ref string) {
 	if err := s.payments.Refund(ctx, ref); err != nil {
 		s.log.Error("refund failed: refund it by hand", "order", id, "payment_ref", ref, "err", err)
-		return
-	}
-	// Not reused by a later pay; if this fails the row still says
-	// charged, and a retried pay of an order that is no longer payable is
-	// refused before it would reuse it.
-	if _, err := s.db.Exec(ctx, refundChargeSQL, ref); err != nil {
-		s.log.Warn("record refund", "order", id, "payment_ref", ref, "err", err)
 	}
 }
 

@@ -171,9 +171,6 @@ type Service struct {
 
 	paymentTTL time.Duration
 	payments   PaymentProvider
-	// faultBeforePay, when set, runs after the charge is recorded and
-	// before the pay script: a test's crash in between.
-	faultBeforePay func() error
 
 	// quiet reservations publish no stock change: only the reserve
 	// benchmark sets it, to measure what publishing costs.

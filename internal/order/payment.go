@@ -87,17 +87,3 @@ func (p *TestProvider) Charged(orderID string) (cents int64, charges int) {
 	}
 	return cents, charges
 }
-
-// Made returns how many charges were made for orderID, refunded or not: a
-// test that wants nothing charged at all, not even charged and given back.
-func (p *TestProvider) Made(orderID string) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := 0
-	for _, c := range p.charges {
-		if c.OrderID == orderID {
-			n++
-		}
-	}
-	return n
-}
