@@ -58,11 +58,14 @@ func ReadStore(ctx context.Context, rdb redis.UniversalClient, db *pgxpool.Pool,
 	for _, d := range deadTransitions {
 		st.DeadTransitions = append(st.DeadTransitions, d.OrderID)
 	}
-	if err := readLifecycle(ctx, rdb, db, prefix, sku, st); err != nil {
+	if st.Pending, st.Missing, err = readPending(ctx, rdb, prefix+"orders"); err != nil {
 		return nil, err
 	}
-	st.Pending, st.Missing, err = readPending(ctx, rdb, prefix+"orders")
-	return st, err
+	// The statuses after the pending list: a writer acknowledges an entry
+	// and confirms its order in one step, so an entry no longer pending
+	// has its status confirmed by now (read the other way round, a drain
+	// in between would show acknowledged orders still pending).
+	return st, readLifecycle(ctx, rdb, db, prefix, sku, st)
 }
 
 // readLifecycle reads what the order lifecycle left: the released set,
