@@ -99,8 +99,10 @@ func text(id, want string) string {
 
 // The storefront page in a real browser against a running `shop serve`:
 // sign up, log out and in again, watch the live counter move when another
-// client buys, buy with a double click (one order), and see the order turn
-// confirmed. A screenshot of the orders is saved under e2e/artifacts.
+// client buys, buy with a double click (one order), see the order turn
+// confirmed with the countdown to its expires_at, buy a second, pay the
+// first (paid) and cancel the second (cancelled, and the live stock goes
+// back up). A screenshot of the orders is saved under e2e/artifacts.
 func TestBrowserStorefront(t *testing.T) {
 	t.Parallel()
 	s := newShop(t, liveEnv(t))
@@ -158,7 +160,60 @@ func TestBrowserStorefront(t *testing.T) {
 	if rep := s.stock(t, "demo-browser"); rep.Available != 46 {
 		t.Errorf("available %d after 3 + 1 units sold, want 46 (a double click must buy once)", rep.Available)
 	}
+	// The server's payment window is the default 15 minutes: the countdown
+	// starts near 00:15:00 and ticks.
+	countdown := `document.querySelector('#orders .order-expiry').textContent`
+	until(t, ctx, "the countdown to expires_at is shown", `/^Pay within 00:1[45]:\d\d$/.test(`+countdown+`)`)
+	shown, err := chromedp.Run(ctx, chromedp.Evaluate[string](countdown))
+	if err != nil {
+		t.Fatal(err)
+	}
+	until(t, ctx, "the countdown ticks", fmt.Sprintf(`/^Pay within 00:1[45]:\d\d$/.test(%s) && %s !== %q`, countdown, countdown, shown))
+	payAndCancel(t, ctx, s)
 	screenshot(t, ctx, "storefront-orders.png")
+}
+
+// payAndCancel buys a second unit on the product page, then pays the
+// first order and cancels the second from the orders page: each turns
+// paid and cancelled, and the cancelled unit is back in the live stock.
+func payAndCancel(t *testing.T, ctx context.Context, s *shop) {
+	t.Helper()
+	do(t, ctx, "open the product again", chromedp.Navigate(s.URL+"/#/p/demo-browser"))
+	until(t, ctx, "live stock shown", text("live-available", "46"))
+	do(t, ctx, "buy a second unit", chromedp.Click(chromedp.ID("buy-now")))
+	until(t, ctx, "the counter shows the second purchase", text("live-available", "45"))
+	do(t, ctx, "open the orders", chromedp.Navigate(s.URL+"/#/orders"))
+	statuses := `[...document.querySelectorAll('#orders .order-status')].map(e => e.textContent).join()`
+	until(t, ctx, "both orders confirmed", statuses+` === 'confirmed,confirmed'`)
+	// Newest first: the second purchase is on top.
+	ids, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#orders li')].map(li => li.dataset.orderId)`))
+	if err != nil || len(ids) != 2 {
+		t.Fatalf("orders on the page: %v %v", ids, err)
+	}
+	second, first := ids[0], ids[1]
+	click := func(what, label, id string) {
+		t.Helper()
+		js := fmt.Sprintf(`document.querySelector('#orders li[data-order-id=%q] button[aria-label=%q]').click(), true`, id, label+" order "+id)
+		if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](js)); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	statusOf := func(id string) string {
+		return fmt.Sprintf(`document.querySelector('#orders li[data-order-id=%q] .order-status').textContent`, id)
+	}
+	buttonsOf := func(id string) string {
+		return fmt.Sprintf(`document.querySelectorAll('#orders li[data-order-id=%q] .order-actions button').length`, id)
+	}
+	click("pay the first order", "Pay", first)
+	until(t, ctx, "the first order is paid", statusOf(first)+` === 'paid' && `+buttonsOf(first)+` === 0`)
+	until(t, ctx, "the payment is confirmed on the page", `document.getElementById('message').textContent.includes('paid')`)
+	click("cancel the second order", "Cancel", second)
+	until(t, ctx, "the second order is cancelled", statusOf(second)+` === 'cancelled' && `+buttonsOf(second)+` === 0`)
+	until(t, ctx, "the first is still paid", statusOf(first)+` === 'paid'`)
+	do(t, ctx, "back to the product", chromedp.Navigate(s.URL+"/#/p/demo-browser"))
+	until(t, ctx, "the cancelled unit is back in the live stock", text("live-available", "46"))
+	do(t, ctx, "the orders once more", chromedp.Navigate(s.URL+"/#/orders"))
+	until(t, ctx, "paid and cancelled", statuses+` === 'cancelled,paid'`)
 }
 
 func do(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {

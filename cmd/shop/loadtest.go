@@ -35,7 +35,9 @@ func newLoadtestCmd(a *app) *cobra.Command {
 			"more can be sold, then wait for the order writer and check the invariants: accepted == sold == " +
 			"seeded - available, nobody over --per-user-limit, every accepted order confirmed once; with --redis-url and " +
 			"--database-url also I1-I6 on the stores themselves (no oversell at any moment, every accepted order a row, " +
-			"no duplicates, units conserved, nothing left pending). " +
+			"no duplicates, units conserved, nothing left pending, releases once and statuses agreeing). " +
+			"With --pay-ratio R a share R of the winners then pay and the rest let their orders expire: the run " +
+			"waits until the server has given their units back and checks that it did, once each. " +
 			"Exits 1 when an invariant fails.\n\n" +
 			"The admin comes from `shop user add --role admin`. Run the server with SHOP_RATE_LIMIT=0 (or a high " +
 			"limit) for a load test: every shopper shares this machine's address. Only loopback targets are " +
@@ -87,6 +89,10 @@ func newLoadtestCmd(a *app) *cobra.Command {
 	f.DurationVar(&cfg.Timeout, "timeout", 10*time.Second, "per-request timeout")
 	f.DurationVar(&cfg.DrainTimeout, "drain-timeout", time.Minute, "how long to wait for the order writer after the attack")
 	f.IntVar(&cfg.Sample, "sample", 20, "accepted orders to read back and check confirmed")
+	f.Float64Var(&cfg.PayRatio, "pay-ratio", 0, "share of the winners (0 to 1) that pay after the sale; the rest let their orders expire, "+
+		"and the run waits for the server to give their units back (run it with a short SHOP_PAYMENT_TTL). 0: nobody pays, nothing is waited for")
+	f.DurationVar(&cfg.ExpiryTimeout, "expiry-timeout", time.Minute,
+		"with --pay-ratio, how long past the last unpaid order's expires_at to wait for the expiry sweep")
 	f.IntVar(&cfg.SetupWorkers, "setup-workers", 4, "shoppers registered at once")
 	f.BoolVar(&cfg.ForwardedFor, "forwarded-for", false,
 		"send each shopper's own X-Forwarded-For address (198.18.0.0/15), for a server with SHOP_TRUSTED_PROXIES=127.0.0.1 that limits per shopper")

@@ -39,6 +39,8 @@ type Evidence struct {
 type Answers struct {
 	// Accepted maps each order id a client got a 202 for to its units.
 	Accepted map[string]int64
+	// Paid lists the order ids a pay was answered 200 paid for.
+	Paid []string
 	// Repeated lists order ids answered 202 to two different purchases
 	// (a retry of the same purchase, same Idempotency-Key, is not one).
 	Repeated []string
@@ -81,13 +83,23 @@ type Store struct {
 	RoundSold     int64 // its sold column (the writer's count)
 	LiveRound     int64 // the round Redis's sale hash is on
 	Available     int64 // Redis: units left
+	// Released is the sale hash's count of units given back this round,
+	// ReleasedIDs the orders its released set names.
+	Released    int64
+	ReleasedIDs []string
 	// Buyers is Redis's count of units per user id this round.
 	Buyers map[string]int64
 	// Rows are the round's orders in PostgreSQL.
 	Rows []Row
 	// Stream and Dead are the round's order events in the order stream
-	// (written or not) and in the dead-letter stream.
-	Stream, Dead []Entry
+	// (written or not) and in the dead-letter stream; DeadTransitions the
+	// orders whose transition event was dead-lettered.
+	Stream, Dead    []Entry
+	DeadTransitions []string
+	// Statuses are the orders' statuses in Redis (an order without a
+	// status hash is left out); Transitions the final statuses PostgreSQL
+	// recorded (order_transitions), by order id.
+	Statuses, Transitions map[string]string
 	// Pending are the ids XPENDING lists for the writers' group; Missing
 	// those of them XRANGE no longer finds in the stream.
 	Pending, Missing []string
@@ -113,12 +125,13 @@ const (
 	nameI4 = "I4 conservation"
 	nameI5 = "I5 stream drained"
 	nameI6 = "I6 alive, no 5xx outside a fault"
+	nameI7 = "I7 lifecycle: paid kept, released once, statuses agree"
 )
 
-// Check judges I1–I6 and reports each, held or not. A failure names the
+// Check judges I1–I7 and reports each, held or not. A failure names the
 // order ids, users or processes at fault (the first few of them).
 func Check(e Evidence) []Invariant {
-	return []Invariant{checkI1(e), checkI2(e), checkI3(e), checkI4(e), checkI5(e), checkI6(e)}
+	return []Invariant{checkI1(e), checkI2(e), checkI3(e), checkI4(e), checkI5(e), checkI6(e), checkI7(e)}
 }
 
 // Failed returns the invariants that did not hold.
@@ -172,9 +185,11 @@ func checkI1(e Evidence) Invariant {
 		j.note("lowest live stock %d in %d samples", s.Min, s.N)
 	}
 	if st := e.Store; st != nil {
+		// Units given back are sold again: a round sells at most what was
+		// seeded plus what came back.
 		units := sumRows(st.Rows)
-		if st.RoundSold > e.Quantity || units > e.Quantity {
-			j.fail("PostgreSQL sold %d, rows hold %d units, of %d seeded", st.RoundSold, units, e.Quantity)
+		if most := e.Quantity + st.Released; st.RoundSold > most || units > most {
+			j.fail("PostgreSQL sold %d, rows hold %d units, of %d seeded and %d given back", st.RoundSold, units, e.Quantity, st.Released)
 		}
 		if st.Available < 0 {
 			j.fail("Redis available %d", st.Available)
@@ -236,6 +251,11 @@ func checkI3(e Evidence) Invariant {
 		if over := overLimit(e); len(over) > 0 {
 			j.fail("users over the limit of %d: %s", e.PerUserLimit, few(over))
 		}
+		// A dead letter is an order that could never be written: one that
+		// was written as well is an order recorded twice, in two states.
+		if both := persistedAndDead(e.Store); len(both) > 0 {
+			j.fail("orders both persisted and dead-lettered: %s", few(both))
+		}
 	}
 	j.note("%d accepted ids distinct", len(e.Answers.Accepted))
 	return j.result()
@@ -255,9 +275,23 @@ func repeats(rows []Row, key func(Row) string) []string {
 	return out
 }
 
-// overLimit lists the users whose orders (persisted, pending or dead) or
-// whose Redis buyer count exceed the limit; with a limit of 1, a second
-// row of the same (round, user) is one.
+func persistedAndDead(st *Store) []string {
+	inRows := map[string]bool{}
+	for _, r := range st.Rows {
+		inRows[r.OrderID] = true
+	}
+	var out []string
+	for _, d := range st.Dead {
+		if inRows[d.OrderID] {
+			out = append(out, d.OrderID)
+		}
+	}
+	return out
+}
+
+// overLimit lists the users whose held orders (persisted, pending or dead,
+// not given back) or whose Redis buyer count exceed the limit; with a
+// limit of 1, a second held row of the same (round, user) is one.
 func overLimit(e Evidence) []string {
 	if e.PerUserLimit == 0 {
 		return nil
@@ -277,14 +311,30 @@ func overLimit(e Evidence) []string {
 }
 
 // unitsByUser sums each user's units over the round's orders, whether
-// persisted, pending in the stream or dead-lettered, each order once.
+// persisted, pending in the stream or dead-lettered, each order once,
+// leaving out those given back (cancelled or expired): the release takes
+// them off the buyer's count, and the buyer may buy again.
 func unitsByUser(st *Store) map[string]int64 {
 	out := map[string]int64{}
-	for _, o := range orders(st) {
-		out[o.UserID] += o.Units
+	for id, o := range orders(st) {
+		if !released(st.status(id)) {
+			out[o.UserID] += o.Units
+		}
 	}
 	return out
 }
+
+// status is an order's lifecycle state: Redis's when it has one, else the
+// final state PostgreSQL recorded, else "" (not known).
+func (st *Store) status(id string) string {
+	if s, ok := st.Statuses[id]; ok {
+		return s
+	}
+	return st.Transitions[id]
+}
+
+// released reports whether an order in status s gave its units back.
+func released(s string) bool { return s == "cancelled" || s == "expired" }
 
 // orders is every order of the round once: PostgreSQL's rows, then the
 // dead letters and the stream's events not among them.
@@ -309,49 +359,64 @@ func checkI4(e Evidence) Invariant {
 	if st == nil {
 		return j.skip("the stores not read")
 	}
-	persisted, dead, pending := split(st)
-	total := st.Available + persisted + pending + dead
+	h := hold(st)
+	total := st.Available + h.persisted + h.pending + h.dead
 	if st.RoundQuantity != e.Quantity || st.LiveRound != st.Round {
 		j.fail("PostgreSQL round %d holds %d units, Redis is on round %d, %d were seeded",
 			st.Round, st.RoundQuantity, st.LiveRound, e.Quantity)
 	}
 	if total != e.Quantity {
-		j.fail("seeded %d != available %d + persisted %d + pending %d + dead-lettered %d",
-			e.Quantity, st.Available, persisted, pending, dead)
+		j.fail("seeded %d != available %d + held by persisted %d + pending %d + dead-lettered %d (%d given back)",
+			e.Quantity, st.Available, h.persisted, h.pending, h.dead, h.released)
 	}
-	if persisted != st.RoundSold {
-		j.fail("rows hold %d units, the round's sold column says %d", persisted, st.RoundSold)
+	// Each cancelled or expired order gives its units back once: the sale
+	// hash counts every unit it took back.
+	if st.Released != h.released {
+		j.fail("the sale hash counts %d units given back, its cancelled and expired orders hold %d", st.Released, h.released)
+	}
+	if rows := sumRows(st.Rows); rows != st.RoundSold {
+		j.fail("rows hold %d units, the round's sold column says %d", rows, st.RoundSold)
 	}
 	if bad := buyerMismatch(st); len(bad) > 0 {
 		j.fail("Redis buyer counts disagree with the orders: %s", few(bad))
 	}
-	j.note("seeded %d = available %d + persisted %d + pending %d + dead-lettered %d",
-		e.Quantity, st.Available, persisted, pending, dead)
+	j.note("seeded %d = available %d + held by persisted %d + pending %d + dead-lettered %d (%d given back)",
+		e.Quantity, st.Available, h.persisted, h.pending, h.dead, h.released)
 	return j.result()
 }
 
-// split sums the round's units by where its orders are.
-func split(st *Store) (persisted, dead, pending int64) {
-	persisted = sumRows(st.Rows)
-	inRows := map[string]bool{}
+// holdings are the round's units by where their orders are.
+type holdings struct {
+	// persisted, pending and dead are the units held by orders in
+	// PostgreSQL, only in the stream, and dead-lettered, those given back
+	// left out.
+	persisted, pending, dead int64
+	// released is the units of the round's cancelled and expired orders.
+	released int64
+}
+
+func hold(st *Store) holdings {
+	inRows, deadIDs := map[string]bool{}, map[string]bool{}
 	for _, r := range st.Rows {
 		inRows[r.OrderID] = true
 	}
-	deadIDs := map[string]bool{}
 	for _, d := range st.Dead {
-		if !inRows[d.OrderID] && !deadIDs[d.OrderID] {
-			dead += d.Units
-		}
 		deadIDs[d.OrderID] = true
 	}
-	seen := map[string]bool{}
-	for _, s := range st.Stream {
-		if !inRows[s.OrderID] && !deadIDs[s.OrderID] && !seen[s.OrderID] {
-			pending += s.Units
+	var h holdings
+	for id, o := range orders(st) {
+		switch {
+		case released(st.status(id)):
+			h.released += o.Units
+		case inRows[id]:
+			h.persisted += o.Units
+		case deadIDs[id]:
+			h.dead += o.Units
+		default:
+			h.pending += o.Units
 		}
-		seen[s.OrderID] = true
 	}
-	return persisted, dead, pending
+	return h
 }
 
 // buyerMismatch names the users whose Redis buyer count is not the units
@@ -442,6 +507,122 @@ func checkI6(e Evidence) Invariant {
 	}
 	j.note("%d processes checked, %d 5xx, all within a fault", len(e.Processes), len(e.Answers.ServerErrors))
 	return j.result()
+}
+
+func checkI7(e Evidence) Invariant {
+	j := newJudge(nameI7)
+	st := e.Store
+	if st == nil {
+		return j.skip("the stores not read")
+	}
+	var notPaid []string
+	for _, id := range e.Answers.Paid {
+		if st.Transitions[id] != "paid" {
+			notPaid = append(notPaid, fmt.Sprintf("%s (%s)", id, orNone(st.Transitions[id])))
+		}
+	}
+	if len(notPaid) > 0 {
+		j.fail("answered paid, not paid in PostgreSQL: %s", few(notPaid))
+	}
+	all := orders(st)
+	inSet := map[string]bool{}
+	var wrongRelease []string
+	for _, id := range st.ReleasedIDs {
+		inSet[id] = true
+		if _, ok := all[id]; !ok || !released(st.status(id)) {
+			wrongRelease = append(wrongRelease, fmt.Sprintf("%s (%s)", id, orNone(st.status(id))))
+		}
+	}
+	if len(wrongRelease) > 0 {
+		j.fail("units given back for orders not cancelled or expired: %s", few(wrongRelease))
+	}
+	var notBack []string
+	for id := range all {
+		if released(st.status(id)) && !inSet[id] {
+			notBack = append(notBack, fmt.Sprintf("%s (%s)", id, st.status(id)))
+		}
+	}
+	if len(notBack) > 0 {
+		j.fail("cancelled or expired, units never given back: %s", few(notBack))
+	}
+	if bad := disagreements(st); len(bad) > 0 {
+		j.fail("Redis and PostgreSQL disagree on the status: %s", few(bad))
+	}
+	if len(st.DeadTransitions) > 0 {
+		j.fail("transitions dead-lettered, never recorded: %s", few(st.DeadTransitions))
+	}
+	counts := map[string]int{}
+	for id := range all {
+		counts[orNone(st.status(id))]++
+	}
+	j.note("%d answered paid; statuses %v; %d orders given back; %d of %d orders with a status in Redis",
+		len(e.Answers.Paid), counts, len(st.ReleasedIDs), len(st.Statuses), len(all))
+	return j.result()
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "no status"
+	}
+	return s
+}
+
+// disagreements compares each order's status in Redis with what
+// PostgreSQL holds of it once the writers have drained: confirmed is a row
+// with no transition, paid, cancelled and expired their transition,
+// rejected no row; pending is not persisted yet; and a transition is
+// recorded only for an order Redis moved there. Orders Redis has no status
+// for are not compared.
+func disagreements(st *Store) []string {
+	inRows := map[string]bool{}
+	for _, r := range st.Rows {
+		inRows[r.OrderID] = true
+	}
+	var out []string
+	for _, id := range slices.Sorted(maps.Keys(orders(st))) {
+		redis, ok := st.Statuses[id]
+		if !ok {
+			continue
+		}
+		pg := st.Transitions[id]
+		var bad bool
+		switch redis {
+		case "confirmed":
+			bad = !inRows[id] || pg != ""
+		case "paid", "cancelled", "expired":
+			bad = pg != redis
+		case "pending", "rejected":
+			bad = inRows[id] || pg != ""
+		default:
+			bad = true
+		}
+		if bad {
+			out = append(out, fmt.Sprintf("%s: Redis %s, PostgreSQL %s", id, redis, pgState(inRows[id], pg)))
+		}
+	}
+	return out
+}
+
+func pgState(row bool, transition string) string {
+	switch {
+	case transition != "":
+		return transition
+	case row:
+		return "confirmed"
+	}
+	return "no row"
+}
+
+// unrecorded lists the orders whose final status in Redis PostgreSQL has
+// not recorded yet (the writer drains transitions as it does orders).
+func unrecorded(st *Store) []string {
+	var out []string
+	for id, s := range st.Statuses {
+		if (s == "paid" || released(s)) && st.Transitions[id] != s {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 func inWindow(t time.Time, ws []Window) bool {

@@ -10,13 +10,15 @@ import (
 // cleanSale is the evidence of a sale that went right: 10 units seeded, a
 // limit of 1, 6 shoppers bought one each, all persisted, nothing pending.
 func cleanSale() Evidence {
-	st := &Store{Round: 7, RoundQuantity: 10, RoundSold: 6, LiveRound: 7, Available: 4, Buyers: map[string]int64{}}
+	st := &Store{Round: 7, RoundQuantity: 10, RoundSold: 6, LiveRound: 7, Available: 4, Buyers: map[string]int64{},
+		Statuses: map[string]string{}, Transitions: map[string]string{}}
 	acc := map[string]int64{}
 	for i := range 6 {
 		id, user, sid := "o"+strconv.Itoa(i), "u"+strconv.Itoa(i), "1-"+strconv.Itoa(i)
 		st.Rows = append(st.Rows, Row{OrderID: id, UserID: user, StreamID: sid, Units: 1})
 		st.Stream = append(st.Stream, Entry{StreamID: sid, OrderID: id, UserID: user, Units: 1})
 		st.Buyers[user] = 1
+		st.Statuses[id] = "confirmed"
 		acc[id] = 1
 	}
 	now := time.Now()
@@ -65,6 +67,9 @@ func TestCheckCatchesEachInvariant(t *testing.T) {
 			delete(e.Store.Buyers, "u1")
 			e.PerUserLimit = 1
 		}, "I3", "u0"},
+		{"I3_persisted_and_dead_lettered", func(e *Evidence) {
+			e.Store.Dead = append(e.Store.Dead, Entry{StreamID: "1-1", OrderID: "o1", UserID: "u1", Units: 1})
+		}, "I3", "both persisted and dead-lettered: o1"},
 		{"I4_decrement_without_event", func(e *Evidence) {
 			e.Store.Available = 3
 			e.Store.Buyers["u9"] = 1
@@ -81,16 +86,29 @@ func TestCheckCatchesEachInvariant(t *testing.T) {
 			e.Answers.ServerErrors = append(e.Answers.ServerErrors, ServerError{At: time.Now().Add(time.Minute), Status: 500, What: "purchase by 3"})
 		}, "I6", "purchase by 3"},
 	}
-	if bad := Failed(Check(cleanSale())); len(bad) > 0 {
+	runCorruptions(t, cleanSale, tests)
+}
+
+// runCorruptions checks that the clean evidence passes and that each
+// corruption of it breaks exactly its invariant, naming what is at fault.
+func runCorruptions(t *testing.T, clean func() Evidence, tests []struct {
+	name    string
+	corrupt func(e *Evidence)
+	fails   string
+	names   string
+},
+) {
+	t.Helper()
+	if bad := Failed(Check(clean())); len(bad) > 0 {
 		t.Fatalf("a clean sale fails: %+v", bad)
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			e := cleanSale()
+			e := clean()
 			tc.corrupt(&e)
 			invs := Check(e)
-			if len(invs) != 6 {
-				t.Fatalf("%d invariants, want 6", len(invs))
+			if len(invs) != 7 {
+				t.Fatalf("%d invariants, want 7", len(invs))
 			}
 			bad := Failed(invs)
 			if len(bad) == 2 && tc.fails == "I1" && strings.HasPrefix(bad[1].Name, "I4") {
@@ -119,9 +137,50 @@ func TestCheckWithoutStores(t *testing.T) {
 			}
 		}
 	}
-	if skipped != 4 {
-		t.Errorf("%d skipped, want I1, I2, I4, I5", skipped)
+	if skipped != 5 {
+		t.Errorf("%d skipped, want I1, I2, I4, I5, I7", skipped)
 	}
+}
+
+// lifecycleSale is cleanSale after the payment window: o4 was paid, o5
+// expired and gave its unit back (available 5, the sale hash counts 1
+// released, u5's count gone), the others are confirmed.
+func lifecycleSale() Evidence {
+	e := cleanSale()
+	st := e.Store
+	st.Statuses["o4"], st.Transitions["o4"] = "paid", "paid"
+	st.Statuses["o5"], st.Transitions["o5"] = "expired", "expired"
+	st.ReleasedIDs, st.Released, st.Available = []string{"o5"}, 1, 5
+	delete(st.Buyers, "u5")
+	e.Answers.Paid = []string{"o4"}
+	return e
+}
+
+// Releases are checked: conservation counts units given back, each once;
+// a paid order keeps its units; Redis and PostgreSQL agree on statuses.
+func TestCheckCatchesLifecycleViolations(t *testing.T) {
+	runCorruptions(t, lifecycleSale, []struct {
+		name    string
+		corrupt func(e *Evidence)
+		fails   string
+		names   string
+	}{
+		{"I4_released_twice", func(e *Evidence) {
+			e.Store.Released, e.Store.Available = 2, 6
+		}, "I4", "counts 2 units given back"},
+		{"I4_unit_added_to_available", func(e *Evidence) { e.Store.Available = 6 }, "I4", "available 6"},
+		{"I4_expired_order_kept_its_buyer_count", func(e *Evidence) { e.Store.Buyers["u5"] = 1 }, "I4", "u5"},
+		{"I7_paid_order_released", func(e *Evidence) {
+			e.Store.ReleasedIDs = append(e.Store.ReleasedIDs, "o4")
+		}, "I7", "not cancelled or expired: o4 (paid)"},
+		{"I7_paid_answer_not_paid", func(e *Evidence) {
+			e.Answers.Paid = append(e.Answers.Paid, "o3")
+		}, "I7", "answered paid, not paid in PostgreSQL: o3"},
+		{"I7_expired_not_given_back", func(e *Evidence) { e.Store.ReleasedIDs = nil }, "I7", "never given back: o5"},
+		{"I7_statuses_disagree", func(e *Evidence) { e.Store.Transitions["o2"] = "cancelled" }, "I7", "o2: Redis confirmed, PostgreSQL cancelled"},
+		{"I7_transition_unrecorded", func(e *Evidence) { delete(e.Store.Transitions, "o5") }, "I7", "o5: Redis expired, PostgreSQL confirmed"},
+		{"I7_transition_dead_lettered", func(e *Evidence) { e.Store.DeadTransitions = []string{"o4"} }, "I7", "dead-lettered, never recorded: o4"},
+	})
 }
 
 func TestFewListsAtMostFive(t *testing.T) {

@@ -40,8 +40,12 @@ func checkInvariants(e evidence) []Invariant {
 	}
 }
 
-// sold is what the server says left the shelf: seeded minus available.
+// sold is what the server says is off the shelf: seeded minus available.
 func (e evidence) sold() int64 { return int64(e.seeded) - e.stock.Available }
+
+// taken is every unit the sale handed out: those off the shelf and those
+// given back by expired orders (and sold again).
+func (e evidence) taken() int64 { return e.sold() + e.stock.Released }
 
 func noOversell(e evidence) Invariant {
 	ok := e.stock.Quantity == int64(e.seeded) && e.stock.Available >= 0 && e.stock.Sold == e.sold()
@@ -49,13 +53,18 @@ func noOversell(e evidence) Invariant {
 		"seeded %d, server reports quantity %d, available %d, sold %d", e.seeded, e.stock.Quantity, e.stock.Available, e.stock.Sold)}
 }
 
-// acceptedIsSold: every 202 took a unit and every unit taken was a 202.
-// An attempt without an answer (or with a 5xx) may have bought one unit
-// unseen, so with u of them sold may exceed accepted by up to u.
+// acceptedIsSold: every 202 took a unit and every unit taken was a 202
+// (a unit given back by an expired order counts as taken, and again when
+// it is sold again). An attempt without an answer (or with a 5xx) may have
+// bought one unit unseen, so with u of them sold may exceed accepted by up
+// to u.
 func acceptedIsSold(e evidence) Invariant {
-	acc, sold, unknown := int64(e.tally.accepted), e.sold(), int64(e.tally.unknown)
+	acc, sold, unknown := int64(e.tally.accepted), e.taken(), int64(e.tally.unknown)
 	inv := Invariant{Name: "accepted == sold == seeded - available"}
 	inv.Detail = fmt.Sprintf("accepted %d, sold %d", acc, sold)
+	if e.stock.Released > 0 {
+		inv.Detail += fmt.Sprintf(" (%d of them given back)", e.stock.Released)
+	}
 	if unknown == 0 {
 		inv.OK = acc == sold
 		return inv
@@ -93,16 +102,17 @@ func distinctOrders(e evidence) Invariant {
 	}
 }
 
-// confirmedOnce: the writer persisted every sold unit, once (the server's
-// confirmed count is the sale round's sold column in PostgreSQL).
+// confirmedOnce: the writer persisted every unit taken, once (the
+// server's confirmed count is the sale round's sold column in PostgreSQL,
+// which keeps the units of expired orders).
 func confirmedOnce(e evidence) Invariant {
 	inv := Invariant{Name: "after the writer drains, every sold unit confirmed once"}
-	inv.Detail = fmt.Sprintf("confirmed %d, sold %d", e.stock.Confirmed, e.sold())
+	inv.Detail = fmt.Sprintf("confirmed %d, sold %d", e.stock.Confirmed, e.taken())
 	if !e.drained {
 		inv.Detail += fmt.Sprintf(": the writer did not drain within %s (is an order writer running?)", e.drainTimeout)
 		return inv
 	}
-	inv.OK = e.stock.Confirmed == e.sold()
+	inv.OK = e.stock.Confirmed == e.taken()
 	return inv
 }
 

@@ -71,6 +71,14 @@ type Config struct {
 	Timeout time.Duration
 	// DrainTimeout bounds the wait for the order writer after the attack.
 	DrainTimeout time.Duration
+	// PayRatio is the share of the winners (0 to 1) that pay for their
+	// orders after the sale; the rest let them expire, and the run waits
+	// for the server to give their units back. 0: nobody pays and nothing
+	// is waited for (the orders stay confirmed until their window closes).
+	PayRatio float64
+	// ExpiryTimeout bounds the wait, after the latest expires_at of the
+	// unpaid orders, for the expiry sweep to give their units back.
+	ExpiryTimeout time.Duration
 	// Sample is how many accepted orders are read back to check that they
 	// are confirmed.
 	Sample int
@@ -112,6 +120,9 @@ func (c *Config) Validate() error {
 		{c.Timeout <= 0 || c.Timeout > time.Minute, "--timeout must be more than 0 and at most 1m"},
 		{c.DrainTimeout <= 0 || c.DrainTimeout > MaxDuration, fmt.Sprintf("--drain-timeout must be more than 0 and at most %s", MaxDuration)},
 		{c.Sample < 0 || c.Sample > 10_000, "--sample must be 0 to 10000"},
+		{!(c.PayRatio >= 0 && c.PayRatio <= 1), "--pay-ratio must be 0 to 1"},
+		{c.PayRatio > 0 && (c.ExpiryTimeout <= 0 || c.ExpiryTimeout > MaxDuration),
+			fmt.Sprintf("--expiry-timeout must be more than 0 and at most %s", MaxDuration)},
 		{c.SetupWorkers < 1 || c.SetupWorkers > 64, "--setup-workers must be 1 to 64"},
 		{(c.RedisURL == "") != (c.DatabaseURL == ""), "--redis-url and --database-url go together"},
 	}

@@ -57,6 +57,14 @@ func (b *bar) attackProgress(elapsed, duration time.Duration, sold, units, reque
 	_ = b.pb.Set(min(int(frac*attackSteps), attackSteps))
 }
 
+// set shows n done, described by desc.
+func (b *bar) set(n int, desc string) {
+	if b != nil {
+		b.pb.Describe(desc)
+		_ = b.pb.Set(n)
+	}
+}
+
 func (b *bar) finish() {
 	if b != nil {
 		_ = b.pb.Finish()

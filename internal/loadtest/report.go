@@ -24,8 +24,10 @@ type Report struct {
 	SetupSeconds float64     `json:"setup_seconds"`
 	Attack       AttackStats `json:"attack"`
 	Stock        StockStats  `json:"stock"`
-	Invariants   []Invariant `json:"invariants"`
-	OK           bool        `json:"ok"`
+	// Lifecycle is the payment phase (--pay-ratio); absent without one.
+	Lifecycle  *LifecycleStats `json:"lifecycle,omitempty"`
+	Invariants []Invariant     `json:"invariants"`
+	OK         bool            `json:"ok"`
 }
 
 // AttackStats are the attack's figures.
@@ -56,14 +58,43 @@ type Latency struct {
 	Mean float64 `json:"mean"`
 }
 
-// StockStats is the server's stock report after the writer drained.
+// StockStats is the server's stock report after the writer drained, or,
+// with a payment phase, after it.
 type StockStats struct {
-	Seeded       int     `json:"seeded"`
-	Available    int64   `json:"available"`
-	Sold         int64   `json:"sold"`
-	Confirmed    int64   `json:"confirmed"`
+	Seeded    int   `json:"seeded"`
+	Available int64 `json:"available"`
+	Sold      int64 `json:"sold"`
+	Confirmed int64 `json:"confirmed"`
+	// Paid is the units of paid orders, Released the units given back by
+	// expired orders (API.md's stock report).
+	Paid         int64   `json:"paid"`
+	Released     int64   `json:"released"`
 	Drained      bool    `json:"drained"`
 	DrainSeconds float64 `json:"drain_seconds"`
+}
+
+// LifecycleStats is what the payment phase did: a share of the winners
+// paid, the rest let their orders expire.
+type LifecycleStats struct {
+	PayRatio float64 `json:"pay_ratio"`
+	Payers   int     `json:"payers"`
+	Paid     int     `json:"paid"`
+	// Late is payers whose window closed first (409 order_not_payable);
+	// PendingRetries the 409 order_pending and 503 answers tried again.
+	Late           int            `json:"late"`
+	PendingRetries int            `json:"pending_retries"`
+	PayOutcomes    map[string]int `json:"pay_outcomes"`
+	PaySeconds     float64        `json:"pay_seconds"`
+	// Expiring is the unpaid orders with a payment window, Expired those
+	// read back expired after the wait, NoWindow those without a window
+	// (they stay confirmed).
+	Expiring int `json:"expiring"`
+	Expired  int `json:"expired"`
+	NoWindow int `json:"no_window"`
+	// ReleasedUnits is the stock report's released once the wait ended.
+	ReleasedUnits int64   `json:"released_units"`
+	Released      bool    `json:"released"` // all given back before the deadline
+	WaitSeconds   float64 `json:"wait_seconds"`
 }
 
 func newReport(cfg Config, tgt target, fx *fixture, setup time.Duration, a *attackResult, v *verification) *Report {
@@ -83,12 +114,33 @@ func newReport(cfg Config, tgt target, fx *fixture, setup time.Duration, a *atta
 			},
 			StatusCodes: m.StatusCodes, Outcomes: a.tally.outcomes, Errors: transportErrors(m.Errors),
 		},
-		Stock: StockStats{
-			Seeded: cfg.Units, Available: v.stock.Available, Sold: v.stock.Sold, Confirmed: v.stock.Confirmed,
-			Drained: v.drained, DrainSeconds: round(v.drainTime.Seconds()),
-		},
+		Stock:      stockStats(cfg, v),
+		Lifecycle:  lifecycleStats(v.lifecycle),
 		Invariants: v.invariants,
 		OK:         len(failed(v.invariants)) == 0,
+	}
+}
+
+func stockStats(cfg Config, v *verification) StockStats {
+	s := v.stock
+	if v.lifecycle != nil {
+		s = v.lifecycle.stock
+	}
+	return StockStats{
+		Seeded: cfg.Units, Available: s.Available, Sold: s.Sold, Confirmed: s.Confirmed, Paid: s.Paid, Released: s.Released,
+		Drained: v.drained, DrainSeconds: round(v.drainTime.Seconds()),
+	}
+}
+
+func lifecycleStats(lr *lifecycleRun) *LifecycleStats {
+	if lr == nil {
+		return nil
+	}
+	return &LifecycleStats{
+		PayRatio: lr.ratio, Payers: lr.payers, Paid: len(lr.paid), Late: lr.late, PendingRetries: lr.retries,
+		PayOutcomes: lr.outcomes, PaySeconds: round(lr.payTime.Seconds()),
+		Expiring: len(lr.expiring), Expired: lr.expired, NoWindow: lr.noWindow,
+		ReleasedUnits: lr.stock.Released, Released: lr.released, WaitSeconds: round(lr.waitTime.Seconds()),
 	}
 }
 
@@ -146,8 +198,15 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(tw, "attack\t%.2fs, %s, stopped by %s\n", a.Seconds, modeText(r.Rate, r.Connections), a.StoppedBy)
 	fmt.Fprintf(tw, "throughput\t%.1f attempts/s, %.1f accepted/s (%d requests)\n", a.AttemptsPerSec, a.AcceptedPerSec, a.Requests)
 	fmt.Fprintf(tw, "latency\tp50 %.2fms, p90 %.2fms, p99 %.2fms, max %.2fms (mean %.2fms)\n", l.P50, l.P90, l.P99, l.Max, l.Mean)
-	fmt.Fprintf(tw, "stock\tseeded %d, available %d, sold %d, confirmed %d\n", s.Seeded, s.Available, s.Sold, s.Confirmed)
+	fmt.Fprintf(tw, "stock\tseeded %d, available %d, sold %d, confirmed %d, paid %d, released %d\n",
+		s.Seeded, s.Available, s.Sold, s.Confirmed, s.Paid, s.Released)
 	fmt.Fprintf(tw, "writer\tdrained %s after %.2fs\n", yesNo(s.Drained), s.DrainSeconds)
+	if lc := r.Lifecycle; lc != nil {
+		fmt.Fprintf(tw, "payments\t%d of %d payers paid (ratio %.2f) in %.2fs, %d too late, %d retried\n",
+			lc.Paid, lc.Payers, lc.PayRatio, lc.PaySeconds, lc.Late, lc.PendingRetries)
+		fmt.Fprintf(tw, "expiry\t%d of %d unpaid orders expired, %d units released (all in time: %s) after %.2fs; %d without a payment window\n",
+			lc.Expired, lc.Expiring, lc.ReleasedUnits, yesNo(lc.Released), lc.WaitSeconds, lc.NoWindow)
+	}
 	for i, k := range slices.Sorted(maps.Keys(a.Outcomes)) {
 		fmt.Fprintf(tw, "%s\t%8d  %s\n", label(i == 0, "outcomes"), a.Outcomes[k], k)
 	}

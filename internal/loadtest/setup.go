@@ -42,6 +42,8 @@ type stock struct {
 	Available    int64 `json:"available"`
 	Sold         int64 `json:"sold"`
 	Confirmed    int64 `json:"confirmed"`
+	Paid         int64 `json:"paid"`
+	Released     int64 `json:"released"`
 	PerUserLimit int   `json:"per_user_limit"`
 }
 

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -22,6 +24,12 @@ func saleKey(prefix, sku string) string { return prefix + "sale:{" + sku + "}" }
 func buyersKey(prefix, sku string) string {
 	return saleKey(prefix, sku) + ":buyers"
 }
+func releasedKey(prefix, sku string) string { return saleKey(prefix, sku) + ":released" }
+func statusKey(prefix, id string) string    { return prefix + "order:" + id }
+
+// kindTransition marks the order stream's transition entries (an order
+// leaving confirmed), beside its order events.
+const kindTransition = "transition"
 
 const writersGroup = "writers"
 
@@ -40,14 +48,97 @@ func ReadStore(ctx context.Context, rdb redis.UniversalClient, db *pgxpool.Pool,
 	if err := readLive(ctx, rdb, prefix, sku, st); err != nil {
 		return nil, err
 	}
-	if st.Stream, err = readEntries(ctx, rdb, prefix+"orders", "", sku, st.Round); err != nil {
+	if st.Stream, _, err = readEntries(ctx, rdb, prefix+"orders", "", sku, st.Round); err != nil {
 		return nil, err
 	}
-	if st.Dead, err = readEntries(ctx, rdb, prefix+"orders:dead", "event_", sku, st.Round); err != nil {
+	var deadTransitions []Entry
+	if st.Dead, deadTransitions, err = readEntries(ctx, rdb, prefix+"orders:dead", "event_", sku, st.Round); err != nil {
 		return nil, err
 	}
-	st.Pending, st.Missing, err = readPending(ctx, rdb, prefix+"orders")
-	return st, err
+	for _, d := range deadTransitions {
+		st.DeadTransitions = append(st.DeadTransitions, d.OrderID)
+	}
+	if st.Pending, st.Missing, err = readPending(ctx, rdb, prefix+"orders"); err != nil {
+		return nil, err
+	}
+	// The statuses after the pending list: a writer acknowledges an entry
+	// and confirms its order in one step, so an entry no longer pending
+	// has its status confirmed by now (read the other way round, a drain
+	// in between would show acknowledged orders still pending).
+	return st, readLifecycle(ctx, rdb, db, prefix, sku, st)
+}
+
+// readLifecycle reads what the order lifecycle left: the released set,
+// each order's status in Redis, and the transitions PostgreSQL recorded.
+func readLifecycle(ctx context.Context, rdb redis.UniversalClient, db *pgxpool.Pool, prefix, sku string, st *Store) error {
+	var err error
+	if st.ReleasedIDs, err = readSet(ctx, rdb, releasedKey(prefix, sku)); err != nil {
+		return err
+	}
+	if st.Statuses, err = readStatuses(ctx, rdb, prefix, orders(st)); err != nil {
+		return err
+	}
+	st.Transitions, err = readTransitions(ctx, db, st.Round)
+	return err
+}
+
+func readSet(ctx context.Context, rdb redis.UniversalClient, key string) ([]string, error) {
+	var out []string
+	iter := rdb.SScan(ctx, key, 0, "", 1000).Iterator()
+	for iter.Next(ctx) {
+		out = append(out, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", key, err)
+	}
+	return out, nil
+}
+
+// readStatuses reads the status field of each order's status hash, in
+// pipelined pages; an order without one is left out.
+func readStatuses(ctx context.Context, rdb redis.UniversalClient, prefix string, of map[string]Entry) (map[string]string, error) {
+	ids := slices.Sorted(maps.Keys(of))
+	out := make(map[string]string, len(ids))
+	for page := range slices.Chunk(ids, 1000) {
+		cmds := make([]*redis.StringCmd, len(page))
+		_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, id := range page {
+				cmds[i] = p.HGet(ctx, statusKey(prefix, id), "status")
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("read order statuses: %w", err)
+		}
+		for i, c := range cmds {
+			if s, err := c.Result(); err == nil {
+				out[page[i]] = s
+			}
+		}
+	}
+	return out, nil
+}
+
+const transitionsSQL = `
+SELECT t.order_id::text, t.status
+FROM order_transitions t
+WHERE t.order_id IN (SELECT order_id FROM order_items WHERE round_id = $1)`
+
+func readTransitions(ctx context.Context, db *pgxpool.Pool, round int64) (map[string]string, error) {
+	rows, err := db.Query(ctx, transitionsSQL, round)
+	if err != nil {
+		return nil, fmt.Errorf("read order transitions: %w", err)
+	}
+	out := map[string]string{}
+	var id, status string
+	_, err = pgx.ForEachRow(rows, []any{&id, &status}, func() error {
+		out[id] = status
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read order transitions: %w", err)
+	}
+	return out, nil
 }
 
 const rowsSQL = `
@@ -77,6 +168,7 @@ func readLive(ctx context.Context, rdb redis.UniversalClient, prefix, sku string
 	}
 	st.LiveRound, _ = strconv.ParseInt(sale["round"], 10, 64)
 	st.Available, _ = strconv.ParseInt(sale["available"], 10, 64)
+	st.Released, _ = strconv.ParseInt(sale["released"], 10, 64)
 	buyers, err := rdb.HGetAll(ctx, buyersKey(prefix, sku)).Result()
 	if err != nil {
 		return fmt.Errorf("read the buyer counts: %w", err)
@@ -88,23 +180,28 @@ func readLive(ctx context.Context, rdb redis.UniversalClient, prefix, sku string
 	return nil
 }
 
-// readEntries reads a stream whole, in pages, and keeps the order events
-// with a line of sku in round; field names start with pre (the dead-letter
-// stream keeps the event's fields as event_<name>).
-func readEntries(ctx context.Context, rdb redis.UniversalClient, stream, pre, sku string, round int64) ([]Entry, error) {
-	var out []Entry
+// readEntries reads a stream whole, in pages, and keeps the entries with
+// a line of sku in round: order events, and transition events apart;
+// field names start with pre (the dead-letter stream keeps the event's
+// fields as event_<name>).
+func readEntries(ctx context.Context, rdb redis.UniversalClient, stream, pre, sku string, round int64) (events, transitions []Entry, err error) {
 	for from := "-"; ; {
 		msgs, err := rdb.XRangeN(ctx, stream, from, "+", 1000).Result()
 		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", stream, err)
+			return nil, nil, fmt.Errorf("read %s: %w", stream, err)
 		}
 		for _, m := range msgs {
-			if en, ok := entryOf(m, pre, sku, round); ok {
-				out = append(out, en)
+			en, ok := entryOf(m, pre, sku, round)
+			switch {
+			case !ok:
+			case m.Values[pre+"kind"] == kindTransition:
+				transitions = append(transitions, en)
+			default:
+				events = append(events, en)
 			}
 		}
 		if len(msgs) < 1000 {
-			return out, nil
+			return events, transitions, nil
 		}
 		from = "(" + msgs[len(msgs)-1].ID
 	}
@@ -241,7 +338,8 @@ func ReadDrained(ctx context.Context, rdb redis.UniversalClient, db *pgxpool.Poo
 	}
 }
 
+// drained: nothing pending, every order event written, and every final
+// status Redis holds recorded in PostgreSQL.
 func drained(st *Store) bool {
-	_, _, pending := split(st)
-	return len(st.Pending) == 0 && pending == 0
+	return len(st.Pending) == 0 && len(unwritten(st)) == 0 && len(unrecorded(st)) == 0
 }

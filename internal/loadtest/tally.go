@@ -171,6 +171,18 @@ func (t *tally) exhausted() bool {
 	return t.soldOut || (t.limit > 0 && t.atLimit == len(t.perShopper))
 }
 
+// shopperOf returns the shopper whose accepted order id is (-1: none).
+func (t *tally) shopperOf(id string) int {
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return -1
+	}
+	if s, ok := t.orders[u]; ok {
+		return int(s)
+	}
+	return -1
+}
+
 // maxPerShopper returns the shopper who bought the most and how much.
 func (t *tally) maxPerShopper() (shopper, units int) {
 	shopper = -1

@@ -10,9 +10,10 @@ import (
 
 // verification is what was found after the attack.
 type verification struct {
-	stock      stock
+	stock      stock // when the writer drained
 	drained    bool
 	drainTime  time.Duration
+	lifecycle  *lifecycleRun // nil without --pay-ratio
 	invariants []Invariant
 }
 
@@ -20,8 +21,9 @@ type verification struct {
 const drainPoll = 100 * time.Millisecond
 
 // verify waits for the order writer to persist what was sold, reads a
-// sample of orders back, and judges the invariants. It returns an error
-// only when the server cannot be asked.
+// sample of orders back, runs the payment phase (with a pay ratio), and
+// judges the invariants. It returns an error only when the server cannot
+// be asked.
 func verify(ctx context.Context, c *client, cfg Config, fx *fixture, t *tally, st *stores, samples *Samples) (*verification, error) {
 	v := &verification{}
 	start := time.Now()
@@ -35,15 +37,24 @@ func verify(ctx context.Context, c *client, cfg Config, fx *fixture, t *tally, s
 	if err != nil {
 		return nil, err
 	}
+	if cfg.PayRatio > 0 {
+		if v.lifecycle, err = runLifecycle(ctx, c, cfg, fx, t); err != nil {
+			return nil, err
+		}
+	}
 	ev, err := gather(ctx, c, cfg, fx, t, st, samples)
 	if err != nil {
 		return nil, err
+	}
+	if v.lifecycle != nil {
+		ev.Answers.Paid = v.lifecycle.paid
 	}
 	v.invariants = append(Check(ev), checkInvariants(evidence{
 		seeded: cfg.Units, limit: cfg.PerUserLimit, tally: t, stock: v.stock,
 		drained: v.drained, drainTimeout: cfg.DrainTimeout,
 		sampleChecked: len(t.sample), sampleBad: bad,
 	})...)
+	v.invariants = append(v.invariants, lifecycleHeld(v.lifecycle, t.unknown))
 	return v, nil
 }
 
@@ -66,8 +77,9 @@ func gather(ctx context.Context, c *client, cfg Config, fx *fixture, t *tally, s
 }
 
 // waitDrained polls the stock report until the writer has confirmed every
-// sold unit (confirmed >= sold), or timeout passes. It returns the last
-// report either way.
+// unit taken (confirmed >= sold + released: a unit given back and sold
+// again was taken twice), or timeout passes. It returns the last report
+// either way.
 func waitDrained(ctx context.Context, c *client, fx *fixture, timeout time.Duration) (stock, bool, error) {
 	deadline := time.Now().Add(timeout)
 	for {
@@ -75,7 +87,7 @@ func waitDrained(ctx context.Context, c *client, fx *fixture, timeout time.Durat
 		if err := c.do(ctx, http.MethodGet, stockPath(fx.sku), fx.admin, nil, &s); err != nil {
 			return stock{}, false, fmt.Errorf("read stock: %w", err)
 		}
-		if s.Confirmed >= s.Sold {
+		if s.Confirmed >= s.Sold+s.Released {
 			return s, true, nil
 		}
 		if time.Now().After(deadline) {
@@ -91,15 +103,18 @@ func waitDrained(ctx context.Context, c *client, fx *fixture, timeout time.Durat
 
 // order is the part of GET /orders/{id} that is checked.
 type order struct {
-	Status string `json:"status"`
-	Items  []struct {
+	Status    string     `json:"status"`
+	ExpiresAt *time.Time `json:"expires_at"`
+	Items     []struct {
 		SKU      string `json:"sku"`
 		Quantity int    `json:"quantity"`
 	} `json:"items"`
 }
 
 // checkSample reads each sampled order as its buyer and says what is wrong
-// with those that are not one confirmed unit of the SKU.
+// with those that are not one confirmed unit of the SKU (or expired, once
+// its payment window closed: a server with a short one expires orders
+// while the sale goes on).
 func checkSample(ctx context.Context, c *client, fx *fixture, sample []sampled) ([]string, error) {
 	var bad []string
 	for _, s := range sample {
@@ -111,7 +126,8 @@ func checkSample(ctx context.Context, c *client, fx *fixture, sample []sampled) 
 			bad = append(bad, fmt.Sprintf("order %s: %d %s", s.orderID, ae.Status, ae.Code))
 		case err != nil:
 			return nil, fmt.Errorf("read order back: %w", err)
-		case o.Status != "confirmed" || len(o.Items) != 1 || o.Items[0].SKU != fx.sku || o.Items[0].Quantity != 1:
+		case !(o.Status == "confirmed" || o.Status == "expired" && o.ExpiresAt != nil && !time.Now().Before(*o.ExpiresAt)) ||
+			len(o.Items) != 1 || o.Items[0].SKU != fx.sku || o.Items[0].Quantity != 1:
 			bad = append(bad, fmt.Sprintf("order %s: status %s, items %+v", s.orderID, o.Status, o.Items))
 		}
 	}
