@@ -145,9 +145,9 @@ purchases() {
     echo "bench: loadtest run $i reported a failure (see $lt)" >&2
   rb_reset
   redis-benchmark -h "$RHOST" -p "$RPORT" --dbnum "$RDB" -c "$RB_CLIENTS" -n "$RB_REQUESTS" -r 1000000000 --csv \
-    EVALSHA "$SHA" 7 "${RBP}orders" "${RBP}order:__rand_int__" "${RBP}orders:pending:{__rand_int__}" \
-    "${RBP}idem:{__rand_int__}:__rand_int__" "${RBP}nocart" "${RBP}sale:{rb}" "${RBP}sale:{rb}:buyers" \
-    __rand_int__ __rand_int__ 604800000 86400000 1 0 1 rb 1 >"$rb"
+    EVALSHA "$SHA" 8 "${RBP}orders" "${RBP}order:__rand_int__" "${RBP}orders:pending:{__rand_int__}" \
+    "${RBP}idem:{__rand_int__}:__rand_int__" "${RBP}nocart" "${RBP}orders:due" "${RBP}sale:{rb}" "${RBP}sale:{rb}:buyers" \
+    __rand_int__ __rand_int__ 604800000 86400000 1 0 900000 1 rb 1 "${RBP}sale:{rb}:changed" >"$rb"
   # The bare script's keys (200k status hashes with a week's TTL) go now.
   rcli --scan --pattern "${RBP}*" | xargs -r -n 500 redis-cli -h "$RHOST" -p "$RPORT" -n "$RDB" unlink >/dev/null
   local http script
