@@ -23,9 +23,34 @@ import (
 // is reset); a purchase that did run gets its order back, never a second
 // one. A second reservation would be a unit sold that no shopper was told
 // of: the totals would not add up.
+//
+// It runs again with the purchase path auto-pipelined (pipelined): a lost
+// answer then fails a whole batch of other shoppers' commands at once.
 func TestDrillRedisAnswersLost(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	for _, mode := range []string{"plain", "pipelined"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			if mode == "pipelined" {
+				pipelined(e)
+			}
+			redisAnswersLost(t, e)
+		})
+	}
+}
+
+// pipelined turns on the purchase path's auto-pipelining with several
+// batches in flight (SHOP_REDIS_PIPELINE*), and the rate limiter, so that
+// both of a purchase's scripts (the limiter with the session check, and
+// the reserve script) ride it.
+func pipelined(e env) {
+	e["SHOP_REDIS_PIPELINE"] = "true"
+	e["SHOP_REDIS_PIPELINE_BATCHES"] = "4"
+	e["SHOP_RATE_LIMIT"] = "1000000/10s"
+}
+
+func redisAnswersLost(t *testing.T, e env) {
 	opts, err := redis.ParseURL(e["SHOP_REDIS_URL"])
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -30,17 +31,23 @@ import (
 // cannot show; hence always in production.
 func TestDrillRedisKilledMidSale(t *testing.T) {
 	t.Parallel()
-	for _, fsync := range []string{"always", "everysec"} {
-		t.Run(fsync, func(t *testing.T) {
+	for _, mode := range []string{"always", "everysec", "always-pipelined"} {
+		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			redisKilledMidSale(t, fsync)
+			fsync, pipeline := strings.CutSuffix(mode, "-pipelined")
+			redisKilledMidSale(t, fsync, pipeline)
 		})
 	}
 }
 
-func redisKilledMidSale(t *testing.T, fsync string) {
+// redisKilledMidSale runs the drill with appendfsync fsync, and with the
+// purchase path auto-pipelined when pipeline is set (pipelined).
+func redisKilledMidSale(t *testing.T, fsync string, pipeline bool) {
 	rs := testenv.StartRedis(t, "--appendonly", "yes", "--appendfsync", fsync, "--maxmemory-policy", "noeviction")
 	e := newEnv(t)
+	if pipeline {
+		pipelined(e)
+	}
 	e["SHOP_REDIS_URL"] = rs.URL
 	s := newShop(t, e)
 	const units, buyers = 100, 200

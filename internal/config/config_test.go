@@ -50,6 +50,12 @@ func TestInvalidSettingsNameTheirVariable(t *testing.T) {
 		{"payment_ttl_negative", "SHOP_PAYMENT_TTL", "-1m"},
 		{"payment_ttl_below_a_second", "SHOP_PAYMENT_TTL", "10ms"},
 		{"payment_provider", "SHOP_PAYMENT_PROVIDER", "stripe"},
+		{"pipeline_not_a_bool", "SHOP_REDIS_PIPELINE", "maybe"},
+		{"pipeline_no_batches", "SHOP_REDIS_PIPELINE_BATCHES", "0"},
+		{"pipeline_too_many_batches", "SHOP_REDIS_PIPELINE_BATCHES", "65"},
+		{"pipeline_negative_delay", "SHOP_REDIS_PIPELINE_DELAY", "-1us"},
+		{"pipeline_long_delay", "SHOP_REDIS_PIPELINE_DELAY", "11ms"},
+		{"pipeline_adaptive_without_delay", "SHOP_REDIS_PIPELINE_ADAPTIVE", "true"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

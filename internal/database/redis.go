@@ -112,3 +112,41 @@ func WarnWithoutAOF(ctx context.Context, rdb *redis.Client, log *slog.Logger) {
 	log.Warn("Redis runs with appendonly no: a Redis restart loses accepted orders, stock counts and sessions; "+
 		"set appendonly yes and appendfsync always (see deploy/redis.conf)", "addr", rdb.Options().Addr)
 }
+
+// PipelineOptions tune the auto-pipelining of the purchase path's scripts
+// (SHOP_REDIS_PIPELINE*): the calls of concurrent requests share round
+// trips and syscalls.
+type PipelineOptions struct {
+	// Batches is how many batches may be in flight at once; above 1 they
+	// run in no particular order (each caller still waits for its own).
+	Batches int
+	// Delay is the longest a batch waits for more commands (0: none).
+	Delay time.Duration
+	// Adaptive shortens Delay as the queue fills.
+	Adaptive bool
+}
+
+// AutoPipeline returns rdb's auto-pipeliner (go-redis, the blocking face:
+// a call returns when its command has run). Two things differ from rdb:
+// a command's context deadline is no longer honoured once it is queued
+// (the 2 s read and write timeouts bound it instead), and a batch that
+// fails on a network error would be resent whole, which OpenRedis's
+// MaxRetries -1 rules out.
+func AutoPipeline(rdb redis.UniversalClient, o PipelineOptions) (redis.UniversalClient, error) {
+	ap, ok := rdb.(interface {
+		AutoPipelineWithOptions(*redis.AutoPipelineOptions) (*redis.AutoPipeliner, error)
+	})
+	if !ok {
+		return nil, fmt.Errorf("redis: %T has no auto-pipelining", rdb)
+	}
+	cfg := redis.DefaultBlockingAutoPipelineOptions()
+	cfg.MaxConcurrentBatches = max(o.Batches, 1)
+	cfg.Unordered = o.Batches > 1
+	cfg.MaxFlushDelay = o.Delay
+	cfg.AdaptiveDelay = o.Adaptive && o.Delay > 0
+	p, err := ap.AutoPipelineWithOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
