@@ -44,7 +44,7 @@ func (s *pipelineSpy) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 	}
 }
 
-// With SHOP_REDIS_PIPELINE on, both of a purchase's scripts (the limiter
+// With SHOP_REDIS_PIPELINE on (the default), both of a purchase's scripts (the limiter
 // with the session check, and the reserve script) ride the auto-pipeliner
 // with several batches in flight, and a race of shoppers released together
 // sells exactly the stock: every reply reached its own caller.
@@ -56,7 +56,6 @@ func TestPipelinedPurchasesSellExactlyTheStock(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	rdb.AddHook(spy)
 	a := shoptest.New(t, shoptest.Options{Stores: stores, Redis: rdb, Config: func(c *config.Config) {
-		c.RedisPipeline, c.RedisPipelineBatches = true, 4
 		c.RateLimit = config.RateLimit{Limit: 1 << 20, Window: 10 * time.Second}
 	}})
 	const units, shoppers = 40, 120
