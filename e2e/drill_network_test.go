@@ -23,9 +23,34 @@ import (
 // is reset); a purchase that did run gets its order back, never a second
 // one. A second reservation would be a unit sold that no shopper was told
 // of: the totals would not add up.
+//
+// It runs with the purchase path auto-pipelined (pipelined), where a lost
+// answer fails a whole batch of other shoppers' commands at once, and
+// without.
 func TestDrillRedisAnswersLost(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	for _, mode := range []string{"plain", "pipelined"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			pipelined(e, mode == "pipelined")
+			redisAnswersLost(t, e)
+		})
+	}
+}
+
+// pipelined turns the purchase path's auto-pipelining (SHOP_REDIS_PIPELINE,
+// on by default) off, or on with its defaults and the rate limiter, so that
+// both of a purchase's scripts (the limiter with the session check, and
+// the reserve script) ride it.
+func pipelined(e env, on bool) {
+	e["SHOP_REDIS_PIPELINE"] = strconv.FormatBool(on)
+	if on {
+		e["SHOP_RATE_LIMIT"] = "1000000/10s"
+	}
+}
+
+func redisAnswersLost(t *testing.T, e env) {
 	opts, err := redis.ParseURL(e["SHOP_REDIS_URL"])
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,7 +22,8 @@ import (
 // that ran before the crash gets the same order back), and every accepted
 // order is confirmed once in PostgreSQL.
 //
-// It runs with appendfsync always (deploy/redis.conf) and again with
+// It runs with appendfsync always (deploy/redis.conf), again with the
+// purchase path auto-pipelined (SHOP_REDIS_PIPELINE), and with
 // everysec, Redis's default. Measured with everysec: nothing lost, every
 // run. Redis write(2)s the AOF before it replies under every fsync policy;
 // everysec only defers the fsync, so a killed process loses nothing the
@@ -30,17 +32,21 @@ import (
 // cannot show; hence always in production.
 func TestDrillRedisKilledMidSale(t *testing.T) {
 	t.Parallel()
-	for _, fsync := range []string{"always", "everysec"} {
-		t.Run(fsync, func(t *testing.T) {
+	for _, mode := range []string{"always", "everysec", "always-pipelined"} {
+		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			redisKilledMidSale(t, fsync)
+			fsync, pipeline := strings.CutSuffix(mode, "-pipelined")
+			redisKilledMidSale(t, fsync, pipeline)
 		})
 	}
 }
 
-func redisKilledMidSale(t *testing.T, fsync string) {
+// redisKilledMidSale runs the drill with appendfsync fsync, with the
+// purchase path auto-pipelined or not (pipelined).
+func redisKilledMidSale(t *testing.T, fsync string, pipeline bool) {
 	rs := testenv.StartRedis(t, "--appendonly", "yes", "--appendfsync", fsync, "--maxmemory-policy", "noeviction")
 	e := newEnv(t)
+	pipelined(e, pipeline)
 	e["SHOP_REDIS_URL"] = rs.URL
 	s := newShop(t, e)
 	const units, buyers = 100, 200

@@ -38,10 +38,11 @@ func (f *writerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().DurationVar(&f.forgetIdle, "forget-idle", 10*time.Minute,
 		"remove other writers' consumers from the group once idle this long with nothing pending (XGROUP DELCONSUMER)")
 	cmd.Flags().IntVar(&f.maxDeliveries, "max-deliveries", 5, "deliveries before an entry that cannot be written is dead-lettered")
-	// Two: while one batch waits for PostgreSQL the next is read and the
-	// last acknowledged, which took the drain rate from ~15k to ~22k
-	// orders/s on two cores (BENCHMARKS.md).
-	cmd.Flags().IntVar(&f.concurrency, "concurrency", 2, "batches written at once (consumers <consumer>-1..n in this process)")
+	// Three: while one batch waits for PostgreSQL the next is read and the
+	// last acknowledged. Two took the drain rate from ~15k to ~22k orders/s
+	// on two cores; three beat two in 6 of 8 alternating runs on the loaded
+	// machine (median +28 %), four was no better (BENCHMARKS.md).
+	cmd.Flags().IntVar(&f.concurrency, "concurrency", 3, "batches written at once (consumers <consumer>-1..n in this process)")
 }
 
 func (f *writerFlags) options() order.WriterOptions {

@@ -52,6 +52,16 @@ type Config struct {
 	BodyLimit       int           `env:"SHOP_BODY_LIMIT" envDefault:"65536"`
 	ShutdownTimeout time.Duration `env:"SHOP_SHUTDOWN_TIMEOUT" envDefault:"8s"`
 	RedisPoolSize   int           `env:"SHOP_REDIS_POOL_SIZE" envDefault:"100"`
+	// RedisPipeline auto-pipelines the purchase path's two scripts (the
+	// limiter with the session check, and the reserve script): concurrent
+	// purchases share round trips. RedisPipelineBatches, Delay and Adaptive
+	// tune it (database.PipelineOptions). The defaults are the best of the
+	// combinations measured (BENCHMARKS.md): go-redis's own (one batch, no
+	// delay) was slower than no pipelining on a quiet machine.
+	RedisPipeline         bool          `env:"SHOP_REDIS_PIPELINE" envDefault:"true"`
+	RedisPipelineBatches  int           `env:"SHOP_REDIS_PIPELINE_BATCHES" envDefault:"16"`
+	RedisPipelineDelay    time.Duration `env:"SHOP_REDIS_PIPELINE_DELAY" envDefault:"100us"`
+	RedisPipelineAdaptive bool          `env:"SHOP_REDIS_PIPELINE_ADAPTIVE" envDefault:"true"`
 	// PasswordHashing is "owasp" (argon2id at OWASP's cost) or "fast", a
 	// tiny cost for load tests, allowed only with SHOP_ENV=dev.
 	PasswordHashing string `env:"SHOP_PASSWORD_HASHING" envDefault:"owasp"`
@@ -178,6 +188,8 @@ func (c *Config) validate() error {
 		{"SHOP_BODY_LIMIT", c.BodyLimit < 1024, "must be at least 1024 bytes"},
 		{"SHOP_SHUTDOWN_TIMEOUT", c.ShutdownTimeout <= 0, "must be positive"},
 		{"SHOP_REDIS_POOL_SIZE", c.RedisPoolSize < 1, "must be at least 1"},
+		{"SHOP_REDIS_PIPELINE_BATCHES", c.RedisPipelineBatches < 1 || c.RedisPipelineBatches > 64, "must be from 1 to 64"},
+		{"SHOP_REDIS_PIPELINE_DELAY", c.RedisPipelineDelay < 0 || c.RedisPipelineDelay > 10*time.Millisecond, "must be from 0 to 10ms"},
 		{"SHOP_PASSWORD_HASHING", c.PasswordHashing != "owasp" && c.PasswordHashing != "fast", "must be owasp or fast"},
 		{"SHOP_PASSWORD_HASHING", c.PasswordHashing == "fast" && !c.Dev(), "fast is only allowed with SHOP_ENV=dev"},
 		{"SHOP_LIVE_MAX_STREAMS", c.LiveMaxStreams < 1, "must be at least 1"},

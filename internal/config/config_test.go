@@ -19,7 +19,8 @@ func TestDefaults(t *testing.T) {
 		c.DatabaseURL != "postgres://postgres@127.0.0.1:5432/shop?sslmode=disable" || len(c.TrustedProxies) != 0 ||
 		c.RateLimitIPv6Prefix != 64 || c.LoginFailures.Limit != 10 || c.LoginFailures.Window != 15*time.Minute ||
 		c.CacheRedisURL != "" ||
-		c.PaymentTTL != 15*time.Minute || c.PaymentProvider != "test" {
+		c.PaymentTTL != 15*time.Minute || c.PaymentProvider != "test" ||
+		!c.RedisPipeline || c.RedisPipelineBatches != 16 || c.RedisPipelineDelay != 100*time.Microsecond || !c.RedisPipelineAdaptive {
 		t.Errorf("defaults differ from API.md: %+v", c)
 	}
 }
@@ -50,6 +51,11 @@ func TestInvalidSettingsNameTheirVariable(t *testing.T) {
 		{"payment_ttl_negative", "SHOP_PAYMENT_TTL", "-1m"},
 		{"payment_ttl_below_a_second", "SHOP_PAYMENT_TTL", "10ms"},
 		{"payment_provider", "SHOP_PAYMENT_PROVIDER", "stripe"},
+		{"pipeline_not_a_bool", "SHOP_REDIS_PIPELINE", "maybe"},
+		{"pipeline_no_batches", "SHOP_REDIS_PIPELINE_BATCHES", "0"},
+		{"pipeline_too_many_batches", "SHOP_REDIS_PIPELINE_BATCHES", "65"},
+		{"pipeline_negative_delay", "SHOP_REDIS_PIPELINE_DELAY", "-1us"},
+		{"pipeline_long_delay", "SHOP_REDIS_PIPELINE_DELAY", "11ms"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

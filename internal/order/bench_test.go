@@ -15,7 +15,7 @@ import (
 )
 
 // BenchmarkWriterDrain measures how fast one order writer, with the options
-// `shop serve` and `shop writer` use by default (batches of 1000, two in
+// `shop serve` and `shop writer` use by default (batches of 1000, three in
 // flight), empties a stream of b.N orders into PostgreSQL: the
 // stream is filled through the reserve script first (not timed), then the
 // writer runs until every entry is acknowledged. One op is one order; the
@@ -30,7 +30,7 @@ func BenchmarkWriterDrain(b *testing.B) {
 	openSale(b, db.Pool, stock, r, "drain", 1<<30, 0, 100)
 	fillStream(b, svc, users, "drain", b.N)
 
-	w := NewWriter(db.Pool, r.Client, r.Prefix, svc.log, prometheus.NewRegistry(), WriterOptions{Consumer: "bench", Batch: 1000, Concurrency: 2})
+	w := NewWriter(db.Pool, r.Client, r.Prefix, svc.log, prometheus.NewRegistry(), WriterOptions{Consumer: "bench", Batch: 1000, Concurrency: 3})
 	wctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	b.ResetTimer()

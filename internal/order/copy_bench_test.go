@@ -57,7 +57,7 @@ func BenchmarkWriterCopy(b *testing.B) {
 // stream is empty.
 func drainOnce(b *testing.B, svc *Service, db *testenv.Database, r *testenv.Redis) {
 	b.Helper()
-	w := NewWriter(db.Pool, r.Client, r.Prefix, svc.log, prometheus.NewRegistry(), WriterOptions{Consumer: "bench", Batch: 1000, Concurrency: 2})
+	w := NewWriter(db.Pool, r.Client, r.Prefix, svc.log, prometheus.NewRegistry(), WriterOptions{Consumer: "bench", Batch: 1000, Concurrency: 3})
 	wctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(wctx) }()

@@ -160,14 +160,16 @@ type ProductExists func(ctx context.Context, sku string) (bool, error)
 
 // Service places and reads orders.
 type Service struct {
-	db      *pgxpool.Pool
-	rdb     redis.UniversalClient
-	stock   *inventory.Stock
-	exists  ProductExists
-	keys    keys
-	log     *slog.Logger
-	metrics *placeMetrics
-	life    *lifecycle
+	db  *pgxpool.Pool
+	rdb redis.UniversalClient
+	// reserveRdb runs the reserve script: rdb, or its auto-pipeliner.
+	reserveRdb redis.Scripter
+	stock      *inventory.Stock
+	exists     ProductExists
+	keys       keys
+	log        *slog.Logger
+	metrics    *placeMetrics
+	life       *lifecycle
 
 	paymentTTL time.Duration
 	payments   PaymentProvider
@@ -193,11 +195,22 @@ func WithPayments(p PaymentProvider) Option { return func(s *Service) { s.paymen
 // block for long; it may be nil.
 func WithStockChanged(f StockChanged) Option { return func(s *Service) { s.life.changed = f } }
 
+// WithReserveRedis runs the reserve script on c, an auto-pipeliner of the
+// service's Redis client (nil: the client itself); every other command
+// stays on the client.
+func WithReserveRedis(c redis.Scripter) Option {
+	return func(s *Service) {
+		if c != nil {
+			s.reserveRdb = c
+		}
+	}
+}
+
 // New returns the order service. Its metrics are registered on reg.
 func New(db *pgxpool.Pool, rdb redis.UniversalClient, stock *inventory.Stock, exists ProductExists,
 	prefix string, log *slog.Logger, reg prometheus.Registerer, opts ...Option) *Service {
 	s := &Service{
-		db: db, rdb: rdb, stock: stock, exists: exists,
+		db: db, rdb: rdb, reserveRdb: rdb, stock: stock, exists: exists,
 		keys: keys{prefix}, log: log, metrics: newPlaceMetrics(reg),
 		life: &lifecycle{rdb: rdb, stock: stock, keys: keys{prefix}},
 	}

@@ -82,7 +82,7 @@ func (l *Limiter) companionFor(c *Companion) *withCompanion {
 // companion's answer and ran says whether it ran (only when allowed).
 func (w *withCompanion) allow(ctx context.Context, client string, keys []string, args []any) (res Result, reply any, ran bool, err error) {
 	l := w.l
-	vals, err := w.script.Run(ctx, l.rdb,
+	vals, err := w.script.Run(ctx, l.run,
 		append([]string{l.key(client)}, keys...),
 		append([]any{l.window.Milliseconds(), l.limit, l.member()}, args...)...).Slice()
 	if err != nil {

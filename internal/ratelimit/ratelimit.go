@@ -43,7 +43,10 @@ var windowScript = redis.NewScript(windowLua)
 
 // Limiter allows Limit requests per client in any sliding Window.
 type Limiter struct {
-	rdb    redis.UniversalClient
+	rdb redis.UniversalClient
+	// run is where the window script runs: rdb, or an auto-pipeliner of it
+	// (RunOn).
+	run    redis.Scripter
 	prefix string
 	limit  int
 	window time.Duration
@@ -56,9 +59,18 @@ type Limiter struct {
 // window at least a millisecond.
 func New(rdb redis.UniversalClient, prefix string, limit int, window time.Duration) *Limiter {
 	return &Limiter{
-		rdb: rdb, prefix: prefix, limit: limit, window: window,
+		rdb: rdb, run: rdb, prefix: prefix, limit: limit, window: window,
 		boot: strconv.FormatInt(time.Now().UnixNano(), 36),
 	}
+}
+
+// RunOn makes the limiter run its script (and a companion's) on c, an
+// auto-pipeliner of the limiter's client, and returns l. Its other
+// commands, and the choice of whether a companion may ride, stay on the
+// client itself.
+func (l *Limiter) RunOn(c redis.Scripter) *Limiter {
+	l.run = c
+	return l
 }
 
 // Result is the outcome of one Allow call.
@@ -92,7 +104,7 @@ type Attempt struct {
 // is not allowed nothing was counted, and the Attempt is zero.
 func (l *Limiter) Take(ctx context.Context, client string) (Result, Attempt, error) {
 	a := Attempt{key: l.key(client), member: l.member()}
-	vals, err := windowScript.Run(ctx, l.rdb, []string{a.key}, l.window.Milliseconds(), l.limit, a.member).Slice()
+	vals, err := windowScript.Run(ctx, l.run, []string{a.key}, l.window.Milliseconds(), l.limit, a.member).Slice()
 	if err != nil {
 		return Result{}, Attempt{}, fmt.Errorf("ratelimit %s: %w", client, err)
 	}

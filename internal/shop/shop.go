@@ -28,6 +28,7 @@ import (
 	"github.com/shop-oss/shop/internal/cache"
 	"github.com/shop-oss/shop/internal/cart"
 	"github.com/shop-oss/shop/internal/config"
+	"github.com/shop-oss/shop/internal/database"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/live"
 	"github.com/shop-oss/shop/internal/lock"
@@ -99,6 +100,22 @@ func (a *App) Listening() bool {
 		(!a.near || a.catalogCache.NearListening())
 }
 
+// purchaseRedis is the auto-pipeliner the purchase path's scripts run on
+// when SHOP_REDIS_PIPELINE is set (BENCHMARKS.md), nil otherwise or when
+// the client cannot pipeline (it is logged). Closing st.Redis closes it.
+func purchaseRedis(cfg *config.Config, st Stores, log *slog.Logger) redis.Scripter {
+	if !cfg.RedisPipeline {
+		return nil
+	}
+	p, err := database.AutoPipeline(st.Redis, database.PipelineOptions{
+		Batches: cfg.RedisPipelineBatches, Delay: cfg.RedisPipelineDelay, Adaptive: cfg.RedisPipelineAdaptive})
+	if err != nil {
+		log.Warn("SHOP_REDIS_PIPELINE: auto-pipelining unavailable, the purchase path runs unpipelined", "err", err)
+		return nil
+	}
+	return p
+}
+
 // indexStartTimeout bounds the pickup store index rebuild at start.
 const indexStartTimeout = 10 * time.Second
 
@@ -108,11 +125,12 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 	a := &App{Auth: auth.New(st.DB, st.Redis, AuthConfig(cfg), log, reg)}
 	a.view, a.near = inventory.NewStockView(cfg.NearCacheTTL, cfg.NearCacheSize), cfg.NearCacheTTL > 0
 	a.Catalog, a.catalogCache = newCatalog(st, cfg, log, reg, inventory.WithStockView(a.view))
+	purchases := purchaseRedis(cfg, st, log)
 	a.Stock = inventory.NewStock(st.Redis, cfg.KeyPrefix)
 	a.Sales = inventory.NewSales(st.DB, a.Stock)
 	a.Orders = order.New(st.DB, st.Redis, a.Stock, a.Catalog.Exists, cfg.KeyPrefix, log, reg,
 		order.WithPaymentTTL(cfg.PaymentTTL), order.WithPayments(PaymentProvider(cfg)),
-		order.WithStockChanged(StockChanged))
+		order.WithStockChanged(StockChanged), order.WithReserveRedis(purchases))
 	a.Carts = cart.New(st.Redis, a.Catalog, a.Orders, cfg.KeyPrefix, log, reg)
 	a.Locks = lock.New(st.Redis, cfg.KeyPrefix)
 	a.Sweeper = NewSweeper(st, cfg, a.Stock, a.Locks, log, reg)
@@ -128,6 +146,9 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 	var limiter *ratelimit.Limiter
 	if !cfg.RateLimit.Off() {
 		limiter = ratelimit.New(st.Redis, cfg.KeyPrefix, cfg.RateLimit.Limit, cfg.RateLimit.Window)
+		if purchases != nil {
+			limiter.RunOn(purchases)
+		}
 	}
 	admin, user := a.Auth.RequireAdmin(), a.Auth.RequireUser()
 	a.Fiber = server.New(server.Deps{

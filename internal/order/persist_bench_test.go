@@ -1,0 +1,45 @@
+package order
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/testenv"
+)
+
+// BenchmarkPersist is the writer's PostgreSQL transaction alone (persist:
+// the orders, their items and the rounds' sold counts), without Redis:
+// b.N orders of one line each, in batches of 1000 written one after the
+// other, as one writer loop writes them. One op is one order. Compare it
+// with BenchmarkWriterCopy (the same rows by COPY in one transaction) to
+// see what the batches cost apart from the stream; BENCHMARKS.md has the
+// variants measured against it (staging tables, one statement, COPY).
+func BenchmarkPersist(b *testing.B) {
+	db, r := testenv.NewDatabase(b), testenv.NewRedis(b)
+	stock := inventory.NewStock(r.Client, r.Prefix)
+	svc := New(db.Pool, r.Client, stock, nil, r.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	users := benchUsers(b, svc, 100)
+	round := openSale(b, db.Pool, stock, r, "persist", 1<<30, 0, 100)
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	events := make([]event, b.N)
+	for i := range events {
+		events[i] = event{streamID: "1-1", orderID: uuid.New(), userID: uuid.MustParse(users[i%len(users)]),
+			createdAt: now, totalCents: 100, items: []ReservedItem{{SKU: "persist", Quantity: 1, PriceCents: 100, RoundID: round}}}
+	}
+	const batch = 1000
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i += batch {
+		fresh, _, err := persist(context.Background(), db.Pool, events[i:min(i+batch, b.N)], nil)
+		if err != nil || len(fresh) != min(batch, b.N-i) {
+			b.Fatalf("persist: %d fresh, %v", len(fresh), err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "orders/s")
+}
