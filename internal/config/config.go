@@ -17,14 +17,18 @@ import (
 	"time"
 
 	"github.com/caarlos0/env/v11"
+	"github.com/redis/go-redis/v9"
 )
 
 // Config is every setting of the shop process. See API.md's configuration
 // table for the contract; the extra fields are additions with safe defaults.
 type Config struct {
-	Env            string        `env:"SHOP_ENV"`
-	Addr           string        `env:"SHOP_ADDR" envDefault:":8080"`
-	RedisURL       string        `env:"SHOP_REDIS_URL" envDefault:"redis://127.0.0.1:6379/0"`
+	Env      string `env:"SHOP_ENV"`
+	Addr     string `env:"SHOP_ADDR" envDefault:":8080"`
+	RedisURL string `env:"SHOP_REDIS_URL" envDefault:"redis://127.0.0.1:6379/0"`
+	// RedisCluster: SHOP_REDIS_URL names a Redis Cluster (one seed node,
+	// more as ?addr=host:port&addr=...).
+	RedisCluster   bool          `env:"SHOP_REDIS_CLUSTER" envDefault:"false"`
 	DatabaseURL    string        `env:"SHOP_DATABASE_URL" envDefault:"postgres://postgres@127.0.0.1:5432/shop?sslmode=disable"`
 	JWTSecret      string        `env:"SHOP_JWT_SECRET"`
 	KeyPrefix      string        `env:"SHOP_KEY_PREFIX" envDefault:"shop:"`
@@ -177,6 +181,11 @@ func (c *Config) validate() error {
 			return fmt.Errorf("invalid %s: %s", ch.name, ch.why)
 		}
 	}
+	if c.RedisCluster {
+		if err := clusterURL(c.RedisURL); err != nil {
+			return fmt.Errorf("invalid SHOP_REDIS_URL (SHOP_REDIS_CLUSTER=true): %w", err)
+		}
+	}
 	if c.CacheRedisURL != "" && !redisURL(c.CacheRedisURL) {
 		return errors.New("invalid SHOP_CACHE_REDIS_URL: must be a redis://, rediss:// or unix:// URL (or empty: the catalog cache uses SHOP_REDIS_URL)")
 	}
@@ -193,6 +202,28 @@ func (c *Config) validate() error {
 func redisURL(s string) bool {
 	u, err := url.Parse(s)
 	return err == nil && (u.Scheme == "redis" || u.Scheme == "rediss" || u.Scheme == "unix")
+}
+
+// clusterURL checks SHOP_REDIS_URL in cluster mode: redis:// or rediss://
+// (no unix socket: the nodes announce TCP addresses), database 0 or none,
+// seeds as addr=host:port, and no option go-redis would refuse.
+func clusterURL(s string) error {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return errors.New("not a URL")
+	case u.Scheme != "redis" && u.Scheme != "rediss":
+		return errors.New("must be a redis:// or rediss:// URL")
+	case u.Host == "":
+		return errors.New("must name a seed node (host:port)")
+	}
+	if db := strings.Trim(u.Path, "/"); db != "" && db != "0" {
+		return fmt.Errorf("database %s: a cluster has only database 0", db)
+	}
+	if _, err := redis.ParseClusterURL(s); err != nil {
+		return errors.New(strings.TrimPrefix(err.Error(), "redis: "))
+	}
+	return nil
 }
 
 // trimAll drops blank entries, so SHOP_TRUSTED_PROXIES="" or "a, b," work.

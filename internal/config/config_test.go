@@ -102,3 +102,38 @@ func TestCacheRedisURL(t *testing.T) {
 		}
 	}
 }
+
+// In cluster mode SHOP_REDIS_URL is a seed node with more seeds as
+// ?addr=; a URL a cluster cannot serve fails Load naming SHOP_REDIS_URL.
+func TestRedisClusterURL(t *testing.T) {
+	for _, u := range []string{
+		"redis://127.0.0.1:7000",
+		"redis://127.0.0.1:7000/0?addr=127.0.0.1:7001&addr=127.0.0.1:7002",
+		"rediss://user:pw@node1:6379/?addr=node2:6379",
+	} {
+		c, err := config.Load(map[string]string{"SHOP_REDIS_CLUSTER": "true", "SHOP_REDIS_URL": u})
+		if err != nil || !c.RedisCluster {
+			t.Errorf("SHOP_REDIS_URL=%s: %+v %v", u, c, err)
+		}
+	}
+	for _, u := range []string{
+		"unix:///tmp/redis.sock",
+		"redis://127.0.0.1:7000/1",
+		"redis://127.0.0.1:7000?addr=nohostport",
+		"redis://127.0.0.1:7000?master_name=x",
+		"redis:///0",
+	} {
+		_, err := config.Load(map[string]string{"SHOP_REDIS_CLUSTER": "true", "SHOP_REDIS_URL": u})
+		if err == nil || !strings.Contains(err.Error(), "SHOP_REDIS_URL") {
+			t.Errorf("SHOP_REDIS_URL=%s with SHOP_REDIS_CLUSTER=true: error = %v, want one naming SHOP_REDIS_URL", u, err)
+		}
+	}
+	// The same database number is fine on a single Redis.
+	if _, err := config.Load(map[string]string{"SHOP_REDIS_URL": "redis://127.0.0.1:7000/1"}); err != nil {
+		t.Errorf("single Redis, database 1: %v", err)
+	}
+	if _, err := config.Load(map[string]string{"SHOP_REDIS_CLUSTER": "maybe"}); err == nil ||
+		!strings.Contains(err.Error(), "SHOP_REDIS_CLUSTER") {
+		t.Errorf("SHOP_REDIS_CLUSTER=maybe: error = %v", err)
+	}
+}
