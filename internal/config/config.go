@@ -18,6 +18,8 @@ import (
 
 	"github.com/caarlos0/env/v11"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/keyspace"
 )
 
 // Config is every setting of the shop process. See API.md's configuration
@@ -28,15 +30,19 @@ type Config struct {
 	RedisURL string `env:"SHOP_REDIS_URL" envDefault:"redis://127.0.0.1:6379/0"`
 	// RedisCluster: SHOP_REDIS_URL names a Redis Cluster (one seed node,
 	// more as ?addr=host:port&addr=...).
-	RedisCluster   bool          `env:"SHOP_REDIS_CLUSTER" envDefault:"false"`
-	DatabaseURL    string        `env:"SHOP_DATABASE_URL" envDefault:"postgres://postgres@127.0.0.1:5432/shop?sslmode=disable"`
-	JWTSecret      string        `env:"SHOP_JWT_SECRET"`
-	KeyPrefix      string        `env:"SHOP_KEY_PREFIX" envDefault:"shop:"`
-	RateLimit      RateLimit     `env:"SHOP_RATE_LIMIT" envDefault:"100/10s"`
-	TrustedProxies []string      `env:"SHOP_TRUSTED_PROXIES" envSeparator:","`
-	AccessTTL      time.Duration `env:"SHOP_ACCESS_TTL" envDefault:"15m"`
-	SessionTTL     time.Duration `env:"SHOP_SESSION_TTL" envDefault:"720h"`
-	LogLevel       slog.Level    `env:"SHOP_LOG_LEVEL" envDefault:"info"`
+	RedisCluster bool `env:"SHOP_REDIS_CLUSTER" envDefault:"false"`
+	// OrderPartitions is how many streams the orders are spread over (by
+	// SKU); on a cluster, also the slot groups the SKUs' keys fall in.
+	// 0: 1 on a single Redis, DefaultClusterPartitions on a cluster.
+	OrderPartitions int           `env:"SHOP_ORDER_PARTITIONS" envDefault:"0"`
+	DatabaseURL     string        `env:"SHOP_DATABASE_URL" envDefault:"postgres://postgres@127.0.0.1:5432/shop?sslmode=disable"`
+	JWTSecret       string        `env:"SHOP_JWT_SECRET"`
+	KeyPrefix       string        `env:"SHOP_KEY_PREFIX" envDefault:"shop:"`
+	RateLimit       RateLimit     `env:"SHOP_RATE_LIMIT" envDefault:"100/10s"`
+	TrustedProxies  []string      `env:"SHOP_TRUSTED_PROXIES" envSeparator:","`
+	AccessTTL       time.Duration `env:"SHOP_ACCESS_TTL" envDefault:"15m"`
+	SessionTTL      time.Duration `env:"SHOP_SESSION_TTL" envDefault:"720h"`
+	LogLevel        slog.Level    `env:"SHOP_LOG_LEVEL" envDefault:"info"`
 	// RateLimitIPv6Prefix is how many leading bits of an IPv6 client
 	// address share one rate-limit window.
 	RateLimitIPv6Prefix int `env:"SHOP_RATE_LIMIT_IPV6_PREFIX" envDefault:"64"`
@@ -64,6 +70,24 @@ type Config struct {
 	// limiter groups them).
 	LiveMaxStreams      int `env:"SHOP_LIVE_MAX_STREAMS" envDefault:"10000"`
 	LiveMaxStreamsPerIP int `env:"SHOP_LIVE_MAX_STREAMS_PER_IP" envDefault:"20"`
+}
+
+// DefaultClusterPartitions is SHOP_ORDER_PARTITIONS's default on a
+// cluster: divisible by 2, 3, 4 and 6 masters, so that the partitions
+// spread evenly over slot ranges split as redis-cli --cluster create does.
+const DefaultClusterPartitions = 12
+
+// Partitions is the order stream's partitions as configured; on a cluster
+// they also group the SKUs' keys (keyspace).
+func (c *Config) Partitions() keyspace.Partitions {
+	n := c.OrderPartitions
+	if n == 0 {
+		n = 1
+		if c.RedisCluster {
+			n = DefaultClusterPartitions
+		}
+	}
+	return keyspace.NewPartitions(n, c.RedisCluster)
 }
 
 // Dev reports whether the process runs in development mode (SHOP_ENV=dev).
@@ -171,6 +195,8 @@ func (c *Config) validate() error {
 		{"SHOP_BODY_LIMIT", c.BodyLimit < 1024, "must be at least 1024 bytes"},
 		{"SHOP_SHUTDOWN_TIMEOUT", c.ShutdownTimeout <= 0, "must be positive"},
 		{"SHOP_REDIS_POOL_SIZE", c.RedisPoolSize < 1, "must be at least 1"},
+		{"SHOP_ORDER_PARTITIONS", c.OrderPartitions < 0 || c.OrderPartitions > keyspace.MaxPartitions,
+			fmt.Sprintf("must be from 0 (the default for the mode) to %d", keyspace.MaxPartitions)},
 		{"SHOP_PASSWORD_HASHING", c.PasswordHashing != "owasp" && c.PasswordHashing != "fast", "must be owasp or fast"},
 		{"SHOP_PASSWORD_HASHING", c.PasswordHashing == "fast" && !c.Dev(), "fast is only allowed with SHOP_ENV=dev"},
 		{"SHOP_LIVE_MAX_STREAMS", c.LiveMaxStreams < 1, "must be at least 1"},

@@ -50,6 +50,9 @@ func TestInvalidSettingsNameTheirVariable(t *testing.T) {
 		{"payment_ttl_negative", "SHOP_PAYMENT_TTL", "-1m"},
 		{"payment_ttl_below_a_second", "SHOP_PAYMENT_TTL", "10ms"},
 		{"payment_provider", "SHOP_PAYMENT_PROVIDER", "stripe"},
+		{"order_partitions_negative", "SHOP_ORDER_PARTITIONS", "-1"},
+		{"order_partitions_too_many", "SHOP_ORDER_PARTITIONS", "257"},
+		{"order_partitions_garbage", "SHOP_ORDER_PARTITIONS", "some"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -135,5 +138,28 @@ func TestRedisClusterURL(t *testing.T) {
 	if _, err := config.Load(map[string]string{"SHOP_REDIS_CLUSTER": "maybe"}); err == nil ||
 		!strings.Contains(err.Error(), "SHOP_REDIS_CLUSTER") {
 		t.Errorf("SHOP_REDIS_CLUSTER=maybe: error = %v", err)
+	}
+}
+
+// SHOP_ORDER_PARTITIONS 0 (the default) is one partition on a single Redis
+// and DefaultClusterPartitions, grouping the SKUs, on a cluster.
+func TestOrderPartitions(t *testing.T) {
+	for _, tc := range []struct {
+		env     map[string]string
+		n       int
+		grouped bool
+	}{
+		{map[string]string{}, 1, false},
+		{map[string]string{"SHOP_ORDER_PARTITIONS": "4"}, 4, false},
+		{map[string]string{"SHOP_REDIS_CLUSTER": "true"}, config.DefaultClusterPartitions, true},
+		{map[string]string{"SHOP_REDIS_CLUSTER": "true", "SHOP_ORDER_PARTITIONS": "6"}, 6, true},
+	} {
+		c, err := config.Load(tc.env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := c.Partitions(); p.Count() != tc.n || p.Grouped() != tc.grouped {
+			t.Errorf("%v: %d partitions, grouped %v; want %d, %v", tc.env, p.Count(), p.Grouped(), tc.n, tc.grouped)
+		}
 	}
 }

@@ -127,5 +127,11 @@ type Catalog struct {
 // NewCatalog returns the catalog on db, reading live stock from rdb under
 // the key prefix and caching through c (which may use another Redis).
 func NewCatalog(db *pgxpool.Pool, rdb redis.UniversalClient, c *cache.Cache, prefix string, log *slog.Logger) *Catalog {
-	return &Catalog{db: db, stock: NewStock(rdb, prefix), cache: c, log: log}
+	return NewCatalogOn(db, NewStock(rdb, prefix), c, log)
+}
+
+// NewCatalogOn returns the catalog on db whose live stock is stock (a
+// partitioned one, on a cluster).
+func NewCatalogOn(db *pgxpool.Pool, stock *Stock, c *cache.Cache, log *slog.Logger) *Catalog {
+	return &Catalog{db: db, stock: stock, cache: c, log: log}
 }

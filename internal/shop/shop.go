@@ -91,7 +91,7 @@ const indexStartTimeout = 10 * time.Second
 func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Registry) *App {
 	a := &App{Auth: auth.New(st.DB, st.Redis, AuthConfig(cfg), log, reg)}
 	a.Catalog = NewCatalog(st, cfg, log, reg)
-	a.Stock = inventory.NewStock(st.Redis, cfg.KeyPrefix)
+	a.Stock = NewStock(st, cfg)
 	a.Sales = inventory.NewSales(st.DB, a.Stock)
 	a.Orders = order.New(st.DB, st.Redis, a.Stock, a.Catalog.Exists, cfg.KeyPrefix, log, reg,
 		order.WithPaymentTTL(cfg.PaymentTTL), order.WithPayments(PaymentProvider(cfg)),
@@ -196,7 +196,13 @@ func NewCatalog(st Stores, cfg *config.Config, log *slog.Logger, reg prometheus.
 		reg = prometheus.NewRegistry()
 	}
 	c := cache.New(st.cache(), cache.Options{Prefix: cfg.KeyPrefix + "cache:", TTL: CatalogTTL, Jitter: 0.1}, reg)
-	return inventory.NewCatalog(st.DB, st.Redis, c, cfg.KeyPrefix, log)
+	return inventory.NewCatalogOn(st.DB, NewStock(st, cfg), c, log)
+}
+
+// NewStock is the live stock on st as cfg lays it out: its key prefix and
+// the order partitions its SKUs fall in (on a cluster, their hash tags).
+func NewStock(st Stores, cfg *config.Config) *inventory.Stock {
+	return inventory.NewPartitionedStock(st.Redis, cfg.KeyPrefix, cfg.Partitions())
 }
 
 // AuthConfig is the auth service's part of the configuration.
