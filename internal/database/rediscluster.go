@@ -34,6 +34,13 @@ func OpenUniversal(ctx context.Context, url string, cluster bool, o RedisOptions
 // XREADGROUP, a cart increment) would do the work twice. noResend turns
 // those transport errors into a *ReplyLost that go-redis does not retry
 // and Unavailable counts as an outage.
+//
+// That covers single commands and scripts, not pipelines: go-redis
+// decides to resend a cluster pipeline's commands inside the node's call,
+// before a hook sees the error. The shop's pipelines are reads or
+// idempotent writes (SET, UNLINK, PFADD, cache entries), except the
+// writer's dead-letter MULTI, whose resend may add a second dead-letter
+// entry for the same event (its order is rejected once all the same).
 func OpenCluster(ctx context.Context, url string, o RedisOptions) (*redis.ClusterClient, error) {
 	opts, err := ParseClusterURL(url)
 	if err != nil {
