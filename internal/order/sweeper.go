@@ -122,8 +122,10 @@ func (s *Sweeper) loop(ctx context.Context) error {
 // (what was expired stays so).
 func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 	expired := 0
+	var lag float64 // the most of this sweep's claims, over the partitions
+	defer func() { s.m.lag.Set(lag) }()
 	for p := range s.life.keys.parts.Count() {
-		n, err := s.sweepPartition(ctx, p)
+		n, err := s.sweepPartition(ctx, p, &lag)
 		expired += n
 		if err != nil {
 			return expired, err
@@ -132,10 +134,10 @@ func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 	return expired, nil
 }
 
-func (s *Sweeper) sweepPartition(ctx context.Context, p int) (int, error) {
+func (s *Sweeper) sweepPartition(ctx context.Context, p int, lag *float64) (int, error) {
 	expired := 0
 	for {
-		ids, err := s.claim(ctx, p)
+		ids, err := s.claim(ctx, p, lag)
 		if err != nil {
 			return expired, err
 		}
@@ -173,7 +175,7 @@ for i = 1, #due, 2 do
 end
 return out`)
 
-func (s *Sweeper) claim(ctx context.Context, p int) ([]string, error) {
+func (s *Sweeper) claim(ctx context.Context, p int, lag *float64) ([]string, error) {
 	cctx, cancel := context.WithTimeout(ctx, lifecycleTimeout)
 	defer cancel()
 	reply, err := claimScript.Run(cctx, s.life.rdb, []string{s.life.keys.due(p)}, s.o.Batch, s.o.Lease.Milliseconds()).StringSlice()
@@ -182,7 +184,7 @@ func (s *Sweeper) claim(ctx context.Context, p int) ([]string, error) {
 	}
 	now, _ := strconv.ParseFloat(reply[0], 64)
 	oldest, _ := strconv.ParseFloat(reply[1], 64)
-	s.m.lag.Set(max(now-oldest, 0) / 1000)
+	*lag = max(*lag, max(now-oldest, 0)/1000)
 	return reply[2:], nil
 }
 
