@@ -178,6 +178,9 @@ func (w *Writer) InjectFaults(beforeCommit, afterCommit func() error) {
 func (w *Writer) Run(ctx context.Context) error {
 	for p := range w.keys.parts.Count() {
 		if err := w.ensureGroup(ctx, p); err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped before it started: nothing in hand
+			}
 			return err
 		}
 	}
