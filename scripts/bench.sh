@@ -111,7 +111,7 @@ SHA=
 rb_reset() {
   # Loaded each time: a test run elsewhere may have flushed the script cache.
   SHA=$(rcli SCRIPT LOAD "$(cat internal/order/reserve.lua)")
-  rcli unlink "${RBP}orders" "${RBP}sale:{rb}:buyers" >/dev/null
+  rcli unlink "${RBP}orders" "${RBP}orders:due" "${RBP}sale:{rb}:buyers" >/dev/null
   rcli hset "${RBP}sale:{rb}" round 1 quantity 1000000000000 available 1000000000000 limit 0 \
     starts_ms 0 ends_ms 0 price_cents 100 >/dev/null
 }
@@ -147,7 +147,7 @@ purchases() {
   redis-benchmark -h "$RHOST" -p "$RPORT" --dbnum "$RDB" -c "$RB_CLIENTS" -n "$RB_REQUESTS" -r 1000000000 --csv \
     EVALSHA "$SHA" 8 "${RBP}orders" "${RBP}order:__rand_int__" "${RBP}orders:pending:{__rand_int__}" \
     "${RBP}idem:{__rand_int__}:__rand_int__" "${RBP}nocart" "${RBP}orders:due" "${RBP}sale:{rb}" "${RBP}sale:{rb}:buyers" \
-    __rand_int__ __rand_int__ 604800000 86400000 1 0 900000 1 rb 1 "${RBP}sale:{rb}:changed" >"$rb"
+    __rand_int__ __rand_int__ 604800000 86400000 1 0 900000 0 1 rb 1 "${RBP}sale:{rb}:changed" >"$rb"
   # The bare script's keys (200k status hashes with a week's TTL) go now.
   rcli --scan --pattern "${RBP}*" | xargs -r -n 500 redis-cli -h "$RHOST" -p "$RPORT" -n "$RDB" unlink >/dev/null
   local http script

@@ -11,7 +11,7 @@ import (
 
 	"github.com/shop-oss/shop/internal/audit"
 	"github.com/shop-oss/shop/internal/config"
-	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/shop"
 )
 
 func newAuditCmd(a *app) *cobra.Command {
@@ -38,7 +38,7 @@ func newAuditCmd(a *app) *cobra.Command {
 // runAudit runs the checks and prints the report; a violation is an error
 // (exit 1) naming the first problem.
 func (a *app) runAudit(ctx context.Context, cfg *config.Config, log *slog.Logger, st *stores, lagBound time.Duration) error {
-	aud := audit.New(st.db, st.redis, inventory.NewStock(st.redis, cfg.KeyPrefix), cfg.KeyPrefix, log)
+	aud := audit.New(st.db, st.redis, shop.NewStock(st.shop(), cfg), cfg.KeyPrefix, log)
 	aud.LagBound = lagBound
 	rep, err := aud.Run(ctx)
 	if err != nil {

@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shop-oss/shop/internal/config"
-	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/recovery"
+	"github.com/shop-oss/shop/internal/shop"
 )
 
 func newRecoverCmd(a *app) *cobra.Command {
@@ -70,7 +70,7 @@ func readAccepted(path string, stdin io.Reader) ([]string, error) {
 // runRecover rebuilds and prints what it did; lost orders are an error
 // (exit 1) after their lines.
 func (a *app) runRecover(ctx context.Context, cfg *config.Config, log *slog.Logger, st *stores, accepted []string, checked, asJSON bool) error {
-	r := recovery.New(st.db, st.redis, inventory.NewStock(st.redis, cfg.KeyPrefix), cfg.KeyPrefix, log)
+	r := recovery.New(st.db, st.redis, shop.NewStock(st.shop(), cfg), cfg.KeyPrefix, log)
 	rep, err := r.Run(ctx, accepted)
 	if err != nil {
 		return err

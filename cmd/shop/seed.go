@@ -97,7 +97,7 @@ func (a *app) seedDemo(ctx context.Context) error {
 		return fmt.Errorf("seed demo: admin: %w", err)
 	}
 	catalog := shop.NewCatalog(st.shop(), cfg, log, nil)
-	sales := inventory.NewSales(st.db, inventory.NewStock(st.redis, cfg.KeyPrefix))
+	sales := inventory.NewSales(st.db, shop.NewStock(st.shop(), cfg))
 	for _, p := range demoCatalog {
 		if err := seedProduct(ctx, catalog, sales, p); err != nil {
 			return fmt.Errorf("seed demo: %s: %w", p.sku, err)
@@ -106,7 +106,7 @@ func (a *app) seedDemo(ctx context.Context) error {
 	if err := seedStores(ctx, pickup.New(st.db, st.redis, lock.New(st.redis, cfg.KeyPrefix), cfg.KeyPrefix, log)); err != nil {
 		return err
 	}
-	stock := inventory.NewStock(st.redis, cfg.KeyPrefix)
+	stock := shop.NewStock(st.shop(), cfg)
 	reg := newRegistry()
 	orders := order.New(st.db, st.redis, stock, catalog.Exists, cfg.KeyPrefix, log, reg)
 	boards := bestseller.New(st.redis, st.db, catalog, lock.New(st.redis, cfg.KeyPrefix), cfg.KeyPrefix, log, reg)

@@ -46,7 +46,7 @@ type serveOptions struct {
 
 // stores are the open connections a command works with.
 type stores struct {
-	redis *redis.Client
+	redis redis.UniversalClient // one server, or a cluster (SHOP_REDIS_CLUSTER)
 	db    *pgxpool.Pool
 	// cache is the catalog cache's own Redis (SHOP_CACHE_REDIS_URL); nil
 	// when the cache lives in redis.
@@ -81,7 +81,7 @@ func openStores(ctx context.Context, cfg *config.Config, log *slog.Logger) (*sto
 	// go-redis logs pool dial failures through a package-level logger;
 	// route it into ours instead of raw lines on stderr.
 	redis.SetLogger(redisLogger{log})
-	rdb, err := database.OpenRedis(ctx, cfg.RedisURL, database.RedisOptions{PoolSize: cfg.RedisPoolSize})
+	rdb, err := database.OpenUniversal(ctx, cfg.RedisURL, cfg.RedisCluster, database.RedisOptions{PoolSize: cfg.RedisPoolSize})
 	if err != nil {
 		return nil, err
 	}

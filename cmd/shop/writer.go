@@ -14,7 +14,6 @@ import (
 
 	"github.com/shop-oss/shop/internal/bestseller"
 	"github.com/shop-oss/shop/internal/config"
-	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/lock"
 	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/shop"
@@ -89,7 +88,7 @@ func newWriterCmd(a *app) *cobra.Command {
 			}
 			// The writer process sweeps too: with no serving instance up,
 			// unpaid orders still expire.
-			sweeper := shop.NewSweeper(st.shop(), cfg, inventory.NewStock(st.redis, cfg.KeyPrefix),
+			sweeper := shop.NewSweeper(st.shop(), cfg, shop.NewStock(st.shop(), cfg),
 				lock.New(st.redis, cfg.KeyPrefix), log, reg)
 			sctx, stopSweeper := context.WithCancel(ctx)
 			done := make(chan struct{})
@@ -129,6 +128,7 @@ func newWriter(st *stores, cfg *config.Config, log *slog.Logger, reg prometheus.
 			lock.New(st.redis, cfg.KeyPrefix), cfg.KeyPrefix, log, reg)
 	}
 	o := wf.options()
+	o.Partitions = cfg.Partitions()
 	o.AfterCommit = shop.AfterCommit(boards)
 	o.AfterTransition = shop.AfterTransition(boards)
 	return order.NewWriter(st.db, st.redis, cfg.KeyPrefix, log, reg, o)

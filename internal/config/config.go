@@ -17,22 +17,32 @@ import (
 	"time"
 
 	"github.com/caarlos0/env/v11"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/keyspace"
 )
 
 // Config is every setting of the shop process. See API.md's configuration
 // table for the contract; the extra fields are additions with safe defaults.
 type Config struct {
-	Env            string        `env:"SHOP_ENV"`
-	Addr           string        `env:"SHOP_ADDR" envDefault:":8080"`
-	RedisURL       string        `env:"SHOP_REDIS_URL" envDefault:"redis://127.0.0.1:6379/0"`
-	DatabaseURL    string        `env:"SHOP_DATABASE_URL" envDefault:"postgres://postgres@127.0.0.1:5432/shop?sslmode=disable"`
-	JWTSecret      string        `env:"SHOP_JWT_SECRET"`
-	KeyPrefix      string        `env:"SHOP_KEY_PREFIX" envDefault:"shop:"`
-	RateLimit      RateLimit     `env:"SHOP_RATE_LIMIT" envDefault:"100/10s"`
-	TrustedProxies []string      `env:"SHOP_TRUSTED_PROXIES" envSeparator:","`
-	AccessTTL      time.Duration `env:"SHOP_ACCESS_TTL" envDefault:"15m"`
-	SessionTTL     time.Duration `env:"SHOP_SESSION_TTL" envDefault:"720h"`
-	LogLevel       slog.Level    `env:"SHOP_LOG_LEVEL" envDefault:"info"`
+	Env      string `env:"SHOP_ENV"`
+	Addr     string `env:"SHOP_ADDR" envDefault:":8080"`
+	RedisURL string `env:"SHOP_REDIS_URL" envDefault:"redis://127.0.0.1:6379/0"`
+	// RedisCluster: SHOP_REDIS_URL names a Redis Cluster (one seed node,
+	// more as ?addr=host:port&addr=...).
+	RedisCluster bool `env:"SHOP_REDIS_CLUSTER" envDefault:"false"`
+	// OrderPartitions is how many streams the orders are spread over (by
+	// SKU); on a cluster, also the slot groups the SKUs' keys fall in.
+	// 0: 1 on a single Redis, DefaultClusterPartitions on a cluster.
+	OrderPartitions int           `env:"SHOP_ORDER_PARTITIONS" envDefault:"0"`
+	DatabaseURL     string        `env:"SHOP_DATABASE_URL" envDefault:"postgres://postgres@127.0.0.1:5432/shop?sslmode=disable"`
+	JWTSecret       string        `env:"SHOP_JWT_SECRET"`
+	KeyPrefix       string        `env:"SHOP_KEY_PREFIX" envDefault:"shop:"`
+	RateLimit       RateLimit     `env:"SHOP_RATE_LIMIT" envDefault:"100/10s"`
+	TrustedProxies  []string      `env:"SHOP_TRUSTED_PROXIES" envSeparator:","`
+	AccessTTL       time.Duration `env:"SHOP_ACCESS_TTL" envDefault:"15m"`
+	SessionTTL      time.Duration `env:"SHOP_SESSION_TTL" envDefault:"720h"`
+	LogLevel        slog.Level    `env:"SHOP_LOG_LEVEL" envDefault:"info"`
 	// RateLimitIPv6Prefix is how many leading bits of an IPv6 client
 	// address share one rate-limit window.
 	RateLimitIPv6Prefix int `env:"SHOP_RATE_LIMIT_IPV6_PREFIX" envDefault:"64"`
@@ -81,6 +91,24 @@ type Config struct {
 	NearCacheTTL time.Duration `env:"SHOP_NEAR_CACHE_TTL" envDefault:"0"`
 	// NearCacheSize bounds the entries of each of the two (LRU).
 	NearCacheSize int `env:"SHOP_NEAR_CACHE_SIZE" envDefault:"10000"`
+}
+
+// DefaultClusterPartitions is SHOP_ORDER_PARTITIONS's default on a
+// cluster: divisible by 2, 3, 4 and 6 masters, so that the partitions
+// spread evenly over slot ranges split as redis-cli --cluster create does.
+const DefaultClusterPartitions = 12
+
+// Partitions is the order stream's partitions as configured; on a cluster
+// they also group the SKUs' keys (keyspace).
+func (c *Config) Partitions() keyspace.Partitions {
+	n := c.OrderPartitions
+	if n == 0 {
+		n = 1
+		if c.RedisCluster {
+			n = DefaultClusterPartitions
+		}
+	}
+	return keyspace.NewPartitions(n, c.RedisCluster)
 }
 
 // Dev reports whether the process runs in development mode (SHOP_ENV=dev).
@@ -190,6 +218,8 @@ func (c *Config) validate() error {
 		{"SHOP_REDIS_POOL_SIZE", c.RedisPoolSize < 1, "must be at least 1"},
 		{"SHOP_REDIS_PIPELINE_BATCHES", c.RedisPipelineBatches < 1 || c.RedisPipelineBatches > 64, "must be from 1 to 64"},
 		{"SHOP_REDIS_PIPELINE_DELAY", c.RedisPipelineDelay < 0 || c.RedisPipelineDelay > 10*time.Millisecond, "must be from 0 to 10ms"},
+		{"SHOP_ORDER_PARTITIONS", c.OrderPartitions < 0 || c.OrderPartitions > keyspace.MaxPartitions,
+			fmt.Sprintf("must be from 0 (the default for the mode) to %d", keyspace.MaxPartitions)},
 		{"SHOP_PASSWORD_HASHING", c.PasswordHashing != "owasp" && c.PasswordHashing != "fast", "must be owasp or fast"},
 		{"SHOP_PASSWORD_HASHING", c.PasswordHashing == "fast" && !c.Dev(), "fast is only allowed with SHOP_ENV=dev"},
 		{"SHOP_LIVE_MAX_STREAMS", c.LiveMaxStreams < 1, "must be at least 1"},
@@ -200,6 +230,11 @@ func (c *Config) validate() error {
 	for _, ch := range checks {
 		if ch.bad {
 			return fmt.Errorf("invalid %s: %s", ch.name, ch.why)
+		}
+	}
+	if c.RedisCluster {
+		if err := clusterURL(c.RedisURL); err != nil {
+			return fmt.Errorf("invalid SHOP_REDIS_URL (SHOP_REDIS_CLUSTER=true): %w", err)
 		}
 	}
 	if c.CacheRedisURL != "" && !redisURL(c.CacheRedisURL) {
@@ -218,6 +253,28 @@ func (c *Config) validate() error {
 func redisURL(s string) bool {
 	u, err := url.Parse(s)
 	return err == nil && (u.Scheme == "redis" || u.Scheme == "rediss" || u.Scheme == "unix")
+}
+
+// clusterURL checks SHOP_REDIS_URL in cluster mode: redis:// or rediss://
+// (no unix socket: the nodes announce TCP addresses), database 0 or none,
+// seeds as addr=host:port, and no option go-redis would refuse.
+func clusterURL(s string) error {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return errors.New("not a URL")
+	case u.Scheme != "redis" && u.Scheme != "rediss":
+		return errors.New("must be a redis:// or rediss:// URL")
+	case u.Host == "":
+		return errors.New("must name a seed node (host:port)")
+	}
+	if db := strings.Trim(u.Path, "/"); db != "" && db != "0" {
+		return fmt.Errorf("database %s: a cluster has only database 0", db)
+	}
+	if _, err := redis.ParseClusterURL(s); err != nil {
+		return errors.New(strings.TrimPrefix(err.Error(), "redis: "))
+	}
+	return nil
 }
 
 // trimAll drops blank entries, so SHOP_TRUSTED_PROXIES="" or "a, b," work.

@@ -56,6 +56,9 @@ func TestInvalidSettingsNameTheirVariable(t *testing.T) {
 		{"pipeline_too_many_batches", "SHOP_REDIS_PIPELINE_BATCHES", "65"},
 		{"pipeline_negative_delay", "SHOP_REDIS_PIPELINE_DELAY", "-1us"},
 		{"pipeline_long_delay", "SHOP_REDIS_PIPELINE_DELAY", "11ms"},
+		{"order_partitions_negative", "SHOP_ORDER_PARTITIONS", "-1"},
+		{"order_partitions_too_many", "SHOP_ORDER_PARTITIONS", "257"},
+		{"order_partitions_garbage", "SHOP_ORDER_PARTITIONS", "some"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -105,6 +108,64 @@ func TestCacheRedisURL(t *testing.T) {
 		c, err := config.Load(map[string]string{"SHOP_CACHE_REDIS_URL": u})
 		if err != nil || c.CacheRedisURL != u {
 			t.Errorf("SHOP_CACHE_REDIS_URL=%s: %+v %v", u, c, err)
+		}
+	}
+}
+
+// In cluster mode SHOP_REDIS_URL is a seed node with more seeds as
+// ?addr=; a URL a cluster cannot serve fails Load naming SHOP_REDIS_URL.
+func TestRedisClusterURL(t *testing.T) {
+	for _, u := range []string{
+		"redis://127.0.0.1:7000",
+		"redis://127.0.0.1:7000/0?addr=127.0.0.1:7001&addr=127.0.0.1:7002",
+		"rediss://user:pw@node1:6379/?addr=node2:6379",
+	} {
+		c, err := config.Load(map[string]string{"SHOP_REDIS_CLUSTER": "true", "SHOP_REDIS_URL": u})
+		if err != nil || !c.RedisCluster {
+			t.Errorf("SHOP_REDIS_URL=%s: %+v %v", u, c, err)
+		}
+	}
+	for _, u := range []string{
+		"unix:///tmp/redis.sock",
+		"redis://127.0.0.1:7000/1",
+		"redis://127.0.0.1:7000?addr=nohostport",
+		"redis://127.0.0.1:7000?master_name=x",
+		"redis:///0",
+	} {
+		_, err := config.Load(map[string]string{"SHOP_REDIS_CLUSTER": "true", "SHOP_REDIS_URL": u})
+		if err == nil || !strings.Contains(err.Error(), "SHOP_REDIS_URL") {
+			t.Errorf("SHOP_REDIS_URL=%s with SHOP_REDIS_CLUSTER=true: error = %v, want one naming SHOP_REDIS_URL", u, err)
+		}
+	}
+	// The same database number is fine on a single Redis.
+	if _, err := config.Load(map[string]string{"SHOP_REDIS_URL": "redis://127.0.0.1:7000/1"}); err != nil {
+		t.Errorf("single Redis, database 1: %v", err)
+	}
+	if _, err := config.Load(map[string]string{"SHOP_REDIS_CLUSTER": "maybe"}); err == nil ||
+		!strings.Contains(err.Error(), "SHOP_REDIS_CLUSTER") {
+		t.Errorf("SHOP_REDIS_CLUSTER=maybe: error = %v", err)
+	}
+}
+
+// SHOP_ORDER_PARTITIONS 0 (the default) is one partition on a single Redis
+// and DefaultClusterPartitions, grouping the SKUs, on a cluster.
+func TestOrderPartitions(t *testing.T) {
+	for _, tc := range []struct {
+		env     map[string]string
+		n       int
+		grouped bool
+	}{
+		{map[string]string{}, 1, false},
+		{map[string]string{"SHOP_ORDER_PARTITIONS": "4"}, 4, false},
+		{map[string]string{"SHOP_REDIS_CLUSTER": "true"}, config.DefaultClusterPartitions, true},
+		{map[string]string{"SHOP_REDIS_CLUSTER": "true", "SHOP_ORDER_PARTITIONS": "6"}, 6, true},
+	} {
+		c, err := config.Load(tc.env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := c.Partitions(); p.Count() != tc.n || p.Grouped() != tc.grouped {
+			t.Errorf("%v: %d partitions, grouped %v; want %d, %v", tc.env, p.Count(), p.Grouped(), tc.n, tc.grouped)
 		}
 	}
 }

@@ -34,7 +34,8 @@ import (
 //
 // Otherwise the transport decides: a network error or timeout (dial
 // refused, reset, i/o timeout), an unexpected EOF, a connection that never
-// connected (pgconn.ConnectError), a context that ended (its deadline, or a
+// connected (pgconn.ConnectError), a cluster node's lost reply
+// (ReplyLost), a context that ended (its deadline, or a
 // cancellation by shutdown), a closed or exhausted pool.
 func Unavailable(err error) bool {
 	if err == nil || errors.Is(err, redis.Nil) {
@@ -87,7 +88,10 @@ func redisOutage(msg string) bool {
 func transportFailure(err error) bool {
 	var netErr net.Error
 	var connectErr *pgconn.ConnectError
+	var lost *ReplyLost
 	switch {
+	case errors.As(err, &lost):
+		return true
 	case errors.As(err, &netErr), errors.As(err, &connectErr), pgconn.Timeout(err):
 		return true
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):

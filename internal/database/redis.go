@@ -67,7 +67,15 @@ func OpenRedis(ctx context.Context, url string, o RedisOptions) (*redis.Client, 
 // Managed Redis often renames CONFIG or denies it by ACL; then the policy
 // cannot be read, and CheckNoEviction logs a warning on log and returns nil
 // rather than keep the shop from starting.
-func CheckNoEviction(ctx context.Context, rdb *redis.Client, log *slog.Logger) error {
+//
+// On a Redis Cluster every master is checked: any of them may hold a SKU.
+func CheckNoEviction(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger) error {
+	return onEveryServer(ctx, rdb, func(ctx context.Context, node *redis.Client) error {
+		return checkNoEviction(ctx, node, log)
+	})
+}
+
+func checkNoEviction(ctx context.Context, rdb *redis.Client, log *slog.Logger) error {
 	addr := rdb.Options().Addr
 	cctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
@@ -102,7 +110,15 @@ func CheckNoEviction(ctx context.Context, rdb *redis.Client, log *slog.Logger) e
 // CheckNoEviction's, since a cache-only or throwaway Redis may be meant
 // that way; callers skip it in development. A Redis that will not tell
 // (CONFIG refused, as CheckNoEviction already says) gets no second line.
-func WarnWithoutAOF(ctx context.Context, rdb *redis.Client, log *slog.Logger) {
+// On a Redis Cluster each master without AOF gets its line.
+func WarnWithoutAOF(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger) {
+	_ = onEveryServer(ctx, rdb, func(ctx context.Context, node *redis.Client) error {
+		warnWithoutAOF(ctx, node, log)
+		return nil
+	})
+}
+
+func warnWithoutAOF(ctx context.Context, rdb *redis.Client, log *slog.Logger) {
 	cctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
 	reply, err := rdb.ConfigGet(cctx, "appendonly").Result()
@@ -197,4 +213,16 @@ func (p pipelined) run(ctx context.Context, name, payload string, keys []string,
 		return late
 	}
 	return cmd
+}
+
+// onEveryServer runs fn on the one server of a single-node client, or on
+// every master of a cluster (concurrently; the first error is returned).
+func onEveryServer(ctx context.Context, rdb redis.UniversalClient, fn func(context.Context, *redis.Client) error) error {
+	switch c := rdb.(type) {
+	case *redis.Client:
+		return fn(ctx, c)
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, fn)
+	}
+	return fmt.Errorf("redis: unsupported client %T", rdb)
 }

@@ -13,7 +13,8 @@ import (
 // state it left on the SKU's Redis Pub/Sub channel, in the same atomic step
 // as the change:
 //
-//	channel  <prefix>sale:{<sku>}:changed
+//	channel  <prefix>sale:{<sku>}:changed (on a cluster
+//	         <prefix>sale:{<partition tag>}<sku>:changed, see stock.go)
 //	message  "<round> <available> <starts_ms> <ends_ms>"  (integers; round 0:
 //	         no sale, the SKU's live state is gone)
 //
@@ -31,7 +32,7 @@ func (s *Stock) ChangesChannel(sku string) string { return s.SaleKey(sku) + ":ch
 // ChangesPattern matches every SKU's changes channel (PSUBSCRIBE); the
 // prefix's glob characters are escaped.
 func (s *Stock) ChangesPattern() string {
-	return globEscaper.Replace(s.prefix) + "sale:{*}:changed"
+	return globEscaper.Replace(s.prefix) + "sale:{*}*:changed"
 }
 
 var globEscaper = strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`)
@@ -47,9 +48,12 @@ type Change struct {
 
 // ParseChange reads a message received on channel.
 func (s *Stock) ParseChange(channel, payload string) (Change, error) {
-	sku, ok := strings.CutPrefix(channel, s.prefix+"sale:{")
+	sku, ok := strings.CutPrefix(channel, s.prefix+"sale:")
 	if ok {
-		sku, ok = strings.CutSuffix(sku, "}:changed")
+		sku, ok = strings.CutSuffix(sku, ":changed")
+	}
+	if ok {
+		sku, ok = channelSKU(s, sku)
 	}
 	if !ok || !ValidSKU(sku) {
 		return Change{}, fmt.Errorf("stock change on %q: not a changes channel", channel)
@@ -66,6 +70,20 @@ func (s *Stock) ParseChange(channel, payload string) (Change, error) {
 		}
 	}
 	return Change{SKU: sku, Round: n[0], Available: n[1], StartsAt: fromMilli(n[2]), EndsAt: fromMilli(n[3])}, nil
+}
+
+// channelSKU reads the SKU from a channel's "{<sku>}" (or, grouped,
+// "{<tag>}<sku>") and checks that the channel is the SKU's own.
+func channelSKU(s *Stock, name string) (string, bool) {
+	tag, rest, ok := strings.Cut(name, "}")
+	if !ok || !strings.HasPrefix(tag, "{") {
+		return "", false
+	}
+	sku := rest
+	if !s.parts.Grouped() {
+		sku = tag[1:]
+	}
+	return sku, s.ChangesChannel(sku) == s.prefix+"sale:"+name+":changed"
 }
 
 // Current returns sku's live state as a Change (Round 0 when it has no

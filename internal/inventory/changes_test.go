@@ -86,7 +86,7 @@ func TestStockChangesArePublished(t *testing.T) {
 func TestParseChangeRefusesStrangers(t *testing.T) {
 	t.Parallel()
 	s := inventory.NewStock(nil, "p*:")
-	if got := s.ChangesPattern(); got != `p\*:sale:{*}:changed` {
+	if got := s.ChangesPattern(); got != `p\*:sale:{*}*:changed` {
 		t.Errorf("pattern %q", got)
 	}
 	for _, m := range []struct{ channel, payload string }{

@@ -144,7 +144,13 @@ func WithStockView(v *StockView) CatalogOption { return func(s *Catalog) { s.vie
 // NewCatalog returns the catalog on db, reading live stock from rdb under
 // the key prefix and caching through c (which may use another Redis).
 func NewCatalog(db *pgxpool.Pool, rdb redis.UniversalClient, c *cache.Cache, prefix string, log *slog.Logger, opts ...CatalogOption) *Catalog {
-	s := &Catalog{db: db, stock: NewStock(rdb, prefix), cache: c, log: log}
+	return NewCatalogOn(db, NewStock(rdb, prefix), c, log, opts...)
+}
+
+// NewCatalogOn returns the catalog on db whose live stock is stock (a
+// partitioned one, on a cluster).
+func NewCatalogOn(db *pgxpool.Pool, stock *Stock, c *cache.Cache, log *slog.Logger, opts ...CatalogOption) *Catalog {
+	s := &Catalog{db: db, stock: stock, cache: c, log: log}
 	for _, o := range opts {
 		o(s)
 	}

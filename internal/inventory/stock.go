@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/keyspace"
 )
 
 // Live stock: the state of each SKU's current sale round in Redis.
@@ -27,7 +29,14 @@ import (
 // the order stream after Redis lost writes (`shop recover`). Every change
 // is published on the SKU's changes channel (changes.go).
 //
-// The {<sku>} hash tag keeps a SKU's keys in one cluster slot. The sale hash
+// The {<sku>} hash tag keeps a SKU's keys in one cluster slot. On a Redis
+// Cluster (a Stock built by NewPartitionedStock with grouped partitions)
+// the tag is the SKU's order-stream partition instead, so that a purchase
+// takes stock and appends its order event in one slot:
+//
+//	<prefix>sale:{<partition tag>}<sku>   (and :buyers, :released, :changed)
+//
+// See internal/keyspace. The sale hash
 // is the live record of what is left to sell, so it expires only when the
 // round has an end (a week after it); an open-ended round keeps its state
 // until the next seeding replaces it.
@@ -42,17 +51,35 @@ var (
 type Stock struct {
 	rdb    redis.UniversalClient
 	prefix string
+	parts  keyspace.Partitions
 }
 
-// NewStock returns the live stock whose keys start with prefix.
+// NewStock returns the live stock whose keys start with prefix, on a
+// single Redis with one order partition (every SKU tagged by itself).
 func NewStock(rdb redis.UniversalClient, prefix string) *Stock {
-	return &Stock{rdb: rdb, prefix: prefix}
+	return NewPartitionedStock(rdb, prefix, keyspace.Partitions{})
 }
+
+// NewPartitionedStock returns the live stock under prefix whose SKUs fall
+// in parts; grouped partitions (a cluster) tag each SKU's keys by its
+// partition.
+func NewPartitionedStock(rdb redis.UniversalClient, prefix string, parts keyspace.Partitions) *Stock {
+	return &Stock{rdb: rdb, prefix: prefix, parts: parts}
+}
+
+// Partitions is how the SKUs fall in the order stream's partitions: the
+// order package appends a SKU's orders to the partition Partitions().Of.
+func (s *Stock) Partitions() keyspace.Partitions { return s.parts }
 
 // SaleKey is the key of sku's sale state hash. The order package's reserve
 // script reads and changes it (see the Live stock format above); nothing
 // else outside this package may.
-func (s *Stock) SaleKey(sku string) string { return s.prefix + "sale:{" + sku + "}" }
+func (s *Stock) SaleKey(sku string) string {
+	if s.parts.Grouped() {
+		return s.prefix + "sale:" + s.parts.Tag(s.parts.Of(sku)) + sku
+	}
+	return s.prefix + "sale:{" + sku + "}"
+}
 
 // BuyersKey is the key of sku's per-buyer counts, the reserve script's too.
 func (s *Stock) BuyersKey(sku string) string { return s.SaleKey(sku) + ":buyers" }

@@ -137,10 +137,10 @@ func TestReadStoreCatchesLifecycleCorruption(t *testing.T) {
 		fails, names    string
 	}{
 		{"clean", func() {}, func() {}, "", ""},
-		{"unit_from_nowhere", func() { rdb.HIncrBy(ctx, saleKey(prefix, sku), "available", 1) },
-			func() { rdb.HIncrBy(ctx, saleKey(prefix, sku), "available", -1) }, "I4", "available 6"},
-		{"paid_order_released", func() { rdb.SAdd(ctx, releasedKey(prefix, sku), paid) },
-			func() { rdb.SRem(ctx, releasedKey(prefix, sku), paid) }, "I7", paid + " (paid)"},
+		{"unit_from_nowhere", func() { rdb.HIncrBy(ctx, Layout{Prefix: prefix}.saleKey(sku), "available", 1) },
+			func() { rdb.HIncrBy(ctx, Layout{Prefix: prefix}.saleKey(sku), "available", -1) }, "I4", "available 6"},
+		{"paid_order_released", func() { rdb.SAdd(ctx, Layout{Prefix: prefix}.releasedKey(sku), paid) },
+			func() { rdb.SRem(ctx, Layout{Prefix: prefix}.releasedKey(sku), paid) }, "I7", paid + " (paid)"},
 		{"transition_lost", func() {
 			exec(`UPDATE order_transitions SET order_id = gen_random_uuid() WHERE order_id = $1`, expired)
 		}, func() {}, "I7", expired + ": Redis expired, PostgreSQL confirmed"},

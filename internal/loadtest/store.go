@@ -14,18 +14,44 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/keyspace"
 )
 
 // The keys and tables read here belong to inventory (the sale hash and its
 // buyer counts) and order (the order stream, its group and dead letters).
 // They are read directly, not through the packages, on purpose: the check
-// must not trust the code it checks.
-func saleKey(prefix, sku string) string { return prefix + "sale:{" + sku + "}" }
-func buyersKey(prefix, sku string) string {
-	return saleKey(prefix, sku) + ":buyers"
+// must not trust the code it checks. Only where the keys fall (the order
+// partitions and, on a cluster, the SKU's tag) comes from keyspace.
+
+// Layout is where a shop's keys are: its prefix and its order partitions
+// (the zero Partitions: one, on a single Redis).
+type Layout struct {
+	Prefix     string
+	Partitions keyspace.Partitions
 }
-func releasedKey(prefix, sku string) string { return saleKey(prefix, sku) + ":released" }
-func statusKey(prefix, id string) string    { return prefix + "order:" + id }
+
+func (l Layout) saleKey(sku string) string {
+	if l.Partitions.Grouped() {
+		return l.Prefix + "sale:" + l.Partitions.Tag(l.Partitions.Of(sku)) + sku
+	}
+	return l.Prefix + "sale:{" + sku + "}"
+}
+
+func (l Layout) buyersKey(sku string) string { return l.saleKey(sku) + ":buyers" }
+
+// stream is order partition k's stream ("orders" alone: partition 0 on a
+// single Redis); its dead letters are stream + ":dead".
+func (l Layout) stream(k int) string {
+	if l.Partitions.Legacy(k) {
+		return l.Prefix + "orders"
+	}
+	return l.Prefix + "orders:" + l.Partitions.Tag(k)
+}
+
+func (l Layout) releasedKey(sku string) string { return l.saleKey(sku) + ":released" }
+
+func statusKey(prefix, id string) string { return prefix + "order:" + id }
 
 // kindTransition marks the order stream's transition entries (an order
 // leaving confirmed), beside its order events.
@@ -34,8 +60,14 @@ const kindTransition = "transition"
 const writersGroup = "writers"
 
 // ReadStore reads the sale of sku's latest round straight from Redis
-// (keys under prefix) and PostgreSQL.
+// (keys under prefix, one order partition) and PostgreSQL.
 func ReadStore(ctx context.Context, rdb redis.UniversalClient, db *pgxpool.Pool, prefix, sku string) (*Store, error) {
+	return ReadStoreIn(ctx, rdb, db, Layout{Prefix: prefix}, sku)
+}
+
+// ReadStoreIn is ReadStore for the keys of l: every partition's stream,
+// pending entries and dead letters are read.
+func ReadStoreIn(ctx context.Context, rdb redis.UniversalClient, db *pgxpool.Pool, l Layout, sku string) (*Store, error) {
 	st := &Store{}
 	err := db.QueryRow(ctx, `SELECT id, quantity, sold FROM sale_rounds WHERE sku = $1 ORDER BY id DESC LIMIT 1`, sku).
 		Scan(&st.Round, &st.RoundQuantity, &st.RoundSold)
@@ -45,37 +77,52 @@ func ReadStore(ctx context.Context, rdb redis.UniversalClient, db *pgxpool.Pool,
 	if st.Rows, err = readRows(ctx, db, st.Round); err != nil {
 		return nil, err
 	}
-	if err := readLive(ctx, rdb, prefix, sku, st); err != nil {
+	if err := readLive(ctx, rdb, l, sku, st); err != nil {
 		return nil, err
 	}
-	if st.Stream, _, err = readEntries(ctx, rdb, prefix+"orders", "", sku, st.Round); err != nil {
-		return nil, err
+	for k := range l.Partitions.Count() {
+		if err := readPartition(ctx, rdb, l.stream(k), sku, st); err != nil {
+			return nil, err
+		}
 	}
-	var deadTransitions []Entry
-	if st.Dead, deadTransitions, err = readEntries(ctx, rdb, prefix+"orders:dead", "event_", sku, st.Round); err != nil {
-		return nil, err
+	// The statuses after the pending lists: a writer acknowledges an entry
+	// and confirms its order in one step, so an entry no longer pending
+	// has its status confirmed by now (read the other way round, a drain
+	// in between would show acknowledged orders still pending).
+	return st, readLifecycle(ctx, rdb, db, l, sku, st)
+}
+
+// readPartition adds one partition's entries, dead letters (order events
+// and transitions apart) and pending ids to st.
+func readPartition(ctx context.Context, rdb redis.UniversalClient, stream, sku string, st *Store) error {
+	entries, _, err := readEntries(ctx, rdb, stream, "", sku, st.Round)
+	if err != nil {
+		return err
+	}
+	dead, deadTransitions, err := readEntries(ctx, rdb, stream+":dead", "event_", sku, st.Round)
+	if err != nil {
+		return err
 	}
 	for _, d := range deadTransitions {
 		st.DeadTransitions = append(st.DeadTransitions, d.OrderID)
 	}
-	if st.Pending, st.Missing, err = readPending(ctx, rdb, prefix+"orders"); err != nil {
-		return nil, err
+	pending, missing, err := readPending(ctx, rdb, stream)
+	if err != nil {
+		return err
 	}
-	// The statuses after the pending list: a writer acknowledges an entry
-	// and confirms its order in one step, so an entry no longer pending
-	// has its status confirmed by now (read the other way round, a drain
-	// in between would show acknowledged orders still pending).
-	return st, readLifecycle(ctx, rdb, db, prefix, sku, st)
+	st.Stream, st.Dead = append(st.Stream, entries...), append(st.Dead, dead...)
+	st.Pending, st.Missing = append(st.Pending, pending...), append(st.Missing, missing...)
+	return nil
 }
 
 // readLifecycle reads what the order lifecycle left: the released set,
 // each order's status in Redis, and the transitions PostgreSQL recorded.
-func readLifecycle(ctx context.Context, rdb redis.UniversalClient, db *pgxpool.Pool, prefix, sku string, st *Store) error {
+func readLifecycle(ctx context.Context, rdb redis.UniversalClient, db *pgxpool.Pool, l Layout, sku string, st *Store) error {
 	var err error
-	if st.ReleasedIDs, err = readSet(ctx, rdb, releasedKey(prefix, sku)); err != nil {
+	if st.ReleasedIDs, err = readSet(ctx, rdb, l.releasedKey(sku)); err != nil {
 		return err
 	}
-	if st.Statuses, err = readStatuses(ctx, rdb, prefix, orders(st)); err != nil {
+	if st.Statuses, err = readStatuses(ctx, rdb, l.Prefix, orders(st)); err != nil {
 		return err
 	}
 	st.Transitions, err = readTransitions(ctx, db, st.Round)
@@ -161,15 +208,15 @@ func readRows(ctx context.Context, db *pgxpool.Pool, round int64) ([]Row, error)
 	return out, nil
 }
 
-func readLive(ctx context.Context, rdb redis.UniversalClient, prefix, sku string, st *Store) error {
-	sale, err := rdb.HGetAll(ctx, saleKey(prefix, sku)).Result()
+func readLive(ctx context.Context, rdb redis.UniversalClient, l Layout, sku string, st *Store) error {
+	sale, err := rdb.HGetAll(ctx, l.saleKey(sku)).Result()
 	if err != nil {
 		return fmt.Errorf("read the live sale: %w", err)
 	}
 	st.LiveRound, _ = strconv.ParseInt(sale["round"], 10, 64)
 	st.Available, _ = strconv.ParseInt(sale["available"], 10, 64)
 	st.Released, _ = strconv.ParseInt(sale["released"], 10, 64)
-	buyers, err := rdb.HGetAll(ctx, buyersKey(prefix, sku)).Result()
+	buyers, err := rdb.HGetAll(ctx, l.buyersKey(sku)).Result()
 	if err != nil {
 		return fmt.Errorf("read the buyer counts: %w", err)
 	}
@@ -272,8 +319,13 @@ type StockSampler struct {
 // SampleStock starts sampling sku's available units every interval until
 // Stop.
 func SampleStock(rdb redis.UniversalClient, prefix, sku string, every time.Duration) *StockSampler {
+	return SampleStockIn(rdb, Layout{Prefix: prefix}, sku, every)
+}
+
+// SampleStockIn is SampleStock for the keys of l.
+func SampleStockIn(rdb redis.UniversalClient, l Layout, sku string, every time.Duration) *StockSampler {
 	sm := &StockSampler{stop: make(chan struct{}), done: make(chan struct{})}
-	go sm.run(rdb, saleKey(prefix, sku), every)
+	go sm.run(rdb, l.saleKey(sku), every)
 	return sm
 }
 
@@ -324,9 +376,14 @@ func (sm *StockSampler) Stop() *Samples {
 // either way. A writer commits before it acknowledges, so the stock report
 // can say confirmed a moment before XPENDING is empty.
 func ReadDrained(ctx context.Context, rdb redis.UniversalClient, db *pgxpool.Pool, prefix, sku string, timeout time.Duration) (*Store, error) {
+	return ReadDrainedIn(ctx, rdb, db, Layout{Prefix: prefix}, sku, timeout)
+}
+
+// ReadDrainedIn is ReadDrained for the keys of l.
+func ReadDrainedIn(ctx context.Context, rdb redis.UniversalClient, db *pgxpool.Pool, l Layout, sku string, timeout time.Duration) (*Store, error) {
 	deadline := time.Now().Add(timeout)
 	for {
-		st, err := ReadStore(ctx, rdb, db, prefix, sku)
+		st, err := ReadStoreIn(ctx, rdb, db, l, sku)
 		if err != nil || drained(st) || time.Now().After(deadline) {
 			return st, err
 		}

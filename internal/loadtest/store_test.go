@@ -24,7 +24,7 @@ func realSale(t *testing.T, db *testenv.Database, r *testenv.Redis, sku string) 
 		VALUES ($1, 5, 1, 100) RETURNING id`, sku).Scan(&round); err != nil {
 		t.Fatal(err)
 	}
-	r.Client.HSet(ctx, saleKey(r.Prefix, sku), "round", round, "quantity", 5, "available", 2)
+	r.Client.HSet(ctx, Layout{Prefix: r.Prefix}.saleKey(sku), "round", round, "quantity", 5, "available", 2)
 	if err := r.Client.XGroupCreateMkStream(ctx, r.Prefix+"orders", writersGroup, "$").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func realSale(t *testing.T, db *testenv.Database, r *testenv.Redis, sku string) 
 		sid := r.Client.XAdd(ctx, &redis.XAddArgs{Stream: r.Prefix + "orders", Values: map[string]any{
 			"order_id": id, "user_id": user, "created_ms": time.Now().UnixMilli(), "total_cents": 100, "items": items,
 		}}).Val()
-		r.Client.HIncrBy(ctx, buyersKey(r.Prefix, sku), user, 1)
+		r.Client.HIncrBy(ctx, Layout{Prefix: r.Prefix}.buyersKey(sku), user, 1)
 		if _, err := db.Pool.Exec(ctx, `INSERT INTO orders (id, user_id, total_cents, stream_id, created_at) VALUES ($1, $2, 100, $3, now());
 			`, id, user, sid); err != nil {
 			t.Fatal(err)
@@ -87,11 +87,11 @@ func TestReadStoreCatchesCorruptedState(t *testing.T) {
 			return ""
 		}, []string{"I2", "I4", "I5"}},
 		{"decrement_without_event", func(_ *testing.T, _ *testenv.Database, r *testenv.Redis, sku string, _ map[string]int64) string {
-			r.Client.HIncrBy(ctx, saleKey(r.Prefix, sku), "available", -1)
+			r.Client.HIncrBy(ctx, Layout{Prefix: r.Prefix}.saleKey(sku), "available", -1)
 			return "available 1"
 		}, []string{"I4"}},
 		{"stock_below_zero", func(_ *testing.T, _ *testenv.Database, r *testenv.Redis, sku string, _ map[string]int64) string {
-			r.Client.HSet(ctx, saleKey(r.Prefix, sku), "available", -2)
+			r.Client.HSet(ctx, Layout{Prefix: r.Prefix}.saleKey(sku), "available", -2)
 			return "Redis available -2"
 		}, []string{"I1", "I4"}},
 		{"pending_unacked", func(_ *testing.T, _ *testenv.Database, r *testenv.Redis, _ string, _ map[string]int64) string {

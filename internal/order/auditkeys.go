@@ -17,12 +17,13 @@ type StreamKeys struct {
 }
 
 // StatusKey is the key of order id's status hash.
-func (k StreamKeys) StatusKey(id string) string { return keys{k.prefix}.status(id) }
+func (k StreamKeys) StatusKey(id string) string { return keys{prefix: k.prefix}.status(id) }
 
-// AuditKeys returns the stream keys under prefix.
+// AuditKeys returns the stream keys under prefix of the one partition of a
+// single Redis (the audit does not read partitioned streams yet).
 func AuditKeys(prefix string) StreamKeys {
-	k := keys{prefix}
-	return StreamKeys{Stream: k.stream(), Group: group, Dead: k.dead(), StatusPattern: k.status("*"), prefix: prefix}
+	k := keys{prefix: prefix}
+	return StreamKeys{Stream: k.stream(0), Group: group, Dead: k.dead(0), StatusPattern: k.status("*"), prefix: prefix}
 }
 
 // Entry is a stream entry as an audit reads it: an order event

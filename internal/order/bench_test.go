@@ -96,7 +96,7 @@ func waitDrained(b *testing.B, svc *Service) {
 	b.Helper()
 	deadline := time.Now().Add(5 * time.Minute)
 	for time.Now().Before(deadline) {
-		groups, err := svc.rdb.XInfoGroups(context.Background(), svc.keys.stream()).Result()
+		groups, err := svc.rdb.XInfoGroups(context.Background(), svc.keys.stream(0)).Result()
 		if err == nil && len(groups) == 1 && groups[0].Pending == 0 && groups[0].Lag == 0 {
 			return
 		}

@@ -13,7 +13,7 @@ import (
 func (f *fixture) corrupt(t *testing.T, p Placed) {
 	t.Helper()
 	ctx := context.Background()
-	stream := f.svc.keys.stream()
+	stream := f.svc.keys.stream(0)
 	msgs, err := f.r.Client.XRange(ctx, stream, "-", "+").Result()
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +71,7 @@ func TestUnownedEntryIsDeadLetteredWhole(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	stream := f.svc.keys.stream()
+	stream := f.svc.keys.stream(0)
 	u := f.user(t)
 	for _, v := range []map[string]any{
 		{"order_id": "nope", "user_id": u, "qty": "x"},
@@ -83,7 +83,7 @@ func TestUnownedEntryIsDeadLetteredWhole(t *testing.T) {
 	r := start(w)
 	f.drained(t)
 	r.stop(t)
-	dead := f.r.Client.XRange(ctx, f.svc.keys.dead(), "-", "+").Val()
+	dead := f.r.Client.XRange(ctx, f.svc.keys.dead(0), "-", "+").Val()
 	if len(dead) != 2 || dead[0].Values["event_order_id"] != "nope" || dead[0].Values["event_qty"] != "x" ||
 		dead[1].Values["event_user_id"] != "someone" {
 		t.Fatalf("dead letters = %v, want both entries whole", dead)

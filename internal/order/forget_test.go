@@ -12,7 +12,7 @@ import (
 // consumers lists the group's consumers and what each holds.
 func (f *fixture) consumers(t *testing.T) map[string]int64 {
 	t.Helper()
-	list, err := f.r.Client.XInfoConsumers(context.Background(), f.svc.keys.stream(), group).Result()
+	list, err := f.r.Client.XInfoConsumers(context.Background(), f.svc.keys.stream(0), group).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +27,7 @@ func (f *fixture) consumers(t *testing.T) map[string]int64 {
 func (f *fixture) deliver(t *testing.T, consumer string) redis.XMessage {
 	t.Helper()
 	res, err := f.r.Client.XReadGroup(context.Background(), &redis.XReadGroupArgs{
-		Group: group, Consumer: consumer, Streams: []string{f.svc.keys.stream(), ">"}, Count: 1, Block: -1,
+		Group: group, Consumer: consumer, Streams: []string{f.svc.keys.stream(0), ">"}, Count: 1, Block: -1,
 	}).Result()
 	if err != nil || len(res) == 0 || len(res[0].Messages) != 1 {
 		t.Fatalf("deliver to %s: %v %v", consumer, res, err)
@@ -47,7 +47,7 @@ func TestWriterForgetsIdleConsumersHoldingNothing(t *testing.T) {
 	for range 2 {
 		f.place(t, u, "s", 1)
 	}
-	stream := f.svc.keys.stream()
+	stream := f.svc.keys.stream(0)
 	if err := f.r.Client.XGroupCreateMkStream(ctx, stream, group, "0").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestWriterForgetsIdleConsumersHoldingNothing(t *testing.T) {
 		f.r.Client.XGroupCreateConsumer(ctx, stream, group, own)
 	}
 	time.Sleep(5 * time.Millisecond)
-	gone, err := idle.forgetConsumers(ctx)
+	gone, err := idle.forgetConsumers(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

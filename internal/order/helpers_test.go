@@ -16,6 +16,7 @@ import (
 
 	"github.com/shop-oss/shop/internal/cache"
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
@@ -29,17 +30,21 @@ type fixture struct {
 	writerDB    *pgxpool.Pool
 	writerRedis redis.UniversalClient
 	skus        map[int64]string // round id -> sku, of the rounds sale opened
+	parts       keyspace.Partitions
 }
 
-func newFixture(t testing.TB) *fixture {
+func newFixture(t testing.TB) *fixture { return newPartitionedFixture(t, keyspace.Partitions{}) }
+
+// newPartitionedFixture is a fixture whose orders go to parts.
+func newPartitionedFixture(t testing.TB, parts keyspace.Partitions) *fixture {
 	t.Helper()
 	db := testenv.NewDatabase(t)
 	r := testenv.NewRedis(t)
-	stock := inventory.NewStock(r.Client, r.Prefix)
+	stock := inventory.NewPartitionedStock(r.Client, r.Prefix, parts)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	exists := func(context.Context, string) (bool, error) { return false, nil }
 	svc := New(db.Pool, r.Client, stock, exists, r.Prefix, log, prometheus.NewRegistry())
-	return &fixture{svc: svc, stock: stock, db: db, r: r, skus: map[int64]string{}}
+	return &fixture{svc: svc, stock: stock, db: db, r: r, skus: map[int64]string{}, parts: parts}
 }
 
 // user inserts a user row (orders reference users) and returns its id.
@@ -91,6 +96,7 @@ func (f *fixture) place(t testing.TB, user, sku string, qty int) Placed {
 
 func (f *fixture) writer(name string, o WriterOptions) *Writer {
 	o.Consumer = name
+	o.Partitions = f.parts
 	if o.Block == 0 {
 		o.Block = 50 * time.Millisecond
 	}
@@ -130,19 +136,22 @@ func (r *running) stop(t *testing.T) {
 	}
 }
 
-// drained waits until every stream entry is acknowledged.
+// drained waits until every entry of every partition is acknowledged.
 func (f *fixture) drained(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
 	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		groups, err := f.r.Client.XInfoGroups(ctx, f.svc.keys.stream()).Result()
+	for p := 0; p < f.parts.Count(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("partition %d not drained within 30s", p)
+		}
+		groups, err := f.r.Client.XInfoGroups(ctx, f.svc.keys.stream(p)).Result()
 		if err == nil && len(groups) == 1 && groups[0].Pending == 0 && groups[0].Lag == 0 {
-			return
+			p++
+			continue
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("stream not drained within 30s")
 }
 
 func (f *fixture) count(t *testing.T, query string, args ...any) int64 {
@@ -166,13 +175,19 @@ func (f *fixture) sold(t *testing.T, round int64) int64 {
 	return rep.Confirmed
 }
 
+// pendingCount is the entries delivered and not acknowledged, over every
+// partition.
 func (f *fixture) pendingCount(t *testing.T) int64 {
 	t.Helper()
-	p, err := f.r.Client.XPending(context.Background(), f.svc.keys.stream(), group).Result()
-	if err != nil {
-		t.Fatal(err)
+	var n int64
+	for k := range f.parts.Count() {
+		p, err := f.r.Client.XPending(context.Background(), f.svc.keys.stream(k), group).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += p.Count
 	}
-	return p.Count
+	return n
 }
 
 // crashOnce returns a hook that fails the first call only.

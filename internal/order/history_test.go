@@ -338,7 +338,7 @@ func (r *histRig) purchase(ctx context.Context, in hInput) hOutput {
 }
 
 func (r *histRig) expire(ctx context.Context, id string) hOutput {
-	ok, err := r.sweep.expire(ctx, id)
+	ok, err := r.sweep.expire(ctx, 0, id)
 	switch {
 	case err != nil:
 		return hOutput{result: "unknown"}

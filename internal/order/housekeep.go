@@ -21,8 +21,9 @@ var forgetLua string
 var forgetScript = redis.NewScript(forgetLua)
 
 // housekeep, every few seconds: sample the stream metrics, trim what is
-// written and forget dead consumers. Failures only cost a sample; they are
-// logged at debug level.
+// written and forget dead consumers, in every partition (one loop of the
+// writer does it for all). Failures only cost a sample; they are logged at
+// debug level.
 func (w *Writer) housekeep(ctx context.Context) {
 	if w.noHousekeep || time.Since(w.lastHousekeep) < w.o.Housekeeping {
 		return
@@ -36,10 +37,13 @@ func (w *Writer) housekeep(ctx context.Context) {
 	if _, err := w.Trim(hctx); err != nil {
 		w.log.Debug("order writer: trim", "err", err)
 	}
-	if gone, err := w.forgetConsumers(hctx); err != nil {
-		w.log.Debug("order writer: forget idle consumers", "err", err)
-	} else if len(gone) > 0 {
-		w.log.Info("order writer: removed idle consumers holding nothing from the group", "consumers", gone)
+	for p := range w.keys.parts.Count() {
+		if gone, err := w.forgetConsumers(hctx, p); err != nil {
+			w.log.Debug("order writer: forget idle consumers", "partition", p, "err", err)
+		} else if len(gone) > 0 {
+			w.log.Info("order writer: removed idle consumers holding nothing from the group",
+				"partition", p, "consumers", gone)
+		}
 	}
 }
 
@@ -49,46 +53,77 @@ func (w *Writer) housekeep(ctx context.Context) {
 // still holds entries stays until another writer has claimed them. Were a
 // live writer removed all the same (idle that long between two reads), its
 // next read would add it back, losing nothing: it held nothing.
-func (w *Writer) forgetConsumers(ctx context.Context) ([]string, error) {
+func (w *Writer) forgetConsumers(ctx context.Context, p int) ([]string, error) {
 	args := []any{group, w.o.ForgetIdle.Milliseconds()}
 	for _, name := range w.own {
 		args = append(args, name)
 	}
-	return forgetScript.Run(ctx, w.rdb, []string{w.keys.stream()}, args...).StringSlice()
+	return forgetScript.Run(ctx, w.rdb, []string{w.keys.stream(p)}, args...).StringSlice()
 }
 
 // Trim removes the stream entries every group has acknowledged, never one
-// that is pending or not yet delivered. It returns how many it removed.
+// that is pending or not yet delivered, in every partition. It returns
+// how many it removed; on an error, what the partitions before it removed.
 func (w *Writer) Trim(ctx context.Context) (int64, error) {
-	return trimScript.Run(ctx, w.rdb, []string{w.keys.stream()}).Int64()
+	var total int64
+	for p := range w.keys.parts.Count() {
+		n, err := trimScript.Run(ctx, w.rdb, []string{w.keys.stream(p)}).Int64()
+		if err != nil {
+			return total, err
+		}
+		total += n
+	}
+	return total, nil
 }
 
-// sample sets the stream gauges: length, pending entries, and the lag (the
-// age of the oldest entry not yet written, pending or undelivered).
+// sample sets the stream gauges over every partition: length and pending
+// entries summed, and the lag (the age of the oldest entry not yet
+// written, pending or undelivered) of the partition furthest behind.
 func (w *Writer) sample(ctx context.Context) error {
-	stream := w.keys.stream()
+	var length, pending int64
+	var lag time.Duration
+	for p := range w.keys.parts.Count() {
+		s, err := w.samplePartition(ctx, w.keys.stream(p))
+		if err != nil {
+			return err
+		}
+		length, pending, lag = length+s.length, pending+s.pending, max(lag, s.lag)
+	}
+	w.m.streamLen.Set(float64(length))
+	w.m.pending.Set(float64(pending))
+	w.m.lag.Set(lag.Seconds())
+	return nil
+}
+
+type streamSample struct {
+	length, pending int64
+	lag             time.Duration
+}
+
+func (w *Writer) samplePartition(ctx context.Context, stream string) (streamSample, error) {
+	var s streamSample
 	n, err := w.rdb.XLen(ctx, stream).Result()
 	if err != nil {
-		return err
+		return s, err
 	}
-	w.m.streamLen.Set(float64(n))
+	s.length = n
 	groups, err := w.rdb.XInfoGroups(ctx, stream).Result()
 	if err != nil || len(groups) == 0 {
-		return err
+		return s, err
 	}
 	pend, err := w.rdb.XPending(ctx, stream, group).Result()
 	if err != nil {
-		return err
+		return s, err
 	}
-	w.m.pending.Set(float64(pend.Count))
+	s.pending = pend.Count
 	oldest := ""
 	if pend.Count > 0 {
 		oldest = pend.Lower
 	} else if msgs, err := w.rdb.XRangeN(ctx, stream, "("+groups[0].LastDeliveredID, "+", 1).Result(); err == nil && len(msgs) > 0 {
 		oldest = msgs[0].ID
 	}
-	w.m.lag.Set(idAge(oldest).Seconds())
-	return nil
+	s.lag = idAge(oldest)
+	return s, nil
 }
 
 // idAge is how long ago a stream id was made (its first part is Unix ms).

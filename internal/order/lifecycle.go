@@ -73,7 +73,7 @@ func (l *lifecycle) giveBack(ctx context.Context, o Order, to string) (inventory
 		OrderID: o.ID, UserID: o.userID,
 		Guard: &inventory.Guard{Key: l.keys.status(o.ID), Field: "status",
 			From: []string{StatusPending, StatusConfirmed}, To: to},
-		Outbox: &inventory.Outbox{Stream: l.keys.stream(), Values: transitionValues(o, to, time.Now(), "")},
+		Outbox: &inventory.Outbox{Stream: l.keys.stream(o.partition), Values: transitionValues(o, to, time.Now(), "")},
 	}
 	for _, it := range o.lines {
 		rel.Lines = append(rel.Lines, inventory.ReleaseLine{SKU: it.SKU, Quantity: it.Quantity, RoundID: it.RoundID})
@@ -84,7 +84,7 @@ func (l *lifecycle) giveBack(ctx context.Context, o Order, to string) (inventory
 	}
 	// Out of the due set: harmless if this fails, the sweeper drops an
 	// order it finds no longer pending or confirmed.
-	_ = l.rdb.ZRem(ctx, l.keys.due(), o.ID).Err()
+	_ = l.rdb.ZRem(ctx, l.keys.due(o.partition), o.ID).Err()
 	if r.Units > 0 && l.changed != nil {
 		l.changed(ctx, o.skus())
 	}
@@ -230,7 +230,7 @@ func (s *Service) payable(ctx context.Context, user, id string) (Order, error) {
 func (s *Service) markPaid(ctx context.Context, o Order, ref string) (Order, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lifecycleTimeout)
 	defer cancel()
-	reply, err := payScript.Run(ctx, s.rdb, []string{s.keys.status(o.ID), s.keys.due(), s.keys.stream()},
+	reply, err := payScript.Run(ctx, s.rdb, []string{s.keys.status(o.ID), s.keys.due(o.partition), s.keys.stream(o.partition)},
 		o.ID, ref).StringSlice()
 	if err != nil {
 		// Unknown outcome: keep the charge; a retry with the same token

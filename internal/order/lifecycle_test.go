@@ -83,7 +83,7 @@ func TestPayNeedsThePersistedOrderAndChargesOnce(t *testing.T) {
 	if _, err := f.svc.Cancel(ctx, user, p.OrderID); !errors.Is(err, ErrNotCancellable) {
 		t.Fatalf("cancel of a paid order: %v", err)
 	}
-	if n := f.r.Client.ZCard(ctx, f.svc.keys.due()).Val(); n != 0 {
+	if n := f.r.Client.ZCard(ctx, f.svc.keys.due(0)).Val(); n != 0 {
 		t.Fatalf("a paid order is still due (%d)", n)
 	}
 	f.writeAll(t)
@@ -162,7 +162,7 @@ func TestResoldUnitsPassTheSoldCheck(t *testing.T) {
 	if n := f.count(t, `SELECT count(*) FROM orders`); n != 4 {
 		t.Fatalf("%d orders written, want 4", n)
 	}
-	if dead := f.r.Client.XLen(ctx, f.svc.keys.dead()).Val(); dead != 0 {
+	if dead := f.r.Client.XLen(ctx, f.svc.keys.dead(0)).Val(); dead != 0 {
 		t.Fatalf("%d dead letters", dead)
 	}
 	if sold := f.sold(t, round); sold != 4 {
@@ -393,14 +393,14 @@ func TestSweeperLeavesAPaidOrder(t *testing.T) {
 	if _, err := f.svc.Pay(context.Background(), users[0], ids[0], "tok_ok"); err != nil {
 		t.Fatal(err)
 	}
-	f.r.Client.ZAdd(context.Background(), f.svc.keys.due(), redis.Z{Score: 1, Member: ids[0]})
+	f.r.Client.ZAdd(context.Background(), f.svc.keys.due(0), redis.Z{Score: 1, Member: ids[0]})
 	if k, err := f.sweeper(SweeperOptions{}).Sweep(context.Background()); err != nil || k != 0 {
 		t.Fatalf("sweep expired %d (%v), want 0", k, err)
 	}
 	if st, a := f.status(t, ids[0]), f.available(t, "pd"); st != StatusPaid || a != 0 {
 		t.Fatalf("status %q, available %d; want paid, 0", st, a)
 	}
-	if n := f.r.Client.ZCard(context.Background(), f.svc.keys.due()).Val(); n != 0 {
+	if n := f.r.Client.ZCard(context.Background(), f.svc.keys.due(0)).Val(); n != 0 {
 		t.Fatalf("the paid order is still due")
 	}
 }
@@ -418,7 +418,7 @@ func TestNoPaymentWindow(t *testing.T) {
 	if err != nil || o.ExpiresAt != nil || o.Status != StatusConfirmed {
 		t.Fatalf("get = %+v %v, want confirmed without expires_at", o, err)
 	}
-	if n := f.r.Client.ZCard(context.Background(), f.svc.keys.due()).Val(); n != 0 {
+	if n := f.r.Client.ZCard(context.Background(), f.svc.keys.due(0)).Val(); n != 0 {
 		t.Fatalf("%d orders due without a window", n)
 	}
 	if c := f.count(t, `SELECT count(*) FROM orders WHERE expires_at IS NULL`); c != 1 {

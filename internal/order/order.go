@@ -76,16 +76,28 @@
 // shard, with a record that lets a crash be finished or undone), which a
 // later change makes.
 //
-// Redis keys (all under the configured prefix):
+// Redis keys (all under the configured prefix), per order partition P
+// (keyspace.Partitions: "orders" alone is partition 0 on a single Redis,
+// the layout of before partitions; else "orders:{<P's tag>}"):
 //
-//	orders                    the order stream (group "writers"): order
-//	                          events and transition events (kind=transition)
-//	orders:dead               dead letters: the event, its reason, deliveries
-//	orders:due                orders awaiting payment (zset by expires_ms;
+//	<P>                       the partition's order stream (group "writers"):
+//	                          order events and transition events (kind=transition)
+//	<P>:dead                  dead letters: the event, its reason, deliveries
+//	<P>:due                   orders awaiting payment (zset by expires_ms;
 //	                          a claimed one scored by its lease's end)
 //	order:<id>                status hash (user_id, status, items, total_cents,
-//	                          created_ms, expires_ms, paid_ms, payment_ref);
+//	                          created_ms, expires_ms, paid_ms, payment_ref,
+//	                          partition: the order's home, see below);
 //	                          kept a week, and a day past the payment window
+//
+// An order's home partition is its first SKU's (Partitions.Of); its event,
+// its due entry and every transition event go there, so the partition's
+// consumer group sees the order before its transitions. The home is kept
+// in the status hash: raising the partition count later leaves existing
+// orders where they are (no field: partition 0). On a cluster the SKUs'
+// sale keys carry their partition's tag (inventory), so the reservation
+// and the XADD share a slot.
+//
 //	orders:pending:{<user>}   the buyer's pending orders (zset by created_ms)
 //	idem:{<user>}:<sha256>    Idempotency-Key → order id
 package order
@@ -103,6 +115,7 @@ import (
 
 	"github.com/shop-oss/shop/internal/api"
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/keyspace"
 )
 
 // Statuses of an order.
@@ -150,6 +163,7 @@ type Order struct {
 	ExpiresAt  *time.Time `json:"expires_at"`
 	PaidAt     *time.Time `json:"paid_at"`
 	userID     string
+	partition  int            // of the order stream its events go to
 	lines      []ReservedItem // with their rounds, from the live status
 	paymentRef string
 }
@@ -211,8 +225,8 @@ func New(db *pgxpool.Pool, rdb redis.UniversalClient, stock *inventory.Stock, ex
 	prefix string, log *slog.Logger, reg prometheus.Registerer, opts ...Option) *Service {
 	s := &Service{
 		db: db, rdb: rdb, reserveRdb: rdb, stock: stock, exists: exists,
-		keys: keys{prefix}, log: log, metrics: newPlaceMetrics(reg),
-		life: &lifecycle{rdb: rdb, stock: stock, keys: keys{prefix}},
+		keys: keys{prefix, stock.Partitions()}, log: log, metrics: newPlaceMetrics(reg),
+		life: &lifecycle{rdb: rdb, stock: stock, keys: keys{prefix, stock.Partitions()}},
 	}
 	for _, o := range opts {
 		o(s)
@@ -227,12 +241,31 @@ func New(db *pgxpool.Pool, rdb redis.UniversalClient, stock *inventory.Stock, ex
 // least a day past its payment window.
 func (s *Service) statusTTL() time.Duration { return max(statusTTL, s.paymentTTL+24*time.Hour) }
 
-type keys struct{ prefix string }
+type keys struct {
+	prefix string
+	parts  keyspace.Partitions
+}
 
-func (k keys) stream() string          { return k.prefix + "orders" }
-func (k keys) dead() string            { return k.prefix + "orders:dead" }
-func (k keys) due() string             { return k.prefix + "orders:due" }
+// partition is the name the keys of order partition p start with: the
+// untagged "orders" of before partitions for partition 0 on a single
+// Redis, else "orders:" and the partition's tag (the slot its SKUs share
+// on a cluster).
+func (k keys) partition(p int) string {
+	if k.parts.Legacy(p) {
+		return k.prefix + "orders"
+	}
+	return k.prefix + "orders:" + k.parts.Tag(p)
+}
+
+func (k keys) stream(p int) string     { return k.partition(p) }
+func (k keys) dead(p int) string       { return k.partition(p) + ":dead" }
+func (k keys) due(p int) string        { return k.partition(p) + ":due" }
 func (k keys) status(id string) string { return k.prefix + "order:" + id }
+
+// home is the partition of an order with these lines: its first SKU's.
+// The order's events (the order itself, then its transitions) all go to
+// that partition's stream, so one consumer group sees them in order.
+func (k keys) home(lines []Line) int { return k.parts.Of(lines[0].SKU) }
 func (k keys) pending(user string) string {
 	return k.prefix + "orders:pending:{" + user + "}"
 }

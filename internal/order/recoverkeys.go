@@ -41,9 +41,10 @@ return last`)
 // at the stream's last id (rows of later entries are taken for orders
 // accepted after its snapshot). New entries are numbered past id anyway,
 // since ids follow the clock; this only closes the gap until one comes.
-// It returns the stream's last id.
+// It returns the stream's last id. Like AuditKeys, it knows the one
+// partition of a single Redis (recovery refuses partitioned streams).
 func AdvanceStream(ctx context.Context, rdb redis.UniversalClient, prefix, id string) (string, error) {
-	last, err := advanceScript.Run(ctx, rdb, []string{keys{prefix}.stream()}, group, id).Text()
+	last, err := advanceScript.Run(ctx, rdb, []string{keys{prefix: prefix}.stream(0)}, group, id).Text()
 	if err != nil {
 		return "", fmt.Errorf("advance the order stream to %s: %w", id, err)
 	}
@@ -82,7 +83,7 @@ return 1`)
 // (StatusKey), since each is a round trip. The status and the due set are separate steps, each idempotent,
 // so they never need one slot.
 func RestoreStatuses(ctx context.Context, rdb redis.UniversalClient, prefix string, orders []Confirmed) (int, error) {
-	k := keys{prefix}
+	k := keys{prefix: prefix}
 	n := 0
 	for _, o := range orders {
 		items, err := json.Marshal(o.Items)
@@ -100,7 +101,7 @@ func RestoreStatuses(ctx context.Context, rdb redis.UniversalClient, prefix stri
 		}
 		n += wrote
 		if expires > 0 { // an entry for an order no longer due is dropped by the sweeper
-			if err := rdb.ZAddNX(ctx, k.due(), redis.Z{Score: float64(expires), Member: o.OrderID}).Err(); err != nil {
+			if err := rdb.ZAddNX(ctx, k.due(0), redis.Z{Score: float64(expires), Member: o.OrderID}).Err(); err != nil {
 				return n, fmt.Errorf("restore the payment due time of order %s: %w", o.OrderID, err)
 			}
 		}

@@ -124,11 +124,12 @@ func (s *Service) reserve(ctx context.Context, e enqueue, lines []Line) (reserva
 			return reservation{}, fmt.Errorf("reserve order %s: an idempotency key without a fingerprint", e.orderID)
 		}
 	}
+	home := s.keys.home(lines)
 	keys := make([]string, 0, 6+2*len(lines))
-	keys = append(keys, s.keys.stream(), status, s.keys.pending(e.userID), idemKey, cartKey, s.keys.due())
-	args := make([]any, 0, 8+3*len(lines))
+	keys = append(keys, s.keys.stream(home), status, s.keys.pending(e.userID), idemKey, cartKey, s.keys.due(home))
+	args := make([]any, 0, 9+3*len(lines))
 	args = append(args, e.orderID, e.userID, s.statusTTL().Milliseconds(), idemTTL.Milliseconds(),
-		fingerprint, useCart, s.paymentTTL.Milliseconds(), len(lines))
+		fingerprint, useCart, s.paymentTTL.Milliseconds(), home, len(lines))
 	for _, l := range lines {
 		keys = append(keys, s.stock.SaleKey(l.SKU), s.stock.BuyersKey(l.SKU))
 		args = append(args, l.SKU, l.Quantity, s.changesChannel(l.SKU))

@@ -15,12 +15,13 @@
 -- the sale keys are inventory's (its SaleKey and BuyersKey), read and
 -- changed in the format inventory documents (internal/inventory/stock.go).
 --
--- KEYS[1] order stream          KEYS[2] order status (hash)
+-- KEYS[1] order stream (the order's partition: its first SKU's)
+-- KEYS[2] order status (hash)
 -- KEYS[3] buyer's pending index (sorted set)
 -- KEYS[4] idempotency record    (touched only when ARGV[5] ~= '')
 -- KEYS[5] the buyer's cart      (touched only when ARGV[6] == '1': checkout)
--- KEYS[6] orders due for payment (sorted set by expires_ms; touched only
---         when ARGV[7] > 0)
+-- KEYS[6] orders due for payment, the partition's (sorted set by
+--         expires_ms; touched only when ARGV[7] > 0)
 -- KEYS[7 + 2(i-1)]  sale state of line i (hash: round, available, limit,
 --                   starts_ms, ends_ms, price_cents, released)
 -- KEYS[8 + 2(i-1)]  buyer counts of line i (hash: user id -> units)
@@ -33,8 +34,10 @@
 --         and it is emptied with the reservation
 -- ARGV[7] payment window (ms; 0: none): the order expires at created_ms +
 --         this, fixed now, unless it is paid before
--- ARGV[8] number of lines n, then ARGV[9 + 3(i-1)] sku, ARGV[10 + 3(i-1)] qty,
---         ARGV[11 + 3(i-1)] the SKU's changes channel (inventory's
+-- ARGV[8] the order's partition (kept in the status hash: its later
+--         transition events go to the same stream)
+-- ARGV[9] number of lines n, then ARGV[10 + 3(i-1)] sku, ARGV[11 + 3(i-1)] qty,
+--         ARGV[12 + 3(i-1)] the SKU's changes channel (inventory's
 --         ChangesChannel; '' for none): a reserved line publishes the stock
 --         it leaves there, in inventory's format (changes.go), in this step
 --
@@ -49,24 +52,26 @@ local status_ttl, idem_ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
 local idem_fp, use_cart = ARGV[5], ARGV[6] == '1'
 local use_idem = idem_fp ~= ''
 local pay_ttl = tonumber(ARGV[7])
-local n = tonumber(ARGV[8])
+local partition = tonumber(ARGV[8])
+local n = tonumber(ARGV[9])
 
 local function bad(msg) return redis.error_reply('ERR reserve: ' .. msg) end
 if order_id == '' or user == '' then return bad('empty order or user id') end
 if not status_ttl or status_ttl < 1 or not idem_ttl or idem_ttl < 1 then return bad('bad ttl') end
 if string.find(idem_fp, '%s') then return bad('bad fingerprint') end
 if not pay_ttl or pay_ttl < 0 or pay_ttl ~= math.floor(pay_ttl) then return bad('bad payment window') end
-if not n or n < 1 or n ~= math.floor(n) or #KEYS ~= 6 + 2 * n or #ARGV ~= 8 + 3 * n then
+if not partition or partition < 0 or partition ~= math.floor(partition) then return bad('bad partition') end
+if not n or n < 1 or n ~= math.floor(n) or #KEYS ~= 6 + 2 * n or #ARGV ~= 9 + 3 * n then
   return bad('bad line count')
 end
 
 local lines, seen = {}, {}
 for i = 1, n do
-  local sku, qty = ARGV[6 + 3 * i], tonumber(ARGV[7 + 3 * i])
+  local sku, qty = ARGV[7 + 3 * i], tonumber(ARGV[8 + 3 * i])
   if not qty or qty < 1 or qty ~= math.floor(qty) then return bad('bad quantity') end
   if seen[sku] then return bad('duplicate sku') end
   seen[sku] = true
-  lines[i] = {sku = sku, qty = qty, channel = ARGV[8 + 3 * i], sale = KEYS[5 + 2 * i], buyers = KEYS[6 + 2 * i]}
+  lines[i] = {sku = sku, qty = qty, channel = ARGV[9 + 3 * i], sale = KEYS[5 + 2 * i], buyers = KEYS[6 + 2 * i]}
 end
 
 -- The order id is made before the script runs: a second run of the same
@@ -160,7 +165,8 @@ redis.call('XADD', KEYS[1], '*',
   'order_id', order_id, 'user_id', user, 'created_ms', now_s,
   'total_cents', total_s, 'items', items_json, 'expires_ms', expires_s)
 redis.call('HSET', KEYS[2], 'user_id', user, 'status', 'pending',
-  'items', items_json, 'total_cents', total_s, 'created_ms', now_s, 'expires_ms', expires_s)
+  'items', items_json, 'total_cents', total_s, 'created_ms', now_s, 'expires_ms', expires_s,
+  'partition', ARGV[8])
 redis.call('PEXPIRE', KEYS[2], status_ttl)
 if pay_ttl > 0 then
   redis.call('ZADD', KEYS[6], now + pay_ttl, order_id)

@@ -155,7 +155,7 @@ func TestReserveWritesEventStatusAndIndex(t *testing.T) {
 		t.Fatalf("reservation = %+v", res)
 	}
 	ctx := context.Background()
-	msgs := f.r.Client.XRange(ctx, f.svc.keys.stream(), "-", "+").Val()
+	msgs := f.r.Client.XRange(ctx, f.svc.keys.stream(0), "-", "+").Val()
 	if len(msgs) != 1 {
 		t.Fatalf("stream = %v", msgs)
 	}

@@ -80,7 +80,7 @@ type Sweeper struct {
 func NewSweeper(rdb redis.UniversalClient, stock *inventory.Stock, prefix string, log *slog.Logger,
 	reg prometheus.Registerer, o SweeperOptions) *Sweeper {
 	o.defaults()
-	life := &lifecycle{rdb: rdb, stock: stock, keys: keys{prefix}, changed: o.StockChanged}
+	life := &lifecycle{rdb: rdb, stock: stock, keys: keys{prefix, stock.Partitions()}, changed: o.StockChanged}
 	return &Sweeper{life: life, o: o, log: log, m: newSweeperMetrics(reg)}
 }
 
@@ -116,13 +116,28 @@ func (s *Sweeper) loop(ctx context.Context) error {
 	return nil
 }
 
-// Sweep expires the orders due now, batch by batch, and returns how many
-// it expired. Orders it finds paid, cancelled or gone it drops from the
-// due set. It returns the first Redis error (what was expired stays so).
+// Sweep expires the orders due now in every partition's due set, batch by
+// batch, and returns how many it expired. Orders it finds paid, cancelled
+// or gone it drops from the due set. It returns the first Redis error
+// (what was expired stays so).
 func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 	expired := 0
+	var lag float64 // the most of this sweep's claims, over the partitions
+	defer func() { s.m.lag.Set(lag) }()
+	for p := range s.life.keys.parts.Count() {
+		n, err := s.sweepPartition(ctx, p, &lag)
+		expired += n
+		if err != nil {
+			return expired, err
+		}
+	}
+	return expired, nil
+}
+
+func (s *Sweeper) sweepPartition(ctx context.Context, p int, lag *float64) (int, error) {
+	expired := 0
 	for {
-		ids, err := s.claim(ctx)
+		ids, err := s.claim(ctx, p, lag)
 		if err != nil {
 			return expired, err
 		}
@@ -132,7 +147,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 			}
 		}
 		for _, id := range ids {
-			ok, err := s.expire(ctx, id)
+			ok, err := s.expire(ctx, p, id)
 			if err != nil {
 				return expired, err
 			}
@@ -160,22 +175,22 @@ for i = 1, #due, 2 do
 end
 return out`)
 
-func (s *Sweeper) claim(ctx context.Context) ([]string, error) {
+func (s *Sweeper) claim(ctx context.Context, p int, lag *float64) ([]string, error) {
 	cctx, cancel := context.WithTimeout(ctx, lifecycleTimeout)
 	defer cancel()
-	reply, err := claimScript.Run(cctx, s.life.rdb, []string{s.life.keys.due()}, s.o.Batch, s.o.Lease.Milliseconds()).StringSlice()
+	reply, err := claimScript.Run(cctx, s.life.rdb, []string{s.life.keys.due(p)}, s.o.Batch, s.o.Lease.Milliseconds()).StringSlice()
 	if err != nil || len(reply) < 2 {
 		return nil, fmt.Errorf("claim due orders: %w", err)
 	}
 	now, _ := strconv.ParseFloat(reply[0], 64)
 	oldest, _ := strconv.ParseFloat(reply[1], 64)
-	s.m.lag.Set(max(now-oldest, 0) / 1000)
+	*lag = max(*lag, max(now-oldest, 0)/1000)
 	return reply[2:], nil
 }
 
 // expire expires one claimed order, if it still awaits payment; ok is
 // false when it did not (paid, cancelled, another sweeper was first).
-func (s *Sweeper) expire(ctx context.Context, id string) (ok bool, err error) {
+func (s *Sweeper) expire(ctx context.Context, p int, id string) (ok bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, lifecycleTimeout)
 	defer cancel()
 	o, found, err := s.life.read(ctx, id)
@@ -193,7 +208,7 @@ func (s *Sweeper) expire(ctx context.Context, id string) (ok bool, err error) {
 			return true, nil
 		}
 	}
-	if err := s.life.rdb.ZRem(ctx, s.life.keys.due(), id).Err(); err != nil {
+	if err := s.life.rdb.ZRem(ctx, s.life.keys.due(p), id).Err(); err != nil {
 		return false, fmt.Errorf("drop order %s from the due set: %w", id, err)
 	}
 	return false, nil

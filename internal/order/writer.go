@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/shop-oss/shop/internal/keyspace"
 )
 
 // WriterOptions tune the order writer; zero values take the defaults.
@@ -69,6 +71,11 @@ type WriterOptions struct {
 	// idempotent per order (the best-seller boards' TakeBack is). Failures
 	// are handled as AfterCommit's.
 	AfterTransition func(ctx context.Context, transitions []Transition) error
+	// Partitions are the order stream's partitions (the zero value: one,
+	// the stream of before partitions). They must be the serving
+	// instances' (their Stock's): a writer reads every partition, each
+	// with its own consumer group, Concurrency loops per partition.
+	Partitions keyspace.Partitions
 }
 
 func (o *WriterOptions) defaults() {
@@ -118,7 +125,8 @@ type Writer struct {
 	o    WriterOptions
 	m    *writerMetrics
 
-	own           []string // the consumer names of this process
+	part          int      // the partition this loop reads
+	own           []string // the consumer names of this process (in each partition's group)
 	readOwn       bool     // re-read our own pending entries before new ones
 	lastClaim     time.Time
 	lastHousekeep time.Time
@@ -137,7 +145,7 @@ type Writer struct {
 func NewWriter(db *pgxpool.Pool, rdb redis.UniversalClient, prefix string, log *slog.Logger,
 	reg prometheus.Registerer, o WriterOptions) *Writer {
 	o.defaults()
-	w := &Writer{db: db, rdb: rdb, keys: keys{prefix}, log: log, o: o, m: newWriterMetrics(reg)}
+	w := &Writer{db: db, rdb: rdb, keys: keys{prefix, o.Partitions}, log: log, o: o, m: newWriterMetrics(reg)}
 	w.own = []string{o.Consumer}
 	if o.Concurrency > 1 {
 		w.own = w.own[:0]
@@ -158,29 +166,47 @@ func (w *Writer) InjectFaults(beforeCommit, afterCommit func() error) {
 }
 
 // Run writes orders until ctx is cancelled; the batches in hand when it is
-// cancelled are finished first. It returns an error only when the group
+// cancelled are finished first. It returns an error only when a group
 // cannot be created or a test hook stops it (which stops every loop).
+//
+// Each partition is a stream with its own consumer group: the writer runs
+// Concurrency loops on each, under the same consumer names in every group.
+// Exactly-once holds per partition as it did for the one stream (an entry
+// is acknowledged only after its row is committed, a redelivery inserts
+// nothing), and an order's events all go to one partition (its home), so
+// its transitions follow it there in order.
 func (w *Writer) Run(ctx context.Context) error {
-	if err := w.ensureGroup(ctx); err != nil {
-		return err
+	for p := range w.keys.parts.Count() {
+		if err := w.ensureGroup(ctx, p); err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped before it started: nothing in hand
+			}
+			return err
+		}
 	}
-	if w.o.Concurrency == 1 {
+	if w.o.Concurrency == 1 && w.keys.parts.Count() == 1 {
 		return w.loop(ctx)
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	for i := range w.o.Concurrency {
-		sib := w.sibling(i)
-		g.Go(func() error { return sib.loop(gctx) })
+	for p := range w.keys.parts.Count() {
+		for i := range w.o.Concurrency {
+			sib := w.sibling(p, i)
+			g.Go(func() error { return sib.loop(gctx) })
+		}
 	}
 	return g.Wait()
 }
 
-// sibling is loop i of a concurrent writer: a consumer of its own with its
-// own read state, sharing the metrics; only the first one housekeeps.
-func (w *Writer) sibling(i int) *Writer {
-	sib := &Writer{db: w.db, rdb: w.rdb, keys: w.keys, log: w.log, o: w.o, m: w.m, own: w.own, noHousekeep: i > 0,
+// sibling is loop i of partition p: a consumer of its own with its own
+// read state, sharing the metrics; only the first loop of partition 0
+// housekeeps (every partition).
+func (w *Writer) sibling(p, i int) *Writer {
+	sib := &Writer{db: w.db, rdb: w.rdb, keys: w.keys, log: w.log, o: w.o, m: w.m, own: w.own,
+		part: p, noHousekeep: p > 0 || i > 0,
 		faultBeforeCommit: w.faultBeforeCommit, faultAfterCommit: w.faultAfterCommit}
-	sib.o.Consumer = siblingName(w.o.Consumer, i)
+	if w.o.Concurrency > 1 {
+		sib.o.Consumer = siblingName(w.o.Consumer, i)
+	}
 	return sib
 }
 
@@ -189,7 +215,7 @@ func siblingName(consumer string, i int) string { return fmt.Sprintf("%s-%d", co
 // loop is one consumer: read, write, acknowledge, until ctx is cancelled.
 func (w *Writer) loop(ctx context.Context) error {
 	w.readOwn = true
-	w.log.Info("order writer started", "consumer", w.o.Consumer)
+	w.log.Info("order writer started", "consumer", w.o.Consumer, "partition", w.part)
 	b := newBackoff()
 	for ctx.Err() == nil {
 		msgs, err := w.next(ctx)
@@ -215,8 +241,8 @@ func (w *Writer) loop(ctx context.Context) error {
 	return nil
 }
 
-func (w *Writer) ensureGroup(ctx context.Context) error {
-	err := w.rdb.XGroupCreateMkStream(ctx, w.keys.stream(), group, "0").Err()
+func (w *Writer) ensureGroup(ctx context.Context, p int) error {
+	err := w.rdb.XGroupCreateMkStream(ctx, w.keys.stream(p), group, "0").Err()
 	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
 		return fmt.Errorf("create consumer group: %w", err)
 	}
@@ -229,7 +255,7 @@ func (w *Writer) redisTrouble(ctx context.Context, op string, err error, b *back
 	w.m.errors.WithLabelValues("redis").Inc()
 	w.log.Warn("order writer: redis", "op", op, "err", err)
 	if strings.HasPrefix(err.Error(), "NOGROUP") {
-		_ = w.ensureGroup(ctx)
+		_ = w.ensureGroup(ctx, w.part)
 	}
 	b.wait(ctx)
 }
@@ -248,7 +274,7 @@ func (w *Writer) next(ctx context.Context) ([]redis.XMessage, error) {
 	if time.Since(w.lastClaim) >= w.o.ClaimIdle/2 {
 		w.lastClaim = time.Now()
 		msgs, _, err := w.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
-			Stream: w.keys.stream(), Group: group, Consumer: w.o.Consumer,
+			Stream: w.keys.stream(w.part), Group: group, Consumer: w.o.Consumer,
 			MinIdle: w.o.ClaimIdle, Start: "0-0", Count: int64(w.o.Batch),
 		}).Result()
 		if err != nil || len(msgs) > 0 {
@@ -260,7 +286,7 @@ func (w *Writer) next(ctx context.Context) ([]redis.XMessage, error) {
 
 func (w *Writer) read(ctx context.Context, from string, block time.Duration) ([]redis.XMessage, error) {
 	res, err := w.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
-		Group: group, Consumer: w.o.Consumer, Streams: []string{w.keys.stream(), from},
+		Group: group, Consumer: w.o.Consumer, Streams: []string{w.keys.stream(w.part), from},
 		Count: int64(w.o.Batch), Block: block,
 	}).Result()
 	if errors.Is(err, redis.Nil) {

@@ -199,7 +199,7 @@ func (w *Writer) confirm(ctx context.Context, events []event, extra []string) er
 	}
 	keys := make([]string, 0, 1+2*len(events))
 	args := make([]any, 0, 2+len(extra)+2*len(events))
-	keys = append(keys, w.keys.stream())
+	keys = append(keys, w.keys.stream(w.part))
 	args = append(args, group, len(extra)+len(events))
 	for _, id := range extra {
 		args = append(args, id)
@@ -251,7 +251,7 @@ return 0`)
 func (w *Writer) reject(ctx context.Context, failures []failure) {
 	for _, f := range failures {
 		pend, err := w.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
-			Stream: w.keys.stream(), Group: group, Start: f.msg.ID, End: f.msg.ID, Count: 1,
+			Stream: w.keys.stream(w.part), Group: group, Start: f.msg.ID, End: f.msg.ID, Count: 1,
 		}).Result()
 		if err != nil || len(pend) == 0 {
 			continue // acked meanwhile, or Redis trouble: it comes back
@@ -281,8 +281,8 @@ func (w *Writer) deadLetter(ctx context.Context, f failure, deliveries int64) {
 		}
 	}
 	_, err := w.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.XAdd(ctx, &redis.XAddArgs{Stream: w.keys.dead(), Values: fields})
-		p.XAck(ctx, w.keys.stream(), group, f.msg.ID)
+		p.XAdd(ctx, &redis.XAddArgs{Stream: w.keys.dead(w.part), Values: fields})
+		p.XAck(ctx, w.keys.stream(w.part), group, f.msg.ID)
 		if f.ev != nil {
 			key := w.keys.status(f.ev.orderID.String())
 			p.HSet(ctx, key, "status", StatusRejected)

@@ -49,7 +49,7 @@ func TestConcurrentWriterWritesEachOrderOnce(t *testing.T) {
 			t.Fatalf("order %s: %+v, %v; want confirmed", id, o, err)
 		}
 	}
-	consumers, err := f.r.Client.XInfoConsumers(context.Background(), f.svc.keys.stream(), group).Result()
+	consumers, err := f.r.Client.XInfoConsumers(context.Background(), f.svc.keys.stream(0), group).Result()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -130,7 +130,7 @@ func TestPoisonEntriesAreDeadLettered(t *testing.T) {
 	round := f.sale(t, "s", 3, 0, 100)
 	u := f.user(t)
 	f.place(t, u, "s", 1)
-	stream := f.svc.keys.stream()
+	stream := f.svc.keys.stream(0)
 	f.r.Client.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: map[string]any{"order_id": "nope", "qty": "x"}})
 	f.place(t, u, "s", 1)
 	// Two forged events past what the round holds in PostgreSQL (3): the
@@ -149,7 +149,7 @@ func TestPoisonEntriesAreDeadLettered(t *testing.T) {
 	if f.orderRows(t) != 3 || f.sold(t, round) != 3 {
 		t.Fatalf("rows %d sold %d, want 3 and 3", f.orderRows(t), f.sold(t, round))
 	}
-	dead := f.r.Client.XRange(ctx, f.svc.keys.dead(), "-", "+").Val()
+	dead := f.r.Client.XRange(ctx, f.svc.keys.dead(0), "-", "+").Val()
 	if len(dead) != 2 {
 		t.Fatalf("dead letters = %d, want 2: %v", len(dead), dead)
 	}
@@ -223,12 +223,12 @@ func TestTrimNeverRemovesUnwrittenEntries(t *testing.T) {
 		f.place(t, u, "s", 1) // undelivered: no writer runs now
 	}
 	// The second writer's own housekeeping may have trimmed some already.
-	written := f.r.Client.XLen(ctx, f.svc.keys.stream()).Val() - 3
+	written := f.r.Client.XLen(ctx, f.svc.keys.stream(0)).Val() - 3
 	n, err := first.Trim(ctx)
 	if err != nil || n != written {
 		t.Fatalf("trim removed %d (%v), want the %d written entries left", n, err, written)
 	}
-	if l := f.r.Client.XLen(ctx, f.svc.keys.stream()).Val(); l != 3 {
+	if l := f.r.Client.XLen(ctx, f.svc.keys.stream(0)).Val(); l != 3 {
 		t.Fatalf("stream holds %d entries, want the 3 undelivered", l)
 	}
 }

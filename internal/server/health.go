@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -34,7 +35,7 @@ func readyz(rdb redis.UniversalClient, db *pgxpool.Pool) fiber.Handler {
 				failed = append(failed, name)
 			}
 		}
-		ping("redis", func(ctx context.Context) error { return rdb.Ping(ctx).Err() })
+		ping("redis", func(ctx context.Context) error { return pingRedis(ctx, rdb) })
 		ping("postgres", db.Ping)
 		if len(failed) > 0 {
 			e := api.Unavailable("not ready: " + failed[0] + " is unreachable")
@@ -43,6 +44,22 @@ func readyz(rdb redis.UniversalClient, db *pgxpool.Pool) fiber.Handler {
 		}
 		return c.JSON(fiber.Map{"status": "ok", "checks": checks})
 	}
+}
+
+// pingRedis pings the one server, or every master of a cluster: a master
+// that does not answer holds slots (SKUs, users) this instance cannot
+// serve, and the cluster refuses every slot while one is uncovered
+// (cluster-require-full-coverage, the default).
+func pingRedis(ctx context.Context, rdb redis.UniversalClient) error {
+	if c, ok := rdb.(*redis.ClusterClient); ok {
+		return c.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+			if err := node.Ping(ctx).Err(); err != nil {
+				return fmt.Errorf("%s: %w", node.Options().Addr, err)
+			}
+			return nil
+		})
+	}
+	return rdb.Ping(ctx).Err()
 }
 
 func openapiHandler(c *fiber.Ctx) error {

@@ -126,7 +126,7 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 	a.view, a.near = inventory.NewStockView(cfg.NearCacheTTL, cfg.NearCacheSize), cfg.NearCacheTTL > 0
 	a.Catalog, a.catalogCache = newCatalog(st, cfg, log, reg, inventory.WithStockView(a.view))
 	purchases := purchaseRedis(cfg, st, log)
-	a.Stock = inventory.NewStock(st.Redis, cfg.KeyPrefix)
+	a.Stock = NewStock(st, cfg)
 	a.Sales = inventory.NewSales(st.DB, a.Stock)
 	a.Orders = order.New(st.DB, st.Redis, a.Stock, a.Catalog.Exists, cfg.KeyPrefix, log, reg,
 		order.WithPaymentTTL(cfg.PaymentTTL), order.WithPayments(PaymentProvider(cfg)),
@@ -246,7 +246,13 @@ func newCatalog(st Stores, cfg *config.Config, log *slog.Logger, reg prometheus.
 	}
 	c := cache.New(st.cache(), cache.Options{Prefix: cfg.KeyPrefix + "cache:", TTL: CatalogTTL, Jitter: 0.1,
 		NearTTL: cfg.NearCacheTTL, NearSize: cfg.NearCacheSize}, reg)
-	return inventory.NewCatalog(st.DB, st.Redis, c, cfg.KeyPrefix, log, opts...), c
+	return inventory.NewCatalogOn(st.DB, NewStock(st, cfg), c, log, opts...), c
+}
+
+// NewStock is the live stock on st as cfg lays it out: its key prefix and
+// the order partitions its SKUs fall in (on a cluster, their hash tags).
+func NewStock(st Stores, cfg *config.Config) *inventory.Stock {
+	return inventory.NewPartitionedStock(st.Redis, cfg.KeyPrefix, cfg.Partitions())
 }
 
 // AuthConfig is the auth service's part of the configuration.

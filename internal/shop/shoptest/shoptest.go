@@ -213,6 +213,9 @@ func (a *App) Writer(o order.WriterOptions) *order.Writer {
 	if o.AfterTransition == nil {
 		o.AfterTransition = shop.AfterTransition(a.Bestsellers)
 	}
+	if o.Partitions.Count() == 1 && !o.Partitions.Grouped() {
+		o.Partitions = a.Config.Partitions()
+	}
 	return order.NewWriter(a.DB.Pool, a.Redis.Client, a.Config.KeyPrefix, a.Log, prometheus.NewRegistry(), o)
 }
 

@@ -1,0 +1,167 @@
+package database
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// OpenUniversal opens the shop's Redis as SHOP_REDIS_CLUSTER says: one
+// server (OpenRedis) or a Redis Cluster (OpenCluster). Everything past
+// opening takes a redis.UniversalClient, so the same code runs on both.
+func OpenUniversal(ctx context.Context, url string, cluster bool, o RedisOptions) (redis.UniversalClient, error) {
+	if cluster {
+		return OpenCluster(ctx, url, o)
+	}
+	return OpenRedis(ctx, url, o)
+}
+
+// OpenCluster builds a Redis Cluster client from url, a seed node with more
+// seeds as ?addr=host:port parameters (go-redis ParseClusterURL), and
+// checks that every master answers. The timeouts are OpenRedis's; PoolSize
+// applies per node.
+//
+// MOVED and ASK are followed (a resharded or failed-over slot), but a
+// command is never sent again once it may have reached a server: go-redis
+// resends one whose reply was lost to a reset connection or a read
+// timeout, which for ours (a reservation without an Idempotency-Key, an
+// XREADGROUP, a cart increment) would do the work twice. noResend turns
+// those transport errors into a *ReplyLost that go-redis does not retry
+// and Unavailable counts as an outage.
+//
+// That covers single commands and scripts, not pipelines: go-redis
+// decides to resend a cluster pipeline's commands inside the node's call,
+// before a hook sees the error. The shop's pipelines are reads or
+// idempotent writes (SET, UNLINK, PFADD, cache entries), except the
+// writer's dead-letter MULTI, whose resend may add a second dead-letter
+// entry for the same event (its order is rejected once all the same).
+func OpenCluster(ctx context.Context, url string, o RedisOptions) (*redis.ClusterClient, error) {
+	opts, err := ParseClusterURL(url)
+	if err != nil {
+		return nil, err
+	}
+	opts.DialTimeout = 2 * time.Second
+	opts.ReadTimeout = 2 * time.Second
+	opts.WriteTimeout = 2 * time.Second
+	opts.PoolTimeout = 3 * time.Second
+	opts.MaxRetries = -1 // per node: no resend inside a node's client either
+	opts.ContextTimeoutEnabled = true
+	if o.PoolSize > 0 {
+		opts.PoolSize = o.PoolSize
+	}
+	rdb := redis.NewClusterClient(opts)
+	rdb.OnNewNode(func(node *redis.Client) { node.AddHook(noResend{addr: node.Options().Addr}) })
+	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	err = rdb.ForEachMaster(pctx, func(ctx context.Context, node *redis.Client) error {
+		if err := node.Ping(ctx).Err(); err != nil {
+			return fmt.Errorf("master %s: %w", node.Options().Addr, err)
+		}
+		return nil
+	})
+	if err != nil {
+		_ = rdb.Close()
+		return nil, fmt.Errorf("redis cluster unreachable at %s: %w", strings.Join(opts.Addrs, ","), err)
+	}
+	return rdb, nil
+}
+
+// ParseClusterURL reads SHOP_REDIS_URL in cluster mode: redis:// or
+// rediss://, database 0 (a cluster has no other), seeds as ?addr=.
+func ParseClusterURL(url string) (*redis.ClusterOptions, error) {
+	opts, err := redis.ParseClusterURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("redis: invalid SHOP_REDIS_URL for SHOP_REDIS_CLUSTER=true: %w", err)
+	}
+	if db := clusterDB(url); db != "" && db != "0" {
+		return nil, fmt.Errorf("redis: invalid SHOP_REDIS_URL for SHOP_REDIS_CLUSTER=true: database %s (a cluster has only database 0)", db)
+	}
+	return opts, nil
+}
+
+// clusterDB is the database number of a URL's path ("" for none).
+func clusterDB(url string) string {
+	rest := url
+	if i := strings.Index(rest, "://"); i >= 0 {
+		rest = rest[i+3:]
+	}
+	rest, _, _ = strings.Cut(rest, "?")
+	_, path, _ := strings.Cut(rest, "/")
+	return strings.Trim(path, "/")
+}
+
+// ReplyLost is a command that may have run on a cluster node whose reply
+// never came (a reset connection, a read timeout). It is deliberately not
+// an io.EOF or a net.Error to errors.Is and errors.As, so that go-redis's
+// cluster client does not send the command again; Unavailable counts it as
+// an outage (a 503 the client retries with its Idempotency-Key).
+type ReplyLost struct {
+	Addr  string
+	cause string
+}
+
+func (e *ReplyLost) Error() string {
+	return "redis " + e.Addr + ": reply lost, the command may have run: " + e.cause
+}
+
+// noResend is the hook on every cluster node's client that makes a lost
+// reply a *ReplyLost (see OpenCluster).
+type noResend struct{ addr string }
+
+func (noResend) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h noResend) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if lost := h.lost(err); lost != nil {
+			cmd.SetErr(lost)
+			return lost
+		}
+		return err
+	}
+}
+
+func (h noResend) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, c := range cmds {
+			if lost := h.lost(c.Err()); lost != nil {
+				c.SetErr(lost)
+			}
+		}
+		if lost := h.lost(err); lost != nil {
+			return lost
+		}
+		return err
+	}
+}
+
+// lost tells the transport errors after which the command may have run:
+// not a dial error (nothing was sent), not a context's end (go-redis does
+// not resend those), not a reply of the server's.
+func (h noResend) lost(err error) error {
+	if err == nil {
+		return nil
+	}
+	var rerr redis.Error
+	var opErr *net.OpError
+	switch {
+	case errors.As(err, &rerr), errors.Is(err, redis.Nil):
+		return nil
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return nil
+	case errors.As(err, &opErr) && opErr.Op == "dial":
+		return nil
+	}
+	var netErr net.Error
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &netErr) {
+		return &ReplyLost{Addr: h.addr, cause: err.Error()}
+	}
+	return nil
+}

@@ -1,0 +1,90 @@
+package inventory
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/shop-oss/shop/internal/database"
+	"github.com/shop-oss/shop/internal/keyspace"
+	"github.com/shop-oss/shop/internal/testenv"
+)
+
+// On a Redis Cluster a SKU's live keys share the slot of its order
+// partition's tag, so every stock script (seed, price, release with a
+// guard and an outbox on the partition's stream, close) runs there; the
+// slots are Redis's (CLUSTER KEYSLOT), not only this package's arithmetic.
+func TestStockScriptsRunOnACluster(t *testing.T) {
+	t.Parallel()
+	c := testenv.StartCluster(t, 3)
+	ctx := context.Background()
+	rdb, err := database.OpenCluster(ctx, c.URL, database.RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	parts := keyspace.NewPartitions(6, true)
+	s := NewPartitionedStock(rdb, c.Prefix, parts)
+	for i := range 12 {
+		sku := fmt.Sprintf("sku-%d", i)
+		tag := parts.Tag(parts.Of(sku))
+		want := c.Slot(t, tag)
+		// The keys of every script below, as the calls build them.
+		for _, key := range []string{s.SaleKey(sku), s.BuyersKey(sku), s.releasedKey(sku), s.ChangesChannel(sku),
+			s.SaleKey(sku) + ":noguard", s.SaleKey(sku) + ":nooutbox", c.Prefix + "orders:" + tag} {
+			if got := c.Slot(t, key); got != want {
+				t.Fatalf("%s: slot %d, want %d (the partition tag %s)", key, got, want, tag)
+			}
+		}
+		if err := s.OpenRound(ctx, sku, LiveRound{Round: 1, Quantity: 5, PerUserLimit: 2, PriceCents: 100}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetPrice(ctx, sku, 200); err != nil {
+			t.Fatal(err)
+		}
+		rdb.HIncrBy(ctx, s.SaleKey(sku), "available", -2)
+		rdb.HIncrBy(ctx, s.BuyersKey(sku), "u1", 2)
+		guard := s.SaleKey(sku) + ":order-o1" // a caller's hash tagged like the SKU
+		rdb.HSet(ctx, guard, "status", "pending")
+		r, err := s.Release(ctx, Release{OrderID: "o1", UserID: "u1", Lines: []ReleaseLine{{SKU: sku, Quantity: 2, RoundID: 1}},
+			Guard:  &Guard{Key: guard, Field: "status", From: []string{"pending"}, To: "cancelled"},
+			Outbox: &Outbox{Stream: c.Prefix + "orders:" + tag, Values: []string{"kind", "transition"}}})
+		if err != nil || r.Units != 2 {
+			t.Fatalf("release of %s: %+v %v", sku, r, err)
+		}
+		live, ok, err := s.Live(ctx, sku)
+		if err != nil || !ok || live.Available != 5 || live.PriceCents != 200 {
+			t.Fatalf("live %s: %+v %v %v", sku, live, ok, err)
+		}
+	}
+	// Available pipelines over every master.
+	avail, err := s.Available(ctx, "sku-0", "sku-1", "sku-2", "sku-3", "nothing")
+	if err != nil || len(avail) != 5 || avail[0] != 5 || avail[4] != 0 {
+		t.Fatalf("available: %v %v", avail, err)
+	}
+	if err := s.Close(ctx, "sku-0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := s.Live(ctx, "sku-0"); ok {
+		t.Fatal("sku-0's sale outlived Close")
+	}
+}
+
+// The change messages of a grouped SKU name it: the live hub's pattern
+// matches its channel and ParseChange reads the SKU back; a channel whose
+// tag is not the SKU's partition is refused.
+func TestGroupedChangesChannel(t *testing.T) {
+	parts := keyspace.NewPartitions(4, true)
+	s := NewPartitionedStock(nil, "p:", parts)
+	ch := s.ChangesChannel("a-1")
+	if c, err := s.ParseChange(ch, "1 2 0 0"); err != nil || c.SKU != "a-1" || c.Available != 2 {
+		t.Fatalf("ParseChange(%s): %+v %v", ch, c, err)
+	}
+	other := parts.Tag((parts.Of("a-1") + 1) % 4)
+	if _, err := s.ParseChange("p:sale:"+other+"a-1:changed", "1 2 0 0"); err == nil {
+		t.Fatal("a channel in another partition's tag was taken for a-1's")
+	}
+	if _, err := NewPartitionedStock(nil, "p:", parts).ParseChange("p:sale:{a-1}:changed", "1 2 0 0"); err == nil {
+		t.Fatal("an ungrouped channel was read by a grouped stock")
+	}
+}

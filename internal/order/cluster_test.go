@@ -1,0 +1,74 @@
+package order
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/database"
+	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/keyspace"
+	"github.com/shop-oss/shop/internal/testenv"
+)
+
+// On a cluster a partition's stream, due set and dead letters share the
+// slot of every SKU in it (CLUSTER KEYSLOT, over the real key functions),
+// and the writer's per-partition work (group creation, reads, claims,
+// trimming, forgetting consumers, sampling) runs on every master.
+func TestPartitionKeysAndWriterStreamsOnACluster(t *testing.T) {
+	t.Parallel()
+	c := testenv.StartCluster(t, 3)
+	ctx := context.Background()
+	rdb, err := database.OpenCluster(ctx, c.URL, database.RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	parts := keyspace.NewPartitions(6, true)
+	stock := inventory.NewPartitionedStock(rdb, c.Prefix, parts)
+	k := keys{c.Prefix, parts}
+	for i := range 30 {
+		sku := fmt.Sprintf("sku-%d", i)
+		p := parts.Of(sku)
+		want := c.Slot(t, stock.SaleKey(sku))
+		for _, key := range []string{k.stream(p), k.due(p), k.dead(p), stock.BuyersKey(sku)} {
+			if got := c.Slot(t, key); got != want {
+				t.Fatalf("%s: slot %d, want %d (%s's)", key, got, want, sku)
+			}
+		}
+	}
+
+	w := NewWriter(nil, rdb, c.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry(),
+		WriterOptions{Consumer: "w", Partitions: parts})
+	for p := range parts.Count() {
+		if err := w.ensureGroup(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		rdb.XAdd(ctx, &redis.XAddArgs{Stream: k.stream(p), Values: []string{"x", "1"}})
+		loop := w.sibling(p, 0)
+		msgs, err := loop.read(ctx, ">", -1)
+		if err != nil || len(msgs) != 1 {
+			t.Fatalf("partition %d: read %v %v", p, msgs, err)
+		}
+		if err := rdb.XAck(ctx, k.stream(p), group, msgs[0].ID).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: k.stream(p), Group: group,
+			Consumer: "w", Start: "0-0", Count: 10}).Result(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.forgetConsumers(ctx, p); err != nil {
+			t.Fatalf("partition %d: forget: %v", p, err)
+		}
+	}
+	if n, err := w.Trim(ctx); err != nil || n != int64(parts.Count()) {
+		t.Fatalf("trim: %d %v, want one written entry per partition", n, err)
+	}
+	if err := w.sample(ctx); err != nil {
+		t.Fatalf("sample: %v", err)
+	}
+}
