@@ -14,6 +14,12 @@ import (
 // a failover lost them. KEYS[1] the stream; ARGV[1] the group, ARGV[2] the
 // id. Returns the stream's last id afterwards.
 var advanceScript = redis.NewScript(`
+local function parts(id)
+  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+  return tonumber(ms), tonumber(seq)
+end
+local wm, ws = parts(ARGV[2])
+if not wm then return redis.error_reply('ERR advance: bad id ' .. ARGV[2]) end
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('XGROUP', 'CREATE', KEYS[1], ARGV[1], '0', 'MKSTREAM')
 end
@@ -22,13 +28,7 @@ local info = redis.call('XINFO', 'STREAM', KEYS[1])
 for j = 1, #info, 2 do
   if info[j] == 'last-generated-id' then last = info[j + 1] end
 end
-local function parts(id)
-  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
-  return tonumber(ms), tonumber(seq)
-end
 local lm, ls = parts(last)
-local wm, ws = parts(ARGV[2])
-if not wm then return redis.error_reply('ERR advance: bad id ' .. ARGV[2]) end
 if wm > lm or (wm == lm and ws > ls) then
   redis.call('XSETID', KEYS[1], ARGV[2])
   return ARGV[2]
@@ -90,12 +90,16 @@ func RestoreStatuses(ctx context.Context, rdb redis.UniversalClient, prefix stri
 		if err != nil {
 			return n, fmt.Errorf("restore the status of order %s: %w", o.OrderID, err)
 		}
+		// The hash lives as a new order's does: a week, and at least a day
+		// past its payment window (which may be longer than a week).
 		var expires int64
+		ttl := statusTTL
 		if !o.ExpiresAt.IsZero() {
 			expires = o.ExpiresAt.UnixMilli()
+			ttl = max(ttl, time.Until(o.ExpiresAt)+24*time.Hour)
 		}
 		wrote, err := restoreStatusScript.Run(ctx, rdb, []string{k.status(o.OrderID)}, o.UserID, string(items),
-			o.TotalCents, o.CreatedAt.UnixMilli(), expires, statusTTL.Milliseconds()).Int()
+			o.TotalCents, o.CreatedAt.UnixMilli(), expires, ttl.Milliseconds()).Int()
 		if err != nil {
 			return n, fmt.Errorf("restore the status of order %s: %w", o.OrderID, err)
 		}
