@@ -137,6 +137,10 @@ func openMigrated(ctx context.Context, cfg *config.Config, log *slog.Logger) (*s
 	if n > 0 {
 		log.Info("migrations applied", "count", n)
 	}
+	if err := order.SettlePartitions(ctx, st.redis, cfg.KeyPrefix, cfg.Partitions()); err != nil {
+		st.Close()
+		return nil, err
+	}
 	return st, nil
 }
 

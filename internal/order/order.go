@@ -93,8 +93,10 @@
 // An order's home partition is its first SKU's (Partitions.Of); its event,
 // its due entry and every transition event go there, so the partition's
 // consumer group sees the order before its transitions. The home is kept
-// in the status hash: raising the partition count later leaves existing
-// orders where they are (no field: partition 0). On a cluster the SKUs'
+// in the status hash (no field: partition 0). A partition's tag depends on
+// the count, so the count is fixed once orders exist (SettlePartitions):
+// only 1 may be raised, on a single Redis, whose partition 0 keeps the
+// untagged stream. On a cluster the SKUs'
 // sale keys carry their partition's tag (inventory), so the reservation
 // and the XADD share a slot.
 //

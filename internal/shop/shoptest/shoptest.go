@@ -241,17 +241,27 @@ func (a *App) Drain(t testing.TB) {
 }
 
 func (a *App) waitDrained(limit time.Duration) error {
-	ctx, stream := context.Background(), a.Config.KeyPrefix+"orders"
+	ctx := context.Background()
 	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
-		groups, err := a.Redis.Client.XInfoGroups(ctx, stream).Result()
-		n := a.Redis.Client.XLen(ctx, stream).Val()
-		if err == nil && len(groups) == 1 && groups[0].Pending == 0 && groups[0].Lag == 0 || n == 0 && err != nil {
-			return nil
+	for _, stream := range order.Streams(a.Config.KeyPrefix, a.Config.Partitions()) {
+		for !drained(ctx, a.Redis.Client, stream) {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("the order stream %s did not drain in %s", stream, limit)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
-	return fmt.Errorf("the order stream did not drain in %s", limit)
+	return nil
+}
+
+// drained: the stream's one group has read and acknowledged every entry,
+// or there is no stream.
+func drained(ctx context.Context, rdb redis.UniversalClient, stream string) bool {
+	groups, err := rdb.XInfoGroups(ctx, stream).Result()
+	if err == nil {
+		return len(groups) == 1 && groups[0].Pending == 0 && groups[0].Lag == 0
+	}
+	return rdb.XLen(ctx, stream).Val() == 0
 }
 
 // WantStatus fails t unless r has status.
