@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,9 +21,14 @@ import (
 // lifecycleShop is the whole shop in this process, with a payment window
 // of ttl, its own expiry sweeper and an order writer, served on loopback,
 // and an admin for the load test.
-func lifecycleShop(t *testing.T, ttl time.Duration) (*shoptest.App, Config) {
+func lifecycleShop(t *testing.T, ttl time.Duration, more ...func(*config.Config)) (*shoptest.App, Config) {
 	t.Helper()
-	a := shoptest.New(t, shoptest.Options{Config: func(c *config.Config) { c.PaymentTTL = ttl }})
+	a := shoptest.New(t, shoptest.Options{Config: func(c *config.Config) {
+		c.PaymentTTL = ttl
+		for _, f := range more {
+			f(c)
+		}
+	}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Writer(shoporder.WriterOptions{Consumer: "lt"}).Run(ctx) }()
@@ -96,6 +102,52 @@ func TestRunWithoutPayRatio(t *testing.T) {
 	}
 	if !rep.OK || rep.Lifecycle != nil || rep.Stock.Paid != 0 || !rep.Invariants[13].Skipped {
 		t.Fatalf("ok %v, lifecycle %+v, stock %+v, %+v", rep.OK, rep.Lifecycle, rep.Stock, rep.Invariants[13])
+	}
+}
+
+// Against a server whose orders are spread over 16 partitions, the checks
+// read the partitions the server recorded: the sale passes, and an order
+// both persisted and dead-lettered in its SKU's partition (not the
+// untagged stream of partition 0) breaks I3, which a reading of partition
+// 0 alone never sees.
+func TestRunOnPartitionedOrders(t *testing.T) {
+	t.Parallel()
+	a, cfg := lifecycleShop(t, 15*time.Minute, func(c *config.Config) { c.OrderPartitions = 16 })
+	cfg.PayRatio = 0
+	rep, err := Run(context.Background(), cfg)
+	if err != nil || !rep.OK {
+		t.Fatalf("the sale: %v %s", err, rep.Failure())
+	}
+	ctx, sku := context.Background(), rep.SKU
+	st, err := openStores(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close()
+	parts := a.Config.Partitions()
+	if st.layout.Partitions.Count() != 16 {
+		t.Fatalf("the load test reads %d partitions, the server spreads over 16", st.layout.Partitions.Count())
+	}
+	var id, user, round string
+	if err := a.DB.Pool.QueryRow(ctx, `SELECT o.id::text, o.user_id::text, i.round_id::text FROM orders o
+		JOIN order_items i ON i.order_id = o.id WHERE i.sku = $1 LIMIT 1`, sku).Scan(&id, &user, &round); err != nil {
+		t.Fatal(err)
+	}
+	st.rdb.XAdd(ctx, &redis.XAddArgs{Stream: st.layout.stream(parts.Of(sku)) + ":dead", Values: map[string]any{
+		"event_order_id": id, "event_user_id": user,
+		"event_items": `[{"sku":"` + sku + `","quantity":1,"price_cents":100,"round_id":` + round + `}]`,
+	}})
+	for _, l := range []Layout{st.layout, {Prefix: cfg.KeyPrefix}} {
+		store, err := ReadStoreIn(ctx, st.rdb, st.db, l, sku)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad := Failed(Check(Evidence{Quantity: int64(cfg.Units), PerUserLimit: cfg.PerUserLimit, Store: store}))
+		caught := slices.ContainsFunc(bad, func(r Invariant) bool { return strings.HasPrefix(r.Name, "I3") && strings.Contains(r.Detail, id) })
+		if partitioned := l.Partitions.Count() == 16; caught != partitioned && !(parts.Of(sku) == 0 && caught) {
+			t.Errorf("reading %d partitions (the SKU is in partition %d): I3 caught %v, failures %+v",
+				l.Partitions.Count(), parts.Of(sku), caught, bad)
+		}
 	}
 }
 

@@ -59,6 +59,20 @@ const kindTransition = "transition"
 
 const writersGroup = "writers"
 
+// LayoutOf is the layout of the keys under prefix on a single Redis: the
+// order partitions the server recorded when it started (order's
+// orders:partitions key; none: one partition).
+func LayoutOf(ctx context.Context, rdb redis.UniversalClient, prefix string) (Layout, error) {
+	n, err := rdb.Get(ctx, prefix+"orders:partitions").Int()
+	switch {
+	case errors.Is(err, redis.Nil):
+		n = 1
+	case err != nil:
+		return Layout{}, fmt.Errorf("read the order partitions: %w", err)
+	}
+	return Layout{Prefix: prefix, Partitions: keyspace.NewPartitions(n, false)}, nil
+}
+
 // ReadStore reads the sale of sku's latest round straight from Redis
 // (keys under prefix, one order partition) and PostgreSQL.
 func ReadStore(ctx context.Context, rdb redis.UniversalClient, db *pgxpool.Pool, prefix, sku string) (*Store, error) {

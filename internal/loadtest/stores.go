@@ -12,8 +12,9 @@ import (
 // stores are the server's Redis and PostgreSQL, opened when the config
 // names them (nil otherwise; its methods accept nil).
 type stores struct {
-	rdb *redis.Client
-	db  *pgxpool.Pool
+	rdb    *redis.Client
+	db     *pgxpool.Pool
+	layout Layout // where the server under test keeps its keys
 }
 
 func openStores(ctx context.Context, cfg Config) (*stores, error) {
@@ -38,7 +39,13 @@ func openStores(ctx context.Context, cfg Config) (*stores, error) {
 		_ = rdb.Close()
 		return nil, fmt.Errorf("--database-url: %w", err)
 	}
-	return &stores{rdb: rdb, db: db}, nil
+	layout, err := LayoutOf(ctx, rdb, cfg.KeyPrefix)
+	if err != nil {
+		_ = rdb.Close()
+		db.Close()
+		return nil, err
+	}
+	return &stores{rdb: rdb, db: db, layout: layout}, nil
 }
 
 func (s *stores) close() {
@@ -53,7 +60,7 @@ func (s *stores) sample(cfg Config, sku string) *StockSampler {
 	if s == nil {
 		return nil
 	}
-	return SampleStock(s.rdb, cfg.KeyPrefix, sku, 20*time.Millisecond)
+	return SampleStockIn(s.rdb, s.layout, sku, 20*time.Millisecond)
 }
 
 // stopped is Stop, and nil for a nil sampler.

@@ -68,7 +68,7 @@ func gather(ctx context.Context, c *client, cfg Config, fx *fixture, t *tally, s
 	if st == nil {
 		return ev, nil
 	}
-	store, err := ReadDrained(ctx, st.rdb, st.db, cfg.KeyPrefix, fx.sku, 10*time.Second)
+	store, err := ReadDrainedIn(ctx, st.rdb, st.db, st.layout, fx.sku, 10*time.Second)
 	if err != nil {
 		return ev, err
 	}

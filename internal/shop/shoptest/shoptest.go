@@ -117,6 +117,11 @@ func New(t testing.TB, o Options) *App {
 	if st.Redis.Ping(pctx).Err() != nil {
 		return a
 	}
+	// The partition count recorded, as every command that opens the
+	// stores does (tools read it, e.g. shop loadtest's checks).
+	if err := order.SettlePartitions(pctx, st.Redis, cfg.KeyPrefix, cfg.Partitions()); err != nil {
+		t.Fatal(err)
+	}
 	for deadline := time.Now().Add(10 * time.Second); !a.Listening(); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the near cache's and the live stock's subscriptions did not start within 10s")
