@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"strings"
 	"testing"
-
-	"github.com/shop-oss/shop/internal/testenv"
 )
 
 // The commands that work on the stores, run as the binary runs them: after
@@ -15,17 +12,7 @@ import (
 // audit fail, naming the SKU.
 func TestAuditAndRebuildCommands(t *testing.T) {
 	t.Parallel()
-	db := testenv.NewDatabase(t)
-	r := testenv.NewRedis(t)
-	env := map[string]string{
-		"SHOP_DATABASE_URL": db.URL, "SHOP_REDIS_URL": r.URL, "SHOP_KEY_PREFIX": r.Prefix,
-		"SHOP_LOG_LEVEL": "warn", "SHOP_ENV": "dev", "SHOP_PASSWORD_HASHING": "fast",
-	}
-	shop := func(args ...string) (string, error) {
-		var out, errb bytes.Buffer
-		err := run(context.Background(), args, func(k string) string { return env[k] }, &out, &errb)
-		return out.String() + errb.String(), err
-	}
+	r, _, shop := onTestStores(t)
 	if out, err := shop("seed", "demo"); err != nil {
 		t.Fatalf("seed: %v %s", err, out)
 	}

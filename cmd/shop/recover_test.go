@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -9,8 +8,6 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
-
-	"github.com/shop-oss/shop/internal/testenv"
 )
 
 // `shop recover` as the binary runs it: on a sound demo it changes
@@ -19,17 +16,7 @@ import (
 // 1; a file line that is no order id is refused, naming the line.
 func TestRecoverCommand(t *testing.T) {
 	t.Parallel()
-	db := testenv.NewDatabase(t)
-	r := testenv.NewRedis(t)
-	env := map[string]string{
-		"SHOP_DATABASE_URL": db.URL, "SHOP_REDIS_URL": r.URL, "SHOP_KEY_PREFIX": r.Prefix,
-		"SHOP_LOG_LEVEL": "warn", "SHOP_ENV": "dev", "SHOP_PASSWORD_HASHING": "fast",
-	}
-	shop := func(args ...string) (string, error) {
-		var out, errb bytes.Buffer
-		err := run(context.Background(), args, func(k string) string { return env[k] }, &out, &errb)
-		return out.String() + errb.String(), err
-	}
+	r, _, shop := onTestStores(t)
 	if out, err := shop("seed", "demo"); err != nil {
 		t.Fatalf("seed: %v %s", err, out)
 	}
