@@ -19,12 +19,27 @@
 // On a single Redis the SKU keys keep their own {sku} tag (slots do not
 // matter there) and partition 0 keeps the stream's historical names, so
 // one partition (the default) is the key layout of before partitions.
+//
+// # Orders carry their home partition
+//
+// An order's home partition is its first SKU's; its event, due entry and
+// transitions go to that partition's stream. On a cluster its status hash
+// lives in the same slot, so the steps that read or move the status and
+// append to the stream (the reservation, payment, confirmation, a guarded
+// release of the home's lines) stay one script each. A reader that has only
+// the order id (GET /orders/{id}, a payment) must find that slot without
+// another lookup, so on a cluster the id itself carries the home: Stamp
+// writes the partition into the id's last byte (random in a UUIDv7, so the
+// id stays unique and time-ordered) and Home reads it back. On a single
+// Redis ids are not stamped and the status keys keep their old names.
 package keyspace
 
 import (
 	"hash/crc32"
 	"strconv"
 	"strings"
+
+	"github.com/google/uuid"
 )
 
 // Slots is the number of hash slots of a Redis Cluster.
@@ -109,6 +124,30 @@ func (p Partitions) Tag(k int) string {
 // Legacy reports whether partition k keeps the untagged names of before
 // partitions: partition 0 on a single Redis.
 func (p Partitions) Legacy(k int) bool { return k == 0 && !p.grouped }
+
+// Stamp returns id with partition k written into its last byte, where Home
+// finds it (MaxPartitions fits a byte). The byte is random in a UUIDv7,
+// whose version and variant bits lie elsewhere; ids stay unique (by their
+// other 66 random bits and the time) and keep their time order. On a single
+// Redis id is returned as it is.
+func (p Partitions) Stamp(id uuid.UUID, k int) uuid.UUID {
+	if !p.grouped {
+		return id
+	}
+	id[15] = byte(k)
+	return id
+}
+
+// Home is the partition a stamped order id names: its last byte, mod Count
+// (an id from a client may name any byte; it then names some partition,
+// whose keys do not hold it). An id that is not a UUID has partition 0.
+func (p Partitions) Home(id string) int {
+	u, err := uuid.Parse(id)
+	if err != nil || !p.grouped {
+		return 0
+	}
+	return int(u[15]) % p.Count()
+}
 
 // spreadTag is the first tag "{o<k>.<i>}" (i = 0, 1, ...) whose slot lies
 // in the k-th n-th of the slot range: deterministic, so every process

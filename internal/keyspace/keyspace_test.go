@@ -1,9 +1,12 @@
 package keyspace_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"testing"
+
+	"github.com/google/uuid"
 
 	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/testenv"
@@ -75,5 +78,44 @@ func TestPartitionsOf(t *testing.T) {
 	}
 	if keyspace.NewPartitions(8, true).Legacy(0) {
 		t.Fatal("a grouped partition 0 kept the untagged names: its SKUs' slot would differ from its stream's")
+	}
+}
+
+// A stamped id names its partition, stays a valid UUIDv7 in time order,
+// and stays unique; a single Redis stamps nothing.
+func TestStampAndHome(t *testing.T) {
+	p := keyspace.NewPartitions(12, true)
+	seen := map[uuid.UUID]bool{}
+	var prev uuid.UUID
+	for i := range 5000 {
+		id := p.Stamp(uuid.Must(uuid.NewV7()), i%12)
+		if got := p.Home(id.String()); got != i%12 {
+			t.Fatalf("Home(Stamp(id, %d)) = %d", i%12, got)
+		}
+		if id.Version() != 7 || id.Variant() != uuid.RFC4122 {
+			t.Fatalf("stamped id %s is not a UUIDv7 (version %d, variant %v)", id, id.Version(), id.Variant())
+		}
+		if seen[id] {
+			t.Fatalf("stamped id %s twice", id)
+		}
+		seen[id] = true
+		if i > 0 && bytes.Compare(id[:6], prev[:6]) < 0 {
+			t.Fatalf("stamped ids out of time order: %s after %s", id, prev)
+		}
+		prev = id
+	}
+	// A client's id can carry any last byte: it names some partition.
+	if got := p.Home("01939a4e-0000-7000-8000-0000000000ff"); got != 0xff%12 {
+		t.Fatalf("Home of a foreign id = %d, want %d", got, 0xff%12)
+	}
+	for _, bad := range []string{"", "x", "not-a-uuid"} {
+		if got := p.Home(bad); got != 0 {
+			t.Fatalf("Home(%q) = %d, want 0", bad, got)
+		}
+	}
+	single := keyspace.NewPartitions(4, false)
+	id := uuid.Must(uuid.NewV7())
+	if single.Stamp(id, 3) != id || single.Home(id.String()) != 0 {
+		t.Fatal("a single Redis stamped an order id")
 	}
 }

@@ -51,7 +51,15 @@ func (l Layout) stream(k int) string {
 
 func (l Layout) releasedKey(sku string) string { return l.saleKey(sku) + ":released" }
 
-func statusKey(prefix, id string) string { return prefix + "order:" + id }
+// statusKey is order id's status hash: on a cluster tagged by the order's
+// home partition, which the id's last byte names (the order package stamps
+// it, keyspace documents it); on a single Redis untagged.
+func (l Layout) statusKey(id string) string {
+	if l.Partitions.Grouped() {
+		return l.Prefix + "order:" + l.Partitions.Tag(l.Partitions.Home(id)) + id
+	}
+	return l.Prefix + "order:" + id
+}
 
 // kindTransition marks the order stream's transition entries (an order
 // leaving confirmed), beside its order events.
@@ -136,7 +144,7 @@ func readLifecycle(ctx context.Context, rdb redis.UniversalClient, db *pgxpool.P
 	if st.ReleasedIDs, err = readSet(ctx, rdb, l.releasedKey(sku)); err != nil {
 		return err
 	}
-	if st.Statuses, err = readStatuses(ctx, rdb, l.Prefix, orders(st)); err != nil {
+	if st.Statuses, err = readStatuses(ctx, rdb, l, orders(st)); err != nil {
 		return err
 	}
 	st.Transitions, err = readTransitions(ctx, db, st.Round)
@@ -157,14 +165,14 @@ func readSet(ctx context.Context, rdb redis.UniversalClient, key string) ([]stri
 
 // readStatuses reads the status field of each order's status hash, in
 // pipelined pages; an order without one is left out.
-func readStatuses(ctx context.Context, rdb redis.UniversalClient, prefix string, of map[string]Entry) (map[string]string, error) {
+func readStatuses(ctx context.Context, rdb redis.UniversalClient, l Layout, of map[string]Entry) (map[string]string, error) {
 	ids := slices.Sorted(maps.Keys(of))
 	out := make(map[string]string, len(ids))
 	for page := range slices.Chunk(ids, 1000) {
 		cmds := make([]*redis.StringCmd, len(page))
 		_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, id := range page {
-				cmds[i] = p.HGet(ctx, statusKey(prefix, id), "status")
+				cmds[i] = p.HGet(ctx, l.statusKey(id), "status")
 			}
 			return nil
 		})

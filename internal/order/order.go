@@ -88,7 +88,8 @@
 //	order:<id>                status hash (user_id, status, items, total_cents,
 //	                          created_ms, expires_ms, paid_ms, payment_ref,
 //	                          partition: the order's home, see below);
-//	                          kept a week, and a day past the payment window
+//	                          kept a week, and a day past the payment window;
+//	                          on a cluster order:<home's tag><id>
 //
 // An order's home partition is its first SKU's (Partitions.Of); its event,
 // its due entry and every transition event go there, so the partition's
@@ -96,9 +97,11 @@
 // in the status hash (no field: partition 0). A partition's tag depends on
 // the count, so the count is fixed once orders exist (SettlePartitions):
 // only 1 may be raised, on a single Redis, whose partition 0 keeps the
-// untagged stream. On a cluster the SKUs'
-// sale keys carry their partition's tag (inventory), so the reservation
-// and the XADD share a slot.
+// untagged stream. On a cluster the SKUs' sale keys carry their
+// partition's tag (inventory), so the reservation and the XADD share a
+// slot, and the order id carries its home (keyspace's Stamp, made before
+// the reservation from the first SKU), so the status hash, named from the
+// id alone, lives in the home's slot too.
 //
 //	orders:pending:{<user>}   the buyer's pending orders (zset by created_ms)
 //	idem:{<user>}:<sha256>    Idempotency-Key → order id
@@ -259,10 +262,20 @@ func (k keys) partition(p int) string {
 	return k.prefix + "orders:" + k.parts.Tag(p)
 }
 
-func (k keys) stream(p int) string     { return k.partition(p) }
-func (k keys) dead(p int) string       { return k.partition(p) + ":dead" }
-func (k keys) due(p int) string        { return k.partition(p) + ":due" }
-func (k keys) status(id string) string { return k.prefix + "order:" + id }
+func (k keys) stream(p int) string { return k.partition(p) }
+func (k keys) dead(p int) string   { return k.partition(p) + ":dead" }
+func (k keys) due(p int) string    { return k.partition(p) + ":due" }
+
+// status is order id's status hash. On a cluster it carries the tag of the
+// order's home partition, which the id names (keyspace's Stamp), so the
+// status shares a slot with the home's stream, due set and SKUs; on a
+// single Redis it keeps its old name.
+func (k keys) status(id string) string {
+	if k.parts.Grouped() {
+		return k.prefix + "order:" + k.parts.Tag(k.parts.Home(id)) + id
+	}
+	return k.prefix + "order:" + id
+}
 
 // home is the partition of an order with these lines: its first SKU's.
 // The order's events (the order itself, then its transitions) all go to

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/keyspace"
 )
 
@@ -209,5 +210,33 @@ func TestPartitionedTransitionsFollowTheirOrder(t *testing.T) {
 		if sold, a := f.sold(t, round), f.available(t, sku); sold != 1 || a != 5 {
 			t.Fatalf("%s: sold %d available %d, want 1 and 5", sku, sold, a)
 		}
+	}
+}
+
+// On a cluster an order's id names its home, so the status hash, named from
+// the id alone, shares a slot with the home's stream, due set and the first
+// SKU's sale keys (the scripts that move the status and append to the
+// stream need that); on a single Redis status keys keep their names.
+func TestOrderIDsPutTheStatusInTheHomeSlot(t *testing.T) {
+	parts := keyspace.NewPartitions(12, true)
+	stock := inventory.NewPartitionedStock(nil, "p:", parts)
+	s := &Service{keys: keys{"p:", parts}, stock: stock}
+	for i := range 200 {
+		lines := []Line{{SKU: fmt.Sprintf("sku-%d", i), Quantity: 1}, {SKU: "other", Quantity: 1}}
+		id, err := s.newOrderID(lines)
+		if err != nil {
+			t.Fatal(err)
+		}
+		home := parts.Of(lines[0].SKU)
+		want := keyspace.Slot(s.keys.stream(home))
+		for _, k := range []string{s.keys.status(id), s.keys.due(home), stock.SaleKey(lines[0].SKU)} {
+			if got := keyspace.Slot(k); got != want {
+				t.Fatalf("order %s (home %d): %s in slot %d, the home stream in %d", id, home, k, got, want)
+			}
+		}
+	}
+	single := keys{"p:", keyspace.NewPartitions(4, false)}
+	if got := single.status("abc"); got != "p:order:abc" {
+		t.Fatalf("single Redis status key %q", got)
 	}
 }

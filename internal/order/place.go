@@ -48,11 +48,11 @@ type PlaceOptions struct {
 // reservation that did happen: retrying with the same Idempotency-Key is
 // how a client finds out without buying twice.
 func (s *Service) Place(ctx context.Context, user string, lines []Line, o PlaceOptions) (Placed, error) {
-	id, err := uuid.NewV7()
+	id, err := s.newOrderID(lines)
 	if err != nil {
-		return Placed{}, fmt.Errorf("order id: %w", err)
+		return Placed{}, err
 	}
-	e := enqueue{orderID: id.String(), userID: user, cartKey: o.CartKey}
+	e := enqueue{orderID: id, userID: user, cartKey: o.CartKey}
 	if o.IdemKey != "" {
 		e.idemKey = s.keys.idem(user, o.IdemKey)
 		e.fingerprint = fingerprint(lines, o.CartKey != "")
@@ -69,6 +69,21 @@ func (s *Service) Place(ctx context.Context, user string, lines []Line, o PlaceO
 	}
 	s.metrics.outcome(nil, res.replayed)
 	return Placed{OrderID: res.orderID, Status: StatusPending, Replayed: res.replayed}, nil
+}
+
+// newOrderID makes the id of an order of these lines before it is
+// reserved (so a second run of the same reservation is recognised): a
+// UUIDv7, stamped on a cluster with the order's home partition, whose slot
+// its status hash shares.
+func (s *Service) newOrderID(lines []Line) (string, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return "", fmt.Errorf("order id: %w", err)
+	}
+	if len(lines) == 0 { // refused by reserve's checks
+		return id.String(), nil
+	}
+	return s.keys.parts.Stamp(id, s.keys.home(lines)).String(), nil
 }
 
 // explain turns a reservation error into the answer the buyer gets.
