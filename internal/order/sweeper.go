@@ -131,6 +131,11 @@ func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 			return expired, err
 		}
 	}
+	// On a cluster: the sagas a crash left between hold and commit
+	// (repair.go).
+	if _, err := s.repairSagas(ctx); err != nil {
+		return expired, err
+	}
 	return expired, nil
 }
 
