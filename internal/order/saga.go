@@ -58,7 +58,7 @@ const statusAborted = "aborted"
 // hold is the record of the lines a saga took on partition p for order id;
 // holds indexes them by deadline.
 func (k keys) hold(p int, id string) string { return k.partition(p) + ":hold:" + id }
-func (k keys) holds(p int) string          { return k.partition(p) + ":holds" }
+func (k keys) holds(p int) string           { return k.partition(p) + ":holds" }
 
 // errSagaAborted: the repair undid this order id (its first run stopped
 // between hold and commit); nothing is held for it any more.

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shop-oss/shop/internal/api"
 	"github.com/shop-oss/shop/internal/database"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/keyspace"
@@ -274,4 +275,209 @@ func TestSagaRaceOnACluster(t *testing.T) {
 		t.Fatalf("only %d units sold: the race did not contend", sold)
 	}
 	f.noHolds(t)
+}
+
+// An Idempotency-Key on a cluster: a repeated buy-now gets the first
+// order back and buys nothing more; the key for another request is
+// idem_reused; a repeated checkout gets its first order back whatever the
+// cart holds now; and a checkout refused under a key leaves a claim that a
+// retry with another cart reruns under the same order id, whose home then
+// holds none of its lines.
+func TestIdempotencyKeyOnACluster(t *testing.T) {
+	t.Parallel()
+	f := newClusterFixture(t)
+	ctx := context.Background()
+	u := f.user(t)
+	a, b, c := f.skuIn(t, "idem", 1, 10), f.skuIn(t, "idem", 5, 10), f.skuIn(t, "idem", 9, 10)
+	buy := []Line{{SKU: a, Quantity: 2}}
+	p1, err := f.svc.Place(ctx, u, buy, PlaceOptions{IdemKey: "k1"})
+	if err != nil || p1.Replayed {
+		t.Fatalf("first buy: %+v %v", p1, err)
+	}
+	p2, err := f.svc.Place(ctx, u, buy, PlaceOptions{IdemKey: "k1"})
+	if err != nil || !p2.Replayed || p2.OrderID != p1.OrderID {
+		t.Fatalf("repeat: %+v %v, want %s replayed", p2, err, p1.OrderID)
+	}
+	if _, err := f.svc.Place(ctx, u, []Line{{SKU: a, Quantity: 1}}, PlaceOptions{IdemKey: "k1"}); !errors.Is(err, ErrIdempotencyKeyReused) {
+		t.Fatalf("another request with the key: %v", err)
+	}
+	if av := f.available(t, a); av != 8 {
+		t.Fatalf("%s available %d, want 8", a, av)
+	}
+
+	lines := []Line{{SKU: b, Quantity: 1}, {SKU: c, Quantity: 1}, {SKU: a, Quantity: 1}}
+	cart := f.cart(t, u, lines...)
+	c1, err := f.svc.Place(ctx, u, lines, PlaceOptions{IdemKey: "k2", CartKey: cart})
+	if err != nil || c1.Replayed {
+		t.Fatalf("checkout: %+v %v", c1, err)
+	}
+	other := []Line{{SKU: c, Quantity: 3}}
+	f.cart(t, u, other...)
+	c2, err := f.svc.Place(ctx, u, other, PlaceOptions{IdemKey: "k2", CartKey: cart})
+	if err != nil || !c2.Replayed || c2.OrderID != c1.OrderID {
+		t.Fatalf("repeated checkout: %+v %v, want %s replayed", c2, err, c1.OrderID)
+	}
+	if r, ok, err := f.svc.Replay(ctx, u, "k2"); err != nil || !ok || r.OrderID != c1.OrderID {
+		t.Fatalf("replay k2: %+v %v %v", r, ok, err)
+	}
+
+	// Refused (b has 9 units), the claim stays; Replay does not take it
+	// for an order.
+	f.rdb.Del(ctx, cart)
+	big := []Line{{SKU: b, Quantity: 50}}
+	if _, err := f.svc.Place(ctx, u, big, PlaceOptions{IdemKey: "k3", CartKey: f.cart(t, u, big...)}); !errors.Is(err, ErrOutOfStock) {
+		t.Fatalf("big checkout: %v", err)
+	}
+	if _, ok, err := f.svc.Replay(ctx, u, "k3"); ok || err != nil {
+		t.Fatalf("replay of a refused checkout: %v %v", ok, err)
+	}
+	f.rdb.Del(ctx, cart)
+	small := []Line{{SKU: c, Quantity: 1}, {SKU: a, Quantity: 1}}
+	c3, err := f.svc.Place(ctx, u, small, PlaceOptions{IdemKey: "k3", CartKey: f.cart(t, u, small...)})
+	if err != nil || c3.Replayed {
+		t.Fatalf("retried checkout: %+v %v", c3, err)
+	}
+	ev := f.events(t)
+	if e := ev[c3.OrderID]; e.p != 5 || len(e.items) != 2 || e.items[0].SKU != c || e.items[1].SKU != a {
+		t.Fatalf("retried checkout under the claimed id (home 5): %+v", e)
+	}
+	if len(ev) != 3 {
+		t.Fatalf("%d orders, want 3", len(ev))
+	}
+	for sku, want := range map[string]int64{a: 6, b: 9, c: 8} {
+		if av := f.available(t, sku); av != want {
+			t.Fatalf("%s available %d, want %d", sku, av, want)
+		}
+	}
+	f.noHolds(t)
+}
+
+// A checkout whose line on the third shard is refused leaves the other
+// shards as they were (the hold taken on the second is given back), and
+// the refusal is the one a single Redis gives: the most important kind
+// over every line, here a per-user limit on the third shard ranked above
+// the second's out-of-stock.
+func TestCheckoutRefusedOnTheThirdShard(t *testing.T) {
+	t.Parallel()
+	f := newClusterFixture(t)
+	ctx := context.Background()
+	u := f.user(t)
+	a, b := f.skuIn(t, "ref", 1, 10), f.skuIn(t, "ref", 5, 10)
+	c := f.skuIn(t, "ref", 9, 1)
+	lines := []Line{{SKU: a, Quantity: 2}, {SKU: b, Quantity: 3}, {SKU: c, Quantity: 2}}
+	_, err := f.svc.Place(ctx, u, lines, PlaceOptions{CartKey: f.cart(t, u, lines...)})
+	var e *api.Error
+	if !errors.As(err, &e) || e.Code != api.CodeOutOfStock || fmt.Sprint(e.Extra["skus"]) != fmt.Sprint([]string{c}) {
+		t.Fatalf("refusal %v, want out of stock for %s", err, c)
+	}
+	for sku, want := range map[string]int64{a: 10, b: 10, c: 1} {
+		if av := f.available(t, sku); av != want {
+			t.Fatalf("%s available %d, want %d", sku, av, want)
+		}
+		if n := f.rdb.HLen(ctx, f.stock.BuyersKey(sku)).Val(); n != 0 {
+			t.Fatalf("%s counts %d buyers", sku, n)
+		}
+	}
+	if ev := f.events(t); len(ev) != 0 {
+		t.Fatalf("order events after a refusal: %v", ev)
+	}
+	f.noHolds(t)
+
+	d := f.skuIn(t, "lim", 9, 10)
+	f.rdb.HSet(ctx, f.stock.SaleKey(d), "limit", 1)
+	lines = []Line{{SKU: a, Quantity: 1}, {SKU: b, Quantity: 11}, {SKU: d, Quantity: 2}}
+	_, err = f.svc.Place(ctx, u, lines, PlaceOptions{})
+	if !errors.As(err, &e) || e.Code != api.CodeLimitExceeded || fmt.Sprint(e.Extra["skus"]) != fmt.Sprint([]string{d}) {
+		t.Fatalf("refusal %v, want the limit on %s", err, d)
+	}
+	if av := f.available(t, b) + f.available(t, a) + f.available(t, d); av != 30 {
+		t.Fatalf("available %d after a refusal, want 30", av)
+	}
+	f.noHolds(t)
+}
+
+// A crash between a hold and the commit: the hold waits for its deadline,
+// then the sweeper's repair (two sweepers at once) gives its units back
+// once and leaves a tombstone that refuses the late commit and that no
+// reader takes for an order. A crash after the commit, before the holds
+// were dropped, is repaired the other way: the units stay the order's.
+func TestSagaCrashRepairedBySweeper(t *testing.T) {
+	t.Parallel()
+	f := newClusterFixture(t)
+	ctx := context.Background()
+	u := f.user(t)
+	a, b := f.skuIn(t, "crash", 1, 10), f.skuIn(t, "crash", 5, 10)
+	lines := []Line{{SKU: a, Quantity: 1}, {SKU: b, Quantity: 4}}
+	id, err := f.svc.newOrderID(lines)
+	if err != nil {
+		t.Fatal(err)
+	}
+	items, fail, err := f.svc.hold(ctx, 5, id, u, "attempt-1", "take", 1, lines[1:])
+	if err != nil || fail != nil {
+		t.Fatalf("hold: %v %v", fail, err)
+	}
+	held := []heldPart{{p: 5, items: items}}
+	// Before the deadline the repair leaves the hold alone.
+	sw := f.clusterSweeper()
+	if _, err := sw.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if av := f.available(t, b); av != 6 {
+		t.Fatalf("%s available %d while held, want 6", b, av)
+	}
+	f.rdb.ZAdd(ctx, f.svc.keys.holds(5), redis.Z{Score: 1, Member: id}) // the deadline passed
+	var wg sync.WaitGroup
+	for _, s := range []*Sweeper{sw, f.clusterSweeper()} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := s.Sweep(ctx); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if av := f.available(t, b); av != 10 {
+		t.Fatalf("%s available %d after the repair, want 10", b, av)
+	}
+	if n := f.rdb.HLen(ctx, f.stock.BuyersKey(b)).Val(); n != 0 {
+		t.Fatalf("%s still counts the buyer", b)
+	}
+	f.noHolds(t)
+	if _, _, err := f.svc.commit(ctx, id, u, "attempt-1", 1, "commit", lines, held); !errors.Is(err, errSagaAborted) {
+		t.Fatalf("late commit: %v, want aborted", err)
+	}
+	if av := f.available(t, a); av != 10 {
+		t.Fatalf("%s available %d after the refused commit", a, av)
+	}
+	if _, err := f.svc.Get(ctx, u, id); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("get of the aborted order: %v", err)
+	}
+	if page, err := f.svc.List(ctx, u, 10, ""); err != nil || len(page.Items) != 0 {
+		t.Fatalf("list: %+v %v", page, err)
+	}
+	if ev := f.events(t); len(ev) != 0 {
+		t.Fatalf("events of an aborted order: %v", ev)
+	}
+
+	// Committed, then the crash: the repair drops the hold, units stay sold.
+	id2, _ := f.svc.newOrderID(lines)
+	items, _, err = f.svc.hold(ctx, 5, id2, u, "attempt-2", "take", 1, lines[1:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.svc.commit(ctx, id2, u, "attempt-2", 1, "commit", lines, []heldPart{{p: 5, items: items}}); err != nil {
+		t.Fatal(err)
+	}
+	f.rdb.ZAdd(ctx, f.svc.keys.holds(5), redis.Z{Score: 1, Member: id2})
+	if _, err := sw.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.noHolds(t)
+	if av, bv := f.available(t, a), f.available(t, b); av != 9 || bv != 6 {
+		t.Fatalf("after repairing a committed order: available %d and %d, want 9 and 6", av, bv)
+	}
+	if o, err := f.svc.Get(ctx, u, id2); err != nil || o.Status != StatusPending || len(o.Items) != 2 {
+		t.Fatalf("committed order: %+v %v", o, err)
+	}
 }

@@ -27,7 +27,7 @@ var (
 // slot, before the order is placed. KEYS[1] the idempotency record
 // ('<order id> <fingerprint>'); ARGV[1] the request's fingerprint,
 // ARGV[2] a new order id, ARGV[3] the record's TTL (ms), ARGV[4] an order
-// id the record may name to be replaced by the new one ('' for none: the
+// id the record may name to be replaced by the new one (” for none: the
 // repair aborted that order, so the key starts afresh).
 // Returns {'new', id}: the new id was recorded; {'had', id}: the key was
 // claimed before for the same request, by order id; {'reused'}: the key
@@ -67,7 +67,7 @@ return 1`)
 // state of the record's i-th item, KEYS[4 + 2(i-1)] its buyer counts;
 // ARGV[1] order id, ARGV[2] the attempt that made the hold (another's
 // record is left alone), ARGV[3] the mode, ARGV[4 + 2(i-1)] the i-th
-// item's SKU, ARGV[5 + 2(i-1)] its changes channel ('' for none).
+// item's SKU, ARGV[5 + 2(i-1)] its changes channel (” for none).
 // Returns the units given back, or -1 when there was no such hold.
 var unholdScript = redis.NewScript(`
 local rec = redis.call('HMGET', KEYS[1], 'attempt', 'user', 'items')
