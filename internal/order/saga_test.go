@@ -437,6 +437,11 @@ func TestSagaCrashRepairedBySweeper(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	// A third settling of the same hold (a sweeper whose claim lease ran
+	// out) finds nothing to give back.
+	if err := sw.settleHold(ctx, 5, id); err != nil {
+		t.Fatal(err)
+	}
 	if av := f.available(t, b); av != 10 {
 		t.Fatalf("%s available %d after the repair, want 10", b, av)
 	}
