@@ -117,6 +117,7 @@ type Hub struct {
 	streams  int
 	shutdown chan struct{} // closed by Shutdown
 	closed   bool
+	watched  chan struct{} // a SKU's first stream opened or its last ended (poke)
 	active   sync.WaitGroup // running streams
 }
 
@@ -127,14 +128,26 @@ func New(rdb redis.UniversalClient, stock *inventory.Stock, o Options, log *slog
 	return &Hub{
 		rdb: rdb, stock: stock, o: o, log: log, metrics: newMetrics(reg),
 		topics: map[string]*topic{}, perIP: map[string]int{}, shutdown: make(chan struct{}),
+		watched: make(chan struct{}, 1),
 	}
 }
 
 // Run holds the instance's subscription to every SKU's changes until ctx
 // ends, reconnecting as go-redis does; after each (re)subscription it
 // reads every watched SKU's state again, since messages published while it
-// was away are lost.
+// was away are lost. On a cluster (sharded changes channels) it holds a
+// subscription per watched SKU instead (sharded.go).
 func (h *Hub) Run(ctx context.Context) {
+	if h.stock.ShardedChanges() {
+		h.runSharded(ctx)
+		return
+	}
+	h.runPattern(ctx)
+}
+
+// runPattern is Run's one pattern subscription to every SKU's ordinary
+// changes channel (a single Redis), which feeds the stock view too.
+func (h *Hub) runPattern(ctx context.Context) {
 	ps := h.rdb.PSubscribe(ctx, h.stock.ChangesPattern())
 	defer ps.Close()
 	defer h.o.View.Unsubscribed()
@@ -186,7 +199,19 @@ func (h *Hub) resync(ctx context.Context) {
 		skus = append(skus, sku)
 	}
 	h.mu.Unlock()
+	h.resyncSKUs(ctx, skus)
+}
+
+// resyncSKUs reads the live state of each of skus that is still watched
+// and hands it out.
+func (h *Hub) resyncSKUs(ctx context.Context, skus []string) {
 	for _, sku := range skus {
+		h.mu.Lock()
+		_, watched := h.topics[sku]
+		h.mu.Unlock()
+		if !watched {
+			continue
+		}
 		rctx, cancel := context.WithTimeout(ctx, resyncTimeout)
 		c, err := h.stock.Current(rctx, sku)
 		cancel()
