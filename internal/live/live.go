@@ -117,7 +117,7 @@ type Hub struct {
 	streams  int
 	shutdown chan struct{} // closed by Shutdown
 	closed   bool
-	watched  chan struct{} // a SKU's first stream opened or its last ended (poke)
+	watched  chan struct{}  // a SKU's first stream opened or its last ended (poke)
 	active   sync.WaitGroup // running streams
 }
 
