@@ -5,9 +5,13 @@
 //
 // Every change of live stock is published by inventory on the SKU's Redis
 // Pub/Sub channel, in the same atomic step as the change (see
-// inventory's changes.go). Each instance holds one pattern subscription
-// (Hub.Run) and fans the messages out in process (and into the instance's
-// inventory.StockView, Options.View, for product reads): the hub keeps, per SKU
+// inventory's changes.go). On a single Redis each instance holds one
+// pattern subscription (Hub.Run) and fans the messages out in process (and
+// into the instance's inventory.StockView, Options.View, for product
+// reads). On a Redis Cluster the channels are sharded (SPUBLISH), which
+// patterns never match: the hub then holds a sharded subscription per
+// watched SKU, from its first stream to its last, and the stock view is
+// not fed (sharded.go). Either way the hub keeps, per SKU
 // that has streams, the latest state it heard, and hands it to each stream
 // at most once per Options.Interval (the first change after a quiet spell
 // at once, the rest coalesced to the newest). A thousand purchases a
@@ -80,7 +84,9 @@ type Options struct {
 	MaxPerClient int
 	// View, when set, is the instance's stock view (inventory.StockView):
 	// the subscription keeps it current for the product reads too, every
-	// SKU's changes, not only those of watched SKUs.
+	// SKU's changes, not only those of watched SKUs. On a cluster (sharded
+	// channels) the hub hears only the watched SKUs, so it leaves the view
+	// unsubscribed: it keeps nothing and product reads go to Redis.
 	View *inventory.StockView
 }
 
