@@ -203,7 +203,15 @@ const (
 	tagMessage = "tag "
 )
 
-// channel is the Pub/Sub channel of invalidations.
+// channel is the Pub/Sub channel of invalidations. It stays an ordinary
+// channel (PUBLISH, SUBSCRIBE) on a Redis Cluster too, unlike the stock
+// changes (inventory's sharded channels): every process's near cache
+// needs every invalidation, whichever key it is about, so the message
+// must reach all of them whatever node they listen on, which is what a
+// cluster's PUBLISH does (broadcast over the bus), and invalidations come
+// with catalog writes, rare next to stock changes. A sharded channel would
+// also have to share the slot of each script's keys, which here are any
+// key's. PUBLISH inside a script is not checked against its keys' slot.
 func (c *Cache) channel() string { return c.o.Prefix + "invalidations" }
 
 // Run holds this process's subscription to the invalidations of other

@@ -87,7 +87,10 @@ type Config struct {
 	// bounds a lost message. 0 (the default): every read goes to Redis, as
 	// API.md's Catalog section promises ("after a successful write, the
 	// next read anywhere returns the new data"); a TTL trades that promise,
-	// across instances, for reads without a round trip.
+	// across instances, for reads without a round trip. On a Redis
+	// Cluster the stock view keeps nothing (internal/live: the sharded
+	// stock channels are heard only for the SKUs streamed), so there it
+	// applies to the catalog entries only.
 	NearCacheTTL time.Duration `env:"SHOP_NEAR_CACHE_TTL" envDefault:"0"`
 	// NearCacheSize bounds the entries of each of the two (LRU).
 	NearCacheSize int `env:"SHOP_NEAR_CACHE_SIZE" envDefault:"10000"`

@@ -9,28 +9,59 @@ import (
 )
 
 // Stock changes: every script that changes a SKU's live stock (seed.lua,
-// release.lua, the order package's reserve script) and Close publish the
-// state it left on the SKU's Redis Pub/Sub channel, in the same atomic step
-// as the change:
+// release.lua, restore.lua, the order package's reserve script) and Close
+// publish the state it left on the SKU's changes channel, in the same
+// atomic step as the change:
 //
 //	channel  <prefix>sale:{<sku>}:changed (on a cluster
 //	         <prefix>sale:{<partition tag>}<sku>:changed, see stock.go)
 //	message  "<round> <available> <starts_ms> <ends_ms>"  (integers; round 0:
 //	         no sale, the SKU's live state is gone)
+//	command  PublishCommand: PUBLISH on a single Redis, SPUBLISH (a sharded
+//	         channel) on a cluster
 //
 // Publishing inside the script costs no extra round trip, and since Redis
 // delivers a connection's messages in the order they were published, the
 // last message a subscriber got is the SKU's current state. Pub/Sub is
 // fire-and-forget: a subscriber that was away rebuilds its picture from
-// Live, never from the messages it missed. The {<sku>} hash tag puts the
-// channel in the SKU's slot, for sharded channels on a cluster.
+// Live, never from the messages it missed.
+//
+// # Sharded channels on a cluster
+//
+// A PUBLISH on a Redis Cluster is broadcast over the cluster bus to every
+// node, so each message costs every master, and the bus traffic grows with
+// the cluster. SPUBLISH delivers on the master of the channel's slot only.
+// The channel carries the hash tag of the SKU's keys, so it is in their
+// slot: a script may SPUBLISH only to a channel its node serves (Redis
+// checks the channel as it checks a key), which this makes true. Sharded
+// channels have no pattern form: subscribers SSUBSCRIBE to each SKU's
+// channel (internal/live does, per watched SKU).
 
 // ChangesChannel is the Pub/Sub channel of sku's stock changes. The order
-// package's reserve script publishes on it (in the format above).
+// package's reserve script publishes on it (in the format above), with
+// PublishCommand.
 func (s *Stock) ChangesChannel(sku string) string { return s.SaleKey(sku) + ":changed" }
 
+// ShardedChanges reports whether the changes channels are sharded
+// (SPUBLISH, SSUBSCRIBE): on a cluster, where the SKU keys are grouped by
+// partition. Otherwise they are ordinary channels (PUBLISH, SUBSCRIBE or
+// ChangesPattern's PSUBSCRIBE).
+func (s *Stock) ShardedChanges() bool { return s.parts.Grouped() }
+
+// PublishCommand is the command that publishes on a changes channel:
+// "SPUBLISH" when ShardedChanges, else "PUBLISH". Scripts that publish a
+// change are handed it with the channel (every script of this package,
+// and the order package's reserve script).
+func (s *Stock) PublishCommand() string {
+	if s.ShardedChanges() {
+		return "SPUBLISH"
+	}
+	return "PUBLISH"
+}
+
 // ChangesPattern matches every SKU's changes channel (PSUBSCRIBE); the
-// prefix's glob characters are escaped.
+// prefix's glob characters are escaped. It hears nothing when
+// ShardedChanges: patterns never match sharded channels.
 func (s *Stock) ChangesPattern() string {
 	return globEscaper.Replace(s.prefix) + "sale:{*}*:changed"
 }
@@ -48,14 +79,8 @@ type Change struct {
 
 // ParseChange reads a message received on channel.
 func (s *Stock) ParseChange(channel, payload string) (Change, error) {
-	sku, ok := strings.CutPrefix(channel, s.prefix+"sale:")
-	if ok {
-		sku, ok = strings.CutSuffix(sku, ":changed")
-	}
-	if ok {
-		sku, ok = channelSKU(s, sku)
-	}
-	if !ok || !ValidSKU(sku) {
+	sku, ok := s.ChangesSKU(channel)
+	if !ok {
 		return Change{}, fmt.Errorf("stock change on %q: not a changes channel", channel)
 	}
 	f := strings.Fields(payload)
@@ -70,6 +95,19 @@ func (s *Stock) ParseChange(channel, payload string) (Change, error) {
 		}
 	}
 	return Change{SKU: sku, Round: n[0], Available: n[1], StartsAt: fromMilli(n[2]), EndsAt: fromMilli(n[3])}, nil
+}
+
+// ChangesSKU is the SKU whose changes channel is channel; ok is false for
+// any other channel.
+func (s *Stock) ChangesSKU(channel string) (sku string, ok bool) {
+	sku, ok = strings.CutPrefix(channel, s.prefix+"sale:")
+	if ok {
+		sku, ok = strings.CutSuffix(sku, ":changed")
+	}
+	if ok {
+		sku, ok = channelSKU(s, sku)
+	}
+	return sku, ok && ValidSKU(sku)
 }
 
 // channelSKU reads the SKU from a channel's "{<sku>}" (or, grouped,

@@ -3,7 +3,12 @@ package inventory
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/database"
 	"github.com/shop-oss/shop/internal/keyspace"
@@ -87,4 +92,130 @@ func TestGroupedChangesChannel(t *testing.T) {
 	if _, err := NewPartitionedStock(nil, "p:", parts).ParseChange("p:sale:{a-1}:changed", "1 2 0 0"); err == nil {
 		t.Fatal("an ungrouped channel was read by a grouped stock")
 	}
+}
+
+// On a cluster every stock change is SPUBLISHed, on the master of the
+// SKU's slot only: seed, release, restore and close, for SKUs on each of
+// the three masters, reach a sharded subscriber (SSUBSCRIBE) in order, and
+// the masters' command counts show SPUBLISH once per change and no
+// PUBLISH (which the cluster bus would broadcast to every node).
+func TestStockChangesAreShardedOnACluster(t *testing.T) {
+	t.Parallel()
+	c := testenv.StartCluster(t, 3)
+	ctx := context.Background()
+	rdb, err := database.OpenCluster(ctx, c.URL, database.RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	s := NewPartitionedStock(rdb, c.Prefix, keyspace.NewPartitions(12, true))
+	if !s.ShardedChanges() || s.PublishCommand() != "SPUBLISH" {
+		t.Fatalf("a grouped stock publishes with %s", s.PublishCommand())
+	}
+	skus := skusOnEveryMaster(t, c, s)
+	if err := c.Client.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		return m.ConfigResetStat(ctx).Err()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	subs := map[string]*redis.PubSub{}
+	for _, sku := range skus {
+		ps := rdb.SSubscribe(ctx, s.ChangesChannel(sku))
+		t.Cleanup(func() { _ = ps.Close() })
+		if _, err := ps.Receive(ctx); err != nil { // the confirmation
+			t.Fatal(err)
+		}
+		subs[sku] = ps
+	}
+	for _, sku := range skus {
+		if err := s.OpenRound(ctx, sku, LiveRound{Round: 1, Quantity: 5, PerUserLimit: 2, PriceCents: 100}); err != nil {
+			t.Fatal(err)
+		}
+		rdb.HIncrBy(ctx, s.SaleKey(sku), "available", -2)
+		rdb.HIncrBy(ctx, s.BuyersKey(sku), "u1", 2)
+		if _, err := s.Release(ctx, Release{OrderID: "o1", UserID: "u1",
+			Lines: []ReleaseLine{{SKU: sku, Quantity: 2, RoundID: 1}}}); err != nil {
+			t.Fatal(err)
+		}
+		fence, err := s.ReadFence(ctx, sku)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Restore(ctx, sku, fence, Restored{LiveRound: LiveRound{Round: 1, Quantity: 5, Available: 4,
+			PerUserLimit: 2, PriceCents: 100}, Buyers: map[string]int64{"u2": 1}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(ctx, sku); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Four changes per SKU, each SPUBLISHed once on its SKU's master.
+	want := map[string]int{}
+	for _, sku := range skus {
+		m, err := c.Client.MasterForKey(ctx, s.SaleKey(sku))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[m.Options().Addr] += 4
+	}
+	if err := c.Client.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		stats, err := m.Info(ctx, "commandstats").Result()
+		if err != nil {
+			return err
+		}
+		if n := commandCalls(stats, "publish"); n != 0 {
+			return fmt.Errorf("%s: %d PUBLISH calls", m.Options().Addr, n)
+		}
+		if n := commandCalls(stats, "spublish"); n != want[m.Options().Addr] {
+			return fmt.Errorf("%s: %d SPUBLISH calls, want %d", m.Options().Addr, n, want[m.Options().Addr])
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, sku := range skus {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second) // a bound on a hang, not a timing
+		for i, payload := range []string{"1 5 0 0", "1 5 0 0", "1 4 0 0", closedMessage} {
+			m, err := subs[sku].ReceiveMessage(rctx)
+			if err != nil || m.Channel != s.ChangesChannel(sku) || m.Payload != payload {
+				t.Fatalf("%s: change %d: %+v %v, want %q", sku, i, m, err, payload)
+			}
+		}
+		cancel()
+	}
+}
+
+// skusOnEveryMaster returns SKUs whose keys fall on each master of c, two
+// per master.
+func skusOnEveryMaster(t *testing.T, c *testenv.RedisCluster, s *Stock) []string {
+	t.Helper()
+	per := map[string]int{}
+	var skus []string
+	for i := 0; len(skus) < 2*len(c.Masters); i++ {
+		sku := fmt.Sprintf("sku-%d", i)
+		m, err := c.Client.MasterForKey(context.Background(), s.SaleKey(sku))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if addr := m.Options().Addr; per[addr] < 2 {
+			per[addr]++
+			skus = append(skus, sku)
+		}
+		if i > 1000 {
+			t.Fatalf("SKUs on %d masters only: %v", len(per), per)
+		}
+	}
+	return skus
+}
+
+// commandCalls reads a command's call count from INFO commandstats.
+func commandCalls(stats, cmd string) int {
+	for _, line := range strings.Split(stats, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":calls=")
+		if ok {
+			n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+			return n
+		}
+	}
+	return 0
 }

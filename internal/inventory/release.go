@@ -114,6 +114,7 @@ func (s *Stock) Release(ctx context.Context, r Release) (Released, error) {
 	for _, v := range ovalues {
 		args = append(args, v)
 	}
+	args = append(args, s.PublishCommand())
 	reply, err := releaseScript.Run(ctx, s.rdb, keys, args...).StringSlice()
 	if err != nil {
 		return Released{}, fmt.Errorf("release order %s: %w", r.OrderID, err)

@@ -30,6 +30,8 @@
 --         publishes the state it leaves there (inventory's changes.go)
 -- KEYS[2 + 3n] outbox stream (touched only when m > 0)
 -- ARGV[7 + 4n] number of outbox fields m, then m field-value pairs
+-- ARGV[8 + 4n + 2m] the publish command, PUBLISH or SPUBLISH (inventory's
+--         PublishCommand: SPUBLISH for the sharded channels of a cluster)
 --
 -- Returns {'ok', units given back, stale lines, lines released before}
 --      or {'refused', current guard value or ''}
@@ -43,9 +45,11 @@ if not n or n < 1 or n ~= math.floor(n) or #KEYS ~= 2 + 3 * n then
   return bad('bad line count')
 end
 local m = tonumber(ARGV[7 + 4 * n])
-if not m or m < 0 or m ~= math.floor(m) or #ARGV ~= 7 + 4 * n + 2 * m then
+if not m or m < 0 or m ~= math.floor(m) or #ARGV ~= 8 + 4 * n + 2 * m then
   return bad('bad outbox')
 end
+local publish = ARGV[#ARGV]
+if publish ~= 'PUBLISH' and publish ~= 'SPUBLISH' then return bad('bad publish command') end
 if gfield ~= '' and (gto == '' or gfrom == '') then return bad('guard without values') end
 
 local lines, seen = {}, {}
@@ -93,7 +97,7 @@ for _, l in ipairs(lines) do
     units = units + l.qty
     if l.channel ~= '' then
       local w = redis.call('HMGET', l.sale, 'starts_ms', 'ends_ms')
-      redis.call('PUBLISH', l.channel, string.format('%d %d %s %s', l.round, left, w[1], w[2]))
+      redis.call(publish, l.channel, string.format('%d %d %s %s', l.round, left, w[1], w[2]))
     end
   end
 end
@@ -102,7 +106,7 @@ if gfield ~= '' then
 end
 if m > 0 then
   local entry = {}
-  for i = 8 + 4 * n, #ARGV do entry[#entry + 1] = ARGV[i] end
+  for i = 8 + 4 * n, 7 + 4 * n + 2 * m do entry[#entry + 1] = ARGV[i] end
   redis.call('XADD', KEYS[2 + 3 * n], '*', unpack(entry))
 end
 return {'ok', string.format('%d', units), tostring(stale), tostring(before)}

@@ -21,17 +21,19 @@ func TestReleaseScriptRefusesBadArgumentsBeforeWriting(t *testing.T) {
 	r.Client.HSet(ctx, s.SaleKey("a"), "available", 3)
 	r.Client.HSet(ctx, s.BuyersKey("a"), "u1", 2)
 	keys := []string{s.SaleKey("a") + ":noguard", s.SaleKey("a"), s.BuyersKey("a"), s.releasedKey("a"), s.SaleKey("a") + ":nooutbox"}
-	good := []any{"o1", "u1", "", "", "", 1, "a", 2, 1, "", 0}
+	good := []any{"o1", "u1", "", "", "", 1, "a", 2, 1, "", 0, "PUBLISH"}
 	bad := map[string][]any{
-		"no_order":       {"", "u1", "", "", "", 1, "a", 2, 1, "", 0},
-		"no_user":        {"o1", "", "", "", "", 1, "a", 2, 1, "", 0},
-		"zero_quantity":  {"o1", "u1", "", "", "", 1, "a", 0, 1, "", 0},
-		"fraction":       {"o1", "u1", "", "", "", 1, "a", 1.5, 1, "", 0},
+		"no_order":       {"", "u1", "", "", "", 1, "a", 2, 1, "", 0, "PUBLISH"},
+		"no_user":        {"o1", "", "", "", "", 1, "a", 2, 1, "", 0, "PUBLISH"},
+		"zero_quantity":  {"o1", "u1", "", "", "", 1, "a", 0, 1, "", 0, "PUBLISH"},
+		"fraction":       {"o1", "u1", "", "", "", 1, "a", 1.5, 1, "", 0, "PUBLISH"},
 		"no_round":       {"o1", "u1", "", "", "", 1, "a", 2, 0, "", 0},
-		"line_count":     {"o1", "u1", "", "", "", 2, "a", 2, 1, "", 0},
-		"guard_no_value": {"o1", "u1", "status", "", "", 1, "a", 2, 1, "", 0},
-		"empty_sku":      {"o1", "u1", "", "", "", 1, "", 2, 1, "", 0},
-		"outbox_odd":     {"o1", "u1", "", "", "", 1, "a", 2, 1, "", 1, "field"},
+		"line_count":     {"o1", "u1", "", "", "", 2, "a", 2, 1, "", 0, "PUBLISH"},
+		"guard_no_value": {"o1", "u1", "status", "", "", 1, "a", 2, 1, "", 0, "PUBLISH"},
+		"empty_sku":      {"o1", "u1", "", "", "", 1, "", 2, 1, "", 0, "PUBLISH"},
+		"outbox_odd":     {"o1", "u1", "", "", "", 1, "a", 2, 1, "", 1, "field", "PUBLISH"},
+		"no_command":     {"o1", "u1", "", "", "", 1, "a", 2, 1, "", 0},
+		"bad_command":    {"o1", "u1", "", "", "", 1, "a", 2, 1, "", 0, "SET"},
 	}
 	for name, args := range bad {
 		if err := releaseScript.Run(ctx, r.Client, keys, args...).Err(); err == nil {

@@ -21,6 +21,8 @@
 -- ARGV[11] changes channel ('' for none)
 -- ARGV[12] number of buyers b, then b pairs user id, units
 -- ARGV[13 + 2b] number of released order ids r, then r ids
+-- ARGV[14 + 2b + r] the publish command, PUBLISH or SPUBLISH (inventory's
+--         PublishCommand: SPUBLISH for the sharded channels of a cluster)
 -- Returns {'ok', 1 changed | 0 unchanged} or {'moved', current fence}
 local function bad(msg) return redis.error_reply('ERR restore: ' .. msg) end
 local function int(i)
@@ -48,7 +50,9 @@ if held ~= quantity - available then
   return bad(string.format('quantity %d != available %d + %d units held', quantity, available, held))
 end
 local nr = tonumber(ARGV[13 + 2 * nb])
-if not nr or nr < 0 or nr ~= math.floor(nr) or #ARGV ~= 13 + 2 * nb + nr then return bad('bad released count') end
+if not nr or nr < 0 or nr ~= math.floor(nr) or #ARGV ~= 14 + 2 * nb + nr then return bad('bad released count') end
+local publish, last = ARGV[#ARGV], 13 + 2 * nb + nr -- last: the last released id's index
+if publish ~= 'PUBLISH' and publish ~= 'SPUBLISH' then return bad('bad publish command') end
 
 local cur = redis.call('HMGET', KEYS[1], 'round', 'available', 'released')
 local fence = (cur[1] or '') .. ' ' .. (cur[2] or '') .. ' ' .. (cur[3] or '')
@@ -73,7 +77,7 @@ if same then
 end
 if same and redis.call('SCARD', KEYS[3]) ~= nr then same = false end
 if same then
-  for i = 14 + 2 * nb, #ARGV do
+  for i = 14 + 2 * nb, last do
     if redis.call('SISMEMBER', KEYS[3], ARGV[i]) == 0 then same = false; break end
   end
 end
@@ -85,7 +89,7 @@ redis.call('HSET', KEYS[1], 'round', ARGV[2], 'quantity', ARGV[3], 'available', 
 for user, units in pairs(buyers) do
   redis.call('HSET', KEYS[2], user, units)
 end
-for i = 14 + 2 * nb, #ARGV do
+for i = 14 + 2 * nb, last do
   redis.call('SADD', KEYS[3], ARGV[i])
 end
 local ttl = tonumber(ARGV[8])
@@ -95,6 +99,6 @@ if ttl > 0 then
   if nr > 0 then redis.call('PEXPIRE', KEYS[3], ttl) end
 end
 if ARGV[11] ~= '' then
-  redis.call('PUBLISH', ARGV[11], ARGV[2] .. ' ' .. ARGV[9] .. ' ' .. ARGV[5] .. ' ' .. ARGV[6])
+  redis.call(publish, ARGV[11], ARGV[2] .. ' ' .. ARGV[9] .. ' ' .. ARGV[5] .. ' ' .. ARGV[6])
 end
 return {'ok', 1}

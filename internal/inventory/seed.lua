@@ -6,20 +6,24 @@
 --
 -- KEYS[1] sale state (hash)   KEYS[2] buyer counts (hash)
 -- KEYS[3] released order ids (set)
--- The new state is published on ARGV[9], the SKU's changes channel
--- (inventory's changes.go has the format; '' publishes nothing).
+-- The new state is published on ARGV[9], the SKU's changes channel, with
+-- ARGV[10], PUBLISH or SPUBLISH (inventory's changes.go has the format and
+-- the command; a channel '' publishes nothing).
 -- Returns 1, 0 when a round as new or newer is already open, or -1 when
 -- the script runs past apply_by_ms (the caller's deadline, by which it
 -- has answered that the seeding failed: a stalled Redis that resumes must
 -- not open the round after that answer).
 -- ARGV: round, quantity, per_user_limit, starts_ms (0 = now), ends_ms
 --       (0 = no end), price_cents, ttl_ms (0 = no expiry), apply_by_ms
---       (0 = no deadline), changes channel
+--       (0 = no deadline), changes channel, publish command
 for i = 1, 8 do
   local v = tonumber(ARGV[i])
   if not v or v < 0 or v ~= math.floor(v) then
     return redis.error_reply('ERR seed: argument ' .. i .. ' must be a non-negative integer')
   end
+end
+if ARGV[9] ~= '' and ARGV[10] ~= 'PUBLISH' and ARGV[10] ~= 'SPUBLISH' then
+  return redis.error_reply('ERR seed: argument 10 must be PUBLISH or SPUBLISH')
 end
 if tonumber(ARGV[8]) > 0 then
   local t = redis.call('TIME')
@@ -39,7 +43,7 @@ redis.call('HSET', KEYS[1], 'round', ARGV[1], 'quantity', ARGV[2], 'available', 
 if tonumber(ARGV[7]) > 0 then
   redis.call('PEXPIRE', KEYS[1], ARGV[7])
 end
-if ARGV[9] and ARGV[9] ~= '' then
-  redis.call('PUBLISH', ARGV[9], ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. ARGV[4] .. ' ' .. ARGV[5])
+if ARGV[9] ~= '' then
+  redis.call(ARGV[10], ARGV[9], ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. ARGV[4] .. ' ' .. ARGV[5])
 end
 return 1

@@ -120,7 +120,7 @@ func (s *Stock) OpenRound(ctx context.Context, sku string, r LiveRound) error {
 	}
 	opened, err := seedScript.Run(ctx, s.rdb, []string{s.SaleKey(sku), s.BuyersKey(sku), s.releasedKey(sku)},
 		r.Round, r.Quantity, r.PerUserLimit, unixMilli(r.StartsAt), unixMilli(r.EndsAt),
-		r.PriceCents, ttlMs, applyBy, s.ChangesChannel(sku)).Int()
+		r.PriceCents, ttlMs, applyBy, s.ChangesChannel(sku), s.PublishCommand()).Int()
 	switch {
 	case err != nil:
 		return fmt.Errorf("open sale round %d for %s: %w", r.Round, sku, err)
@@ -199,11 +199,16 @@ return 0`)
 
 // Close ends sku's live sale (the product was deleted): nothing more can be
 // reserved. Orders already reserved are still persisted by the writer.
-// Its subscribers hear "no sale" in the same MULTI.
+// Its subscribers hear "no sale" in the same MULTI (PublishCommand's: on a
+// cluster the MULTI's keys and the sharded channel share one slot).
 func (s *Stock) Close(ctx context.Context, sku string) error {
 	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.Unlink(ctx, s.SaleKey(sku), s.BuyersKey(sku), s.releasedKey(sku))
-		p.Publish(ctx, s.ChangesChannel(sku), closedMessage)
+		if s.ShardedChanges() {
+			p.SPublish(ctx, s.ChangesChannel(sku), closedMessage)
+		} else {
+			p.Publish(ctx, s.ChangesChannel(sku), closedMessage)
+		}
 		return nil
 	})
 	if err != nil {

@@ -14,7 +14,10 @@ import (
 //
 // The picture follows the stock changes every script publishes
 // (changes.go), heard through the instance's one subscription to them
-// (internal/live's hub calls Subscribed, Heard and Unsubscribed). Each
+// (internal/live's hub calls Subscribed, Heard and Unsubscribed; on a
+// Redis Cluster, whose changes channels are sharded per SKU, the hub hears
+// only the SKUs it streams and never calls Subscribed, so the view keeps
+// nothing there). Each
 // message carries the SKU's whole state, and one Redis delivers them in
 // the order of the changes, so the last one heard is the current state.
 // A SKU not in the picture is read from Redis and enters it.

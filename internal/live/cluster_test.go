@@ -2,8 +2,12 @@ package live_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"slices"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/apitest"
 	"github.com/shop-oss/shop/internal/config"
@@ -55,4 +59,135 @@ func TestLiveStockOnACluster(t *testing.T) {
 			t.Fatalf("%s: the new round was not streamed", sku)
 		}
 	}
+}
+
+// On a cluster the hub holds a sharded subscription (SSUBSCRIBE) per
+// watched SKU, on the SKU's master, and no ordinary or pattern one: a
+// change of a SKU on each of the three masters reaches its stream as a
+// message; the subscription stays while a stream of the SKU is open,
+// comes back after its connection is killed, and goes with the last
+// stream.
+func TestShardedSubscriptionsFollowTheWatchers(t *testing.T) {
+	t.Parallel()
+	c := testenv.StartCluster(t, 3)
+	ctx := context.Background()
+	rdb, err := database.OpenCluster(ctx, c.URL, database.RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	a := shoptest.New(t, shoptest.Options{Redis: rdb, Config: func(cfg *config.Config) {
+		cfg.RedisCluster, cfg.KeyPrefix = true, c.Prefix
+	}})
+	base := a.Serve(t)
+	skus, owners := skusOnEveryMaster(t, c, a.Stock)
+	for _, sku := range skus {
+		a.Sale(t, sku, 100, 5, 0)
+	}
+	sharded := func(sku string) bool {
+		chans, err := owners[sku].PubSubShardChannels(ctx, c.Prefix+"*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Contains(chans, a.Stock.ChangesChannel(sku))
+	}
+	messages := func() float64 { return metric(t, a, "shop_live_messages_total", "") }
+	streams := map[string][2]*apitest.Stream{}
+	for i, sku := range skus {
+		s1, s2 := open(t, base, sku), open(t, base, sku)
+		streams[sku] = [2]*apitest.Stream{s1, s2}
+		for _, s := range streams[sku] {
+			if e := first(t, s); e.Available != 5 {
+				t.Fatalf("%s: first event %+v", sku, e)
+			}
+		}
+		waitFor(t, func() bool { return sharded(sku) })
+		// The stream's SKU is subscribed on its master: the change made now
+		// arrives as a message.
+		seen := messages()
+		a.Round(t, sku, inventory.Seed{Quantity: 10 + i})
+		for _, s := range streams[sku] {
+			if _, ok := s.Until(wait, func(e apitest.StockEvent) bool { return e.Available == int64(10+i) }); !ok {
+				t.Fatalf("%s: the new round was not streamed", sku)
+			}
+		}
+		waitFor(t, func() bool { return messages() > seen })
+	}
+	if err := c.Client.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		chans, err := m.PubSubChannels(ctx, "*:changed").Result()
+		if err != nil || len(chans) > 0 {
+			return fmt.Errorf("%s: ordinary subscriptions %v %v", m.Options().Addr, chans, err)
+		}
+		if n, err := m.PubSubNumPat(ctx).Result(); err != nil || n != 0 {
+			return fmt.Errorf("%s: %d pattern subscriptions %v", m.Options().Addr, n, err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	// One of two streams leaves: the other still hears the changes.
+	sku := skus[0]
+	streams[sku][0].Close()
+	waitFor(t, func() bool { return metric(t, a, "shop_live_streams", "") == float64(2*len(skus)-1) })
+	seen := messages()
+	a.Round(t, sku, inventory.Seed{Quantity: 20})
+	if _, ok := streams[sku][1].Until(wait, func(e apitest.StockEvent) bool { return e.Available == 20 }); !ok {
+		t.Fatalf("%s: the remaining stream missed the new round", sku)
+	}
+	waitFor(t, func() bool { return messages() > seen })
+
+	// The subscription connections are killed: go-redis reconnects and the
+	// hub's channels are subscribed again; what changed meanwhile is read.
+	if err := c.Client.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		return m.ClientKillByFilter(ctx, "TYPE", "pubsub").Err()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	a.Round(t, sku, inventory.Seed{Quantity: 21})
+	if _, ok := streams[sku][1].Until(wait, func(e apitest.StockEvent) bool { return e.Available == 21 }); !ok {
+		t.Fatalf("%s: the round opened across the reconnect was not streamed", sku)
+	}
+	for _, sku := range skus {
+		waitFor(t, func() bool { return sharded(sku) })
+	}
+	seen = messages()
+	a.Round(t, sku, inventory.Seed{Quantity: 22})
+	if _, ok := streams[sku][1].Until(wait, func(e apitest.StockEvent) bool { return e.Available == 22 }); !ok {
+		t.Fatalf("%s: the round opened after the reconnect was not streamed", sku)
+	}
+	waitFor(t, func() bool { return messages() > seen })
+
+	// The last streams leave: the subscriptions go.
+	for _, sku := range skus {
+		for _, s := range streams[sku] {
+			s.Close()
+		}
+	}
+	for _, sku := range skus {
+		waitFor(t, func() bool { return !sharded(sku) })
+	}
+}
+
+// skusOnEveryMaster returns a SKU on each master of c, and its master.
+func skusOnEveryMaster(t *testing.T, c *testenv.RedisCluster, stock *inventory.Stock) ([]string, map[string]*redis.Client) {
+	t.Helper()
+	var skus []string
+	owners, seen := map[string]*redis.Client{}, map[string]bool{}
+	for i := 0; len(skus) < len(c.Masters); i++ {
+		if i > 1000 {
+			t.Fatalf("SKUs on %d masters only", len(seen))
+		}
+		sku := fmt.Sprintf("s%d", i)
+		m, err := c.Client.MasterForKey(context.Background(), stock.SaleKey(sku))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if addr := m.Options().Addr; !seen[addr] {
+			seen[addr] = true
+			skus = append(skus, sku)
+			owners[sku] = m
+		}
+	}
+	return skus, owners
 }

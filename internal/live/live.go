@@ -5,9 +5,13 @@
 //
 // Every change of live stock is published by inventory on the SKU's Redis
 // Pub/Sub channel, in the same atomic step as the change (see
-// inventory's changes.go). Each instance holds one pattern subscription
-// (Hub.Run) and fans the messages out in process (and into the instance's
-// inventory.StockView, Options.View, for product reads): the hub keeps, per SKU
+// inventory's changes.go). On a single Redis each instance holds one
+// pattern subscription (Hub.Run) and fans the messages out in process (and
+// into the instance's inventory.StockView, Options.View, for product
+// reads). On a Redis Cluster the channels are sharded (SPUBLISH), which
+// patterns never match: the hub then holds a sharded subscription per
+// watched SKU, from its first stream to its last, and the stock view is
+// not fed (sharded.go). Either way the hub keeps, per SKU
 // that has streams, the latest state it heard, and hands it to each stream
 // at most once per Options.Interval (the first change after a quiet spell
 // at once, the rest coalesced to the newest). A thousand purchases a
@@ -80,7 +84,9 @@ type Options struct {
 	MaxPerClient int
 	// View, when set, is the instance's stock view (inventory.StockView):
 	// the subscription keeps it current for the product reads too, every
-	// SKU's changes, not only those of watched SKUs.
+	// SKU's changes, not only those of watched SKUs. On a cluster (sharded
+	// channels) the hub hears only the watched SKUs, so it leaves the view
+	// unsubscribed: it keeps nothing and product reads go to Redis.
 	View *inventory.StockView
 }
 
@@ -117,6 +123,7 @@ type Hub struct {
 	streams  int
 	shutdown chan struct{} // closed by Shutdown
 	closed   bool
+	watched  chan struct{}  // a SKU's first stream opened or its last ended (poke)
 	active   sync.WaitGroup // running streams
 }
 
@@ -127,14 +134,26 @@ func New(rdb redis.UniversalClient, stock *inventory.Stock, o Options, log *slog
 	return &Hub{
 		rdb: rdb, stock: stock, o: o, log: log, metrics: newMetrics(reg),
 		topics: map[string]*topic{}, perIP: map[string]int{}, shutdown: make(chan struct{}),
+		watched: make(chan struct{}, 1),
 	}
 }
 
 // Run holds the instance's subscription to every SKU's changes until ctx
 // ends, reconnecting as go-redis does; after each (re)subscription it
 // reads every watched SKU's state again, since messages published while it
-// was away are lost.
+// was away are lost. On a cluster (sharded changes channels) it holds a
+// subscription per watched SKU instead (sharded.go).
 func (h *Hub) Run(ctx context.Context) {
+	if h.stock.ShardedChanges() {
+		h.runSharded(ctx)
+		return
+	}
+	h.runPattern(ctx)
+}
+
+// runPattern is Run's one pattern subscription to every SKU's ordinary
+// changes channel (a single Redis), which feeds the stock view too.
+func (h *Hub) runPattern(ctx context.Context) {
 	ps := h.rdb.PSubscribe(ctx, h.stock.ChangesPattern())
 	defer ps.Close()
 	defer h.o.View.Unsubscribed()
@@ -186,7 +205,19 @@ func (h *Hub) resync(ctx context.Context) {
 		skus = append(skus, sku)
 	}
 	h.mu.Unlock()
+	h.resyncSKUs(ctx, skus)
+}
+
+// resyncSKUs reads the live state of each of skus that is still watched
+// and hands it out.
+func (h *Hub) resyncSKUs(ctx context.Context, skus []string) {
 	for _, sku := range skus {
+		h.mu.Lock()
+		_, watched := h.topics[sku]
+		h.mu.Unlock()
+		if !watched {
+			continue
+		}
 		rctx, cancel := context.WithTimeout(ctx, resyncTimeout)
 		c, err := h.stock.Current(rctx, sku)
 		cancel()

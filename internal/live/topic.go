@@ -76,6 +76,7 @@ func (h *Hub) subscribe(sku, ip string) (*subscriber, error) {
 	if t == nil {
 		t = &topic{sku: sku, subs: map[*subscriber]struct{}{}}
 		h.topics[sku] = t
+		h.poke()
 	}
 	s := &subscriber{topic: t, ip: ip, box: make(chan inventory.Change, 1)}
 	t.subs[s] = struct{}{}
@@ -105,6 +106,7 @@ func (h *Hub) unsubscribe(s *subscriber) {
 		stop(t.flush)
 		stop(t.edge)
 		delete(h.topics, t.sku)
+		h.poke()
 	}
 }
 

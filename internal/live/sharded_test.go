@@ -1,0 +1,61 @@
+package live
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shop-oss/shop/internal/database"
+	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/keyspace"
+	"github.com/shop-oss/shop/internal/testenv"
+)
+
+// A SKU's first stream reads its state before the hub's sharded
+// subscription to it is in place; a change made in between is published
+// to nobody. The confirmation of the subscription reads the SKU again, so
+// the stream still gets the change.
+func TestShardedSubscriptionReadsTheSKUAgainWhenConfirmed(t *testing.T) {
+	t.Parallel()
+	c := testenv.StartCluster(t, 3)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rdb, err := database.OpenCluster(ctx, c.URL, database.RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	stock := inventory.NewPartitionedStock(rdb, c.Prefix, keyspace.NewPartitions(12, true))
+	if err := stock.OpenRound(ctx, "g1", inventory.LiveRound{Round: 1, Quantity: 5}); err != nil {
+		t.Fatal(err)
+	}
+	h := New(rdb, stock, Options{Interval: time.Nanosecond}, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	s, err := h.subscribe("g1", "10.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.unsubscribe(s)
+	first, err := stock.Current(ctx, "g1")
+	if err != nil || first.Available != 5 {
+		t.Fatalf("first read %+v %v", first, err)
+	}
+	h.started(s, first)
+	// The hub is not running: nobody is subscribed to this change.
+	if err := stock.OpenRound(ctx, "g1", inventory.LiveRound{Round: 2, Quantity: 9}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); h.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	select {
+	case got := <-s.box:
+		if got.Round != 2 || got.Available != 9 {
+			t.Fatalf("the stream was handed %+v, want round 2 with 9", got)
+		}
+	case <-time.After(20 * time.Second): // a bound on a hang, not a timing
+		t.Fatal("the change made before the subscription never reached the stream")
+	}
+}
