@@ -33,7 +33,6 @@ package audit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -43,6 +42,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/order"
 )
 
@@ -60,7 +60,8 @@ type Auditor struct {
 	db    *pgxpool.Pool
 	rdb   redis.UniversalClient
 	stock *inventory.Stock
-	keys  order.StreamKeys
+	parts keyspace.Partitions
+	keys  []order.StreamKeys // by partition
 	log   *slog.Logger
 	// LagBound: see DefaultLagBound.
 	LagBound time.Duration
@@ -68,7 +69,9 @@ type Auditor struct {
 
 // New returns an auditor of the stores under prefix.
 func New(db *pgxpool.Pool, rdb redis.UniversalClient, stock *inventory.Stock, prefix string, log *slog.Logger) *Auditor {
-	return &Auditor{db: db, rdb: rdb, stock: stock, keys: order.AuditKeys(prefix), log: log, LagBound: DefaultLagBound}
+	parts := stock.Partitions()
+	return &Auditor{db: db, rdb: rdb, stock: stock, parts: parts, keys: order.PartitionKeys(prefix, parts),
+		log: log, LagBound: DefaultLagBound}
 }
 
 // Report is an audit's answer.
@@ -96,21 +99,19 @@ type Round struct {
 type Problem struct {
 	// Kind: stock_redis, stock_postgres, quantity, buyer, not_persisted,
 	// pending_missing, dead_letter, backlog, stream_behind.
-	Kind     string   `json:"kind"`
-	SKU      string   `json:"sku,omitempty"`
-	RoundID  int64    `json:"round_id,omitempty"`
-	OrderIDs []string `json:"order_ids,omitempty"`
-	Detail   string   `json:"detail"`
+	Kind string `json:"kind"`
+	// Partition is the order partition the problem is in (a stream's, or
+	// the SKU's).
+	Partition *int     `json:"partition,omitempty"`
+	SKU       string   `json:"sku,omitempty"`
+	RoundID   int64    `json:"round_id,omitempty"`
+	OrderIDs  []string `json:"order_ids,omitempty"`
+	Detail    string   `json:"detail"`
 }
 
 // Run audits everything now. Its error is a store's (the audit could not
 // be made); violations are in the report.
 func (a *Auditor) Run(ctx context.Context) (Report, error) {
-	if p := a.stock.Partitions(); p.Count() > 1 || p.Grouped() {
-		// Its snapshot reads the stream and the live rounds in one atomic
-		// script: one stream, on one Redis.
-		return Report{}, errors.New("audit: partitioned order streams (SHOP_ORDER_PARTITIONS > 1, or a cluster) are not audited yet")
-	}
 	skus, err := a.recordedRounds(ctx)
 	if err != nil {
 		return Report{}, err
@@ -123,12 +124,17 @@ func (a *Auditor) Run(ctx context.Context) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	behind, err := a.streamBehind(ctx, rows)
+	lasts, err := a.lastIDs(ctx)
+	if err != nil {
+		return Report{}, err
+	}
+	homes, err := a.homes(ctx, rows, snap.lasts(), lasts)
 	if err != nil {
 		return Report{}, err
 	}
 	var rep Report
-	rep.Rounds, rep.Problems = compareRounds(snap, rows, quantities)
+	rep.Rounds, rep.Problems = compareRounds(snap, rows, homes, quantities)
+	behind := streamBehind(rows, homes, lasts)
 	rep.Problems = append(rep.Problems, behind...)
 	more, err := a.streamProblems(ctx, snap)
 	if err != nil {

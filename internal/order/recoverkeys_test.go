@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/shop-oss/shop/internal/keyspace"
 )
 
 // A bad id changes nothing: the script validates before it creates the
@@ -14,13 +16,13 @@ func TestAdvanceStreamRefusesABadIDBeforeWriting(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	if _, err := AdvanceStream(ctx, f.r.Client, f.r.Prefix, "not-an-id"); err == nil {
+	if _, err := AdvanceStream(ctx, f.r.Client, AuditKeys(f.r.Prefix), "not-an-id"); err == nil {
 		t.Fatal("a bad id was accepted")
 	}
 	if n := f.r.Client.Exists(ctx, keys{prefix: f.r.Prefix}.stream(0)).Val(); n != 0 {
 		t.Fatalf("the stream was created by a refused call")
 	}
-	last, err := AdvanceStream(ctx, f.r.Client, f.r.Prefix, "1700000000000-3")
+	last, err := AdvanceStream(ctx, f.r.Client, AuditKeys(f.r.Prefix), "1700000000000-3")
 	if err != nil || last != "1700000000000-3" {
 		t.Fatalf("advance: %q, %v", last, err)
 	}
@@ -36,7 +38,7 @@ func TestRestoredStatusOutlivesItsPaymentWindow(t *testing.T) {
 	ctx := context.Background()
 	week, month := uuid.NewString(), uuid.NewString()
 	now := time.Now()
-	n, err := RestoreStatuses(ctx, f.r.Client, f.r.Prefix, []Confirmed{
+	n, err := RestoreStatuses(ctx, f.r.Client, f.r.Prefix, keyspace.Partitions{}, []Confirmed{
 		{OrderID: week, UserID: uuid.NewString(), CreatedAt: now, ExpiresAt: now.Add(time.Hour)},
 		{OrderID: month, UserID: uuid.NewString(), CreatedAt: now, ExpiresAt: now.Add(20 * 24 * time.Hour)},
 	})

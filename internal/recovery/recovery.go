@@ -50,6 +50,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/order"
 )
 
@@ -63,13 +64,16 @@ type Recoverer struct {
 	rdb    redis.UniversalClient
 	stock  *inventory.Stock
 	prefix string
-	keys   order.StreamKeys
+	parts  keyspace.Partitions
+	keys   []order.StreamKeys // by partition
 	log    *slog.Logger
 }
 
 // New returns a recoverer of the stores under prefix.
 func New(db *pgxpool.Pool, rdb redis.UniversalClient, stock *inventory.Stock, prefix string, log *slog.Logger) *Recoverer {
-	return &Recoverer{db: db, rdb: rdb, stock: stock, prefix: prefix, keys: order.AuditKeys(prefix), log: log}
+	parts := stock.Partitions()
+	return &Recoverer{db: db, rdb: rdb, stock: stock, prefix: prefix, parts: parts,
+		keys: order.PartitionKeys(prefix, parts), log: log}
 }
 
 // Report is what a recovery did and found.
@@ -118,11 +122,6 @@ var ErrBusy = errors.New("the live stock kept changing while it was rebuilt: pau
 
 // Run rebuilds every live round and checks the accepted order ids.
 func (r *Recoverer) Run(ctx context.Context, accepted []string) (Report, error) {
-	if p := r.stock.Partitions(); p.Count() > 1 || p.Grouped() {
-		// It reads and repairs one stream beside the live rounds, as the
-		// audit does.
-		return Report{}, errors.New("recover: partitioned order streams (SHOP_ORDER_PARTITIONS > 1, or a cluster) are not recovered yet")
-	}
 	rounds, err := r.liveRounds(ctx)
 	if err != nil {
 		return Report{}, err
