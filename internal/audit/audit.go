@@ -11,24 +11,77 @@
 //     and the orders;
 //   - every order Redis accepted longer ago than the lag bound is in
 //     PostgreSQL;
-//   - every entry the writers' group has pending is still in the stream;
-//   - the dead-letter stream is empty;
-//   - PostgreSQL records no entry after the stream's last id (Redis lost
-//     writes it had acknowledged: a failover; `shop recover` repairs it).
+//   - every entry the writers' groups have pending is still in its stream;
+//   - every partition's dead-letter stream is empty;
+//   - PostgreSQL records no entry after its partition stream's last id
+//     (Redis lost writes it had acknowledged: a failover; `shop recover`
+//     repairs it).
 //
 // It is its own package, not part of order or inventory, because it reads
 // both (and both stores) and writes nothing: it sits above them, as the
 // wiring does, and neither domain grows a dependency on the other's
-// internals. It reads their keys through what they export (order.AuditKeys,
-// order.ParseEntry, inventory's SaleKey and BuyersKey) and their tables
-// read-only.
+// internals. It reads their keys through what they export
+// (order.PartitionKeys, order.ParseEntry, order.HomeOf, inventory's
+// SaleKey and BuyersKey) and their tables read-only.
 //
-// Redis is read in one atomic script (snapshot.lua), so a sale going on
-// does not make the two sides differ by timing: PostgreSQL is read after
-// it and cut at the snapshot's last stream id (rows for later entries are
-// left out; entries the snapshot holds unrecorded are counted once). The
-// loadtest package's invariant checker (I1-I6) checks a finished load test
-// from the outside; this is the product's own check of a running system.
+// # One instant per snapshot, and which instant
+//
+// Redis is read in atomic scripts (snapshot.lua), so a sale going on does
+// not make the two sides differ by timing: PostgreSQL is read after them
+// and cut at the snapshot's last stream ids (rows for later entries are
+// left out; entries the snapshot holds unrecorded are counted once).
+//
+// The orders are spread over partitions (keyspace.Partitions), each a
+// stream with its own ids. An order's events (the order, then its
+// transitions) all go to its home partition, its first line's, but its
+// other lines take stock in their own partitions. So a row is cut at its
+// home's stream: its own stream id and its transition's are ids of that
+// stream. PostgreSQL does not keep which line came first; an order whose
+// lines share one partition has that home, and the rare order spanning
+// partitions whose ids fall between its candidates' cuts is looked up in
+// its status hash, which names the home (read.go, homes).
+//
+// Which keys one script reads decides what is atomic:
+//
+//   - On a single Redis one script reads every partition's stream and
+//     every SKU. A checkout there takes every line's stock and adds its
+//     event to its home stream in one step, so per-partition snapshots
+//     would be taken at different instants and could see a line's stock
+//     taken in partition B and not the order's event in home A, or the
+//     reverse: false alarms while the sale runs (the race test
+//     TestAuditOfAPartitionedSaleWhileItRuns shows them when the snapshot
+//     is split by partition). One snapshot of all has none.
+//   - On a cluster a script's keys share one slot, and a partition's
+//     stream, due set, dead letters and SKUs share its tag's slot, so each
+//     partition is one snapshot script there: atomic with every purchase
+//     and release in that partition, since those run in the same slot.
+//     This is exact for every order whose lines are all in its home
+//     partition, which is every order a cluster can take today (a script
+//     over two partitions is refused, CROSSSLOT). Snapshots of two
+//     partitions are at two instants, and that is harmless for such
+//     orders: nothing ties one partition's state to another's.
+//   - A checkout spanning partitions on a cluster (the saga of
+//     docs/scaling.md, not built yet) takes its other lines' stock in
+//     their partitions at other instants than its commit adds its event
+//     to its home. Between the two, partition B holds units for a buyer
+//     that no event names yet, and a per-partition audit would call them
+//     units from nowhere. Re-reading cannot tell such a saga from a real
+//     loss. What makes it exact is the saga's reservation record, which
+//     its design keeps in B's slot (orders:{<B's tag>}:res:<id>, sku ->
+//     qty and round): B's snapshot must read B's records (an index of
+//     them in B's slot) and count each as held by its buyer until the home
+//     commits it (the event names the order: counted once, by order id) or
+//     the repair gives the units back. The audit of a partition then
+//     again reads, at one instant, everything that holds that
+//     partition's units.
+//
+// Dead letters, the writers' pending entries and stream_behind are per
+// partition, and each problem names its partition. The status hashes
+// (for orders accepted but not persisted) are scanned on every master.
+//
+// The loadtest package's invariant checker (I1-I6) checks a finished load
+// test from the outside; this is the product's own check of a running
+// system.
 package audit
 
 import (

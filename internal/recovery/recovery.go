@@ -31,9 +31,23 @@
 // not called lost, and an accepted order's event is in the stream from
 // its 202 until it is written: the report is exact for the ids given.
 //
-// It reads order's keys through order.AuditKeys and order.ParseEntry, and
-// order's and inventory's tables read-only, as the audit does; it writes
-// only through inventory (Stock.Restore) and order (AdvanceStream).
+// Partitions: every partition's stream and dead letters are read (an
+// order's event is in its home partition, its lines' stock in theirs, so
+// every round is rebuilt from the orders of every partition); each SKU is
+// restored by one script in its own slot (on a cluster, its partition's);
+// every partition's stream is advanced past the newest id PostgreSQL
+// recorded (PostgreSQL does not say which partition an entry was in, and
+// any recorded id is in the past, so new entries of each are numbered past
+// it anyway); restored statuses name their order's home partition and go
+// in its due set (order.RestoreStatuses). Nothing here needs two
+// partitions at one instant: each SKU's restore is fenced on its own.
+//
+// It reads order's keys through order.PartitionKeys and order.ParseEntry,
+// and order's and inventory's tables read-only, as the audit does; it
+// writes only through inventory (Stock.Restore) and order (AdvanceStream,
+// RestoreStatuses). Restore hands every buyer of a SKU to one script: the
+// buyer counts must be replaced at once with the fence checked, so they
+// are not split into batches.
 package recovery
 
 import (
