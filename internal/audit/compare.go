@@ -3,7 +3,9 @@ package audit
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -22,23 +24,26 @@ type held struct {
 // postgresHeld builds, per round, the orders PostgreSQL records up to the
 // snapshot's last entry, completed by the entries the snapshot holds
 // unrecorded (pending or undelivered): each order counted once.
-func postgresHeld(s snap, rows []heldRow) map[int64]map[string]*held {
+func postgresHeld(s snap, rows []heldRow, homes homes) map[int64]map[string]*held {
 	out := map[int64]map[string]*held{}
 	for _, l := range s.live {
 		out[l.round] = map[string]*held{}
 	}
+	cuts := s.lasts()
 	for _, r := range rows {
-		if r.stream.after(s.last) {
-			continue // accepted after the snapshot
+		if homes.after(r.orderID, r.stream, cuts) {
+			continue // accepted after the snapshot of its home partition
 		}
 		h := &held{user: r.userID, units: r.qty}
-		if r.final != "" && !r.finalStream.after(s.last) {
+		if r.final != "" && !homes.after(r.orderID, r.finalStream, cuts) {
 			h.final = r.final
 		}
 		out[r.round][r.orderID] = h
 	}
-	for _, e := range append(append([]streamEntry(nil), s.pending...), s.undelivered...) {
-		applyEntry(out, e)
+	for _, st := range s.streams {
+		for _, e := range append(append([]streamEntry(nil), st.pending...), st.undelivered...) {
+			applyEntry(out, e)
+		}
 	}
 	return out
 }
@@ -72,8 +77,8 @@ func (h *held) holds() bool {
 }
 
 // compareRounds checks every live round on both sides, buyer by buyer.
-func compareRounds(s snap, rows []heldRow, quantities map[int64]int64) ([]Round, []Problem) {
-	byRound := postgresHeld(s, rows)
+func compareRounds(s snap, rows []heldRow, homes homes, quantities map[int64]int64) ([]Round, []Problem) {
+	byRound := postgresHeld(s, rows, homes)
 	var rounds []Round
 	var problems []Problem
 	for _, l := range s.live {
@@ -90,8 +95,10 @@ func compareRounds(s snap, rows []heldRow, quantities map[int64]int64) ([]Round,
 			}
 		}
 		rounds = append(rounds, r)
-		problems = append(problems, roundProblems(r, l, quantities)...)
-		problems = append(problems, buyerProblems(r, l.buyers, perUser, ordersOf)...)
+		for _, p := range append(roundProblems(r, l, quantities), buyerProblems(r, l.buyers, perUser, ordersOf)...) {
+			p.Partition = partition(l.partition)
+			problems = append(problems, p)
+		}
 	}
 	return rounds, problems
 }
@@ -150,39 +157,48 @@ func compareStrings(a, b string) int {
 	return 0
 }
 
-// streamProblems: pending entries gone from the stream, a backlog too long
+func partition(p int) *int { return &p }
+
+// streamProblems: pending entries gone from a stream, a backlog too long
 // to audit, dead letters, and accepted orders PostgreSQL lacks.
 func (a *Auditor) streamProblems(ctx context.Context, s snap) ([]Problem, error) {
 	var out []Problem
-	for _, e := range s.pending {
-		if e.msg == nil {
-			out = append(out, Problem{Kind: "pending_missing",
-				Detail: fmt.Sprintf("entry %s is pending for the writers but gone from the stream", e.id)})
+	for _, st := range s.streams {
+		for _, e := range st.pending {
+			if e.msg == nil {
+				out = append(out, Problem{Kind: "pending_missing", Partition: partition(st.partition),
+					Detail: fmt.Sprintf("entry %s of %s is pending for the writers but gone from the stream", e.id, a.keys[st.partition].Stream)})
+			}
+		}
+		if st.truncated {
+			out = append(out, Problem{Kind: "backlog", Partition: partition(st.partition),
+				Detail: fmt.Sprintf("over %d entries of %s unrecorded", maxEntries, a.keys[st.partition].Stream)})
 		}
 	}
-	if s.truncated {
-		out = append(out, Problem{Kind: "backlog", Detail: fmt.Sprintf("over %d stream entries unrecorded", maxEntries)})
-	}
-	dead, err := a.deadLetters(ctx)
-	if err != nil {
-		return nil, err
+	for _, k := range a.keys {
+		dead, err := a.deadLetters(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, dead...)
 	}
 	missing, err := a.notPersisted(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return append(append(out, dead...), missing...), nil
+	return append(out, missing...), nil
 }
 
-func (a *Auditor) deadLetters(ctx context.Context) ([]Problem, error) {
-	msgs, err := a.rdb.XRangeN(ctx, a.keys.Dead, "-", "+", 1000).Result()
+func (a *Auditor) deadLetters(ctx context.Context, k order.StreamKeys) ([]Problem, error) {
+	msgs, err := a.rdb.XRangeN(ctx, k.Dead, "-", "+", 1000).Result()
 	if err != nil {
 		return nil, wrap("dead letters", err)
 	}
 	out := make([]Problem, 0, len(msgs))
 	for _, m := range msgs {
 		id, _ := m.Values["event_order_id"].(string)
-		p := Problem{Kind: "dead_letter", Detail: fmt.Sprintf("entry %v dead-lettered: %v", m.Values["source_id"], m.Values["reason"])}
+		p := Problem{Kind: "dead_letter", Partition: partition(k.Partition),
+			Detail: fmt.Sprintf("entry %v of %s dead-lettered: %v", m.Values["source_id"], k.Stream, m.Values["reason"])}
 		if id != "" {
 			p.OrderIDs = []string{id}
 		}
@@ -218,13 +234,12 @@ func (a *Auditor) notPersisted(ctx context.Context) ([]Problem, error) {
 	return out, nil
 }
 
-// oldOrders scans the status hashes for orders created before cutoff (ms).
+// oldOrders scans the status hashes (on every master of a cluster) for
+// orders created before cutoff (ms), sorted.
 func (a *Auditor) oldOrders(ctx context.Context, cutoff int64) ([]string, error) {
+	var mu sync.Mutex
 	var out []string
-	prefixLen := len(a.keys.StatusKey(""))
-	iter := a.rdb.Scan(ctx, 0, a.keys.StatusPattern, 1000).Iterator()
-	var batch []string
-	flush := func() error {
+	err := a.scan(ctx, a.keys[0].StatusPattern, func(ctx context.Context, batch []string) error {
 		pipe := a.rdb.Pipeline()
 		cmds := make([]*redis.MapStringStringCmd, len(batch))
 		for i, k := range batch {
@@ -233,63 +248,94 @@ func (a *Auditor) oldOrders(ctx context.Context, cutoff int64) ([]string, error)
 		if _, err := pipe.Exec(ctx); err != nil {
 			return err
 		}
+		mu.Lock()
+		defer mu.Unlock()
 		for i, c := range cmds {
+			id, ok := a.keys[0].StatusID(batch[i])
 			status, created := order.LiveStatus(c.Val())
-			if status != "" && status != order.StatusRejected && created > 0 && created < cutoff {
-				out = append(out, batch[i][prefixLen:])
+			if ok && status != "" && status != order.StatusRejected && created > 0 && created < cutoff {
+				out = append(out, id)
 			}
 		}
-		batch = batch[:0]
 		return nil
-	}
-	for iter.Next(ctx) {
-		if batch = append(batch, iter.Val()); len(batch) == 500 {
-			if err := flush(); err != nil {
-				return nil, wrap("order statuses", err)
-			}
-		}
-	}
-	if err := iter.Err(); err != nil {
+	})
+	if err != nil {
 		return nil, wrap("order statuses", err)
 	}
-	if len(batch) > 0 {
-		if err := flush(); err != nil {
-			return nil, wrap("order statuses", err)
+	slices.Sort(out)
+	return out, nil
+}
+
+// scan hands fn the keys matching pattern, in batches of up to 500: SCAN
+// on the one server, or on every master of a cluster (a node's SCAN sees
+// only its own slots).
+func (a *Auditor) scan(ctx context.Context, pattern string, fn func(context.Context, []string) error) error {
+	one := func(ctx context.Context, node redis.Cmdable) error {
+		iter := node.Scan(ctx, 0, pattern, 1000).Iterator()
+		var batch []string
+		for iter.Next(ctx) {
+			if batch = append(batch, iter.Val()); len(batch) == 500 {
+				if err := fn(ctx, batch); err != nil {
+					return err
+				}
+				batch = nil
+			}
+		}
+		if err := iter.Err(); err != nil {
+			return err
+		}
+		if len(batch) > 0 {
+			return fn(ctx, batch)
+		}
+		return nil
+	}
+	if c, ok := a.rdb.(*redis.ClusterClient); ok {
+		return c.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error { return one(ctx, node) })
+	}
+	return one(ctx, a.rdb)
+}
+
+// lastIDs reads every partition's last stream id now (after PostgreSQL).
+func (a *Auditor) lastIDs(ctx context.Context) ([]streamID, error) {
+	out := make([]streamID, len(a.keys))
+	for p, k := range a.keys {
+		info, err := a.rdb.XInfoStream(ctx, k.Stream).Result()
+		switch {
+		case err == nil:
+			out[p] = parseID(info.LastGeneratedID)
+		case err.Error() != "ERR no such key":
+			return nil, wrap("order stream", err)
 		}
 	}
 	return out, nil
 }
 
 // streamBehind reports rows of the live rounds whose stream entries (the
-// order's or its final transition's) come after the stream's last id, read
-// after PostgreSQL was: ids only grow, so no entry can be recorded before
-// it is added, and such a row means Redis lost entries it had accepted
-// (a replica promoted before it caught up). The snapshot's cut would
-// otherwise take those rows for orders accepted after it, and hide the
-// loss.
-func (a *Auditor) streamBehind(ctx context.Context, rows []heldRow) ([]Problem, error) {
-	info, err := a.rdb.XInfoStream(ctx, a.keys.Stream).Result()
-	last := "0-0"
-	switch {
-	case err == nil:
-		last = info.LastGeneratedID
-	case err.Error() != "ERR no such key":
-		return nil, wrap("order stream", err)
-	}
-	cut := parseID(last)
-	var ids []string
+// order's or its final transition's) come after the last id of their home
+// partition's stream, read after PostgreSQL was: ids only grow, so no
+// entry can be recorded before it is added, and such a row means Redis
+// lost entries it had accepted (a replica promoted before it caught up).
+// The snapshot's cut would otherwise take those rows for orders accepted
+// after it, and hide the loss. One problem per partition.
+func streamBehind(rows []heldRow, homes homes, lasts []streamID) []Problem {
+	byPart := map[int][]string{}
 	seen := map[string]bool{}
 	for _, r := range rows {
-		if (r.stream.after(cut) || r.finalStream.after(cut)) && !seen[r.orderID] {
-			seen[r.orderID] = true
-			ids = append(ids, r.orderID)
+		if seen[r.orderID] || !(homes.after(r.orderID, r.stream, lasts) || homes.after(r.orderID, r.finalStream, lasts)) {
+			continue
 		}
+		seen[r.orderID] = true
+		p := homes[r.orderID][0]
+		byPart[p] = append(byPart[p], r.orderID)
 	}
-	if len(ids) == 0 {
-		return nil, nil
+	var out []Problem
+	for _, p := range slices.Sorted(maps.Keys(byPart)) {
+		ids := byPart[p]
+		slices.Sort(ids)
+		last := lasts[p]
+		out = append(out, Problem{Kind: "stream_behind", Partition: partition(p), OrderIDs: ids, Detail: fmt.Sprintf(
+			"PostgreSQL records %d orders whose stream entries come after the last id %d-%d of their order stream (partition %d): "+
+				"Redis lost writes it had accepted (a failover?); run shop recover", len(ids), last.ms, last.seq, p)})
 	}
-	slices.Sort(ids)
-	return []Problem{{Kind: "stream_behind", OrderIDs: ids, Detail: fmt.Sprintf(
-		"PostgreSQL records %d orders whose stream entries come after the order stream's last id %s: "+
-			"Redis lost writes it had accepted (a failover?); run shop recover", len(ids), last)}}, nil
+	return out
 }

@@ -5,11 +5,14 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/order"
 )
 
 var (
@@ -29,7 +32,8 @@ const (
 	// final state, if any.
 	heldSQL = `
 SELECT o.id::text, o.user_id::text, o.stream_id, i.round_id, i.quantity,
-       coalesce(t.status, ''), coalesce(t.stream_id, '')
+       coalesce(t.status, ''), coalesce(t.stream_id, ''),
+       (SELECT array_agg(j.sku ORDER BY j.sku) FROM order_items j WHERE j.order_id = o.id)
 FROM order_items i JOIN orders o ON o.id = i.order_id
 LEFT JOIN order_transitions t ON t.order_id = o.id
 WHERE i.round_id = ANY($1)`
@@ -40,17 +44,26 @@ WHERE i.round_id = ANY($1)`
 // live is a SKU's live round in the snapshot.
 type live struct {
 	sku                           string
+	partition                     int
 	round, quantity, avail, given int64
 	buyers                        map[string]int64
 }
 
-// snap is the Redis snapshot.
+// snap is the Redis snapshot: every partition's stream (indexed by
+// partition) and the live rounds, each group of partitions read at one
+// instant (see the package doc).
 type snap struct {
+	streams []streamSnap
+	live    []live
+}
+
+// streamSnap is one partition's stream in the snapshot.
+type streamSnap struct {
+	partition       int
 	last, delivered streamID
 	pending         []streamEntry // entry nil: missing from the stream
 	undelivered     []streamEntry
 	truncated       bool
-	live            []live
 }
 
 type streamEntry struct {
@@ -64,6 +77,15 @@ func (s snap) liveRoundIDs() []int64 {
 		ids = append(ids, l.round)
 	}
 	return ids
+}
+
+// lasts are the streams' last ids, by partition: the cut of PostgreSQL.
+func (s snap) lasts() []streamID {
+	out := make([]streamID, len(s.streams))
+	for i, st := range s.streams {
+		out[i] = st.last
+	}
+	return out
 }
 
 func (a *Auditor) recordedRounds(ctx context.Context) ([]string, error) {
@@ -80,12 +102,16 @@ func (a *Auditor) recordedRounds(ctx context.Context) ([]string, error) {
 
 // rawSnap is snapshot.lua's JSON (cjson writes an empty array as {}).
 type rawSnap struct {
-	Last        string       `json:"last"`
-	Delivered   string       `json:"delivered"`
-	Pending     list[[]any]  `json:"pending"`
-	Undelivered list[[]any]  `json:"undelivered"`
-	Truncated   bool         `json:"truncated"`
-	Rounds      list[[2]any] `json:"rounds"`
+	Streams list[rawStream] `json:"streams"`
+	Rounds  list[[2]any]    `json:"rounds"`
+}
+
+type rawStream struct {
+	Last        string      `json:"last"`
+	Delivered   string      `json:"delivered"`
+	Pending     list[[]any] `json:"pending"`
+	Undelivered list[[]any] `json:"undelivered"`
+	Truncated   bool        `json:"truncated"`
 }
 
 type list[T any] []T
@@ -98,32 +124,82 @@ func (l *list[T]) UnmarshalJSON(b []byte) error {
 	return json.Unmarshal(b, (*[]T)(l))
 }
 
+// groups are the partitions each snapshot script reads, with their SKUs:
+// every partition in one script on a single Redis (one instant for all,
+// so an order whose lines fall in several partitions is seen whole), one
+// script per partition on a cluster (a script's keys share a slot).
+func (a *Auditor) groups() [][]int {
+	if !a.parts.Grouped() {
+		all := make([]int, a.parts.Count())
+		for p := range all {
+			all[p] = p
+		}
+		return [][]int{all}
+	}
+	out := make([][]int, a.parts.Count())
+	for p := range out {
+		out[p] = []int{p}
+	}
+	return out
+}
+
+// snapshot reads every group of partitions, each in one atomic script.
 func (a *Auditor) snapshot(ctx context.Context, skus []string) (snap, error) {
-	keys := []string{a.keys.Stream}
+	s := snap{streams: make([]streamSnap, a.parts.Count())}
+	bySKU := map[int][]string{}
 	for _, sku := range skus {
-		keys = append(keys, a.stock.SaleKey(sku), a.stock.BuyersKey(sku))
+		p := a.parts.Of(sku)
+		bySKU[p] = append(bySKU[p], sku)
 	}
-	out, err := snapshotScript.Run(ctx, a.rdb, keys, a.keys.Group, maxEntries).Text()
-	if err != nil {
-		return snap{}, wrap("redis snapshot", err)
-	}
-	var raw rawSnap
-	if err := json.Unmarshal([]byte(out), &raw); err != nil {
-		return snap{}, wrap("redis snapshot", err)
-	}
-	s := snap{last: parseID(raw.Last), delivered: parseID(raw.Delivered), truncated: raw.Truncated}
-	for _, p := range raw.Pending {
-		s.pending = append(s.pending, entry(p))
-	}
-	for _, u := range raw.Undelivered {
-		s.undelivered = append(s.undelivered, entry(u))
-	}
-	for i, r := range raw.Rounds {
-		if l, ok := liveRound(skus[i], r); ok {
-			s.live = append(s.live, l)
+	for _, parts := range a.groups() {
+		if err := a.snapshotGroup(ctx, parts, bySKU, &s); err != nil {
+			return snap{}, err
 		}
 	}
 	return s, nil
+}
+
+func (a *Auditor) snapshotGroup(ctx context.Context, parts []int, bySKU map[int][]string, s *snap) error {
+	var keys, skus []string
+	for _, p := range parts {
+		keys = append(keys, a.keys[p].Stream)
+	}
+	for _, p := range parts {
+		for _, sku := range bySKU[p] {
+			keys = append(keys, a.stock.SaleKey(sku), a.stock.BuyersKey(sku))
+			skus = append(skus, sku)
+		}
+	}
+	out, err := snapshotScript.Run(ctx, a.rdb, keys, a.keys[0].Group, maxEntries, len(parts)).Text()
+	if err != nil {
+		return wrap("redis snapshot", err)
+	}
+	var raw rawSnap
+	if err := json.Unmarshal([]byte(out), &raw); err != nil {
+		return wrap("redis snapshot", err)
+	}
+	if len(raw.Streams) != len(parts) || len(raw.Rounds) != len(skus) {
+		return wrap("redis snapshot", fmt.Errorf("%d streams and %d rounds read, want %d and %d",
+			len(raw.Streams), len(raw.Rounds), len(parts), len(skus)))
+	}
+	for i, p := range parts {
+		r := raw.Streams[i]
+		st := streamSnap{partition: p, last: parseID(r.Last), delivered: parseID(r.Delivered), truncated: r.Truncated}
+		for _, e := range r.Pending {
+			st.pending = append(st.pending, entry(e))
+		}
+		for _, e := range r.Undelivered {
+			st.undelivered = append(st.undelivered, entry(e))
+		}
+		s.streams[p] = st
+	}
+	for i, r := range raw.Rounds {
+		if l, ok := liveRound(skus[i], r); ok {
+			l.partition = a.parts.Of(skus[i])
+			s.live = append(s.live, l)
+		}
+	}
+	return nil
 }
 
 // entry reads [id, [field, value...] | false].
@@ -186,6 +262,7 @@ type heldRow struct {
 	round, qty      int64
 	final           string
 	finalStream     streamID
+	skus            []string // every line's SKU of the order
 }
 
 func (a *Auditor) heldRows(ctx context.Context, rounds []int64) ([]heldRow, map[int64]int64, error) {
@@ -205,7 +282,7 @@ func (a *Auditor) heldRows(ctx context.Context, rounds []int64) ([]heldRow, map[
 	var out []heldRow
 	var r heldRow
 	var sid, fsid string
-	_, err = pgx.ForEachRow(rows, []any{&r.orderID, &r.userID, &sid, &r.round, &r.qty, &r.final, &fsid}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&r.orderID, &r.userID, &sid, &r.round, &r.qty, &r.final, &fsid, &r.skus}, func() error {
 		r.stream, r.finalStream = parseID(sid), parseID(fsid)
 		out = append(out, r)
 		return nil
@@ -218,4 +295,92 @@ func (a *Auditor) heldRows(ctx context.Context, rounds []int64) ([]heldRow, map[
 
 func pgxForEach(rows pgx.Rows, dest any, fn func()) (any, error) {
 	return pgx.ForEachRow(rows, []any{dest}, func() error { fn(); return nil })
+}
+
+// homes are the partitions each order's entries may have gone to (its
+// home, see order.HomeOf): one when known, else every partition its lines
+// fall in. A row is cut by its home's stream: an order whose home is not
+// certain from its SKUs and whose entries fall between its candidates'
+// cuts (in any of cuts) is looked up in its status hash, which names the
+// home. A home still unsure is cut only when every candidate cuts it (an
+// order that old lost its status hash to its week's expiry, or to a
+// failover that recover repairs).
+type homes map[string][]int
+
+func (a *Auditor) homes(ctx context.Context, rows []heldRow, cuts ...[]streamID) (homes, error) {
+	out := homes{}
+	var unsure []string
+	for _, r := range rows {
+		if _, ok := out[r.orderID]; ok {
+			continue
+		}
+		home, certain := order.HomeOf(a.parts, r.orderID, r.skus)
+		if certain {
+			out[r.orderID] = []int{home}
+			continue
+		}
+		out[r.orderID] = a.partitionsOf(r.skus)
+		if !cutsAgree(out[r.orderID], cuts, r.stream, r.finalStream) {
+			unsure = append(unsure, r.orderID)
+		}
+	}
+	for from := 0; from < len(unsure); from += 1000 {
+		if err := a.lookUpHomes(ctx, unsure[from:min(from+1000, len(unsure))], out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (a *Auditor) partitionsOf(skus []string) []int {
+	var out []int
+	for _, sku := range skus {
+		if p := a.parts.Of(sku); !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// cutsAgree reports whether every candidate home cuts each id alike.
+func cutsAgree(home []int, cuts [][]streamID, ids ...streamID) bool {
+	for _, c := range cuts {
+		for _, id := range ids {
+			for _, p := range home[1:] {
+				if id.after(c[p]) != id.after(c[home[0]]) {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+func (a *Auditor) lookUpHomes(ctx context.Context, ids []string, out homes) error {
+	pipe := a.rdb.Pipeline()
+	cmds := make([]*redis.MapStringStringCmd, len(ids))
+	for i, id := range ids {
+		cmds[i] = pipe.HGetAll(ctx, a.keys[0].StatusKey(id))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return wrap("order statuses", err)
+	}
+	for i, c := range cmds {
+		if p, ok := order.StatusPartition(c.Val()); ok && p < a.parts.Count() {
+			out[ids[i]] = []int{p}
+		}
+	}
+	return nil
+}
+
+// after reports whether id comes after the cut of the order's home: after
+// every candidate's, when the home is unsure.
+func (h homes) after(orderID string, id streamID, cuts []streamID) bool {
+	home := h[orderID]
+	for _, p := range home {
+		if !id.after(cuts[p]) {
+			return false
+		}
+	}
+	return len(home) > 0
 }

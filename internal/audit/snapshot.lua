@@ -1,50 +1,61 @@
 -- A read-only snapshot, in one atomic step, of everything the audit
--- compares with PostgreSQL: each SKU's live round and its buyer counts, and the order stream's state (last id, the group's delivered
--- point, its pending entries with their content or their absence, and the
--- entries not yet delivered). Taken at one instant, so a sale going on
--- cannot make the two sides disagree by timing.
+-- compares with PostgreSQL for a group of order partitions: each SKU's
+-- live round and its buyer counts, and each partition's order stream
+-- (last id, the group's delivered point, its pending entries with their
+-- content or their absence, and the entries not yet delivered). Taken at
+-- one instant, so a sale going on cannot make the two sides disagree by
+-- timing. On a cluster a group is one partition: its stream and its SKUs
+-- share the partition's slot.
 --
--- Whose keys: KEYS[1] is the order package's stream (handed in by
--- order.AuditKeys); KEYS[2 + 2(i-1)] and KEYS[3 + 2(i-1)] are inventory's
--- sale state and buyer counts of SKU i (Stock.SaleKey, BuyersKey).
--- ARGV[1] the writers' group, ARGV[2] the most entries to return.
--- Returns JSON: {last, delivered, pending: [[id, fields|false]...],
--- undelivered: [[id, fields]...], truncated, rounds: [[fields, buyers]...]}
-local out = {rounds = {}, pending = {}, undelivered = {}, truncated = false}
-local max = tonumber(ARGV[2])
-for i = 2, #KEYS, 2 do
+-- Whose keys: KEYS[1..n] are the order package's streams of the group's
+-- partitions (order.PartitionKeys), n = ARGV[3]; KEYS[n + 1 + 2(i-1)] and
+-- KEYS[n + 2 + 2(i-1)] are inventory's sale state and buyer counts of SKU
+-- i (Stock.SaleKey, BuyersKey).
+-- ARGV[1] the writers' group, ARGV[2] the most entries to return per
+-- stream (pending and undelivered each), ARGV[3] n.
+-- Returns JSON: {streams: [{last, delivered, pending: [[id, fields|false]...],
+-- undelivered: [[id, fields]...], truncated}...], rounds: [[fields, buyers]...]}
+local max, n = tonumber(ARGV[2]), tonumber(ARGV[3])
+if not max or max < 1 or not n or n < 1 or n > #KEYS or (#KEYS - n) % 2 ~= 0 then
+  return redis.error_reply('ERR snapshot: bad arguments')
+end
+
+local function stream(key)
+  local out = {pending = {}, undelivered = {}, truncated = false, last = '0-0', delivered = '0-0'}
+  if redis.call('EXISTS', key) == 0 then return out end
+  -- The last id ever added, even when trimming left the stream empty.
+  local info = redis.call('XINFO', 'STREAM', key)
+  for j = 1, #info, 2 do
+    if info[j] == 'last-generated-id' then out.last = info[j + 1] end
+  end
+  local ok, groups = pcall(redis.call, 'XINFO', 'GROUPS', key)
+  if ok then
+    for _, g in ipairs(groups) do
+      local gi = {}
+      for j = 1, #g, 2 do gi[g[j]] = g[j + 1] end
+      if gi['name'] == ARGV[1] then out.delivered = gi['last-delivered-id'] end
+    end
+    local pend = {}
+    if out.delivered ~= '0-0' then
+      pend = redis.call('XPENDING', key, ARGV[1], '-', '+', max)
+    end
+    for _, p in ipairs(pend) do
+      local e = redis.call('XRANGE', key, p[1], p[1])
+      out.pending[#out.pending + 1] = {p[1], e[1] and e[1][2] or false}
+    end
+    if #pend >= max then out.truncated = true end
+  end
+  local after = '(' .. out.delivered
+  if out.delivered == '0-0' then after = '-' end
+  local rest = redis.call('XRANGE', key, after, '+', 'COUNT', max)
+  for _, e in ipairs(rest) do out.undelivered[#out.undelivered + 1] = {e[1], e[2]} end
+  if #rest >= max then out.truncated = true end
+  return out
+end
+
+local out = {streams = {}, rounds = {}}
+for i = 1, n do out.streams[i] = stream(KEYS[i]) end
+for i = n + 1, #KEYS, 2 do
   out.rounds[#out.rounds + 1] = {redis.call('HGETALL', KEYS[i]), redis.call('HGETALL', KEYS[i + 1])}
 end
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  out.last, out.delivered = '0-0', '0-0'
-  return cjson.encode(out)
-end
--- The last id ever added, even when trimming left the stream empty.
-local info = redis.call('XINFO', 'STREAM', KEYS[1])
-for j = 1, #info, 2 do
-  if info[j] == 'last-generated-id' then out.last = info[j + 1] end
-end
-out.delivered = '0-0'
-local ok, groups = pcall(redis.call, 'XINFO', 'GROUPS', KEYS[1])
-if ok then
-  for _, g in ipairs(groups) do
-    local info = {}
-    for j = 1, #g, 2 do info[g[j]] = g[j + 1] end
-    if info['name'] == ARGV[1] then out.delivered = info['last-delivered-id'] end
-  end
-  local pend = {}
-  if out.delivered ~= '0-0' then
-    pend = redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', max)
-  end
-  for _, p in ipairs(pend) do
-    local e = redis.call('XRANGE', KEYS[1], p[1], p[1])
-    out.pending[#out.pending + 1] = {p[1], e[1] and e[1][2] or false}
-  end
-  if #pend >= max then out.truncated = true end
-end
-local after = '(' .. out.delivered
-if out.delivered == '0-0' then after = '-' end
-local rest = redis.call('XRANGE', KEYS[1], after, '+', 'COUNT', max)
-for _, e in ipairs(rest) do out.undelivered[#out.undelivered + 1] = {e[1], e[2]} end
-if #rest >= max then out.truncated = true end
 return cjson.encode(out)

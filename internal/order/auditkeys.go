@@ -2,28 +2,85 @@ package order
 
 import (
 	"errors"
+	"strconv"
 
+	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/keyspace"
 )
 
-// StreamKeys are the order package's keys an audit reads (never writes):
-// the stream and its group, the dead letters, and the status hashes.
+// StreamKeys are the order package's keys of one order partition that an
+// audit or a recovery reads: the partition's stream and its group, its
+// dead letters and due set, and (for every partition alike) the status
+// hashes. Only AdvanceStream and RestoreStatuses write through them.
 type StreamKeys struct {
+	// Partition is the partition's number (keyspace.Partitions).
+	Partition           int
 	Stream, Group, Dead string
-	// StatusPattern matches every order status hash (for SCAN); StatusKey
-	// names one.
+	Due                 string
+	// StatusPattern matches every order status hash (for SCAN, on every
+	// master of a cluster); StatusKey names one, StatusID reads one's name.
 	StatusPattern string
-	prefix        string
+	k             keys
 }
 
 // StatusKey is the key of order id's status hash.
-func (k StreamKeys) StatusKey(id string) string { return keys{prefix: k.prefix}.status(id) }
+func (k StreamKeys) StatusKey(id string) string { return k.k.status(id) }
 
-// AuditKeys returns the stream keys under prefix of the one partition of a
-// single Redis (the audit does not read partitioned streams yet).
+// StatusID is the order id a status hash's key names (a key SCAN found
+// with StatusPattern); ok is false for a key that names no order.
+func (k StreamKeys) StatusID(key string) (id string, ok bool) {
+	// An order id is a UUID at the end of the name; the name must be the
+	// one StatusKey gives it, whatever tag it carries.
+	const n = 36
+	if len(key) < n {
+		return "", false
+	}
+	u, err := uuid.Parse(key[len(key)-n:])
+	if err != nil || k.StatusKey(u.String()) != key {
+		return "", false
+	}
+	return u.String(), true
+}
+
+// AuditKeys returns the keys under prefix of the one partition of a single
+// Redis with the default layout (partition 0, the untagged stream).
 func AuditKeys(prefix string) StreamKeys {
-	k := keys{prefix: prefix}
-	return StreamKeys{Stream: k.stream(0), Group: group, Dead: k.dead(0), StatusPattern: k.status("*"), prefix: prefix}
+	return PartitionKeys(prefix, keyspace.Partitions{})[0]
+}
+
+// PartitionKeys returns the keys under prefix of every partition of parts,
+// in partition order.
+func PartitionKeys(prefix string, parts keyspace.Partitions) []StreamKeys {
+	k := keys{prefix: prefix, parts: parts}
+	out := make([]StreamKeys, parts.Count())
+	for p := range out {
+		out[p] = StreamKeys{Partition: p, Stream: k.stream(p), Group: group, Dead: k.dead(p), Due: k.due(p),
+			StatusPattern: k.status("*"), k: k}
+	}
+	return out
+}
+
+// HomeOf is the home partition (where its events go) of order id with
+// lines of skus, and whether that is certain: an order's home is its
+// first line's partition as it was placed, which PostgreSQL does not keep
+// (its lines are keyed by SKU), so only an order whose lines all fall in
+// one partition is certain from its SKUs. The status hash knows the home
+// of the others (StatusPartition). Else the answer is the partition of
+// the first SKU given, which is a right home on a single Redis, where any
+// partition's stream reaches the writers.
+func HomeOf(parts keyspace.Partitions, id string, skus []string) (home int, certain bool) {
+	if len(skus) == 0 {
+		return 0, parts.Count() == 1
+	}
+	home = parts.Of(skus[0])
+	for _, s := range skus[1:] {
+		if parts.Of(s) != home {
+			return home, false
+		}
+	}
+	return home, true
 }
 
 // Entry is a stream entry as an audit reads it: an order event
@@ -51,4 +108,15 @@ func ParseEntry(m redis.XMessage) (Entry, error) {
 // LiveStatus reads a status hash's status and creation time (Unix ms).
 func LiveStatus(m map[string]string) (status string, createdMS int64) {
 	return m["status"], msTime(m["created_ms"]).UnixMilli()
+}
+
+// StatusPartition reads a status hash's home partition (no field: an
+// order of before partitions, in partition 0); ok is false for an empty
+// hash (no such order).
+func StatusPartition(m map[string]string) (partition int, ok bool) {
+	if len(m) == 0 {
+		return 0, false
+	}
+	p, _ := strconv.Atoi(m["partition"])
+	return p, true
 }

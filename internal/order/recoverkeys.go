@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/keyspace"
 )
 
 // advanceLua moves the order stream's last generated id up to ARGV[2] if it
@@ -35,18 +37,17 @@ if wm > lm or (wm == lm and ws > ls) then
 end
 return last`)
 
-// AdvanceStream makes the order stream's last generated id at least id (a
-// stream id PostgreSQL recorded): after a failover the promoted replica may
-// lack the newest entries, already written, and an audit cuts PostgreSQL
-// at the stream's last id (rows of later entries are taken for orders
-// accepted after its snapshot). New entries are numbered past id anyway,
-// since ids follow the clock; this only closes the gap until one comes.
-// It returns the stream's last id. Like AuditKeys, it knows the one
-// partition of a single Redis (recovery refuses partitioned streams).
-func AdvanceStream(ctx context.Context, rdb redis.UniversalClient, prefix, id string) (string, error) {
-	last, err := advanceScript.Run(ctx, rdb, []string{keys{prefix: prefix}.stream(0)}, group, id).Text()
+// AdvanceStream makes the last generated id of partition k's order stream
+// at least id (a stream id PostgreSQL recorded): after a failover the
+// promoted replica may lack the newest entries, already written, and an
+// audit cuts PostgreSQL at the stream's last id (rows of later entries
+// are taken for orders accepted after its snapshot). New entries are
+// numbered past id anyway, since ids follow the clock; this only closes
+// the gap until one comes. It returns the stream's last id.
+func AdvanceStream(ctx context.Context, rdb redis.UniversalClient, k StreamKeys, id string) (string, error) {
+	last, err := advanceScript.Run(ctx, rdb, []string{k.Stream}, k.Group, id).Text()
 	if err != nil {
-		return "", fmt.Errorf("advance the order stream to %s: %w", id, err)
+		return "", fmt.Errorf("advance the order stream %s to %s: %w", k.Stream, id, err)
 	}
 	return last, nil
 }
@@ -64,11 +65,12 @@ type Confirmed struct {
 // restoreStatusScript writes a confirmed order's status hash unless one
 // exists (whatever it says: a live status is never overwritten).
 // KEYS[1] the status hash; ARGV: user id, items JSON, total cents,
-// created ms, expires ms, TTL ms. Returns 1 when written.
+// created ms, expires ms, TTL ms, the home partition. Returns 1 when
+// written.
 var restoreStatusScript = redis.NewScript(`
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'user_id', ARGV[1], 'status', 'confirmed', 'items', ARGV[2],
-  'total_cents', ARGV[3], 'created_ms', ARGV[4], 'expires_ms', ARGV[5])
+  'total_cents', ARGV[3], 'created_ms', ARGV[4], 'expires_ms', ARGV[5], 'partition', ARGV[7])
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
 return 1`)
 
@@ -80,12 +82,12 @@ return 1`)
 // in the due set (ZADD NX: an entry in place is kept), so the sweeper
 // expires it once its time is past. It returns how many statuses it
 // wrote; callers pass only the orders whose status they found missing
-// (StatusKey), since each is a round trip. The status and the due set are separate steps, each idempotent,
-// so they never need one slot. It writes a single Redis's keys (partition
-// 0's due set, untagged status keys): recover refuses a cluster, where an
-// order's status and due entry are its home partition's.
-func RestoreStatuses(ctx context.Context, rdb redis.UniversalClient, prefix string, orders []Confirmed) (int, error) {
-	k := keys{prefix: prefix}
+// (StatusKey), since each is a round trip. The status and the due set are
+// separate steps, each idempotent, so they never need one slot. The
+// status names the order's home partition (HomeOf), whose due set gets
+// its payment due time and whose stream its transitions.
+func RestoreStatuses(ctx context.Context, rdb redis.UniversalClient, prefix string, parts keyspace.Partitions, orders []Confirmed) (int, error) {
+	k := keys{prefix: prefix, parts: parts}
 	n := 0
 	for _, o := range orders {
 		items, err := json.Marshal(o.Items)
@@ -100,17 +102,26 @@ func RestoreStatuses(ctx context.Context, rdb redis.UniversalClient, prefix stri
 			expires = o.ExpiresAt.UnixMilli()
 			ttl = max(ttl, time.Until(o.ExpiresAt)+24*time.Hour)
 		}
+		home, _ := HomeOf(parts, o.OrderID, skusOf(o.Items))
 		wrote, err := restoreStatusScript.Run(ctx, rdb, []string{k.status(o.OrderID)}, o.UserID, string(items),
-			o.TotalCents, o.CreatedAt.UnixMilli(), expires, ttl.Milliseconds()).Int()
+			o.TotalCents, o.CreatedAt.UnixMilli(), expires, ttl.Milliseconds(), home).Int()
 		if err != nil {
 			return n, fmt.Errorf("restore the status of order %s: %w", o.OrderID, err)
 		}
 		n += wrote
 		if expires > 0 { // an entry for an order no longer due is dropped by the sweeper
-			if err := rdb.ZAddNX(ctx, k.due(0), redis.Z{Score: float64(expires), Member: o.OrderID}).Err(); err != nil {
+			if err := rdb.ZAddNX(ctx, k.due(home), redis.Z{Score: float64(expires), Member: o.OrderID}).Err(); err != nil {
 				return n, fmt.Errorf("restore the payment due time of order %s: %w", o.OrderID, err)
 			}
 		}
 	}
 	return n, nil
+}
+
+func skusOf(items []ReservedItem) []string {
+	out := make([]string, len(items))
+	for i, it := range items {
+		out[i] = it.SKU
+	}
+	return out
 }

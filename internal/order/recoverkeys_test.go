@@ -2,10 +2,14 @@ package order
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/shop-oss/shop/internal/keyspace"
 )
 
 // A bad id changes nothing: the script validates before it creates the
@@ -14,13 +18,13 @@ func TestAdvanceStreamRefusesABadIDBeforeWriting(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	if _, err := AdvanceStream(ctx, f.r.Client, f.r.Prefix, "not-an-id"); err == nil {
+	if _, err := AdvanceStream(ctx, f.r.Client, AuditKeys(f.r.Prefix), "not-an-id"); err == nil {
 		t.Fatal("a bad id was accepted")
 	}
 	if n := f.r.Client.Exists(ctx, keys{prefix: f.r.Prefix}.stream(0)).Val(); n != 0 {
 		t.Fatalf("the stream was created by a refused call")
 	}
-	last, err := AdvanceStream(ctx, f.r.Client, f.r.Prefix, "1700000000000-3")
+	last, err := AdvanceStream(ctx, f.r.Client, AuditKeys(f.r.Prefix), "1700000000000-3")
 	if err != nil || last != "1700000000000-3" {
 		t.Fatalf("advance: %q, %v", last, err)
 	}
@@ -36,7 +40,7 @@ func TestRestoredStatusOutlivesItsPaymentWindow(t *testing.T) {
 	ctx := context.Background()
 	week, month := uuid.NewString(), uuid.NewString()
 	now := time.Now()
-	n, err := RestoreStatuses(ctx, f.r.Client, f.r.Prefix, []Confirmed{
+	n, err := RestoreStatuses(ctx, f.r.Client, f.r.Prefix, keyspace.Partitions{}, []Confirmed{
 		{OrderID: week, UserID: uuid.NewString(), CreatedAt: now, ExpiresAt: now.Add(time.Hour)},
 		{OrderID: month, UserID: uuid.NewString(), CreatedAt: now, ExpiresAt: now.Add(20 * 24 * time.Hour)},
 	})
@@ -49,5 +53,75 @@ func TestRestoredStatusOutlivesItsPaymentWindow(t *testing.T) {
 	}
 	if ttl := f.r.Client.PTTL(ctx, k.status(month)).Val(); ttl < 21*24*time.Hour-time.Minute {
 		t.Errorf("a status with a 20-day window lives %v, want at least 21 days", ttl)
+	}
+}
+
+// On partitioned streams a restored status names its home partition, and
+// its payment due time goes in that partition's due set, whose sweeper
+// expires it: an order whose lines share a partition has that home; one
+// spanning partitions gets one of its lines' (PostgreSQL does not keep
+// which came first), where a single Redis's writers and sweepers reach it.
+func TestRestoreStatusesInTheirHomePartition(t *testing.T) {
+	t.Parallel()
+	parts := keyspace.NewPartitions(4, false)
+	f := newPartitionedFixture(t, parts)
+	ctx := context.Background()
+	bySKU := map[int]string{}
+	for i := 0; len(bySKU) < 3; i++ {
+		sku := fmt.Sprintf("h-%d", i)
+		if p := parts.Of(sku); p != 0 && bySKU[p] == "" {
+			bySKU[p] = sku
+		}
+	}
+	var homes []int
+	for p := range bySKU {
+		homes = append(homes, p)
+	}
+	slices.Sort(homes)
+	one, two := uuid.NewString(), uuid.NewString()
+	now := time.Now()
+	n, err := RestoreStatuses(ctx, f.r.Client, f.r.Prefix, parts, []Confirmed{
+		{OrderID: one, UserID: uuid.NewString(), CreatedAt: now, ExpiresAt: now.Add(time.Hour),
+			Items: []ReservedItem{{SKU: bySKU[homes[0]], Quantity: 1, RoundID: 1}}},
+		{OrderID: two, UserID: uuid.NewString(), CreatedAt: now, ExpiresAt: now.Add(time.Hour),
+			Items: []ReservedItem{{SKU: bySKU[homes[1]], Quantity: 1, RoundID: 2}, {SKU: bySKU[homes[2]], Quantity: 1, RoundID: 3}}},
+	})
+	if err != nil || n != 2 {
+		t.Fatalf("restored %d, %v", n, err)
+	}
+	k := PartitionKeys(f.r.Prefix, parts)
+	for id, want := range map[string][]int{one: {homes[0]}, two: {homes[1], homes[2]}} {
+		got, ok := StatusPartition(f.r.Client.HGetAll(ctx, k[0].StatusKey(id)).Val())
+		if !ok || !slices.Contains(want, got) {
+			t.Fatalf("order %s restored in partition %d (%v), want one of %v", id, got, ok, want)
+		}
+		for p := range k {
+			if due := f.r.Client.ZScore(ctx, k[p].Due, id).Err() == nil; due != (p == got) {
+				t.Fatalf("order %s: in partition %d's due set: %v; its home is %d", id, p, due, got)
+			}
+		}
+	}
+	// The lifecycle reads the home back: its transitions go there.
+	o, err := f.svc.Get(ctx, f.r.Client.HGet(ctx, k[0].StatusKey(one), "user_id").Val(), one)
+	if err != nil || o.partition != homes[0] {
+		t.Fatalf("the restored order reads %+v %v, want partition %d", o, err, homes[0])
+	}
+}
+
+// A status key names its order; other keys matching the pattern do not.
+func TestStatusIDReadsStatusKeys(t *testing.T) {
+	parts := keyspace.NewPartitions(3, true)
+	k := PartitionKeys("p:", parts)
+	id := uuid.NewString()
+	if got, ok := k[2].StatusID(k[1].StatusKey(id)); !ok || got != id {
+		t.Fatalf("StatusID(%q) = %q %v", k[1].StatusKey(id), got, ok)
+	}
+	for _, key := range []string{"p:order:" + id + ":noidem", "p:order:x", "q:order:" + id, k[0].StatusKey(id)[:10]} {
+		if got, ok := k[0].StatusID(key); ok {
+			t.Fatalf("StatusID(%q) = %q, want none", key, got)
+		}
+	}
+	if len(k) != 3 || k[1].Partition != 1 || k[1].Stream == k[2].Stream || k[1].Due != k[1].Stream+":due" {
+		t.Fatalf("partition keys %+v", k)
 	}
 }

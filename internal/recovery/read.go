@@ -99,11 +99,13 @@ type scan struct {
 
 func (r *Recoverer) scanStreams(ctx context.Context) (*scan, error) {
 	sc := &scan{ids: map[string]bool{}}
-	if err := r.readStream(ctx, r.keys.Stream, "", sc); err != nil {
-		return nil, err
-	}
-	if err := r.readStream(ctx, r.keys.Dead, "event_", sc); err != nil {
-		return nil, err
+	for _, k := range r.keys {
+		if err := r.readStream(ctx, k.Stream, "", sc); err != nil {
+			return nil, err
+		}
+		if err := r.readStream(ctx, k.Dead, "event_", sc); err != nil {
+			return nil, err
+		}
 	}
 	return sc, nil
 }
@@ -269,8 +271,12 @@ func roundReport(lr liveRound, st inventory.Restored, orders map[string]*holding
 		Before: before, Changed: changed}
 }
 
-// advance moves the order stream's last id past every entry PostgreSQL
-// recorded (see order.AdvanceStream).
+// advance moves every partition's stream's last id past every entry
+// PostgreSQL recorded (see order.AdvanceStream). The newest recorded id of
+// any partition will do for each: PostgreSQL does not say which partition
+// an entry was in (an order's home is its first line's, and its lines are
+// kept by SKU), and an id PostgreSQL recorded is in the past, so new
+// entries of every partition are numbered past it anyway.
 func (r *Recoverer) advance(ctx context.Context) error {
 	var last string
 	err := r.db.QueryRow(ctx, lastRecordedSQL).Scan(&last)
@@ -280,8 +286,12 @@ func (r *Recoverer) advance(ctx context.Context) error {
 	if err != nil {
 		return wrap("last recorded stream id", err)
 	}
-	_, err = order.AdvanceStream(ctx, r.rdb, r.prefix, last)
-	return err
+	for _, k := range r.keys {
+		if _, err := order.AdvanceStream(ctx, r.rdb, k, last); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // lost checks the accepted ids against the streams (scanned before) and
@@ -323,7 +333,7 @@ func (r *Recoverer) statuses(ctx context.Context, lost []Lost) error {
 	pipe := r.rdb.Pipeline()
 	cmds := make([]*redis.StringCmd, len(lost))
 	for i, l := range lost {
-		cmds[i] = pipe.HGet(ctx, r.keys.StatusKey(l.OrderID), "status")
+		cmds[i] = pipe.HGet(ctx, r.keys[0].StatusKey(l.OrderID), "status")
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return wrap("order statuses", err)
@@ -367,7 +377,7 @@ func (r *Recoverer) restoreStatuses(ctx context.Context, rounds []liveRound) (in
 	if err != nil {
 		return 0, err
 	}
-	return order.RestoreStatuses(ctx, r.rdb, r.prefix, missing)
+	return order.RestoreStatuses(ctx, r.rdb, r.prefix, r.parts, missing)
 }
 
 // withoutStatus keeps the orders whose status hash is gone, looked up in
@@ -379,7 +389,7 @@ func (r *Recoverer) withoutStatus(ctx context.Context, orders []order.Confirmed)
 		pipe := r.rdb.Pipeline()
 		cmds := make([]*redis.IntCmd, len(batch))
 		for i, o := range batch {
-			cmds[i] = pipe.Exists(ctx, r.keys.StatusKey(o.OrderID))
+			cmds[i] = pipe.Exists(ctx, r.keys[0].StatusKey(o.OrderID))
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			return nil, wrap("order statuses", err)

@@ -31,9 +31,23 @@
 // not called lost, and an accepted order's event is in the stream from
 // its 202 until it is written: the report is exact for the ids given.
 //
-// It reads order's keys through order.AuditKeys and order.ParseEntry, and
-// order's and inventory's tables read-only, as the audit does; it writes
-// only through inventory (Stock.Restore) and order (AdvanceStream).
+// Partitions: every partition's stream and dead letters are read (an
+// order's event is in its home partition, its lines' stock in theirs, so
+// every round is rebuilt from the orders of every partition); each SKU is
+// restored by one script in its own slot (on a cluster, its partition's);
+// every partition's stream is advanced past the newest id PostgreSQL
+// recorded (PostgreSQL does not say which partition an entry was in, and
+// any recorded id is in the past, so new entries of each are numbered past
+// it anyway); restored statuses name their order's home partition and go
+// in its due set (order.RestoreStatuses). Nothing here needs two
+// partitions at one instant: each SKU's restore is fenced on its own.
+//
+// It reads order's keys through order.PartitionKeys and order.ParseEntry,
+// and order's and inventory's tables read-only, as the audit does; it
+// writes only through inventory (Stock.Restore) and order (AdvanceStream,
+// RestoreStatuses). Restore hands every buyer of a SKU to one script: the
+// buyer counts must be replaced at once with the fence checked, so they
+// are not split into batches.
 package recovery
 
 import (
@@ -50,6 +64,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/order"
 )
 
@@ -63,13 +78,16 @@ type Recoverer struct {
 	rdb    redis.UniversalClient
 	stock  *inventory.Stock
 	prefix string
-	keys   order.StreamKeys
+	parts  keyspace.Partitions
+	keys   []order.StreamKeys // by partition
 	log    *slog.Logger
 }
 
 // New returns a recoverer of the stores under prefix.
 func New(db *pgxpool.Pool, rdb redis.UniversalClient, stock *inventory.Stock, prefix string, log *slog.Logger) *Recoverer {
-	return &Recoverer{db: db, rdb: rdb, stock: stock, prefix: prefix, keys: order.AuditKeys(prefix), log: log}
+	parts := stock.Partitions()
+	return &Recoverer{db: db, rdb: rdb, stock: stock, prefix: prefix, parts: parts,
+		keys: order.PartitionKeys(prefix, parts), log: log}
 }
 
 // Report is what a recovery did and found.
@@ -118,11 +136,6 @@ var ErrBusy = errors.New("the live stock kept changing while it was rebuilt: pau
 
 // Run rebuilds every live round and checks the accepted order ids.
 func (r *Recoverer) Run(ctx context.Context, accepted []string) (Report, error) {
-	if p := r.stock.Partitions(); p.Count() > 1 || p.Grouped() {
-		// It reads and repairs one stream beside the live rounds, as the
-		// audit does.
-		return Report{}, errors.New("recover: partitioned order streams (SHOP_ORDER_PARTITIONS > 1, or a cluster) are not recovered yet")
-	}
 	rounds, err := r.liveRounds(ctx)
 	if err != nil {
 		return Report{}, err
