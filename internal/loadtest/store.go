@@ -67,18 +67,25 @@ const kindTransition = "transition"
 
 const writersGroup = "writers"
 
-// LayoutOf is the layout of the keys under prefix on a single Redis: the
-// order partitions the server recorded when it started (order's
-// orders:partitions key; none: one partition).
+// LayoutOf is the layout of the keys under prefix: the order partitions
+// the server recorded when it started (order's orders:partitions key),
+// grouped when rdb is a Redis Cluster client, since a server on a cluster
+// tags each SKU's keys by its partition (keyspace). On a single Redis a
+// missing count is one partition (the layout of before partitions); on a
+// cluster every server records it, so a missing count means no server ran
+// on these keys, and guessing one would read other keys than a server's.
 func LayoutOf(ctx context.Context, rdb redis.UniversalClient, prefix string) (Layout, error) {
+	_, grouped := rdb.(*redis.ClusterClient)
 	n, err := rdb.Get(ctx, prefix+"orders:partitions").Int()
 	switch {
+	case errors.Is(err, redis.Nil) && grouped:
+		return Layout{}, fmt.Errorf("no order partitions recorded under %q on the cluster (%sorders:partitions): no shop server ran on these keys", prefix, prefix)
 	case errors.Is(err, redis.Nil):
 		n = 1
 	case err != nil:
 		return Layout{}, fmt.Errorf("read the order partitions: %w", err)
 	}
-	return Layout{Prefix: prefix, Partitions: keyspace.NewPartitions(n, false)}, nil
+	return Layout{Prefix: prefix, Partitions: keyspace.NewPartitions(n, grouped)}, nil
 }
 
 // ReadStore reads the sale of sku's latest round straight from Redis
