@@ -46,7 +46,7 @@ type watch struct {
 	procs    []watched
 	faults   []loadtest.Window
 	errors   []loadtest.ServerError // every 5xx answer
-	rdb      redis.UniversalClient // a cluster client on a cluster
+	rdb      redis.UniversalClient  // a cluster client on a cluster
 }
 
 type watched struct {
