@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -46,10 +47,15 @@ type StockChanged func(ctx context.Context, skus []string)
 // lifecycle is the Redis side of the order's state machine, shared by the
 // Service (pay, cancel) and the Sweeper (expiry).
 type lifecycle struct {
+	log     *slog.Logger
 	rdb     redis.UniversalClient
 	stock   *inventory.Stock
 	keys    keys
 	changed StockChanged
+
+	// faultAfterDecision, for tests, stops giveBackSpread right after its
+	// decision step, as a crash would.
+	faultAfterDecision func() error
 }
 
 // read returns the order's live status; found is false when Redis has
@@ -68,17 +74,18 @@ func (l *lifecycle) read(ctx context.Context, id string) (Order, bool, error) {
 // event for PostgreSQL as its outbox entry. Of two calls (a cancel and an
 // expiry, two sweepers) exactly one passes the guard; the other is
 // Refused with the state the first left.
+//
+// An order whose lines lie in several partitions of a cluster (a
+// cross-shard checkout) takes several steps instead: giveBackSpread.
 func (l *lifecycle) giveBack(ctx context.Context, o Order, to string) (inventory.Released, error) {
-	rel := inventory.Release{
-		OrderID: o.ID, UserID: o.userID,
-		Guard: &inventory.Guard{Key: l.keys.status(o.ID), Field: "status",
-			From: []string{StatusPending, StatusConfirmed}, To: to},
-		Outbox: &inventory.Outbox{Stream: l.keys.stream(o.partition), Values: transitionValues(o, to, time.Now(), "")},
+	if l.spread(o) {
+		return l.giveBackSpread(ctx, o, to)
 	}
+	var lines []inventory.ReleaseLine
 	for _, it := range o.lines {
-		rel.Lines = append(rel.Lines, inventory.ReleaseLine{SKU: it.SKU, Quantity: it.Quantity, RoundID: it.RoundID})
+		lines = append(lines, inventory.ReleaseLine{SKU: it.SKU, Quantity: it.Quantity, RoundID: it.RoundID})
 	}
-	r, err := l.stock.Release(ctx, rel)
+	r, err := l.stock.Release(ctx, l.guarded(o, to, lines))
 	if err != nil || r.Refused {
 		return r, err
 	}
@@ -89,6 +96,18 @@ func (l *lifecycle) giveBack(ctx context.Context, o Order, to string) (inventory
 		l.changed(ctx, o.skus())
 	}
 	return r, nil
+}
+
+// guarded is the release of lines (o's, in its home partition) that moves
+// o from pending or confirmed to to, with the transition event as its
+// outbox entry on o's stream.
+func (l *lifecycle) guarded(o Order, to string, lines []inventory.ReleaseLine) inventory.Release {
+	return inventory.Release{
+		OrderID: o.ID, UserID: o.userID, Lines: lines,
+		Guard: &inventory.Guard{Key: l.keys.status(o.ID), Field: "status",
+			From: []string{StatusPending, StatusConfirmed}, To: to},
+		Outbox: &inventory.Outbox{Stream: l.keys.stream(o.partition), Values: transitionValues(o, to, time.Now(), "")},
+	}
 }
 
 func (o Order) skus() []string {

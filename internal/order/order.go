@@ -231,7 +231,7 @@ func New(db *pgxpool.Pool, rdb redis.UniversalClient, stock *inventory.Stock, ex
 	s := &Service{
 		db: db, rdb: rdb, reserveRdb: rdb, stock: stock, exists: exists,
 		keys: keys{prefix, stock.Partitions()}, log: log, metrics: newPlaceMetrics(reg),
-		life: &lifecycle{rdb: rdb, stock: stock, keys: keys{prefix, stock.Partitions()}},
+		life: &lifecycle{log: log, rdb: rdb, stock: stock, keys: keys{prefix, stock.Partitions()}},
 	}
 	for _, o := range opts {
 		o(s)

@@ -47,20 +47,23 @@ type PlaceOptions struct {
 // answer. A 503 after a timeout may hide a
 // reservation that did happen: retrying with the same Idempotency-Key is
 // how a client finds out without buying twice.
+//
+// On a single Redis this is one atomic script (reserve.lua). On a Redis
+// Cluster (grouped partitions) it is a saga (saga.go): the order is still
+// all or nothing, but a checkout buys the cart as it was read (it is not
+// refused with ErrCartChanged) and takes out of the cart only the lines
+// that still hold the quantities bought.
 func (s *Service) Place(ctx context.Context, user string, lines []Line, o PlaceOptions) (Placed, error) {
-	id, err := s.newOrderID(lines)
-	if err != nil {
-		return Placed{}, err
-	}
-	e := enqueue{orderID: id, userID: user, cartKey: o.CartKey}
-	if o.IdemKey != "" {
-		e.idemKey = s.keys.idem(user, o.IdemKey)
-		e.fingerprint = fingerprint(lines, o.CartKey != "")
-	}
 	rctx, cancel := context.WithTimeout(ctx, placeTimeout)
 	defer cancel()
 	start := time.Now()
-	res, err := s.reserve(rctx, e, lines)
+	var res reservation
+	var err error
+	if s.keys.parts.Grouped() {
+		res, err = s.placeSaga(rctx, user, lines, o)
+	} else {
+		res, err = s.placeOne(rctx, user, lines, o)
+	}
 	s.metrics.script.Observe(time.Since(start).Seconds())
 	if err != nil {
 		err = s.explain(ctx, lines, o, err)
@@ -69,6 +72,20 @@ func (s *Service) Place(ctx context.Context, user string, lines []Line, o PlaceO
 	}
 	s.metrics.outcome(nil, res.replayed)
 	return Placed{OrderID: res.orderID, Status: StatusPending, Replayed: res.replayed}, nil
+}
+
+// placeOne places an order on a single Redis: one run of reserve.lua.
+func (s *Service) placeOne(ctx context.Context, user string, lines []Line, o PlaceOptions) (reservation, error) {
+	id, err := s.newOrderID(lines)
+	if err != nil {
+		return reservation{}, err
+	}
+	e := enqueue{orderID: id, userID: user, cartKey: o.CartKey}
+	if o.IdemKey != "" {
+		e.idemKey = s.keys.idem(user, o.IdemKey)
+		e.fingerprint = fingerprint(lines, o.CartKey != "")
+	}
+	return s.reserve(ctx, e, lines)
 }
 
 // newOrderID makes the id of an order of these lines before it is
@@ -147,6 +164,17 @@ func (s *Service) Replay(ctx context.Context, user, key string) (p Placed, ok bo
 	id, fp, found := strings.Cut(rec, " ")
 	if found && fp != checkoutFingerprint {
 		return Placed{}, false, ErrIdempotencyKeyReused
+	}
+	if s.keys.parts.Grouped() {
+		// On a cluster the record is claimed before the order exists: it
+		// answers only for an order that does (not refused, not aborted).
+		_, ok, err := s.liveStatus(ctx, id)
+		if err != nil {
+			return Placed{}, false, s.unavailable("replay idempotency key", err)
+		}
+		if !ok {
+			return Placed{}, false, nil
+		}
 	}
 	return Placed{OrderID: id, Status: StatusPending, Replayed: true}, true, nil
 }

@@ -80,7 +80,7 @@ type Sweeper struct {
 func NewSweeper(rdb redis.UniversalClient, stock *inventory.Stock, prefix string, log *slog.Logger,
 	reg prometheus.Registerer, o SweeperOptions) *Sweeper {
 	o.defaults()
-	life := &lifecycle{rdb: rdb, stock: stock, keys: keys{prefix, stock.Partitions()}, changed: o.StockChanged}
+	life := &lifecycle{log: log, rdb: rdb, stock: stock, keys: keys{prefix, stock.Partitions()}, changed: o.StockChanged}
 	return &Sweeper{life: life, o: o, log: log, m: newSweeperMetrics(reg)}
 }
 
@@ -109,6 +109,7 @@ func (s *Sweeper) loop(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		s.finishOwed(ctx)
 		if n == 0 {
 			sleep(ctx, s.o.Interval)
 		}
@@ -130,6 +131,11 @@ func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 		if err != nil {
 			return expired, err
 		}
+	}
+	// On a cluster: the sagas a crash left between hold and commit
+	// (repair.go).
+	if _, err := s.repairSagas(ctx); err != nil {
+		return expired, err
 	}
 	return expired, nil
 }

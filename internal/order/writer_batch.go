@@ -192,10 +192,14 @@ func (w *Writer) afterCommit(ctx context.Context, written []event) {
 // pending for an order whose entry is acked. Only a pending status becomes
 // confirmed: an order cancelled or expired before its row was written keeps
 // its final state. On Redis trouble the entries stay pending and are
-// delivered again, which writes nothing twice.
+// delivered again, which writes nothing twice. On a cluster the buyers'
+// pending indexes live in other slots: confirmSplit.
 func (w *Writer) confirm(ctx context.Context, events []event, extra []string) error {
 	if len(events) == 0 && len(extra) == 0 {
 		return nil
+	}
+	if w.keys.parts.Grouped() {
+		return w.retryRedis(ctx, func(ctx context.Context) error { return w.confirmSplit(ctx, events, extra) })
 	}
 	keys := make([]string, 0, 1+2*len(events))
 	args := make([]any, 0, 2+len(extra)+2*len(events))
@@ -265,7 +269,8 @@ func (w *Writer) reject(ctx context.Context, failures []failure) {
 }
 
 // deadLetter moves an entry to the dead-letter stream with its reason, acks
-// it and marks its order rejected, in one MULTI. An entry that did not
+// it and marks its order rejected, in one MULTI (on a cluster, in the
+// steps of deadLetterSplit). An entry that did not
 // parse still names its order and buyer, most often: the order is marked
 // rejected all the same, or its buyer would read "pending" until the
 // status expires. One that names neither is kept whole in the dead-letter
@@ -280,6 +285,26 @@ func (w *Writer) deadLetter(ctx context.Context, f failure, deliveries int64) {
 			f.ev = &e
 		}
 	}
+	var err error
+	if w.keys.parts.Grouped() {
+		err = w.deadLetterSplit(ctx, f, fields)
+	} else {
+		err = w.deadLetterTx(ctx, f, fields)
+	}
+	if err != nil {
+		w.log.Warn("order writer: dead-letter failed; will retry", "id", f.msg.ID, "err", err)
+		return
+	}
+	w.m.deadLetters.Inc()
+	if f.ev == nil {
+		w.m.unowned.Inc()
+	}
+	w.log.Error("order event dead-lettered", "id", f.msg.ID, "reason", f.reason, "deliveries", deliveries,
+		"order_rejected", f.ev != nil)
+}
+
+// deadLetterTx is deadLetter's one MULTI on a single Redis.
+func (w *Writer) deadLetterTx(ctx context.Context, f failure, fields map[string]any) error {
 	_, err := w.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.XAdd(ctx, &redis.XAddArgs{Stream: w.keys.dead(w.part), Values: fields})
 		p.XAck(ctx, w.keys.stream(w.part), group, f.msg.ID)
@@ -291,16 +316,7 @@ func (w *Writer) deadLetter(ctx context.Context, f failure, deliveries int64) {
 		}
 		return nil
 	})
-	if err != nil {
-		w.log.Warn("order writer: dead-letter failed; will retry", "id", f.msg.ID, "err", err)
-		return
-	}
-	w.m.deadLetters.Inc()
-	if f.ev == nil {
-		w.m.unowned.Inc()
-	}
-	w.log.Error("order event dead-lettered", "id", f.msg.ID, "reason", f.reason, "deliveries", deliveries,
-		"order_rejected", f.ev != nil)
+	return err
 }
 
 // recordRetrying records the batch's transitions in PostgreSQL, retrying

@@ -1,0 +1,248 @@
+package order
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/inventory"
+)
+
+// Cancel and expiry of an order whose lines lie in several partitions of a
+// Redis Cluster (a cross-shard checkout).
+//
+// A release's keys must share a slot. An order's status hash, its home
+// stream and its home partition's SKUs do (keyspace), so an order in one
+// partition is cancelled or expired in one step (giveBack). The lines of
+// other partitions live in other slots, on other masters, so such an order
+// gives its units back in steps:
+//
+//  1. The order joins its home partition's owed set (orders:{home}:owed,
+//     scored by when a sweeper may finish it: owedGrace on).
+//  2. The decision: inventory's Release of the home's lines, guarded by the
+//     status and carrying the transition event, as for an order in one
+//     partition. Of a cancel, an expiry and a payment racing, this step
+//     (against pay.lua, on the same status) is where exactly one wins. The
+//     final status it leaves, cancelled or expired, is the record that the
+//     other partitions' units are owed; the status hash holds the lines.
+//  3. The other partitions' lines, one unguarded Release per partition:
+//     Release gives an order's units back once per order id (its released
+//     set), so a repeat (a retry, a sweeper finishing it) gives nothing
+//     twice.
+//  4. The order leaves the owed set.
+//
+// The owed entry comes before the decision, not in it, because the decision
+// is inventory's release, whose one write of the caller's is the outbox
+// entry; an entry is judged by the status, so one written for a decision
+// that never came costs a look, not a unit. A stop anywhere leaves the
+// order in the owed set, and the Sweeper's owed step (finishOwed, under the
+// sweepers' lock) settles it by its status: cancelled or expired, it
+// finishes the other partitions' releases; pending or confirmed (a stop
+// before the decision, or a decision still on its way to Redis), it leaves
+// it for a later look (the claim's lease); paid, rejected or gone, nothing
+// is owed. Units go back only under a cancelled or expired status, which no
+// step changes again (on a cluster the writer's dead-letter step keeps a
+// final status too), so never for a paid order and never twice.
+
+// owedGrace is how long after a spread order's decision a sweeper may take
+// it up: well past the few seconds the steps after it take (each bounded by
+// lifecycleTimeout), so it finishes only what a stop left. Taking one up
+// early would be harmless (step 3 is idempotent), only wasted.
+const owedGrace = 10 * time.Second
+
+// owed is partition p's set of spread orders whose releases may be owed
+// (zset by when a sweeper may finish them, member the order id).
+func (k keys) owed(p int) string { return k.partition(p) + ":owed" }
+
+// spread reports whether o has lines outside its home partition (only on
+// a cluster: on a single Redis every key shares the one server).
+func (l *lifecycle) spread(o Order) bool {
+	if !l.keys.parts.Grouped() {
+		return false
+	}
+	for _, it := range o.lines {
+		if l.keys.parts.Of(it.SKU) != o.partition {
+			return true
+		}
+	}
+	return false
+}
+
+// linesByPartition splits o's lines: those of its home partition, and the
+// others by partition.
+func (l *lifecycle) linesByPartition(o Order) (home []inventory.ReleaseLine, foreign map[int][]inventory.ReleaseLine) {
+	foreign = map[int][]inventory.ReleaseLine{}
+	for _, it := range o.lines {
+		line := inventory.ReleaseLine{SKU: it.SKU, Quantity: it.Quantity, RoundID: it.RoundID}
+		if p := l.keys.parts.Of(it.SKU); p != o.partition {
+			foreign[p] = append(foreign[p], line)
+		} else {
+			home = append(home, line)
+		}
+	}
+	return home, foreign
+}
+
+// giveBackSpread is giveBack for an order with lines in several partitions
+// (see the steps above). Its answer is the decision's: Refused with the
+// state another step left, or the units given back, the other partitions'
+// included when their releases went through now. An error before or in the
+// decision leaves the outcome unknown (the owed entry lets the sweeper
+// settle it); one after it is logged, and the sweeper finishes the rest.
+func (l *lifecycle) giveBackSpread(ctx context.Context, o Order, to string) (inventory.Released, error) {
+	home, _ := l.linesByPartition(o)
+	if len(home) == 0 {
+		// The home is the first line's partition: a status that says
+		// otherwise was not written by this package.
+		return inventory.Released{}, fmt.Errorf("give back order %s: no line in its home partition %d", o.ID, o.partition)
+	}
+	at := time.Now().Add(owedGrace).UnixMilli()
+	if err := l.rdb.ZAddNX(ctx, l.keys.owed(o.partition), redis.Z{Score: float64(at), Member: o.ID}).Err(); err != nil {
+		return inventory.Released{}, fmt.Errorf("give back order %s: note the owed releases: %w", o.ID, err)
+	}
+	r, err := l.stock.Release(ctx, l.guarded(o, to, home))
+	if err != nil {
+		return r, err
+	}
+	if l.faultAfterDecision != nil {
+		if err := l.faultAfterDecision(); err != nil {
+			return r, err
+		}
+	}
+	state := to
+	if r.Refused {
+		state = r.State
+	}
+	if state == StatusCancelled || state == StatusExpired {
+		// Ours or another's decision: finish its releases either way, so
+		// the owed entry can go.
+		units, err := l.releaseForeign(ctx, o)
+		if err != nil {
+			l.warn("give back order: other partitions' units left to the sweeper", o.ID, err)
+			return r, nil
+		}
+		if !r.Refused {
+			r.Units += units
+		}
+	}
+	if err := l.rdb.ZRem(ctx, l.keys.owed(o.partition), o.ID).Err(); err != nil {
+		l.warn("give back order: owed entry left to the sweeper", o.ID, err)
+	}
+	if r.Refused {
+		return r, nil
+	}
+	// Out of the due set: harmless if this fails, as in giveBack.
+	_ = l.rdb.ZRem(ctx, l.keys.due(o.partition), o.ID).Err()
+	if r.Units > 0 && l.changed != nil {
+		l.changed(ctx, o.skus())
+	}
+	return r, nil
+}
+
+// releaseForeign gives back o's lines outside its home partition, one
+// release per partition (in ascending order), unguarded: a line released
+// before gives nothing again. It returns the units given back now.
+func (l *lifecycle) releaseForeign(ctx context.Context, o Order) (int64, error) {
+	_, foreign := l.linesByPartition(o)
+	parts := make([]int, 0, len(foreign))
+	for p := range foreign {
+		parts = append(parts, p)
+	}
+	slices.Sort(parts)
+	var units int64
+	for _, p := range parts {
+		r, err := l.stock.Release(ctx, inventory.Release{OrderID: o.ID, UserID: o.userID, Lines: foreign[p]})
+		if err != nil {
+			return units, fmt.Errorf("release order %s in partition %d: %w", o.ID, p, err)
+		}
+		units += r.Units
+	}
+	return units, nil
+}
+
+// settle is the sweeper's look at a spread order in partition p's owed
+// set: done is true when the entry is gone (nothing is or will be owed, or
+// everything owed went back).
+func (l *lifecycle) settle(ctx context.Context, p int, id string) (done bool, err error) {
+	o, found, err := l.read(ctx, id)
+	if err != nil {
+		return false, fmt.Errorf("settle order %s: %w", id, err)
+	}
+	if found {
+		switch o.Status {
+		case StatusPending, StatusConfirmed:
+			return false, nil // no decision yet: the claim's lease brings it back
+		case StatusCancelled, StatusExpired:
+			units, err := l.releaseForeign(ctx, o)
+			if err != nil {
+				return false, err
+			}
+			if units > 0 && l.changed != nil {
+				l.changed(ctx, o.skus())
+			}
+		}
+	}
+	if err := l.rdb.ZRem(ctx, l.keys.owed(p), id).Err(); err != nil {
+		return false, fmt.Errorf("settle order %s: %w", id, err)
+	}
+	return true, nil
+}
+
+func (l *lifecycle) warn(msg, id string, err error) {
+	if l.log != nil {
+		l.log.Warn(msg, "order", id, "err", err)
+	}
+}
+
+// finishOwed is the Sweeper loop's owed step: settleOwed, whose error is
+// only logged (what it left is taken up again on the next round).
+func (s *Sweeper) finishOwed(ctx context.Context) {
+	if _, err := s.settleOwed(ctx); err != nil && ctx.Err() == nil {
+		s.log.Warn("order sweeper: owed releases", "err", err)
+	}
+}
+
+// settleOwed settles the spread orders of every partition's owed set whose
+// time has come (by Redis's clock), batch by batch, each claimed for Lease
+// as the due orders are, and returns how many entries it removed. On a
+// single Redis there are none.
+func (s *Sweeper) settleOwed(ctx context.Context) (int, error) {
+	if !s.life.keys.parts.Grouped() {
+		return 0, nil
+	}
+	settled := 0
+	for p := range s.life.keys.parts.Count() {
+		for {
+			ids, err := s.claimOwed(ctx, p)
+			if err != nil {
+				return settled, err
+			}
+			for _, id := range ids {
+				done, err := s.life.settle(ctx, p, id)
+				if err != nil {
+					return settled, err
+				}
+				if done {
+					settled++
+				}
+			}
+			if len(ids) < s.o.Batch {
+				break
+			}
+		}
+	}
+	return settled, nil
+}
+
+func (s *Sweeper) claimOwed(ctx context.Context, p int) ([]string, error) {
+	cctx, cancel := context.WithTimeout(ctx, lifecycleTimeout)
+	defer cancel()
+	reply, err := claimScript.Run(cctx, s.life.rdb, []string{s.life.keys.owed(p)}, s.o.Batch, s.o.Lease.Milliseconds()).StringSlice()
+	if err != nil || len(reply) < 2 {
+		return nil, fmt.Errorf("claim owed releases of partition %d: %w", p, err)
+	}
+	return reply[2:], nil
+}

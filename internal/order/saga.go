@@ -1,0 +1,398 @@
+package order
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/api"
+)
+
+// A purchase on a Redis Cluster (grouped partitions) is a saga: its keys
+// live in several slots, and a script's keys must share one.
+//
+//  1. Claim (user slot, only with an Idempotency-Key): idemClaimScript
+//     records '<new id> <fingerprint>' or hands back the id claimed before
+//     for the same request. A repeat reruns the saga under that id, which
+//     is idempotent by order id: a status present answers "replayed".
+//  2. Hold (hold.lua), for each partition other than the order's home that
+//     holds lines, in ascending order: take that partition's lines and
+//     record what was taken in a hold, indexed by a deadline.
+//  3. Commit (commit.lua, the home's slot): take the home's own lines and
+//     append the whole order event, status and due entry. This is the one
+//     point where the order exists. The holds are then dropped.
+//  4. Finish (finishScript, user slot): the pending index and, for a
+//     checkout, the bought lines out of the cart.
+//
+// A refusal anywhere gives back every hold taken (unholdScript) and
+// answers as a single Redis would. A crash between hold and commit leaves
+// holds past their deadline, which the sweeper's repair (repair.go)
+// settles: on the home, the order committed (drop the hold) or it gets a
+// tombstone status that refuses a late commit (give the hold back).
+//
+// The order's home is its id's (keyspace's Home), normally its first
+// SKU's partition; a checkout repeated with its Idempotency-Key keeps the
+// first id, whose home may hold none of the new cart's lines: then every
+// line is held and the commit takes none.
+
+// holdLifetime is how long a hold waits for its commit before the repair
+// may undo the saga. A placement gives up after placeTimeout, far sooner.
+const holdLifetime = 30 * time.Second
+
+// abortedTTL is how long a tombstone refuses a late commit (and answers a
+// repeat of the aborted id's Idempotency-Key with a fresh order).
+const abortedTTL = idemTTL
+
+// statusAborted is the tombstone the repair leaves on the home of an order
+// that never committed. It has no items, so every reader of statuses
+// (parseLive, the writer's confirm, the audit) sees no order.
+const statusAborted = "aborted"
+
+// hold is the record of the lines a saga took on partition p for order id;
+// holds indexes them by deadline.
+func (k keys) hold(p int, id string) string { return k.partition(p) + ":hold:" + id }
+func (k keys) holds(p int) string           { return k.partition(p) + ":holds" }
+
+// errSagaAborted: the repair undid this order id (its first run stopped
+// between hold and commit); nothing is held for it any more.
+var errSagaAborted = errors.New("order: the saga of this order id was aborted")
+
+// errSagaBusy: another run with the same Idempotency-Key holds a
+// partition of this order right now.
+var errSagaBusy = api.Unavailable("another request with this Idempotency-Key is in progress; retry it in a moment")
+
+// placeSaga places an order on a cluster (see above).
+func (s *Service) placeSaga(ctx context.Context, user string, lines []Line, o PlaceOptions) (reservation, error) {
+	if err := checkLines(lines); err != nil {
+		return reservation{}, err
+	}
+	id, err := s.newOrderID(lines)
+	if err != nil {
+		return reservation{}, err
+	}
+	fp, idem := fingerprint(lines, o.CartKey != ""), ""
+	if o.IdemKey != "" {
+		idem = s.keys.idem(user, o.IdemKey)
+		var replayed bool
+		if id, replayed, err = s.claimOrderID(ctx, idem, fp, id, lines); err != nil || replayed {
+			return reservation{orderID: id, replayed: replayed}, err
+		}
+	}
+	res, err := s.saga(ctx, id, user, lines)
+	if errors.Is(err, errSagaAborted) && idem != "" {
+		// The repair undid this id while the claim pointed at it (it
+		// decided between our claim and our commit): start afresh once.
+		if id, err = s.reclaim(ctx, idem, fp, id, lines); err == nil {
+			res, err = s.saga(ctx, id, user, lines)
+		}
+	}
+	if errors.Is(err, errSagaAborted) {
+		return reservation{}, api.Unavailable("the order could not be placed now; retry with the same Idempotency-Key")
+	}
+	if err != nil || res.replayed {
+		return res, err
+	}
+	s.finish(ctx, user, res, lines, o.CartKey)
+	return res, nil
+}
+
+// claimOrderID claims the Idempotency-Key record idem for id and returns
+// the order id to place under: id, or the one claimed before for the same
+// request. replayed is true when that earlier order exists (a repeat:
+// nothing to do); one the repair aborted is replaced by a new id.
+func (s *Service) claimOrderID(ctx context.Context, idem, fp, id string, lines []Line) (string, bool, error) {
+	got, had, err := s.claim(ctx, idem, fp, id, "")
+	if err != nil || !had {
+		return got, false, err
+	}
+	st, err := s.rdb.HGet(ctx, s.keys.status(got), "status").Result()
+	switch {
+	case err == nil && st != statusAborted:
+		return got, true, nil
+	case err == nil:
+		got, err = s.reclaim(ctx, idem, fp, got, lines)
+		return got, false, err
+	case !errors.Is(err, redis.Nil):
+		return "", false, fmt.Errorf("read order %s status: %w", got, err)
+	}
+	return got, false, nil // claimed before, never committed (refused, or in flight): run it again
+}
+
+// reclaim points the record idem, which names the aborted order old, at a
+// new id.
+func (s *Service) reclaim(ctx context.Context, idem, fp, old string, lines []Line) (string, error) {
+	fresh, err := s.newOrderID(lines)
+	if err != nil {
+		return "", err
+	}
+	id, _, err := s.claim(ctx, idem, fp, fresh, old)
+	return id, err
+}
+
+// claim runs idemClaimScript: had is true when the record named an order
+// already (other than replace).
+func (s *Service) claim(ctx context.Context, idem, fp, id, replace string) (got string, had bool, err error) {
+	reply, err := idemClaimScript.Run(ctx, s.rdb, []string{idem}, fp, id, idemTTL.Milliseconds(), replace).StringSlice()
+	switch {
+	case err != nil:
+		return "", false, fmt.Errorf("claim idempotency key: %w", err)
+	case len(reply) == 1 && reply[0] == "reused":
+		return "", false, ErrIdempotencyKeyReused
+	case len(reply) == 2 && (reply[0] == "new" || reply[0] == "had"):
+		return reply[1], reply[0] == "had", nil
+	}
+	return "", false, fmt.Errorf("claim idempotency key: unexpected reply %q", reply)
+}
+
+// heldPart is what a hold took on partition p.
+type heldPart struct {
+	p     int
+	items []ReservedItem
+}
+
+// saga holds the lines outside the home, then commits on the home.
+func (s *Service) saga(ctx context.Context, id, user string, lines []Line) (reservation, error) {
+	home := s.keys.parts.Home(id)
+	attempt := uuid.NewString()
+	groups := s.groupLines(lines, home)
+	var held []heldPart
+	var refused refusal
+	for _, g := range groups {
+		mode := "take"
+		if refused.reason != "" {
+			mode = "check" // only to rank the refusal as a single Redis would
+		}
+		items, fail, err := s.hold(ctx, g.p, id, user, attempt, mode, home, g.lines)
+		if err != nil {
+			s.unholdAll(ctx, id, attempt, append(held, heldPart{p: g.p, items: asItems(g.lines)}))
+			return reservation{}, err
+		}
+		if refused.add(fail); fail == nil && mode == "take" {
+			held = append(held, heldPart{p: g.p, items: items})
+		}
+	}
+	mode := "commit"
+	if refused.reason != "" {
+		mode = "check"
+	}
+	res, fail, err := s.commit(ctx, id, user, attempt, home, mode, lines, held)
+	refused.add(fail)
+	switch {
+	case err == nil && refused.reason == "" && !res.replayed:
+		s.dropAll(ctx, id, attempt, held)
+		return res, nil
+	case err == nil || errors.Is(err, errSagaAborted):
+		// Refused, or another run of this order committed: what this run
+		// holds is no order's.
+		s.unholdAll(ctx, id, attempt, held)
+		if refused.reason != "" {
+			return reservation{}, refused.err(lines)
+		}
+		return res, err
+	}
+	// Redis failed: the commit may have happened. The holds stay for the
+	// repair, which asks the home after their deadline.
+	return reservation{}, fmt.Errorf("commit order %s: %w", id, err)
+}
+
+// lineGroup is an order's lines on one partition.
+type lineGroup struct {
+	p     int
+	lines []Line
+}
+
+// groupLines groups the lines outside home by partition, in ascending
+// partition order.
+func (s *Service) groupLines(lines []Line, home int) []lineGroup {
+	by := map[int][]Line{}
+	for _, l := range lines {
+		if p := s.keys.parts.Of(l.SKU); p != home {
+			by[p] = append(by[p], l)
+		}
+	}
+	out := make([]lineGroup, 0, len(by))
+	for p, ls := range by {
+		out = append(out, lineGroup{p: p, lines: ls})
+	}
+	slices.SortFunc(out, func(a, b lineGroup) int { return a.p - b.p })
+	return out
+}
+
+// asItems names lines as items, for releasing a hold whose answer was lost.
+func asItems(lines []Line) []ReservedItem {
+	out := make([]ReservedItem, len(lines))
+	for i, l := range lines {
+		out[i] = ReservedItem{SKU: l.SKU, Quantity: l.Quantity}
+	}
+	return out
+}
+
+// hold runs hold.lua on partition p; fail is its refusal (reason, SKUs).
+func (s *Service) hold(ctx context.Context, p int, id, user, attempt, mode string, home int, lines []Line) ([]ReservedItem, []string, error) {
+	keys := []string{s.keys.hold(p, id), s.keys.holds(p)}
+	args := []any{id, user, attempt, mode, home, holdLifetime.Milliseconds(), len(lines)}
+	for _, l := range lines {
+		keys = append(keys, s.stock.SaleKey(l.SKU), s.stock.BuyersKey(l.SKU))
+		args = append(args, l.SKU, l.Quantity, s.changesChannel(l.SKU))
+	}
+	reply, err := holdScript.Run(ctx, s.reserveRdb, keys, args...).StringSlice()
+	switch {
+	case err != nil:
+		return nil, nil, fmt.Errorf("hold order %s on partition %d: %w", id, p, err)
+	case len(reply) >= 2 && reply[0] == "fail":
+		return nil, reply[1:], nil
+	case len(reply) == 1 && reply[0] == "busy":
+		return nil, nil, errSagaBusy
+	case len(reply) == 2 && reply[0] == "ok" && mode == "check":
+		return nil, nil, nil
+	case len(reply) == 2 && reply[0] == "ok":
+		var items []ReservedItem
+		if err := json.Unmarshal([]byte(reply[1]), &items); err != nil {
+			return nil, nil, fmt.Errorf("hold order %s: items: %w", id, err)
+		}
+		return items, nil, nil
+	}
+	return nil, nil, fmt.Errorf("hold order %s: unexpected reply %q", id, reply)
+}
+
+// commit runs commit.lua on the home; fail is its refusal.
+func (s *Service) commit(ctx context.Context, id, user, attempt string, home int, mode string,
+	lines []Line, held []heldPart) (reservation, []string, error) {
+	items := map[string]ReservedItem{}
+	for _, h := range held {
+		for _, it := range h.items {
+			items[it.SKU] = it
+		}
+	}
+	keys := []string{s.keys.stream(home), s.keys.status(id), s.keys.due(home)}
+	args := []any{id, user, s.statusTTL().Milliseconds(), s.paymentTTL.Milliseconds(), home, attempt, mode, len(lines)}
+	for _, l := range lines {
+		heldJSON := ""
+		if s.keys.parts.Of(l.SKU) != home {
+			it, ok := items[l.SKU]
+			if !ok { // check mode: a line refused elsewhere, not judged here
+				it = ReservedItem{SKU: l.SKU, Quantity: l.Quantity}
+			}
+			b, err := json.Marshal(it)
+			if err != nil {
+				return reservation{}, nil, err
+			}
+			heldJSON = string(b)
+		} else {
+			keys = append(keys, s.stock.SaleKey(l.SKU), s.stock.BuyersKey(l.SKU))
+		}
+		args = append(args, l.SKU, l.Quantity, s.changesChannel(l.SKU), heldJSON)
+	}
+	if mode == "check" && len(keys) == 3 {
+		return reservation{}, nil, nil // the home has no line to judge
+	}
+	reply, err := commitScript.Run(ctx, s.reserveRdb, keys, args...).StringSlice()
+	switch {
+	case err != nil:
+		return reservation{}, nil, err
+	case len(reply) >= 2 && reply[0] == "fail":
+		return reservation{}, reply[1:], nil
+	case len(reply) == 1 && reply[0] == "aborted":
+		return reservation{}, nil, errSagaAborted
+	case len(reply) == 1 && reply[0] == "ok" && mode == "check":
+		return reservation{}, nil, nil
+	}
+	res, err := parseReply(id, reply)
+	return res, nil, err
+}
+
+// refusal gathers the refusals of a saga's steps: the most important kind
+// and its SKUs, as reserve.lua ranks them over all lines.
+type refusal struct {
+	reason string
+	skus   []string
+}
+
+var refusalRank = map[string]int{"no_sale": 4, "not_active": 3, "limit": 2, "stock": 1}
+
+// add merges one step's refusal (reason, SKUs...; nil: none).
+func (r *refusal) add(fail []string) {
+	if len(fail) == 0 {
+		return
+	}
+	switch reason := fail[0]; {
+	case refusalRank[reason] > refusalRank[r.reason]:
+		r.reason, r.skus = reason, slices.Clone(fail[1:])
+	case reason == r.reason:
+		r.skus = append(r.skus, fail[1:]...)
+	}
+}
+
+// err is the refusal's error, its SKUs in the order's line order.
+func (r *refusal) err(lines []Line) error {
+	at := map[string]int{}
+	for i, l := range lines {
+		at[l.SKU] = i
+	}
+	slices.SortFunc(r.skus, func(a, b string) int { return at[a] - at[b] })
+	return rejection(r.reason, r.skus)
+}
+
+// dropAll ends the holds of a committed order: their units are the
+// order's. A drop that fails is done by the repair after the deadline (it
+// finds the order committed by this attempt).
+func (s *Service) dropAll(ctx context.Context, id, attempt string, held []heldPart) {
+	for _, h := range held {
+		if _, err := s.unhold(ctx, h.p, id, attempt, "drop", h.items); err != nil {
+			s.log.Warn("drop a committed order's hold; the sweeper will", "order", id, "partition", h.p, "err", err)
+		}
+	}
+}
+
+// unholdAll gives back the holds of an order that did not commit. A
+// release that fails is done by the repair after the deadline.
+func (s *Service) unholdAll(ctx context.Context, id, attempt string, held []heldPart) {
+	var skus []string
+	for _, h := range held {
+		n, err := s.unhold(ctx, h.p, id, attempt, "release", h.items)
+		if err != nil {
+			s.log.Warn("release a refused order's hold; the sweeper will", "order", id, "partition", h.p, "err", err)
+		}
+		for _, it := range h.items {
+			if n > 0 {
+				skus = append(skus, it.SKU)
+			}
+		}
+	}
+	if len(skus) > 0 && s.life.changed != nil {
+		s.life.changed(ctx, skus)
+	}
+}
+
+// unhold runs unholdScript over the hold of order id on partition p, whose
+// record holds items; it returns the units given back (-1: no such hold).
+func (s *Service) unhold(ctx context.Context, p int, id, attempt, mode string, items []ReservedItem) (int64, error) {
+	return unholdOn(ctx, s.rdb, s.keys, s.stock, s.changesChannel, p, id, attempt, mode, items)
+}
+
+// finish indexes a committed order for its buyer and takes the bought
+// lines out of the cart, in the user's slot. The order exists already: a
+// failure here is logged, and the writer's confirm makes the index
+// entry needless once the order is persisted.
+func (s *Service) finish(ctx context.Context, user string, res reservation, lines []Line, cartKey string) {
+	pending := s.keys.pending(user)
+	cart := pending + ":nocart"
+	args := []any{res.orderID, res.createdAt.UnixMilli(), s.statusTTL().Milliseconds(), 0}
+	if cartKey != "" {
+		cart = cartKey
+		args[3] = len(lines)
+		for _, l := range lines {
+			args = append(args, l.SKU, strconv.Itoa(l.Quantity))
+		}
+	}
+	if err := finishScript.Run(ctx, s.rdb, []string{pending, cart}, args...).Err(); err != nil {
+		s.log.Warn("index a placed order for its buyer", "order", res.orderID, "err", err)
+	}
+}

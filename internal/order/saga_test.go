@@ -1,0 +1,483 @@
+package order
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/database"
+	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/keyspace"
+	"github.com/shop-oss/shop/internal/testenv"
+)
+
+// clusterFixture is a fixture whose stock and orders live on a private
+// 3-master Redis Cluster, 12 partitions grouped as serve groups them (the
+// catalog, which the sales need, stays on the fixture's single Redis).
+type clusterFixture struct {
+	*fixture
+	c   *testenv.RedisCluster
+	rdb *redis.ClusterClient
+}
+
+func newClusterFixture(t *testing.T) *clusterFixture {
+	t.Helper()
+	c := testenv.StartCluster(t, 3)
+	rdb, err := database.OpenCluster(context.Background(), c.URL, database.RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	f := newFixture(t)
+	f.parts = keyspace.NewPartitions(12, true)
+	f.stock = inventory.NewPartitionedStock(rdb, c.Prefix, f.parts)
+	f.svc = New(f.db.Pool, rdb, f.stock, f.svc.exists, c.Prefix, f.svc.log, prometheus.NewRegistry())
+	return &clusterFixture{fixture: f, c: c, rdb: rdb}
+}
+
+// skuIn returns a SKU (named after prefix) in partition p, with a sale of
+// units opened.
+func (f *clusterFixture) skuIn(t *testing.T, prefix string, p, units int) string {
+	t.Helper()
+	for i := 0; ; i++ {
+		sku := fmt.Sprintf("%s-%d", prefix, i)
+		if f.parts.Of(sku) == p {
+			f.sale(t, sku, units, 0, 100)
+			return sku
+		}
+	}
+}
+
+func (f *clusterFixture) cart(t *testing.T, user string, lines ...Line) string {
+	t.Helper()
+	key := f.c.Prefix + "cart:{" + user + "}"
+	for _, l := range lines {
+		if err := f.rdb.HSet(context.Background(), key, l.SKU, l.Quantity).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return key
+}
+
+// events reads every partition's order events: order id -> partition and
+// items.
+func (f *clusterFixture) events(t *testing.T) map[string]streamed {
+	t.Helper()
+	out := map[string]streamed{}
+	for p := range f.parts.Count() {
+		msgs, err := f.rdb.XRange(context.Background(), f.svc.keys.stream(p), "-", "+").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range msgs {
+			id, _ := m.Values["order_id"].(string)
+			var items []ReservedItem
+			if err := json.Unmarshal([]byte(m.Values["items"].(string)), &items); err != nil {
+				t.Fatal(err)
+			}
+			if _, dup := out[id]; dup {
+				t.Fatalf("order %s in two stream entries", id)
+			}
+			out[id] = streamed{p: p, items: items}
+		}
+	}
+	return out
+}
+
+type streamed struct {
+	p     int
+	items []ReservedItem
+}
+
+// noHolds fails unless every partition's holds are gone.
+func (f *clusterFixture) noHolds(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	for p := range f.parts.Count() {
+		if n := f.rdb.ZCard(ctx, f.svc.keys.holds(p)).Val(); n != 0 {
+			t.Fatalf("partition %d: %d holds left", p, n)
+		}
+	}
+	err := f.rdb.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		if keys := m.Keys(ctx, f.c.Prefix+"orders:*:hold:*").Val(); len(keys) > 0 {
+			return fmt.Errorf("hold records left: %v", keys)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *clusterFixture) clusterSweeper() *Sweeper {
+	return NewSweeper(f.rdb, f.stock, f.c.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), SweeperOptions{})
+}
+
+// A buy-now of a SKU in each of the 12 partitions (spread over the three
+// masters' slot ranges) and a checkout over three partitions on three
+// masters are accepted on a cluster: each order's event is in its home's
+// stream with its lines, its status reads back, it is listed as pending,
+// and the checkout takes out of the cart exactly the lines it bought.
+func TestPurchasesOnACluster(t *testing.T) {
+	t.Parallel()
+	f := newClusterFixture(t)
+	ctx := context.Background()
+	u := f.user(t)
+	masters := map[int64]bool{}
+	var skus []string
+	for p := range f.parts.Count() {
+		sku := f.skuIn(t, "one", p, 5)
+		skus = append(skus, sku)
+		masters[f.c.Slot(t, f.stock.SaleKey(sku))*3/keyspace.Slots] = true
+		pl := f.place(t, u, sku, 2)
+		o, err := f.svc.Get(ctx, u, pl.OrderID)
+		if err != nil || o.Status != StatusPending || o.partition != p || len(o.Items) != 1 || o.Items[0].SKU != sku {
+			t.Fatalf("order of %s: %+v %v", sku, o, err)
+		}
+	}
+	if len(masters) != 3 {
+		t.Fatalf("the SKUs reach %d masters", len(masters))
+	}
+	// A checkout whose lines are on three masters (partitions 1, 5, 9).
+	lines := []Line{{SKU: skus[9], Quantity: 1}, {SKU: skus[1], Quantity: 3}, {SKU: skus[5], Quantity: 1}}
+	cart := f.cart(t, u, lines...)
+	f.rdb.HSet(ctx, cart, "kept", 1) // a line not bought stays
+	pl, err := f.svc.Place(ctx, u, lines, PlaceOptions{CartKey: cart})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := f.events(t)
+	got := ev[pl.OrderID]
+	if got.p != 9 || len(got.items) != 3 {
+		t.Fatalf("checkout event: %+v", got)
+	}
+	for i, it := range got.items {
+		if it.SKU != lines[i].SKU || it.Quantity != lines[i].Quantity || it.RoundID == 0 || it.PriceCents != 100 {
+			t.Fatalf("checkout line %d: %+v", i, it)
+		}
+	}
+	if len(ev) != 13 {
+		t.Fatalf("%d order events, want 13", len(ev))
+	}
+	if left := f.rdb.HGetAll(ctx, cart).Val(); len(left) != 1 || left["kept"] != "1" {
+		t.Fatalf("cart after checkout: %v", left)
+	}
+	for sku, want := range map[string]int64{skus[9]: 2, skus[1]: 0, skus[5]: 2, skus[0]: 3} {
+		if a := f.available(t, sku); a != want {
+			t.Fatalf("%s: available %d, want %d", sku, a, want)
+		}
+	}
+	page, err := f.svc.List(ctx, u, 50, "")
+	if err != nil || len(page.Items) != 13 {
+		t.Fatalf("pending listing: %d orders, %v", len(page.Items), err)
+	}
+	f.noHolds(t)
+}
+
+// Buy-nows and cross-shard checkouts racing over SKUs on every master,
+// released together: every accepted order is in exactly one stream, its
+// home's, with exactly its lines; no unit is lost or sold twice (per SKU,
+// available plus the units in the streams is the stock, and the buyer
+// counts are the streams' units per buyer); every refused order gave its
+// holds back.
+func TestSagaRaceOnACluster(t *testing.T) {
+	t.Parallel()
+	f := newClusterFixture(t)
+	const perSKU = 30
+	var skus []string
+	for p := range f.parts.Count() {
+		skus = append(skus, f.skuIn(t, "race", p, perSKU))
+	}
+	users := []string{f.user(t), f.user(t), f.user(t), f.user(t)}
+	var mu sync.Mutex
+	accepted := map[string][]Line{}
+	buyer := map[string]string{}
+	begin := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-begin
+			for i := range 30 {
+				lines := []Line{{SKU: skus[(g+i)%len(skus)], Quantity: 1 + i%2}}
+				if i%2 == 0 { // a checkout over two or three partitions
+					lines = append(lines, Line{SKU: skus[(g+i+4)%len(skus)], Quantity: 1})
+					if i%4 == 0 {
+						lines = append(lines, Line{SKU: skus[(g+i+8)%len(skus)], Quantity: 2})
+					}
+				}
+				u := users[g%len(users)]
+				p, err := f.svc.Place(context.Background(), u, lines, PlaceOptions{})
+				if err != nil {
+					if !errors.Is(err, ErrOutOfStock) {
+						t.Error(err)
+					}
+					continue
+				}
+				mu.Lock()
+				accepted[p.OrderID], buyer[p.OrderID] = lines, u
+				mu.Unlock()
+			}
+		}()
+	}
+	close(begin)
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	ev := f.events(t)
+	if len(ev) != len(accepted) {
+		t.Fatalf("%d order events for %d accepted orders", len(ev), len(accepted))
+	}
+	taken := map[string]int64{}
+	bought := map[string]map[string]int64{} // sku -> user -> units
+	for id, lines := range accepted {
+		e, ok := ev[id]
+		if !ok || e.p != f.parts.Of(lines[0].SKU) || len(e.items) != len(lines) {
+			t.Fatalf("order %s (%v): event %+v", id, lines, e)
+		}
+		for i, l := range lines {
+			if e.items[i].SKU != l.SKU || e.items[i].Quantity != l.Quantity {
+				t.Fatalf("order %s line %d: %+v, want %+v", id, i, e.items[i], l)
+			}
+			taken[l.SKU] += int64(l.Quantity)
+			if bought[l.SKU] == nil {
+				bought[l.SKU] = map[string]int64{}
+			}
+			bought[l.SKU][buyer[id]] += int64(l.Quantity)
+		}
+	}
+	ctx := context.Background()
+	var sold int64
+	for _, sku := range skus {
+		a := f.available(t, sku)
+		if a+taken[sku] != perSKU {
+			t.Fatalf("%s: available %d + taken %d != %d", sku, a, taken[sku], perSKU)
+		}
+		sold += taken[sku]
+		counts := f.rdb.HGetAll(ctx, f.stock.BuyersKey(sku)).Val()
+		for _, u := range users {
+			if fmt.Sprint(bought[sku][u]) != counts[u] && !(bought[sku][u] == 0 && counts[u] == "") {
+				t.Fatalf("%s buyer %s: count %q, bought %d", sku, u, counts[u], bought[sku][u])
+			}
+		}
+	}
+	if sold < perSKU*int64(len(skus))/2 {
+		t.Fatalf("only %d units sold: the race did not contend", sold)
+	}
+	f.noHolds(t)
+}
+
+// An Idempotency-Key on a cluster: a repeated buy-now gets the first
+// order back and buys nothing more; the key for another request is
+// idem_reused; a repeated checkout gets its first order back whatever the
+// cart holds now; and a checkout refused under a key leaves a claim that a
+// retry with another cart reruns under the same order id, whose home then
+// holds none of its lines.
+func TestIdempotencyKeyOnACluster(t *testing.T) {
+	t.Parallel()
+	f := newClusterFixture(t)
+	ctx := context.Background()
+	u := f.user(t)
+	a, b, c := f.skuIn(t, "idem", 1, 10), f.skuIn(t, "idem", 5, 10), f.skuIn(t, "idem", 9, 10)
+	buy := []Line{{SKU: a, Quantity: 2}}
+	p1, err := f.svc.Place(ctx, u, buy, PlaceOptions{IdemKey: "k1"})
+	if err != nil || p1.Replayed {
+		t.Fatalf("first buy: %+v %v", p1, err)
+	}
+	p2, err := f.svc.Place(ctx, u, buy, PlaceOptions{IdemKey: "k1"})
+	if err != nil || !p2.Replayed || p2.OrderID != p1.OrderID {
+		t.Fatalf("repeat: %+v %v, want %s replayed", p2, err, p1.OrderID)
+	}
+	if _, err := f.svc.Place(ctx, u, []Line{{SKU: a, Quantity: 1}}, PlaceOptions{IdemKey: "k1"}); !errors.Is(err, ErrIdempotencyKeyReused) {
+		t.Fatalf("another request with the key: %v", err)
+	}
+	if av := f.available(t, a); av != 8 {
+		t.Fatalf("%s available %d, want 8", a, av)
+	}
+
+	lines := []Line{{SKU: b, Quantity: 1}, {SKU: c, Quantity: 1}, {SKU: a, Quantity: 1}}
+	cart := f.cart(t, u, lines...)
+	c1, err := f.svc.Place(ctx, u, lines, PlaceOptions{IdemKey: "k2", CartKey: cart})
+	if err != nil || c1.Replayed {
+		t.Fatalf("checkout: %+v %v", c1, err)
+	}
+	other := []Line{{SKU: c, Quantity: 3}}
+	f.cart(t, u, other...)
+	c2, err := f.svc.Place(ctx, u, other, PlaceOptions{IdemKey: "k2", CartKey: cart})
+	if err != nil || !c2.Replayed || c2.OrderID != c1.OrderID {
+		t.Fatalf("repeated checkout: %+v %v, want %s replayed", c2, err, c1.OrderID)
+	}
+	if r, ok, err := f.svc.Replay(ctx, u, "k2"); err != nil || !ok || r.OrderID != c1.OrderID {
+		t.Fatalf("replay k2: %+v %v %v", r, ok, err)
+	}
+
+	// Refused (b has 9 units), the claim stays; Replay does not take it
+	// for an order.
+	f.rdb.Del(ctx, cart)
+	big := []Line{{SKU: b, Quantity: 50}}
+	if _, err := f.svc.Place(ctx, u, big, PlaceOptions{IdemKey: "k3", CartKey: f.cart(t, u, big...)}); !errors.Is(err, ErrOutOfStock) {
+		t.Fatalf("big checkout: %v", err)
+	}
+	if _, ok, err := f.svc.Replay(ctx, u, "k3"); ok || err != nil {
+		t.Fatalf("replay of a refused checkout: %v %v", ok, err)
+	}
+	f.rdb.Del(ctx, cart)
+	small := []Line{{SKU: c, Quantity: 1}, {SKU: a, Quantity: 1}}
+	c3, err := f.svc.Place(ctx, u, small, PlaceOptions{IdemKey: "k3", CartKey: f.cart(t, u, small...)})
+	if err != nil || c3.Replayed {
+		t.Fatalf("retried checkout: %+v %v", c3, err)
+	}
+	ev := f.events(t)
+	if e := ev[c3.OrderID]; e.p != 5 || len(e.items) != 2 || e.items[0].SKU != c || e.items[1].SKU != a {
+		t.Fatalf("retried checkout under the claimed id (home 5): %+v", e)
+	}
+	if len(ev) != 3 {
+		t.Fatalf("%d orders, want 3", len(ev))
+	}
+	for sku, want := range map[string]int64{a: 6, b: 9, c: 8} {
+		if av := f.available(t, sku); av != want {
+			t.Fatalf("%s available %d, want %d", sku, av, want)
+		}
+	}
+	f.noHolds(t)
+}
+
+// A checkout whose line on the third shard is refused leaves the other
+// shards as they were (the hold taken on the second is given back), and
+// the refusal is the one a single Redis gives: the most important kind
+// over every line, here a per-user limit on the third shard ranked above
+// the second's out-of-stock.
+func TestCheckoutRefusedOnTheThirdShard(t *testing.T) {
+	t.Parallel()
+	f := newClusterFixture(t)
+	ctx := context.Background()
+	u := f.user(t)
+	a, b := f.skuIn(t, "ref", 1, 10), f.skuIn(t, "ref", 5, 10)
+	c := f.skuIn(t, "ref", 9, 1)
+	lines := []Line{{SKU: a, Quantity: 2}, {SKU: b, Quantity: 3}, {SKU: c, Quantity: 2}}
+	_, err := f.svc.Place(ctx, u, lines, PlaceOptions{CartKey: f.cart(t, u, lines...)})
+	var e *api.Error
+	if !errors.As(err, &e) || e.Code != api.CodeOutOfStock || fmt.Sprint(e.Extra["skus"]) != fmt.Sprint([]string{c}) {
+		t.Fatalf("refusal %v, want out of stock for %s", err, c)
+	}
+	for sku, want := range map[string]int64{a: 10, b: 10, c: 1} {
+		if av := f.available(t, sku); av != want {
+			t.Fatalf("%s available %d, want %d", sku, av, want)
+		}
+		if n := f.rdb.HLen(ctx, f.stock.BuyersKey(sku)).Val(); n != 0 {
+			t.Fatalf("%s counts %d buyers", sku, n)
+		}
+	}
+	if ev := f.events(t); len(ev) != 0 {
+		t.Fatalf("order events after a refusal: %v", ev)
+	}
+	f.noHolds(t)
+
+	d := f.skuIn(t, "lim", 9, 10)
+	f.rdb.HSet(ctx, f.stock.SaleKey(d), "limit", 1)
+	lines = []Line{{SKU: a, Quantity: 1}, {SKU: b, Quantity: 11}, {SKU: d, Quantity: 2}}
+	_, err = f.svc.Place(ctx, u, lines, PlaceOptions{})
+	if !errors.As(err, &e) || e.Code != api.CodeLimitExceeded || fmt.Sprint(e.Extra["skus"]) != fmt.Sprint([]string{d}) {
+		t.Fatalf("refusal %v, want the limit on %s", err, d)
+	}
+	if av := f.available(t, b) + f.available(t, a) + f.available(t, d); av != 30 {
+		t.Fatalf("available %d after a refusal, want 30", av)
+	}
+	f.noHolds(t)
+}
+
+// A crash between a hold and the commit: the hold waits for its deadline,
+// then the sweeper's repair (two sweepers at once) gives its units back
+// once and leaves a tombstone that refuses the late commit and that no
+// reader takes for an order. A crash after the commit, before the holds
+// were dropped, is repaired the other way: the units stay the order's.
+func TestSagaCrashRepairedBySweeper(t *testing.T) {
+	t.Parallel()
+	f := newClusterFixture(t)
+	ctx := context.Background()
+	u := f.user(t)
+	a, b := f.skuIn(t, "crash", 1, 10), f.skuIn(t, "crash", 5, 10)
+	lines := []Line{{SKU: a, Quantity: 1}, {SKU: b, Quantity: 4}}
+	id, err := f.svc.newOrderID(lines)
+	if err != nil {
+		t.Fatal(err)
+	}
+	items, fail, err := f.svc.hold(ctx, 5, id, u, "attempt-1", "take", 1, lines[1:])
+	if err != nil || fail != nil {
+		t.Fatalf("hold: %v %v", fail, err)
+	}
+	held := []heldPart{{p: 5, items: items}}
+	// Before the deadline the repair leaves the hold alone.
+	sw := f.clusterSweeper()
+	if _, err := sw.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if av := f.available(t, b); av != 6 {
+		t.Fatalf("%s available %d while held, want 6", b, av)
+	}
+	f.rdb.ZAdd(ctx, f.svc.keys.holds(5), redis.Z{Score: 1, Member: id}) // the deadline passed
+	var wg sync.WaitGroup
+	for _, s := range []*Sweeper{sw, f.clusterSweeper()} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := s.Sweep(ctx); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if av := f.available(t, b); av != 10 {
+		t.Fatalf("%s available %d after the repair, want 10", b, av)
+	}
+	if n := f.rdb.HLen(ctx, f.stock.BuyersKey(b)).Val(); n != 0 {
+		t.Fatalf("%s still counts the buyer", b)
+	}
+	f.noHolds(t)
+	if _, _, err := f.svc.commit(ctx, id, u, "attempt-1", 1, "commit", lines, held); !errors.Is(err, errSagaAborted) {
+		t.Fatalf("late commit: %v, want aborted", err)
+	}
+	if av := f.available(t, a); av != 10 {
+		t.Fatalf("%s available %d after the refused commit", a, av)
+	}
+	if _, err := f.svc.Get(ctx, u, id); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("get of the aborted order: %v", err)
+	}
+	if page, err := f.svc.List(ctx, u, 10, ""); err != nil || len(page.Items) != 0 {
+		t.Fatalf("list: %+v %v", page, err)
+	}
+	if ev := f.events(t); len(ev) != 0 {
+		t.Fatalf("events of an aborted order: %v", ev)
+	}
+
+	// Committed, then the crash: the repair drops the hold, units stay sold.
+	id2, _ := f.svc.newOrderID(lines)
+	items, _, err = f.svc.hold(ctx, 5, id2, u, "attempt-2", "take", 1, lines[1:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.svc.commit(ctx, id2, u, "attempt-2", 1, "commit", lines, []heldPart{{p: 5, items: items}}); err != nil {
+		t.Fatal(err)
+	}
+	f.rdb.ZAdd(ctx, f.svc.keys.holds(5), redis.Z{Score: 1, Member: id2})
+	if _, err := sw.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.noHolds(t)
+	if av, bv := f.available(t, a), f.available(t, b); av != 9 || bv != 6 {
+		t.Fatalf("after repairing a committed order: available %d and %d, want 9 and 6", av, bv)
+	}
+	if o, err := f.svc.Get(ctx, u, id2); err != nil || o.Status != StatusPending || len(o.Items) != 2 {
+		t.Fatalf("committed order: %+v %v", o, err)
+	}
+}

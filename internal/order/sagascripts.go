@@ -1,0 +1,117 @@
+package order
+
+import (
+	_ "embed"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The scripts of a purchase on a Redis Cluster (saga.go, repair.go). Each
+// runs in one slot: the user's (claim, finish), an order partition's
+// (hold, unhold, commit, abort).
+var (
+	//go:embed sagalines.lua
+	sagaLinesLua string
+	//go:embed hold.lua
+	holdLua string
+	//go:embed commit.lua
+	commitLua string
+
+	// The shebang makes Redis refuse a script whole under maxmemory, as
+	// reserve.lua's does.
+	holdScript   = redis.NewScript("#!lua\n" + sagaLinesLua + holdLua)
+	commitScript = redis.NewScript("#!lua\n" + sagaLinesLua + commitLua)
+)
+
+// claimScript claims an Idempotency-Key for an order id, in the user's
+// slot, before the order is placed. KEYS[1] the idempotency record
+// ('<order id> <fingerprint>'); ARGV[1] the request's fingerprint,
+// ARGV[2] a new order id, ARGV[3] the record's TTL (ms), ARGV[4] an order
+// id the record may name to be replaced by the new one (” for none: the
+// repair aborted that order, so the key starts afresh).
+// Returns {'new', id}: the new id was recorded; {'had', id}: the key was
+// claimed before for the same request, by order id; {'reused'}: the key
+// was used for another request.
+var idemClaimScript = redis.NewScript(`
+local prev = redis.call('GET', KEYS[1])
+if prev then
+  local id, fp = string.match(prev, '^(%S+) (%S+)$')
+  if not id then return {'had', prev} end -- a record made before fingerprints
+  if fp ~= ARGV[1] then return {'reused'} end
+  if id ~= ARGV[4] then return {'had', id} end
+end
+redis.call('SET', KEYS[1], ARGV[2] .. ' ' .. ARGV[1], 'PX', ARGV[3])
+return {'new', ARGV[2]}`)
+
+// finishScript does a committed order's part in the user's slot: indexes
+// it as pending for its buyer and, for a checkout, removes from the cart
+// every line that still holds the quantity bought (a line changed since
+// the cart was read stays). KEYS[1] the buyer's pending index, KEYS[2] the
+// cart (touched only when n > 0); ARGV[1] order id, ARGV[2] created_ms,
+// ARGV[3] the index's TTL (ms), ARGV[4] n, then n sku, quantity pairs.
+var finishScript = redis.NewScript(`
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+for i = 5, #ARGV, 2 do
+  if redis.call('HGET', KEYS[2], ARGV[i]) == ARGV[i + 1] then
+    redis.call('HDEL', KEYS[2], ARGV[i])
+  end
+end
+return 1`)
+
+// unholdScript ends a hold, once, by its record: 'drop' (the order
+// committed: the units are the order's now) or 'release' (it did not:
+// every line whose round is still live gives its units back and comes off
+// the buyer's count; nothing counts as released, for no order sold them).
+// KEYS[1] the hold record, KEYS[2] the holds index, KEYS[3 + 2(i-1)] sale
+// state of the record's i-th item, KEYS[4 + 2(i-1)] its buyer counts;
+// ARGV[1] order id, ARGV[2] the attempt that made the hold (another's
+// record is left alone), ARGV[3] the mode, ARGV[4 + 2(i-1)] the i-th
+// item's SKU, ARGV[5 + 2(i-1)] its changes channel (” for none).
+// Returns the units given back, or -1 when there was no such hold.
+var unholdScript = redis.NewScript(`
+local rec = redis.call('HMGET', KEYS[1], 'attempt', 'user', 'items')
+if rec[1] ~= ARGV[2] then return -1 end
+local items = cjson.decode(rec[3])
+if #KEYS ~= 2 + 2 * #items or #ARGV ~= 3 + 2 * #items then
+  return redis.error_reply('ERR unhold: keys do not match the record')
+end
+local units = 0
+if ARGV[3] == 'release' then
+  for i, it in ipairs(items) do
+    if ARGV[2 + 2 * i] ~= it.sku then return redis.error_reply('ERR unhold: sku order') end
+  end
+  for i, it in ipairs(items) do
+    local sale, buyers, channel = KEYS[1 + 2 * i], KEYS[2 + 2 * i], ARGV[3 + 2 * i]
+    if tonumber(redis.call('HGET', sale, 'round') or '0') == it.round_id then
+      local left = redis.call('HINCRBY', sale, 'available', it.quantity)
+      if redis.call('HINCRBY', buyers, rec[2], -it.quantity) <= 0 then
+        redis.call('HDEL', buyers, rec[2])
+      end
+      units = units + it.quantity
+      if channel ~= '' then
+        local w = redis.call('HMGET', sale, 'starts_ms', 'ends_ms')
+        redis.call('PUBLISH', channel, string.format('%d %d %s %s', it.round_id, left, w[1], w[2]))
+      end
+    end
+  end
+elseif ARGV[3] ~= 'drop' then
+  return redis.error_reply('ERR unhold: bad mode')
+end
+redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+return units`)
+
+// abortScript decides a stale saga on its home, once: a status other than
+// the tombstone means the order committed (its attempt is returned, so
+// only that attempt's holds are kept); no status means it did not, and
+// never will: the tombstone 'aborted' (with ARGV[1] ms to live) refuses a
+// late commit. KEYS[1] the order status. Returns {'committed', attempt}
+// or {'aborted'}.
+var abortScript = redis.NewScript(`
+local st = redis.call('HMGET', KEYS[1], 'status', 'attempt')
+if st[1] == 'aborted' then return {'aborted'} end
+if st[1] or redis.call('EXISTS', KEYS[1]) == 1 then return {'committed', st[2] or ''} end
+redis.call('HSET', KEYS[1], 'status', 'aborted')
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return {'aborted'}`)

@@ -1,0 +1,166 @@
+package order
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The writer's acknowledgements on a Redis Cluster.
+//
+// On a single Redis the writer acks a batch, confirms its orders and takes
+// them off their buyers' pending indexes in one script. On a cluster an
+// order's status lives in its home partition's slot, the stream's (the id
+// names its home: keyspace's Stamp), but its buyer's pending index lives in
+// the buyer's slot. So two steps, the buyer's first:
+//
+//  1. The pending indexes (ZREM, one pipeline over the masters). The orders
+//     are committed by then, so a listing finds them in PostgreSQL.
+//  2. The stream and the statuses, one script in the partition's slot:
+//     XACK, and pending → confirmed (a final status is kept, as on a
+//     single Redis).
+//
+// A stop between the two leaves the entries and the statuses pending: the
+// redelivery writes nothing twice and runs both steps again (a ZREM of an
+// absent member changes nothing). The other order would leave a stop's
+// orders acked and confirmed but still in the pending index until it
+// expires, crowding the buyer's real pending orders out of a listing's
+// window (pendingBefore reads a bounded range of it).
+//
+// A status outside the stream's slot (an id stamped with another partition:
+// never one this package made) is confirmed on its own before the script,
+// status first, so a stop in between is repaired by the redelivery too.
+
+// confirmLocalScript: KEYS[1] the stream, then the statuses in its slot;
+// ARGV[1] the group, then the entry ids to ack.
+var confirmLocalScript = redis.NewScript(`
+for i = 2, #ARGV, 1000 do
+  redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+end
+for j = 2, #KEYS do
+  if redis.call('HGET', KEYS[j], 'status') == 'pending' then
+    redis.call('HSET', KEYS[j], 'status', 'confirmed')
+  end
+end
+return 0`)
+
+// confirmStatusScript confirms the pending status KEYS[1].
+var confirmStatusScript = redis.NewScript(`
+if redis.call('HGET', KEYS[1], 'status') == 'pending' then
+  redis.call('HSET', KEYS[1], 'status', 'confirmed')
+end
+return 0`)
+
+// confirmSplit is confirm on a cluster (see above).
+func (w *Writer) confirmSplit(ctx context.Context, events []event, extra []string) error {
+	if len(events) > 0 {
+		pipe := w.rdb.Pipeline()
+		for _, e := range events {
+			pipe.ZRem(ctx, w.keys.pending(e.userID.String()), e.orderID.String())
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return fmt.Errorf("pending indexes: %w", err)
+		}
+	}
+	keys := []string{w.keys.stream(w.part)}
+	args := make([]any, 0, 1+len(extra)+len(events))
+	args = append(args, group)
+	for _, id := range extra {
+		args = append(args, id)
+	}
+	for _, e := range events {
+		args = append(args, e.streamID)
+	}
+	for _, e := range events {
+		id := e.orderID.String()
+		if w.keys.parts.Home(id) == w.part {
+			keys = append(keys, w.keys.status(id))
+			continue
+		}
+		if err := confirmStatusScript.Run(ctx, w.rdb, []string{w.keys.status(id)}).Err(); err != nil {
+			return fmt.Errorf("confirm order %s: %w", id, err)
+		}
+	}
+	return confirmLocalScript.Run(ctx, w.rdb, keys, args...).Err()
+}
+
+// retryRedis runs step until it succeeds, with backoff, for as long as the
+// writer runs; each try has 5 s and is not cut short by a stop. A stop
+// returns nil: the batch's entries stay pending and are delivered again,
+// which writes nothing twice.
+func (w *Writer) retryRedis(ctx context.Context, step func(context.Context) error) error {
+	b := newBackoff()
+	for {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		err := step(cctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		w.m.errors.WithLabelValues("redis").Inc()
+		w.log.Warn("order writer: ack failed; the entries will be delivered again", "err", err)
+		if ctx.Err() != nil || !b.wait(ctx) {
+			return nil
+		}
+	}
+}
+
+// rejectLua marks the status hash key rejected, for ttl ms, unless it holds
+// a final status (paid, cancelled, expired): an order whose units went back
+// must keep saying so, and the owed step (owed.go) goes by it.
+const rejectLua = `
+local function reject(key, ttl)
+  local st = redis.call('HGET', key, 'status')
+  if st ~= 'paid' and st ~= 'cancelled' and st ~= 'expired' then
+    redis.call('HSET', key, 'status', 'rejected')
+    redis.call('PEXPIRE', key, ttl)
+  end
+end
+`
+
+// rejectStatusScript: KEYS[1] the status, ARGV[1] its TTL (ms).
+var rejectStatusScript = redis.NewScript(rejectLua + `
+reject(KEYS[1], ARGV[1])
+return 0`)
+
+// deadLetterScript: KEYS[1] the stream, KEYS[2] its dead letters, KEYS[3]
+// the order's status in their slot (touched only when ARGV[1] ~= '0');
+// ARGV[1] the status TTL (ms), ARGV[2] the group, ARGV[3] the entry id,
+// then the dead letter's field-value pairs.
+var deadLetterScript = redis.NewScript(rejectLua + `
+redis.call('XADD', KEYS[2], '*', unpack(ARGV, 4))
+redis.call('XACK', KEYS[1], ARGV[2], ARGV[3])
+if ARGV[1] ~= '0' then reject(KEYS[3], ARGV[1]) end
+return 0`)
+
+// deadLetterSplit is deadLetter on a cluster: the buyer's pending index
+// first (its own slot), then the dead letter, the ack and the rejected
+// status in one script in the partition's slot (a status outside it, on
+// its own before). A stop in between leaves the entry pending: it is
+// delivered again and dead-lettered then. Unlike the single Redis's MULTI
+// it keeps a final status (rejectLua).
+func (w *Writer) deadLetterSplit(ctx context.Context, f failure, fields map[string]any) error {
+	stream := w.keys.stream(w.part)
+	status, ttl := stream+":nostatus", "0"
+	if f.ev != nil {
+		id := f.ev.orderID.String()
+		if err := w.rdb.ZRem(ctx, w.keys.pending(f.ev.userID.String()), id).Err(); err != nil {
+			return fmt.Errorf("pending index: %w", err)
+		}
+		status, ttl = w.keys.status(id), fmt.Sprint(statusTTL.Milliseconds())
+		if w.keys.parts.Home(id) != w.part {
+			if err := rejectStatusScript.Run(ctx, w.rdb, []string{status}, ttl).Err(); err != nil {
+				return fmt.Errorf("reject order %s: %w", id, err)
+			}
+			status, ttl = stream+":nostatus", "0"
+		}
+	}
+	args := make([]any, 0, 3+2*len(fields))
+	args = append(args, ttl, group, f.msg.ID)
+	for k, v := range fields {
+		args = append(args, k, v)
+	}
+	return deadLetterScript.Run(ctx, w.rdb, []string{stream, w.keys.dead(w.part), status}, args...).Err()
+}
