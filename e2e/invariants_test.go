@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"os/exec"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -134,6 +135,17 @@ func (w *watch) serverError(status int, what string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.errors = append(w.errors, loadtest.ServerError{At: time.Now(), Status: status, What: what})
+}
+
+// errorsByWhat counts the 5xx answers by what they answered.
+func (w *watch) errorsByWhat() map[string]int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[string]int{}
+	for _, e := range w.errors {
+		out[strconv.Itoa(e.Status)+" "+e.What]++
+	}
+	return out
 }
 
 // check gathers the evidence of sku's sale and fails t, naming what is at

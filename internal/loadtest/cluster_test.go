@@ -19,8 +19,11 @@ import (
 // uses (every key of the SKU tagged by its partition, the event in the
 // partition's stream, each order's status hash tagged by the home the id
 // is stamped with), a round of 5 units of which 3 were bought, written and
-// acknowledged. It returns the accepted order ids and their users.
-func clusterSale(t *testing.T, db *testenv.Database, rdb redis.UniversalClient, l Layout, sku string) (acc map[string]int64, users map[string]string) {
+// acknowledged. With twin, the third order is a checkout whose home is
+// another partition, its event in that partition's stream under the same
+// entry id as the first order's (two streams hand out the same id in the
+// same millisecond). It returns the accepted order ids and their users.
+func clusterSale(t *testing.T, db *testenv.Database, rdb redis.UniversalClient, l Layout, sku string, twin bool) (acc map[string]int64, users map[string]string) {
 	t.Helper()
 	ctx := context.Background()
 	var round int64
@@ -35,14 +38,23 @@ func clusterSale(t *testing.T, db *testenv.Database, rdb redis.UniversalClient, 
 		t.Fatal(err)
 	}
 	acc, users = map[string]int64{}, map[string]string{}
-	var sids []string
-	for range 3 {
-		id, user := l.Partitions.Stamp(uuid.Must(uuid.NewV7()), k).String(), uuid.NewString()
+	acked := map[string][]string{} // stream -> entry ids
+	for i := range 3 {
+		home, in, sid := k, stream, "*"
+		if twin && i == 2 {
+			home = (k + 1) % l.Partitions.Count()
+			in, sid = l.stream(home), acked[stream][0]
+			if err := rdb.XGroupCreateMkStream(ctx, in, writersGroup, "0").Err(); err != nil && !strings.Contains(err.Error(), "BUSYGROUP") {
+				t.Fatal(err)
+			}
+		}
+		id, user := l.Partitions.Stamp(uuid.Must(uuid.NewV7()), home).String(), uuid.NewString()
 		items := fmt.Sprintf(`[{"sku":%q,"quantity":1,"price_cents":100,"round_id":%d}]`, sku, round)
-		sid, err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: map[string]any{
+		sid, err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: in, ID: sid, Values: map[string]any{
 			"order_id": id, "user_id": user, "created_ms": time.Now().UnixMilli(), "total_cents": 100, "items": items,
 		}}).Result()
 		must(t, err)
+		acked[in] = append(acked[in], sid)
 		must(t, rdb.HIncrBy(ctx, l.buyersKey(sku), user, 1).Err())
 		must(t, rdb.HSet(ctx, l.statusKey(id), "status", "confirmed").Err())
 		for _, q := range []struct {
@@ -58,10 +70,11 @@ func clusterSale(t *testing.T, db *testenv.Database, rdb redis.UniversalClient, 
 			}
 		}
 		acc[id], users[id] = 1, user
-		sids = append(sids, sid)
 	}
-	must(t, rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: writersGroup, Consumer: "w", Streams: []string{stream, ">"}}).Err())
-	must(t, rdb.XAck(ctx, stream, writersGroup, sids...).Err())
+	for in, sids := range acked {
+		must(t, rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: writersGroup, Consumer: "w", Streams: []string{in, ">"}}).Err())
+		must(t, rdb.XAck(ctx, in, writersGroup, sids...).Err())
+	}
 	return acc, users
 }
 
@@ -102,6 +115,7 @@ func TestReadStoreOnACluster(t *testing.T) {
 		fails   string
 	}{
 		{"clean", func(string, map[string]int64, map[string]string) string { return "" }, ""},
+		{"clean_same_entry_id_in_two_partitions", func(string, map[string]int64, map[string]string) string { return "" }, ""},
 		{"stock_below_zero", func(sku string, _ map[string]int64, _ map[string]string) string {
 			must(t, c.Client.HSet(ctx, l.saleKey(sku), "available", -2).Err())
 			return "Redis available -2"
@@ -122,6 +136,14 @@ func TestReadStoreOnACluster(t *testing.T) {
 				"event_items": fmt.Sprintf(`[{"sku":%q,"quantity":1,"price_cents":100,"round_id":%d}]`, sku, round),
 			}}).Err())
 			return "both persisted and dead-lettered: " + id
+		}, "I3"},
+		{"entry_written_as_two_orders", func(_ string, acc map[string]int64, _ map[string]string) string {
+			var sid string
+			must(t, db.Pool.QueryRow(ctx, `SELECT stream_id FROM orders WHERE id = ANY($1) ORDER BY stream_id LIMIT 1`, keys(acc)).Scan(&sid))
+			if _, err := db.Pool.Exec(ctx, `UPDATE orders SET stream_id = $1 WHERE id = ANY($2)`, sid, keys(acc)); err != nil {
+				t.Fatal(err)
+			}
+			return "one stream entry written as two orders: " + l.Prefix
 		}, "I3"},
 		{"unit_from_nowhere", func(sku string, _ map[string]int64, _ map[string]string) string {
 			must(t, c.Client.HIncrBy(ctx, l.saleKey(sku), "available", 1).Err())
@@ -145,7 +167,7 @@ func TestReadStoreOnACluster(t *testing.T) {
 		// A SKU of its own per case, spread so the cases cover every master.
 		sku := skuOnMaster(l, masters, i%3, fmt.Sprintf("cl-%d", i))
 		onMaster[masters[keyspace.Slot(l.saleKey(sku))]] = true
-		acc, users := clusterSale(t, db, c.Client, l, sku)
+		acc, users := clusterSale(t, db, c.Client, l, sku, tc.name == "clean_same_entry_id_in_two_partitions")
 		want := tc.corrupt(sku, acc, users)
 		st, err := ReadStoreIn(ctx, c.Client, db.Pool, l, sku)
 		if err != nil {
@@ -165,7 +187,7 @@ func TestReadStoreOnACluster(t *testing.T) {
 		case tc.fails != "" && !caught:
 			t.Errorf("%s: failed %+v, want %s naming %q", tc.name, bad, tc.fails, want)
 		}
-		if tc.fails == "" {
+		if tc.name == "clean" {
 			single, err := ReadStoreIn(ctx, c.Client, db.Pool, Layout{Prefix: c.Prefix}, sku)
 			if err == nil && len(Failed(Check(Evidence{Quantity: 5, PerUserLimit: 1, Answers: Answers{Accepted: acc}, Store: single}))) == 0 {
 				t.Errorf("read with the single-Redis layout, the clean sale on the cluster passed too: the layout is not what is read")
@@ -175,6 +197,14 @@ func TestReadStoreOnACluster(t *testing.T) {
 	if len(onMaster) != 3 {
 		t.Fatalf("the SKUs fell on %d masters, want 3", len(onMaster))
 	}
+}
+
+func keys(m map[string]int64) []string {
+	var out []string
+	for id := range m {
+		out = append(out, id)
+	}
+	return out
 }
 
 func first(m map[string]int64) string {

@@ -114,11 +114,36 @@ func ReadStoreIn(ctx context.Context, rdb redis.UniversalClient, db *pgxpool.Poo
 			return nil, err
 		}
 	}
+	streamsOfRows(l, st)
 	// The statuses after the pending lists: a writer acknowledges an entry
 	// and confirms its order in one step, so an entry no longer pending
 	// has its status confirmed by now (read the other way round, a drain
 	// in between would show acknowledged orders still pending).
 	return st, readLifecycle(ctx, rdb, db, l, sku, st)
+}
+
+// streamsOfRows names the stream each row's entry was in: the one stream
+// of a single partition; on a cluster the order's home partition, which its
+// id is stamped with. On a single Redis with several partitions the home is
+// the order's first SKU's, which PostgreSQL does not keep: the stream is
+// known only for an entry still in a stream, else left empty (and the
+// duplicate check then compares the entry ids alone).
+func streamsOfRows(l Layout, st *Store) {
+	inStream := map[string]string{}
+	for _, en := range st.Stream {
+		inStream[en.OrderID] = en.Stream
+	}
+	for i := range st.Rows {
+		r := &st.Rows[i]
+		switch {
+		case l.Partitions.Count() == 1:
+			r.Stream = l.stream(0)
+		case l.Partitions.Grouped():
+			r.Stream = l.stream(l.Partitions.Home(r.OrderID))
+		default:
+			r.Stream = inStream[r.OrderID]
+		}
+	}
 }
 
 // readPartition adds one partition's entries, dead letters (order events
@@ -267,7 +292,7 @@ func readEntries(ctx context.Context, rdb redis.UniversalClient, stream, pre, sk
 			return nil, nil, fmt.Errorf("read %s: %w", stream, err)
 		}
 		for _, m := range msgs {
-			en, ok := entryOf(m, pre, sku, round)
+			en, ok := entryOf(m, stream, pre, sku, round)
 			switch {
 			case !ok:
 			case m.Values[pre+"kind"] == kindTransition:
@@ -283,7 +308,7 @@ func readEntries(ctx context.Context, rdb redis.UniversalClient, stream, pre, sk
 	}
 }
 
-func entryOf(m redis.XMessage, pre, sku string, round int64) (Entry, bool) {
+func entryOf(m redis.XMessage, stream, pre, sku string, round int64) (Entry, bool) {
 	field := func(name string) string { s, _ := m.Values[pre+name].(string); return s }
 	var items []struct {
 		SKU      string `json:"sku"`
@@ -295,7 +320,7 @@ func entryOf(m redis.XMessage, pre, sku string, round int64) (Entry, bool) {
 	}
 	for _, it := range items {
 		if it.SKU == sku && it.RoundID == round {
-			return Entry{StreamID: m.ID, OrderID: field("order_id"), UserID: field("user_id"), Units: it.Quantity}, true
+			return Entry{Stream: stream, StreamID: m.ID, OrderID: field("order_id"), UserID: field("user_id"), Units: it.Quantity}, true
 		}
 	}
 	return Entry{}, false
