@@ -69,12 +69,21 @@
 // record and loses nothing. The writer confirms only a pending status, so
 // an order cancelled before its row was written stays cancelled.
 //
-// Everything here runs on one Redis. On Redis Cluster the status hash
-// (tagged by order, or by user) and the sale keys (tagged by SKU) live on
-// different shards, so the guarded release is no longer one step: it
-// becomes a saga (claim the status on its shard, release on each SKU's
-// shard, with a record that lets a crash be finished or undone), which a
-// later change makes.
+// On a Redis Cluster an order's status hash, its home partition's stream
+// and due set and the home's SKUs share one slot (see the key list), so
+// pay.lua and the guarded release of an order whose lines all lie in its
+// home stay one step each. What spans slots is split, ordered so that a
+// stop in between is repaired:
+//
+//   - The writer's confirm and dead-letter steps take the order off its
+//     buyer's pending index (the buyer's slot) first, then ack and mark
+//     the status in the partition's slot (writer_cluster.go); a stop in
+//     between is repaired by the redelivery. There a dead letter keeps a
+//     final status (paid, cancelled, expired) rather than overwrite it.
+//   - An order with lines in several partitions (a cross-shard checkout)
+//     is cancelled or expired by the guarded release of its home's lines,
+//     the one decision, then one release per other partition, with an
+//     owed set that lets the sweeper finish a stopped one (owed.go).
 //
 // Redis keys (all under the configured prefix), per order partition P
 // (keyspace.Partitions: "orders" alone is partition 0 on a single Redis,
@@ -90,6 +99,9 @@
 //	                          partition: the order's home, see below);
 //	                          kept a week, and a day past the payment window;
 //	                          on a cluster order:<home's tag><id>
+//	<P>:owed                  on a cluster, orders with lines in other
+//	                          partitions whose release may be unfinished
+//	                          (zset by when a sweeper may finish it; owed.go)
 //
 // An order's home partition is its first SKU's (Partitions.Of); its event,
 // its due entry and every transition event go there, so the partition's

@@ -81,7 +81,9 @@ return 1`)
 // expires it once its time is past. It returns how many statuses it
 // wrote; callers pass only the orders whose status they found missing
 // (StatusKey), since each is a round trip. The status and the due set are separate steps, each idempotent,
-// so they never need one slot.
+// so they never need one slot. It writes a single Redis's keys (partition
+// 0's due set, untagged status keys): recover refuses a cluster, where an
+// order's status and due entry are its home partition's.
 func RestoreStatuses(ctx context.Context, rdb redis.UniversalClient, prefix string, orders []Confirmed) (int, error) {
 	k := keys{prefix: prefix}
 	n := 0
