@@ -54,7 +54,7 @@ func TestBenchCluster(t *testing.T) {
 		skus:     benchInt(t, "BENCH_SKUS", 48),
 		users:    benchInt(t, "BENCH_USERS", 200),
 		rbClient: benchInt(t, "BENCH_RB_CLIENTS", 50),
-		rbN:      benchInt(t, "BENCH_RB_REQUESTS", 200000),
+		rbN:      benchInt(t, "BENCH_RB_REQUESTS", 50000),
 	}
 	runs := benchInt(t, "BENCH_RUNS", 1)
 	setups := []int{0, 1, 3} // masters; 0: a plain Redis

@@ -9,7 +9,7 @@
 #
 # Knobs (environment): BENCH_RUNS (1; rounds alternate the setups' order),
 # BENCH_DURATION (15s), BENCH_CONNECTIONS (64), BENCH_SKUS (48),
-# BENCH_USERS (200), BENCH_RB_CLIENTS (50), BENCH_RB_REQUESTS (200000).
+# BENCH_USERS (200), BENCH_RB_CLIENTS (50), BENCH_RB_REQUESTS (50000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/services.sh
