@@ -148,7 +148,7 @@ func (s *shop) repoint(t *testing.T, sku, url string, rdb *redis.Client) {
 	if before := sm.Stop(); before.N == 0 || before.Min < 0 {
 		t.Fatalf("live stock before the failover: %+v", before)
 	}
-	w.sample(sku)
+	w.sample(t, sku)
 	s.server = s.startServer(t)
 	s.api = s.server.URL + "/api/v1"
 	s.writer(t, "after")

@@ -57,7 +57,7 @@ func (s *shop) product(t *testing.T, sku string, price int64, seed map[string]an
 	if r := call(t, http.MethodPut, s.api+"/admin/products/"+sku+"/stock", seed, auth...); r.Status != http.StatusOK {
 		t.Fatalf("seed %s: %d %s", sku, r.Status, r.Body)
 	}
-	s.watch.sample(sku)
+	s.watch.sample(t, sku)
 }
 
 type stockReport struct {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"os/exec"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -12,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shop-oss/shop/internal/database"
 	"github.com/shop-oss/shop/internal/loadtest"
 )
 
@@ -45,7 +47,7 @@ type watch struct {
 	procs    []watched
 	faults   []loadtest.Window
 	errors   []loadtest.ServerError // every 5xx answer
-	rdb      *redis.Client
+	rdb      redis.UniversalClient  // a cluster client on a cluster
 }
 
 type watched struct {
@@ -55,12 +57,7 @@ type watched struct {
 }
 
 func newWatch(t *testing.T, e env) *watch {
-	opts, err := redis.ParseURL(e.direct("SHOP_REDIS_URL"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.MaxRetries = -1
-	w := &watch{env: e, samplers: map[string]*loadtest.StockSampler{}, rdb: redis.NewClient(opts)}
+	w := &watch{env: e, samplers: map[string]*loadtest.StockSampler{}, rdb: directRedisClient(t, e)}
 	t.Cleanup(func() {
 		w.mu.Lock()
 		for _, sm := range w.samplers {
@@ -72,11 +69,45 @@ func newWatch(t *testing.T, e env) *watch {
 	return w
 }
 
+// directRedisClient is a client of e's Redis as the shop sees it (a
+// cluster client with SHOP_REDIS_CLUSTER=true), past any proxy, that never
+// resends a command.
+func directRedisClient(t *testing.T, e env) redis.UniversalClient {
+	t.Helper()
+	if e["SHOP_REDIS_CLUSTER"] == "true" {
+		opts, err := database.ParseClusterURL(e.direct("SHOP_REDIS_URL"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.MaxRetries = -1
+		return redis.NewClusterClient(opts)
+	}
+	opts, err := redis.ParseURL(e.direct("SHOP_REDIS_URL"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.MaxRetries = -1
+	return redis.NewClient(opts)
+}
+
+// layout is where the shop keeps its keys (its order partitions, grouped
+// on a cluster), as the server recorded it when it started.
+func (w *watch) layout() (loadtest.Layout, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return loadtest.LayoutOf(ctx, w.rdb, w.env["SHOP_KEY_PREFIX"])
+}
+
 // sample starts sampling sku's live stock every 20 ms.
-func (w *watch) sample(sku string) {
+func (w *watch) sample(t *testing.T, sku string) {
+	t.Helper()
+	l, err := w.layout()
+	if err != nil {
+		t.Fatal(err)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.samplers[sku] = loadtest.SampleStock(w.rdb, w.env["SHOP_KEY_PREFIX"], sku, 20*time.Millisecond)
+	w.samplers[sku] = loadtest.SampleStockIn(w.rdb, l, sku, 20*time.Millisecond)
 }
 
 // process adds a process the check expects alive unless killed says the
@@ -104,6 +135,17 @@ func (w *watch) serverError(status int, what string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.errors = append(w.errors, loadtest.ServerError{At: time.Now(), Status: status, What: what})
+}
+
+// errorsByWhat counts the 5xx answers by what they answered.
+func (w *watch) errorsByWhat() map[string]int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[string]int{}
+	for _, e := range w.errors {
+		out[strconv.Itoa(e.Status)+" "+e.What]++
+	}
+	return out
 }
 
 // check gathers the evidence of sku's sale and fails t, naming what is at
@@ -139,7 +181,11 @@ func (s *shop) evidence(t *testing.T, sku string, seeded, limit int, tally *sale
 		t.Fatal(err)
 	}
 	defer db.Close()
-	st, err := loadtest.ReadDrained(ctx, w.rdb, db, w.env["SHOP_KEY_PREFIX"], sku, 20*time.Second)
+	l, err := w.layout()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := loadtest.ReadDrainedIn(ctx, w.rdb, db, l, sku, 20*time.Second)
 	if err != nil {
 		t.Fatalf("read the stores: %v", err)
 	}

@@ -98,6 +98,8 @@ func newLoadtestCmd(a *app) *cobra.Command {
 		"send each shopper's own X-Forwarded-For address (198.18.0.0/15), for a server with SHOP_TRUSTED_PROXIES=127.0.0.1 that limits per shopper")
 	f.StringVar(&cfg.RedisURL, "redis-url", "", "the server's Redis: with --database-url, the invariants are also judged on the stores directly "+
 		"(live stock sampled during the attack, rows, stream, pending entries)")
+	f.BoolVar(&cfg.RedisCluster, "redis-cluster", false, "--redis-url names a Redis Cluster (a seed node, more seeds as ?addr=host:port), "+
+		"as SHOP_REDIS_URL does with SHOP_REDIS_CLUSTER=true: the checks read each key on the master that holds it")
 	f.StringVar(&cfg.DatabaseURL, "database-url", "", "the server's PostgreSQL (with --redis-url)")
 	f.StringVar(&cfg.KeyPrefix, "key-prefix", "shop:", "the server's SHOP_KEY_PREFIX (with --redis-url)")
 	f.StringVar(&cfg.AcceptedOut, "accepted-out", "", "write the id of every order answered 202 to this file, one a line (for `shop recover --accepted`)")

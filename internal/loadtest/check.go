@@ -105,16 +105,21 @@ type Store struct {
 	Pending, Missing []string
 }
 
-// Row is one order of the round in PostgreSQL.
+// Row is one order of the round in PostgreSQL. Stream is the order
+// stream its StreamID belongs to, when known: entry ids are unique only
+// within one stream, and with partitioned orders two partitions' streams
+// hand out the same id in the same millisecond.
 type Row struct {
 	OrderID, UserID, StreamID string
+	Stream                    string
 	Units                     int64
 }
 
-// Entry is one order event of the round in a stream.
+// Entry is one order event of the round in a stream (Stream, whose
+// entry StreamID is).
 type Entry struct {
-	StreamID, OrderID, UserID string
-	Units                     int64
+	Stream, StreamID, OrderID, UserID string
+	Units                             int64
 }
 
 // Invariant names, in order.
@@ -241,7 +246,7 @@ func checkI3(e Evidence) Invariant {
 	}
 	if e.Store != nil {
 		dupIDs, dupStream := repeats(e.Store.Rows, func(r Row) string { return r.OrderID }),
-			repeats(e.Store.Rows, func(r Row) string { return r.StreamID })
+			repeats(e.Store.Rows, entryKey)
 		if len(dupIDs) > 0 {
 			j.fail("order ids twice in PostgreSQL: %s", few(dupIDs))
 		}
@@ -259,6 +264,15 @@ func checkI3(e Evidence) Invariant {
 	}
 	j.note("%d accepted ids distinct", len(e.Answers.Accepted))
 	return j.result()
+}
+
+// entryKey names the stream entry a row was written from: its stream and
+// id, or the id alone when the stream is not known (ReadStoreIn).
+func entryKey(r Row) string {
+	if r.Stream == "" {
+		return r.StreamID
+	}
+	return r.Stream + " " + r.StreamID
 }
 
 func repeats(rows []Row, key func(Row) string) []string {

@@ -94,6 +94,10 @@ type Config struct {
 	// the stream), not only on what the API reports; without them those
 	// parts are reported skipped.
 	RedisURL, DatabaseURL, KeyPrefix string
+	// RedisCluster: RedisURL names a Redis Cluster, as SHOP_REDIS_URL does
+	// with SHOP_REDIS_CLUSTER=true (a seed node, more as ?addr=); the keys
+	// are then read where a server on a cluster puts them (LayoutOf).
+	RedisCluster bool
 	// AcceptedOut, when set, is a file the id of every order answered 202
 	// is written to, one a line (for `shop recover --accepted`).
 	AcceptedOut string
@@ -125,6 +129,7 @@ func (c *Config) Validate() error {
 			fmt.Sprintf("--expiry-timeout must be more than 0 and at most %s", MaxDuration)},
 		{c.SetupWorkers < 1 || c.SetupWorkers > 64, "--setup-workers must be 1 to 64"},
 		{(c.RedisURL == "") != (c.DatabaseURL == ""), "--redis-url and --database-url go together"},
+		{c.RedisCluster && c.RedisURL == "", "--redis-cluster needs --redis-url"},
 	}
 	for _, ch := range checks {
 		if ch.bad {

@@ -67,18 +67,25 @@ const kindTransition = "transition"
 
 const writersGroup = "writers"
 
-// LayoutOf is the layout of the keys under prefix on a single Redis: the
-// order partitions the server recorded when it started (order's
-// orders:partitions key; none: one partition).
+// LayoutOf is the layout of the keys under prefix: the order partitions
+// the server recorded when it started (order's orders:partitions key),
+// grouped when rdb is a Redis Cluster client, since a server on a cluster
+// tags each SKU's keys by its partition (keyspace). On a single Redis a
+// missing count is one partition (the layout of before partitions); on a
+// cluster every server records it, so a missing count means no server ran
+// on these keys, and guessing one would read other keys than a server's.
 func LayoutOf(ctx context.Context, rdb redis.UniversalClient, prefix string) (Layout, error) {
+	_, grouped := rdb.(*redis.ClusterClient)
 	n, err := rdb.Get(ctx, prefix+"orders:partitions").Int()
 	switch {
+	case errors.Is(err, redis.Nil) && grouped:
+		return Layout{}, fmt.Errorf("no order partitions recorded under %q on the cluster (%sorders:partitions): no shop server ran on these keys", prefix, prefix)
 	case errors.Is(err, redis.Nil):
 		n = 1
 	case err != nil:
 		return Layout{}, fmt.Errorf("read the order partitions: %w", err)
 	}
-	return Layout{Prefix: prefix, Partitions: keyspace.NewPartitions(n, false)}, nil
+	return Layout{Prefix: prefix, Partitions: keyspace.NewPartitions(n, grouped)}, nil
 }
 
 // ReadStore reads the sale of sku's latest round straight from Redis
@@ -107,11 +114,36 @@ func ReadStoreIn(ctx context.Context, rdb redis.UniversalClient, db *pgxpool.Poo
 			return nil, err
 		}
 	}
+	streamsOfRows(l, st)
 	// The statuses after the pending lists: a writer acknowledges an entry
 	// and confirms its order in one step, so an entry no longer pending
 	// has its status confirmed by now (read the other way round, a drain
 	// in between would show acknowledged orders still pending).
 	return st, readLifecycle(ctx, rdb, db, l, sku, st)
+}
+
+// streamsOfRows names the stream each row's entry was in: the one stream
+// of a single partition; on a cluster the order's home partition, which its
+// id is stamped with. On a single Redis with several partitions the home is
+// the order's first SKU's, which PostgreSQL does not keep: the stream is
+// known only for an entry still in a stream, else left empty (and the
+// duplicate check then compares the entry ids alone).
+func streamsOfRows(l Layout, st *Store) {
+	inStream := map[string]string{}
+	for _, en := range st.Stream {
+		inStream[en.OrderID] = en.Stream
+	}
+	for i := range st.Rows {
+		r := &st.Rows[i]
+		switch {
+		case l.Partitions.Count() == 1:
+			r.Stream = l.stream(0)
+		case l.Partitions.Grouped():
+			r.Stream = l.stream(l.Partitions.Home(r.OrderID))
+		default:
+			r.Stream = inStream[r.OrderID]
+		}
+	}
 }
 
 // readPartition adds one partition's entries, dead letters (order events
@@ -260,7 +292,7 @@ func readEntries(ctx context.Context, rdb redis.UniversalClient, stream, pre, sk
 			return nil, nil, fmt.Errorf("read %s: %w", stream, err)
 		}
 		for _, m := range msgs {
-			en, ok := entryOf(m, pre, sku, round)
+			en, ok := entryOf(m, stream, pre, sku, round)
 			switch {
 			case !ok:
 			case m.Values[pre+"kind"] == kindTransition:
@@ -276,7 +308,7 @@ func readEntries(ctx context.Context, rdb redis.UniversalClient, stream, pre, sk
 	}
 }
 
-func entryOf(m redis.XMessage, pre, sku string, round int64) (Entry, bool) {
+func entryOf(m redis.XMessage, stream, pre, sku string, round int64) (Entry, bool) {
 	field := func(name string) string { s, _ := m.Values[pre+name].(string); return s }
 	var items []struct {
 		SKU      string `json:"sku"`
@@ -288,7 +320,7 @@ func entryOf(m redis.XMessage, pre, sku string, round int64) (Entry, bool) {
 	}
 	for _, it := range items {
 		if it.SKU == sku && it.RoundID == round {
-			return Entry{StreamID: m.ID, OrderID: field("order_id"), UserID: field("user_id"), Units: it.Quantity}, true
+			return Entry{Stream: stream, StreamID: m.ID, OrderID: field("order_id"), UserID: field("user_id"), Units: it.Quantity}, true
 		}
 	}
 	return Entry{}, false

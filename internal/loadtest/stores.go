@@ -3,16 +3,19 @@ package loadtest
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/database"
 )
 
 // stores are the server's Redis and PostgreSQL, opened when the config
 // names them (nil otherwise; its methods accept nil).
 type stores struct {
-	rdb    *redis.Client
+	rdb    redis.UniversalClient
 	db     *pgxpool.Pool
 	layout Layout // where the server under test keeps its keys
 }
@@ -21,15 +24,13 @@ func openStores(ctx context.Context, cfg Config) (*stores, error) {
 	if cfg.RedisURL == "" {
 		return nil, nil
 	}
-	opts, err := redis.ParseURL(cfg.RedisURL)
+	rdb, addr, err := openRedis(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("--redis-url: %w", err)
+		return nil, err
 	}
-	opts.MaxRetries = -1
-	rdb := redis.NewClient(opts)
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		_ = rdb.Close()
-		return nil, fmt.Errorf("redis at %s: %w", opts.Addr, err)
+		return nil, fmt.Errorf("redis at %s: %w", addr, err)
 	}
 	db, err := pgxpool.New(ctx, cfg.DatabaseURL)
 	if err == nil {
@@ -46,6 +47,26 @@ func openStores(ctx context.Context, cfg Config) (*stores, error) {
 		return nil, err
 	}
 	return &stores{rdb: rdb, db: db, layout: layout}, nil
+}
+
+// openRedis is a client of the server's Redis, a cluster client when
+// cfg says so. Commands are never resent: the checks only read, and a read
+// that failed should say so rather than be retried into a timeout.
+func openRedis(cfg Config) (rdb redis.UniversalClient, addr string, err error) {
+	if cfg.RedisCluster {
+		opts, err := database.ParseClusterURL(cfg.RedisURL)
+		if err != nil {
+			return nil, "", fmt.Errorf("--redis-url: %w", err)
+		}
+		opts.MaxRetries = -1
+		return redis.NewClusterClient(opts), strings.Join(opts.Addrs, ","), nil
+	}
+	opts, err := redis.ParseURL(cfg.RedisURL)
+	if err != nil {
+		return nil, "", fmt.Errorf("--redis-url: %w", err)
+	}
+	opts.MaxRetries = -1
+	return redis.NewClient(opts), opts.Addr, nil
 }
 
 func (s *stores) close() {

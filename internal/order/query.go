@@ -206,25 +206,52 @@ func (s *Service) overlay(ctx context.Context, orders []Order) {
 }
 
 // pendingBefore reads the buyer's pending orders older than the cursor.
+// The index may name orders that are not pending any more: on a cluster it
+// is written after the order (saga.go), so a writer may confirm the order
+// (and drop the entry) before the entry is added, and an entry may name an
+// order that is gone. Such entries are skipped and dropped, and the index
+// is read on past them, so they never hide a pending order from a page.
+// An order whose entry was never written (a crash right after its commit)
+// is listed once the writer has persisted it.
 func (s *Service) pendingBefore(ctx context.Context, user string, after position, n int) ([]Order, error) {
-	ids, err := s.rdb.ZRevRangeByScore(ctx, s.keys.pending(user), &redis.ZRangeBy{
-		Max: strconv.FormatInt(after.at.UnixMilli(), 10), Min: "-inf", Count: int64(n) + 16,
-	}).Result()
-	if err != nil {
-		return nil, err
-	}
+	key := s.keys.pending(user)
+	window := int64(n) + 16
 	var out []Order
-	for _, id := range ids {
-		o, found, err := s.liveStatus(ctx, id)
+	for offset := int64(0); offset < maxPendingScan && len(out) < n; offset += window {
+		ids, err := s.rdb.ZRevRangeByScore(ctx, key, &redis.ZRangeBy{
+			Max: strconv.FormatInt(after.at.UnixMilli(), 10), Min: "-inf", Offset: offset, Count: window,
+		}).Result()
 		if err != nil {
 			return nil, err
 		}
-		if found && o.userID == user && o.Status != StatusConfirmed && before(o, after) {
-			out = append(out, o)
+		var stale []any
+		for _, id := range ids {
+			o, found, err := s.liveStatus(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			switch {
+			case !found || o.Status == StatusConfirmed:
+				stale = append(stale, id)
+			case o.userID == user && before(o, after):
+				out = append(out, o)
+			}
+		}
+		if len(stale) > 0 {
+			// Best effort: a failure leaves them to be skipped again.
+			if s.rdb.ZRem(ctx, key, stale...).Err() == nil {
+				offset -= int64(len(stale))
+			}
+		}
+		if int64(len(ids)) < window {
+			break
 		}
 	}
 	return out, nil
 }
+
+// maxPendingScan bounds how many index entries one page reads.
+const maxPendingScan = 1000
 
 // merge joins both sources newest first; an order in both (confirmed
 // between the two reads) is taken from PostgreSQL.

@@ -1,0 +1,69 @@
+package shop_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/shop-oss/shop/internal/config"
+	"github.com/shop-oss/shop/internal/database"
+	"github.com/shop-oss/shop/internal/shop/shoptest"
+	"github.com/shop-oss/shop/internal/testenv"
+)
+
+// The HTTP API on a 3-master Redis Cluster (SHOP_REDIS_CLUSTER, 12
+// partitions): a purchase and a checkout over SKUs on several masters are
+// accepted (202) and read back as pending orders.
+func TestPurchaseAndCheckoutOnACluster(t *testing.T) {
+	t.Parallel()
+	c := testenv.StartCluster(t, 3)
+	rdb, err := database.OpenCluster(context.Background(), c.URL, database.RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	a := shoptest.New(t, shoptest.Options{Redis: rdb, Config: func(cfg *config.Config) {
+		cfg.RedisCluster = true
+		cfg.KeyPrefix = c.Prefix
+	}})
+	parts := a.Config.Partitions()
+	if !parts.Grouped() || parts.Count() != 12 {
+		t.Fatalf("partitions %+v", parts)
+	}
+	// Three SKUs in partitions on three masters (1, 5, 9 of 12).
+	var skus []string
+	for _, p := range []int{1, 5, 9} {
+		for i := 0; ; i++ {
+			if sku := fmt.Sprintf("c%d-%d", p, i); parts.Of(sku) == p {
+				a.Sale(t, sku, 100, 10, 0)
+				skus = append(skus, sku)
+				break
+			}
+		}
+	}
+	_, tok := a.Shopper(t, "cluster@example.com")
+	buy := a.Do(t, "POST", "/api/v1/products/"+skus[0]+"/purchase", tok, `{"quantity":2}`, "Idempotency-Key", "b1")
+	if buy.Status != 202 {
+		t.Fatalf("purchase: %d %s", buy.Status, buy.Body)
+	}
+	for _, sku := range skus {
+		if r := a.Do(t, "POST", "/api/v1/cart/items", tok, `{"sku":"`+sku+`","quantity":1}`); r.Status/100 != 2 {
+			t.Fatalf("add %s to the cart: %d %s", sku, r.Status, r.Body)
+		}
+	}
+	co := a.Do(t, "POST", "/api/v1/cart/checkout", tok, "", "Idempotency-Key", "c1")
+	if co.Status != 202 {
+		t.Fatalf("checkout: %d %s", co.Status, co.Body)
+	}
+	id, _ := co.JSON(t)["order_id"].(string)
+	o := a.Do(t, "GET", "/api/v1/orders/"+id, tok, "").JSON(t)
+	if items, _ := o["items"].([]any); o["status"] != "pending" || len(items) != 3 {
+		t.Fatalf("the checkout's order: %v", o)
+	}
+	if cart := a.Do(t, "GET", "/api/v1/cart", tok, "").JSON(t); len(cart["items"].([]any)) != 0 {
+		t.Fatalf("cart after checkout: %v", cart)
+	}
+	if again := a.Do(t, "POST", "/api/v1/cart/checkout", tok, "", "Idempotency-Key", "c1"); again.Status != 202 || again.JSON(t)["order_id"] != id {
+		t.Fatalf("repeated checkout: %d %s", again.Status, again.Body)
+	}
+}
