@@ -21,10 +21,10 @@ import (
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
-// clusterFixture is an order service on a private 3-master Redis Cluster
+// lifeFixture is an order service on a private 3-master Redis Cluster
 // with 12 grouped partitions (4 per master) and a PostgreSQL database of
 // the test's own.
-type clusterFixture struct {
+type lifeFixture struct {
 	c      *testenv.RedisCluster
 	rdb    redis.UniversalClient
 	db     *testenv.Database
@@ -36,7 +36,7 @@ type clusterFixture struct {
 	quant  map[string]int64 // sku -> units the round opened with
 }
 
-func newClusterFixture(t *testing.T) *clusterFixture {
+func newLifeFixture(t *testing.T) *lifeFixture {
 	t.Helper()
 	c := testenv.StartCluster(t, 3)
 	ctx := context.Background()
@@ -45,7 +45,7 @@ func newClusterFixture(t *testing.T) *clusterFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = rdb.Close() })
-	f := &clusterFixture{c: c, rdb: rdb, db: testenv.NewDatabase(t), parts: keyspace.NewPartitions(12, true),
+	f := &lifeFixture{c: c, rdb: rdb, db: testenv.NewDatabase(t), parts: keyspace.NewPartitions(12, true),
 		pay: NewTestProvider(), rounds: map[string]int64{}, quant: map[string]int64{}}
 	f.stock = inventory.NewPartitionedStock(rdb, c.Prefix, f.parts)
 	exists := func(context.Context, string) (bool, error) { return false, nil }
@@ -54,10 +54,10 @@ func newClusterFixture(t *testing.T) *clusterFixture {
 	return f
 }
 
-func (f *clusterFixture) user(t *testing.T) string { return (&fixture{db: f.db}).user(t) }
+func (f *lifeFixture) user(t *testing.T) string { return (&fixture{db: f.db}).user(t) }
 
 // skuIn returns a SKU of partition p, the first of "<name>-<p>-<i>".
-func (f *clusterFixture) skuIn(name string, p int) string {
+func (f *lifeFixture) skuIn(name string, p int) string {
 	for i := 0; ; i++ {
 		if sku := fmt.Sprintf("%s-%d-%d", name, p, i); f.parts.Of(sku) == p {
 			return sku
@@ -66,7 +66,7 @@ func (f *clusterFixture) skuIn(name string, p int) string {
 }
 
 // sale creates the product and opens a round of units, price 100.
-func (f *clusterFixture) sale(t *testing.T, sku string, units int) {
+func (f *lifeFixture) sale(t *testing.T, sku string, units int) {
 	t.Helper()
 	ctx := context.Background()
 	c := cache.New(f.rdb, cache.Options{Prefix: f.c.Prefix + "cache:", TTL: time.Minute}, prometheus.NewRegistry())
@@ -87,7 +87,7 @@ func (f *clusterFixture) sale(t *testing.T, sku string, units int) {
 // the reserve script spans the buyer's slot and does not run on a cluster
 // yet (placement there is built apart). Its id is stamped with its home,
 // the first line's partition, as Place makes it.
-func (f *clusterFixture) place(t *testing.T, user string, lines ...Line) string {
+func (f *lifeFixture) place(t *testing.T, user string, lines ...Line) string {
 	t.Helper()
 	ctx := context.Background()
 	id, err := f.svc.newOrderID(lines)
@@ -127,13 +127,13 @@ func (f *clusterFixture) place(t *testing.T, user string, lines ...Line) string 
 	return id
 }
 
-func (f *clusterFixture) writer(name string, o WriterOptions) *Writer {
+func (f *lifeFixture) writer(name string, o WriterOptions) *Writer {
 	o.Consumer, o.Partitions, o.Block = name, f.parts, 50*time.Millisecond
 	return NewWriter(f.db.Pool, f.rdb, f.c.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), o)
 }
 
 // drained waits until every entry of every partition is acknowledged.
-func (f *clusterFixture) drained(t *testing.T) {
+func (f *lifeFixture) drained(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
 	deadline := time.Now().Add(30 * time.Second)
@@ -150,23 +150,23 @@ func (f *clusterFixture) drained(t *testing.T) {
 	}
 }
 
-func (f *clusterFixture) writeAll(t *testing.T) {
+func (f *lifeFixture) writeAll(t *testing.T) {
 	t.Helper()
 	w := start(f.writer("w", WriterOptions{}))
 	f.drained(t)
 	w.stop(t)
 }
 
-func (f *clusterFixture) sweeper() *Sweeper {
+func (f *lifeFixture) sweeper() *Sweeper {
 	return NewSweeper(f.rdb, f.stock, f.c.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), SweeperOptions{Batch: 3})
 }
 
-func (f *clusterFixture) status(t *testing.T, id string) string {
+func (f *lifeFixture) status(t *testing.T, id string) string {
 	t.Helper()
 	return f.rdb.HGet(context.Background(), f.svc.keys.status(id), "status").Val()
 }
 
-func (f *clusterFixture) available(t *testing.T, sku string) int64 {
+func (f *lifeFixture) available(t *testing.T, sku string) int64 {
 	t.Helper()
 	live, _, err := f.stock.Live(context.Background(), sku)
 	if err != nil {
@@ -175,13 +175,13 @@ func (f *clusterFixture) available(t *testing.T, sku string) int64 {
 	return live.Available
 }
 
-func (f *clusterFixture) bought(t *testing.T, sku, user string) int64 {
+func (f *lifeFixture) bought(t *testing.T, sku, user string) int64 {
 	t.Helper()
 	n, _ := f.rdb.HGet(context.Background(), f.stock.BuyersKey(sku), user).Int64()
 	return n
 }
 
-func (f *clusterFixture) count(t *testing.T, query string, args ...any) int64 {
+func (f *lifeFixture) count(t *testing.T, query string, args ...any) int64 {
 	t.Helper()
 	var n int64
 	if err := f.db.Pool.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
@@ -191,7 +191,7 @@ func (f *clusterFixture) count(t *testing.T, query string, args ...any) int64 {
 }
 
 // masterOf is the address of the master holding partition p.
-func (f *clusterFixture) masterOf(t *testing.T, p int) string {
+func (f *lifeFixture) masterOf(t *testing.T, p int) string {
 	t.Helper()
 	m, err := f.c.Client.MasterForKey(context.Background(), f.svc.keys.stream(p))
 	if err != nil {
@@ -202,7 +202,7 @@ func (f *clusterFixture) masterOf(t *testing.T, p int) string {
 
 // homes is one SKU per partition, on sale with units each; it fails
 // unless their partitions span every master.
-func (f *clusterFixture) homes(t *testing.T, name string, units int) []string {
+func (f *lifeFixture) homes(t *testing.T, name string, units int) []string {
 	t.Helper()
 	skus := make([]string, f.parts.Count())
 	masters := map[string]bool{}
@@ -219,7 +219,7 @@ func (f *clusterFixture) homes(t *testing.T, name string, units int) []string {
 
 // transitions are the transition events of every partition's stream, by
 // order id, with the partition each lies in.
-func (f *clusterFixture) transitions(t *testing.T) map[string][]string {
+func (f *lifeFixture) transitions(t *testing.T) map[string][]string {
 	t.Helper()
 	out := map[string][]string{}
 	for p := range f.parts.Count() {
@@ -241,7 +241,7 @@ func (f *clusterFixture) transitions(t *testing.T) map[string][]string {
 // statuses) shows every order before and after.
 func TestWriterConfirmsOnEveryMasterOfACluster(t *testing.T) {
 	t.Parallel()
-	f := newClusterFixture(t)
+	f := newLifeFixture(t)
 	skus := f.homes(t, "wc", 10)
 	users := []string{f.user(t), f.user(t), f.user(t)}
 	var ids []string
@@ -305,7 +305,7 @@ func TestWriterConfirmsOnEveryMasterOfACluster(t *testing.T) {
 // dead-lettered keeps its final status.
 func TestDeadLetterOnACluster(t *testing.T) {
 	t.Parallel()
-	f := newClusterFixture(t)
+	f := newLifeFixture(t)
 	skus := f.homes(t, "dl", 5)
 	u := f.user(t)
 	ctx := context.Background()
@@ -363,7 +363,7 @@ func TestDeadLetterOnACluster(t *testing.T) {
 // transition event lands in the home stream and is recorded once.
 func TestPayCancelExpireOnEveryMasterOfACluster(t *testing.T) {
 	t.Parallel()
-	f := newClusterFixture(t)
+	f := newLifeFixture(t)
 	skus := f.homes(t, "lc", 3)
 	u := f.user(t)
 	ctx := context.Background()
@@ -427,7 +427,7 @@ func spreadLines(skus []string, p int) []Line {
 // nothing back.
 func TestSpreadOrderGivesEveryUnitBackOnce(t *testing.T) {
 	t.Parallel()
-	f := newClusterFixture(t)
+	f := newLifeFixture(t)
 	skus := f.homes(t, "sp", 20)
 	u := f.user(t)
 	ctx := context.Background()
@@ -479,7 +479,7 @@ func TestSpreadOrderGivesEveryUnitBackOnce(t *testing.T) {
 }
 
 // owedNow makes every owed entry due, as if owedGrace had passed.
-func (f *clusterFixture) owedNow(t *testing.T) {
+func (f *lifeFixture) owedNow(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
 	for p := range f.parts.Count() {
@@ -489,7 +489,7 @@ func (f *clusterFixture) owedNow(t *testing.T) {
 	}
 }
 
-func (f *clusterFixture) owedCount(t *testing.T) int64 {
+func (f *lifeFixture) owedCount(t *testing.T) int64 {
 	t.Helper()
 	var n int64
 	for p := range f.parts.Count() {
@@ -505,7 +505,7 @@ func (f *clusterFixture) owedCount(t *testing.T) int64 {
 // its decision is left in the owed set until it is decided, then settled.
 func TestSpreadCancelStoppedAfterItsDecisionIsFinishedBySweeper(t *testing.T) {
 	t.Parallel()
-	f := newClusterFixture(t)
+	f := newLifeFixture(t)
 	skus := f.homes(t, "cr", 10)
 	u := f.user(t)
 	ctx := context.Background()
@@ -579,7 +579,7 @@ func TestSpreadCancelStoppedAfterItsDecisionIsFinishedBySweeper(t *testing.T) {
 // The running sweeper (its loop, under its lock) finishes owed releases.
 func TestSweeperLoopFinishesOwedReleases(t *testing.T) {
 	t.Parallel()
-	f := newClusterFixture(t)
+	f := newLifeFixture(t)
 	skus := f.homes(t, "lo", 10)
 	u := f.user(t)
 	ctx := context.Background()
@@ -615,7 +615,7 @@ func TestSweeperLoopFinishesOwedReleases(t *testing.T) {
 // owed, and the writer records one transition per order.
 func TestCancelPayExpiryRaceOnACluster(t *testing.T) {
 	t.Parallel()
-	f := newClusterFixture(t)
+	f := newLifeFixture(t)
 	const units = 50
 	skus := f.homes(t, "ra", units)
 	u := f.user(t)
