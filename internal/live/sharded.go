@@ -78,6 +78,13 @@ func (h *Hub) poke() {
 // unsubscribes from the others.
 func (s *shards) reconcile(ctx context.Context) {
 	want := s.wanted()
+	s.unsubscribe(ctx, want)
+	s.subscribe(ctx, want)
+}
+
+// unsubscribe drops the channels not in want, and the connections of the
+// partitions left with none.
+func (s *shards) unsubscribe(ctx context.Context, want map[int]map[string]bool) {
 	for k, sh := range s.parts {
 		var gone []string
 		for ch := range sh.channels {
@@ -98,6 +105,11 @@ func (s *shards) reconcile(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// subscribe adds the channels of want not yet subscribed, opening a
+// partition's connection with its first ones.
+func (s *shards) subscribe(ctx context.Context, want map[int]map[string]bool) {
 	for k, chans := range want {
 		sh := s.parts[k]
 		var add []string
