@@ -306,7 +306,7 @@ func TestWriterConfirmsOnEveryMasterOfACluster(t *testing.T) {
 // restarted writer, redelivered the entries, acks and confirms them once.
 func TestWriterStoppedBetweenItsAckStepsOnACluster(t *testing.T) {
 	t.Parallel()
-	f := newClusterFixture(t)
+	f := newLifeFixture(t)
 	skus := f.homes(t, "ws", 5)
 	u := f.user(t)
 	ctx := context.Background()
