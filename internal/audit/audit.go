@@ -36,10 +36,11 @@
 // transitions) all go to its home partition, its first line's, but its
 // other lines take stock in their own partitions. So a row is cut at its
 // home's stream: its own stream id and its transition's are ids of that
-// stream. PostgreSQL does not keep which line came first; an order whose
-// lines share one partition has that home, and the rare order spanning
-// partitions whose ids fall between its candidates' cuts is looked up in
-// its status hash, which names the home (read.go, homes).
+// stream. On a cluster the order id names its home (keyspace's Stamp). On
+// a single Redis PostgreSQL does not keep which line came first: an order
+// whose lines share one partition has that home, and the rare order
+// spanning partitions whose ids fall between its candidates' cuts is
+// looked up in its status hash, which names the home (read.go, homes).
 //
 // Which keys one script reads decides what is atomic:
 //

@@ -240,10 +240,17 @@ func (a *Auditor) oldOrders(ctx context.Context, cutoff int64) ([]string, error)
 	var mu sync.Mutex
 	var out []string
 	err := a.scan(ctx, a.keys[0].StatusPattern, func(ctx context.Context, batch []string) error {
+		var ids []string
 		pipe := a.rdb.Pipeline()
-		cmds := make([]*redis.MapStringStringCmd, len(batch))
-		for i, k := range batch {
-			cmds[i] = pipe.HGetAll(ctx, k)
+		var cmds []*redis.MapStringStringCmd
+		for _, k := range batch {
+			if id, ok := a.keys[0].StatusID(k); ok { // the pattern may match other keys
+				ids = append(ids, id)
+				cmds = append(cmds, pipe.HGetAll(ctx, k))
+			}
+		}
+		if len(cmds) == 0 {
+			return nil
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			return err
@@ -251,10 +258,9 @@ func (a *Auditor) oldOrders(ctx context.Context, cutoff int64) ([]string, error)
 		mu.Lock()
 		defer mu.Unlock()
 		for i, c := range cmds {
-			id, ok := a.keys[0].StatusID(batch[i])
 			status, created := order.LiveStatus(c.Val())
-			if ok && status != "" && status != order.StatusRejected && created > 0 && created < cutoff {
-				out = append(out, id)
+			if status != "" && status != order.StatusRejected && created > 0 && created < cutoff {
+				out = append(out, ids[i])
 			}
 		}
 		return nil

@@ -3,6 +3,7 @@ package order
 import (
 	"errors"
 	"strconv"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
@@ -55,22 +56,46 @@ func AuditKeys(prefix string) StreamKeys {
 func PartitionKeys(prefix string, parts keyspace.Partitions) []StreamKeys {
 	k := keys{prefix: prefix, parts: parts}
 	out := make([]StreamKeys, parts.Count())
+	pattern := k.statusPattern()
 	for p := range out {
 		out[p] = StreamKeys{Partition: p, Stream: k.stream(p), Group: group, Dead: k.dead(p), Due: k.due(p),
-			StatusPattern: k.status("*"), k: k}
+			StatusPattern: pattern, k: k}
 	}
 	return out
 }
 
+// statusPattern matches the status hash of an order of any partition: the
+// part every partition's status names share (on a cluster they differ by
+// their home's tag, which the id names), then anything. It may match
+// other keys too; StatusID tells the status hashes apart.
+func (k keys) statusPattern() string {
+	var common string
+	for p := range k.parts.Count() {
+		id := k.parts.Stamp(uuid.UUID{}, p).String()
+		pre := strings.TrimSuffix(k.status(id), id)
+		if p == 0 {
+			common = pre
+		}
+		for !strings.HasPrefix(pre, common) {
+			common = common[:len(common)-1]
+		}
+	}
+	return common + "*"
+}
+
 // HomeOf is the home partition (where its events go) of order id with
-// lines of skus, and whether that is certain: an order's home is its
-// first line's partition as it was placed, which PostgreSQL does not keep
-// (its lines are keyed by SKU), so only an order whose lines all fall in
-// one partition is certain from its SKUs. The status hash knows the home
-// of the others (StatusPartition). Else the answer is the partition of
-// the first SKU given, which is a right home on a single Redis, where any
-// partition's stream reaches the writers.
+// lines of skus, and whether that is certain. On a cluster the id names it
+// (keyspace's Stamp). On a single Redis an order's home is its first
+// line's partition as it was placed, which PostgreSQL does not keep (its
+// lines are keyed by SKU), so only an order whose lines all fall in one
+// partition is certain from its SKUs; the status hash knows the home of
+// the others (StatusPartition). Else the answer is the partition of the
+// first SKU given, a right home on a single Redis, where any partition's
+// stream and due set reach the writers and sweepers.
 func HomeOf(parts keyspace.Partitions, id string, skus []string) (home int, certain bool) {
+	if parts.Grouped() {
+		return parts.Home(id), true
+	}
 	if len(skus) == 0 {
 		return 0, parts.Count() == 1
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,6 +120,14 @@ func TestStatusIDReadsStatusKeys(t *testing.T) {
 	for _, key := range []string{"p:order:" + id + ":noidem", "p:order:x", "q:order:" + id, k[0].StatusKey(id)[:10]} {
 		if got, ok := k[0].StatusID(key); ok {
 			t.Fatalf("StatusID(%q) = %q, want none", key, got)
+		}
+	}
+	// One pattern matches every partition's status hashes (their names
+	// differ by the home's tag on a cluster).
+	for p := range parts.Count() {
+		key := k[0].StatusKey(parts.Stamp(uuid.New(), p).String())
+		if pre := strings.TrimSuffix(k[p].StatusPattern, "*"); !strings.HasPrefix(key, pre) || pre == "p:" {
+			t.Fatalf("pattern %q does not match %q", k[p].StatusPattern, key)
 		}
 	}
 	if len(k) != 3 || k[1].Partition != 1 || k[1].Stream == k[2].Stream || k[1].Due != k[1].Stream+":due" {

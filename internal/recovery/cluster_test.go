@@ -126,7 +126,8 @@ return {id, items, now}`)
 // place buys qty of sku for user; nil when sold out.
 func (s *clusterShop) place(t *testing.T, user, sku string, qty int) *clusterOrder {
 	ctx, p := context.Background(), s.parts.Of(sku)
-	o := &clusterOrder{id: uuid.NewString(), user: user, sku: sku, qty: qty}
+	// The id names its home partition, as the order service stamps it.
+	o := &clusterOrder{id: s.parts.Stamp(uuid.Must(uuid.NewV7()), p).String(), user: user, sku: sku, qty: qty}
 	out, err := reserveScript.Run(ctx, s.rdb, []string{s.keys[p].Stream, s.stock.SaleKey(sku), s.stock.BuyersKey(sku)},
 		o.id, user, qty, sku).StringSlice()
 	if err != nil {
