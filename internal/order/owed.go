@@ -2,8 +2,10 @@ package order
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -53,6 +55,12 @@ import (
 // early would be harmless (step 3 is idempotent), only wasted.
 const owedGrace = 10 * time.Second
 
+var (
+	//go:embed decide.lua
+	decideLua    string
+	decideScript = redis.NewScript(decideLua)
+)
+
 // owed is partition p's set of spread orders whose releases may be owed
 // (zset by when a sweeper may finish them, member the order id).
 func (k keys) owed(p int) string { return k.partition(p) + ":owed" }
@@ -93,17 +101,11 @@ func (l *lifecycle) linesByPartition(o Order) (home []inventory.ReleaseLine, for
 // decision leaves the outcome unknown (the owed entry lets the sweeper
 // settle it); one after it is logged, and the sweeper finishes the rest.
 func (l *lifecycle) giveBackSpread(ctx context.Context, o Order, to string) (inventory.Released, error) {
-	home, _ := l.linesByPartition(o)
-	if len(home) == 0 {
-		// The home is the first line's partition: a status that says
-		// otherwise was not written by this package.
-		return inventory.Released{}, fmt.Errorf("give back order %s: no line in its home partition %d", o.ID, o.partition)
-	}
 	at := time.Now().Add(owedGrace).UnixMilli()
 	if err := l.rdb.ZAddNX(ctx, l.keys.owed(o.partition), redis.Z{Score: float64(at), Member: o.ID}).Err(); err != nil {
 		return inventory.Released{}, fmt.Errorf("give back order %s: note the owed releases: %w", o.ID, err)
 	}
-	r, err := l.stock.Release(ctx, l.guarded(o, to, home))
+	r, err := l.decide(ctx, o, to)
 	if err != nil {
 		return r, err
 	}
@@ -140,6 +142,39 @@ func (l *lifecycle) giveBackSpread(ctx context.Context, o Order, to string) (inv
 		l.changed(ctx, o.skus())
 	}
 	return r, nil
+}
+
+// decide is the decision of a spread order's release: the guarded release
+// of its home's lines, or, for an order whose home holds none of them (a
+// checkout retried under an Idempotency-Key with another cart keeps the
+// first try's id, and so its home), the same guarded status change and
+// transition event with no units (decide.lua), in the home's slot either
+// way, against pay.lua on the same status.
+func (l *lifecycle) decide(ctx context.Context, o Order, to string) (inventory.Released, error) {
+	if home, _ := l.linesByPartition(o); len(home) > 0 {
+		return l.stock.Release(ctx, l.guarded(o, to, home))
+	}
+	g := l.guarded(o, to, nil)
+	args := append([]any{g.Guard.Field, g.Guard.To, strings.Join(g.Guard.From, ",")}, anySlice(g.Outbox.Values)...)
+	reply, err := decideScript.Run(ctx, l.rdb, []string{g.Guard.Key, g.Outbox.Stream}, args...).StringSlice()
+	if err != nil {
+		return inventory.Released{}, fmt.Errorf("decide order %s: %w", o.ID, err)
+	}
+	if len(reply) == 2 && reply[0] == "refused" {
+		return inventory.Released{Refused: true, State: reply[1]}, nil
+	}
+	if len(reply) != 1 || reply[0] != "ok" {
+		return inventory.Released{}, fmt.Errorf("decide order %s: unexpected reply %q", o.ID, reply)
+	}
+	return inventory.Released{}, nil
+}
+
+func anySlice(v []string) []any {
+	out := make([]any, len(v))
+	for i, s := range v {
+		out[i] = s
+	}
+	return out
 }
 
 // releaseForeign gives back o's lines outside its home partition, one

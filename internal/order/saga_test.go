@@ -353,6 +353,33 @@ func TestIdempotencyKeyOnACluster(t *testing.T) {
 		}
 	}
 	f.noHolds(t)
+
+	// That order, whose home holds none of its lines, is cancelled like any
+	// other: the decision on its home, then each line back once.
+	for range 2 {
+		o, err := f.svc.Cancel(ctx, u, c3.OrderID)
+		if err != nil || o.Status != StatusCancelled {
+			t.Fatalf("cancel the order homed away from its lines: %+v %v", o, err)
+		}
+	}
+	for sku, want := range map[string]int64{a: 7, c: 9} {
+		if av := f.available(t, sku); av != want {
+			t.Fatalf("after the cancel %s available %d, want %d", sku, av, want)
+		}
+	}
+	tr, err := f.rdb.XRange(ctx, f.svc.keys.stream(5), "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancelled := 0
+	for _, m := range tr {
+		if m.Values["order_id"] == c3.OrderID && m.Values["status"] == StatusCancelled {
+			cancelled++
+		}
+	}
+	if cancelled != 1 {
+		t.Fatalf("%d cancel transitions of %s in its home's stream, want 1", cancelled, c3.OrderID)
+	}
 }
 
 // A checkout whose line on the third shard is refused leaves the other
