@@ -66,6 +66,9 @@ func (s *Service) OptionalUser() fiber.Handler {
 			return c.Next()
 		}
 		pre, _ := c.Locals(precheckKey{}).(*precheck)
+		if err := pre.settleNow(); err != nil {
+			return err
+		}
 		if p, err := s.authenticate(c.UserContext(), header, pre); err == nil {
 			c.SetUserContext(context.WithValue(c.UserContext(), ctxKey{}, p))
 		}
@@ -76,6 +79,12 @@ func (s *Service) OptionalUser() fiber.Handler {
 func (s *Service) require(role string) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		pre, _ := c.Locals(precheckKey{}).(*precheck)
+		if role == "" && pre.pending() {
+			return s.admitPending(c, pre)
+		}
+		if err := pre.settleNow(); err != nil {
+			return err
+		}
 		p, err := s.authenticate(c.UserContext(), c.Get(fiber.HeaderAuthorization), pre)
 		if err != nil {
 			s.log.Debug("request not authenticated", "err", err)
@@ -133,11 +142,48 @@ type precheck struct {
 	sid, jti string
 	reply    any
 	done     bool
+	// settle, when set, is the limiter's deferred check of the request
+	// (ratelimit.Deferred): the session check has not run yet and will,
+	// with the route's first write or when settle is called.
+	settle func() error
 }
 
 // answers says whether the precheck ran for the token with these claims.
 func (p *precheck) answers(claims *accessClaims) bool {
 	return p != nil && p.done && p.sid == claims.SessionID && p.jti == claims.ID
+}
+
+// pending says whether the session check is deferred and has not run.
+func (p *precheck) pending() bool { return p != nil && p.settle != nil && !p.done }
+
+// settleNow runs a pending check now, for a guard that must decide on the
+// session before the route: it returns the limiter's refusal (429, 503)
+// or the check's (401), or nil when the request may go on.
+func (p *precheck) settleNow() error {
+	if !p.pending() {
+		return nil
+	}
+	return p.settle()
+}
+
+// admitPending lets a request whose session check is deferred reach its
+// route as the token's subject: the check runs in the same script call as
+// the route's first write, which it refuses for a revoked session (the
+// companion's Admit), and the limiter replaces whatever the route
+// answered before with 401 (Verdict). Only RequireUser admits so: the
+// route may use the user's id, which the session must then match, but
+// nothing else of the session (role, email, name) before Place.
+func (s *Service) admitPending(c *fiber.Ctx, pre *precheck) error {
+	claims, err := s.tokens.parseBearer(c.Get(fiber.HeaderAuthorization))
+	if err != nil {
+		return err
+	}
+	if pre.sid != claims.SessionID || pre.jti != claims.ID {
+		return fmt.Errorf("%w: the deferred session check is another token's", ErrUnauthorized)
+	}
+	p := principal{user: User{ID: claims.Subject}, sessionID: claims.SessionID}
+	c.SetUserContext(context.WithValue(c.UserContext(), ctxKey{}, p))
+	return c.Next()
 }
 
 // LimiterCompanion lets the rate limiter's script carry the session check
@@ -158,12 +204,36 @@ func (s *Service) LimiterCompanion() *ratelimit.Companion {
 			}
 			keys, args := s.sessions.checkArgs(claims.SessionID, claims.ID)
 			c.Locals(precheckKey{}, &precheck{sid: claims.SessionID, jti: claims.ID})
-			return keys, args, true
+			// The subject, for Admit; check.lua reads only its first two.
+			return keys, append(args, claims.Subject), true
 		},
 		Done: func(c *fiber.Ctx, reply any) {
 			if p, ok := c.Locals(precheckKey{}).(*precheck); ok {
 				p.reply, p.done = reply, true
 			}
 		},
+		// A deferred check's follower (the purchase's reservation) runs
+		// only for a live session of the token's subject: exactly when
+		// authenticate, given the same reply, admits the request.
+		Admit: admitLua,
+		Deferred: func(c *fiber.Ctx, settle func() error) {
+			if p, ok := c.Locals(precheckKey{}).(*precheck); ok {
+				p.settle = settle
+			}
+		},
+		Verdict: func(c *fiber.Ctx) error {
+			pre, ok := c.Locals(precheckKey{}).(*precheck)
+			if !ok || !pre.done {
+				return nil
+			}
+			_, err := s.authenticate(c.UserContext(), c.Get(fiber.HeaderAuthorization), pre)
+			return err
+		},
 	}
 }
+
+// admitLua admits a request when check.lua found the session live
+// ({uid, role, email, name}) and its uid is the token's subject (ARGV[3]
+// as Prepare passes it): sessionUser then reads the reply and
+// authenticate finds the subject matching, so Verdict says nil.
+const admitLua = `return type(reply) == 'table' and ARGV[3] ~= nil and ARGV[3] ~= '' and reply[1] == ARGV[3]`

@@ -183,12 +183,15 @@ type Service struct {
 	rdb redis.UniversalClient
 	// reserveRdb runs the reserve script: rdb, or its auto-pipeliner.
 	reserveRdb redis.Scripter
-	stock      *inventory.Stock
-	exists     ProductExists
-	keys       keys
-	log        *slog.Logger
-	metrics    *placeMetrics
-	life       *lifecycle
+	// gate, when set, may run a request's reservation with its first
+	// checks (WithGate, gate.go).
+	gate    func(context.Context) Gate
+	stock   *inventory.Stock
+	exists  ProductExists
+	keys    keys
+	log     *slog.Logger
+	metrics *placeMetrics
+	life    *lifecycle
 
 	paymentTTL time.Duration
 	payments   PaymentProvider

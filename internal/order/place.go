@@ -62,6 +62,9 @@ func (s *Service) Place(ctx context.Context, user string, lines []Line, o PlaceO
 	start := time.Now()
 	res, err := s.reserve(rctx, e, lines)
 	s.metrics.script.Observe(time.Since(start).Seconds())
+	if answer, ok := gateRefusal(err); ok {
+		return Placed{}, answer
+	}
 	if err != nil {
 		err = s.explain(ctx, lines, o, err)
 		s.metrics.outcome(err, false)

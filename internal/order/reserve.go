@@ -134,7 +134,7 @@ func (s *Service) reserve(ctx context.Context, e enqueue, lines []Line) (reserva
 		keys = append(keys, s.stock.SaleKey(l.SKU), s.stock.BuyersKey(l.SKU))
 		args = append(args, l.SKU, l.Quantity, s.changesChannel(l.SKU))
 	}
-	reply, err := reserveScript.Run(ctx, s.reserveRdb, keys, args...).StringSlice()
+	reply, err := s.runReserve(ctx, keys, args)
 	if err != nil {
 		return reservation{}, fmt.Errorf("reserve order %s: %w", e.orderID, err)
 	}

@@ -29,6 +29,28 @@ type Companion struct {
 	Prepare func(c *fiber.Ctx) (keys []string, args []any, ok bool)
 	// Done receives the companion's reply (nil for a Lua nil) when it ran.
 	Done func(c *fiber.Ctx, reply any)
+
+	// The rest serves deferred checks (Options.Defer, deferred.go); a
+	// companion without them is never deferred.
+
+	// Admit is the body of a Lua function of (reply, KEYS, ARGV), the
+	// companion's reply and its own keys and arguments: a deferred
+	// request's follower runs only when it returns true. It must agree
+	// with Verdict: Admit true means Verdict nil.
+	Admit string
+	// Deferred tells the companion's owner that c's check waits for its
+	// route; settle runs it now (window and companion alone) and returns
+	// the answer that replaces the route's (429, 503, Verdict's), or nil.
+	Deferred func(c *fiber.Ctx, settle func() error)
+	// Verdict, called after Done for a deferred request, returns the
+	// answer that replaces the route's when the companion refuses the
+	// request (the shop's: 401 for a revoked session), or nil.
+	Verdict func(c *fiber.Ctx) error
+}
+
+// defers says whether the companion can serve a deferred check.
+func (c *Companion) defers() bool {
+	return c != nil && c.Admit != "" && c.Deferred != nil && c.Verdict != nil
 }
 
 // composedLua wraps the window and the companion in local functions that

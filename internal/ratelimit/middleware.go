@@ -24,6 +24,16 @@ type Options struct {
 	Timeout time.Duration
 	// Companion, when set, rides in the limiter's round trip (see Companion).
 	Companion *Companion
+	// Defer names the requests whose check waits for their route, which
+	// runs it in the same script call as its own first write (Follower;
+	// see Deferred). It takes effect only with a Follower and a companion
+	// that can ride and serve deferred checks (Companion.Admit, Deferred,
+	// Verdict).
+	Defer func(*fiber.Ctx) bool
+	// Follower is the Lua script a deferred request's route runs after the
+	// window and the companion (Deferred.Run). A leading shebang line is
+	// dropped: the combined script carries its own.
+	Follower string
 }
 
 // Middleware limits every request it sees. It sets X-RateLimit-Limit and
@@ -33,28 +43,42 @@ func (l *Limiter) Middleware(o Options) fiber.Handler {
 		o.Timeout = time.Second
 	}
 	withC := l.companionFor(o.Companion)
+	deferring := l.deferringFor(&o, withC)
 	return func(c *fiber.Ctx) error {
+		if deferring != nil && o.Defer(c) {
+			return deferring.serve(c, &o)
+		}
 		ctx, cancel := context.WithTimeout(c.UserContext(), o.Timeout)
 		res, err := l.check(ctx, c, o.Key(c), withC)
 		cancel()
-		if err != nil {
-			if o.OnError != nil {
-				o.OnError(err)
-			}
-			if c.Method() == fiber.MethodGet || c.Method() == fiber.MethodHead {
-				return c.Next() // fail open: reads stand or fall on their own
-			}
-			return o.Unavailable(c, err)
-		}
-		c.Set("X-RateLimit-Limit", strconv.Itoa(res.Limit))
-		c.Set("X-RateLimit-Remaining", strconv.Itoa(res.Remaining))
-		if !res.Allowed {
-			secs := res.RetryAfterSeconds()
-			c.Set(fiber.HeaderRetryAfter, strconv.Itoa(secs))
-			return o.Limited(c, secs)
+		if pass, answer := o.decide(c, res, err); !pass {
+			return answer
 		}
 		return c.Next()
 	}
+}
+
+// decide turns a check's outcome into the middleware's answer: pass, or
+// the answer to give instead of the route's. It sets the X-RateLimit
+// headers and Retry-After.
+func (o *Options) decide(c *fiber.Ctx, res Result, err error) (pass bool, answer error) {
+	if err != nil {
+		if o.OnError != nil {
+			o.OnError(err)
+		}
+		if c.Method() == fiber.MethodGet || c.Method() == fiber.MethodHead {
+			return true, nil // fail open: reads stand or fall on their own
+		}
+		return false, o.Unavailable(c, err)
+	}
+	c.Set("X-RateLimit-Limit", strconv.Itoa(res.Limit))
+	c.Set("X-RateLimit-Remaining", strconv.Itoa(res.Remaining))
+	if !res.Allowed {
+		secs := res.RetryAfterSeconds()
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(secs))
+		return false, o.Limited(c, secs)
+	}
+	return true, nil
 }
 
 // check runs the window for client, with the companion when it can ride
@@ -67,6 +91,11 @@ func (l *Limiter) check(ctx context.Context, c *fiber.Ctx, client string, w *wit
 	if !ok {
 		return l.Allow(ctx, client)
 	}
+	return w.run(ctx, c, client, keys, args)
+}
+
+// run is allow, handing the companion's reply to Done when it ran.
+func (w *withCompanion) run(ctx context.Context, c *fiber.Ctx, client string, keys []string, args []any) (Result, error) {
 	res, reply, ran, err := w.allow(ctx, client, keys, args)
 	if ran {
 		w.c.Done(c, reply)

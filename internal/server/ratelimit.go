@@ -1,8 +1,6 @@
 package server
 
 import (
-	"log/slog"
-
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -11,9 +9,10 @@ import (
 )
 
 // limiterMiddleware puts the per-IP limiter in front of /api/v1 with the
-// shop's problem documents and metrics, and the companion (if any) riding
-// in its round trip.
-func limiterMiddleware(l *ratelimit.Limiter, companion *ratelimit.Companion, who clients, log *slog.Logger, reg prometheus.Registerer) fiber.Handler {
+// shop's problem documents and metrics, the companion (if any) riding in
+// its round trip, and the deferred routes (if any).
+func limiterMiddleware(d Deps, who clients) fiber.Handler {
+	l, log, reg := d.Limiter, d.Log, d.Registry
 	decisions := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "shop_ratelimit_decisions_total",
 		Help: "Rate-limit decisions: allowed, limited, or error (Redis did not answer).",
@@ -22,7 +21,9 @@ func limiterMiddleware(l *ratelimit.Limiter, companion *ratelimit.Companion, who
 	limited := decisions.WithLabelValues("limited")
 	errored := decisions.WithLabelValues("error")
 	mw := l.Middleware(ratelimit.Options{
-		Companion: companion,
+		Companion: d.LimiterCompanion,
+		Defer:     d.LimiterDefer,
+		Follower:  d.LimiterFollower,
 		Key:       who.key,
 		Limited: func(_ *fiber.Ctx, retryAfter int) error {
 			limited.Inc()

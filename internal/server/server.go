@@ -13,7 +13,9 @@
 //	               the error handler so it logs the status the client gets
 //	recover        a panic becomes a 500 problem, and observe still sees it
 //	/api/v1 group  rate limiter, then auth, then the handlers (per route);
-//	               the session check rides in the limiter's round trip
+//	               the session check rides in the limiter's round trip, and
+//	               for the routes Deps.LimiterDefer names both run in the
+//	               route's first write (the answers stay in this order)
 package server
 
 import (
@@ -57,6 +59,12 @@ type Deps struct {
 	// trip: the shop's is the session check (auth.Service.LimiterCompanion),
 	// one round trip to Redis instead of two for authenticated requests.
 	LimiterCompanion *ratelimit.Companion
+	// LimiterDefer and LimiterFollower, when set with the companion, defer
+	// the check of the requests LimiterDefer names to their route, which
+	// runs it in one script call with its own first write
+	// (ratelimit.Deferred; the shop's purchases: internal/shop/onetrip.go).
+	LimiterDefer    func(*fiber.Ctx) bool
+	LimiterFollower string
 	// Mount registers the domain routes on the /api/v1 router.
 	Mount []func(fiber.Router)
 	// Top registers routes outside /api/v1 (a web page), after the
@@ -98,7 +106,7 @@ func New(d Deps) *fiber.App {
 
 	v1 := app.Group("/api/v1")
 	if d.Limiter != nil {
-		v1.Use(limiterMiddleware(d.Limiter, d.LimiterCompanion, who, d.Log, d.Registry))
+		v1.Use(limiterMiddleware(d, who))
 	}
 	for _, mount := range d.Mount {
 		mount(v1)

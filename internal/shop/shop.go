@@ -130,7 +130,7 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 	a.Sales = inventory.NewSales(st.DB, a.Stock)
 	a.Orders = order.New(st.DB, st.Redis, a.Stock, a.Catalog.Exists, cfg.KeyPrefix, log, reg,
 		order.WithPaymentTTL(cfg.PaymentTTL), order.WithPayments(PaymentProvider(cfg)),
-		order.WithStockChanged(StockChanged), order.WithReserveRedis(purchases))
+		order.WithStockChanged(StockChanged), order.WithReserveRedis(purchases), order.WithGate(reserveGate))
 	a.Carts = cart.New(st.Redis, a.Catalog, a.Orders, cfg.KeyPrefix, log, reg)
 	a.Locks = lock.New(st.Redis, cfg.KeyPrefix)
 	a.Sweeper = NewSweeper(st, cfg, a.Stock, a.Locks, log, reg)
@@ -154,6 +154,8 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 	a.Fiber = server.New(server.Deps{
 		Limiter:          limiter,
 		LimiterCompanion: a.Auth.LimiterCompanion(),
+		LimiterDefer:     deferPurchase,
+		LimiterFollower:  order.ReserveLua(),
 		Log:              log,
 		Redis:            st.Redis,
 		DB:               st.DB,

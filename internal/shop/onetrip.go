@@ -1,0 +1,66 @@
+package shop
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/ratelimit"
+)
+
+// One script per purchase on a single Redis (issue 16, BENCHMARKS.md).
+//
+// A purchase used to pay two round trips to Redis: the rate limiter's
+// script, which also carries the session check (auth's limiter
+// companion), and the reserve script. On one Redis server the three run
+// in one script call instead: the limiter defers the purchase route's
+// check (ratelimit.Deferred), and the order service's reservation runs
+// through the request's Gate, which runs the limiter's window, the
+// session check and reserve.lua in that order in one EVALSHA (the
+// combined script is ratelimit's followedLua, built once from each
+// owner's own Lua: the window's, auth's check.lua and its Admit, and
+// order.ReserveLua; none is copied or changed here). Every answer stays
+// what it was: a limited request gets 429 and reserves nothing, a revoked
+// session 401 and reserves nothing, each request is counted once, and a
+// request that fails before reserving (a bad body, a bad token) is
+// answered after the check runs alone, with the check's refusal first.
+//
+// Where the keys cannot share one call nothing is deferred and the steps
+// stay separate: on a cluster (the limiter's, the session's and the
+// sale's keys are on different slots; ratelimit declines the companion
+// there) and with the limiter off (no check to combine).
+
+// deferPurchase names the requests whose check is deferred: the purchase
+// route's (order.Service.Routes, under server's /api/v1), which changes
+// nothing before its reservation. A path it does not recognise (another
+// letter case, a trailing slash) is checked up front as before.
+func deferPurchase(c *fiber.Ctx) bool {
+	if c.Method() != fiber.MethodPost {
+		return false
+	}
+	sku, ok := strings.CutPrefix(c.Path(), "/api/v1/products/")
+	if !ok {
+		return false
+	}
+	sku, ok = strings.CutSuffix(sku, "/purchase")
+	return ok && sku != "" && !strings.Contains(sku, "/")
+}
+
+// reserveGate is the order service's Gate for a request whose check was
+// deferred, nil for any other.
+func reserveGate(ctx context.Context) order.Gate {
+	d := ratelimit.DeferredFrom(ctx)
+	if d == nil {
+		return nil
+	}
+	return func(ctx context.Context, keys []string, args []any) (any, bool, error) {
+		reply, ran, err := d.Run(ctx, keys, args)
+		if refusal := d.Refusal(); err != nil && refusal != nil && errors.Is(err, refusal) {
+			return nil, true, order.Refusal(refusal)
+		}
+		return reply, ran, err
+	}
+}
