@@ -1,0 +1,238 @@
+package shop_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/apitest"
+	"github.com/shop-oss/shop/internal/config"
+	"github.com/shop-oss/shop/internal/shop/shoptest"
+)
+
+// The one-trip purchase (onetrip.go): on one Redis, with the limiter on, a
+// purchase's limiter window, session check and reservation run in one
+// script call, and every answer and count is what the separate steps gave.
+
+// oneTrip is an app limiting every client to limit requests a minute,
+// whose Redis client counts the scripts it runs (pipelineSpy).
+func oneTrip(t *testing.T, limit int) (*shoptest.App, *pipelineSpy) {
+	t.Helper()
+	stores := shoptest.NewStores(t)
+	spy := &pipelineSpy{prefix: stores.Redis.Prefix}
+	rdb := redis.NewClient(stores.Redis.Client.Options())
+	t.Cleanup(func() { _ = rdb.Close() })
+	rdb.AddHook(spy)
+	a := shoptest.New(t, shoptest.Options{Stores: stores, Redis: rdb, Config: func(c *config.Config) {
+		c.RateLimit = config.RateLimit{Limit: limit, Window: time.Minute}
+	}})
+	return a, spy
+}
+
+// tally is what the test's Redis holds of the purchases: the sale's units
+// left, the order events and statuses, and the requests the limiter
+// counted (every client's window).
+type tally struct {
+	available, events, statuses, counted int64
+}
+
+func tallyOf(t *testing.T, a *shoptest.App, sku string) tally {
+	t.Helper()
+	ctx := context.Background()
+	rdb, p := a.Redis.Client, a.Redis.Prefix
+	var n tally
+	var err error
+	if n.available, err = rdb.HGet(ctx, a.Stock.SaleKey(sku), "available").Int64(); err != nil {
+		t.Fatal(err)
+	}
+	n.events = rdb.XLen(ctx, p+"orders").Val()
+	n.statuses = int64(len(scan(t, rdb, p+"order:*")))
+	for _, k := range scan(t, rdb, p+"rl:*") {
+		n.counted += rdb.ZCard(ctx, k).Val()
+	}
+	return n
+}
+
+func scan(t *testing.T, rdb redis.UniversalClient, match string) []string {
+	t.Helper()
+	var keys []string
+	iter := rdb.Scan(context.Background(), 0, match, 100).Iterator()
+	for iter.Next(context.Background()) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+func wantTally(t *testing.T, got, want tally) {
+	t.Helper()
+	if got != want {
+		t.Fatalf("Redis holds %+v, want %+v", got, want)
+	}
+}
+
+func purchase(t *testing.T, a *shoptest.App, token, body string, headers ...string) apitest.Reply {
+	t.Helper()
+	return a.Do(t, http.MethodPost, "/api/v1/products/ot/purchase", token, body, headers...)
+}
+
+// A purchase over the limit gets 429 with Retry-After before anything
+// else (a bad body, a revoked session) and reserves nothing; it is not
+// counted.
+func TestOneTripLimitedPurchaseReservesNothing(t *testing.T) {
+	t.Parallel()
+	a, _ := oneTrip(t, 2)
+	a.Sale(t, "ot", 100, 10, 0)
+	_, token := a.Shopper(t, "ot-limited@example.com")
+	for range 2 {
+		shoptest.WantStatus(t, a.Do(t, http.MethodGet, "/api/v1/me", token, ""), http.StatusOK)
+	}
+	for _, body := range []string{`{"quantity":1}`, `{"quantity":0}`, `not json`} {
+		r := purchase(t, a, token, body, "Idempotency-Key", "k-"+body)
+		apitest.WantProblem(t, r, http.StatusTooManyRequests, "rate_limited")
+		if r.Header.Get("X-RateLimit-Remaining") != "0" || r.Header.Get("X-RateLimit-Limit") != "2" {
+			t.Fatalf("429 headers: %v", r.Header)
+		}
+	}
+	wantTally(t, tallyOf(t, a, "ot"), tally{available: 10, counted: 2})
+}
+
+// A purchase with a revoked session gets 401 and reserves nothing, even
+// with a bad body (the session is checked before the body, as before); it
+// counts against the limit like any allowed request.
+func TestOneTripRevokedSessionReservesNothing(t *testing.T) {
+	t.Parallel()
+	a, spy := oneTrip(t, 100)
+	a.Sale(t, "ot", 100, 10, 0)
+	_, token := a.Shopper(t, "ot-revoked@example.com")
+	shoptest.WantStatus(t, a.Do(t, http.MethodPost, "/api/v1/auth/logout", token, ""), http.StatusNoContent)
+	for _, body := range []string{`{"quantity":1}`, `{"quantity":0}`} {
+		r := purchase(t, a, token, body, "Idempotency-Key", "k")
+		apitest.WantProblem(t, r, http.StatusUnauthorized, "unauthorized")
+		if r.Header.Get("X-RateLimit-Limit") != "100" {
+			t.Fatalf("401 without the limiter's headers: %v", r.Header)
+		}
+	}
+	wantTally(t, tallyOf(t, a, "ot"), tally{available: 10, counted: 3})
+	// The well-formed purchase made the one combined call, which refused.
+	if spy.combined.Load() != 1 {
+		t.Fatalf("combined calls %d, want 1", spy.combined.Load())
+	}
+}
+
+// A purchase reserves exactly once, in one script call: a repeat with its
+// Idempotency-Key answers the same order and reserves nothing more, and
+// each request is counted once.
+func TestOneTripPurchaseReservesOnce(t *testing.T) {
+	t.Parallel()
+	a, spy := oneTrip(t, 100)
+	a.Sale(t, "ot", 100, 10, 0)
+	_, token := a.Shopper(t, "ot-once@example.com")
+	var first string
+	for i := range 2 {
+		r := purchase(t, a, token, `{"quantity":2}`, "Idempotency-Key", "once")
+		shoptest.WantStatus(t, r, http.StatusAccepted)
+		id, _ := r.JSON(t)["order_id"].(string)
+		if i == 0 {
+			first = id
+		}
+		if id == "" || id != first {
+			t.Fatalf("purchase %d: order %q, want %q", i, id, first)
+		}
+		if got := r.Header.Get("X-RateLimit-Remaining"); got != strconv.Itoa(99-i) {
+			t.Fatalf("purchase %d: X-RateLimit-Remaining %s, want %d", i, got, 99-i)
+		}
+	}
+	wantTally(t, tallyOf(t, a, "ot"), tally{available: 8, events: 1, statuses: 1, counted: 2})
+	if spy.combined.Load() != 2 || spy.reserve.Load() != 0 || spy.limiter.Load() != 0 {
+		t.Fatalf("scripts: combined %d, reserve alone %d, limiter alone %d; want 2, 0, 0",
+			spy.combined.Load(), spy.reserve.Load(), spy.limiter.Load())
+	}
+}
+
+// A purchase refused before its reservation (a bad body, a bad SKU, no
+// token) is counted once, by the check run alone, and answered as before.
+func TestOneTripRefusedBeforeReservingCountsOnce(t *testing.T) {
+	t.Parallel()
+	a, spy := oneTrip(t, 100)
+	a.Sale(t, "ot", 100, 10, 0)
+	_, token := a.Shopper(t, "ot-bad@example.com")
+	apitest.WantProblem(t, purchase(t, a, token, `{"quantity":0}`), http.StatusBadRequest, "invalid_request")
+	apitest.WantProblem(t, purchase(t, a, token, `{"quantity":1}`, "Idempotency-Key", "bad key"), http.StatusBadRequest, "invalid_request")
+	apitest.WantProblem(t, purchase(t, a, "", `{"quantity":1}`), http.StatusUnauthorized, "unauthorized")
+	apitest.WantProblem(t, a.Do(t, http.MethodPost, "/api/v1/products/no-such/purchase", token, `{"quantity":1}`),
+		http.StatusNotFound, "not_found")
+	wantTally(t, tallyOf(t, a, "ot"), tally{available: 10, counted: 4})
+	if spy.combined.Load() != 1 { // the unknown SKU's: reserve.lua says no sale
+		t.Fatalf("combined calls %d, want 1", spy.combined.Load())
+	}
+}
+
+// Shoppers released together from one address, more than its limit and
+// than the stock: exactly `limit` are let through, of which exactly the
+// stock is sold, and the others get 429 having reserved nothing.
+func TestOneTripRaceExactTotals(t *testing.T) {
+	t.Parallel()
+	const limit, units, shoppers = 50, 30, 90
+	a, spy := oneTrip(t, limit)
+	a.Sale(t, "ot", 100, units, 1)
+	tokens := make([]string, shoppers)
+	for i := range tokens {
+		_, tokens[i] = a.Shopper(t, fmt.Sprintf("ot-race%d@example.com", i))
+	}
+	base := a.Serve(t)
+	var accepted, soldOut, limited atomic.Int64
+	var wg sync.WaitGroup
+	release := make(chan struct{})
+	errs := make(chan error, shoppers)
+	for i := range shoppers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-release
+			req, _ := http.NewRequest(http.MethodPost, base+"/api/v1/products/ot/purchase", strings.NewReader(`{"quantity":1}`))
+			req.Header.Set("Authorization", "Bearer "+tokens[i])
+			req.Header.Set("Content-Type", "application/json")
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				errs <- err
+				return
+			}
+			_ = res.Body.Close()
+			switch res.StatusCode {
+			case http.StatusAccepted:
+				accepted.Add(1)
+			case http.StatusConflict:
+				soldOut.Add(1)
+			case http.StatusTooManyRequests:
+				limited.Add(1)
+			default:
+				errs <- fmt.Errorf("purchase %d: status %d", i, res.StatusCode)
+			}
+		}()
+	}
+	close(release)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if accepted.Load() != units || soldOut.Load() != limit-units || limited.Load() != shoppers-limit {
+		t.Fatalf("accepted %d, sold out %d, limited %d; want %d, %d, %d",
+			accepted.Load(), soldOut.Load(), limited.Load(), units, limit-units, shoppers-limit)
+	}
+	wantTally(t, tallyOf(t, a, "ot"), tally{available: 0, events: units, statuses: units, counted: limit})
+	if spy.combined.Load() < shoppers {
+		t.Fatalf("combined calls %d, want one per purchase (%d)", spy.combined.Load(), shoppers)
+	}
+}
