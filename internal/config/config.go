@@ -72,6 +72,11 @@ type Config struct {
 	RedisPipelineBatches  int           `env:"SHOP_REDIS_PIPELINE_BATCHES" envDefault:"16"`
 	RedisPipelineDelay    time.Duration `env:"SHOP_REDIS_PIPELINE_DELAY" envDefault:"100us"`
 	RedisPipelineAdaptive bool          `env:"SHOP_REDIS_PIPELINE_ADAPTIVE" envDefault:"true"`
+	// RedisOneTrip runs a purchase's rate-limit window, session check and
+	// reservation in one script call on a single Redis with the limiter on
+	// (internal/shop/onetrip.go; a cluster or the limiter off keeps the
+	// separate steps). Off: two calls, as before (for A/B measurement).
+	RedisOneTrip bool `env:"SHOP_REDIS_ONE_TRIP" envDefault:"true"`
 	// PasswordHashing is "owasp" (argon2id at OWASP's cost) or "fast", a
 	// tiny cost for load tests, allowed only with SHOP_ENV=dev.
 	PasswordHashing string `env:"SHOP_PASSWORD_HASHING" envDefault:"owasp"`

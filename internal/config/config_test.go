@@ -20,7 +20,8 @@ func TestDefaults(t *testing.T) {
 		c.RateLimitIPv6Prefix != 64 || c.LoginFailures.Limit != 10 || c.LoginFailures.Window != 15*time.Minute ||
 		c.CacheRedisURL != "" ||
 		c.PaymentTTL != 15*time.Minute || c.PaymentProvider != "test" ||
-		!c.RedisPipeline || c.RedisPipelineBatches != 16 || c.RedisPipelineDelay != 100*time.Microsecond || !c.RedisPipelineAdaptive {
+		!c.RedisPipeline || c.RedisPipelineBatches != 16 || c.RedisPipelineDelay != 100*time.Microsecond || !c.RedisPipelineAdaptive ||
+		!c.RedisOneTrip {
 		t.Errorf("defaults differ from API.md: %+v", c)
 	}
 }
@@ -52,6 +53,7 @@ func TestInvalidSettingsNameTheirVariable(t *testing.T) {
 		{"payment_ttl_below_a_second", "SHOP_PAYMENT_TTL", "10ms"},
 		{"payment_provider", "SHOP_PAYMENT_PROVIDER", "stripe"},
 		{"pipeline_not_a_bool", "SHOP_REDIS_PIPELINE", "maybe"},
+		{"one_trip_not_a_bool", "SHOP_REDIS_ONE_TRIP", "maybe"},
 		{"pipeline_no_batches", "SHOP_REDIS_PIPELINE_BATCHES", "0"},
 		{"pipeline_too_many_batches", "SHOP_REDIS_PIPELINE_BATCHES", "65"},
 		{"pipeline_negative_delay", "SHOP_REDIS_PIPELINE_DELAY", "-1us"},

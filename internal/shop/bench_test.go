@@ -72,43 +72,62 @@ var accessLogs = []struct {
 // server's per purchase. Results: BENCHMARKS.md.
 func BenchmarkPurchase(b *testing.B) {
 	for _, l := range accessLogs {
-		b.Run(l.name, func(b *testing.B) {
-			a := benchApp(b, l.log(b))
-			a.Sale(b, "bench", 100, 1<<30, 0)
-			bearers, addrs := make([]string, benchShoppers), make([]string, benchShoppers)
-			for i := range bearers {
-				_, tok := a.Shopper(b, fmt.Sprintf("bench-%d@example.com", i))
-				bearers[i], addrs[i] = "Bearer "+tok, fmt.Sprintf("198.18.%d.%d", (i+1)/256, (i+1)%256)
-			}
-			body := []byte(`{"quantity":1}`)
-			var seq atomic.Uint64
-			h := a.Fiber.Handler()
-			b.ReportAllocs()
-			b.SetParallelism(25) // 50 callers on 2 cores, like redis-benchmark -c 50
-			defer cpuPerOp(b)()
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				var rc fasthttp.RequestCtx
-				for pb.Next() {
-					n := seq.Add(1)
-					i := n % benchShoppers
-					rc.Request.Reset()
-					rc.Response.Reset()
-					rc.Request.Header.SetMethod(http.MethodPost)
-					rc.Request.SetRequestURI("/api/v1/products/bench/purchase")
-					rc.Request.Header.Set("Authorization", bearers[i])
-					rc.Request.Header.Set("Content-Type", "application/json")
-					rc.Request.Header.Set("Idempotency-Key", strconv.FormatUint(n, 36))
-					rc.Request.Header.Set("X-Forwarded-For", addrs[i])
-					rc.Request.SetBody(body)
-					h(&rc)
-					if rc.Response.StatusCode() != http.StatusAccepted {
-						b.Fatalf("status %d: %s", rc.Response.StatusCode(), rc.Response.Body())
-					}
-				}
-			})
-		})
+		b.Run(l.name, func(b *testing.B) { benchPurchase(b, benchApp(b, l.log(b))) })
 	}
+}
+
+// BenchmarkPurchaseOneTrip is BenchmarkPurchase with shop serve's access
+// log (batched), the limiter's window, the session check and the
+// reservation in one script call (SHOP_REDIS_ONE_TRIP, the default) and
+// in two (off), each with and without the auto-pipeliner.
+func BenchmarkPurchaseOneTrip(b *testing.B) {
+	for _, pipe := range []bool{true, false} {
+		for _, one := range []bool{true, false} {
+			b.Run(fmt.Sprintf("pipeline=%v/one_trip=%v", pipe, one), func(b *testing.B) {
+				benchPurchase(b, shoptest.New(b, shoptest.Options{Log: accessLogs[1].log(b), Config: func(c *config.Config) {
+					c.RateLimit = config.RateLimit{Limit: 1 << 30, Window: 10 * time.Second}
+					c.TrustedProxies = []string{"0.0.0.0"}
+					c.RedisPipeline, c.RedisOneTrip = pipe, one
+				}}))
+			})
+		}
+	}
+}
+
+func benchPurchase(b *testing.B, a *shoptest.App) {
+	a.Sale(b, "bench", 100, 1<<30, 0)
+	bearers, addrs := make([]string, benchShoppers), make([]string, benchShoppers)
+	for i := range bearers {
+		_, tok := a.Shopper(b, fmt.Sprintf("bench-%d@example.com", i))
+		bearers[i], addrs[i] = "Bearer "+tok, fmt.Sprintf("198.18.%d.%d", (i+1)/256, (i+1)%256)
+	}
+	body := []byte(`{"quantity":1}`)
+	var seq atomic.Uint64
+	h := a.Fiber.Handler()
+	b.ReportAllocs()
+	b.SetParallelism(25) // 50 callers on 2 cores, like redis-benchmark -c 50
+	defer cpuPerOp(b)()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		var rc fasthttp.RequestCtx
+		for pb.Next() {
+			n := seq.Add(1)
+			i := n % benchShoppers
+			rc.Request.Reset()
+			rc.Response.Reset()
+			rc.Request.Header.SetMethod(http.MethodPost)
+			rc.Request.SetRequestURI("/api/v1/products/bench/purchase")
+			rc.Request.Header.Set("Authorization", bearers[i])
+			rc.Request.Header.Set("Content-Type", "application/json")
+			rc.Request.Header.Set("Idempotency-Key", strconv.FormatUint(n, 36))
+			rc.Request.Header.Set("X-Forwarded-For", addrs[i])
+			rc.Request.SetBody(body)
+			h(&rc)
+			if rc.Response.StatusCode() != http.StatusAccepted {
+				b.Fatalf("status %d: %s", rc.Response.StatusCode(), rc.Response.Body())
+			}
+		}
+	})
 }
 
 // BenchmarkGetProduct is GET /api/v1/products/{sku} of a product with a

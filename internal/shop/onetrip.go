@@ -7,6 +7,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/ratelimit"
 )
@@ -31,7 +32,17 @@ import (
 // Where the keys cannot share one call nothing is deferred and the steps
 // stay separate: on a cluster (the limiter's, the session's and the
 // sale's keys are on different slots; ratelimit declines the companion
-// there) and with the limiter off (no check to combine).
+// there) and with the limiter off (no check to combine), and
+// SHOP_REDIS_ONE_TRIP=false keeps them too (for A/B measurement).
+
+// oneTripRoutes is the limiter's Defer for cfg: the purchase route's, or
+// nil when SHOP_REDIS_ONE_TRIP is off.
+func oneTripRoutes(cfg *config.Config) func(*fiber.Ctx) bool {
+	if !cfg.RedisOneTrip {
+		return nil
+	}
+	return deferPurchase
+}
 
 // deferPurchase names the requests whose check is deferred: the purchase
 // route's (order.Service.Routes, under server's /api/v1), which changes

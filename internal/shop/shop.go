@@ -154,7 +154,7 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 	a.Fiber = server.New(server.Deps{
 		Limiter:          limiter,
 		LimiterCompanion: a.Auth.LimiterCompanion(),
-		LimiterDefer:     deferPurchase,
+		LimiterDefer:     oneTripRoutes(cfg),
 		LimiterFollower:  order.ReserveLua(),
 		Log:              log,
 		Redis:            st.Redis,
