@@ -7,18 +7,24 @@ import (
 )
 
 // Gate runs the checks a request must pass before it changes anything and,
-// when they pass, the reserve script with keys and args, in one script
-// call: the shop's are the rate limiter's window and the session check,
-// so a purchase pays one round trip to Redis instead of two (the
-// composition and its reasons are in internal/shop/onetrip.go).
-//
-// ran is false when the gate cannot run the reservation (its checks have
-// already run): the service then runs the reserve script alone. When it
-// ran, reply is the reserve script's reply; or err is the checks' refusal
-// (made with Refusal: the buyer is answered with it; nothing was
-// reserved); or a Redis error, after which, as for the script alone, a retry with the same
-// Idempotency-Key tells what happened.
-type Gate func(ctx context.Context, keys []string, args []any) (reply any, ran bool, err error)
+// when they pass, the reserve script, in one script call: the shop's are
+// the rate limiter's window and the session check, so a purchase pays one
+// round trip to Redis instead of two (the composition and its reasons are
+// in internal/shop/onetrip.go).
+type Gate interface {
+	// Reserve runs the checks and then the reserve script with keys and
+	// args. ran is false when the gate cannot (its checks have already
+	// run): the service then runs the script alone. When it ran, reply is
+	// the script's reply; or err is the checks' refusal (made with
+	// Refusal: the buyer is answered with it; nothing was reserved); or a
+	// Redis error, after which, as for the script alone, a retry with the
+	// same Idempotency-Key tells what happened.
+	Reserve(ctx context.Context, keys []string, args []any) (reply any, ran bool, err error)
+	// Settle runs the checks alone unless they have run, for a placement
+	// answered without a reservation (a checkout's replay), and returns
+	// their refusal (made with Refusal) or nil.
+	Settle(ctx context.Context) error
+}
 
 // WithGate makes the service ask gate for each reservation's Gate (nil:
 // none, the script runs alone), given the request's context.
@@ -30,18 +36,33 @@ func WithGate(gate func(context.Context) Gate) Option {
 // own script. Its KEYS and ARGV are those reserve passes (reserve.lua).
 func ReserveLua() string { return reserveLua }
 
+// gateOf is the request's gate, or nil.
+func (s *Service) gateOf(ctx context.Context) Gate {
+	if s.gate == nil {
+		return nil
+	}
+	return s.gate(ctx)
+}
+
+// settleGate runs the request's checks, when it has a gate, before an
+// answer that reserves nothing; it returns their refusal or nil.
+func (s *Service) settleGate(ctx context.Context) error {
+	if g := s.gateOf(ctx); g != nil {
+		return g.Settle(ctx)
+	}
+	return nil
+}
+
 // runReserve runs the reserve script with keys and args: through the
 // request's gate when it has one that can, else alone.
 func (s *Service) runReserve(ctx context.Context, keys []string, args []any) ([]string, error) {
-	if s.gate != nil {
-		if g := s.gate(ctx); g != nil {
-			reply, ran, err := g(ctx, keys, args)
-			if ran {
-				if err != nil {
-					return nil, err
-				}
-				return replyStrings(reply)
+	if g := s.gateOf(ctx); g != nil {
+		reply, ran, err := g.Reserve(ctx, keys, args)
+		if ran {
+			if err != nil {
+				return nil, err
 			}
+			return replyStrings(reply)
 		}
 	}
 	return reserveScript.Run(ctx, s.reserveRdb, keys, args...).StringSlice()

@@ -1,6 +1,7 @@
 package order
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -138,6 +139,12 @@ func isAPIError(err error) bool {
 // Errors: ErrIdempotencyKeyReused when the key was used for another
 // request (a buy-now); a 503 when Redis does not answer.
 func (s *Service) Replay(ctx context.Context, user, key string) (p Placed, ok bool, err error) {
+	// A request whose checks wait for its reservation (Gate) runs them
+	// first: the limiter's refusal and the session's come before a replay.
+	if err := s.settleGate(ctx); err != nil {
+		answer, _ := gateRefusal(err)
+		return Placed{}, false, cmp.Or(answer, err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, placeTimeout)
 	defer cancel()
 	rec, err := s.rdb.Get(ctx, s.keys.idem(user, key)).Result()

@@ -253,6 +253,11 @@ func (d *Deferred) read(vals []any) (reply any, ran bool, err error) {
 	return vals[4], true, nil
 }
 
+// Settle runs the check alone unless it has run (in Run or an earlier
+// Settle), for a route that answers without its follower, and returns its
+// refusal or nil.
+func (d *Deferred) Settle() error { return d.settle() }
+
 // Refusal is what the check refused the request with: nil when it passed
 // or has not run.
 func (d *Deferred) Refusal() error { return d.answer }

@@ -45,12 +45,17 @@ func oneTripRoutes(cfg *config.Config) func(*fiber.Ctx) bool {
 }
 
 // deferPurchase names the requests whose check is deferred: the purchase
-// route's (order.Service.Routes, under server's /api/v1), which changes
-// nothing before its reservation. A path it does not recognise (another
+// route's (order.Service.Routes) and the checkout's (cart.Service.Routes),
+// under server's /api/v1, which change nothing before their reservation
+// (a checkout reads the cart first, and answers a replay only after the
+// check: order.Service.Replay). A path it does not recognise (another
 // letter case, a trailing slash) is checked up front as before.
 func deferPurchase(c *fiber.Ctx) bool {
 	if c.Method() != fiber.MethodPost {
 		return false
+	}
+	if c.Path() == "/api/v1/cart/checkout" {
+		return true
 	}
 	sku, ok := strings.CutPrefix(c.Path(), "/api/v1/products/")
 	if !ok {
@@ -63,15 +68,27 @@ func deferPurchase(c *fiber.Ctx) bool {
 // reserveGate is the order service's Gate for a request whose check was
 // deferred, nil for any other.
 func reserveGate(ctx context.Context) order.Gate {
-	d := ratelimit.DeferredFrom(ctx)
-	if d == nil {
-		return nil
+	if d := ratelimit.DeferredFrom(ctx); d != nil {
+		return deferredGate{d}
 	}
-	return func(ctx context.Context, keys []string, args []any) (any, bool, error) {
-		reply, ran, err := d.Run(ctx, keys, args)
-		if refusal := d.Refusal(); err != nil && refusal != nil && errors.Is(err, refusal) {
-			return nil, true, order.Refusal(refusal)
-		}
-		return reply, ran, err
+	return nil
+}
+
+// deferredGate runs the reservation in the limiter's deferred check.
+type deferredGate struct{ d *ratelimit.Deferred }
+
+func (g deferredGate) Reserve(ctx context.Context, keys []string, args []any) (any, bool, error) {
+	reply, ran, err := g.d.Run(ctx, keys, args)
+	return reply, ran, g.refusal(err)
+}
+
+func (g deferredGate) Settle(context.Context) error { return g.refusal(g.d.Settle()) }
+
+// refusal marks the check's refusal as the order service's Refusal; a
+// Redis error stays the placement's own.
+func (g deferredGate) refusal(err error) error {
+	if r := g.d.Refusal(); err != nil && r != nil && errors.Is(err, r) {
+		return order.Refusal(r)
 	}
+	return err
 }

@@ -236,3 +236,55 @@ func TestOneTripRaceExactTotals(t *testing.T) {
 		t.Fatalf("combined calls %d, want one per purchase (%d)", spy.combined.Load(), shoppers)
 	}
 }
+
+// cartOf is how many lines the user's cart holds.
+func cartOf(t *testing.T, a *shoptest.App, user string) int64 {
+	t.Helper()
+	return a.Redis.Client.HLen(context.Background(), a.Redis.Prefix+"cart:{"+user+"}").Val()
+}
+
+func checkout(t *testing.T, a *shoptest.App, token string, headers ...string) apitest.Reply {
+	t.Helper()
+	return a.Do(t, http.MethodPost, "/api/v1/cart/checkout", token, "", headers...)
+}
+
+// A checkout's window, session check and reservation also run in one call:
+// it reserves once and empties the cart; a repeat with its key replays the
+// order only after the check; over the limit it gets 429 and with a
+// revoked session 401, reserving nothing and leaving the cart as it was.
+func TestOneTripCheckout(t *testing.T) {
+	t.Parallel()
+	a, spy := oneTrip(t, 6)
+	a.Sale(t, "ot", 100, 10, 0)
+	buyer, token := a.Shopper(t, "ot-checkout@example.com")
+	add := func(tok string) {
+		shoptest.WantStatus(t, a.Do(t, http.MethodPost, "/api/v1/cart/items", tok, `{"sku":"ot","quantity":3}`), http.StatusOK)
+	}
+	add(token)                                          // 1
+	r := checkout(t, a, token, "Idempotency-Key", "co") // 2
+	shoptest.WantStatus(t, r, http.StatusAccepted)
+	id, _ := r.JSON(t)["order_id"].(string)
+	replay := checkout(t, a, token, "Idempotency-Key", "co") // 3: the cart is empty, the key's order answers
+	shoptest.WantStatus(t, replay, http.StatusAccepted)
+	if got, _ := replay.JSON(t)["order_id"].(string); got != id || id == "" {
+		t.Fatalf("replay answered order %q, want %q", got, id)
+	}
+	wantTally(t, tallyOf(t, a, "ot"), tally{available: 7, events: 1, statuses: 1, counted: 3})
+	if n := cartOf(t, a, buyer); n != 0 || spy.combined.Load() != 1 {
+		t.Fatalf("after checkout: cart %d lines, combined calls %d; want 0 and 1", n, spy.combined.Load())
+	}
+
+	// A revoked session: 401, the cart kept.
+	other, token2 := a.Shopper(t, "ot-checkout2@example.com")
+	add(token2)                                                                                                       // 4
+	shoptest.WantStatus(t, a.Do(t, http.MethodPost, "/api/v1/auth/logout", token2, ""), http.StatusNoContent)         // 5
+	apitest.WantProblem(t, checkout(t, a, token2, "Idempotency-Key", "co2"), http.StatusUnauthorized, "unauthorized") // 6
+	// Over the limit (6 a minute): 429 first, for the live session's
+	// replay and for the revoked one alike.
+	apitest.WantProblem(t, checkout(t, a, token, "Idempotency-Key", "co"), http.StatusTooManyRequests, "rate_limited")
+	apitest.WantProblem(t, checkout(t, a, token2, "Idempotency-Key", "co2"), http.StatusTooManyRequests, "rate_limited")
+	wantTally(t, tallyOf(t, a, "ot"), tally{available: 7, events: 1, statuses: 1, counted: 6})
+	if n := cartOf(t, a, other); n != 1 {
+		t.Fatalf("refused checkouts left %d cart lines, want 1", n)
+	}
+}
