@@ -158,6 +158,10 @@ func benchPurchase(b *testing.B, a *shoptest.App) {
 		for pb.Next() {
 			n := seq.Add(1)
 			i := n % benchShoppers
+			// As fasthttp's server does between requests: without it each
+			// request's context would wrap the last one's (UserContext
+			// lives in the user values), ever deeper.
+			rc.ResetUserValues()
 			rc.Request.Reset()
 			rc.Response.Reset()
 			rc.Request.Header.SetMethod(http.MethodPost)
@@ -224,6 +228,10 @@ func benchGet(b *testing.B, a *shoptest.App, path string) {
 		var rc fasthttp.RequestCtx
 		for pb.Next() {
 			n := seq.Add(1)
+			// As fasthttp's server does between requests: without it each
+			// request's context would wrap the last one's (UserContext
+			// lives in the user values), ever deeper.
+			rc.ResetUserValues()
 			rc.Request.Reset()
 			rc.Response.Reset()
 			rc.Request.Header.SetMethod(http.MethodGet)
