@@ -16,8 +16,9 @@ import (
 //
 // A purchase used to pay two round trips to Redis: the rate limiter's
 // script, which also carries the session check (auth's limiter
-// companion), and the reserve script. On one Redis server the three run
-// in one script call instead: the limiter defers the purchase route's
+// companion), and the reserve script; a checkout three, with the cart
+// read between them. On one Redis server the three scripts run in one
+// call instead: the limiter defers the purchase's and the checkout's
 // check (ratelimit.Deferred), and the order service's reservation runs
 // through the request's Gate, which runs the limiter's window, the
 // session check and reserve.lua in that order in one EVALSHA (the
