@@ -153,9 +153,31 @@ func TestPurchasesOnACluster(t *testing.T) {
 	lines := []Line{{SKU: skus[9], Quantity: 1}, {SKU: skus[1], Quantity: 3}, {SKU: skus[5], Quantity: 1}}
 	cart := f.cart(t, u, lines...)
 	f.rdb.HSet(ctx, cart, "kept", 1) // a line not bought stays
+	// Each line's stock change reaches its SKU's sharded channel (the hold
+	// on partitions 1 and 5, the commit on 9), as inventory publishes
+	// there on a cluster.
+	subs := make([]*redis.PubSub, len(lines))
+	for i, l := range lines {
+		subs[i] = f.rdb.SSubscribe(ctx, f.stock.ChangesChannel(l.SKU))
+		defer subs[i].Close()
+		if _, err := subs[i].Receive(ctx); err != nil {
+			t.Fatalf("ssubscribe %s: %v", l.SKU, err)
+		}
+	}
 	pl, err := f.svc.Place(ctx, u, lines, PlaceOptions{CartKey: cart})
 	if err != nil {
 		t.Fatal(err)
+	}
+	for i, l := range lines {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		m, err := subs[i].ReceiveMessage(rctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("no sharded stock change of %s: %v", l.SKU, err)
+		}
+		if c, err := f.stock.ParseChange(m.Channel, m.Payload); err != nil || c.SKU != l.SKU || c.Available != 5-int64(l.Quantity)-2 {
+			t.Fatalf("stock change of %s: %+v %v (%q)", l.SKU, c, err, m.Payload)
+		}
 	}
 	ev := f.events(t)
 	got := ev[pl.OrderID]

@@ -74,8 +74,10 @@ local function take_lines(lines, user)
   for i, l in ipairs(lines) do
     local left = redis.call('HINCRBY', l.sale, 'available', -l.qty)
     redis.call('HINCRBY', l.buyers, user, l.qty)
+    -- The saga runs only on a cluster, where the changes channels are
+    -- sharded (inventory's PublishCommand): SPUBLISH, in the SKU's slot.
     if l.channel ~= '' then
-      redis.call('PUBLISH', l.channel, string.format('%d %d ', l.round, left) .. l.window)
+      redis.call('SPUBLISH', l.channel, string.format('%d %d ', l.round, left) .. l.window)
     end
     local ttl = redis.call('PTTL', l.sale)
     if ttl > 0 then redis.call('PEXPIRE', l.buyers, ttl) end

@@ -89,9 +89,9 @@ if ARGV[3] == 'release' then
         redis.call('HDEL', buyers, rec[2])
       end
       units = units + it.quantity
-      if channel ~= '' then
+      if channel ~= '' then -- sharded on a cluster, as in sagalines.lua
         local w = redis.call('HMGET', sale, 'starts_ms', 'ends_ms')
-        redis.call('PUBLISH', channel, string.format('%d %d %s %s', it.round_id, left, w[1], w[2]))
+        redis.call('SPUBLISH', channel, string.format('%d %d %s %s', it.round_id, left, w[1], w[2]))
       end
     end
   end
