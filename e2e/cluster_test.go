@@ -165,7 +165,7 @@ func (s *sales) bad() []string {
 // The flash-sale suite on a 3-master cluster: two `shop serve` and two
 // `shop writer` processes; a sale of 12 SKUs spread over every master plus
 // one hot SKU; 2,000 buyers released together, 3 tries each, alternating
-// between the servers (at most 128 requests in flight): one buyer in ten
+// between the servers (at most 64 requests in flight): one buyer in ten
 // first checks out a cart of two SKUs on two different masters, everyone
 // else first tries the hot SKU (limit 1), half of them tries it again,
 // then SKUs of the spread (limit 2).
@@ -211,7 +211,7 @@ func TestClusterFlashSale(t *testing.T) {
 	// The buyers are released together, at most maxInFlight requests at
 	// a time: 6,000 at once only measure how this 2-core machine queues
 	// (Redis replies past the servers' 2 s timeouts, answered 503).
-	const maxInFlight = 128
+	const maxInFlight = 64
 	inFlight := make(chan struct{}, maxInFlight)
 	start := make(chan struct{})
 	var wg sync.WaitGroup
