@@ -36,16 +36,15 @@
 //
 // # Redis Cluster
 //
-// Every key the script touches is passed in KEYS, but they live in
-// different hash slots: the cart and the buyer's order keys under {user},
-// each SKU's sale and buyer keys under {sku}, the order stream and status
-// keys under none. So checkout runs on one Redis primary. In cluster mode
-// it would have to become per-slot steps: reserve each SKU in its own
-// slot's script with compensation (release what was taken when a later
-// SKU fails) and hand the order over through an outbox, or co-locate a
-// cart's SKUs and the stream under one hash tag (sharding the sale by
-// tag). Either changes the all-or-nothing guarantee's mechanism, not only
-// this package.
+// The cart's keys live in different hash slots from the SKUs' sale keys
+// (the cart under {user}, each SKU under its order partition's tag), so on
+// a cluster order.Service.Place runs checkout as a saga over the slots
+// (internal/order, saga.go): still all or nothing, but the cart is bought
+// as it was read here (the cart guard cannot join the reservation, so a
+// checkout there is never ErrCartChanged), and afterwards each bought line
+// is removed from the cart only if it still holds the quantity bought; a
+// line the shopper changed meanwhile stays in the cart. On a single Redis
+// the guard above holds as described.
 package cart
 
 import (

@@ -24,6 +24,17 @@
 // that it still holds exactly the lines reserved and deletes it in the same
 // step (ErrCartChanged otherwise); the cart package owns that hash.
 //
+// On a Redis Cluster (grouped partitions) those keys span slots, so a
+// placement is a saga instead (saga.go): the Idempotency-Key is claimed in
+// the user's slot first; each partition other than the order's home takes
+// its lines into a hold (hold.lua); the home takes its own lines and
+// appends the order event, status and due entry (commit.lua: the one
+// commit point); then the pending index and the cart are updated in the
+// user's slot. A refusal gives the holds back and is answered as above; a
+// crash between hold and commit is settled by the sweeper (repair.go).
+// There a checkout buys the cart as it was read (never ErrCartChanged) and
+// removes from it the lines that still hold the quantities bought.
+//
 // # Writing
 //
 // The Writer (a consumer group on the stream, built by NewWriter from what
@@ -102,6 +113,16 @@
 //	<P>:owed                  on a cluster, orders with lines in other
 //	                          partitions whose release may be unfinished
 //	                          (zset by when a sweeper may finish it; owed.go)
+//	                          on a cluster order:<home's tag><id>; there
+//	                          also attempt (the saga run that committed it),
+//	                          and a tombstone {status: aborted} (no items,
+//	                          so no reader sees an order) marks an order the
+//	                          repair undid, for a day
+//	<P>:hold:<id>             on a cluster, the lines a saga took on P for an
+//	                          order homed elsewhere (hash: attempt, user,
+//	                          home, items, deadline_ms), until the commit or
+//	                          the repair ends it
+//	<P>:holds                 those holds by deadline (zset, order ids)
 //
 // An order's home partition is its first SKU's (Partitions.Of); its event,
 // its due entry and every transition event go there, so the partition's
@@ -116,7 +137,9 @@
 // id alone, lives in the home's slot too.
 //
 //	orders:pending:{<user>}   the buyer's pending orders (zset by created_ms)
-//	idem:{<user>}:<sha256>    Idempotency-Key → order id
+//	idem:{<user>}:<sha256>    Idempotency-Key → '<order id> <fingerprint>'
+//	                          (on a cluster claimed before the order exists:
+//	                          it answers only for an order whose status does)
 package order
 
 import (

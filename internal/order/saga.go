@@ -344,6 +344,8 @@ func (r *refusal) err(lines []Line) error {
 // order's. A drop that fails is done by the repair after the deadline (it
 // finds the order committed by this attempt).
 func (s *Service) dropAll(ctx context.Context, id, attempt string, held []heldPart) {
+	ctx, cancel := afterward(ctx)
+	defer cancel()
 	for _, h := range held {
 		if _, err := s.unhold(ctx, h.p, id, attempt, "drop", h.items); err != nil {
 			s.log.Warn("drop a committed order's hold; the sweeper will", "order", id, "partition", h.p, "err", err)
@@ -354,6 +356,8 @@ func (s *Service) dropAll(ctx context.Context, id, attempt string, held []heldPa
 // unholdAll gives back the holds of an order that did not commit. A
 // release that fails is done by the repair after the deadline.
 func (s *Service) unholdAll(ctx context.Context, id, attempt string, held []heldPart) {
+	ctx, cancel := afterward(ctx)
+	defer cancel()
 	var skus []string
 	for _, h := range held {
 		n, err := s.unhold(ctx, h.p, id, attempt, "release", h.items)
@@ -371,6 +375,12 @@ func (s *Service) unholdAll(ctx context.Context, id, attempt string, held []held
 	}
 }
 
+// afterward bounds the steps that follow a decision (drop, release,
+// finish): they run even when the buyer has gone, within their own time.
+func afterward(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), lifecycleTimeout)
+}
+
 // unhold runs unholdScript over the hold of order id on partition p, whose
 // record holds items; it returns the units given back (-1: no such hold).
 func (s *Service) unhold(ctx context.Context, p int, id, attempt, mode string, items []ReservedItem) (int64, error) {
@@ -382,6 +392,8 @@ func (s *Service) unhold(ctx context.Context, p int, id, attempt, mode string, i
 // failure here is logged, and the writer's confirm makes the index
 // entry needless once the order is persisted.
 func (s *Service) finish(ctx context.Context, user string, res reservation, lines []Line, cartKey string) {
+	ctx, cancel := afterward(ctx)
+	defer cancel()
 	pending := s.keys.pending(user)
 	cart := pending + ":nocart"
 	args := []any{res.orderID, res.createdAt.UnixMilli(), s.statusTTL().Milliseconds(), 0}

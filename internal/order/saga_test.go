@@ -513,3 +513,59 @@ func TestStaleEntriesOfThePendingIndex(t *testing.T) {
 		t.Fatalf("%d index entries left, want the pending order's", n)
 	}
 }
+
+// Repeats of one Idempotency-Key racing on a cluster, a buy-now's and a
+// cross-shard checkout's: one order each, every accepted answer names it,
+// and its units are taken once (a run that found another holding a
+// partition is told to retry: 503).
+func TestIdempotencyKeyRaceOnACluster(t *testing.T) {
+	t.Parallel()
+	f := newClusterFixture(t)
+	u := f.user(t)
+	a, b, c := f.skuIn(t, "ir", 2, 50), f.skuIn(t, "ir", 6, 50), f.skuIn(t, "ir", 10, 50)
+	for _, tc := range []struct {
+		key   string
+		lines []Line
+	}{
+		{"buy", []Line{{SKU: a, Quantity: 1}}},
+		{"checkout", []Line{{SKU: a, Quantity: 2}, {SKU: b, Quantity: 1}, {SKU: c, Quantity: 3}}},
+	} {
+		var mu sync.Mutex
+		ids := map[string]int{}
+		begin := make(chan struct{})
+		var wg sync.WaitGroup
+		for range 12 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-begin
+				p, err := f.svc.Place(context.Background(), u, tc.lines, PlaceOptions{IdemKey: tc.key})
+				var e *api.Error
+				switch {
+				case errors.As(err, &e) && e.Code == api.CodeUnavailable:
+				case err != nil:
+					t.Error(err)
+				default:
+					mu.Lock()
+					ids[p.OrderID]++
+					mu.Unlock()
+				}
+			}()
+		}
+		close(begin)
+		wg.Wait()
+		if len(ids) != 1 {
+			t.Fatalf("%s: answers name %d orders: %v", tc.key, len(ids), ids)
+		}
+	}
+	ev := f.events(t)
+	if len(ev) != 2 {
+		t.Fatalf("%d orders, want 2", len(ev))
+	}
+	for sku, want := range map[string]int64{a: 47, b: 49, c: 47} {
+		if av := f.available(t, sku); av != want {
+			t.Fatalf("%s available %d, want %d", sku, av, want)
+		}
+	}
+	f.noHolds(t)
+}
