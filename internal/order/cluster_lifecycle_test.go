@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -296,6 +297,44 @@ func TestWriterConfirmsOnEveryMasterOfACluster(t *testing.T) {
 		if err != nil || rep.Confirmed != 4 {
 			t.Fatalf("%s: sold %+v (%v), want 4", sku, rep, err)
 		}
+	}
+}
+
+// A writer that stops between its two acknowledgement steps on a cluster
+// (the pending indexes done, the ack and the statuses not) leaves nothing
+// wrong: the orders are listed all the same (from PostgreSQL), and the
+// restarted writer, redelivered the entries, acks and confirms them once.
+func TestWriterStoppedBetweenItsAckStepsOnACluster(t *testing.T) {
+	t.Parallel()
+	f := newClusterFixture(t)
+	skus := f.homes(t, "ws", 5)
+	u := f.user(t)
+	ctx := context.Background()
+	var ids []string
+	for _, sku := range skus {
+		ids = append(ids, f.place(t, u, Line{SKU: sku, Quantity: 1}))
+	}
+	w := f.writer("w1", WriterOptions{})
+	w.faultBetweenAcks = crashOnce()
+	if err := w.Run(ctx); err == nil || !strings.Contains(err.Error(), "simulated crash") {
+		t.Fatalf("Run = %v, want the simulated crash", err)
+	}
+	if page, err := f.svc.List(ctx, u, 50, ""); err != nil || len(page.Items) != len(ids) {
+		t.Fatalf("listing after the stop: %d orders (%v), want %d", len(page.Items), err, len(ids))
+	}
+	r := start(f.writer("w1", WriterOptions{}))
+	f.drained(t)
+	r.stop(t)
+	for _, id := range ids {
+		if st := f.status(t, id); st != StatusConfirmed {
+			t.Fatalf("order %s: %q after the redelivery, want confirmed", id, st)
+		}
+	}
+	if n := f.rdb.ZCard(ctx, f.svc.keys.pending(u)).Val(); n != 0 {
+		t.Fatalf("the pending index holds %d orders", n)
+	}
+	if rows := f.count(t, `SELECT count(*) FROM orders`); rows != int64(len(ids)) {
+		t.Fatalf("%d rows, want %d", rows, len(ids))
 	}
 }
 

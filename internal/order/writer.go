@@ -137,6 +137,9 @@ type Writer struct {
 	// after-commit hook but before XACK.
 	faultBeforeCommit func() error
 	faultAfterCommit  func() error
+	// faultBetweenAcks, for tests: on a cluster, a stop after the pending
+	// indexes and before the ack (confirmSplit).
+	faultBetweenAcks func() error
 }
 
 // NewWriter returns a writer of the order stream under prefix into db; its
@@ -203,7 +206,8 @@ func (w *Writer) Run(ctx context.Context) error {
 func (w *Writer) sibling(p, i int) *Writer {
 	sib := &Writer{db: w.db, rdb: w.rdb, keys: w.keys, log: w.log, o: w.o, m: w.m, own: w.own,
 		part: p, noHousekeep: p > 0 || i > 0,
-		faultBeforeCommit: w.faultBeforeCommit, faultAfterCommit: w.faultAfterCommit}
+		faultBeforeCommit: w.faultBeforeCommit, faultAfterCommit: w.faultAfterCommit,
+		faultBetweenAcks: w.faultBetweenAcks}
 	if w.o.Concurrency > 1 {
 		sib.o.Consumer = siblingName(w.o.Consumer, i)
 	}

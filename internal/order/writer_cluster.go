@@ -2,6 +2,7 @@ package order
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -64,6 +65,11 @@ func (w *Writer) confirmSplit(ctx context.Context, events []event, extra []strin
 			return fmt.Errorf("pending indexes: %w", err)
 		}
 	}
+	if w.faultBetweenAcks != nil {
+		if err := w.faultBetweenAcks(); err != nil {
+			return hookError{err}
+		}
+	}
 	keys := []string{w.keys.stream(w.part)}
 	args := make([]any, 0, 1+len(extra)+len(events))
 	args = append(args, group)
@@ -96,8 +102,9 @@ func (w *Writer) retryRedis(ctx context.Context, step func(context.Context) erro
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		err := step(cctx)
 		cancel()
-		if err == nil {
-			return nil
+		var hook hookError
+		if err == nil || errors.As(err, &hook) {
+			return err // done, or a test's stop
 		}
 		w.m.errors.WithLabelValues("redis").Inc()
 		w.log.Warn("order writer: ack failed; the entries will be delivered again", "err", err)
