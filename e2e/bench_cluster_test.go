@@ -82,8 +82,7 @@ func TestBenchCluster(t *testing.T) {
 			ms(r.p50), ms(r.p99), r.other, floats(r.cpu, "%.2f"), sum(r.script), floats(r.script, "%.0f"))
 	}
 	fmt.Fprintf(&out, "load average at the end: %s\n", loadavg())
-	t.Log(out.String())
-	fmt.Print(out.String())
+	fmt.Print(out.String()) // with -v: scripts/bench-cluster.sh
 }
 
 type benchConfig struct {

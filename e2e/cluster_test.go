@@ -165,7 +165,7 @@ func (s *sales) bad() []string {
 // The flash-sale suite on a 3-master cluster: two `shop serve` and two
 // `shop writer` processes; a sale of 12 SKUs spread over every master plus
 // one hot SKU; 2,000 buyers released together, 3 tries each, alternating
-// between the servers (at most 128 requests in flight): one buyer in ten
+// between the servers (at most 64 requests in flight): one buyer in ten
 // first checks out a cart of two SKUs on two different masters, everyone
 // else first tries the hot SKU (limit 1), half of them tries it again,
 // then SKUs of the spread (limit 2).
@@ -211,7 +211,7 @@ func TestClusterFlashSale(t *testing.T) {
 	// The buyers are released together, at most maxInFlight requests at
 	// a time: 6,000 at once only measure how this 2-core machine queues
 	// (Redis replies past the servers' 2 s timeouts, answered 503).
-	const maxInFlight = 128
+	const maxInFlight = 64
 	inFlight := make(chan struct{}, maxInFlight)
 	start := make(chan struct{})
 	var wg sync.WaitGroup
@@ -271,4 +271,34 @@ func TestClusterFlashSale(t *testing.T) {
 		}
 	}
 	t.Logf("shop loadtest on the cluster: %d accepted, SKU %s on master %d", r.Attack.Accepted, r.SKU, skuMaster(owner, r.SKU))
+}
+
+// TestClusterLoadtestPayRatio: `shop loadtest --redis-cluster --pay-ratio
+// 0.5` against a server on a 3-master cluster with a 5 s payment window:
+// half the winners pay, the other orders expire and the sweep gives their
+// units back once each, and I1–I7 hold on the cluster's keys (paid orders
+// kept, released once, statuses agreeing with PostgreSQL).
+func TestClusterLoadtestPayRatio(t *testing.T) {
+	t.Parallel()
+	e, _ := clusterEnv(t, 3)
+	e["SHOP_PAYMENT_TTL"] = "5s"
+	addAdmin(t, e)
+	s := startServer(t, e)
+	r, stderr, err := runLoadtest(t, e, s, "--redis-cluster", "--users", "20", "--units", "10", "--per-user-limit", "1", "--pay-ratio", "0.5")
+	if err != nil {
+		t.Fatalf("loadtest failed: %v\n%s", err, stderr)
+	}
+	for _, inv := range r.Invariants {
+		if !inv.OK || inv.Skipped {
+			t.Errorf("%+v", inv)
+		}
+	}
+	lc := r.Lifecycle
+	if lc == nil || lc.Payers != 5 || lc.Paid == 0 || lc.Paid+lc.Late != 5 || lc.Expiring != 10-lc.Paid ||
+		lc.Expired != lc.Expiring || lc.ReleasedUnits != int64(lc.Expiring) || !lc.Released {
+		t.Fatalf("lifecycle %+v", lc)
+	}
+	if paid := int64(lc.Paid); r.Stock.Available != 10-paid || r.Stock.Paid != paid || r.Stock.Released != 10-paid || r.Stock.Confirmed != 10 {
+		t.Errorf("stock %+v", r.Stock)
+	}
 }

@@ -31,4 +31,4 @@ fi
 mkdir -p .run/bench
 echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "== $(go version | cut -d' ' -f3), $(redis-server --version | cut -d' ' -f3)"
-SHOP_BENCH_CLUSTER=1 go test -count=1 -timeout 30m -run '^TestBenchCluster$' ./e2e | grep -v '^\s*main_test.go' | tee .run/bench/cluster.txt
+SHOP_BENCH_CLUSTER=1 go test -v -count=1 -timeout 30m -run '^TestBenchCluster$' ./e2e 2>&1 | grep -v -e 'main_test.go:' -e testdbconf -e '^=== ' -e 'pool.go:' | tee .run/bench/cluster.txt
