@@ -57,12 +57,14 @@ for i = 1, n do
 end
 if #KEYS ~= 3 + 2 * #home then return bad('bad key count') end
 
-if mode == 'commit' then
-  local st = redis.call('HMGET', KEYS[2], 'status', 'attempt', 'items', 'total_cents', 'created_ms', 'expires_ms')
-  if st[1] == 'aborted' then return {'aborted'} end
-  if st[1] and st[2] == attempt then return {'ok', st[3], st[4], st[5], st[6]} end
-  if st[1] or redis.call('EXISTS', KEYS[2]) == 1 then return {'dup', order_id} end
-end
+-- The order's status first, in both modes: a run refused on its holds
+-- (check mode) may be the repeat of a run that committed meanwhile (the
+-- same Idempotency-Key; its hold counted the buyer, or took the last
+-- units), and then the answer is that order, not the refusal.
+local st = redis.call('HMGET', KEYS[2], 'status', 'attempt', 'items', 'total_cents', 'created_ms', 'expires_ms')
+if st[1] == 'aborted' then return {'aborted'} end
+if st[1] and st[2] == attempt and mode == 'commit' then return {'ok', st[3], st[4], st[5], st[6]} end
+if st[1] or redis.call('EXISTS', KEYS[2]) == 1 then return {'dup', order_id} end
 
 local now = now_ms()
 local worst, failed, unreadable = check_lines(home, user, now)

@@ -188,6 +188,12 @@ func (s *Service) saga(ctx context.Context, id, user string, lines []Line) (rese
 	case err == nil && refused.reason == "" && !res.replayed:
 		s.dropAll(ctx, id, attempt, held)
 		return res, nil
+	case err == nil && res.replayed:
+		// Another run of this order (a repeat of its Idempotency-Key)
+		// committed: that order is the answer, even if this run's holds
+		// were refused because of it, and what this run holds is no order's.
+		s.unholdAll(ctx, id, attempt, held)
+		return res, nil
 	case err == nil || errors.Is(err, errSagaAborted):
 		// Refused, or another run of this order committed: what this run
 		// holds is no order's.
@@ -289,9 +295,6 @@ func (s *Service) commit(ctx context.Context, id, user, attempt string, home int
 			keys = append(keys, s.stock.SaleKey(l.SKU), s.stock.BuyersKey(l.SKU))
 		}
 		args = append(args, l.SKU, l.Quantity, s.changesChannel(l.SKU), heldJSON)
-	}
-	if mode == "check" && len(keys) == 3 {
-		return reservation{}, nil, nil // the home has no line to judge
 	}
 	reply, err := commitScript.Run(ctx, s.reserveRdb, keys, args...).StringSlice()
 	switch {

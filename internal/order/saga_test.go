@@ -618,3 +618,46 @@ func TestIdempotencyKeyRaceOnACluster(t *testing.T) {
 	}
 	f.noHolds(t)
 }
+
+// A repeat of an Idempotency-Key whose first run committed while the
+// repeat was on its way (it found no status when it looked, so it runs
+// the saga again under the same id) answers that order, not the refusal
+// its own holds then meet: with a limit of one per buyer the repeat's hold
+// is refused (the first run counted the buyer), and with the last unit
+// gone it is out of stock. Nothing is taken twice.
+func TestRepeatRacingItsCommittedRunAnswersTheOrder(t *testing.T) {
+	t.Parallel()
+	f := newClusterFixture(t)
+	ctx := context.Background()
+	u := f.user(t)
+	home, limited := f.skuIn(t, "rep", 2, 10), "rep-limited"
+	for i := 0; ; i++ { // a SKU of partition 6 with a limit of 1
+		if limited = fmt.Sprintf("rep-limited-%d", i); f.parts.Of(limited) == 6 {
+			f.sale(t, limited, 10, 1, 100)
+			break
+		}
+	}
+	last := f.skuIn(t, "rep-last", 9, 1)
+	for _, lines := range [][]Line{
+		{{SKU: home, Quantity: 1}, {SKU: limited, Quantity: 1}},
+		{{SKU: home, Quantity: 1}, {SKU: last, Quantity: 1}},
+	} {
+		cart := f.cart(t, u, lines...)
+		first, err := f.svc.Place(ctx, u, lines, PlaceOptions{IdemKey: "k-" + lines[1].SKU, CartKey: cart})
+		if err != nil || first.Replayed {
+			t.Fatalf("first checkout of %v: %+v %v", lines, first, err)
+		}
+		before := map[string]int64{home: f.available(t, home), lines[1].SKU: f.available(t, lines[1].SKU)}
+		// What the repeat does once it has found the claim and no status.
+		again, err := f.svc.saga(ctx, first.OrderID, u, lines)
+		if err != nil || !again.replayed || again.orderID != first.OrderID {
+			t.Fatalf("the repeat of %s: %+v %v, want the same order replayed", first.OrderID, again, err)
+		}
+		for sku, want := range before {
+			if got := f.available(t, sku); got != want {
+				t.Fatalf("after the repeat %s available %d, want %d", sku, got, want)
+			}
+		}
+	}
+	f.noHolds(t)
+}
