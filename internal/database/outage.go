@@ -73,6 +73,10 @@ func pgOutage(code string) bool {
 var redisOutages = []string{
 	"LOADING ", "BUSY ", "MASTERDOWN ", "READONLY ", "NOREPLICAS ", "OOM ",
 	"CLUSTERDOWN ", "TRYAGAIN ", "ERR max number of clients reached",
+	// A slot moving or moved: the cluster client follows these redirects,
+	// so one reaching us means it gave up (its redirects ran out during a
+	// reshard or a failover): the cluster cannot serve the key now.
+	"MOVED ", "ASK ",
 }
 
 func redisOutage(msg string) bool {

@@ -108,6 +108,24 @@ func redisCases() []outageCase {
 			return newClient(t, testenv.RedisServer(t)).
 				Eval(ctx, "return redis.error_reply('TRYAGAIN Multiple keys request during rehashing of slot')", nil).Err()
 		}},
+		// A node of a cluster asked, without redirects, for a key of
+		// another's slot answers MOVED (as a cluster client that ran out
+		// of redirects hands it on), and ASK during a migration.
+		{"redis_moved", true, func(t *testing.T) error {
+			c := testenv.StartCluster(t, 3)
+			for _, m := range c.Masters {
+				err := newClient(t, m.URL).Get(ctx, "k").Err()
+				if err != nil && strings.HasPrefix(err.Error(), "MOVED ") {
+					return err
+				}
+			}
+			t.Fatal("no master answered MOVED for a key of another's slot")
+			return nil
+		}},
+		{"redis_ask", true, func(t *testing.T) error {
+			return newClient(t, testenv.RedisServer(t)).
+				Eval(ctx, "return redis.error_reply('ASK 3999 127.0.0.1:6381')", nil).Err()
+		}},
 		{"redis_loading", true, loadingRedis},
 		{"redis_client_closed", true, func(t *testing.T) error {
 			rdb := newClient(t, testenv.RedisServer(t))

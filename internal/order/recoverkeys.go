@@ -63,12 +63,17 @@ type Confirmed struct {
 }
 
 // restoreStatusScript writes a confirmed order's status hash unless one
-// exists (whatever it says: a live status is never overwritten).
+// exists (whatever it says: a live status is never overwritten), but for
+// the saga's tombstone 'aborted': PostgreSQL has the order, so it did
+// commit, and a repair that swept before recover saw no status and wrote
+// the tombstone; the order's status is restored over it.
 // KEYS[1] the status hash; ARGV: user id, items JSON, total cents,
 // created ms, expires ms, TTL ms, the home partition. Returns 1 when
 // written.
 var restoreStatusScript = redis.NewScript(`
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local st = redis.call('HGET', KEYS[1], 'status')
+if redis.call('EXISTS', KEYS[1]) == 1 and st ~= 'aborted' then return 0 end
+redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'user_id', ARGV[1], 'status', 'confirmed', 'items', ARGV[2],
   'total_cents', ARGV[3], 'created_ms', ARGV[4], 'expires_ms', ARGV[5], 'partition', ARGV[7])
 redis.call('PEXPIRE', KEYS[1], ARGV[6])

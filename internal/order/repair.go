@@ -80,8 +80,13 @@ func (s *Sweeper) settleHold(ctx context.Context, p int, id string) error {
 	if err != nil || len(decision) == 0 {
 		return fmt.Errorf("decide the saga of order %s: %w", id, err)
 	}
+	// A committed order keeps its committing attempt's hold. A status with
+	// no attempt is one recover wrote back from PostgreSQL after a failover
+	// lost it: the order committed, by whichever attempt, and its units stay
+	// taken (recover rebuilt the stock from PostgreSQL), so its hold is
+	// dropped too: giving it back would sell those units twice.
 	mode := "release"
-	if decision[0] == "committed" && len(decision) == 2 && decision[1] == attempt {
+	if decision[0] == "committed" && len(decision) == 2 && (decision[1] == attempt || decision[1] == "") {
 		mode = "drop"
 	}
 	n, err := unholdOn(ctx, l.rdb, l.keys, l.stock, l.stock.ChangesChannel, p, id, attempt, mode, items)

@@ -661,3 +661,56 @@ func TestRepeatRacingItsCommittedRunAnswersTheOrder(t *testing.T) {
 	}
 	f.noHolds(t)
 }
+
+// A failover that lost a committed order's status (its hold still there:
+// the drop after the commit never ran) and recover's restored status
+// (from PostgreSQL: no attempt): the repair keeps the units the order's,
+// and a tombstone written by a repair that swept before recover gives way
+// to the restored status.
+func TestRepairKeepsTheUnitsOfARestoredOrder(t *testing.T) {
+	t.Parallel()
+	f := newClusterFixture(t)
+	ctx := context.Background()
+	u := f.user(t)
+	a, b := f.skuIn(t, "rest", 1, 10), f.skuIn(t, "rest", 5, 10)
+	lines := []Line{{SKU: a, Quantity: 1}, {SKU: b, Quantity: 4}}
+	for _, tombstoned := range []bool{false, true} {
+		id, err := f.svc.newOrderID(lines)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := f.available(t, b)
+		items, fail, err := f.svc.hold(ctx, 5, id, u, "attempt-1", "take", 1, lines[1:])
+		if err != nil || fail != nil {
+			t.Fatalf("hold: %v %v", fail, err)
+		}
+		res, fail, err := f.svc.commit(ctx, id, u, "attempt-1", 1, "commit", lines, []heldPart{{p: 5, items: items}})
+		if err != nil || fail != nil {
+			t.Fatalf("commit: %v %v", fail, err)
+		}
+		f.rdb.Del(ctx, f.svc.keys.status(id)) // the failover
+		if tombstoned {
+			if _, err := abortScript.Run(ctx, f.rdb, []string{f.svc.keys.status(id)}, time.Hour.Milliseconds()).Result(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n, err := RestoreStatuses(ctx, f.rdb, f.c.Prefix, f.parts, []Confirmed{{OrderID: id, UserID: u,
+			TotalCents: res.totalCents, CreatedAt: res.createdAt, Items: res.items}})
+		if err != nil || n != 1 {
+			t.Fatalf("restore (tombstone %v): %d %v", tombstoned, n, err)
+		}
+		f.rdb.ZAdd(ctx, f.svc.keys.holds(5), redis.Z{Score: 1, Member: id}) // the deadline passed
+		if _, err := f.clusterSweeper().Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.available(t, b); got != before-4 {
+			t.Fatalf("tombstone %v: %s available %d after the repair, want %d (the order keeps its units)", tombstoned, b, got, before-4)
+		}
+		if o, err := f.svc.Get(ctx, u, id); err != nil || o.Status != StatusConfirmed {
+			t.Fatalf("tombstone %v: the restored order: %+v %v", tombstoned, o, err)
+		}
+	}
+	if n := f.rdb.ZCard(ctx, f.svc.keys.holds(5)).Val(); n != 0 {
+		t.Fatalf("%d holds left", n)
+	}
+}
