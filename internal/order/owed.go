@@ -155,7 +155,10 @@ func (l *lifecycle) decide(ctx context.Context, o Order, to string) (inventory.R
 		return l.stock.Release(ctx, l.guarded(o, to, home))
 	}
 	g := l.guarded(o, to, nil)
-	args := append([]any{g.Guard.Field, g.Guard.To, strings.Join(g.Guard.From, ",")}, anySlice(g.Outbox.Values)...)
+	args := []any{g.Guard.Field, g.Guard.To, strings.Join(g.Guard.From, ",")}
+	for _, v := range g.Outbox.Values {
+		args = append(args, v)
+	}
 	reply, err := decideScript.Run(ctx, l.rdb, []string{g.Guard.Key, g.Outbox.Stream}, args...).StringSlice()
 	if err != nil {
 		return inventory.Released{}, fmt.Errorf("decide order %s: %w", o.ID, err)
@@ -167,14 +170,6 @@ func (l *lifecycle) decide(ctx context.Context, o Order, to string) (inventory.R
 		return inventory.Released{}, fmt.Errorf("decide order %s: unexpected reply %q", o.ID, reply)
 	}
 	return inventory.Released{}, nil
-}
-
-func anySlice(v []string) []any {
-	out := make([]any, len(v))
-	for i, s := range v {
-		out[i] = s
-	}
-	return out
 }
 
 // releaseForeign gives back o's lines outside its home partition, one
