@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/keyspace"
+	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
@@ -237,10 +238,7 @@ func scriptCapacity(t *testing.T, cfg benchConfig, nodes []string, cluster bool)
 		t.Log("no redis-benchmark on PATH: the Redis side is not measured")
 		return nil
 	}
-	src, err := os.ReadFile("../internal/order/reserve.lua")
-	if err != nil {
-		t.Fatal(err)
-	}
+	src := order.ReserveLua()
 	out := make([]float64, len(nodes))
 	var wg sync.WaitGroup
 	for i, u := range nodes {
@@ -251,7 +249,7 @@ func scriptCapacity(t *testing.T, cfg benchConfig, nodes []string, cluster bool)
 		}
 		pre := "rbench:" + tag + ":"
 		ctx := context.Background()
-		sha, err := rdb.ScriptLoad(ctx, string(src)).Result()
+		sha, err := rdb.ScriptLoad(ctx, src).Result()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,7 +12,8 @@
 #   2. per run (BENCH_RUNS):
 #      a. purchases: `shop loadtest` with 200 shoppers and 200 connections
 #         for 20 s on one core (--procs 1), against `redis-benchmark -c 50`
-#         running internal/order/reserve.lua, the script the server runs,
+#         running the reserve script (internal/order/lines.lua and
+#         reserve.lua, composed as the server composes them),
 #         with the server's KEYS/ARGV layout, every call on the buy path;
 #      b. p99 of purchases at a fixed rate of half of (a)'s throughput,
 #         same connections (open model);
@@ -110,7 +111,8 @@ RBP="${PREFIX}rb:"
 SHA=
 rb_reset() {
   # Loaded each time: a test run elsewhere may have flushed the script cache.
-  SHA=$(rcli SCRIPT LOAD "$(cat internal/order/reserve.lua)")
+  # The reserve script as internal/order/lines.go's withLines makes it.
+  SHA=$(rcli SCRIPT LOAD "$(printf '#!lua\n'; cat internal/order/lines.lua internal/order/reserve.lua)")
   rcli unlink "${RBP}orders" "${RBP}orders:due" "${RBP}sale:{rb}:buyers" >/dev/null
   rcli hset "${RBP}sale:{rb}" round 1 quantity 1000000000000 available 1000000000000 limit 0 \
     starts_ms 0 ends_ms 0 price_cents 100 >/dev/null

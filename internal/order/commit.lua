@@ -1,5 +1,5 @@
 -- Commit: the saga's single commit point, on the order's home partition
--- (Redis Cluster only; sagalines.lua is prepended). It takes the home's
+-- (Redis Cluster only; lines.lua is prepended). It takes the home's
 -- own lines as reserve.lua would, then appends the whole order event, the
 -- pending status and the due entry, all in the home's slot. The other
 -- partitions' lines were taken by hold.lua; their items come in ARGV.
@@ -72,8 +72,7 @@ if unreadable then return bad(unreadable) end
 if worst then return refusal(worst, failed) end
 if mode == 'check' then return {'ok'} end
 
-local taken = take_lines(home, user)
-local items, total, h = {}, 0, 0
+local taken, items, h = take_lines(home, user, 'SPUBLISH'), {}, 0
 for i, l in ipairs(all) do
   local it = l.item
   if not it then
@@ -81,21 +80,8 @@ for i, l in ipairs(all) do
     it = taken[h]
   end
   items[i] = it
-  total = total + it.quantity * it.price_cents
 end
-local items_json = cjson.encode(items)
--- Numbers as integer text: Lua would print large ones as 1.2e+14.
-local total_s, now_s = string.format('%d', total), string.format('%d', now)
-local expires_s = '0'
-if pay_ttl > 0 then expires_s = string.format('%d', now + pay_ttl) end
-redis.call('XADD', KEYS[1], '*',
-  'order_id', order_id, 'user_id', user, 'created_ms', now_s,
-  'total_cents', total_s, 'items', items_json, 'expires_ms', expires_s)
-redis.call('HSET', KEYS[2], 'user_id', user, 'status', 'pending',
-  'items', items_json, 'total_cents', total_s, 'created_ms', now_s, 'expires_ms', expires_s,
-  'partition', ARGV[5], 'attempt', attempt)
-redis.call('PEXPIRE', KEYS[2], status_ttl)
-if pay_ttl > 0 then
-  redis.call('ZADD', KEYS[3], now + pay_ttl, order_id)
-end
-return {'ok', items_json, total_s, now_s, expires_s}
+return append_order(KEYS[1], KEYS[2], KEYS[3],
+  {order_id = order_id, user = user, partition = ARGV[5], now = now,
+   pay_ttl = pay_ttl, status_ttl = status_ttl},
+  items, {'attempt', attempt})

@@ -1,5 +1,5 @@
 -- Hold: a cross-shard checkout's step on one partition other than the
--- order's home (Redis Cluster only; sagalines.lua is prepended). It checks
+-- order's home (Redis Cluster only; lines.lua is prepended). It checks
 -- and takes that partition's lines as reserve.lua would, and writes a hold
 -- record of what it took, indexed by deadline, so that a crash before the
 -- commit is undone by the sweeper's repair (repair.go). All in one slot:
@@ -43,7 +43,7 @@ if unreadable then return bad(unreadable) end
 if worst then return refusal(worst, failed) end
 if mode == 'check' then return {'ok', ''} end
 
-local items_json = cjson.encode(take_lines(lines, user))
+local items_json = cjson.encode(take_lines(lines, user, 'SPUBLISH'))
 local deadline = string.format('%d', now + life)
 redis.call('HSET', KEYS[1], 'attempt', attempt, 'user', user, 'home', ARGV[5],
   'items', items_json, 'deadline_ms', deadline)

@@ -19,7 +19,8 @@ import (
 
 var (
 	//go:embed reserve.lua
-	reserveLua    string
+	reserveBody   string
+	reserveLua    = withLines(reserveBody)
 	reserveScript = redis.NewScript(reserveLua)
 )
 

@@ -1,7 +1,7 @@
-#!lua
--- Reserve-and-enqueue: the whole purchase decision in one atomic step.
--- The shebang line makes Redis check memory before the script starts, so
--- under maxmemory the script is refused whole instead of failing midway.
+-- Reserve-and-enqueue: the whole purchase decision in one atomic step, on
+-- a single Redis. Go prepends a shebang line and lines.lua (reserve.go):
+-- the shebang makes Redis check memory before the script starts, so under
+-- maxmemory the script is refused whole instead of failing midway.
 --
 -- For every line: is the sale open, is the buyer within the per-user limit,
 -- is there stock? Only when every line passes: take the stock, count the
@@ -65,14 +65,8 @@ if not n or n < 1 or n ~= math.floor(n) or #KEYS ~= 6 + 2 * n or #ARGV ~= 9 + 3 
   return bad('bad line count')
 end
 
-local lines, seen = {}, {}
-for i = 1, n do
-  local sku, qty = ARGV[7 + 3 * i], tonumber(ARGV[8 + 3 * i])
-  if not qty or qty < 1 or qty ~= math.floor(qty) then return bad('bad quantity') end
-  if seen[sku] then return bad('duplicate sku') end
-  seen[sku] = true
-  lines[i] = {sku = sku, qty = qty, channel = ARGV[9 + 3 * i], sale = KEYS[5 + 2 * i], buyers = KEYS[6 + 2 * i]}
-end
+local lines, err = read_lines(n, 10, 7)
+if not lines then return bad(err) end
 
 -- The order id is made before the script runs: a second run of the same
 -- call (resent after its reply was lost, by any layer) finds the order's
@@ -91,86 +85,27 @@ end
 -- A checkout reserves what the cart held when it was read; if the buyer
 -- changed the cart since, the caller reads it again.
 if use_cart then
+  local want = {}
+  for _, l in ipairs(lines) do want[l.sku] = l.qty end
   local cart = redis.call('HGETALL', KEYS[5])
   if #cart ~= 2 * n then return {'fail', 'cart_changed'} end
+  -- n distinct fields, each a line's SKU with the line's quantity: the
+  -- cart is exactly the lines.
   for i = 1, #cart, 2 do
-    if not seen[cart[i]] then return {'fail', 'cart_changed'} end
-  end
-  for _, l in ipairs(lines) do
-    if tonumber(redis.call('HGET', KEYS[5], l.sku)) ~= l.qty then return {'fail', 'cart_changed'} end
+    if tonumber(cart[i + 1]) ~= want[cart[i]] then return {'fail', 'cart_changed'} end
   end
 end
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-
--- Check every line; collect the failures of the most important kind.
-local rank = {no_sale = 4, not_active = 3, limit = 2, stock = 1}
-local worst, failed = nil, {}
-local function fail(reason, sku)
-  if not worst or rank[reason] > rank[worst] then
-    worst, failed = reason, {}
-  end
-  if reason == worst then failed[#failed + 1] = sku end
-end
-for _, l in ipairs(lines) do
-  local s = redis.call('HMGET', l.sale, 'round', 'available', 'limit', 'starts_ms', 'ends_ms', 'price_cents', 'released')
-  if not s[1] then
-    fail('no_sale', l.sku)
-  else
-    -- A sale hash this script cannot read whole is refused before any
-    -- write, as is a buyers key of the wrong type (the HGET below raises
-    -- WRONGTYPE here, not in the write loop).
-    local round, avail, limit = tonumber(s[1]), tonumber(s[2]), tonumber(s[3])
-    local starts, ends, price = tonumber(s[4]), tonumber(s[5]), tonumber(s[6])
-    if not (round and avail and limit and starts and ends and price) then
-      return bad('unreadable sale state of ' .. l.sku)
-    end
-    local bought = tonumber(redis.call('HGET', l.buyers, user) or '0')
-    if now < starts or (ends > 0 and now >= ends) then
-      fail('not_active', l.sku)
-    elseif limit > 0 and bought + l.qty > limit then
-      fail('limit', l.sku)
-    elseif avail < l.qty then
-      fail('stock', l.sku)
-    end
-    l.round, l.price, l.released, l.window = round, price, tonumber(s[7] or '0'), s[4] .. ' ' .. s[5]
-  end
-end
-if worst then
-  local out = {'fail', worst}
-  for _, sku in ipairs(failed) do out[#out + 1] = sku end
-  return out
-end
+local now = now_ms()
+local worst, failed, unreadable = check_lines(lines, user, now)
+if unreadable then return bad(unreadable) end
+if worst then return refusal(worst, failed) end
 
 -- Every check passed: write.
-local items, total = {}, 0
-for i, l in ipairs(lines) do
-  local left = redis.call('HINCRBY', l.sale, 'available', -l.qty)
-  redis.call('HINCRBY', l.buyers, user, l.qty)
-  if l.channel ~= '' then
-    redis.call('PUBLISH', l.channel, string.format('%d %d ', l.round, left) .. l.window)
-  end
-  local ttl = redis.call('PTTL', l.sale)
-  if ttl > 0 then redis.call('PEXPIRE', l.buyers, ttl) end
-  items[i] = {sku = l.sku, quantity = l.qty, price_cents = l.price, round_id = l.round, released = l.released}
-  total = total + l.qty * l.price
-end
-local items_json = cjson.encode(items)
--- Numbers as integer text: Lua would print large ones as 1.2e+14.
-local total_s, now_s = string.format('%d', total), string.format('%d', now)
-local expires_s = '0'
-if pay_ttl > 0 then expires_s = string.format('%d', now + pay_ttl) end
-redis.call('XADD', KEYS[1], '*',
-  'order_id', order_id, 'user_id', user, 'created_ms', now_s,
-  'total_cents', total_s, 'items', items_json, 'expires_ms', expires_s)
-redis.call('HSET', KEYS[2], 'user_id', user, 'status', 'pending',
-  'items', items_json, 'total_cents', total_s, 'created_ms', now_s, 'expires_ms', expires_s,
-  'partition', ARGV[8])
-redis.call('PEXPIRE', KEYS[2], status_ttl)
-if pay_ttl > 0 then
-  redis.call('ZADD', KEYS[6], now + pay_ttl, order_id)
-end
+local placed = append_order(KEYS[1], KEYS[2], KEYS[6],
+  {order_id = order_id, user = user, partition = ARGV[8], now = now,
+   pay_ttl = pay_ttl, status_ttl = status_ttl},
+  take_lines(lines, user, 'PUBLISH'), {})
 redis.call('ZADD', KEYS[3], now, order_id)
 redis.call('PEXPIRE', KEYS[3], status_ttl)
 if use_idem then
@@ -179,4 +114,4 @@ end
 if use_cart then
   redis.call('DEL', KEYS[5])
 end
-return {'ok', items_json, total_s, now_s, expires_s}
+return placed

@@ -10,17 +10,13 @@ import (
 // runs in one slot: the user's (claim, finish), an order partition's
 // (hold, unhold, commit, abort).
 var (
-	//go:embed sagalines.lua
-	sagaLinesLua string
 	//go:embed hold.lua
 	holdLua string
 	//go:embed commit.lua
 	commitLua string
 
-	// The shebang makes Redis refuse a script whole under maxmemory, as
-	// reserve.lua's does.
-	holdScript   = redis.NewScript("#!lua\n" + sagaLinesLua + holdLua)
-	commitScript = redis.NewScript("#!lua\n" + sagaLinesLua + commitLua)
+	holdScript   = redis.NewScript(withLines(holdLua))
+	commitScript = redis.NewScript(withLines(commitLua))
 )
 
 // claimScript claims an Idempotency-Key for an order id, in the user's
@@ -89,7 +85,7 @@ if ARGV[3] == 'release' then
         redis.call('HDEL', buyers, rec[2])
       end
       units = units + it.quantity
-      if channel ~= '' then -- sharded on a cluster, as in sagalines.lua
+      if channel ~= '' then -- sharded on a cluster, as in lines.lua's take_lines
         local w = redis.call('HMGET', sale, 'starts_ms', 'ends_ms')
         redis.call('SPUBLISH', channel, string.format('%d %d %s %s', it.round_id, left, w[1], w[2]))
       end

@@ -21,7 +21,9 @@ import (
 // auto-pipeliner, only the purchase path's, sends them; first key the
 // order stream or a window), and both in one call (a window first, the
 // order stream after: the one-trip purchase, onetrip.go), with those of
-// them it sent inside pipelines.
+// them it sent inside pipelines. A call Redis answered NOSCRIPT (the
+// script not yet in the shared server's cache, or flushed from it) is not
+// counted: the client sends it again as EVAL, and that one is.
 type pipelineSpy struct {
 	prefix                                string
 	reserve, limiter, combined, pipelined atomic.Int64
@@ -31,22 +33,25 @@ func (s *pipelineSpy) DialHook(next redis.DialHook) redis.DialHook { return next
 
 func (s *pipelineSpy) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, c redis.Cmder) error {
-		s.count(c.Args(), false)
-		return next(ctx, c)
+		err := next(ctx, c)
+		s.count(c, false)
+		return err
 	}
 }
 
 func (s *pipelineSpy) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
 		for _, c := range cmds {
-			s.count(c.Args(), true)
+			s.count(c, true)
 		}
-		return next(ctx, cmds)
+		return err
 	}
 }
 
-func (s *pipelineSpy) count(args []any, pipelined bool) {
-	if len(args) < 4 || (args[0] != "evalsha" && args[0] != "eval") {
+func (s *pipelineSpy) count(c redis.Cmder, pipelined bool) {
+	args := c.Args()
+	if len(args) < 4 || (args[0] != "evalsha" && args[0] != "eval") || redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
 		return
 	}
 	n, _ := args[2].(int)

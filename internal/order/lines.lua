@@ -1,11 +1,14 @@
--- The reservation rule of reserve.lua, shared by the saga's scripts on a
--- Redis Cluster (hold.lua, commit.lua): Go prepends this file to each.
--- A line is open, within the buyer's limit and in stock, judged as
--- reserve.lua judges it, and refusals are ranked the same way, so a
--- cross-shard checkout is refused exactly as on a single Redis.
+-- The reservation rule, shared by every script that takes stock for an
+-- order: reserve.lua (a single Redis: the whole order in one step), and
+-- the saga's hold.lua and commit.lua (a Redis Cluster: one partition's
+-- lines per step). Go prepends this file to each (reserve.go,
+-- sagascripts.go), so a line is judged, and refusals are ranked, the same
+-- way whichever script runs: a cross-shard checkout is refused exactly as
+-- on a single Redis.
 --
 -- read_lines reads n lines: ARGV[a + 3(i-1)] sku, qty, changes channel;
 -- KEYS[k + 2(i-1)] sale state, buyer counts (inventory's keys and format).
+-- It returns nil and a message for a malformed line.
 local function read_lines(n, a, k)
   local lines, seen = {}, {}
   for i = 1, n do
@@ -28,7 +31,9 @@ end
 -- check_lines judges every line and returns the refusal of the most
 -- important kind and its SKUs (nil when all pass), or nil, nil, an error
 -- for a sale state it cannot read. It notes each line's round, price and
--- released units for take_lines.
+-- released units for take_lines. It only reads: a script calls it before
+-- its first write, for a script that fails midway keeps its earlier
+-- writes.
 local rank = {no_sale = 4, not_active = 3, limit = 2, stock = 1}
 local function check_lines(lines, user, now)
   local worst, failed = nil, {}
@@ -41,6 +46,9 @@ local function check_lines(lines, user, now)
     if not s[1] then
       fail('no_sale', l.sku)
     else
+      -- A sale hash that cannot be read whole is refused before any
+      -- write, as is a buyers key of the wrong type (the HGET below raises
+      -- WRONGTYPE here, not in take_lines).
       local round, avail, limit = tonumber(s[1]), tonumber(s[2]), tonumber(s[3])
       local starts, ends, price = tonumber(s[4]), tonumber(s[5]), tonumber(s[6])
       if not (round and avail and limit and starts and ends and price) then
@@ -67,21 +75,47 @@ local function refusal(worst, failed)
 end
 
 -- take_lines takes the stock and counts the buyer for lines that passed
--- check_lines, publishing what each leaves, and returns their items (the
--- order event's shape).
-local function take_lines(lines, user)
+-- check_lines, publishing what each leaves with publish (inventory's
+-- PublishCommand: PUBLISH on a single Redis, SPUBLISH in the SKU's slot
+-- on a cluster), and returns their items (the order event's shape).
+local function take_lines(lines, user, publish)
   local items = {}
   for i, l in ipairs(lines) do
     local left = redis.call('HINCRBY', l.sale, 'available', -l.qty)
     redis.call('HINCRBY', l.buyers, user, l.qty)
-    -- The saga runs only on a cluster, where the changes channels are
-    -- sharded (inventory's PublishCommand): SPUBLISH, in the SKU's slot.
     if l.channel ~= '' then
-      redis.call('SPUBLISH', l.channel, string.format('%d %d ', l.round, left) .. l.window)
+      redis.call(publish, l.channel, string.format('%d %d ', l.round, left) .. l.window)
     end
     local ttl = redis.call('PTTL', l.sale)
     if ttl > 0 then redis.call('PEXPIRE', l.buyers, ttl) end
     items[i] = {sku = l.sku, quantity = l.qty, price_cents = l.price, round_id = l.round, released = l.released}
   end
   return items
+end
+
+-- append_order writes a placed order in its home partition's slot: the
+-- order event on stream, the pending status (with the extra field pairs
+-- in more) and, with a payment window, its entry in the due set. o holds
+-- order_id, user, partition (text), now, pay_ttl and status_ttl (ms).
+-- It returns the placement's answer:
+-- {'ok', items_json, total_cents, created_ms, expires_ms (0: none)}.
+local function append_order(stream, status, due, o, items, more)
+  local total = 0
+  for _, it in ipairs(items) do total = total + it.quantity * it.price_cents end
+  local items_json = cjson.encode(items)
+  -- Numbers as integer text: Lua would print large ones as 1.2e+14.
+  local total_s, now_s = string.format('%d', total), string.format('%d', o.now)
+  local expires_s = '0'
+  if o.pay_ttl > 0 then expires_s = string.format('%d', o.now + o.pay_ttl) end
+  redis.call('XADD', stream, '*',
+    'order_id', o.order_id, 'user_id', o.user, 'created_ms', now_s,
+    'total_cents', total_s, 'items', items_json, 'expires_ms', expires_s)
+  redis.call('HSET', status, 'user_id', o.user, 'status', 'pending',
+    'items', items_json, 'total_cents', total_s, 'created_ms', now_s, 'expires_ms', expires_s,
+    'partition', o.partition, unpack(more))
+  redis.call('PEXPIRE', status, o.status_ttl)
+  if o.pay_ttl > 0 then
+    redis.call('ZADD', due, o.now + o.pay_ttl, o.order_id)
+  end
+  return {'ok', items_json, total_s, now_s, expires_s}
 end
