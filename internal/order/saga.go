@@ -42,9 +42,10 @@ import (
 // first id, whose home may hold none of the new cart's lines: then every
 // line is held and the commit takes none.
 
-// holdLifetime is how long a hold waits for its commit before the repair
-// may undo the saga. A placement gives up after placeTimeout, far sooner.
-const holdLifetime = 30 * time.Second
+// DefaultHoldLifetime is how long a hold waits for its commit before the
+// repair may undo the saga (WithHoldLifetime sets another). A placement
+// gives up after placeTimeout, far sooner.
+const DefaultHoldLifetime = 30 * time.Second
 
 // abortedTTL is how long a tombstone refuses a late commit (and answers a
 // repeat of the aborted id's Idempotency-Key with a fresh order).
@@ -99,6 +100,7 @@ func (s *Service) placeSaga(ctx context.Context, user string, lines []Line, o Pl
 	if err != nil || res.replayed {
 		return res, err
 	}
+	s.fault(SagaBeforeFinish)
 	s.finish(ctx, user, res, lines, o.CartKey)
 	return res, nil
 }
@@ -182,10 +184,12 @@ func (s *Service) saga(ctx context.Context, id, user string, lines []Line) (rese
 	if refused.reason != "" {
 		mode = "check"
 	}
+	s.fault(SagaAfterHold)
 	res, fail, err := s.commit(ctx, id, user, attempt, home, mode, lines, held)
 	refused.add(fail)
 	switch {
 	case err == nil && refused.reason == "" && !res.replayed:
+		s.fault(SagaAfterCommit)
 		s.dropAll(ctx, id, attempt, held)
 		return res, nil
 	case err == nil && res.replayed:
@@ -243,7 +247,7 @@ func asItems(lines []Line) []ReservedItem {
 // hold runs hold.lua on partition p; fail is its refusal (reason, SKUs).
 func (s *Service) hold(ctx context.Context, p int, id, user, attempt, mode string, home int, lines []Line) ([]ReservedItem, []string, error) {
 	keys := []string{s.keys.hold(p, id), s.keys.holds(p)}
-	args := []any{id, user, attempt, mode, home, holdLifetime.Milliseconds(), len(lines)}
+	args := []any{id, user, attempt, mode, home, s.holdLifetime.Milliseconds(), len(lines)}
 	for _, l := range lines {
 		keys = append(keys, s.stock.SaleKey(l.SKU), s.stock.BuyersKey(l.SKU))
 		args = append(args, l.SKU, l.Quantity, s.changesChannel(l.SKU))
