@@ -413,6 +413,7 @@ func killMidLoad(t *testing.T, s *shop, skus, tokens []string, buyers []int, tal
 	}
 	go func() { wg.Wait(); close(l.done) }()
 	close(start)
+	time.Sleep(time.Duration(500+rand.IntN(1000)) * time.Millisecond) // mid-load
 	const maxKills = 5
 	kills, cut := 0, 0
 	end := func() {}
@@ -428,11 +429,12 @@ func killMidLoad(t *testing.T, s *shop, skus, tokens []string, buyers []int, tal
 	if cut == 0 {
 		t.Fatalf("%d kills of C, none cut a saga between its holds and their drop", kills)
 	}
-	if l.afterRestart.Load() == 0 {
-		t.Fatal("no placement answered by C after its restart")
+	if l.beforeKill.Load() == 0 || l.afterRestart.Load() == 0 {
+		t.Fatalf("not killed mid-load: C answered %d placements before the kill, %d after its restart", l.beforeKill.Load(), l.afterRestart.Load())
 	}
-	t.Logf("C killed %d times, the last with %d orders held mid-saga; %d placements unanswered, %d repeated through A, %d answered by C restarted; 5xx %v",
-		kills, cut, l.lost.Load(), l.repeated.Load(), l.afterRestart.Load(), s.watch.errorsByWhat())
+	t.Logf("C answered %d placements, was killed %d times, the last with %d orders held mid-saga; %d placements unanswered, "+
+		"%d repeated through A, %d answered by C restarted; 5xx %v",
+		l.beforeKill.Load(), kills, cut, l.lost.Load(), l.repeated.Load(), l.afterRestart.Load(), s.watch.errorsByWhat())
 }
 
 // load is phase 2's shoppers and servers.
@@ -445,10 +447,11 @@ type load struct {
 	first  *server
 	// gate is closed once the holds a kill left are counted: repeats wait
 	// for it, so that the count is of C's sagas alone.
-	gate                         atomic.Pointer[chan struct{}]
-	done                         chan struct{} // every buyer is through
-	repeating                    atomic.Int64  // repeats running
-	lost, repeated, afterRestart atomic.Int64
+	gate                     atomic.Pointer[chan struct{}]
+	done                     chan struct{} // every buyer is through
+	repeating                atomic.Int64  // repeats running
+	lost, repeated           atomic.Int64
+	beforeKill, afterRestart atomic.Int64 // placements C's first process, and a restarted one, answered
 }
 
 // cProc is one process of server C, and whether the drill killed it.
@@ -523,7 +526,10 @@ func (l *load) place(p placement, onC bool) (outcome, bool) {
 	}
 	srv := l.c.Load().srv
 	o, answered := tryPlace(l.s, srv.URL+"/api/v1", p)
-	if answered && srv != l.first {
+	switch {
+	case answered && srv == l.first:
+		l.beforeKill.Add(1)
+	case answered:
 		l.afterRestart.Add(1)
 	}
 	return o, answered
