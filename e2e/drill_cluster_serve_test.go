@@ -247,7 +247,7 @@ func sellOut(t *testing.T, s *shop, tokens []string, buyers []int, tally *sales)
 //     taken). A repeat of each key through A answers a fresh order for
 //     the first (after the repair aborted the crashed one, whose status
 //     is then the tombstone) and the crashed order itself for the others,
-//     the same twice.
+//     the same twice, and the cart is empty after each.
 //  2. Random timing: shoppers check out carts over two or three masters
 //     through server C and buy now through A and C; C is killed with
 //     SIGKILL (from outside) when a saga of its holds something, and
@@ -332,6 +332,12 @@ func crashAtEachPoint(t *testing.T, s *shop, skus, tokens []string, tally *sales
 		}
 		if got := orderLines(t, s, tokens[i], o.orderID); !maps.Equal(got, carts[i]) {
 			t.Fatalf("the repeat of the checkout crashed %s answered order %s of %v, the cart was %v", point, o.orderID, got, carts[i])
+		}
+		// A 202 to a checkout empties the cart, also the repeat's.
+		var left cartView
+		call(t, http.MethodGet, s.api+"/cart", nil, "Authorization", "Bearer "+tokens[i]).JSON(t, &left)
+		if len(left.Items) != 0 {
+			t.Fatalf("the repeat of the checkout crashed %s answered 202 and left the cart %+v", point, left.Items)
 		}
 		tally.add(i, carts[i], o)
 		t.Logf("crashed %s: the repeat answered order %s", point, o.orderID)

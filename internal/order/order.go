@@ -30,7 +30,8 @@
 // its lines into a hold (hold.lua); the home takes its own lines and
 // appends the order event, status and due entry (commit.lua: the one
 // commit point); then the pending index and the cart are updated in the
-// user's slot. A refusal gives the holds back and is answered as above; a
+// user's slot (and, when a crash skipped that, by a checkout's repeat of
+// its Idempotency-Key: sagafinish.go). A refusal gives the holds back and is answered as above; a
 // crash between hold and commit is settled by the sweeper (repair.go).
 // There a checkout buys the cart as it was read (never ErrCartChanged) and
 // removes from it the lines that still hold the quantities bought.

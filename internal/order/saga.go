@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -83,6 +82,9 @@ func (s *Service) placeSaga(ctx context.Context, user string, lines []Line, o Pl
 		idem = s.keys.idem(user, o.IdemKey)
 		var replayed bool
 		if id, replayed, err = s.claimOrderID(ctx, idem, fp, id, lines); err != nil || replayed {
+			if replayed && o.CartKey != "" {
+				s.refinish(ctx, user, id, idem, o.CartKey)
+			}
 			return reservation{orderID: id, replayed: replayed}, err
 		}
 	}
@@ -101,7 +103,7 @@ func (s *Service) placeSaga(ctx context.Context, user string, lines []Line, o Pl
 		return res, err
 	}
 	s.fault(SagaBeforeFinish)
-	s.finish(ctx, user, res, lines, o.CartKey)
+	s.finish(ctx, user, res, lines, o.CartKey, idem)
 	return res, nil
 }
 
@@ -392,26 +394,4 @@ func afterward(ctx context.Context) (context.Context, context.CancelFunc) {
 // record holds items; it returns the units given back (-1: no such hold).
 func (s *Service) unhold(ctx context.Context, p int, id, attempt, mode string, items []ReservedItem) (int64, error) {
 	return unholdOn(ctx, s.rdb, s.keys, s.stock, s.changesChannel, p, id, attempt, mode, items)
-}
-
-// finish indexes a committed order for its buyer and takes the bought
-// lines out of the cart, in the user's slot. The order exists already: a
-// failure here is logged, and the writer's confirm makes the index
-// entry needless once the order is persisted.
-func (s *Service) finish(ctx context.Context, user string, res reservation, lines []Line, cartKey string) {
-	ctx, cancel := afterward(ctx)
-	defer cancel()
-	pending := s.keys.pending(user)
-	cart := pending + ":nocart"
-	args := []any{res.orderID, res.createdAt.UnixMilli(), s.statusTTL().Milliseconds(), 0}
-	if cartKey != "" {
-		cart = cartKey
-		args[3] = len(lines)
-		for _, l := range lines {
-			args = append(args, l.SKU, strconv.Itoa(l.Quantity))
-		}
-	}
-	if err := finishScript.Run(ctx, s.rdb, []string{pending, cart}, args...).Err(); err != nil {
-		s.log.Warn("index a placed order for its buyer", "order", res.orderID, "err", err)
-	}
 }
