@@ -35,12 +35,16 @@ func newServeCmd(a *app) *cobra.Command {
 	cmd.Flags().BoolVar(&o.writer, "writer", true, "also run an order writer in this process")
 	cmd.Flags().StringVar(&o.pprofAddr, "pprof-addr", "", "serve the Go profiler (/debug/pprof/) on this separate address, e.g. 127.0.0.1:6060 (off when empty)")
 	o.wf.register(cmd)
+	// Hidden: for the fault drills only, and refused outside SHOP_ENV=dev.
+	cmd.Flags().StringVar(&o.sagaFault, "saga-fault", "", "SIGKILL this process mid-saga: after-hold|after-commit|before-finish:N (SHOP_ENV=dev only)")
+	_ = cmd.Flags().MarkHidden("saga-fault")
 	return cmd
 }
 
 type serveOptions struct {
 	writer    bool
 	pprofAddr string
+	sagaFault string
 	wf        writerFlags
 }
 
@@ -166,6 +170,10 @@ func (a *app) onStores(ctx context.Context, migrate bool, fn func(cfg *config.Co
 }
 
 func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) error {
+	crash, err := parseSagaFault(o.sagaFault, cfg)
+	if err != nil {
+		return err
+	}
 	generated, err := cfg.EnsureJWTSecret()
 	if err != nil {
 		return err
@@ -182,6 +190,9 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) err
 
 	reg := newRegistry()
 	sh := shop.New(cfg, st.shop(), log, reg)
+	if crash != nil {
+		crash.inject(sh.Orders, log)
+	}
 	stopJobs := sh.Start(ctx)
 	defer stopJobs()
 	fapp := sh.Fiber

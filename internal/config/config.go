@@ -99,6 +99,13 @@ type Config struct {
 	NearCacheTTL time.Duration `env:"SHOP_NEAR_CACHE_TTL" envDefault:"0"`
 	// NearCacheSize bounds the entries of each of the two (LRU).
 	NearCacheSize int `env:"SHOP_NEAR_CACHE_SIZE" envDefault:"10000"`
+	// SagaHoldTTL is how long a cross-shard saga's hold waits for its
+	// commit before the sweeper may undo it (Redis Cluster only;
+	// order.WithHoldLifetime): how long a crash between hold and commit
+	// keeps units out of stock and answers a repeat of its
+	// Idempotency-Key 503. At least 3s: a placement takes up to 2s, and a
+	// hold undone mid-placement costs that placement a 503.
+	SagaHoldTTL time.Duration `env:"SHOP_SAGA_HOLD_TTL" envDefault:"30s"`
 }
 
 // DefaultClusterPartitions is SHOP_ORDER_PARTITIONS's default on a
@@ -233,6 +240,7 @@ func (c *Config) validate() error {
 		{"SHOP_LIVE_MAX_STREAMS", c.LiveMaxStreams < 1, "must be at least 1"},
 		{"SHOP_NEAR_CACHE_TTL", c.NearCacheTTL < 0 || c.NearCacheTTL > time.Minute, "must be 0 (off) or at most 1m"},
 		{"SHOP_NEAR_CACHE_SIZE", c.NearCacheSize < 1, "must be at least 1"},
+		{"SHOP_SAGA_HOLD_TTL", c.SagaHoldTTL < 3*time.Second || c.SagaHoldTTL > time.Hour, "must be from 3s to 1h"},
 		{"SHOP_LIVE_MAX_STREAMS_PER_IP", c.LiveMaxStreamsPerIP < 1 || c.LiveMaxStreamsPerIP > c.LiveMaxStreams, "must be from 1 to SHOP_LIVE_MAX_STREAMS"},
 	}
 	for _, ch := range checks {

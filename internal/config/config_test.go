@@ -21,7 +21,7 @@ func TestDefaults(t *testing.T) {
 		c.CacheRedisURL != "" ||
 		c.PaymentTTL != 15*time.Minute || c.PaymentProvider != "test" ||
 		!c.RedisPipeline || c.RedisPipelineBatches != 16 || c.RedisPipelineDelay != 100*time.Microsecond || !c.RedisPipelineAdaptive ||
-		!c.RedisOneTrip {
+		!c.RedisOneTrip || c.SagaHoldTTL != 30*time.Second {
 		t.Errorf("defaults differ from API.md: %+v", c)
 	}
 }
@@ -61,6 +61,9 @@ func TestInvalidSettingsNameTheirVariable(t *testing.T) {
 		{"order_partitions_negative", "SHOP_ORDER_PARTITIONS", "-1"},
 		{"order_partitions_too_many", "SHOP_ORDER_PARTITIONS", "257"},
 		{"order_partitions_garbage", "SHOP_ORDER_PARTITIONS", "some"},
+		{"saga_hold_shorter_than_a_placement", "SHOP_SAGA_HOLD_TTL", "2s"},
+		{"saga_hold_over_an_hour", "SHOP_SAGA_HOLD_TTL", "61m"},
+		{"saga_hold_garbage", "SHOP_SAGA_HOLD_TTL", "soon"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -30,7 +30,8 @@
 // its lines into a hold (hold.lua); the home takes its own lines and
 // appends the order event, status and due entry (commit.lua: the one
 // commit point); then the pending index and the cart are updated in the
-// user's slot. A refusal gives the holds back and is answered as above; a
+// user's slot (and, when a crash skipped that, by a checkout's repeat of
+// its Idempotency-Key: sagafinish.go). A refusal gives the holds back and is answered as above; a
 // crash between hold and commit is settled by the sweeper (repair.go).
 // There a checkout buys the cart as it was read (never ErrCartChanged) and
 // removes from it the lines that still hold the quantities bought.
@@ -229,6 +230,12 @@ type Service struct {
 
 	paymentTTL time.Duration
 	payments   PaymentProvider
+	// holdLifetime is how long a saga's hold waits for its commit
+	// (WithHoldLifetime).
+	holdLifetime time.Duration
+	// sagaFault, for the fault drills, is called at each SagaPoint a
+	// placement reaches (InjectSagaFault); nil otherwise.
+	sagaFault func(SagaPoint)
 
 	// quiet reservations publish no stock change: only the reserve
 	// benchmark sets it, to measure what publishing costs.
@@ -262,11 +269,25 @@ func WithReserveRedis(c redis.Scripter) Option {
 	}
 }
 
+// WithHoldLifetime sets how long a cross-shard saga's hold waits for its
+// commit before the sweeper's repair may undo it (Redis Cluster only;
+// DefaultHoldLifetime when d is not positive). It bounds how long a crash
+// between hold and commit keeps units out of stock, and must stay above
+// the few seconds a placement may take: a hold that outlives its deadline
+// mid-placement is undone and the placement answers 503.
+func WithHoldLifetime(d time.Duration) Option {
+	return func(s *Service) {
+		if d > 0 {
+			s.holdLifetime = d
+		}
+	}
+}
+
 // New returns the order service. Its metrics are registered on reg.
 func New(db *pgxpool.Pool, rdb redis.UniversalClient, stock *inventory.Stock, exists ProductExists,
 	prefix string, log *slog.Logger, reg prometheus.Registerer, opts ...Option) *Service {
 	s := &Service{
-		db: db, rdb: rdb, reserveRdb: rdb, stock: stock, exists: exists,
+		db: db, rdb: rdb, reserveRdb: rdb, stock: stock, exists: exists, holdLifetime: DefaultHoldLifetime,
 		keys: keys{prefix, stock.Partitions()}, log: log, metrics: newPlaceMetrics(reg),
 		life: &lifecycle{log: log, rdb: rdb, stock: stock, keys: keys{prefix, stock.Partitions()}},
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -42,9 +41,10 @@ import (
 // first id, whose home may hold none of the new cart's lines: then every
 // line is held and the commit takes none.
 
-// holdLifetime is how long a hold waits for its commit before the repair
-// may undo the saga. A placement gives up after placeTimeout, far sooner.
-const holdLifetime = 30 * time.Second
+// DefaultHoldLifetime is how long a hold waits for its commit before the
+// repair may undo the saga (WithHoldLifetime sets another). A placement
+// gives up after placeTimeout, far sooner.
+const DefaultHoldLifetime = 30 * time.Second
 
 // abortedTTL is how long a tombstone refuses a late commit (and answers a
 // repeat of the aborted id's Idempotency-Key with a fresh order).
@@ -82,6 +82,9 @@ func (s *Service) placeSaga(ctx context.Context, user string, lines []Line, o Pl
 		idem = s.keys.idem(user, o.IdemKey)
 		var replayed bool
 		if id, replayed, err = s.claimOrderID(ctx, idem, fp, id, lines); err != nil || replayed {
+			if replayed && o.CartKey != "" {
+				s.refinish(ctx, user, id, idem, o.CartKey)
+			}
 			return reservation{orderID: id, replayed: replayed}, err
 		}
 	}
@@ -99,7 +102,8 @@ func (s *Service) placeSaga(ctx context.Context, user string, lines []Line, o Pl
 	if err != nil || res.replayed {
 		return res, err
 	}
-	s.finish(ctx, user, res, lines, o.CartKey)
+	s.fault(SagaBeforeFinish)
+	s.finish(ctx, user, res, lines, o.CartKey, idem)
 	return res, nil
 }
 
@@ -182,10 +186,12 @@ func (s *Service) saga(ctx context.Context, id, user string, lines []Line) (rese
 	if refused.reason != "" {
 		mode = "check"
 	}
+	s.fault(SagaAfterHold)
 	res, fail, err := s.commit(ctx, id, user, attempt, home, mode, lines, held)
 	refused.add(fail)
 	switch {
 	case err == nil && refused.reason == "" && !res.replayed:
+		s.fault(SagaAfterCommit)
 		s.dropAll(ctx, id, attempt, held)
 		return res, nil
 	case err == nil && res.replayed:
@@ -243,7 +249,7 @@ func asItems(lines []Line) []ReservedItem {
 // hold runs hold.lua on partition p; fail is its refusal (reason, SKUs).
 func (s *Service) hold(ctx context.Context, p int, id, user, attempt, mode string, home int, lines []Line) ([]ReservedItem, []string, error) {
 	keys := []string{s.keys.hold(p, id), s.keys.holds(p)}
-	args := []any{id, user, attempt, mode, home, holdLifetime.Milliseconds(), len(lines)}
+	args := []any{id, user, attempt, mode, home, s.holdLifetime.Milliseconds(), len(lines)}
 	for _, l := range lines {
 		keys = append(keys, s.stock.SaleKey(l.SKU), s.stock.BuyersKey(l.SKU))
 		args = append(args, l.SKU, l.Quantity, s.changesChannel(l.SKU))
@@ -388,26 +394,4 @@ func afterward(ctx context.Context) (context.Context, context.CancelFunc) {
 // record holds items; it returns the units given back (-1: no such hold).
 func (s *Service) unhold(ctx context.Context, p int, id, attempt, mode string, items []ReservedItem) (int64, error) {
 	return unholdOn(ctx, s.rdb, s.keys, s.stock, s.changesChannel, p, id, attempt, mode, items)
-}
-
-// finish indexes a committed order for its buyer and takes the bought
-// lines out of the cart, in the user's slot. The order exists already: a
-// failure here is logged, and the writer's confirm makes the index
-// entry needless once the order is persisted.
-func (s *Service) finish(ctx context.Context, user string, res reservation, lines []Line, cartKey string) {
-	ctx, cancel := afterward(ctx)
-	defer cancel()
-	pending := s.keys.pending(user)
-	cart := pending + ":nocart"
-	args := []any{res.orderID, res.createdAt.UnixMilli(), s.statusTTL().Milliseconds(), 0}
-	if cartKey != "" {
-		cart = cartKey
-		args[3] = len(lines)
-		for _, l := range lines {
-			args = append(args, l.SKU, strconv.Itoa(l.Quantity))
-		}
-	}
-	if err := finishScript.Run(ctx, s.rdb, []string{pending, cart}, args...).Err(); err != nil {
-		s.log.Warn("index a placed order for its buyer", "order", res.orderID, "err", err)
-	}
 }

@@ -43,11 +43,15 @@ return {'new', ARGV[2]}`)
 // it as pending for its buyer and, for a checkout, removes from the cart
 // every line that still holds the quantity bought (a line changed since
 // the cart was read stays). KEYS[1] the buyer's pending index, KEYS[2] the
-// cart (touched only when n > 0); ARGV[1] order id, ARGV[2] created_ms,
-// ARGV[3] the index's TTL (ms), ARGV[4] n, then n sku, quantity pairs.
+// cart (touched only when n > 0), KEYS[3] (only with an Idempotency-Key)
+// the key's finish mark, set to the order id: a repeat that finds it
+// unset finishes again (refinish); ARGV[1] order id, ARGV[2] created_ms,
+// ARGV[3] the index's and the mark's TTL (ms), ARGV[4] n, then n sku,
+// quantity pairs.
 var finishScript = redis.NewScript(`
 redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
+if KEYS[3] then redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[3]) end
 for i = 5, #ARGV, 2 do
   if redis.call('HGET', KEYS[2], ARGV[i]) == ARGV[i + 1] then
     redis.call('HDEL', KEYS[2], ARGV[i])

@@ -130,7 +130,8 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 	a.Sales = inventory.NewSales(st.DB, a.Stock)
 	a.Orders = order.New(st.DB, st.Redis, a.Stock, a.Catalog.Exists, cfg.KeyPrefix, log, reg,
 		order.WithPaymentTTL(cfg.PaymentTTL), order.WithPayments(PaymentProvider(cfg)),
-		order.WithStockChanged(StockChanged), order.WithReserveRedis(purchases), order.WithGate(reserveGate))
+		order.WithStockChanged(StockChanged), order.WithReserveRedis(purchases), order.WithGate(reserveGate),
+		order.WithHoldLifetime(cfg.SagaHoldTTL))
 	a.Carts = cart.New(st.Redis, a.Catalog, a.Orders, cfg.KeyPrefix, log, reg)
 	a.Locks = lock.New(st.Redis, cfg.KeyPrefix)
 	a.Sweeper = NewSweeper(st, cfg, a.Stock, a.Locks, log, reg)

@@ -1,0 +1,71 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The saga's last step, in the buyer's slot (saga.go): the pending index
+// and the cart. It runs after the commit, so a crash may skip it; a
+// checkout's repeat then does it (refinish), told by the Idempotency-Key's
+// finish mark whether the first run did.
+
+// finish indexes a committed order for its buyer and takes the bought
+// lines out of the cart, in the user's slot, and marks the Idempotency-Key
+// record idem (” for none) finished. The order exists already: a failure
+// here is logged, and the writer's confirm makes the index entry needless
+// once the order is persisted; a checkout's repeat finishes again
+// (refinish).
+func (s *Service) finish(ctx context.Context, user string, res reservation, lines []Line, cartKey, idem string) {
+	ctx, cancel := afterward(ctx)
+	defer cancel()
+	pending := s.keys.pending(user)
+	keys := []string{pending, pending + ":nocart"}
+	args := []any{res.orderID, res.createdAt.UnixMilli(), s.statusTTL().Milliseconds(), 0}
+	if cartKey != "" {
+		keys[1] = cartKey
+		args[3] = len(lines)
+		for _, l := range lines {
+			args = append(args, l.SKU, strconv.Itoa(l.Quantity))
+		}
+	}
+	if idem != "" {
+		keys = append(keys, finishedKey(idem))
+	}
+	if err := finishScript.Run(ctx, s.rdb, keys, args...).Err(); err != nil {
+		s.log.Warn("index a placed order for its buyer", "order", res.orderID, "err", err)
+	}
+}
+
+// finishedKey is the finish mark of the Idempotency-Key record idem, in
+// its slot (the user's): the id of the order whose finish ran.
+func finishedKey(idem string) string { return idem + ":finished" }
+
+// refinish does the finish of a checkout repeated after its order
+// committed, when the first run never did it (a crash between the commit
+// and the finish: the mark does not name the order): the order's own
+// lines come out of the cart where it still holds their quantities, as
+// the first run would have taken them. Failures are logged, as finish's.
+func (s *Service) refinish(ctx context.Context, user, id, idem, cartKey string) {
+	marked, err := s.rdb.Get(ctx, finishedKey(idem)).Result()
+	switch {
+	case err == nil && marked == id:
+		return
+	case err != nil && !errors.Is(err, redis.Nil):
+		s.log.Warn("read a repeated checkout's finish mark", "order", id, "err", err)
+		return
+	}
+	o, found, err := s.life.read(ctx, id)
+	if err != nil || !found {
+		s.log.Warn("finish a repeated checkout", "order", id, "found", found, "err", err)
+		return
+	}
+	lines := make([]Line, len(o.Items))
+	for i, it := range o.Items {
+		lines[i] = Line{SKU: it.SKU, Quantity: it.Quantity}
+	}
+	s.finish(ctx, user, reservation{orderID: id, createdAt: o.CreatedAt}, lines, cartKey, idem)
+}
