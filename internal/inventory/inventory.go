@@ -65,6 +65,7 @@
 package inventory
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -131,7 +132,9 @@ type Catalog struct {
 	stock *Stock
 	cache *cache.Cache
 	view  *StockView // nil: available is read from Redis every time
-	log   *slog.Logger
+	// gate is the request's ReadGate (oneread.go); nil: none.
+	gate func(context.Context) ReadGate
+	log  *slog.Logger
 }
 
 // CatalogOption changes how NewCatalog builds the catalog.
