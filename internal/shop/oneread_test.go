@@ -333,7 +333,9 @@ func TestOneTripReadOnlyWhereItApplies(t *testing.T) {
 			if tc.token {
 				_, token = a.Shopper(t, "rd-"+tc.name+"@example.com")
 			}
-			read := func() { wantProduct(t, a.Do(t, http.MethodGet, "/api/v1/products/rd", token, ""), "rd", "Product rd", 10) }
+			read := func() {
+				wantProduct(t, a.Do(t, http.MethodGet, "/api/v1/products/rd", token, ""), "rd", "Product rd", 10)
+			}
 			read() // fills what the near cache and the stock view keep
 			trips, combined := spy.during(read)
 			if trips != tc.wantTrips || combined != 0 {
