@@ -13,6 +13,12 @@
 // LockWait, then load anyway. The lock is for efficiency only: correctness
 // never depends on it.
 //
+// A caller may run Get's Redis read itself, inside a script call of its
+// own beside other work (Prefetch, ReadLua, GetJSONPrefetched: the shop's
+// product read runs it with the rate limiter's window and the live stock
+// in one round trip); the cache answers from its reply as from its own
+// read. See prefetch.go.
+//
 // # Why fills cannot store stale data
 //
 // A fill reads PostgreSQL at some instant and stores into Redis later; a

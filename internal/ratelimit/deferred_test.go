@@ -31,7 +31,7 @@ func deferringApp(rdb redis.UniversalClient, prefix string, limit int) *fiber.Ap
 	path := func(p string) func(*fiber.Ctx) bool { return func(c *fiber.Ctx) bool { return c.Path() == p } }
 	app := fiber.New()
 	app.Use(l.Middleware(ratelimit.Options{
-		Key:         func(*fiber.Ctx) string { return "client" },
+		Key: func(*fiber.Ctx) string { return "client" },
 		// Errors, as the shop's are: Run hands the refusal to the route.
 		Limited:     func(*fiber.Ctx, int) error { return fiber.NewError(http.StatusTooManyRequests) },
 		Unavailable: func(*fiber.Ctx, error) error { return fiber.NewError(http.StatusServiceUnavailable) },
