@@ -2,10 +2,12 @@ package shop_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -417,5 +419,63 @@ func TestOneTripReadOnACluster(t *testing.T) {
 		if n := counter(t, a.Reg, m.name, m.label, m.value); n != 0 {
 			t.Fatalf("%s{%s=%s} = %v on a cluster", m.name, m.label, m.value, n)
 		}
+	}
+}
+
+// Readers released together from one address, more than its limit:
+// exactly `limit` read the product (each a cache hit in its one call) and
+// the others get 429 having read nothing; the limiter counted `limit`.
+func TestOneTripReadRaceExactTotals(t *testing.T) {
+	t.Parallel()
+	const limit, readers = 40, 100
+	a, spy := oneRead(t, limit, nil)
+	a.Sale(t, "rd", 100, 10, 0)
+	// Loads the script; counted in the window of app.Test's address, not
+	// the readers' (loopback).
+	wantProduct(t, getProduct(t, a, "rd"), "rd", "Product rd", 10)
+	before, combined0 := cacheCountsOf(t, a), spy.combined.Load()
+	base := a.Serve(t)
+	var ok, limited atomic.Int64
+	var wg sync.WaitGroup
+	release := make(chan struct{})
+	errs := make(chan error, readers)
+	for i := range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-release
+			res, err := http.Get(base + "/api/v1/products/rd")
+			if err != nil {
+				errs <- err
+				return
+			}
+			_ = res.Body.Close()
+			switch res.StatusCode {
+			case http.StatusOK:
+				ok.Add(1)
+			case http.StatusTooManyRequests:
+				limited.Add(1)
+			default:
+				errs <- fmt.Errorf("reader %d: status %d", i, res.StatusCode)
+			}
+		}()
+	}
+	close(release)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if ok.Load() != limit || limited.Load() != readers-limit {
+		t.Fatalf("read %d, limited %d; want %d and %d", ok.Load(), limited.Load(), limit, readers-limit)
+	}
+	if got := cacheCountsOf(t, a); got != (cacheCounts{before.hits + limit, before.misses, before.loads}) {
+		t.Fatalf("cache counts %+v, want exactly %d hits more than %+v", got, limit, before)
+	}
+	if n := spy.combined.Load() - combined0; n != readers {
+		t.Fatalf("%d one-trip scripts, want one per reader (%d)", n, readers)
+	}
+	if n := counted(t, a); n != limit+1 {
+		t.Fatalf("the limiter counted %d requests, want %d", n, limit+1)
 	}
 }
