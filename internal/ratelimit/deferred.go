@@ -17,9 +17,9 @@ import (
 // script's. For the requests Options.Defer names, the middleware does not
 // check on arrival: it leaves a Deferred in the request's context, and the
 // route runs the check and its own script (the Deferral's Follower) in
-// one call (Run). The follower runs only when the window allows the request and the
-// companion admits it (Companion.Admit), so a refused request still does
-// nothing else.
+// one call (Run). The follower runs only when the window allows the
+// request and the companion admits it (Companion.Admit), so a refused
+// request still does nothing else.
 //
 // The answers stay those of a check made first: a route that answers
 // before calling Run (a bad body, a bad token) has its answer replaced by

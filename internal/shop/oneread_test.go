@@ -116,18 +116,25 @@ func (s *readSpy) during(f func()) (trips, combined int64) {
 // with cfg's further changes, whose Redis client is spied on.
 func oneRead(t *testing.T, limit int, cfg func(*config.Config)) (*shoptest.App, *readSpy) {
 	t.Helper()
+	return oneReadWith(t, limit, cfg, shoptest.Options{})
+}
+
+// oneReadWith is oneRead built with o's further options.
+func oneReadWith(t *testing.T, limit int, cfg func(*config.Config), o shoptest.Options) (*shoptest.App, *readSpy) {
+	t.Helper()
 	stores := shoptest.NewStores(t)
 	spy := &readSpy{prefix: stores.Redis.Prefix}
 	rdb := redis.NewClient(stores.Redis.Client.Options())
 	t.Cleanup(func() { _ = rdb.Close() })
 	rdb.AddHook(spy)
-	a := shoptest.New(t, shoptest.Options{Stores: stores, Redis: rdb, Config: func(c *config.Config) {
+	o.Stores, o.Redis = stores, rdb
+	o.Config = func(c *config.Config) {
 		c.RateLimit = config.RateLimit{Limit: limit, Window: time.Minute}
 		if cfg != nil {
 			cfg(c)
 		}
-	}})
-	return a, spy
+	}
+	return shoptest.New(t, o), spy
 }
 
 // counter is a counter of a's registry, 0 when it has not counted.
@@ -317,19 +324,32 @@ func TestOneTripReadMissFills(t *testing.T) {
 func TestOneTripReadOnlyWhereItApplies(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		name      string
-		cfg       func(*config.Config)
-		token     bool
-		wantTrips int64
+		name       string
+		cfg        func(*config.Config)
+		token      bool
+		cacheRedis bool // the cache in a Redis of its own
+		wantTrips  int64
 	}{
-		{"token", nil, true, 3},
-		{"one_trip_off", func(c *config.Config) { c.RedisOneTrip = false }, false, 3},
-		{"near_cache_on", func(c *config.Config) { c.NearCacheTTL = time.Minute }, false, 1},
+		{"token", nil, true, false, 3},
+		{"one_trip_off", func(c *config.Config) { c.RedisOneTrip = false }, false, false, 3},
+		{"near_cache_on", func(c *config.Config) { c.NearCacheTTL = time.Minute }, false, false, 1},
+		// The window and the stock here, the document there (a hit).
+		{"cache_redis_of_its_own", nil, false, true, 2},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			a, spy := oneRead(t, 100, tc.cfg)
+			var o shoptest.Options
+			if tc.cacheRedis {
+				opts, err := redis.ParseURL(testenv.StartRedis(t).URL)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cacheRdb := redis.NewClient(opts)
+				t.Cleanup(func() { _ = cacheRdb.Close() })
+				o.Cache = cacheRdb
+			}
+			a, spy := oneReadWith(t, 100, tc.cfg, o)
 			a.Sale(t, "rd", 100, 10, 0)
 			token := ""
 			if tc.token {
