@@ -13,6 +13,12 @@
 // LockWait, then load anyway. The lock is for efficiency only: correctness
 // never depends on it.
 //
+// A caller may run Get's Redis read itself, inside a script call of its
+// own beside other work (Prefetch, ReadLua, GetJSONPrefetched: the shop's
+// product read runs it with the rate limiter's window and the live stock
+// in one round trip); the cache answers from its reply as from its own
+// read. See prefetch.go.
+//
 // # Why fills cannot store stale data
 //
 // A fill reads PostgreSQL at some instant and stores into Redis later; a
@@ -175,6 +181,12 @@ func (c *Cache) get(ctx context.Context, key string, tags []string, load Loader)
 			return e.result(err)
 		})
 	}
+	return c.answer(ctx, key, tags, snap, load)
+}
+
+// answer is Get's answer from what its read saw: the entry when it has
+// one, else a fill under the generations it saw.
+func (c *Cache) answer(ctx context.Context, key string, tags []string, snap snapshot, load Loader) ([]byte, error) {
 	if snap.found {
 		if v, err := decodeEntry(snap.value); !errors.Is(err, errCorrupt) {
 			c.m.hits.Inc()
@@ -232,8 +244,15 @@ func GetJSONShared[T any](ctx context.Context, c *Cache, key string, tags []stri
 }
 
 func getJSON[T any](ctx context.Context, c *Cache, key string, tags []string, load func(context.Context) (T, error), keep bool) (T, error) {
+	return decodeJSON(ctx, c, key, load, keep, func(l Loader) ([]byte, error) { return c.Get(ctx, key, tags, l) })
+}
+
+// decodeJSON decodes what get answers with load's value as JSON; keep
+// keeps the decoded value with the near entry (GetJSONShared).
+func decodeJSON[T any](ctx context.Context, c *Cache, key string, load func(context.Context) (T, error), keep bool,
+	get func(Loader) ([]byte, error)) (T, error) {
 	var v T
-	b, err := c.Get(ctx, key, tags, func(ctx context.Context) ([]byte, error) {
+	b, err := get(func(ctx context.Context) ([]byte, error) {
 		lv, err := load(ctx)
 		if err != nil {
 			return nil, err

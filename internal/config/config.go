@@ -73,9 +73,12 @@ type Config struct {
 	RedisPipelineDelay    time.Duration `env:"SHOP_REDIS_PIPELINE_DELAY" envDefault:"100us"`
 	RedisPipelineAdaptive bool          `env:"SHOP_REDIS_PIPELINE_ADAPTIVE" envDefault:"true"`
 	// RedisOneTrip runs a purchase's rate-limit window, session check and
-	// reservation in one script call on a single Redis with the limiter on
-	// (internal/shop/onetrip.go; a cluster or the limiter off keeps the
-	// separate steps). Off: two calls, as before (for A/B measurement).
+	// reservation in one script call on a single Redis with the limiter on,
+	// and an anonymous product read's window, cached document and live
+	// stock too when they are in that Redis (no cache Redis of its own,
+	// near cache off) (internal/shop/onetrip.go; a cluster or the limiter
+	// off keeps the separate steps). Off: two calls, and three for a
+	// product read, as before (for A/B measurement).
 	RedisOneTrip bool `env:"SHOP_REDIS_ONE_TRIP" envDefault:"true"`
 	// PasswordHashing is "owasp" (argon2id at OWASP's cost) or "fast", a
 	// tiny cost for load tests, allowed only with SHOP_ENV=dev.

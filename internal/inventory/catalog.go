@@ -19,19 +19,13 @@ func (s *Catalog) Get(ctx context.Context, sku string) (Product, error) {
 	if !ValidSKU(sku) {
 		return Product{}, fmt.Errorf("get product %q: %w", sku, ErrProductNotFound)
 	}
-	// A record holds no slice or map: near hits may share one.
-	rec, err := cache.GetJSONShared(ctx, s.cache, productKey(sku), nil, func(ctx context.Context) (record, error) {
-		r, err := s.selectProduct(ctx, sku)
-		if errors.Is(err, ErrProductNotFound) {
-			return r, cache.ErrNotFound
-		}
-		return r, err
-	})
-	if errors.Is(err, cache.ErrNotFound) {
-		return Product{}, fmt.Errorf("get product %s: %w", sku, ErrProductNotFound)
+	if p, ok, err := s.getGated(ctx, sku); ok {
+		return p, err
 	}
+	// A record holds no slice or map: near hits may share one.
+	rec, err := cache.GetJSONShared(ctx, s.cache, productKey(sku), nil, s.loadProduct(sku))
 	if err != nil {
-		return Product{}, readError("get product "+sku, err)
+		return Product{}, s.getError(sku, err)
 	}
 	return rec.product(s.available(ctx, []string{sku})[0]), nil
 }

@@ -5,7 +5,10 @@
 //
 // Get and List read through the cache (cache-aside), and with the cache's
 // near cache on (SHOP_NEAR_CACHE_TTL) through this process's copy of
-// recent reads first, so a hot product costs no round trip at all. A product entry is the
+// recent reads first, so a hot product costs no round trip at all. With
+// a ReadGate (WithReadGate) and both off, Get reads the document and the
+// live stock in the gate's script call (the shop's: the rate limiter's
+// window), one round trip in all (oneread.go). A product entry is the
 // product without its live stock. Listings are cached in chunks of 100
 // rows at fixed offsets, whatever the limit, tagged "category:<c>", or
 // "category:*" when unfiltered, beside one entry with every category's
@@ -65,6 +68,7 @@
 package inventory
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -131,7 +135,9 @@ type Catalog struct {
 	stock *Stock
 	cache *cache.Cache
 	view  *StockView // nil: available is read from Redis every time
-	log   *slog.Logger
+	// gate is the request's ReadGate (oneread.go); nil: none.
+	gate func(context.Context) ReadGate
+	log  *slog.Logger
 }
 
 // CatalogOption changes how NewCatalog builds the catalog.

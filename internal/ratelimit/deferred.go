@@ -9,17 +9,17 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Deferred checks: the window, the companion and a route's own first write
-// in one script call.
+// Deferred checks: the window, the companion and a route's own first
+// Redis step (a write, or a read) in one script call.
 //
 // A companion saves an authenticated request one round trip; a purchase
 // still paid two, the limiter's (with the session check) and the reserve
 // script's. For the requests Options.Defer names, the middleware does not
 // check on arrival: it leaves a Deferred in the request's context, and the
-// route runs the check and its own script (the Follower) in one call
-// (Run). The follower runs only when the window allows the request and the
-// companion admits it (Companion.Admit), so a refused request still does
-// nothing else.
+// route runs the check and its own script (the Deferral's Follower) in
+// one call (Run). The follower runs only when the window allows the
+// request and the companion admits it (Companion.Admit), so a refused
+// request still does nothing else.
 //
 // The answers stay those of a check made first: a route that answers
 // before calling Run (a bad body, a bad token) has its answer replaced by
@@ -31,8 +31,14 @@ import (
 // must decide on the companion's answer before the route (RequireAdmin)
 // settles first through Companion.Deferred.
 //
+// Several kinds of request may be deferred, each with its own follower
+// (Deferral): the shop's purchases with the reservation, its product
+// reads with the cached document and the live stock.
+//
 // Like the companion, this needs one Redis server: on a cluster
-// companionFor declines and nothing is deferred.
+// companionFor declines and nothing is deferred. A request that bears
+// nothing for the companion (Prepare declines: no token) runs the window
+// and the follower alone.
 
 // followedLua runs the window, the companion, the companion's admission
 // and the follower, each a local function taking KEYS and ARGV as
@@ -95,19 +101,52 @@ end
 return {r[1], r[2], r[3], c, f}
 `
 
-// deferring is the middleware's combined script, when it defers.
+// Deferral is one kind of deferred request: those Match accepts, whose
+// route runs Follower after the check (Deferred.Run). A leading shebang
+// line of Follower is dropped: the combined script carries its own.
+// Name tells the route's code which follower the request's check carries
+// (DeferredFrom), so that code reached by another deferred route (a
+// purchase that reads the catalog) never runs its script in that
+// route's check.
+type Deferral struct {
+	Name     string
+	Match    func(*fiber.Ctx) bool
+	Follower string
+}
+
+// deferring is one Deferral's combined script.
 type deferring struct {
+	name   string
+	match  func(*fiber.Ctx) bool
 	w      *withCompanion
 	script *redis.Script
 }
 
-// deferringFor returns the middleware's deferral, or nil when o defers
-// nothing or the companion cannot serve it (see Options.Defer).
-func (l *Limiter) deferringFor(o *Options, w *withCompanion) *deferring {
-	if o.Defer == nil || o.Follower == "" || w == nil || !w.c.defers() {
+// deferringFor returns the middleware's deferrals, or nil when o defers
+// nothing or the companion cannot serve them (see Options.Defer).
+func (l *Limiter) deferringFor(o *Options, w *withCompanion) []*deferring {
+	if len(o.Defer) == 0 || w == nil || !w.c.defers() {
 		return nil
 	}
-	return &deferring{w: w, script: redis.NewScript(combinedLua(w.c, o.Follower))}
+	out := make([]*deferring, 0, len(o.Defer))
+	for _, d := range o.Defer {
+		if d.Match == nil || d.Follower == "" {
+			continue
+		}
+		out = append(out, &deferring{name: d.Name, match: d.Match, w: w,
+			script: redis.NewScript(combinedLua(w.c, d.Follower))})
+	}
+	return out
+}
+
+// deferralOf is the first of gs that defers c, or nil.
+func deferralOf(gs []*deferring, c *fiber.Ctx) *deferring {
+	for _, g := range gs {
+		if g.match(c) {
+			return g
+		}
+	}
+	return nil
 }
 
 func combinedLua(c *Companion, follower string) string {
@@ -146,9 +185,13 @@ type Deferred struct {
 type deferredKey struct{}
 
 // DeferredFrom returns the deferred check of the request whose context is
-// ctx, or nil when its check was not deferred.
-func DeferredFrom(ctx context.Context) *Deferred {
+// ctx when it was deferred by the Deferral named name (whose Follower
+// Run runs), or nil.
+func DeferredFrom(ctx context.Context, name string) *Deferred {
 	d, _ := ctx.Value(deferredKey{}).(*Deferred)
+	if d == nil || d.g.name != name {
+		return nil
+	}
 	return d
 }
 

@@ -25,15 +25,12 @@ type Options struct {
 	// Companion, when set, rides in the limiter's round trip (see Companion).
 	Companion *Companion
 	// Defer names the requests whose check waits for their route, which
-	// runs it in the same script call as its own first write (Follower;
-	// see Deferred). It takes effect only with a Follower and a companion
+	// runs it in the same script call as its own first Redis step (the
+	// Deferral's Follower; see Deferred): the first Deferral whose Match
+	// accepts a request takes it. It takes effect only with a companion
 	// that can ride and serve deferred checks (Companion.Admit, Deferred,
 	// Verdict).
-	Defer func(*fiber.Ctx) bool
-	// Follower is the Lua script a deferred request's route runs after the
-	// window and the companion (Deferred.Run). A leading shebang line is
-	// dropped: the combined script carries its own.
-	Follower string
+	Defer []Deferral
 }
 
 // Middleware limits every request it sees. It sets X-RateLimit-Limit and
@@ -43,10 +40,10 @@ func (l *Limiter) Middleware(o Options) fiber.Handler {
 		o.Timeout = time.Second
 	}
 	withC := l.companionFor(o.Companion)
-	deferring := l.deferringFor(&o, withC)
+	deferrals := l.deferringFor(&o, withC)
 	return func(c *fiber.Ctx) error {
-		if deferring != nil && o.Defer(c) {
-			return deferring.serve(c, &o)
+		if g := deferralOf(deferrals, c); g != nil {
+			return g.serve(c, &o)
 		}
 		ctx, cancel := context.WithTimeout(c.UserContext(), o.Timeout)
 		res, err := l.check(ctx, c, o.Key(c), withC)

@@ -19,10 +19,11 @@
 // A Companion script may ride in the limiter's round trip, run only for
 // allowed requests: the shop's session check does, so an authenticated
 // request pays one round trip to Redis before its handler, not two. A
-// route may also take the check into its own first write (Options.Defer,
-// Deferred): the shop's purchases run the window, the session check and
-// the reservation in one script call, with every answer as if the check
-// had come first.
+// route may also take the check into its own first Redis step
+// (Options.Defer, Deferred): the shop's purchases run the window, the
+// session check and the reservation in one script call, its anonymous
+// product reads the window, the cached document and the live stock, with
+// every answer as if the check had come first.
 //
 // When Redis cannot be reached the middleware fails closed (503) for
 // requests that change state (POST, PUT, PATCH, DELETE: buying, checkout)

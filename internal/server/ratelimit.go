@@ -23,7 +23,6 @@ func limiterMiddleware(d Deps, who clients) fiber.Handler {
 	mw := l.Middleware(ratelimit.Options{
 		Companion: d.LimiterCompanion,
 		Defer:     d.LimiterDefer,
-		Follower:  d.LimiterFollower,
 		Key:       who.key,
 		Limited: func(_ *fiber.Ctx, retryAfter int) error {
 			limited.Inc()

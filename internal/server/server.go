@@ -15,7 +15,7 @@
 //	/api/v1 group  rate limiter, then auth, then the handlers (per route);
 //	               the session check rides in the limiter's round trip, and
 //	               for the routes Deps.LimiterDefer names both run in the
-//	               route's first write (the answers stay in this order)
+//	               route's first Redis step (the answers stay in this order)
 package server
 
 import (
@@ -59,12 +59,12 @@ type Deps struct {
 	// trip: the shop's is the session check (auth.Service.LimiterCompanion),
 	// one round trip to Redis instead of two for authenticated requests.
 	LimiterCompanion *ratelimit.Companion
-	// LimiterDefer and LimiterFollower, when set with the companion, defer
-	// the check of the requests LimiterDefer names to their route, which
-	// runs it in one script call with its own first write
-	// (ratelimit.Deferred; the shop's purchases: internal/shop/onetrip.go).
-	LimiterDefer    func(*fiber.Ctx) bool
-	LimiterFollower string
+	// LimiterDefer, when set with the companion, defers the check of the
+	// requests each Deferral matches to their route, which runs it in one
+	// script call with its own first Redis step, the Deferral's Follower
+	// (ratelimit.Deferred; the shop's purchases and product reads:
+	// internal/shop/onetrip.go).
+	LimiterDefer []ratelimit.Deferral
 	// Mount registers the domain routes on the /api/v1 router.
 	Mount []func(fiber.Router)
 	// Top registers routes outside /api/v1 (a web page), after the

@@ -194,9 +194,10 @@ func BenchmarkGetProduct(b *testing.B) {
 }
 
 // BenchmarkGetProductNear is BenchmarkGetProduct with shop serve's access
-// log (batched), the product reads from memory on (SHOP_NEAR_CACHE_TTL's
-// default: no round trip but the limiter's) and off (the cached document
-// and the live stock from Redis, in turn).
+// log (batched), the product reads from memory on (no round trip but the
+// limiter's) and off (SHOP_NEAR_CACHE_TTL's default: the cached document
+// and the live stock from Redis, in the limiter's script call:
+// BenchmarkGetProductOneTrip).
 func BenchmarkGetProductNear(b *testing.B) {
 	for _, ttl := range []time.Duration{time.Second, 0} {
 		b.Run(fmt.Sprintf("near=%v", ttl), func(b *testing.B) {
@@ -209,6 +210,87 @@ func BenchmarkGetProductNear(b *testing.B) {
 			benchGet(b, a, "/api/v1/products/bench")
 		})
 	}
+}
+
+// BenchmarkGetProductOneTrip is BenchmarkGetProductNear with the product
+// reads from memory off, the limiter's window, the cached document and
+// the live stock in one script call (SHOP_REDIS_ONE_TRIP, the default)
+// and in three round trips (off), on a private redis-server so that its
+// accounting is the reads' alone: scripts/op (EVALSHA and EVAL calls
+// per read, INFO commandstats) and redis-cpu-us/op (the server's CPU
+// time, user and system, INFO cpu); and, counted by a hook on the
+// client, sent/op (the commands it sent) and trips/op (its sends: one
+// command, or one pipeline of several, such as a batch of the
+// auto-pipeliner or of the visitor counts).
+func BenchmarkGetProductOneTrip(b *testing.B) {
+	for _, one := range []bool{true, false} {
+		b.Run(fmt.Sprintf("one_trip=%v", one), func(b *testing.B) {
+			rs := testenv.StartRedis(b)
+			opts, err := redis.ParseURL(rs.URL)
+			if err != nil {
+				b.Fatal(err)
+			}
+			rdb := redis.NewClient(opts)
+			b.Cleanup(func() { _ = rdb.Close() })
+			var sends sendCounter
+			rdb.AddHook(&sends)
+			a := shoptest.New(b, shoptest.Options{Redis: rdb, Log: accessLogs[1].log(b), Config: func(c *config.Config) {
+				c.RateLimit = config.RateLimit{Limit: 1 << 30, Window: 10 * time.Second}
+				c.TrustedProxies = []string{"0.0.0.0"}
+				c.NearCacheTTL, c.RedisOneTrip = 0, one
+			}})
+			a.Sale(b, "bench", 100, 1000, 0)
+			calls, _ := scriptStats(b, rdb)
+			cpu := serverCPU(b, rdb)
+			sent, trips := sends.cmds.Load(), sends.trips.Load()
+			benchGet(b, a, "/api/v1/products/bench")
+			calls2, _ := scriptStats(b, rdb)
+			n := float64(b.N)
+			b.ReportMetric(float64(calls2-calls)/n, "scripts/op")
+			b.ReportMetric(float64(serverCPU(b, rdb)-cpu)/n/1e3, "redis-cpu-us/op")
+			b.ReportMetric(float64(sends.cmds.Load()-sent)/n, "sent/op")
+			b.ReportMetric(float64(sends.trips.Load()-trips)/n, "trips/op")
+		})
+	}
+}
+
+// sendCounter counts a client's commands and its sends (a command, or a
+// pipeline).
+type sendCounter struct{ cmds, trips atomic.Int64 }
+
+func (s *sendCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (s *sendCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, c redis.Cmder) error {
+		s.cmds.Add(1)
+		s.trips.Add(1)
+		return next(ctx, c)
+	}
+}
+
+func (s *sendCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		s.cmds.Add(int64(len(cmds)))
+		s.trips.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// serverCPU is the Redis server's CPU time, user and system (INFO cpu).
+func serverCPU(b *testing.B, rdb *redis.Client) time.Duration {
+	info, err := rdb.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var secs float64
+	for _, line := range strings.Split(info, "\r\n") {
+		name, v, _ := strings.Cut(line, ":")
+		if name == "used_cpu_sys" || name == "used_cpu_user" {
+			f, _ := strconv.ParseFloat(v, 64)
+			secs += f
+		}
+	}
+	return time.Duration(secs * float64(time.Second))
 }
 
 func BenchmarkHealthz(b *testing.B) {

@@ -8,11 +8,13 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/shop-oss/shop/internal/config"
+	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/ratelimit"
 )
 
-// One script per purchase on a single Redis (issue 16, BENCHMARKS.md).
+// One script per purchase, and per product read, on a single Redis
+// (issue 16, BENCHMARKS.md).
 //
 // A purchase used to pay two round trips to Redis: the rate limiter's
 // script, which also carries the session check (auth's limiter
@@ -30,19 +32,59 @@ import (
 // request that fails before reserving (a bad body, a bad token) is
 // answered after the check runs alone, with the check's refusal first.
 //
+// A product read (GET /api/v1/products/{sku}) with the near cache off
+// paid three: the limiter's window, the cached document with its
+// generations, and the live stock. An anonymous read now pays one: the
+// limiter defers its check too, and the catalog's Get runs through the
+// request's ReadGate, which runs the window and inventory's
+// ProductReadLua (the cache's own read.lua, then the sale's available)
+// in one EVALSHA. The cache answers from that reply as from its own read
+// (hits and misses counted, a miss filled under the generations the
+// script saw, by the fill path as before); a read over the limit gets
+// 429 having read nothing; a Redis error is counted and logged by the
+// limiter, which lets reads through as before, and the catalog then
+// reads on its own (each step failing or answering as before: the
+// document from PostgreSQL, available 0, or 503). A read bearing a token
+// keeps its session check in the limiter's call up front
+// (deferProductRead says why). Where the document or the stock do not
+// live in that Redis's reach the read is not deferred: the cache on a
+// Redis of its own (SHOP_CACHE_REDIS_URL), or reads from memory
+// (SHOP_NEAR_CACHE_TTL > 0).
+//
 // Where the keys cannot share one call nothing is deferred and the steps
-// stay separate: on a cluster (the limiter's, the session's and the
-// sale's keys are on different slots; ratelimit declines the companion
-// there) and with the limiter off (no check to combine), and
+// stay separate: on a cluster (the limiter's, the session's, the cache's
+// and the sale's keys are on different slots; ratelimit declines the
+// companion there) and with the limiter off (no check to combine), and
 // SHOP_REDIS_ONE_TRIP=false keeps them too (for A/B measurement).
 
-// oneTripRoutes is the limiter's Defer for cfg: the purchase route's, or
-// nil when SHOP_REDIS_ONE_TRIP is off.
-func oneTripRoutes(cfg *config.Config) func(*fiber.Ctx) bool {
+// Names of the limiter's deferrals, which tell each route's code whether
+// the request's deferred check carries its follower.
+const (
+	reserveDeferral     = "reserve"
+	productReadDeferral = "product-read"
+)
+
+// oneTripRoutes is the limiter's Defer for cfg and st: the purchase
+// route's, and the product read's when it can make one trip (see
+// productReadsInOneTrip); nil when SHOP_REDIS_ONE_TRIP is off.
+func oneTripRoutes(cfg *config.Config, st Stores) []ratelimit.Deferral {
 	if !cfg.RedisOneTrip {
 		return nil
 	}
-	return deferPurchase
+	d := []ratelimit.Deferral{{Name: reserveDeferral, Match: deferPurchase, Follower: order.ReserveLua()}}
+	if productReadsInOneTrip(cfg, st) {
+		d = append(d, ratelimit.Deferral{Name: productReadDeferral, Match: deferProductRead,
+			Follower: inventory.ProductReadLua()})
+	}
+	return d
+}
+
+// productReadsInOneTrip says whether a product read's document and stock
+// come from the Redis the limiter runs on, in a script call: not when the
+// cache has a Redis of its own (SHOP_CACHE_REDIS_URL), nor when they come
+// from memory (SHOP_NEAR_CACHE_TTL > 0: a near hit needs no call).
+func productReadsInOneTrip(cfg *config.Config, st Stores) bool {
+	return st.Cache == nil && cfg.NearCacheTTL <= 0
 }
 
 // deferPurchase names the requests whose check is deferred: the purchase
@@ -66,10 +108,26 @@ func deferPurchase(c *fiber.Ctx) bool {
 	return ok && sku != "" && !strings.Contains(sku, "/")
 }
 
+// deferProductRead names the product reads whose check is deferred:
+// GET /api/v1/products/{sku} (inventory.Catalog.Routes, under server's
+// /api/v1, behind visitor's counting) without an Authorization header. A
+// read bearing a token is checked up front, with its session check riding
+// in the limiter's call, as before: auth's OptionalUser needs the
+// session's answer before the route runs, and a revoked session must
+// still read (anonymously), which a deferred follower refused by the
+// session check could not.
+func deferProductRead(c *fiber.Ctx) bool {
+	if c.Method() != fiber.MethodGet || len(c.Request().Header.Peek(fiber.HeaderAuthorization)) != 0 {
+		return false
+	}
+	sku, ok := strings.CutPrefix(c.Path(), "/api/v1/products/")
+	return ok && sku != "" && !strings.Contains(sku, "/")
+}
+
 // reserveGate is the order service's Gate for a request whose check was
-// deferred, nil for any other.
+// deferred with the reservation, nil for any other.
 func reserveGate(ctx context.Context) order.Gate {
-	if d := ratelimit.DeferredFrom(ctx); d != nil {
+	if d := ratelimit.DeferredFrom(ctx, reserveDeferral); d != nil {
 		return deferredGate{d}
 	}
 	return nil
@@ -92,4 +150,29 @@ func (g deferredGate) refusal(err error) error {
 		return order.Refusal(r)
 	}
 	return err
+}
+
+// readGate is the catalog's ReadGate for a product read whose check was
+// deferred with the product read, nil for any other (a purchase's check
+// carries the reservation, even when its route reads the catalog).
+func readGate(ctx context.Context) inventory.ReadGate {
+	if d := ratelimit.DeferredFrom(ctx, productReadDeferral); d != nil {
+		return deferredRead{d}
+	}
+	return nil
+}
+
+// deferredRead runs the product read in the limiter's deferred check.
+type deferredRead struct{ d *ratelimit.Deferred }
+
+// Read answers the check's refusal (429) as it is; after a Redis error,
+// which the limiter has counted and logged and lets a read through, the
+// catalog reads on its own, as it did after the limiter's own call
+// failed.
+func (g deferredRead) Read(ctx context.Context, keys []string, args []any) (any, bool, error) {
+	reply, ran, err := g.d.Run(ctx, keys, args)
+	if err != nil && g.d.Refusal() == nil {
+		return nil, false, nil
+	}
+	return reply, ran, err
 }

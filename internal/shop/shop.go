@@ -124,7 +124,8 @@ const indexStartTimeout = 10 * time.Second
 func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Registry) *App {
 	a := &App{Auth: auth.New(st.DB, st.Redis, AuthConfig(cfg), log, reg)}
 	a.view, a.near = inventory.NewStockView(cfg.NearCacheTTL, cfg.NearCacheSize), cfg.NearCacheTTL > 0
-	a.Catalog, a.catalogCache = newCatalog(st, cfg, log, reg, inventory.WithStockView(a.view))
+	a.Catalog, a.catalogCache = newCatalog(st, cfg, log, reg, inventory.WithStockView(a.view),
+		inventory.WithReadGate(readGate))
 	purchases := purchaseRedis(cfg, st, log)
 	a.Stock = NewStock(st, cfg)
 	a.Sales = inventory.NewSales(st.DB, a.Stock)
@@ -155,8 +156,7 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 	a.Fiber = server.New(server.Deps{
 		Limiter:          limiter,
 		LimiterCompanion: a.Auth.LimiterCompanion(),
-		LimiterDefer:     oneTripRoutes(cfg),
-		LimiterFollower:  order.ReserveLua(),
+		LimiterDefer:     oneTripRoutes(cfg, st),
 		Log:              log,
 		Redis:            st.Redis,
 		DB:               st.DB,

@@ -53,6 +53,9 @@ type Options struct {
 	// test's own stay in App.Redis and App.DB for checking.
 	Redis redis.UniversalClient
 	DB    *pgxpool.Pool
+	// Cache, when set, is the catalog cache's own Redis
+	// (SHOP_CACHE_REDIS_URL); nil: the cache lives in the test's Redis.
+	Cache redis.UniversalClient
 	// Stores, when set, are another application's: the new one is a
 	// second process on the same database and key prefix.
 	Stores *Stores
@@ -100,6 +103,9 @@ func New(t testing.TB, o Options) *App {
 	}
 	if o.DB != nil {
 		st.DB = o.DB
+	}
+	if o.Cache != nil {
+		st.Cache = o.Cache
 	}
 	log := o.Log
 	if log == nil {
