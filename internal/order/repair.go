@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -19,6 +20,18 @@ import (
 // never will (a tombstone refuses a late commit), so the hold's units go
 // back, once (unholdScript deletes the record it acts on). Two sweepers
 // at once settle a hold the same way, and only one gives units back.
+
+// settled is partition p's settled log: the holds dropped because their
+// order committed, each an entry {order_id, user, items} scored by when
+// (Redis's ms), kept SettledRetention. It is the audit's record, in p's
+// slot, that those units are an order's (internal/audit: a line held
+// outside its order's home is accounted from its own partition only).
+func (k keys) settled(p int) string { return k.partition(p) + ":settled" }
+
+// SettledRetention is how long a settled log keeps an entry: far longer
+// than an audit may take and than the masters' clocks may differ, for the
+// audit's time fence (internal/audit's package doc).
+const SettledRetention = 10 * time.Minute
 
 // repairSagas settles every partition's stale holds; it returns the
 // number settled and the first Redis error.
@@ -115,6 +128,8 @@ func unholdOn(ctx context.Context, rdb redis.Scripter, k keys, stock *inventory.
 		keys = append(keys, stock.SaleKey(it.SKU), stock.BuyersKey(it.SKU))
 		args = append(args, it.SKU, channel(it.SKU))
 	}
+	keys = append(keys, k.settled(p))
+	args = append(args, SettledRetention.Milliseconds())
 	n, err := unholdScript.Run(ctx, rdb, keys, args...).Int64()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return 0, fmt.Errorf("%s hold of order %s on partition %d: %w", mode, id, p, err)

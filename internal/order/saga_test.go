@@ -516,6 +516,11 @@ func TestSagaCrashRepairedBySweeper(t *testing.T) {
 	if ev := f.events(t); len(ev) != 0 {
 		t.Fatalf("events of an aborted order: %v", ev)
 	}
+	if n := f.rdb.ZCard(ctx, f.svc.keys.settled(5)).Val(); n != 0 {
+		t.Fatalf("the settled log names %d orders after an abort, want none", n)
+	}
+	// An entry past the settled log's retention, trimmed by the next drop.
+	f.rdb.ZAdd(ctx, f.svc.keys.settled(5), redis.Z{Score: 1, Member: "old"})
 
 	// Committed, then the crash: the repair drops the hold, units stay sold.
 	id2, _ := f.svc.newOrderID(lines)
@@ -536,6 +541,21 @@ func TestSagaCrashRepairedBySweeper(t *testing.T) {
 	}
 	if o, err := f.svc.Get(ctx, u, id2); err != nil || o.Status != StatusPending || len(o.Items) != 2 {
 		t.Fatalf("committed order: %+v %v", o, err)
+	}
+	// The drop moved the hold into the settled log, in the same step: the
+	// audit's record that these units are id2's.
+	log := f.rdb.ZRange(ctx, f.svc.keys.settled(5), 0, -1).Val()
+	var entry struct {
+		OrderID string         `json:"order_id"`
+		User    string         `json:"user"`
+		Items   []ReservedItem `json:"items"`
+	}
+	if len(log) != 1 || json.Unmarshal([]byte(log[0]), &entry) != nil || entry.OrderID != id2 || entry.User != u ||
+		len(entry.Items) != 1 || entry.Items[0] != items[0] {
+		t.Fatalf("settled log %v, want one entry of %s with %+v", log, id2, items)
+	}
+	if ttl := f.rdb.PTTL(ctx, f.svc.keys.settled(5)).Val(); ttl <= 0 || ttl > SettledRetention {
+		t.Fatalf("settled log expires in %s, want within %s", ttl, SettledRetention)
 	}
 }
 
