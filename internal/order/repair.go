@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/inventory"
@@ -20,6 +21,11 @@ import (
 // never will (a tombstone refuses a late commit), so the hold's units go
 // back, once (unholdScript deletes the record it acts on). Two sweepers
 // at once settle a hold the same way, and only one gives units back.
+// Before a missing status is tombstoned, PostgreSQL is asked (with
+// SweeperOptions.Persisted): an order it has committed, and a failover
+// lost its status, so its hold is dropped and its units stay its own
+// (recover writes the status back); only an order no store has written is
+// undone.
 
 // settled is partition p's settled log: the holds dropped because their
 // order committed, each an entry {order_id, user, items} scored by when
@@ -89,18 +95,25 @@ func (s *Sweeper) settleHold(ctx context.Context, p int, id string) error {
 		// package wrote: only the index entry is left to drop.
 		return l.rdb.ZRem(ctx, l.keys.holds(p), id).Err()
 	}
-	decision, err := abortScript.Run(ctx, l.rdb, []string{l.keys.status(id)}, abortedTTL.Milliseconds()).StringSlice()
-	if err != nil || len(decision) == 0 {
-		return fmt.Errorf("decide the saga of order %s: %w", id, err)
+	persisted, err := s.lostButPersisted(ctx, id)
+	if err != nil {
+		return err
 	}
-	// A committed order keeps its committing attempt's hold. A status with
-	// no attempt is one recover wrote back from PostgreSQL after a failover
-	// lost it: the order committed, by whichever attempt, and its units stay
-	// taken (recover rebuilt the stock from PostgreSQL), so its hold is
-	// dropped too: giving it back would sell those units twice.
-	mode := "release"
-	if decision[0] == "committed" && len(decision) == 2 && (decision[1] == attempt || decision[1] == "") {
-		mode = "drop"
+	mode := "drop"
+	if !persisted {
+		decision, err := abortScript.Run(ctx, l.rdb, []string{l.keys.status(id)}, abortedTTL.Milliseconds()).StringSlice()
+		if err != nil || len(decision) == 0 {
+			return fmt.Errorf("decide the saga of order %s: %w", id, err)
+		}
+		// A committed order keeps its committing attempt's hold. A status
+		// with no attempt is one recover wrote back from PostgreSQL after a
+		// failover lost it: the order committed, by whichever attempt, and
+		// its units stay taken (recover rebuilt the stock from PostgreSQL),
+		// so its hold is dropped too: giving it back would sell those units
+		// twice.
+		if decision[0] != "committed" || len(decision) != 2 || (decision[1] != attempt && decision[1] != "") {
+			mode = "release"
+		}
 	}
 	n, err := unholdOn(ctx, l.rdb, l.keys, l.stock, l.stock.ChangesChannel, p, id, attempt, mode, items)
 	if err != nil {
@@ -115,6 +128,36 @@ func (s *Sweeper) settleHold(ctx context.Context, p int, id string) error {
 		l.changed(ctx, skus)
 	}
 	return nil
+}
+
+// lostButPersisted reports whether order id has no status on its home
+// and PostgreSQL has it: it committed (only a commit writes the event the
+// writer persists) and a failover lost its status, and the repair must
+// not tombstone it and give its units back. With no Persisted check the
+// answer is false (the repair decides by the status alone). A status that
+// appears after the look is the abort script's to find.
+func (s *Sweeper) lostButPersisted(ctx context.Context, id string) (bool, error) {
+	if s.o.Persisted == nil {
+		return false, nil
+	}
+	n, err := s.life.rdb.Exists(ctx, s.life.keys.status(id)).Result()
+	if err != nil || n > 0 {
+		return false, err
+	}
+	ok, err := s.o.Persisted(ctx, id)
+	if err != nil {
+		return false, fmt.Errorf("is order %s in PostgreSQL: %w", id, err)
+	}
+	return ok, nil
+}
+
+// PersistedIn is a SweeperOptions.Persisted that asks db's orders table.
+func PersistedIn(db *pgxpool.Pool) func(context.Context, string) (bool, error) {
+	return func(ctx context.Context, id string) (bool, error) {
+		var ok bool
+		err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM orders WHERE id = $1::uuid)`, id).Scan(&ok)
+		return ok, err
+	}
 }
 
 // unholdOn runs unholdScript (mode "drop" or "release") on the hold of

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -733,4 +734,57 @@ func TestRepairKeepsTheUnitsOfARestoredOrder(t *testing.T) {
 	if n := f.rdb.ZCard(ctx, f.svc.keys.holds(5)).Val(); n != 0 {
 		t.Fatalf("%d holds left", n)
 	}
+}
+
+// A failover that lost a committed and written order's status while its
+// hold was still there (the drop after the commit never ran), with the
+// repair sweeping before recover: it finds no status, asks PostgreSQL,
+// which has the order, and drops the hold (the units stay the order's,
+// the settled log names it) instead of tombstoning the order and giving
+// its units back.
+func TestRepairAsksPostgreSQLBeforeTheTombstone(t *testing.T) {
+	t.Parallel()
+	f := newClusterFixture(t)
+	ctx := context.Background()
+	u := f.user(t)
+	a, b := f.skuIn(t, "lost", 1, 10), f.skuIn(t, "lost", 5, 10)
+	lines := []Line{{SKU: a, Quantity: 1}, {SKU: b, Quantity: 4}}
+	id, err := f.svc.newOrderID(lines)
+	if err != nil {
+		t.Fatal(err)
+	}
+	items, fail, err := f.svc.hold(ctx, 5, id, u, "attempt-1", "take", 1, lines[1:])
+	if err != nil || fail != nil {
+		t.Fatalf("hold: %v %v", fail, err)
+	}
+	if _, fail, err := f.svc.commit(ctx, id, u, "attempt-1", 1, "commit", lines, []heldPart{{p: 5, items: items}}); err != nil || fail != nil {
+		t.Fatalf("commit: %v %v", fail, err)
+	}
+	w := NewWriter(f.db.Pool, f.rdb, f.c.Prefix, f.svc.log, prometheus.NewRegistry(),
+		WriterOptions{Consumer: "w", Partitions: f.parts, Block: 20 * time.Millisecond})
+	running := start(w)
+	for deadline := time.Now().Add(30 * time.Second); f.count(t, `SELECT count(*) FROM orders WHERE id = $1`, id) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the order was not written within 30s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	running.stop(t)
+	f.rdb.Del(ctx, f.svc.keys.status(id)) // the failover
+	f.rdb.ZAdd(ctx, f.svc.keys.holds(5), redis.Z{Score: 1, Member: id})
+	sw := NewSweeper(f.rdb, f.stock, f.c.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry(),
+		SweeperOptions{Persisted: PersistedIn(f.db.Pool)})
+	if _, err := sw.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.available(t, b); got != 6 {
+		t.Fatalf("%s available %d after the repair, want 6 (the written order keeps its units)", b, got)
+	}
+	if st := f.rdb.HGet(ctx, f.svc.keys.status(id), "status").Val(); st != "" {
+		t.Fatalf("status %q after the repair, want none (recover restores it from PostgreSQL)", st)
+	}
+	if log := f.rdb.ZRange(ctx, f.svc.keys.settled(5), 0, -1).Val(); len(log) != 1 || !strings.Contains(log[0], id) {
+		t.Fatalf("settled log %v, want the order's entry", log)
+	}
+	f.noHolds(t)
 }
