@@ -120,6 +120,8 @@
 // TestExactAuditWhileCrossShardCheckoutsRun (a 3-master cluster) shows
 // audits clean at every instant while checkouts, cancels, expiries and
 // the writer run; counted from the home's stream, most of them are not.
+// The cost: a partition's snapshot also reads its settled log (the
+// cross-shard orders of the last R) and its SKUs' released sets.
 //
 // Dead letters, the writers' pending entries and stream_behind are per
 // partition, and each problem names its partition. The status hashes
@@ -193,7 +195,9 @@ type Round struct {
 	Released  int64  `json:"released"`
 	// HeldRedis: the round's buyer counts; HeldPostgres: the units of its
 	// orders that are not cancelled or expired, from PostgreSQL and the
-	// stream's unrecorded entries.
+	// stream's unrecorded entries (on a cluster, the lines of orders homed
+	// in another partition from this SKU's partition's holds, settled log
+	// and released set: see the package doc).
 	HeldRedis    int64 `json:"held_redis"`
 	HeldPostgres int64 `json:"held_postgres"`
 }
