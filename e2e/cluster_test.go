@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -256,6 +257,11 @@ func TestClusterFlashSale(t *testing.T) {
 	verify(t, s, e["SHOP_DATABASE_URL"], hot, hotUnits, tally.bySKU[hot], 1)
 	for _, sku := range wide {
 		verify(t, s, e["SHOP_DATABASE_URL"], sku, wideUnits, tally.bySKU[sku], 2)
+	}
+	// The product's own audit agrees, the checkouts' lines held outside
+	// their orders' homes accounted from their own partitions.
+	if out, stderr, err := runShop(t, e, "audit"); err != nil || !strings.Contains(out, `"ok": true`) {
+		t.Fatalf("shop audit after the sale: %v\n%s\n%s", err, out, stderr)
 	}
 
 	// shop loadtest against the cluster-backed servers, its checks read

@@ -101,6 +101,9 @@ func printRecovery(w io.Writer, rep recovery.Report, checked bool) {
 		fmt.Fprintf(w, "%d confirmed orders had lost their status in Redis: restored (they can be paid, cancelled and expire again)\n",
 			rep.StatusesRestored)
 	}
+	if rep.SettledRestored > 0 {
+		fmt.Fprintf(w, "%d settled log entries brought in step with the rebuilt stock\n", rep.SettledRestored)
+	}
 	if !checked {
 		fmt.Fprintln(w, "no --accepted file: lost orders not checked")
 		return

@@ -22,7 +22,7 @@
 // wiring does, and neither domain grows a dependency on the other's
 // internals. It reads their keys through what they export
 // (order.PartitionKeys, order.ParseEntry, order.HomeOf, inventory's
-// SaleKey and BuyersKey) and their tables read-only.
+// SaleKey, BuyersKey and ReleasedKey) and their tables read-only.
 //
 // # One instant per snapshot, and which instant
 //
@@ -53,28 +53,75 @@
 //     TestAuditOfAPartitionedSaleWhileItRuns shows them when the snapshot
 //     is split by partition). One snapshot of all has none.
 //   - On a cluster a script's keys share one slot, and a partition's
-//     stream, due set, dead letters and SKUs share its tag's slot, so each
-//     partition is one snapshot script there: atomic with every purchase
-//     and release in that partition, since those run in the same slot.
-//     This is exact for every order whose lines are all in its home
-//     partition, which is every order a cluster can take today (a script
-//     over two partitions is refused, CROSSSLOT). Snapshots of two
-//     partitions are at two instants, and that is harmless for such
-//     orders: nothing ties one partition's state to another's.
-//   - A checkout spanning partitions on a cluster (the saga of
-//     docs/scaling.md, not built yet) takes its other lines' stock in
-//     their partitions at other instants than its commit adds its event
-//     to its home. Between the two, partition B holds units for a buyer
-//     that no event names yet, and a per-partition audit would call them
-//     units from nowhere. Re-reading cannot tell such a saga from a real
-//     loss. What makes it exact is the saga's reservation record, which
-//     its design keeps in B's slot (orders:{<B's tag>}:res:<id>, sku ->
-//     qty and round): B's snapshot must read B's records (an index of
-//     them in B's slot) and count each as held by its buyer until the home
-//     commits it (the event names the order: counted once, by order id) or
-//     the repair gives the units back. The audit of a partition then
-//     again reads, at one instant, everything that holds that
-//     partition's units.
+//     stream, due set, dead letters, holds, settled log and SKUs share its
+//     tag's slot, so each partition is one snapshot script there: atomic
+//     with every purchase, hold and release in that partition, since
+//     those run in the same slot. Snapshots of two partitions are at two
+//     instants; for an order whose lines are all in its home that is
+//     harmless, since nothing ties one partition's state to another's.
+//
+// # Lines held outside their order's home (a cluster's sagas)
+//
+// A cross-shard checkout (internal/order's saga) takes the stock of a
+// line in partition q, other than its home p, in q's slot (hold.lua) at
+// another instant than its commit adds the order's event to p's stream,
+// and a cancel or expiry gives it back in q (Release) at another instant
+// than its decision adds the transition to p's stream. Counting such a
+// foreign line from p's stream (or from rows cut at it) would count it
+// twice or not at all, depending on which snapshot ran first. So the
+// audit never does: a foreign line is accounted from q's snapshot alone,
+// which reads, at the instant Tq its buyer counts are read (snapshot.lua):
+//
+//   - the holds: hold.lua writes the record in the step that takes the
+//     units; unhold deletes it in the step that gives them back (a
+//     refusal, an abort) or drops it (the order committed);
+//   - the settled log (orders:{q}:settled): the drop moves the record
+//     there in the same step, and the log trims, by q's clock, entries
+//     older than order.SettledRetention (R);
+//   - the SKU's released set: Release adds the order id in the step that
+//     gives its units back, once per order and round.
+//
+// A foreign line holds its units at Tq exactly when its order is in the
+// holds or the settled log, or took them before its log entry was
+// trimmed, and the released set does not name it. The last case is told
+// by time. Let δ bound how far any master's clock is from the truth, W
+// the audit's SettledWindow (at most R) and F = W/2. An order PostgreSQL
+// or a stream names with a line on q that neither the holds nor the log
+// name at Tq either
+//
+//   - holds after Tq: then it commits after Tq, so its created_ms (p's
+//     clock) > Tq - 2δ; or
+//   - was logged, and trimmed, before Tq: then its entry is older than
+//     Tq - R by q's clock and it committed before that, so created_ms <
+//     Tq - R + 2δ.
+//
+// The audit counts it iff created_ms < Tq - F: right in both cases while
+// 2δ < F and F <= R - 2δ, i.e. δ < W/4. Such an old order is always
+// named: the audit refuses to go on when its snapshots span more than
+// W/4 (by this process's clock), so with δ < W/8 its event (added before
+// Tq - F + 2δ) is older than every snapshot, and its home's snapshot has
+// it pending or undelivered, or the writer had acknowledged it and
+// PostgreSQL, read after every snapshot, has its row. With R = W = 10
+// minutes the masters' clocks may differ by over a minute; NTP keeps them
+// within milliseconds.
+//
+// Every foreign line is therefore counted once, by order id, from one
+// instant (a hold first, then the log, then PostgreSQL's old orders), and
+// never also from p. PostgreSQL's final status of a foreign line is not
+// used: the released set is the instant's truth, and a spread order
+// cancelled at home whose release in q is still owed (owed.go) holds its
+// units there until the sweeper finishes it. What is still found: units
+// or buyer counts changed behind the shop's back (the counts are compared
+// with the records of what took and gave them), a hold's or an order's
+// units given back without a release, and an order PostgreSQL has that
+// partition q does not hold once it is older than the fence. On a single
+// Redis there are no holds: one snapshot reads everything at one instant
+// and none of this applies. The race test
+// TestExactAuditWhileCrossShardCheckoutsRun (a 3-master cluster) shows
+// audits clean at every instant while checkouts, cancels, expiries and
+// the writer run; counted from the home's stream, most of them are not.
+// The cost: a partition's snapshot also reads its settled log (the
+// cross-shard orders of the last R) and its SKUs' released sets.
 //
 // Dead letters, the writers' pending entries and stream_behind are per
 // partition, and each problem names its partition. The status hashes
@@ -119,13 +166,17 @@ type Auditor struct {
 	log   *slog.Logger
 	// LagBound: see DefaultLagBound.
 	LagBound time.Duration
+	// SettledWindow is the settled log's retention as the cluster audit's
+	// time fence reads it (package doc): order.SettledRetention, or any
+	// shorter span still far above the masters' clock differences.
+	SettledWindow time.Duration
 }
 
 // New returns an auditor of the stores under prefix.
 func New(db *pgxpool.Pool, rdb redis.UniversalClient, stock *inventory.Stock, prefix string, log *slog.Logger) *Auditor {
 	parts := stock.Partitions()
 	return &Auditor{db: db, rdb: rdb, stock: stock, parts: parts, keys: order.PartitionKeys(prefix, parts),
-		log: log, LagBound: DefaultLagBound}
+		log: log, LagBound: DefaultLagBound, SettledWindow: order.SettledRetention}
 }
 
 // Report is an audit's answer.
@@ -144,7 +195,9 @@ type Round struct {
 	Released  int64  `json:"released"`
 	// HeldRedis: the round's buyer counts; HeldPostgres: the units of its
 	// orders that are not cancelled or expired, from PostgreSQL and the
-	// stream's unrecorded entries.
+	// stream's unrecorded entries (on a cluster, the lines of orders homed
+	// in another partition from this SKU's partition's holds, settled log
+	// and released set: see the package doc).
 	HeldRedis    int64 `json:"held_redis"`
 	HeldPostgres int64 `json:"held_postgres"`
 }

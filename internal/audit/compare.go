@@ -23,14 +23,30 @@ type held struct {
 
 // postgresHeld builds, per round, the orders PostgreSQL records up to the
 // snapshot's last entry, completed by the entries the snapshot holds
-// unrecorded (pending or undelivered): each order counted once.
+// unrecorded (pending or undelivered): each order counted once. On a
+// cluster a line held outside its order's home is not counted from them
+// but from its own partition's snapshot (foreignHeld).
 func postgresHeld(s snap, rows []heldRow, homes homes) map[int64]map[string]*held {
 	out := map[int64]map[string]*held{}
+	partOf := map[int64]int{}
 	for _, l := range s.live {
 		out[l.round] = map[string]*held{}
+		partOf[l.round] = l.partition
+	}
+	foreign := func(id string, round int64) bool { return s.foreign != nil && s.home(id) != partOf[round] }
+	known := map[int64]map[string]knownLine{} // the foreign lines PostgreSQL and the streams name
+	know := func(round int64, id, user string, qty, created int64) {
+		if known[round] == nil {
+			known[round] = map[string]knownLine{}
+		}
+		known[round][id] = knownLine{user: user, units: qty, createdMS: created}
 	}
 	cuts := s.lasts()
 	for _, r := range rows {
+		if foreign(r.orderID, r.round) {
+			know(r.round, r.orderID, r.userID, r.qty, r.createdMS)
+			continue
+		}
 		if homes.after(r.orderID, r.stream, cuts) {
 			continue // accepted after the snapshot of its home partition
 		}
@@ -42,33 +58,87 @@ func postgresHeld(s snap, rows []heldRow, homes homes) map[int64]map[string]*hel
 	}
 	for _, st := range s.streams {
 		for _, e := range append(append([]streamEntry(nil), st.pending...), st.undelivered...) {
-			applyEntry(out, e)
+			ent, ok := parsed(e)
+			if !ok {
+				continue
+			}
+			for _, it := range ent.Items {
+				if _, live := out[it.RoundID]; !live {
+					continue
+				}
+				if !foreign(ent.OrderID, it.RoundID) {
+					applyItem(out[it.RoundID], ent, it)
+				} else if ent.Transition == "" {
+					know(it.RoundID, ent.OrderID, ent.UserID, int64(it.Quantity), ent.CreatedMS)
+				}
+			}
+		}
+	}
+	if s.foreign != nil {
+		for _, l := range s.live {
+			foreignHeld(out[l.round], l, s.foreign[l.partition], known[l.round], s.fence)
 		}
 	}
 	return out
 }
 
-func applyEntry(out map[int64]map[string]*held, e streamEntry) {
+// knownLine is a foreign line of a live round as PostgreSQL or a stream
+// entry names it.
+type knownLine struct {
+	user             string
+	units, createdMS int64
+}
+
+// foreignHeld adds to orders (round l's) the lines of orders homed
+// elsewhere, from l's partition's snapshot f alone, so at the one instant
+// its buyer counts were read: an order whose lines there were taken (its
+// hold, or its entry in the settled log) holds them unless the SKU's
+// released set names it; an order PostgreSQL or a stream names that f
+// does not is counted only when it was accepted more than fence ms
+// before f's instant (it took them long ago, and its log entry was
+// trimmed); a younger one takes them after f's instant (package doc).
+func foreignHeld(orders map[string]*held, l live, f foreignSnap, known map[string]knownLine, fence int64) {
+	released := f.released[l.sku]
+	add := func(id, user string, units int64) {
+		h := &held{user: user, units: units}
+		if released[id] {
+			h.final = order.StatusCancelled // given back: cancelled or expired
+		}
+		orders[id] = h
+	}
+	for id, t := range f.taken {
+		for _, it := range t.items {
+			if it.SKU == l.sku && it.RoundID == l.round {
+				add(id, t.user, int64(it.Quantity))
+			}
+		}
+	}
+	for id, k := range known {
+		if _, taken := f.taken[id]; !taken && k.createdMS < f.now-fence {
+			add(id, k.user, k.units)
+		}
+	}
+}
+
+func parsed(e streamEntry) (order.Entry, bool) {
 	if e.msg == nil {
-		return // missing from the stream: reported on its own
+		return order.Entry{}, false // missing from the stream: reported on its own
 	}
 	ent, err := order.ParseEntry(*e.msg)
 	if err != nil {
-		return // the writer dead-letters it; reported then
+		return order.Entry{}, false // the writer dead-letters it; reported then
 	}
-	for _, it := range ent.Items {
-		orders, ok := out[it.RoundID]
-		if !ok {
-			continue
-		}
-		h := orders[ent.OrderID]
-		if h == nil {
-			h = &held{user: ent.UserID, units: int64(it.Quantity)}
-			orders[ent.OrderID] = h
-		}
-		if ent.Transition != "" && h.final == "" {
-			h.final = ent.Transition
-		}
+	return ent, true
+}
+
+func applyItem(orders map[string]*held, ent order.Entry, it order.ReservedItem) {
+	h := orders[ent.OrderID]
+	if h == nil {
+		h = &held{user: ent.UserID, units: int64(it.Quantity)}
+		orders[ent.OrderID] = h
+	}
+	if ent.Transition != "" && h.final == "" {
+		h.final = ent.Transition
 	}
 }
 

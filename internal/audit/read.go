@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
@@ -33,6 +34,7 @@ const (
 	heldSQL = `
 SELECT o.id::text, o.user_id::text, o.stream_id, i.round_id, i.quantity,
        coalesce(t.status, ''), coalesce(t.stream_id, ''),
+       (extract(epoch FROM o.created_at) * 1000)::bigint,
        (SELECT array_agg(j.sku ORDER BY j.sku) FROM order_items j WHERE j.order_id = o.id)
 FROM order_items i JOIN orders o ON o.id = i.order_id
 LEFT JOIN order_transitions t ON t.order_id = o.id
@@ -55,6 +57,31 @@ type live struct {
 type snap struct {
 	streams []streamSnap
 	live    []live
+	// On a cluster: by partition, what accounts there for the lines held
+	// for orders homed elsewhere, read in the same instant as its SKUs;
+	// home names an order's home (its id). nil on a single Redis.
+	foreign []foreignSnap
+	home    func(orderID string) int
+	// fence (ms): an order accepted longer than this before a partition's
+	// snapshot and not in its holds nor settled log took its lines there
+	// long ago (the log's entry was trimmed): see the package doc.
+	fence int64
+}
+
+// foreignSnap is one partition's record of the lines it holds for orders
+// homed elsewhere, at its snapshot's instant now (that server's clock).
+type foreignSnap struct {
+	now int64
+	// taken: the orders whose lines here were taken (a hold, or a hold
+	// dropped because the order committed: the settled log).
+	taken map[string]takenLines
+	// released: by SKU, the orders whose units went back this round.
+	released map[string]map[string]bool
+}
+
+type takenLines struct {
+	user  string
+	items []order.ReservedItem
 }
 
 // streamSnap is one partition's stream in the snapshot.
@@ -102,8 +129,12 @@ func (a *Auditor) recordedRounds(ctx context.Context) ([]string, error) {
 
 // rawSnap is snapshot.lua's JSON (cjson writes an empty array as {}).
 type rawSnap struct {
-	Streams list[rawStream] `json:"streams"`
-	Rounds  list[[2]any]    `json:"rounds"`
+	Streams  list[rawStream]    `json:"streams"`
+	Rounds   list[[2]any]       `json:"rounds"`
+	Now      int64              `json:"now"`
+	Holds    list[[3]string]    `json:"holds"`
+	Settled  list[string]       `json:"settled"`
+	Released list[list[string]] `json:"released"`
 }
 
 type rawStream struct {
@@ -144,17 +175,28 @@ func (a *Auditor) groups() [][]int {
 }
 
 // snapshot reads every group of partitions, each in one atomic script.
+// On a cluster the snapshots must all fall within a quarter of the
+// settled window (the time fence of the package doc), else the audit
+// cannot be exact and says so.
 func (a *Auditor) snapshot(ctx context.Context, skus []string) (snap, error) {
-	s := snap{streams: make([]streamSnap, a.parts.Count())}
+	s := snap{streams: make([]streamSnap, a.parts.Count()), home: a.parts.Home, fence: a.SettledWindow.Milliseconds() / 2}
+	if a.parts.Grouped() {
+		s.foreign = make([]foreignSnap, a.parts.Count())
+	}
 	bySKU := map[int][]string{}
 	for _, sku := range skus {
 		p := a.parts.Of(sku)
 		bySKU[p] = append(bySKU[p], sku)
 	}
+	start := time.Now()
 	for _, parts := range a.groups() {
 		if err := a.snapshotGroup(ctx, parts, bySKU, &s); err != nil {
 			return snap{}, err
 		}
+	}
+	if took := time.Since(start); s.foreign != nil && took > a.SettledWindow/4 {
+		return snap{}, wrap("redis snapshot", fmt.Errorf("the partitions' snapshots took %s, over a quarter of the settled window %s: "+
+			"the cross-partition accounting would not be exact; run the audit again", took, a.SettledWindow))
 	}
 	return s, nil
 }
@@ -170,7 +212,16 @@ func (a *Auditor) snapshotGroup(ctx context.Context, parts []int, bySKU map[int]
 			skus = append(skus, sku)
 		}
 	}
-	out, err := snapshotScript.Run(ctx, a.rdb, keys, a.keys[0].Group, maxEntries, len(parts)).Text()
+	args := []any{a.keys[0].Group, maxEntries, len(parts)}
+	if s.foreign != nil { // one partition per group
+		k := a.keys[parts[0]]
+		keys = append(keys, k.Holds, k.Settled)
+		for _, sku := range skus {
+			keys = append(keys, a.stock.ReleasedKey(sku))
+		}
+		args = append(args, len(skus), k.HoldPrefix)
+	}
+	out, err := snapshotScript.Run(ctx, a.rdb, keys, args...).Text()
 	if err != nil {
 		return wrap("redis snapshot", err)
 	}
@@ -199,7 +250,53 @@ func (a *Auditor) snapshotGroup(ctx context.Context, parts []int, bySKU map[int]
 			s.live = append(s.live, l)
 		}
 	}
+	if s.foreign != nil {
+		f, err := readForeign(raw, skus)
+		if err != nil {
+			return wrap("redis snapshot", err)
+		}
+		s.foreign[parts[0]] = f
+	}
 	return nil
+}
+
+// settledEntry is an entry of a settled log (the order package's unhold
+// script writes it).
+type settledEntry struct {
+	OrderID string                   `json:"order_id"`
+	User    string                   `json:"user"`
+	Items   list[order.ReservedItem] `json:"items"`
+}
+
+// readForeign reads a partition's holds, settled log and released sets.
+func readForeign(raw rawSnap, skus []string) (foreignSnap, error) {
+	if len(raw.Released) != len(skus) || raw.Now == 0 {
+		return foreignSnap{}, fmt.Errorf("%d released sets and time %d read, want %d and a time", len(raw.Released), raw.Now, len(skus))
+	}
+	f := foreignSnap{now: raw.Now, taken: map[string]takenLines{}, released: map[string]map[string]bool{}}
+	for i, ids := range raw.Released {
+		f.released[skus[i]] = map[string]bool{}
+		for _, id := range ids {
+			f.released[skus[i]][id] = true
+		}
+	}
+	for _, h := range raw.Holds {
+		var items []order.ReservedItem
+		if err := json.Unmarshal([]byte(h[2]), &items); err != nil {
+			return foreignSnap{}, fmt.Errorf("hold of order %s: %w", h[0], err)
+		}
+		f.taken[h[0]] = takenLines{user: h[1], items: items}
+	}
+	for _, e := range raw.Settled {
+		var s settledEntry
+		if err := json.Unmarshal([]byte(e), &s); err != nil {
+			return foreignSnap{}, fmt.Errorf("settled log entry %q: %w", e, err)
+		}
+		if _, ok := f.taken[s.OrderID]; !ok {
+			f.taken[s.OrderID] = takenLines{user: s.User, items: s.Items}
+		}
+	}
+	return f, nil
 }
 
 // entry reads [id, [field, value...] | false].
@@ -262,6 +359,7 @@ type heldRow struct {
 	round, qty      int64
 	final           string
 	finalStream     streamID
+	createdMS       int64
 	skus            []string // every line's SKU of the order
 }
 
@@ -282,7 +380,7 @@ func (a *Auditor) heldRows(ctx context.Context, rounds []int64) ([]heldRow, map[
 	var out []heldRow
 	var r heldRow
 	var sid, fsid string
-	_, err = pgx.ForEachRow(rows, []any{&r.orderID, &r.userID, &sid, &r.round, &r.qty, &r.final, &fsid, &r.skus}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&r.orderID, &r.userID, &sid, &r.round, &r.qty, &r.final, &fsid, &r.createdMS, &r.skus}, func() error {
 		r.stream, r.finalStream = parseID(sid), parseID(fsid)
 		out = append(out, r)
 		return nil

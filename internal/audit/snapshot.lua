@@ -13,10 +13,21 @@
 -- i (Stock.SaleKey, BuyersKey).
 -- ARGV[1] the writers' group, ARGV[2] the most entries to return per
 -- stream (pending and undelivered each), ARGV[3] n.
+-- On a cluster (ARGV[4] = k, the group's SKU count, given) it also reads
+-- what accounts for the lines held here for orders homed elsewhere: then
+-- the SKU pairs are followed by the partition's holds index and settled
+-- log (order package) and the k SKUs' released sets (inventory), and
+-- ARGV[5] is the prefix that names a hold record with its order id (the
+-- records share the index's slot).
 -- Returns JSON: {streams: [{last, delivered, pending: [[id, fields|false]...],
--- undelivered: [[id, fields]...], truncated}...], rounds: [[fields, buyers]...]}
-local max, n = tonumber(ARGV[2]), tonumber(ARGV[3])
-if not max or max < 1 or not n or n < 1 or n > #KEYS or (#KEYS - n) % 2 ~= 0 then
+-- undelivered: [[id, fields]...], truncated}...], rounds: [[fields, buyers]...],
+-- and with ARGV[4]: now (ms, this server's clock), holds: [[id, user,
+-- items]...], settled: [entry...], released: [[order id...]...]}
+local max, n, k = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4] or '')
+local pairs_end = #KEYS
+if k then pairs_end = #KEYS - 2 - k end
+if not max or max < 1 or not n or n < 1 or n > pairs_end or (pairs_end - n) % 2 ~= 0
+    or (k and (pairs_end - n) ~= 2 * k) then
   return redis.error_reply('ERR snapshot: bad arguments')
 end
 
@@ -55,7 +66,18 @@ end
 
 local out = {streams = {}, rounds = {}}
 for i = 1, n do out.streams[i] = stream(KEYS[i]) end
-for i = n + 1, #KEYS, 2 do
+for i = n + 1, pairs_end, 2 do
   out.rounds[#out.rounds + 1] = {redis.call('HGETALL', KEYS[i]), redis.call('HGETALL', KEYS[i + 1])}
+end
+if k then
+  local t = redis.call('TIME')
+  out.now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  out.holds, out.released = {}, {}
+  for _, id in ipairs(redis.call('ZRANGE', KEYS[pairs_end + 1], 0, -1)) do
+    local h = redis.call('HMGET', ARGV[5] .. id, 'user', 'items')
+    if h[1] and h[2] then out.holds[#out.holds + 1] = {id, h[1], h[2]} end
+  end
+  out.settled = redis.call('ZRANGE', KEYS[pairs_end + 2], 0, -1)
+  for i = 1, k do out.released[i] = redis.call('SMEMBERS', KEYS[pairs_end + 2 + i]) end
 end
 return cjson.encode(out)

@@ -88,6 +88,10 @@ func (s *Stock) BuyersKey(sku string) string { return s.SaleKey(sku) + ":buyers"
 // already went back to stock: it makes Release happen once per order.
 func (s *Stock) releasedKey(sku string) string { return s.SaleKey(sku) + ":released" }
 
+// ReleasedKey is releasedKey for readers (the audit reads, on a cluster,
+// which orders' units of sku went back, at the instant of its snapshot).
+func (s *Stock) ReleasedKey(sku string) string { return s.releasedKey(sku) }
+
 // LiveRound is the live state of a SKU's current sale round.
 type LiveRound struct {
 	Round        int64

@@ -20,6 +20,12 @@ type StreamKeys struct {
 	Partition           int
 	Stream, Group, Dead string
 	Due                 string
+	// On a cluster, the lines held in this partition for orders homed
+	// elsewhere: Holds indexes the hold records (order ids), HoldPrefix
+	// and an order id name one; Settled is the settled log of the holds
+	// dropped because their order committed (zset of {order_id, user,
+	// items} by when, kept SettledRetention).
+	Holds, HoldPrefix, Settled string
 	// StatusPattern matches every order status hash (for SCAN, on every
 	// master of a cluster); StatusKey names one, StatusID reads one's name.
 	StatusPattern string
@@ -59,7 +65,7 @@ func PartitionKeys(prefix string, parts keyspace.Partitions) []StreamKeys {
 	pattern := k.statusPattern()
 	for p := range out {
 		out[p] = StreamKeys{Partition: p, Stream: k.stream(p), Group: group, Dead: k.dead(p), Due: k.due(p),
-			StatusPattern: pattern, k: k}
+			Holds: k.holds(p), HoldPrefix: k.hold(p, ""), Settled: k.settled(p), StatusPattern: pattern, k: k}
 	}
 	return out
 }
@@ -115,19 +121,24 @@ type Entry struct {
 	UserID     string
 	Transition string
 	Items      []ReservedItem
+	// CreatedMS is when the order was accepted (Unix ms, its home's
+	// clock).
+	CreatedMS int64
 }
 
 // ParseEntry reads an order or transition event in this package's format.
 func ParseEntry(m redis.XMessage) (Entry, error) {
 	if isTransition(m) {
 		t, err := parseTransition(m)
-		return Entry{OrderID: t.OrderID, UserID: t.UserID, Transition: t.Status, Items: t.Items}, err
+		return Entry{OrderID: t.OrderID, UserID: t.UserID, Transition: t.Status, Items: t.Items,
+			CreatedMS: t.CreatedAt.UnixMilli()}, err
 	}
 	e, err := parseEvent(m)
 	if err != nil && e.orderID.String() == "" {
 		return Entry{}, errors.Join(err, errMalformed)
 	}
-	return Entry{OrderID: e.orderID.String(), UserID: e.userID.String(), Items: e.items}, err
+	return Entry{OrderID: e.orderID.String(), UserID: e.userID.String(), Items: e.items,
+		CreatedMS: e.createdAt.UnixMilli()}, err
 }
 
 // LiveStatus reads a status hash's status and creation time (Unix ms).

@@ -120,6 +120,11 @@
 //	                          home, items, deadline_ms), until the commit or
 //	                          the repair ends it
 //	<P>:holds                 those holds by deadline (zset, order ids)
+//	<P>:settled               on a cluster, the holds dropped because their
+//	                          order committed (zset of {order_id, user,
+//	                          items} JSON by when, kept SettledRetention):
+//	                          the audit's record, in P's slot, that those
+//	                          units are an order's (internal/audit)
 //	<P>:owed                  on a cluster, orders with lines in other
 //	                          partitions whose release may be unfinished
 //	                          (zset by when a sweeper may finish it; owed.go)

@@ -130,3 +130,82 @@ func skusOf(items []ReservedItem) []string {
 	}
 	return out
 }
+
+// Settled is what partition k's holds and settled log name (a cluster's,
+// for recover): Orders are the order ids the log or a hold names, Entries
+// the log's entries by order id (their exact text, to remove).
+type Settled struct {
+	Orders  map[string]bool
+	Entries map[string][]SettledEntry
+}
+
+// SettledEntry is one entry of a settled log: the lines of order OrderID
+// (its buyer User) taken in the log's partition, which a drop recorded as
+// the order's.
+type SettledEntry struct {
+	OrderID string         `json:"order_id"`
+	User    string         `json:"user"`
+	Items   []ReservedItem `json:"items"`
+	raw     string
+}
+
+// ReadSettled reads partition k's settled log and holds (nothing on a
+// single Redis, which has neither).
+func ReadSettled(ctx context.Context, rdb redis.UniversalClient, parts keyspace.Partitions, k StreamKeys) (Settled, error) {
+	out := Settled{Orders: map[string]bool{}, Entries: map[string][]SettledEntry{}}
+	if !parts.Grouped() {
+		return out, nil
+	}
+	log, err := rdb.ZRange(ctx, k.Settled, 0, -1).Result()
+	if err != nil {
+		return out, fmt.Errorf("read the settled log %s: %w", k.Settled, err)
+	}
+	for _, raw := range log {
+		var e SettledEntry
+		if json.Unmarshal([]byte(raw), &e) != nil || e.OrderID == "" {
+			continue // not an entry this package wrote
+		}
+		e.raw = raw
+		out.Orders[e.OrderID] = true
+		out.Entries[e.OrderID] = append(out.Entries[e.OrderID], e)
+	}
+	holds, err := rdb.ZRange(ctx, k.Holds, 0, -1).Result()
+	if err != nil {
+		return out, fmt.Errorf("read the holds %s: %w", k.Holds, err)
+	}
+	for _, id := range holds {
+		out.Orders[id] = true
+	}
+	return out, nil
+}
+
+// RestoreSettled brings partition k's settled log in step with the stock
+// recover rebuilt: the entries in remove go (their orders are lost: no
+// store knows them, so no unit is theirs any more) and add's are written
+// (orders whose units recover counted as taken in this partition, whose
+// log entry the failover lost), with the log's retention from now.
+func RestoreSettled(ctx context.Context, rdb redis.UniversalClient, k StreamKeys, remove, add []SettledEntry) error {
+	if len(remove) == 0 && len(add) == 0 {
+		return nil
+	}
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		return fmt.Errorf("restore the settled log %s: %w", k.Settled, err)
+	}
+	pipe := rdb.TxPipeline() // one slot: the log's
+	for _, e := range remove {
+		pipe.ZRem(ctx, k.Settled, e.raw)
+	}
+	for _, e := range add {
+		b, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		pipe.ZAdd(ctx, k.Settled, redis.Z{Score: float64(now.UnixMilli()), Member: string(b)})
+	}
+	pipe.PExpire(ctx, k.Settled, SettledRetention)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("restore the settled log %s: %w", k.Settled, err)
+	}
+	return nil
+}

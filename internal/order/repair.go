@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/inventory"
@@ -19,6 +21,23 @@ import (
 // never will (a tombstone refuses a late commit), so the hold's units go
 // back, once (unholdScript deletes the record it acts on). Two sweepers
 // at once settle a hold the same way, and only one gives units back.
+// Before a missing status is tombstoned, PostgreSQL is asked (with
+// SweeperOptions.Persisted): an order it has committed, and a failover
+// lost its status, so its hold is dropped and its units stay its own
+// (recover writes the status back); only an order no store has written is
+// undone.
+
+// settled is partition p's settled log: the holds dropped because their
+// order committed, each an entry {order_id, user, items} scored by when
+// (Redis's ms), kept SettledRetention. It is the audit's record, in p's
+// slot, that those units are an order's (internal/audit: a line held
+// outside its order's home is accounted from its own partition only).
+func (k keys) settled(p int) string { return k.partition(p) + ":settled" }
+
+// SettledRetention is how long a settled log keeps an entry: far longer
+// than an audit may take and than the masters' clocks may differ, for the
+// audit's time fence (internal/audit's package doc).
+const SettledRetention = 10 * time.Minute
 
 // repairSagas settles every partition's stale holds; it returns the
 // number settled and the first Redis error.
@@ -76,18 +95,25 @@ func (s *Sweeper) settleHold(ctx context.Context, p int, id string) error {
 		// package wrote: only the index entry is left to drop.
 		return l.rdb.ZRem(ctx, l.keys.holds(p), id).Err()
 	}
-	decision, err := abortScript.Run(ctx, l.rdb, []string{l.keys.status(id)}, abortedTTL.Milliseconds()).StringSlice()
-	if err != nil || len(decision) == 0 {
-		return fmt.Errorf("decide the saga of order %s: %w", id, err)
+	persisted, err := s.lostButPersisted(ctx, id)
+	if err != nil {
+		return err
 	}
-	// A committed order keeps its committing attempt's hold. A status with
-	// no attempt is one recover wrote back from PostgreSQL after a failover
-	// lost it: the order committed, by whichever attempt, and its units stay
-	// taken (recover rebuilt the stock from PostgreSQL), so its hold is
-	// dropped too: giving it back would sell those units twice.
-	mode := "release"
-	if decision[0] == "committed" && len(decision) == 2 && (decision[1] == attempt || decision[1] == "") {
-		mode = "drop"
+	mode := "drop"
+	if !persisted {
+		decision, err := abortScript.Run(ctx, l.rdb, []string{l.keys.status(id)}, abortedTTL.Milliseconds()).StringSlice()
+		if err != nil || len(decision) == 0 {
+			return fmt.Errorf("decide the saga of order %s: %w", id, err)
+		}
+		// A committed order keeps its committing attempt's hold. A status
+		// with no attempt is one recover wrote back from PostgreSQL after a
+		// failover lost it: the order committed, by whichever attempt, and
+		// its units stay taken (recover rebuilt the stock from PostgreSQL),
+		// so its hold is dropped too: giving it back would sell those units
+		// twice.
+		if decision[0] != "committed" || len(decision) != 2 || (decision[1] != attempt && decision[1] != "") {
+			mode = "release"
+		}
 	}
 	n, err := unholdOn(ctx, l.rdb, l.keys, l.stock, l.stock.ChangesChannel, p, id, attempt, mode, items)
 	if err != nil {
@@ -104,6 +130,36 @@ func (s *Sweeper) settleHold(ctx context.Context, p int, id string) error {
 	return nil
 }
 
+// lostButPersisted reports whether order id has no status on its home
+// and PostgreSQL has it: it committed (only a commit writes the event the
+// writer persists) and a failover lost its status, and the repair must
+// not tombstone it and give its units back. With no Persisted check the
+// answer is false (the repair decides by the status alone). A status that
+// appears after the look is the abort script's to find.
+func (s *Sweeper) lostButPersisted(ctx context.Context, id string) (bool, error) {
+	if s.o.Persisted == nil {
+		return false, nil
+	}
+	n, err := s.life.rdb.Exists(ctx, s.life.keys.status(id)).Result()
+	if err != nil || n > 0 {
+		return false, err
+	}
+	ok, err := s.o.Persisted(ctx, id)
+	if err != nil {
+		return false, fmt.Errorf("is order %s in PostgreSQL: %w", id, err)
+	}
+	return ok, nil
+}
+
+// PersistedIn is a SweeperOptions.Persisted that asks db's orders table.
+func PersistedIn(db *pgxpool.Pool) func(context.Context, string) (bool, error) {
+	return func(ctx context.Context, id string) (bool, error) {
+		var ok bool
+		err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM orders WHERE id = $1::uuid)`, id).Scan(&ok)
+		return ok, err
+	}
+}
+
 // unholdOn runs unholdScript (mode "drop" or "release") on the hold of
 // order id on partition p, whose record holds items in this order; it
 // returns the units given back, -1 when attempt holds nothing there.
@@ -115,6 +171,8 @@ func unholdOn(ctx context.Context, rdb redis.Scripter, k keys, stock *inventory.
 		keys = append(keys, stock.SaleKey(it.SKU), stock.BuyersKey(it.SKU))
 		args = append(args, it.SKU, channel(it.SKU))
 	}
+	keys = append(keys, k.settled(p))
+	args = append(args, SettledRetention.Milliseconds())
 	n, err := unholdScript.Run(ctx, rdb, keys, args...).Int64()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return 0, fmt.Errorf("%s hold of order %s on partition %d: %w", mode, id, p, err)

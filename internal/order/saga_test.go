@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -516,6 +517,11 @@ func TestSagaCrashRepairedBySweeper(t *testing.T) {
 	if ev := f.events(t); len(ev) != 0 {
 		t.Fatalf("events of an aborted order: %v", ev)
 	}
+	if n := f.rdb.ZCard(ctx, f.svc.keys.settled(5)).Val(); n != 0 {
+		t.Fatalf("the settled log names %d orders after an abort, want none", n)
+	}
+	// An entry past the settled log's retention, trimmed by the next drop.
+	f.rdb.ZAdd(ctx, f.svc.keys.settled(5), redis.Z{Score: 1, Member: "old"})
 
 	// Committed, then the crash: the repair drops the hold, units stay sold.
 	id2, _ := f.svc.newOrderID(lines)
@@ -536,6 +542,21 @@ func TestSagaCrashRepairedBySweeper(t *testing.T) {
 	}
 	if o, err := f.svc.Get(ctx, u, id2); err != nil || o.Status != StatusPending || len(o.Items) != 2 {
 		t.Fatalf("committed order: %+v %v", o, err)
+	}
+	// The drop moved the hold into the settled log, in the same step: the
+	// audit's record that these units are id2's.
+	log := f.rdb.ZRange(ctx, f.svc.keys.settled(5), 0, -1).Val()
+	var entry struct {
+		OrderID string         `json:"order_id"`
+		User    string         `json:"user"`
+		Items   []ReservedItem `json:"items"`
+	}
+	if len(log) != 1 || json.Unmarshal([]byte(log[0]), &entry) != nil || entry.OrderID != id2 || entry.User != u ||
+		len(entry.Items) != 1 || entry.Items[0] != items[0] {
+		t.Fatalf("settled log %v, want one entry of %s with %+v", log, id2, items)
+	}
+	if ttl := f.rdb.PTTL(ctx, f.svc.keys.settled(5)).Val(); ttl <= 0 || ttl > SettledRetention {
+		t.Fatalf("settled log expires in %s, want within %s", ttl, SettledRetention)
 	}
 }
 
@@ -713,4 +734,57 @@ func TestRepairKeepsTheUnitsOfARestoredOrder(t *testing.T) {
 	if n := f.rdb.ZCard(ctx, f.svc.keys.holds(5)).Val(); n != 0 {
 		t.Fatalf("%d holds left", n)
 	}
+}
+
+// A failover that lost a committed and written order's status while its
+// hold was still there (the drop after the commit never ran), with the
+// repair sweeping before recover: it finds no status, asks PostgreSQL,
+// which has the order, and drops the hold (the units stay the order's,
+// the settled log names it) instead of tombstoning the order and giving
+// its units back.
+func TestRepairAsksPostgreSQLBeforeTheTombstone(t *testing.T) {
+	t.Parallel()
+	f := newClusterFixture(t)
+	ctx := context.Background()
+	u := f.user(t)
+	a, b := f.skuIn(t, "lost", 1, 10), f.skuIn(t, "lost", 5, 10)
+	lines := []Line{{SKU: a, Quantity: 1}, {SKU: b, Quantity: 4}}
+	id, err := f.svc.newOrderID(lines)
+	if err != nil {
+		t.Fatal(err)
+	}
+	items, fail, err := f.svc.hold(ctx, 5, id, u, "attempt-1", "take", 1, lines[1:])
+	if err != nil || fail != nil {
+		t.Fatalf("hold: %v %v", fail, err)
+	}
+	if _, fail, err := f.svc.commit(ctx, id, u, "attempt-1", 1, "commit", lines, []heldPart{{p: 5, items: items}}); err != nil || fail != nil {
+		t.Fatalf("commit: %v %v", fail, err)
+	}
+	w := NewWriter(f.db.Pool, f.rdb, f.c.Prefix, f.svc.log, prometheus.NewRegistry(),
+		WriterOptions{Consumer: "w", Partitions: f.parts, Block: 20 * time.Millisecond})
+	running := start(w)
+	for deadline := time.Now().Add(30 * time.Second); f.count(t, `SELECT count(*) FROM orders WHERE id = $1`, id) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the order was not written within 30s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	running.stop(t)
+	f.rdb.Del(ctx, f.svc.keys.status(id)) // the failover
+	f.rdb.ZAdd(ctx, f.svc.keys.holds(5), redis.Z{Score: 1, Member: id})
+	sw := NewSweeper(f.rdb, f.stock, f.c.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry(),
+		SweeperOptions{Persisted: PersistedIn(f.db.Pool)})
+	if _, err := sw.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.available(t, b); got != 6 {
+		t.Fatalf("%s available %d after the repair, want 6 (the written order keeps its units)", b, got)
+	}
+	if st := f.rdb.HGet(ctx, f.svc.keys.status(id), "status").Val(); st != "" {
+		t.Fatalf("status %q after the repair, want none (recover restores it from PostgreSQL)", st)
+	}
+	if log := f.rdb.ZRange(ctx, f.svc.keys.settled(5), 0, -1).Val(); len(log) != 1 || !strings.Contains(log[0], id) {
+		t.Fatalf("settled log %v, want the order's entry", log)
+	}
+	f.noHolds(t)
 }

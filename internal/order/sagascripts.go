@@ -63,17 +63,23 @@ return 1`)
 // committed: the units are the order's now) or 'release' (it did not:
 // every line whose round is still live gives its units back and comes off
 // the buyer's count; nothing counts as released, for no order sold them).
+// A drop moves the record into the partition's settled log in the same
+// step (see settled), so the audit reads, in this slot alone, that the
+// units are an order's from then on; entries older than the log's
+// retention are trimmed here, and the log expires with its last entry.
 // KEYS[1] the hold record, KEYS[2] the holds index, KEYS[3 + 2(i-1)] sale
-// state of the record's i-th item, KEYS[4 + 2(i-1)] its buyer counts;
+// state of the record's i-th item, KEYS[4 + 2(i-1)] its buyer counts,
+// KEYS[3 + 2n] the settled log (n items);
 // ARGV[1] order id, ARGV[2] the attempt that made the hold (another's
 // record is left alone), ARGV[3] the mode, ARGV[4 + 2(i-1)] the i-th
-// item's SKU, ARGV[5 + 2(i-1)] its changes channel (” for none).
+// item's SKU, ARGV[5 + 2(i-1)] its changes channel (” for none),
+// ARGV[4 + 2n] the settled log's retention (ms).
 // Returns the units given back, or -1 when there was no such hold.
 var unholdScript = redis.NewScript(`
 local rec = redis.call('HMGET', KEYS[1], 'attempt', 'user', 'items')
 if rec[1] ~= ARGV[2] then return -1 end
 local items = cjson.decode(rec[3])
-if #KEYS ~= 2 + 2 * #items or #ARGV ~= 3 + 2 * #items then
+if #KEYS ~= 3 + 2 * #items or #ARGV ~= 4 + 2 * #items then
   return redis.error_reply('ERR unhold: keys do not match the record')
 end
 local units = 0
@@ -95,7 +101,15 @@ if ARGV[3] == 'release' then
       end
     end
   end
-elseif ARGV[3] ~= 'drop' then
+elseif ARGV[3] == 'drop' then
+  local log, keep = KEYS[#KEYS], tonumber(ARGV[#ARGV])
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('ZREMRANGEBYSCORE', log, '-inf', string.format('(%d', now - keep))
+  redis.call('ZADD', log, string.format('%d', now),
+    cjson.encode({order_id = ARGV[1], user = rec[2], items = items}))
+  redis.call('PEXPIRE', log, keep)
+else
   return redis.error_reply('ERR unhold: bad mode')
 end
 redis.call('DEL', KEYS[1])

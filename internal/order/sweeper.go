@@ -31,6 +31,12 @@ type SweeperOptions struct {
 	Locks *lock.Locker
 	// StockChanged is told the SKUs whose stock an expiry gave units to.
 	StockChanged StockChanged
+	// Persisted, when set, tells whether PostgreSQL has an order (see
+	// PersistedIn). The saga repair asks it before it tombstones an order
+	// whose status is gone: a failover may have lost the status of an
+	// order that committed and was written, whose units are its own
+	// (repair.go).
+	Persisted func(ctx context.Context, orderID string) (bool, error)
 }
 
 func (o *SweeperOptions) defaults() {

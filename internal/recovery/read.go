@@ -402,3 +402,95 @@ func (r *Recoverer) withoutStatus(ctx context.Context, orders []order.Confirmed)
 	}
 	return out, nil
 }
+
+// restoreSettled brings every partition's settled log (a cluster's: the
+// audit's record of the lines taken there for orders homed elsewhere,
+// order.ReadSettled) in step with the rounds just rebuilt, for a failover
+// may have lost some of a log's entries with the units they name, or kept
+// entries of orders it lost. The logs (and holds) are read before the
+// streams and PostgreSQL: a drop writes its entry after its order's event,
+// so every order a log names is known then, unless the failover lost it.
+// Each order recover counts as holding units of a partition other than
+// its home gets an entry there if it has none; an entry naming a live
+// round none of whose orders it is (a lost order) goes. It returns the
+// entries written and removed.
+func (r *Recoverer) restoreSettled(ctx context.Context, rounds []liveRound) (int, error) {
+	if !r.parts.Grouped() || len(rounds) == 0 {
+		return 0, nil
+	}
+	logs := make([]order.Settled, len(r.keys))
+	for p, k := range r.keys {
+		var err error
+		if logs[p], err = order.ReadSettled(ctx, r.rdb, r.parts, k); err != nil {
+			return 0, err
+		}
+	}
+	sc, err := r.scanStreams(ctx)
+	if err != nil {
+		return 0, err
+	}
+	held, err := r.heldOrders(ctx, rounds, sc)
+	if err != nil {
+		return 0, err
+	}
+	changed := 0
+	for p, k := range r.keys {
+		add := r.settledToAdd(p, rounds, held, logs[p])
+		remove := settledToRemove(held, logs[p])
+		if err := order.RestoreSettled(ctx, r.rdb, k, remove, add); err != nil {
+			return changed, err
+		}
+		changed += len(add) + len(remove)
+	}
+	return changed, nil
+}
+
+// settledToAdd: partition p's held lines of orders homed elsewhere that
+// its log and holds do not name, one entry per order.
+func (r *Recoverer) settledToAdd(p int, rounds []liveRound, held map[int64]map[string]*holding, log order.Settled) []order.SettledEntry {
+	by := map[string]*order.SettledEntry{}
+	var ids []string
+	for _, lr := range rounds {
+		if r.parts.Of(lr.sku) != p {
+			continue
+		}
+		for id, h := range held[lr.id] {
+			if !h.holds() || r.parts.Home(id) == p || log.Orders[id] {
+				continue
+			}
+			e := by[id]
+			if e == nil {
+				e = &order.SettledEntry{OrderID: id, User: h.user}
+				by[id] = e
+				ids = append(ids, id)
+			}
+			e.Items = append(e.Items, order.ReservedItem{SKU: lr.sku, Quantity: int(h.units), RoundID: lr.id})
+		}
+	}
+	slices.Sort(ids)
+	out := make([]order.SettledEntry, len(ids))
+	for i, id := range ids {
+		out[i] = *by[id]
+	}
+	return out
+}
+
+// settledToRemove: the log's entries with a line in a live round whose
+// order no store knows.
+func settledToRemove(held map[int64]map[string]*holding, log order.Settled) []order.SettledEntry {
+	var out []order.SettledEntry
+	for id, entries := range log.Entries {
+		for _, e := range entries {
+			live, known := false, false
+			for _, it := range e.Items {
+				if orders, ok := held[it.RoundID]; ok {
+					live, known = true, known || orders[id] != nil
+				}
+			}
+			if live && !known {
+				out = append(out, e)
+			}
+		}
+	}
+	return out
+}

@@ -42,12 +42,22 @@
 // in its due set (order.RestoreStatuses). Nothing here needs two
 // partitions at one instant: each SKU's restore is fenced on its own.
 //
+// On a cluster each partition's settled log (the audit's record of the
+// lines taken there for orders homed elsewhere, order.ReadSettled) is
+// brought in step with the rebuilt stock afterwards: every order counted
+// as holding units in a partition other than its home gets an entry there
+// if the log and the holds name it nowhere (the failover lost its drop),
+// and an entry of a live round naming an order no store knows (lost) goes.
+// The logs are read before the streams and PostgreSQL, so an entry a drop
+// adds meanwhile names an order those reads know. Until this step is done
+// an audit may report the partitions a failover hit; run it after.
+//
 // It reads order's keys through order.PartitionKeys and order.ParseEntry,
 // and order's and inventory's tables read-only, as the audit does; it
 // writes only through inventory (Stock.Restore) and order (AdvanceStream,
-// RestoreStatuses). Restore hands every buyer of a SKU to one script: the
-// buyer counts must be replaced at once with the fence checked, so they
-// are not split into batches.
+// RestoreStatuses, RestoreSettled). Restore hands every buyer of a SKU to
+// one script: the buyer counts must be replaced at once with the fence
+// checked, so they are not split into batches.
 package recovery
 
 import (
@@ -101,6 +111,9 @@ type Report struct {
 	// lost and is written again, so that they can be paid, cancelled and
 	// expired.
 	StatusesRestored int `json:"statuses_restored"`
+	// SettledRestored counts the settled log entries (a cluster's, see
+	// order.ReadSettled) written or removed to match the rebuilt stock.
+	SettledRestored int `json:"settled_restored"`
 	// Attempts is how many times the stores were read: more than one
 	// when stock moved meanwhile.
 	Attempts int `json:"attempts"`
@@ -163,6 +176,9 @@ func (r *Recoverer) Run(ctx context.Context, accepted []string) (Report, error) 
 		return rep, err
 	}
 	if rep.StatusesRestored, err = r.restoreStatuses(ctx, rounds); err != nil {
+		return rep, err
+	}
+	if rep.SettledRestored, err = r.restoreSettled(ctx, rounds); err != nil {
 		return rep, err
 	}
 	if lastScan == nil { // no live round: the streams still decide what is lost

@@ -72,5 +72,5 @@ func PaymentProvider(*config.Config) order.PaymentProvider { return order.NewTes
 func NewSweeper(st Stores, cfg *config.Config, stock *inventory.Stock, locks *lock.Locker,
 	log *slog.Logger, reg prometheus.Registerer) *order.Sweeper {
 	return order.NewSweeper(st.Redis, stock, cfg.KeyPrefix, log, reg,
-		order.SweeperOptions{Locks: locks, StockChanged: StockChanged})
+		order.SweeperOptions{Locks: locks, StockChanged: StockChanged, Persisted: order.PersistedIn(st.DB)})
 }
