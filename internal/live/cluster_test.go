@@ -191,3 +191,100 @@ func skusOnEveryMaster(t *testing.T, c *testenv.RedisCluster, stock *inventory.S
 	}
 	return skus, owners
 }
+
+// A resharding moves a watched SKU's slot to another master: the old one
+// ends the hub's sharded subscription (an sunsubscribe it did not ask
+// for), and the SKU's changes are published on the new one from then on.
+// The hub subscribes again there, so a purchase made after the move still
+// reaches the stream.
+func TestShardedSubscriptionFollowsAMovedSlot(t *testing.T) {
+	t.Parallel()
+	c := testenv.StartCluster(t, 3)
+	ctx := context.Background()
+	rdb, err := database.OpenCluster(ctx, c.URL, database.RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	a := shoptest.New(t, shoptest.Options{Redis: rdb, Config: func(cfg *config.Config) {
+		cfg.RedisCluster, cfg.KeyPrefix = true, c.Prefix
+	}})
+	base := a.Serve(t)
+	_, tok := a.Shopper(t, "moved@shop.test")
+	const sku = "m1"
+	a.Sale(t, sku, 100, 5, 0)
+	s := open(t, base, sku)
+	if e := first(t, s); e.Available != 5 {
+		t.Fatalf("first event %+v", e)
+	}
+	channel := a.Stock.ChangesChannel(sku)
+	subscribedOn := func(m *testenv.RedisProcess) bool {
+		opts, _ := redis.ParseURL(m.URL)
+		node := redis.NewClient(opts)
+		defer node.Close()
+		chans, err := node.PubSubShardChannels(ctx, channel).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Contains(chans, channel)
+	}
+	slot := c.Slot(t, a.Stock.SaleKey(sku))
+	owner := -1
+	waitFor(t, func() bool {
+		for i, m := range c.Masters {
+			if subscribedOn(m) {
+				owner = i
+				return true
+			}
+		}
+		return false
+	})
+	to := (owner + 1) % len(c.Masters)
+	if from, err := c.MoveSlot(slot, to); err != nil || from != owner {
+		t.Fatalf("moving slot %d from master %d to %d: from %d, %v", slot, owner, to, from, err)
+	}
+
+	buy(t, a, tok, sku, 2)
+	if _, ok := s.Until(wait, func(e apitest.StockEvent) bool { return e.Available == 3 }); !ok {
+		t.Fatal("the purchase made after the slot moved was not streamed")
+	}
+	waitFor(t, func() bool { return subscribedOn(c.Masters[to]) && !subscribedOn(c.Masters[owner]) })
+}
+
+// A watched SKU's master hands its slots to its replica (CLUSTER
+// FAILOVER, as before a node's drain): a purchase made after it still
+// reaches the stream.
+func TestShardedSubscriptionFollowsAFailover(t *testing.T) {
+	t.Parallel()
+	c := testenv.StartClusterWithReplicas(t, 3)
+	ctx := context.Background()
+	rdb, err := database.OpenCluster(ctx, c.URL, database.RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	a := shoptest.New(t, shoptest.Options{Redis: rdb, Config: func(cfg *config.Config) {
+		cfg.RedisCluster, cfg.KeyPrefix = true, c.Prefix
+	}})
+	base := a.Serve(t)
+	_, tok := a.Shopper(t, "failover@shop.test")
+	const sku = "f1"
+	a.Sale(t, sku, 100, 5, 0)
+	s := open(t, base, sku)
+	if e := first(t, s); e.Available != 5 {
+		t.Fatalf("first event %+v", e)
+	}
+	channel := a.Stock.ChangesChannel(sku)
+	waitFor(t, func() bool {
+		n, err := c.Client.PubSubShardNumSub(ctx, channel).Result()
+		return err == nil && n[channel] == 1
+	})
+	if err := c.Failover(c.Slot(t, a.Stock.SaleKey(sku))); err != nil {
+		t.Fatal(err)
+	}
+
+	buy(t, a, tok, sku, 2)
+	if _, ok := s.Until(wait, func(e apitest.StockEvent) bool { return e.Available == 3 }); !ok {
+		t.Fatal("the purchase made after the failover was not streamed")
+	}
+}

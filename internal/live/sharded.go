@@ -3,6 +3,7 @@ package live
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -26,6 +27,23 @@ import (
 // itself before the subscription was in place, and changes made while
 // away were lost.
 //
+// A slot moves to another master (a resharding, or a replica's failover):
+// the master that lost it ends the subscriptions to its channels with an
+// sunsubscribe the hub did not ask for, and keeps the connection, which
+// go-redis then holds on to with no channel. So an sunsubscribe of a
+// channel the hub still wants, beyond the ones its own SUNSUBSCRIBEs await,
+// has the cluster client reload its slot map and, once the map names
+// another master for the slot, the partition's connection opened again
+// there with all its channels. Not before: a master turned replica still
+// confirms an SSUBSCRIBE for its old slots, and then hears nothing.
+//
+// The map may also be stale when a connection opens (nothing the client
+// sent met a MOVED yet): the SSUBSCRIBE then meets a MOVED, which go-redis
+// does not pass on, and no confirmation comes. So a connection whose
+// channels are not all confirmed in time is opened again, the map
+// reloaded, waiting longer each time. Every confirmation reads its SKU
+// again, so nothing changed in the gap is missed.
+//
 // The stock view (Options.View) is not fed on a cluster: it would need a
 // subscription to every SKU it holds, not only the watched ones, so it is
 // left unsubscribed and product reads go to Redis.
@@ -38,31 +56,176 @@ type shards struct {
 	// resync takes the SKUs whose subscriptions were confirmed, for one
 	// worker to read again in turn.
 	resync *skuQueue
+	// events takes the subscription replies of the receive loops, and the
+	// confirmation checks, to Run's goroutine.
+	events chan shardEvent
 }
 
 // shard is the subscription connection of one partition.
 type shard struct {
+	part     int
 	ps       *redis.PubSub
 	channels map[string]bool
-	done     chan struct{} // closed when its receive loop ends
+	// leaving counts the SUNSUBSCRIBEs sent per channel and not yet
+	// answered: an answer beyond them is the server's own.
+	leaving map[string]int
+	// waiting is the channels whose SSUBSCRIBE is not yet confirmed.
+	waiting map[string]bool
+	opened  int // how many times the partition was opened in a row unconfirmed
+	// addr is the master the slot map named when the connection opened;
+	// moved counts the checks since that master ended the subscriptions
+	// (0: it did not).
+	addr    string
+	moved   int
+	check   *time.Timer   // the next confirmation check
+	closing chan struct{} // closed by close, so that no loop waits on Run
+	done    chan struct{} // closed when its receive loop ends
 }
+
+// shardEvent is one reply of a shard's connection (kind ssubscribe or
+// sunsubscribe), or its confirmation check (kind "").
+type shardEvent struct {
+	sh      *shard
+	kind    string
+	channel string
+}
+
+// confirmWait is how long a connection's first SSUBSCRIBE may go
+// unconfirmed before it is opened again; each retry doubles it, up to
+// confirmWaitMax. After its master ended the subscriptions, the slot map
+// is read again every movedWait until it names another master, at most
+// movedTries times (the slot may have come back).
+const (
+	confirmWait    = time.Second
+	confirmWaitMax = 16 * time.Second
+	movedWait      = 100 * time.Millisecond
+	movedTries     = 50
+)
 
 // runSharded holds the per-SKU subscriptions until ctx ends, following
 // the watched SKUs (poked by subscribe and unsubscribe).
 func (h *Hub) runSharded(ctx context.Context) {
-	s := &shards{h: h, parts: map[int]*shard{}, resync: newSKUQueue()}
+	s := &shards{h: h, parts: map[int]*shard{}, resync: newSKUQueue(), events: make(chan shardEvent)}
 	worker := make(chan struct{})
 	go func() { defer close(worker); s.resyncLoop(ctx) }()
 	defer func() { <-worker }()
 	defer s.closeAll()
 	for {
 		s.reconcile(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-h.watched:
+	events:
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-h.watched:
+				break events
+			case e := <-s.events:
+				s.handle(ctx, e)
+			}
 		}
 	}
+}
+
+// handle takes one event of a shard, if it is still the partition's
+// connection.
+func (s *shards) handle(ctx context.Context, e shardEvent) {
+	sh := e.sh
+	if s.parts[sh.part] != sh {
+		return // closed since; its replies no longer matter
+	}
+	switch e.kind {
+	case "ssubscribe":
+		delete(sh.waiting, e.channel)
+		if len(sh.waiting) == 0 {
+			sh.opened = 0
+		}
+		if sku, ok := s.h.stock.ChangesSKU(e.channel); ok {
+			s.resync.add(sku)
+		}
+	case "sunsubscribe":
+		switch {
+		case sh.leaving[e.channel] > 0:
+			if sh.leaving[e.channel]--; sh.leaving[e.channel] == 0 {
+				delete(sh.leaving, e.channel)
+			}
+		case sh.channels[e.channel] && sh.moved == 0:
+			s.h.log.Info("live stock: sharded channel unsubscribed by its server (its slot moved); subscribing again on its new master",
+				"partition", sh.part, "channel", e.channel)
+			sh.moved = 1
+			s.reload()
+			sh.check.Reset(movedWait)
+		}
+	default:
+		s.checked(ctx, sh)
+	}
+}
+
+// checked is a shard's check: after its server ended its subscriptions,
+// whether the slot map names another master yet; else whether every
+// channel was confirmed.
+func (s *shards) checked(ctx context.Context, sh *shard) {
+	switch {
+	case sh.moved > 0:
+		if s.masterOf(ctx, sh.channel()) == sh.addr && sh.moved < movedTries {
+			sh.moved++
+			s.reload()
+			sh.check.Reset(movedWait)
+			return
+		}
+		s.reopen(ctx, sh, 0)
+	case len(sh.waiting) > 0:
+		s.h.log.Warn("live stock: sharded subscription not confirmed; subscribing again",
+			"partition", sh.part, "unconfirmed", len(sh.waiting))
+		s.reload()
+		s.reopen(ctx, sh, sh.opened+1)
+	}
+}
+
+// reload tells the cluster client to read the slot map again (it does so
+// in the background).
+func (s *shards) reload() {
+	if c, ok := s.h.rdb.(interface{ ReloadState(context.Context) }); ok {
+		c.ReloadState(context.Background())
+	}
+}
+
+// masterOf is the address of the master the cluster client's slot map
+// names for channel's slot, "" if unknown.
+func (s *shards) masterOf(ctx context.Context, channel string) string {
+	c, ok := s.h.rdb.(interface {
+		MasterForKey(context.Context, string) (*redis.Client, error)
+	})
+	if !ok {
+		return ""
+	}
+	m, err := c.MasterForKey(ctx, channel)
+	if err != nil {
+		return ""
+	}
+	return m.Options().Addr
+}
+
+// channel is one of sh's channels: they share one slot.
+func (sh *shard) channel() string {
+	for ch := range sh.channels {
+		return ch
+	}
+	return ""
+}
+
+// reopen closes a partition's connection and opens it again with all its
+// channels; opened is the open's count of unconfirmed ones before it.
+func (s *shards) reopen(ctx context.Context, sh *shard, opened int) {
+	sh.close()
+	channels := make([]string, 0, len(sh.channels))
+	for ch := range sh.channels {
+		channels = append(channels, ch)
+	}
+	n := s.open(ctx, sh.part, channels, opened)
+	for _, ch := range channels {
+		n.channels[ch] = true
+	}
+	s.parts[sh.part] = n
 }
 
 // poke tells the sharded subscriptions that the watched SKUs changed; it
@@ -102,6 +265,8 @@ func (s *shards) unsubscribe(ctx context.Context, want map[int]map[string]bool) 
 			}
 			for _, ch := range gone {
 				delete(sh.channels, ch)
+				delete(sh.waiting, ch)
+				sh.leaving[ch]++
 			}
 		}
 	}
@@ -122,7 +287,7 @@ func (s *shards) subscribe(ctx context.Context, want map[int]map[string]bool) {
 		case len(add) == 0:
 			continue
 		case sh == nil:
-			sh = s.open(ctx, add)
+			sh = s.open(ctx, k, add, 0)
 			s.parts[k] = sh
 		default:
 			// On failure the channels stay in the PubSub's set: its
@@ -130,6 +295,10 @@ func (s *shards) subscribe(ctx context.Context, want map[int]map[string]bool) {
 			if err := sh.ps.SSubscribe(ctx, add...); err != nil {
 				s.h.log.Warn("live stock: sharded subscribe failed", "partition", k, "err", err)
 			}
+			for _, ch := range add {
+				sh.waiting[ch] = true
+			}
+			sh.check.Reset(sh.confirmWait())
 		}
 		for _, ch := range add {
 			sh.channels[ch] = true
@@ -153,10 +322,21 @@ func (s *shards) wanted() map[int]map[string]bool {
 	return want
 }
 
-// open starts a partition's subscription connection with its first
-// channels: they route it to the partition slot's master.
-func (s *shards) open(ctx context.Context, channels []string) *shard {
-	sh := &shard{ps: s.h.rdb.SSubscribe(ctx, channels...), channels: map[string]bool{}, done: make(chan struct{})}
+// open starts partition k's subscription connection with its first
+// channels: they route it to the partition slot's master. opened is how
+// many times it was opened before in a row without every channel
+// confirmed; the confirmation check waits longer for each.
+func (s *shards) open(ctx context.Context, k int, channels []string, opened int) *shard {
+	addr := s.masterOf(ctx, channels[0])
+	sh := &shard{
+		part: k, ps: s.h.rdb.SSubscribe(ctx, channels...), channels: map[string]bool{}, addr: addr,
+		leaving: map[string]int{}, waiting: map[string]bool{}, opened: opened,
+		closing: make(chan struct{}), done: make(chan struct{}),
+	}
+	for _, ch := range channels {
+		sh.waiting[ch] = true
+	}
+	sh.check = time.AfterFunc(sh.confirmWait(), func() { s.send(shardEvent{sh: sh}) })
 	ch := sh.ps.ChannelWithSubscriptions(redis.WithChannelSize(1024))
 	go func() {
 		defer close(sh.done)
@@ -165,11 +345,8 @@ func (s *shards) open(ctx context.Context, channels []string) *shard {
 			case *redis.Message:
 				s.h.receive(m)
 			case *redis.Subscription:
-				if m.Kind != "ssubscribe" {
-					continue
-				}
-				if sku, ok := s.h.stock.ChangesSKU(m.Channel); ok {
-					s.resync.add(sku)
+				if m.Kind == "ssubscribe" || m.Kind == "sunsubscribe" {
+					s.send(shardEvent{sh: sh, kind: m.Kind, channel: m.Channel})
 				}
 			}
 		}
@@ -177,8 +354,24 @@ func (s *shards) open(ctx context.Context, channels []string) *shard {
 	return sh
 }
 
+// confirmWait is how long the shard's SSUBSCRIBEs may go unconfirmed.
+func (sh *shard) confirmWait() time.Duration {
+	return min(confirmWait<<min(sh.opened, 8), confirmWaitMax)
+}
+
+// send hands e to Run's goroutine, unless e's shard is closed meanwhile
+// (Run may be waiting for its receive loop to end).
+func (s *shards) send(e shardEvent) {
+	select {
+	case s.events <- e:
+	case <-e.sh.closing:
+	}
+}
+
 // close ends the partition's connection and waits for its receive loop.
 func (sh *shard) close() {
+	sh.check.Stop()
+	close(sh.closing)
 	_ = sh.ps.Close()
 	<-sh.done
 }

@@ -59,3 +59,69 @@ func TestShardedSubscriptionReadsTheSKUAgainWhenConfirmed(t *testing.T) {
 		t.Fatal("the change made before the subscription never reached the stream")
 	}
 }
+
+// The hub's cluster client still maps a SKU's slot to the master it left
+// (nothing it sent since met a MOVED): the first SSUBSCRIBE goes there,
+// meets a MOVED that go-redis never passes on, and is never confirmed. The
+// hub opens the connection again, the slot map read anew, and the stream
+// gets the change made meanwhile.
+func TestShardedSubscriptionRetriesAnUnconfirmedSubscribe(t *testing.T) {
+	t.Parallel()
+	c := testenv.StartCluster(t, 3)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rdb, err := database.OpenCluster(ctx, c.URL, database.RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	stock := inventory.NewPartitionedStock(rdb, c.Prefix, keyspace.NewPartitions(12, true))
+	if err := stock.OpenRound(ctx, "r1", inventory.LiveRound{Round: 1, Quantity: 5}); err != nil {
+		t.Fatal(err)
+	}
+	h := New(rdb, stock, Options{Interval: time.Nanosecond}, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	s, err := h.subscribe("r1", "10.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.unsubscribe(s)
+	h.started(s, inventory.Change{SKU: "r1", Round: 1, Available: 5})
+
+	// The slot moves behind the hub's client; the change is made through
+	// another, so that the hub's never meets a MOVED.
+	slot := c.Slot(t, stock.SaleKey("r1"))
+	owner, err := rdb.MasterForKey(ctx, stock.SaleKey("r1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := 0
+	for i, m := range c.Masters {
+		if m.URL != "redis://"+owner.Options().Addr+"/0" {
+			to = i
+		}
+	}
+	if _, err := c.MoveSlot(slot, to); err != nil {
+		t.Fatal(err)
+	}
+	other, err := database.OpenCluster(ctx, c.URL, database.RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Close() })
+	if err := inventory.NewPartitionedStock(other, c.Prefix, keyspace.NewPartitions(12, true)).
+		OpenRound(ctx, "r1", inventory.LiveRound{Round: 2, Quantity: 9}); err != nil {
+		t.Fatal(err)
+	}
+
+	done := make(chan struct{})
+	go func() { defer close(done); h.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	select {
+	case got := <-s.box:
+		if got.Round != 2 || got.Available != 9 {
+			t.Fatalf("the stream was handed %+v, want round 2 with 9", got)
+		}
+	case <-time.After(20 * time.Second): // a bound on a hang, not a timing
+		t.Fatal("the subscription was never confirmed, nor the SKU read again")
+	}
+}

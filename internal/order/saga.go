@@ -31,7 +31,11 @@ import (
 //     checkout, the bought lines out of the cart.
 //
 // A refusal anywhere gives back every hold taken (unholdScript) and
-// answers as a single Redis would. A crash between hold and commit leaves
+// answers as a single Redis would. After a refusal the remaining steps only
+// check (they rank it), and a check writes nothing: one that fails (the
+// home down, or its state unreadable) gives every hold back at once too,
+// and answers its error. Only a commit that fails may have happened, so
+// its holds are left to the repair. A crash between hold and commit leaves
 // holds past their deadline, which the sweeper's repair (repair.go)
 // settles: on the home, the order committed (drop the hold) or it gets a
 // tombstone status that refuses a late commit (give the hold back).
@@ -208,6 +212,18 @@ func (s *Service) saga(ctx context.Context, id, user string, lines []Line) (rese
 			return reservation{}, refused.err(lines)
 		}
 		return res, err
+	}
+	if mode == "check" {
+		// The check failed (an outage of the home, or a fault of its
+		// state), but a check writes nothing: this attempt has no order and
+		// never will, so its holds go back now, not at the repair's
+		// deadline (a repeat of its Idempotency-Key would meet them as
+		// busy). The release is this attempt's only, so a repair that got
+		// there first is not undone twice. The refusal found so far is not
+		// the answer: the home's lines, unjudged, may outrank it, or its
+		// status name a repeat that committed; so the error stands.
+		s.unholdAll(ctx, id, attempt, held)
+		return reservation{}, fmt.Errorf("check order %s on its home: %w", id, err)
 	}
 	// Redis failed: the commit may have happened. The holds stay for the
 	// repair, which asks the home after their deadline.

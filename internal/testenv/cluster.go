@@ -12,16 +12,22 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// RedisCluster is a Redis Cluster private to one test: masters only (no
-// replicas), each a redis-server with cluster mode and AOF on
-// (appendfsync always, as production), on free ports, each in its own
-// directory with its nodes.conf. Kill and Restart crash and bring back one
-// master on its AOF and nodes.conf. Everything is killed when t ends.
+// RedisCluster is a Redis Cluster private to one test: masters only, or
+// with one replica each (StartClusterWithReplicas), each a redis-server
+// with cluster mode and AOF on (appendfsync always, as production), on
+// free ports, each in its own directory with its nodes.conf. Kill and
+// Restart crash and bring back one master on its AOF and nodes.conf;
+// MoveSlot reshards one slot; Failover promotes a replica. Everything is
+// killed when t ends.
 type RedisCluster struct {
 	// URL is SHOP_REDIS_URL for SHOP_REDIS_CLUSTER=true: the first master,
 	// the others as ?addr= seeds.
 	URL     string
 	Masters []*RedisProcess
+	// Replicas is empty but for StartClusterWithReplicas: one replica per
+	// master, not in the masters' order. After Failover a replica may be a
+	// master and a master a replica; the fields keep the start's roles.
+	Replicas []*RedisProcess
 	// Client is a plain cluster client for the test's own checks.
 	Client *redis.ClusterClient
 	// Prefix is a key prefix for the test, as testenv.Redis's.
@@ -37,6 +43,21 @@ type RedisCluster struct {
 // or redis-cli on PATH, t is skipped, or fails when CI is set.
 func StartCluster(t testing.TB, masters int) *RedisCluster {
 	t.Helper()
+	return startCluster(t, masters, false)
+}
+
+// StartClusterWithReplicas is StartCluster with one replica per master
+// (masters >= 3), each with the same settings: Failover promotes one.
+func StartClusterWithReplicas(t testing.TB, masters int) *RedisCluster {
+	t.Helper()
+	if masters < 3 {
+		t.Fatalf("StartClusterWithReplicas: 3 masters and more, not %d", masters)
+	}
+	return startCluster(t, masters, true)
+}
+
+func startCluster(t testing.TB, masters int, replicas bool) *RedisCluster {
+	t.Helper()
 	if masters != 1 && masters < 3 {
 		t.Fatalf("StartCluster: 1 master, or 3 and more (redis-cli --cluster create), not %d", masters)
 	}
@@ -48,19 +69,28 @@ func StartCluster(t testing.TB, masters int) *RedisCluster {
 		t.Skip("no redis-cli on PATH")
 	}
 	c := &RedisCluster{Prefix: "test:" + uniqueName(t) + ":"}
-	addrs := make([]string, masters)
-	for i := range masters {
+	nodes := masters
+	if replicas {
+		nodes *= 2
+	}
+	addrs := make([]string, nodes)
+	for i := range nodes {
 		// The cluster bus port is given explicitly: the default, port +
 		// 10000, may be taken or past 65535.
 		// The address is announced: a node alone (one master) never
 		// learns its own from a peer and would report "" in CLUSTER SLOTS.
 		p := StartRedis(t, "--cluster-enabled", "yes", "--cluster-port", freePort(t), "--cluster-announce-ip", "127.0.0.1",
 			"--cluster-node-timeout", "2000", "--appendonly", "yes", "--appendfsync", "always")
-		c.Masters = append(c.Masters, p)
+		if i < masters {
+			c.Masters = append(c.Masters, p)
+		} else {
+			c.Replicas = append(c.Replicas, p)
+		}
 		addrs[i] = strings.TrimSuffix(strings.TrimPrefix(p.URL, "redis://"), "/0")
 	}
+	// redis-cli makes the first nodes the masters, the rest their replicas.
 	args := append([]string{"--cluster", "create"}, addrs...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	args = append(args, "--cluster-replicas", fmt.Sprint(len(c.Replicas)/masters), "--cluster-yes")
 	if masters == 1 {
 		host, port, _ := strings.Cut(addrs[0], ":")
 		args = []string{"-h", host, "-p", port, "CLUSTER", "ADDSLOTSRANGE", "0", fmt.Sprint(16383)}
@@ -69,7 +99,7 @@ func StartCluster(t testing.TB, masters int) *RedisCluster {
 		t.Fatalf("redis-cli %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	c.URL = "redis://" + addrs[0]
-	for i, a := range addrs[1:] {
+	for i, a := range addrs[1:masters] {
 		sep := "&"
 		if i == 0 {
 			sep = "?"
@@ -79,7 +109,10 @@ func StartCluster(t testing.TB, masters int) *RedisCluster {
 	if err := c.WaitOK(30 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	c.Client = redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	if err := c.waitReplicas(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	c.Client = redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs[:masters]})
 	t.Cleanup(func() { _ = c.Client.Close() })
 	return c
 }
@@ -159,4 +192,173 @@ func (c *RedisCluster) Slot(t testing.TB, key string) int64 {
 		t.Fatalf("CLUSTER KEYSLOT %s: %v", key, err)
 	}
 	return n
+}
+
+// MoveSlot hands slot over to master to, keys and all, the way a
+// resharding does (CLUSTER SETSLOT IMPORTING and MIGRATING, MIGRATE of
+// every key, CLUSTER SETSLOT NODE on every master, the target first), and
+// waits until the cluster is ok again. It returns the index of the master
+// that owned the slot. It may be called from any goroutine, so it returns
+// an error rather than failing a test.
+func (c *RedisCluster) MoveSlot(slot int64, to int) (from int, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nodes := make([]*redis.Client, len(c.Masters))
+	ids := make([]string, len(c.Masters))
+	from = -1
+	for i, m := range c.Masters {
+		opts, _ := redis.ParseURL(m.URL)
+		nodes[i] = redis.NewClient(opts)
+		defer nodes[i].Close()
+		if ids[i], err = nodes[i].ClusterMyID(ctx).Result(); err != nil {
+			return -1, fmt.Errorf("CLUSTER MYID of master %d: %w", i, err)
+		}
+		if owns(ctx, nodes[i], slot) {
+			from = i
+		}
+	}
+	switch {
+	case from < 0:
+		return -1, fmt.Errorf("no master owns slot %d", slot)
+	case from == to:
+		return from, fmt.Errorf("slot %d is on master %d already", slot, to)
+	}
+	src, dst := nodes[from], nodes[to]
+	if err := dst.Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", ids[from]).Err(); err != nil {
+		return from, fmt.Errorf("SETSLOT IMPORTING: %w", err)
+	}
+	if err := src.Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", ids[to]).Err(); err != nil {
+		return from, fmt.Errorf("SETSLOT MIGRATING: %w", err)
+	}
+	host, port, _ := strings.Cut(dst.Options().Addr, ":")
+	for {
+		keys, err := src.ClusterGetKeysInSlot(ctx, int(slot), 100).Result()
+		if err != nil {
+			return from, fmt.Errorf("GETKEYSINSLOT: %w", err)
+		}
+		if len(keys) == 0 {
+			break
+		}
+		args := []any{"MIGRATE", host, port, "", 0, 5000, "KEYS"}
+		for _, k := range keys {
+			args = append(args, k)
+		}
+		if err := src.Do(ctx, args...).Err(); err != nil {
+			return from, fmt.Errorf("MIGRATE: %w", err)
+		}
+	}
+	// The target first, so that it owns the slot before the source
+	// redirects to it; then the others, rather than waiting for gossip.
+	order := []int{to, from}
+	for i := range c.Masters {
+		if i != to && i != from {
+			order = append(order, i)
+		}
+	}
+	for _, i := range order {
+		if err := nodes[i].Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", ids[to]).Err(); err != nil {
+			return from, fmt.Errorf("SETSLOT NODE on master %d: %w", i, err)
+		}
+	}
+	return from, c.WaitOK(30 * time.Second)
+}
+
+// owns is whether node serves slot, by its own CLUSTER SLOTS.
+func owns(ctx context.Context, node *redis.Client, slot int64) bool {
+	slots, err := node.ClusterSlots(ctx).Result()
+	if err != nil {
+		return false
+	}
+	myself := node.Options().Addr
+	for _, r := range slots {
+		if int64(r.Start) <= slot && slot <= int64(r.End) && len(r.Nodes) > 0 && r.Nodes[0].Addr == myself {
+			return true
+		}
+	}
+	return false
+}
+
+// waitReplicas waits until every replica has its master's data in sync
+// (master_link_status:up), or timeout passes.
+func (c *RedisCluster) waitReplicas(timeout time.Duration) error {
+	for _, r := range c.Replicas {
+		opts, _ := redis.ParseURL(r.URL)
+		rdb := redis.NewClient(opts)
+		err := waitUntil(timeout, func() string {
+			info, err := rdb.Info(context.Background(), "replication").Result()
+			switch {
+			case err != nil:
+				return err.Error()
+			case !strings.Contains(info, "master_link_status:up"):
+				return r.URL + ": replica not in sync"
+			}
+			return ""
+		})
+		_ = rdb.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Failover promotes the replica of the master that serves slot with
+// CLUSTER FAILOVER (the planned kind: the replica waits until it has every
+// write), and waits until it serves the slot and the cluster is ok. It may
+// be called from any goroutine, so it returns an error rather than failing
+// a test.
+func (c *RedisCluster) Failover(slot int64) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, r := range c.Replicas {
+		opts, _ := redis.ParseURL(r.URL)
+		rdb := redis.NewClient(opts)
+		defer rdb.Close()
+		slots, err := rdb.ClusterSlots(ctx).Result()
+		if err != nil {
+			return fmt.Errorf("CLUSTER SLOTS of %s: %w", r.URL, err)
+		}
+		if !replicates(slots, slot, rdb.Options().Addr) {
+			continue
+		}
+		if err := rdb.ClusterFailover(ctx).Err(); err != nil {
+			return fmt.Errorf("CLUSTER FAILOVER on %s: %w", r.URL, err)
+		}
+		if err := waitUntil(30*time.Second, func() string {
+			if !owns(ctx, rdb, slot) {
+				return r.URL + " does not serve the slot yet"
+			}
+			return ""
+		}); err != nil {
+			return err
+		}
+		return c.WaitOK(30 * time.Second)
+	}
+	return fmt.Errorf("no replica of slot %d's master", slot)
+}
+
+// replicates is whether addr is a replica of slot's master in slots.
+func replicates(slots []redis.ClusterSlot, slot int64, addr string) bool {
+	for _, r := range slots {
+		if int64(r.Start) <= slot && slot <= int64(r.End) && len(r.Nodes) > 1 {
+			for _, n := range r.Nodes[1:] {
+				if n.Addr == addr {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// waitUntil polls check until it returns "" or timeout passes; the error
+// is check's last word.
+func waitUntil(timeout time.Duration, check func() string) error {
+	var last string
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if last = check(); last == "" {
+			return nil
+		}
+	}
+	return fmt.Errorf("not done after %s: %s", timeout, last)
 }
