@@ -83,6 +83,12 @@ func (tc *tokenCodec) issue(u User, sid, jti string, now time.Time) (string, err
 
 var errNotBearer = errors.New("no bearer token")
 
+// errNoBearer is parseBearer's answer to a request without a bearer
+// token, made once: the limiter's companion asks it of every request,
+// and most bear none (a product read), so wrapping anew would allocate
+// on the hot path of every anonymous request.
+var errNoBearer = fmt.Errorf("%w: %w", ErrUnauthorized, errNotBearer)
+
 // parseBearer verifies the Authorization header value and returns the
 // token's claims, which callers must not modify (they may be shared with
 // other requests presenting the same token). Any failure (no header,
@@ -91,6 +97,9 @@ var errNotBearer = errors.New("no bearer token")
 // the cause is for logs only.
 func (tc *tokenCodec) parseBearer(header string) (*accessClaims, error) {
 	raw, err := bearerToken(header)
+	if err == errNotBearer {
+		return nil, errNoBearer
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnauthorized, err)
 	}

@@ -203,3 +203,17 @@ func FuzzParseBearer(f *testing.F) {
 		}
 	})
 }
+
+// A request without a bearer token is refused without allocating: the
+// limiter's companion asks every request, and most bear none.
+func TestNoBearerAllocatesNothing(t *testing.T) {
+	tc := newTokenCodec(testSecret, time.Minute)
+	for _, header := range []string{"", "Basic dXNlcjpwYXNz"} {
+		if _, err := tc.parseBearer(header); !errors.Is(err, ErrUnauthorized) {
+			t.Fatalf("%q: err %v, want ErrUnauthorized", header, err)
+		}
+		if n := testing.AllocsPerRun(100, func() { _, _ = tc.parseBearer(header) }); n != 0 {
+			t.Fatalf("%q: %v allocations a call, want 0", header, n)
+		}
+	}
+}
