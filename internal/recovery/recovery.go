@@ -127,6 +127,9 @@ type Recoverer struct {
 	parts  keyspace.Partitions
 	keys   []order.StreamKeys // by partition
 	log    *slog.Logger
+	// betweenReads, when set (tests), runs in each attempt after the holds
+	// are read and before the streams are: where a checkout may commit.
+	betweenReads func()
 }
 
 // New returns a recoverer of the stores under prefix.
@@ -242,6 +245,9 @@ func (r *Recoverer) attempt(ctx context.Context, rounds []liveRound) (done []Rou
 	holds, err := r.readHolds(ctx)
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	if r.betweenReads != nil {
+		r.betweenReads()
 	}
 	if sc, err = r.scanStreams(ctx); err != nil {
 		return nil, nil, nil, err
