@@ -8,9 +8,9 @@
 // are those of every order known anywhere: PostgreSQL's rows, the order
 // stream's events not yet written, the dead letters (rejected, their
 // units never went back), and on a cluster the standing holds of
-// checkouts not committed yet (below). An order held unless its recorded final state
-// (PostgreSQL's order_transitions, or a transition event in the stream) is
-// cancelled or expired. Then available = quantity - held, each buyer's
+// checkouts not committed yet (below). An order holds its units unless
+// its recorded final state (PostgreSQL's order_transitions, or a
+// transition event in the stream) is cancelled or expired. Then available = quantity - held, each buyer's
 // count is the units of their orders, and the released set and count are
 // the cancelled and expired orders: no unit any known order holds can be
 // sold again, and no release gives a unit back twice.
@@ -84,8 +84,8 @@
 // The logs and holds are read before the streams and PostgreSQL, so an
 // entry a drop adds meanwhile names an order those reads know; an order
 // counted from its hold alone gets no entry (the hold names it, and its
-// drop writes one). Until this step is done
-// an audit may report the partitions a failover hit; run it after.
+// drop writes one). Until this step is done an audit may report the
+// partitions a failover hit; run it after.
 //
 // It reads order's keys through order.PartitionKeys, order.ParseEntry,
 // order.ReadHolds and order.ReadSettled, and order's and inventory's
