@@ -3,6 +3,7 @@ package order
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -133,11 +134,38 @@ func skusOf(items []ReservedItem) []string {
 
 // Settled is what partition k's holds and settled log name (a cluster's,
 // for recover): Orders are the order ids the log or a hold names, Entries
-// the log's entries by order id (their exact text, to remove).
+// the log's entries by order id (their exact text, to remove), Holds the
+// holds standing when they were read (ReadHolds).
 type Settled struct {
 	Orders  map[string]bool
 	Entries map[string][]SettledEntry
+	Holds   []Hold
 }
+
+// Hold is a saga's hold on one partition as recover reads it: the lines
+// of order OrderID (its buyer User) that hold.lua took there, whose
+// order has not committed, or has and the hold is not dropped yet.
+type Hold struct {
+	OrderID string
+	User    string
+	Items   []ReservedItem
+}
+
+// readHoldsScript reads a partition's holds in one step: every order id
+// its index names whose record still exists, with the record's user and
+// items. KEYS[1] the holds index; ARGV[1] the prefix that names a record
+// with its order id (the records share the index's slot). Returns
+// {id, user, items_json...}.
+var readHoldsScript = redis.NewScript(`
+local out = {}
+for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  local h = redis.call('HMGET', ARGV[1] .. id, 'user', 'items')
+  if h[1] and h[2] then
+    local n = #out
+    out[n + 1], out[n + 2], out[n + 3] = id, h[1], h[2]
+  end
+end
+return out`)
 
 // SettledEntry is one entry of a settled log: the lines of order OrderID
 // (its buyer User) taken in the log's partition, which a drop recorded as
@@ -169,12 +197,33 @@ func ReadSettled(ctx context.Context, rdb redis.UniversalClient, parts keyspace.
 		out.Orders[e.OrderID] = true
 		out.Entries[e.OrderID] = append(out.Entries[e.OrderID], e)
 	}
-	holds, err := rdb.ZRange(ctx, k.Holds, 0, -1).Result()
-	if err != nil {
-		return out, fmt.Errorf("read the holds %s: %w", k.Holds, err)
+	if out.Holds, err = ReadHolds(ctx, rdb, parts, k); err != nil {
+		return out, err
 	}
-	for _, id := range holds {
-		out.Orders[id] = true
+	for _, h := range out.Holds {
+		out.Orders[h.OrderID] = true
+	}
+	return out, nil
+}
+
+// ReadHolds reads partition k's standing holds, at one instant (nothing
+// on a single Redis, which has none). A record this package did not write
+// is an error: recover must not rebuild the stock without its lines.
+func ReadHolds(ctx context.Context, rdb redis.UniversalClient, parts keyspace.Partitions, k StreamKeys) ([]Hold, error) {
+	if !parts.Grouped() {
+		return nil, nil
+	}
+	raw, err := readHoldsScript.Run(ctx, rdb, []string{k.Holds}, k.HoldPrefix).StringSlice()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("read the holds %s: %w", k.Holds, err)
+	}
+	out := make([]Hold, 0, len(raw)/3)
+	for i := 0; i+2 < len(raw); i += 3 {
+		h := Hold{OrderID: raw[i], User: raw[i+1]}
+		if err := json.Unmarshal([]byte(raw[i+2]), &h.Items); err != nil {
+			return nil, fmt.Errorf("read the hold of order %s in %s: %w", h.OrderID, k.Holds, err)
+		}
+		out = append(out, h)
 	}
 	return out, nil
 }

@@ -162,6 +162,22 @@ type holding struct {
 	user  string
 	units int64
 	final string // "", paid, cancelled, expired
+	// hold: counted from a standing saga hold, no store naming its order.
+	hold bool
+}
+
+// readHolds reads every partition's standing holds (a cluster's; none on
+// a single Redis), each partition's at one instant.
+func (r *Recoverer) readHolds(ctx context.Context) ([]order.Hold, error) {
+	var out []order.Hold
+	for _, k := range r.keys {
+		h, err := order.ReadHolds(ctx, r.rdb, r.parts, k)
+		if err != nil {
+			return nil, wrap("holds", err)
+		}
+		out = append(out, h...)
+	}
+	return out, nil
 }
 
 func (h *holding) holds() bool {
@@ -169,9 +185,10 @@ func (h *holding) holds() bool {
 }
 
 // heldOrders gathers, per live round, every known order once: PostgreSQL's
-// rows first, then the streams' events it lacks; each with its final
-// state from PostgreSQL or else the first transition event.
-func (r *Recoverer) heldOrders(ctx context.Context, rounds []liveRound, sc *scan) (map[int64]map[string]*holding, error) {
+// rows first, then the streams' events it lacks, then the lines of the
+// standing holds (read before both) whose order neither names; each with
+// its final state from PostgreSQL or else the first transition event.
+func (r *Recoverer) heldOrders(ctx context.Context, rounds []liveRound, sc *scan, holds []order.Hold) (map[int64]map[string]*holding, error) {
 	out := map[int64]map[string]*holding{}
 	ids := make([]int64, len(rounds))
 	for i, lr := range rounds {
@@ -202,6 +219,7 @@ func (r *Recoverer) heldOrders(ctx context.Context, rounds []liveRound, sc *scan
 			unwritten = append(unwritten, e.OrderID)
 		}
 	}
+	addHolds(out, holds)
 	finals, err := r.recordedFinals(ctx, unwritten)
 	if err != nil {
 		return nil, err
@@ -219,6 +237,23 @@ func (r *Recoverer) heldOrders(ctx context.Context, rounds []liveRound, sc *scan
 		}
 	}
 	return out, nil
+}
+
+// addHolds counts the lines of the standing holds whose order no store
+// names in their round: taken by hold.lua, they are the order's if it
+// commits (its event then names it, and the hold is dropped, units kept)
+// and come back once if it does not (the unhold script's release). An
+// order PostgreSQL or a stream names is counted from there alone.
+func addHolds(out map[int64]map[string]*holding, holds []order.Hold) {
+	for _, h := range holds {
+		for _, it := range h.Items {
+			orders, ok := out[it.RoundID]
+			if !ok || orders[h.OrderID] != nil {
+				continue
+			}
+			orders[h.OrderID] = &holding{user: h.User, units: int64(it.Quantity), hold: true}
+		}
+	}
 }
 
 // recordedFinals reads the final states PostgreSQL recorded for ids (a
@@ -266,9 +301,15 @@ func rebuild(lr liveRound, orders map[string]*holding) (inventory.Restored, erro
 }
 
 func roundReport(lr liveRound, st inventory.Restored, orders map[string]*holding, before string, changed bool) Round {
-	return Round{SKU: lr.sku, RoundID: lr.id, Quantity: lr.quantity, Available: st.Available,
+	rep := Round{SKU: lr.sku, RoundID: lr.id, Quantity: lr.quantity, Available: st.Available,
 		Held: lr.quantity - st.Available, Released: st.Released, Orders: len(orders), Buyers: len(st.Buyers),
 		Before: before, Changed: changed}
+	for _, h := range orders {
+		if h.hold && h.holds() {
+			rep.HeldByHolds += h.units
+		}
+	}
+	return rep
 }
 
 // advance moves every partition's stream's last id past every entry
@@ -429,7 +470,11 @@ func (r *Recoverer) restoreSettled(ctx context.Context, rounds []liveRound) (int
 	if err != nil {
 		return 0, err
 	}
-	held, err := r.heldOrders(ctx, rounds, sc)
+	var holds []order.Hold
+	for _, l := range logs {
+		holds = append(holds, l.Holds...)
+	}
+	held, err := r.heldOrders(ctx, rounds, sc, holds)
 	if err != nil {
 		return 0, err
 	}

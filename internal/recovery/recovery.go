@@ -7,9 +7,10 @@
 // unless it ended more than the week its state is kept), the units held
 // are those of every order known anywhere: PostgreSQL's rows, the order
 // stream's events not yet written, the dead letters (rejected, their
-// units never went back). An order held unless its recorded final state
-// (PostgreSQL's order_transitions, or a transition event in the stream) is
-// cancelled or expired. Then available = quantity - held, each buyer's
+// units never went back), and on a cluster the standing holds of
+// checkouts not committed yet (below). An order holds its units unless
+// its recorded final state (PostgreSQL's order_transitions, or a
+// transition event in the stream) is cancelled or expired. Then available = quantity - held, each buyer's
 // count is the units of their orders, and the released set and count are
 // the cancelled and expired orders: no unit any known order holds can be
 // sold again, and no release gives a unit back twice.
@@ -42,22 +43,57 @@
 // in its due set (order.RestoreStatuses). Nothing here needs two
 // partitions at one instant: each SKU's restore is fenced on its own.
 //
+// Holds (a cluster's checkouts in flight): a cross-shard checkout takes
+// its lines outside its home in a hold (order's hold.lua) before its
+// commit writes the order's event, so for a while only the hold names
+// those units. Every live round also counts, as their buyer's, the lines
+// of every standing hold (order.ReadHolds) whose order neither PostgreSQL
+// nor a stream names there, and they are then counted once whatever
+// happens to the hold: the order commits, and its event names it from
+// then on while the drop keeps the units; or it does not, and the saga or
+// the repair gives the hold back once (the unhold script's release adds
+// the units back and takes them off the buyer's count) onto a stock that
+// counted them. An order a store names is counted from there alone (its
+// final state decides), never for its hold too: each line is counted once
+// per order id, the rule by which the audit counts a foreign line once
+// (internal/audit's package doc). The audit's time fence is not needed:
+// recover takes no units from the settled log (an entry names a
+// committed order, which the streams or PostgreSQL know unless a failover
+// lost it, and then the units were the lost order's and go back), and a
+// known order's final state comes from PostgreSQL and the streams, not
+// from the released sets a failover may have cut.
+//
+// The reads go in this order: each SKU's fence, every partition's holds
+// (each partition's in one script), the streams, PostgreSQL. A hold taken
+// or given back after its SKU's fence was read moves the fence (hold.lua
+// takes from available, a release adds to it), so the SKU is read again.
+// A drop (the order committed) moves no stock, but the commit added the
+// order's event before it: a hold dropped before the holds are read is
+// named by the streams, read after, or by PostgreSQL (an entry written
+// and trimmed meanwhile is there); a hold read and dropped afterwards is
+// named by the hold, and maybe by a stream or PostgreSQL too, and counted
+// once by its order id. An order moving from hold to committed while
+// recover runs is neither missed nor counted twice.
+//
 // On a cluster each partition's settled log (the audit's record of the
 // lines taken there for orders homed elsewhere, order.ReadSettled) is
 // brought in step with the rebuilt stock afterwards: every order counted
 // as holding units in a partition other than its home gets an entry there
 // if the log and the holds name it nowhere (the failover lost its drop),
 // and an entry of a live round naming an order no store knows (lost) goes.
-// The logs are read before the streams and PostgreSQL, so an entry a drop
-// adds meanwhile names an order those reads know. Until this step is done
-// an audit may report the partitions a failover hit; run it after.
+// The logs and holds are read before the streams and PostgreSQL, so an
+// entry a drop adds meanwhile names an order those reads know; an order
+// counted from its hold alone gets no entry (the hold names it, and its
+// drop writes one). Until this step is done an audit may report the
+// partitions a failover hit; run it after.
 //
-// It reads order's keys through order.PartitionKeys and order.ParseEntry,
-// and order's and inventory's tables read-only, as the audit does; it
-// writes only through inventory (Stock.Restore) and order (AdvanceStream,
-// RestoreStatuses, RestoreSettled). Restore hands every buyer of a SKU to
-// one script: the buyer counts must be replaced at once with the fence
-// checked, so they are not split into batches.
+// It reads order's keys through order.PartitionKeys, order.ParseEntry,
+// order.ReadHolds and order.ReadSettled, and order's and inventory's
+// tables read-only, as the audit does; it writes only through inventory
+// (Stock.Restore) and order (AdvanceStream, RestoreStatuses,
+// RestoreSettled). Restore hands every buyer of a SKU to one script: the
+// buyer counts must be replaced at once with the fence checked, so they
+// are not split into batches.
 package recovery
 
 import (
@@ -91,6 +127,9 @@ type Recoverer struct {
 	parts  keyspace.Partitions
 	keys   []order.StreamKeys // by partition
 	log    *slog.Logger
+	// betweenReads, when set (tests), runs in each attempt after the holds
+	// are read and before the streams are: where a checkout may commit.
+	betweenReads func()
 }
 
 // New returns a recoverer of the stores under prefix.
@@ -131,6 +170,9 @@ type Round struct {
 	Buyers    int    `json:"buyers"`
 	// Before is the stock Redis had (its fence: round available released).
 	Before string `json:"before"`
+	// HeldByHolds is the part of Held that standing saga holds took for
+	// orders no store names yet (a cluster's checkouts in flight).
+	HeldByHolds int64 `json:"held_by_holds,omitempty"`
 	// Changed: the rebuilt state differed from Redis's and was written.
 	Changed bool `json:"changed"`
 }
@@ -190,8 +232,9 @@ func (r *Recoverer) Run(ctx context.Context, accepted []string) (Report, error) 
 	return rep, err
 }
 
-// attempt reads the fences, then the streams, then PostgreSQL, and
-// restores each round whose fence held.
+// attempt reads the fences, then the holds, then the streams, then
+// PostgreSQL, and restores each round whose fence held (the package doc
+// says why in this order).
 func (r *Recoverer) attempt(ctx context.Context, rounds []liveRound) (done []Round, moved []liveRound, sc *scan, err error) {
 	fences := make([]inventory.Fence, len(rounds))
 	for i, lr := range rounds {
@@ -199,10 +242,17 @@ func (r *Recoverer) attempt(ctx context.Context, rounds []liveRound) (done []Rou
 			return nil, nil, nil, err
 		}
 	}
+	holds, err := r.readHolds(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if r.betweenReads != nil {
+		r.betweenReads()
+	}
 	if sc, err = r.scanStreams(ctx); err != nil {
 		return nil, nil, nil, err
 	}
-	held, err := r.heldOrders(ctx, rounds, sc)
+	held, err := r.heldOrders(ctx, rounds, sc, holds)
 	if err != nil {
 		return nil, nil, nil, err
 	}
