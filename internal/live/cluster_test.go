@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"sync/atomic"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -282,6 +283,84 @@ func TestShardedSubscriptionFollowsAFailover(t *testing.T) {
 	if err := c.Failover(c.Slot(t, a.Stock.SaleKey(sku))); err != nil {
 		t.Fatal(err)
 	}
+
+	buy(t, a, tok, sku, 2)
+	if _, ok := s.Until(wait, func(e apitest.StockEvent) bool { return e.Available == 3 }); !ok {
+		t.Fatal("the purchase made after the failover was not streamed")
+	}
+}
+
+// A watched SKU's master hands its slots to its replica, and the slot map
+// of the hub's client goes on naming the old master for longer than the
+// hub waits for it to change (every node it asks lags): the hub opens the
+// subscription there again, and the demoted master confirms it. That
+// confirmation does not settle it: once the map names the new master the
+// subscription moves there, and a purchase made after the failover
+// reaches the stream.
+func TestShardedSubscriptionLeavesADemotedMaster(t *testing.T) {
+	t.Parallel()
+	c := testenv.StartClusterWithReplicas(t, 3)
+	ctx := context.Background()
+	// The hub's client reads its slot map through lagging: while it holds
+	// a map, that map is the client's word, however often it reloads.
+	var lagging atomic.Pointer[[]redis.ClusterSlot]
+	opts, err := database.ParseClusterURL(c.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.ClusterSlots = func(ctx context.Context) ([]redis.ClusterSlot, error) {
+		if m := lagging.Load(); m != nil {
+			return *m, nil
+		}
+		return c.Client.ClusterSlots(ctx).Result()
+	}
+	rdb := redis.NewClusterClient(opts)
+	t.Cleanup(func() { _ = rdb.Close() })
+	a := shoptest.New(t, shoptest.Options{Redis: rdb, Config: func(cfg *config.Config) {
+		cfg.RedisCluster, cfg.KeyPrefix = true, c.Prefix
+	}})
+	base := a.Serve(t)
+	_, tok := a.Shopper(t, "demoted@shop.test")
+	const sku = "d1"
+	a.Sale(t, sku, 100, 5, 0)
+	s := open(t, base, sku)
+	if e := first(t, s); e.Available != 5 {
+		t.Fatalf("first event %+v", e)
+	}
+	channel := a.Stock.ChangesChannel(sku)
+	old, err := c.Client.MasterForKey(ctx, channel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subscribers := func(node *redis.Client) int64 {
+		n, err := node.PubSubShardNumSub(ctx, channel).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n[channel]
+	}
+	waitFor(t, func() bool { return subscribers(old) == 1 })
+	slots, err := c.Client.ClusterSlots(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lagging.Store(&slots)
+	if err := c.Failover(c.Slot(t, a.Stock.SaleKey(sku))); err != nil {
+		t.Fatal(err)
+	}
+	role, err := old.Do(ctx, "ROLE").Slice()
+	if err != nil || len(role) < 3 || role[0] != "slave" {
+		t.Fatalf("the old master's ROLE after the failover: %v %v", role, err)
+	}
+	promoted := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("%s:%d", role[1], role[2])})
+	t.Cleanup(func() { _ = promoted.Close() })
+
+	// The demoted master ended the subscription; the hub gave up waiting
+	// for the map and subscribed there again, which it confirmed.
+	waitFor(t, func() bool { return subscribers(old) == 0 })
+	waitFor(t, func() bool { return subscribers(old) == 1 })
+	lagging.Store(nil)
+	waitFor(t, func() bool { return subscribers(promoted) == 1 && subscribers(old) == 0 })
 
 	buy(t, a, tok, sku, 2)
 	if _, ok := s.Until(wait, func(e apitest.StockEvent) bool { return e.Available == 3 }); !ok {

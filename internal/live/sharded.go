@@ -35,7 +35,18 @@ import (
 // has the cluster client reload its slot map and, once the map names
 // another master for the slot, the partition's connection opened again
 // there with all its channels. Not before: a master turned replica still
-// confirms an SSUBSCRIBE for its old slots, and then hears nothing.
+// confirms an SSUBSCRIBE for its old slots. A replica relays its shard's
+// messages (Redis 7.0 does), but the hub holds its subscriptions on the
+// slots' masters, which publish them, and counts on no replica's relay.
+//
+// The map may name the old master for longer than the hub waits (every
+// node it asks may lag), or again (the slot came back). The connection is
+// then opened there anyway, but its confirmation is not final: while the
+// map names that node, its ROLE is asked, waiting longer each time (up to
+// confirmWaitMax); a master confirming the SSUBSCRIBE serves the slot (it
+// came back), a replica does not, and the connection follows the map as
+// soon as it names another master. So the hub never settles on a node it
+// was told to leave, and a slot that came back costs a single ROLE.
 //
 // The map may also be stale when a connection opens (nothing the client
 // sent met a MOVED yet): the SSUBSCRIBE then meets a MOVED, which go-redis
@@ -75,31 +86,43 @@ type shard struct {
 	// addr is the master the slot map named when the connection opened;
 	// moved counts the checks since that master ended the subscriptions
 	// (0: it did not).
-	addr    string
-	moved   int
-	check   *time.Timer   // the next confirmation check
+	addr  string
+	moved int
+	// left is addr when the connection was opened again on the master that
+	// ended its subscriptions (the map named no other yet): its
+	// confirmation is checked again, rechecks times so far, until the node
+	// is a master or the map names another one. "" when addr is trusted.
+	left     string
+	rechecks int
+	check    *time.Timer // the next check
+	// gen numbers the checks scheduled: a check that fired before a later
+	// one was scheduled is stale, and ignored.
+	gen     int
 	closing chan struct{} // closed by close, so that no loop waits on Run
 	done    chan struct{} // closed when its receive loop ends
 }
 
 // shardEvent is one reply of a shard's connection (kind ssubscribe or
-// sunsubscribe), or its confirmation check (kind "").
+// sunsubscribe), or its check number gen (kind "").
 type shardEvent struct {
 	sh      *shard
 	kind    string
 	channel string
+	gen     int
 }
 
 // confirmWait is how long a connection's first SSUBSCRIBE may go
 // unconfirmed before it is opened again; each retry doubles it, up to
 // confirmWaitMax. After its master ended the subscriptions, the slot map
 // is read again every movedWait until it names another master, at most
-// movedTries times (the slot may have come back).
+// movedTries times (the slot may have come back). A node's ROLE must
+// answer within roleWait.
 const (
 	confirmWait    = time.Second
 	confirmWaitMax = 16 * time.Second
 	movedWait      = 100 * time.Millisecond
 	movedTries     = 50
+	roleWait       = time.Second
 )
 
 // runSharded holds the per-SKU subscriptions until ctx ends, following
@@ -138,6 +161,9 @@ func (s *shards) handle(ctx context.Context, e shardEvent) {
 		delete(sh.waiting, e.channel)
 		if len(sh.waiting) == 0 {
 			sh.opened = 0
+			if sh.left != "" && sh.moved == 0 {
+				s.schedule(sh, sh.recheckWait())
+			}
 		}
 		if sku, ok := s.h.stock.ChangesSKU(e.channel); ok {
 			s.resync.add(sku)
@@ -153,23 +179,26 @@ func (s *shards) handle(ctx context.Context, e shardEvent) {
 				"partition", sh.part, "channel", e.channel)
 			sh.moved = 1
 			s.reload()
-			sh.check.Reset(movedWait)
+			s.schedule(sh, movedWait)
 		}
 	default:
-		s.checked(ctx, sh)
+		if e.gen == sh.gen {
+			s.checked(ctx, sh)
+		}
 	}
 }
 
 // checked is a shard's check: after its server ended its subscriptions,
 // whether the slot map names another master yet; else whether every
-// channel was confirmed.
+// channel was confirmed; then, if it was opened again on the master it
+// was told to leave, whether that node serves the slot.
 func (s *shards) checked(ctx context.Context, sh *shard) {
 	switch {
 	case sh.moved > 0:
 		if s.masterOf(ctx, sh.channel()) == sh.addr && sh.moved < movedTries {
 			sh.moved++
 			s.reload()
-			sh.check.Reset(movedWait)
+			s.schedule(sh, movedWait)
 			return
 		}
 		s.reopen(ctx, sh, 0)
@@ -178,7 +207,63 @@ func (s *shards) checked(ctx context.Context, sh *shard) {
 			"partition", sh.part, "unconfirmed", len(sh.waiting))
 		s.reload()
 		s.reopen(ctx, sh, sh.opened+1)
+	case sh.left != "":
+		s.recheck(ctx, sh)
 	}
+}
+
+// recheck is the check of a confirmation from the master sh was told to
+// leave: the connection follows the slot map once it names another
+// master, and stays for good on a node that is a master again.
+func (s *shards) recheck(ctx context.Context, sh *shard) {
+	switch m := s.masterOf(ctx, sh.channel()); {
+	case m != "" && m != sh.left:
+		s.h.log.Info("live stock: sharded slot's master known at last; subscribing again there",
+			"partition", sh.part, "master", m)
+		s.reopen(ctx, sh, 0)
+	case m == sh.left && s.isMaster(ctx, sh.channel()):
+		sh.left, sh.rechecks = "", 0 // the slot came back
+	default:
+		sh.rechecks++
+		s.reload()
+		s.schedule(sh, sh.recheckWait())
+	}
+}
+
+// isMaster is whether the node the slot map names for channel's slot
+// says it is a master (ROLE); false if it does not answer.
+func (s *shards) isMaster(ctx context.Context, channel string) bool {
+	c, ok := s.h.rdb.(interface {
+		MasterForKey(context.Context, string) (*redis.Client, error)
+	})
+	if !ok {
+		return false
+	}
+	m, err := c.MasterForKey(ctx, channel)
+	if err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, roleWait)
+	defer cancel()
+	role, err := m.Do(ctx, "ROLE").Slice()
+	return err == nil && len(role) > 0 && role[0] == "master"
+}
+
+// recheckWait is how long a confirmation from the master the shard was
+// told to leave stands before it is checked again.
+func (sh *shard) recheckWait() time.Duration {
+	return min(confirmWait<<min(sh.rechecks, 8), confirmWaitMax)
+}
+
+// schedule sets sh's next check, in place of any earlier one: one that
+// fired already and waits for Run's goroutine is then ignored.
+func (s *shards) schedule(sh *shard, d time.Duration) {
+	if sh.check != nil {
+		sh.check.Stop()
+	}
+	sh.gen++
+	gen := sh.gen
+	sh.check = time.AfterFunc(d, func() { s.send(shardEvent{sh: sh, gen: gen}) })
 }
 
 // reload tells the cluster client to read the slot map again (it does so
@@ -214,7 +299,9 @@ func (sh *shard) channel() string {
 }
 
 // reopen closes a partition's connection and opens it again with all its
-// channels; opened is the open's count of unconfirmed ones before it.
+// channels; opened is the open's count of unconfirmed ones before it. A
+// connection that lands again on the master it was told to leave (sh's
+// own, if that one ended its subscriptions) keeps that in mind.
 func (s *shards) reopen(ctx context.Context, sh *shard, opened int) {
 	sh.close()
 	channels := make([]string, 0, len(sh.channels))
@@ -224,6 +311,13 @@ func (s *shards) reopen(ctx context.Context, sh *shard, opened int) {
 	n := s.open(ctx, sh.part, channels, opened)
 	for _, ch := range channels {
 		n.channels[ch] = true
+	}
+	left := sh.left
+	if sh.moved > 0 {
+		left = sh.addr
+	}
+	if left != "" && n.addr == left {
+		n.left, n.rechecks = left, sh.rechecks
 	}
 	s.parts[sh.part] = n
 }
@@ -298,7 +392,7 @@ func (s *shards) subscribe(ctx context.Context, want map[int]map[string]bool) {
 			for _, ch := range add {
 				sh.waiting[ch] = true
 			}
-			sh.check.Reset(sh.confirmWait())
+			s.schedule(sh, sh.confirmWait())
 		}
 		for _, ch := range add {
 			sh.channels[ch] = true
@@ -336,7 +430,7 @@ func (s *shards) open(ctx context.Context, k int, channels []string, opened int)
 	for _, ch := range channels {
 		sh.waiting[ch] = true
 	}
-	sh.check = time.AfterFunc(sh.confirmWait(), func() { s.send(shardEvent{sh: sh}) })
+	s.schedule(sh, sh.confirmWait())
 	ch := sh.ps.ChannelWithSubscriptions(redis.WithChannelSize(1024))
 	go func() {
 		defer close(sh.done)
