@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -194,4 +195,72 @@ func TestReportRefusesBadRanges(t *testing.T) {
 	}
 	r := apitest.Do(t, f.app, http.MethodGet, "/api/v1/admin/visitors", "", "")
 	apitest.WantProblem(t, r, http.StatusUnauthorized, "unauthorized")
+}
+
+// cmdCounter counts the counting commands a client sends inside
+// pipelines (not the connection's set-up, which go-redis pipelines too).
+type cmdCounter struct{ n atomic.Int64 }
+
+func (c *cmdCounter) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (c *cmdCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (c *cmdCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			switch cmd.Name() {
+			case "pfadd", "incr", "incrby", "expireat":
+				c.n.Add(1)
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// A batch is summed per product and day: a hot product's views cost four
+// commands for the product and four for the storefront, and the counts are
+// exact, across a UTC midnight too.
+func TestBatchSummedPerProductAndDay(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	spy := &cmdCounter{}
+	f.r.Client.AddHook(spy)
+	night := time.Date(2026, 12, 1, 23, 59, 59, 0, time.UTC)
+	var views []view
+	for i := range 60 { // hot: 60 views by 20 visitors, the day before midnight
+		views = append(views, view{sku: "hot", visitor: fmt.Sprint("v", i%20), at: night})
+	}
+	views = append(views, // and after it: 3 views, 2 of them by a visitor seen before
+		view{sku: "hot", visitor: "v1", at: night.Add(2 * time.Second)},
+		view{sku: "hot", visitor: "v1", at: night.Add(3 * time.Second)},
+		view{sku: "cold", visitor: "w", at: night.Add(2 * time.Second)})
+	f.s.write(context.Background(), views)
+
+	// Days: hot and * on the 1st; hot, cold and * on the 2nd: 5 keys pairs.
+	if got := spy.n.Load(); got != 5*4 {
+		t.Fatalf("%d commands for %d views, want %d", got, len(views), 5*4)
+	}
+	for _, c := range []struct {
+		sku             string
+		day             time.Time
+		views, visitors int64
+	}{
+		{"hot", night, 60, 20},
+		{"hot", night.Add(time.Hour), 2, 1},
+		{"cold", night.Add(time.Hour), 1, 1},
+		{siteTag, night, 60, 20},
+		{siteTag, night.Add(time.Hour), 3, 2},
+	} {
+		date := c.day.Format(dateLayout)
+		n, err := f.r.Client.Get(context.Background(), f.s.viewsKey(c.sku, date)).Int64()
+		if err != nil || n != c.views {
+			t.Fatalf("%s %s: views %d (%v), want %d", c.sku, date, n, err, c.views)
+		}
+		u, err := f.r.Client.PFCount(context.Background(), f.s.hllKey(c.sku, date)).Result()
+		if err != nil || u != c.visitors {
+			t.Fatalf("%s %s: visitors %d (%v), want %d", c.sku, date, u, err, c.visitors)
+		}
+		ttl := f.r.Client.ExpireTime(context.Background(), f.s.hllKey(c.sku, date)).Val()
+		if want := time.Duration(dayOf(c.day).Add(retention).Unix()) * time.Second; ttl != want {
+			t.Fatalf("%s %s: expires at %v, want %v", c.sku, date, ttl, want)
+		}
+	}
 }
