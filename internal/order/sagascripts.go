@@ -118,14 +118,26 @@ return units`)
 
 // abortScript decides a stale saga on its home, once: a status other than
 // the tombstone means the order committed (its attempt is returned, so
-// only that attempt's holds are kept); no status means it did not, and
-// never will: the tombstone 'aborted' (with ARGV[1] ms to live) refuses a
-// late commit. KEYS[1] the order status. Returns {'committed', attempt}
-// or {'aborted'}.
+// only that attempt's holds are kept, and its items, for a status recover
+// wrote back from PostgreSQL, which names no attempt); no status means
+// it did not, or a failover lost the status of one that did, and from
+// now on no commit can happen: the tombstone 'aborted' (with ARGV[1] ms
+// to live) refuses a late commit. Which of the two is for PostgreSQL to
+// tell, asked after this (repair.go). KEYS[1] the order status. Returns
+// {'committed', attempt, items} or {'aborted'}.
 var abortScript = redis.NewScript(`
-local st = redis.call('HMGET', KEYS[1], 'status', 'attempt')
+local st = redis.call('HMGET', KEYS[1], 'status', 'attempt', 'items')
 if st[1] == 'aborted' then return {'aborted'} end
-if st[1] or redis.call('EXISTS', KEYS[1]) == 1 then return {'committed', st[2] or ''} end
+if st[1] or redis.call('EXISTS', KEYS[1]) == 1 then return {'committed', st[2] or '', st[3] or ''} end
 redis.call('HSET', KEYS[1], 'status', 'aborted')
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 return {'aborted'}`)
+
+// liftTombstoneScript takes the tombstone off an order PostgreSQL has
+// (its status was lost; recover writes it back): the order is not
+// aborted, and a repeat of its Idempotency-Key must find it, not start a
+// new order. Any other status is left alone. KEYS[1] the order status.
+// Returns 1 when it lifted a tombstone.
+var liftTombstoneScript = redis.NewScript(`
+if redis.call('HGET', KEYS[1], 'status') ~= 'aborted' then return 0 end
+return redis.call('DEL', KEYS[1])`)
