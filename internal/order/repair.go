@@ -33,12 +33,12 @@ import (
 //
 // A missing status is tombstoned first, and only then is PostgreSQL asked
 // (SweeperOptions.Persisted): from the tombstone on no attempt can commit
-// the order, so the answer cannot be overtaken by a commit in Redis. An
-// order PostgreSQL has committed and a failover lost its status: its
-// tombstone is lifted again (recover writes the status back) and the
-// hold is dropped when the order has the hold's items, else given back,
-// as above. Only an order no store has written stays tombstoned and is
-// undone.
+// the order, so the answer cannot be overtaken by a commit in Redis
+// (commit.lua refuses it). An order PostgreSQL has committed and a
+// failover lost its status: its tombstone is lifted again (recover writes
+// the status back) and the hold is dropped when the order has the hold's
+// items, else given back, as above. Only an order no store has written
+// stays tombstoned and is undone.
 //
 // What remains: a writer that read the order's event before the failover
 // lost it and whose insert commits only after the repair asked
@@ -55,9 +55,14 @@ import (
 // PostgreSQL, counts the units as the order's again; if they were sold
 // again meanwhile, the round's CHECK in PostgreSQL (sold <= quantity)
 // refuses the later order's transaction and its event is dead-lettered.
-// Also, while the tombstone of an order PostgreSQL has stands (one
-// PostgreSQL query), a repeat of its Idempotency-Key that reads it starts
-// a fresh order.
+//
+// While PostgreSQL is asked the tombstone is marked deciding: the order
+// may be a written one, so a repeat of its Idempotency-Key, or a commit
+// of it, meeting the mark is told to retry (503), not that the order is
+// aborted (which would start a fresh order for the same key). The answer
+// lifts the tombstone or removes the mark before the hold is settled; a
+// PostgreSQL error leaves the mark until the hold's claim lease runs out
+// and a later sweep asks again.
 
 // settled is partition p's settled log: the holds dropped because their
 // order committed, each an entry {order_id, user, items} scored by when
@@ -150,7 +155,11 @@ func (s *Sweeper) settleHold(ctx context.Context, p int, id string) error {
 // order id, holding items, is the order's ("drop") or no order's
 // ("release").
 func (s *Sweeper) decideHold(ctx context.Context, id, attempt string, items []ReservedItem) (string, error) {
-	decision, err := abortScript.Run(ctx, s.life.rdb, []string{s.life.keys.status(id)}, abortedTTL.Milliseconds()).StringSlice()
+	mark := 0 // PostgreSQL is asked after the tombstone: mark it deciding till then
+	if s.o.Persisted != nil {
+		mark = 1
+	}
+	decision, err := abortScript.Run(ctx, s.life.rdb, []string{s.life.keys.status(id)}, abortedTTL.Milliseconds(), mark).StringSlice()
 	switch {
 	case err != nil || len(decision) == 0:
 		return "", fmt.Errorf("decide the saga of order %s: %w", id, err)
@@ -183,21 +192,30 @@ func (s *Sweeper) decideHold(ctx context.Context, id, attempt string, items []Re
 // not aborted: its tombstone is lifted (recover writes the status back),
 // and its hold dropped when the order has its items (the committing
 // attempt's), else given back (another attempt's, of a repeat). An order
-// PostgreSQL does not have keeps its tombstone and its hold goes back.
-// With no Persisted check the tombstone alone decides: back.
+// PostgreSQL does not have keeps its tombstone, now final, and its hold
+// goes back. Either ends the decision before the hold is settled, so a
+// crash in between leaves no mark behind a settled hold: the next repair
+// of the hold decides again. With no Persisted check the tombstone alone
+// decides: back.
 func (s *Sweeper) decideTombstoned(ctx context.Context, id string, items []ReservedItem) (string, error) {
 	if s.o.Persisted == nil {
 		return "release", nil
 	}
 	ordered, found, err := s.o.Persisted(ctx, id)
 	if err != nil {
+		// The mark stays until the hold's claim lease runs out and the
+		// next sweep asks again: a repeat is told to retry meanwhile.
 		return "", fmt.Errorf("is order %s in PostgreSQL: %w", id, err)
+	}
+	end := "keep"
+	if found {
+		end = "lift"
+	}
+	if err := endDecisionScript.Run(ctx, s.life.rdb, []string{s.life.keys.status(id)}, end).Err(); err != nil {
+		return "", fmt.Errorf("end the decision on order %s (%s): %w", id, end, err)
 	}
 	if !found {
 		return "release", nil
-	}
-	if err := liftTombstoneScript.Run(ctx, s.life.rdb, []string{s.life.keys.status(id)}).Err(); err != nil {
-		return "", fmt.Errorf("lift the tombstone of persisted order %s: %w", id, err)
 	}
 	return dropIf(holdsItemsOf(ordered, items)), nil
 }

@@ -104,12 +104,15 @@ func TestRepairGivesBackTheHoldOfAnotherAttemptOfAPersistedOrder(t *testing.T) {
 
 // The repair tombstones an order whose status is gone before it asks
 // PostgreSQL, and settles the hold only after the answer: when it asks,
-// no attempt can commit the order any more (a commit tried then is
-// refused) and the hold still holds its units. So a commit landing while
-// PostgreSQL is asked cannot leave a written order whose units were given
-// back. Asked with the order written (a failover lost its status), the
-// repair drops the hold, lifts the tombstone and keeps the units the
-// order's.
+// no attempt can commit the order any more and the hold still holds its
+// units, so a commit landing while PostgreSQL is asked cannot leave a
+// written order whose units were given back. Meanwhile the tombstone is
+// marked deciding: a commit, and a repeat of the order's Idempotency-Key,
+// are told to retry, not that the order is aborted (a repeat would start
+// a second order for the key). Asked with the order written (a failover
+// lost its status), the repair drops the hold, lifts the tombstone and
+// keeps the units the order's; asked with an order PostgreSQL does not
+// have, the tombstone becomes final and a repeat starts afresh.
 func TestRepairTombstonesBeforeItAsksPostgreSQL(t *testing.T) {
 	t.Parallel()
 	f := newClusterFixture(t)
@@ -117,44 +120,61 @@ func TestRepairTombstonesBeforeItAsksPostgreSQL(t *testing.T) {
 	u := f.user(t)
 	a, b := f.skuIn(t, "order-a", 1, 10), f.skuIn(t, "order-b", 5, 10)
 	lines := []Line{{SKU: a, Quantity: 1}, {SKU: b, Quantity: 4}}
-	id, err := f.svc.newOrderID(lines)
-	if err != nil {
-		t.Fatal(err)
+	fp := fingerprint(lines, false)
+	newOrder := func(key string) (string, string) {
+		id, err := f.svc.newOrderID(lines)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idem := f.svc.keys.idem(u, key)
+		if got, _, err := f.svc.claim(ctx, idem, fp, id, ""); err != nil || got != id {
+			t.Fatalf("claim: %s %v", got, err)
+		}
+		return id, idem
 	}
-	items, fail, err := f.svc.hold(ctx, 5, id, u, "a1", "take", 1, lines[1:])
+	written, writtenIdem := newOrder("written")
+	items, fail, err := f.svc.hold(ctx, 5, written, u, "a1", "take", 1, lines[1:])
 	if err != nil || fail != nil {
 		t.Fatalf("hold: %v %v", fail, err)
 	}
-	if _, fail, err := f.svc.commit(ctx, id, u, "a1", 1, "commit", lines, []heldPart{{p: 5, items: items}}); err != nil || fail != nil {
+	if _, fail, err := f.svc.commit(ctx, written, u, "a1", 1, "commit", lines, []heldPart{{p: 5, items: items}}); err != nil || fail != nil {
 		t.Fatalf("commit: %v %v", fail, err)
 	}
-	f.writeOrder(t, id)
-	f.rdb.Del(ctx, f.svc.keys.status(id)) // the failover
-	f.rdb.ZAdd(ctx, f.svc.keys.holds(5), redis.Z{Score: 1, Member: id})
-	asked := 0
-	var statusAtLook string
-	var availableAtLook int64
-	var lateCommit error
+	f.writeOrder(t, written)
+	f.rdb.Del(ctx, f.svc.keys.status(written)) // the failover
+	f.rdb.ZAdd(ctx, f.svc.keys.holds(5), redis.Z{Score: 1, Member: written})
+
+	type look struct {
+		status     string
+		available  int64
+		lateCommit error
+		repeat     error
+	}
+	looks := map[string]look{}
+	idems := map[string]string{written: writtenIdem}
 	persisted := PersistedIn(f.db.Pool)
-	hook := func(ctx context.Context, orderID string) ([]ReservedItem, bool, error) {
-		asked++
-		statusAtLook = f.rdb.HGet(ctx, f.svc.keys.status(orderID), "status").Val()
-		availableAtLook = f.available(t, b)
-		// Another run of the order, committing while PostgreSQL is asked.
-		_, _, lateCommit = f.svc.commit(ctx, orderID, u, "a3", 1, "commit", lines[:1], nil)
-		return persisted(ctx, orderID)
+	hook := func(ctx context.Context, id string) ([]ReservedItem, bool, error) {
+		l := look{status: f.rdb.HGet(ctx, f.svc.keys.status(id), "status").Val(), available: f.available(t, b)}
+		// Another run of the order committing, and a repeat of its key
+		// arriving, while PostgreSQL is asked.
+		_, _, l.lateCommit = f.svc.commit(ctx, id, u, "a3", 1, "commit", lines[:1], nil)
+		fresh, _ := f.svc.newOrderID(lines)
+		_, _, l.repeat = f.svc.claimOrderID(ctx, idems[id], fp, fresh, lines)
+		looks[id] = l
+		return persisted(ctx, id)
 	}
 	sw := NewSweeper(f.rdb, f.stock, f.c.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry(),
 		SweeperOptions{Persisted: hook})
 	if _, err := sw.Sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if asked != 1 || statusAtLook != statusAborted || availableAtLook != 6 {
-		t.Fatalf("PostgreSQL asked %d times, with the status %q and %s available %d; want once, with the tombstone and the hold still holding (6)",
-			asked, statusAtLook, b, availableAtLook)
+	l, ok := looks[written]
+	if !ok || l.status != statusAborted || l.available != 6 {
+		t.Fatalf("PostgreSQL asked %v, with the status %q and %s available %d; want the tombstone and the hold still holding (6)",
+			ok, l.status, b, l.available)
 	}
-	if !errors.Is(lateCommit, errSagaAborted) {
-		t.Fatalf("a commit while PostgreSQL was asked: %v, want refused by the tombstone", lateCommit)
+	if !errors.Is(l.lateCommit, errSagaBusy) || !errors.Is(l.repeat, errSagaBusy) {
+		t.Fatalf("while PostgreSQL was asked: a commit %v, a repeat %v; want both told to retry", l.lateCommit, l.repeat)
 	}
 	if got := f.available(t, b); got != 6 {
 		t.Fatalf("%s available %d after the repair, want 6 (the written order keeps its units)", b, got)
@@ -162,11 +182,43 @@ func TestRepairTombstonesBeforeItAsksPostgreSQL(t *testing.T) {
 	if got := f.available(t, a); got != 9 {
 		t.Fatalf("%s available %d, want 9 (only the written order's unit taken)", a, got)
 	}
-	if st := f.rdb.HGet(ctx, f.svc.keys.status(id), "status").Val(); st != "" {
-		t.Fatalf("status %q after the repair, want the tombstone lifted (recover restores it)", st)
+	if n := f.rdb.Exists(ctx, f.svc.keys.status(written)).Val(); n != 0 {
+		t.Fatalf("status %v after the repair, want the tombstone lifted (recover restores it)",
+			f.rdb.HGetAll(ctx, f.svc.keys.status(written)).Val())
 	}
-	if log := f.rdb.ZRange(ctx, f.svc.keys.settled(5), 0, -1).Val(); len(log) != 1 || !strings.Contains(log[0], id) {
+	if got, replayed, err := f.svc.claimOrderID(ctx, writtenIdem, fp, "unused", lines); err != nil || got != written || replayed {
+		t.Fatalf("a repeat after the repair: %s %v %v, want the written order's id run again", got, replayed, err)
+	}
+	if log := f.rdb.ZRange(ctx, f.svc.keys.settled(5), 0, -1).Val(); len(log) != 1 || !strings.Contains(log[0], written) {
 		t.Fatalf("settled log %v, want the order's entry", log)
+	}
+	f.noHolds(t)
+
+	// An order no store has: the hold goes back and the tombstone is final.
+	aborted, abortedIdem := newOrder("aborted")
+	idems[aborted] = abortedIdem
+	if _, fail, err := f.svc.hold(ctx, 5, aborted, u, "a1", "take", 1, lines[1:]); err != nil || fail != nil {
+		t.Fatalf("hold: %v %v", fail, err)
+	}
+	f.rdb.ZAdd(ctx, f.svc.keys.holds(5), redis.Z{Score: 1, Member: aborted})
+	if _, err := sw.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l := looks[aborted]; l.status != statusAborted || l.available != 2 ||
+		!errors.Is(l.lateCommit, errSagaBusy) || !errors.Is(l.repeat, errSagaBusy) {
+		t.Fatalf("the look at an order no store has: %+v", l)
+	}
+	if got := f.available(t, b); got != 6 {
+		t.Fatalf("%s available %d, want 6 (the aborted order's hold given back)", b, got)
+	}
+	if st := f.rdb.HGetAll(ctx, f.svc.keys.status(aborted)).Val(); len(st) != 1 || st["status"] != statusAborted {
+		t.Fatalf("status %v after the repair, want the tombstone alone", st)
+	}
+	if _, _, err := f.svc.commit(ctx, aborted, u, "a4", 1, "commit", lines[:1], nil); !errors.Is(err, errSagaAborted) {
+		t.Fatalf("a late commit: %v, want aborted", err)
+	}
+	if got, replayed, err := f.svc.claimOrderID(ctx, abortedIdem, fp, "x", lines); err != nil || got == aborted || replayed {
+		t.Fatalf("a repeat of the aborted order's key: %s %v %v, want a fresh order", got, replayed, err)
 	}
 	f.noHolds(t)
 }
