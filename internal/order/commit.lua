@@ -22,6 +22,8 @@
 --         for a resent commit of the same attempt: the status's answer)
 --      or {'dup', order_id}: another attempt of this order committed
 --      or {'aborted'}: the repair undid this order
+--      or {'busy'}: the repair is deciding this order (it asks PostgreSQL
+--         whether a failover lost its status): no commit now; retry
 --      or {'fail', reason, sku...} as reserve.lua ({'ok'} in check mode)
 local order_id, user = ARGV[1], ARGV[2]
 local status_ttl, pay_ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -62,7 +64,10 @@ if #KEYS ~= 3 + 2 * #home then return bad('bad key count') end
 -- same Idempotency-Key; its hold counted the buyer, or took the last
 -- units), and then the answer is that order, not the refusal.
 local st = redis.call('HMGET', KEYS[2], 'status', 'attempt', 'items', 'total_cents', 'created_ms', 'expires_ms')
-if st[1] == 'aborted' then return {'aborted'} end
+if st[1] == 'aborted' then
+  if redis.call('HEXISTS', KEYS[2], 'deciding') == 1 then return {'busy'} end
+  return {'aborted'}
+end
 if st[1] and st[2] == attempt and mode == 'commit' then return {'ok', st[3], st[4], st[5], st[6]} end
 if st[1] or redis.call('EXISTS', KEYS[2]) == 1 then return {'dup', order_id} end
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -21,11 +22,47 @@ import (
 // never will (a tombstone refuses a late commit), so the hold's units go
 // back, once (unholdScript deletes the record it acts on). Two sweepers
 // at once settle a hold the same way, and only one gives units back.
-// Before a missing status is tombstoned, PostgreSQL is asked (with
-// SweeperOptions.Persisted): an order it has committed, and a failover
-// lost its status, so its hold is dropped and its units stay its own
-// (recover writes the status back); only an order no store has written is
-// undone.
+//
+// A committed order's hold is dropped only when it is the committing
+// attempt's: the status names it. A status recover wrote back from
+// PostgreSQL names none, so the hold is the order's when the order has
+// the hold's items (SKU, quantity and round): an order id is reused by a
+// repeat of its Idempotency-Key, whose attempt may hold other lines (the
+// buyer changed the cart), and a hold of another attempt took units no
+// order has, so they go back.
+//
+// A missing status is tombstoned first, and only then is PostgreSQL asked
+// (SweeperOptions.Persisted): from the tombstone on no attempt can commit
+// the order, so the answer cannot be overtaken by a commit in Redis
+// (commit.lua refuses it). An order PostgreSQL has committed and a
+// failover lost its status: its tombstone is lifted again (recover writes
+// the status back) and the hold is dropped when the order has the hold's
+// items, else given back, as above. Only an order no store has written
+// stays tombstoned and is undone.
+//
+// What remains: a writer that read the order's event before the failover
+// lost it and whose insert commits only after the repair asked
+// PostgreSQL, i.e. at least the hold's lifetime after the commit (one
+// retrying its batch through a PostgreSQL outage that long). The repair
+// then gives back the units of an order PostgreSQL has and leaves its
+// tombstone (the writer's confirm passes over it; recover overwrites it
+// with the written order). Nothing in Redis says those units are the
+// order's, and the audit reports it on the hold's partition q once the
+// order is older than half the settled window (it is then counted from
+// PostgreSQL, internal/audit): stock_postgres on the line's round
+// (quantity != available + held) and buyer, naming the order, while
+// stock_redis stays clean. Recover, which rebuilds q's stock from
+// PostgreSQL, counts the units as the order's again; if they were sold
+// again meanwhile, the round's CHECK in PostgreSQL (sold <= quantity)
+// refuses the later order's transaction and its event is dead-lettered.
+//
+// While PostgreSQL is asked the tombstone is marked deciding: the order
+// may be a written one, so a repeat of its Idempotency-Key, or a commit
+// of it, meeting the mark is told to retry (503), not that the order is
+// aborted (which would start a fresh order for the same key). The answer
+// lifts the tombstone or removes the mark before the hold is settled; a
+// PostgreSQL error leaves the mark until the hold's claim lease runs out
+// and a later sweep asks again.
 
 // settled is partition p's settled log: the holds dropped because their
 // order committed, each an entry {order_id, user, items} scored by when
@@ -95,25 +132,9 @@ func (s *Sweeper) settleHold(ctx context.Context, p int, id string) error {
 		// package wrote: only the index entry is left to drop.
 		return l.rdb.ZRem(ctx, l.keys.holds(p), id).Err()
 	}
-	persisted, err := s.lostButPersisted(ctx, id)
+	mode, err := s.decideHold(ctx, id, attempt, items)
 	if err != nil {
 		return err
-	}
-	mode := "drop"
-	if !persisted {
-		decision, err := abortScript.Run(ctx, l.rdb, []string{l.keys.status(id)}, abortedTTL.Milliseconds()).StringSlice()
-		if err != nil || len(decision) == 0 {
-			return fmt.Errorf("decide the saga of order %s: %w", id, err)
-		}
-		// A committed order keeps its committing attempt's hold. A status
-		// with no attempt is one recover wrote back from PostgreSQL after a
-		// failover lost it: the order committed, by whichever attempt, and
-		// its units stay taken (recover rebuilt the stock from PostgreSQL),
-		// so its hold is dropped too: giving it back would sell those units
-		// twice.
-		if decision[0] != "committed" || len(decision) != 2 || (decision[1] != attempt && decision[1] != "") {
-			mode = "release"
-		}
 	}
 	n, err := unholdOn(ctx, l.rdb, l.keys, l.stock, l.stock.ChangesChannel, p, id, attempt, mode, items)
 	if err != nil {
@@ -130,33 +151,123 @@ func (s *Sweeper) settleHold(ctx context.Context, p int, id string) error {
 	return nil
 }
 
-// lostButPersisted reports whether order id has no status on its home
-// and PostgreSQL has it: it committed (only a commit writes the event the
-// writer persists) and a failover lost its status, and the repair must
-// not tombstone it and give its units back. With no Persisted check the
-// answer is false (the repair decides by the status alone). A status that
-// appears after the look is the abort script's to find.
-func (s *Sweeper) lostButPersisted(ctx context.Context, id string) (bool, error) {
-	if s.o.Persisted == nil {
-		return false, nil
+// decideHold decides on the order's home whether the hold of attempt on
+// order id, holding items, is the order's ("drop") or no order's
+// ("release").
+func (s *Sweeper) decideHold(ctx context.Context, id, attempt string, items []ReservedItem) (string, error) {
+	mark := 0 // PostgreSQL is asked after the tombstone: mark it deciding till then
+	if s.o.Persisted != nil {
+		mark = 1
 	}
-	n, err := s.life.rdb.Exists(ctx, s.life.keys.status(id)).Result()
-	if err != nil || n > 0 {
-		return false, err
+	decision, err := abortScript.Run(ctx, s.life.rdb, []string{s.life.keys.status(id)}, abortedTTL.Milliseconds(), mark).StringSlice()
+	switch {
+	case err != nil || len(decision) == 0:
+		return "", fmt.Errorf("decide the saga of order %s: %w", id, err)
+	case decision[0] == "aborted":
+		return s.decideTombstoned(ctx, id, items)
+	case len(decision) != 3:
+		return "", fmt.Errorf("decide the saga of order %s: unexpected reply %q", id, decision)
+	case decision[1] == attempt:
+		return "drop", nil // the committing attempt's hold
+	case decision[1] == "":
+		// A status recover wrote back from PostgreSQL after a failover lost
+		// it: the order committed, by an attempt it does not name, and its
+		// units stay taken (recover rebuilt the stock from PostgreSQL).
+		// The hold is that attempt's when the order has its items; another
+		// attempt's (a repeat of the Idempotency-Key reuses the id) took
+		// units no order has, and gives them back.
+		var ordered []ReservedItem
+		if json.Unmarshal([]byte(decision[2]), &ordered) != nil || len(ordered) == 0 {
+			return "drop", nil // not recover's record: committed, items unknown
+		}
+		return dropIf(holdsItemsOf(ordered, items)), nil
 	}
-	ok, err := s.o.Persisted(ctx, id)
-	if err != nil {
-		return false, fmt.Errorf("is order %s in PostgreSQL: %w", id, err)
-	}
-	return ok, nil
+	return "release", nil // another attempt committed the order
 }
 
-// PersistedIn is a SweeperOptions.Persisted that asks db's orders table.
-func PersistedIn(db *pgxpool.Pool) func(context.Context, string) (bool, error) {
-	return func(ctx context.Context, id string) (bool, error) {
-		var ok bool
-		err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM orders WHERE id = $1::uuid)`, id).Scan(&ok)
-		return ok, err
+// decideTombstoned decides the hold of order id, holding items, whose
+// status is the tombstone: from now on no attempt can commit it, so
+// PostgreSQL, asked now (SweeperOptions.Persisted), tells for good whether
+// one did before (a failover lost its status). An order PostgreSQL has is
+// not aborted: its tombstone is lifted (recover writes the status back),
+// and its hold dropped when the order has its items (the committing
+// attempt's), else given back (another attempt's, of a repeat). An order
+// PostgreSQL does not have keeps its tombstone, now final, and its hold
+// goes back. Either ends the decision before the hold is settled, so a
+// crash in between leaves no mark behind a settled hold: the next repair
+// of the hold decides again. With no Persisted check the tombstone alone
+// decides: back.
+func (s *Sweeper) decideTombstoned(ctx context.Context, id string, items []ReservedItem) (string, error) {
+	if s.o.Persisted == nil {
+		return "release", nil
+	}
+	ordered, found, err := s.o.Persisted(ctx, id)
+	if err != nil {
+		// The mark stays until the hold's claim lease runs out and the
+		// next sweep asks again: a repeat is told to retry meanwhile.
+		return "", fmt.Errorf("is order %s in PostgreSQL: %w", id, err)
+	}
+	end := "keep"
+	if found {
+		end = "lift"
+	}
+	if err := endDecisionScript.Run(ctx, s.life.rdb, []string{s.life.keys.status(id)}, end).Err(); err != nil {
+		return "", fmt.Errorf("end the decision on order %s (%s): %w", id, end, err)
+	}
+	if !found {
+		return "release", nil
+	}
+	return dropIf(holdsItemsOf(ordered, items)), nil
+}
+
+// holdsItemsOf reports whether the order's items include every item of a
+// hold: the same SKU, quantity and round.
+func holdsItemsOf(ordered, held []ReservedItem) bool {
+	for _, h := range held {
+		if !slices.ContainsFunc(ordered, func(o ReservedItem) bool {
+			return o.SKU == h.SKU && o.Quantity == h.Quantity && o.RoundID == h.RoundID
+		}) {
+			return false
+		}
+	}
+	return true
+}
+
+func dropIf(ours bool) string {
+	if ours {
+		return "drop"
+	}
+	return "release"
+}
+
+// PersistedIn is a SweeperOptions.Persisted that reads order id's items
+// from db (found is false when it has no such order). The SQL is this
+// package's: it owns the orders tables.
+func PersistedIn(db *pgxpool.Pool) func(context.Context, string) ([]ReservedItem, bool, error) {
+	return func(ctx context.Context, id string) ([]ReservedItem, bool, error) {
+		rows, err := db.Query(ctx, `
+SELECT i.sku, i.quantity, i.round_id
+FROM orders o LEFT JOIN order_items i ON i.order_id = o.id
+WHERE o.id = $1::uuid`, id)
+		if err != nil {
+			return nil, false, err
+		}
+		defer rows.Close()
+		var items []ReservedItem
+		found := false
+		for rows.Next() {
+			found = true
+			var sku *string
+			var qty *int
+			var round *int64
+			if err := rows.Scan(&sku, &qty, &round); err != nil {
+				return nil, false, err
+			}
+			if sku != nil && qty != nil && round != nil {
+				items = append(items, ReservedItem{SKU: *sku, Quantity: *qty, RoundID: *round})
+			}
+		}
+		return items, found, rows.Err()
 	}
 }
 

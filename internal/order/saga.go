@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/api"
 )
@@ -38,7 +37,10 @@ import (
 // its holds are left to the repair. A crash between hold and commit leaves
 // holds past their deadline, which the sweeper's repair (repair.go)
 // settles: on the home, the order committed (drop the hold) or it gets a
-// tombstone status that refuses a late commit (give the hold back).
+// tombstone status that refuses a late commit (give the hold back; while
+// the repair asks PostgreSQL whether a failover lost the status of a
+// written order, the tombstone is marked deciding, and a commit or a
+// repeat meeting it is told to retry).
 //
 // The order's home is its id's (keyspace's Home), normally its first
 // SKU's partition; a checkout repeated with its Idempotency-Key keeps the
@@ -120,15 +122,22 @@ func (s *Service) claimOrderID(ctx context.Context, idem, fp, id string, lines [
 	if err != nil || !had {
 		return got, false, err
 	}
-	st, err := s.rdb.HGet(ctx, s.keys.status(got), "status").Result()
+	st, err := s.rdb.HMGet(ctx, s.keys.status(got), "status", "deciding").Result()
+	if err != nil {
+		return "", false, fmt.Errorf("read order %s status: %w", got, err)
+	}
+	status, _ := st[0].(string)
 	switch {
-	case err == nil && st != statusAborted:
-		return got, true, nil
-	case err == nil:
+	case status == statusAborted && st[1] != nil:
+		// The repair is asking PostgreSQL whether the order is a written
+		// one whose status a failover lost: a fresh order could be a
+		// second one for this key.
+		return "", false, errSagaBusy
+	case status == statusAborted:
 		got, err = s.reclaim(ctx, idem, fp, got, lines)
 		return got, false, err
-	case !errors.Is(err, redis.Nil):
-		return "", false, fmt.Errorf("read order %s status: %w", got, err)
+	case st[0] != nil:
+		return got, true, nil
 	}
 	return got, false, nil // claimed before, never committed (refused, or in flight): run it again
 }
@@ -204,6 +213,11 @@ func (s *Service) saga(ctx context.Context, id, user string, lines []Line) (rese
 		// were refused because of it, and what this run holds is no order's.
 		s.unholdAll(ctx, id, attempt, held)
 		return res, nil
+	case errors.Is(err, errSagaBusy):
+		// The repair is deciding this order (it may be a written one whose
+		// status a failover lost): no commit, and no answer yet but retry.
+		s.unholdAll(ctx, id, attempt, held)
+		return reservation{}, err
 	case err == nil || errors.Is(err, errSagaAborted):
 		// Refused, or another run of this order committed: what this run
 		// holds is no order's.
@@ -326,6 +340,8 @@ func (s *Service) commit(ctx context.Context, id, user, attempt string, home int
 		return reservation{}, reply[1:], nil
 	case len(reply) == 1 && reply[0] == "aborted":
 		return reservation{}, nil, errSagaAborted
+	case len(reply) == 1 && reply[0] == "busy":
+		return reservation{}, nil, errSagaBusy
 	case len(reply) == 1 && reply[0] == "ok" && mode == "check":
 		return reservation{}, nil, nil
 	}

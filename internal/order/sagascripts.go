@@ -118,14 +118,33 @@ return units`)
 
 // abortScript decides a stale saga on its home, once: a status other than
 // the tombstone means the order committed (its attempt is returned, so
-// only that attempt's holds are kept); no status means it did not, and
-// never will: the tombstone 'aborted' (with ARGV[1] ms to live) refuses a
-// late commit. KEYS[1] the order status. Returns {'committed', attempt}
-// or {'aborted'}.
+// only that attempt's holds are kept, and its items, for a status recover
+// wrote back from PostgreSQL, which names no attempt); no status means
+// it did not, or a failover lost the status of one that did, and from
+// now on no commit can happen: the tombstone 'aborted' (with ARGV[1] ms
+// to live) refuses a late commit. Which of the two is for PostgreSQL to
+// tell, asked after this (repair.go); with ARGV[2] = '1' the tombstone
+// is marked 'deciding' until then (endDecisionScript), and a commit or a
+// repeat of the order's Idempotency-Key meeting the mark is told to retry
+// (the order may be a written one), not that the order is aborted.
+// KEYS[1] the order status. Returns {'committed', attempt, items} or
+// {'aborted'}.
 var abortScript = redis.NewScript(`
-local st = redis.call('HMGET', KEYS[1], 'status', 'attempt')
+local st = redis.call('HMGET', KEYS[1], 'status', 'attempt', 'items')
 if st[1] == 'aborted' then return {'aborted'} end
-if st[1] or redis.call('EXISTS', KEYS[1]) == 1 then return {'committed', st[2] or ''} end
+if st[1] or redis.call('EXISTS', KEYS[1]) == 1 then return {'committed', st[2] or '', st[3] or ''} end
 redis.call('HSET', KEYS[1], 'status', 'aborted')
+if ARGV[2] == '1' then redis.call('HSET', KEYS[1], 'deciding', '1') end
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 return {'aborted'}`)
+
+// endDecisionScript ends the repair's decision on a tombstoned order once
+// PostgreSQL has answered: 'lift' takes the tombstone off an order
+// PostgreSQL has (its status was lost; recover writes it back), which is
+// not aborted, so a repeat of its Idempotency-Key finds it, not a fresh
+// order; 'keep' makes the tombstone final (the mark 'deciding' goes). Any
+// other status is left alone. KEYS[1] the order status, ARGV[1] the mode.
+var endDecisionScript = redis.NewScript(`
+if redis.call('HGET', KEYS[1], 'status') ~= 'aborted' then return 0 end
+if ARGV[1] == 'lift' then return redis.call('DEL', KEYS[1]) end
+return redis.call('HDEL', KEYS[1], 'deciding')`)

@@ -1,0 +1,224 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+)
+
+// writeOrder runs a writer until PostgreSQL has order id.
+func (f *clusterFixture) writeOrder(t *testing.T, id string) {
+	t.Helper()
+	w := NewWriter(f.db.Pool, f.rdb, f.c.Prefix, f.svc.log, prometheus.NewRegistry(),
+		WriterOptions{Consumer: "w", Partitions: f.parts, Block: 20 * time.Millisecond})
+	running := start(w)
+	defer running.stop(t)
+	for deadline := time.Now().Add(30 * time.Second); f.count(t, `SELECT count(*) FROM orders WHERE id = $1`, id) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the order was not written within 30s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// The order id of an Idempotency-Key is reused by its repeat: attempt a1
+// holds the first cart's line on partition 5 and stops (the server
+// killed); the buyer drops that line, and the repeat (attempt a2, the same
+// id) holds partition 9 instead and commits, and the writer persists it.
+// Then the order's status is lost (a failover), or recover has written it
+// back from PostgreSQL (no attempt). At a1's deadline the repair finds the
+// order committed, but not with a1's items: a1's hold is given back (the
+// units and the buyer's count), not dropped into the settled log under an
+// order that never took them, and no tombstone is left over the order.
+func TestRepairGivesBackTheHoldOfAnotherAttemptOfAPersistedOrder(t *testing.T) {
+	t.Parallel()
+	f := newClusterFixture(t)
+	ctx := context.Background()
+	for _, restored := range []bool{false, true} {
+		u := f.user(t)
+		tag := fmt.Sprintf("reuse-%v", restored)
+		a, b, c := f.skuIn(t, tag+"-a", 1, 10), f.skuIn(t, tag+"-b", 5, 10), f.skuIn(t, tag+"-c", 9, 10)
+		first := []Line{{SKU: a, Quantity: 1}, {SKU: b, Quantity: 4}}
+		id, err := f.svc.newOrderID(first)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, fail, err := f.svc.hold(ctx, 5, id, u, "a1", "take", 1, first[1:]); err != nil || fail != nil {
+			t.Fatalf("hold of a1: %v %v", fail, err)
+		}
+		repeat := []Line{{SKU: a, Quantity: 1}, {SKU: c, Quantity: 2}}
+		items, fail, err := f.svc.hold(ctx, 9, id, u, "a2", "take", 1, repeat[1:])
+		if err != nil || fail != nil {
+			t.Fatalf("hold of a2: %v %v", fail, err)
+		}
+		held := []heldPart{{p: 9, items: items}}
+		res, fail, err := f.svc.commit(ctx, id, u, "a2", 1, "commit", repeat, held)
+		if err != nil || fail != nil {
+			t.Fatalf("commit of a2: %v %v", fail, err)
+		}
+		f.svc.dropAll(ctx, id, "a2", held)
+		f.writeOrder(t, id)
+		f.rdb.Del(ctx, f.svc.keys.status(id)) // the failover
+		if restored {
+			n, err := RestoreStatuses(ctx, f.rdb, f.c.Prefix, f.parts, []Confirmed{{OrderID: id, UserID: u,
+				TotalCents: res.totalCents, CreatedAt: res.createdAt, Items: res.items}})
+			if err != nil || n != 1 {
+				t.Fatalf("restore: %d %v", n, err)
+			}
+		}
+		settledBefore := f.rdb.ZRange(ctx, f.svc.keys.settled(5), 0, -1).Val()
+		f.rdb.ZAdd(ctx, f.svc.keys.holds(5), redis.Z{Score: 1, Member: id}) // a1's deadline passed
+		sw := NewSweeper(f.rdb, f.stock, f.c.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry(),
+			SweeperOptions{Persisted: PersistedIn(f.db.Pool)})
+		if _, err := sw.Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.available(t, b); got != 10 {
+			t.Fatalf("restored %v: %s available %d after the repair, want 10 (a1's hold given back)", restored, b, got)
+		}
+		if n := f.rdb.HGet(ctx, f.stock.BuyersKey(b), u).Val(); n != "" {
+			t.Fatalf("restored %v: %s still counts %s units of the buyer", restored, b, n)
+		}
+		if got, want := f.available(t, c), int64(8); got != want {
+			t.Fatalf("restored %v: %s available %d, want %d (the order's)", restored, c, got, want)
+		}
+		for _, e := range f.rdb.ZRange(ctx, f.svc.keys.settled(5), 0, -1).Val() {
+			if strings.Contains(e, id) {
+				t.Fatalf("restored %v: partition 5's settled log names the order: %s (before: %v)", restored, e, settledBefore)
+			}
+		}
+		st := f.rdb.HGet(ctx, f.svc.keys.status(id), "status").Val()
+		if want := map[bool]string{false: "", true: StatusConfirmed}[restored]; st != want {
+			t.Fatalf("restored %v: status %q after the repair, want %q (no tombstone over a persisted order)", restored, st, want)
+		}
+		f.noHolds(t)
+	}
+}
+
+// The repair tombstones an order whose status is gone before it asks
+// PostgreSQL, and settles the hold only after the answer: when it asks,
+// no attempt can commit the order any more and the hold still holds its
+// units, so a commit landing while PostgreSQL is asked cannot leave a
+// written order whose units were given back. Meanwhile the tombstone is
+// marked deciding: a commit, and a repeat of the order's Idempotency-Key,
+// are told to retry, not that the order is aborted (a repeat would start
+// a second order for the key). Asked with the order written (a failover
+// lost its status), the repair drops the hold, lifts the tombstone and
+// keeps the units the order's; asked with an order PostgreSQL does not
+// have, the tombstone becomes final and a repeat starts afresh.
+func TestRepairTombstonesBeforeItAsksPostgreSQL(t *testing.T) {
+	t.Parallel()
+	f := newClusterFixture(t)
+	ctx := context.Background()
+	u := f.user(t)
+	a, b := f.skuIn(t, "order-a", 1, 10), f.skuIn(t, "order-b", 5, 10)
+	lines := []Line{{SKU: a, Quantity: 1}, {SKU: b, Quantity: 4}}
+	fp := fingerprint(lines, false)
+	newOrder := func(key string) (string, string) {
+		id, err := f.svc.newOrderID(lines)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idem := f.svc.keys.idem(u, key)
+		if got, _, err := f.svc.claim(ctx, idem, fp, id, ""); err != nil || got != id {
+			t.Fatalf("claim: %s %v", got, err)
+		}
+		return id, idem
+	}
+	written, writtenIdem := newOrder("written")
+	items, fail, err := f.svc.hold(ctx, 5, written, u, "a1", "take", 1, lines[1:])
+	if err != nil || fail != nil {
+		t.Fatalf("hold: %v %v", fail, err)
+	}
+	if _, fail, err := f.svc.commit(ctx, written, u, "a1", 1, "commit", lines, []heldPart{{p: 5, items: items}}); err != nil || fail != nil {
+		t.Fatalf("commit: %v %v", fail, err)
+	}
+	f.writeOrder(t, written)
+	f.rdb.Del(ctx, f.svc.keys.status(written)) // the failover
+	f.rdb.ZAdd(ctx, f.svc.keys.holds(5), redis.Z{Score: 1, Member: written})
+
+	type look struct {
+		status     string
+		available  int64
+		lateCommit error
+		repeat     error
+	}
+	looks := map[string]look{}
+	idems := map[string]string{written: writtenIdem}
+	persisted := PersistedIn(f.db.Pool)
+	hook := func(ctx context.Context, id string) ([]ReservedItem, bool, error) {
+		l := look{status: f.rdb.HGet(ctx, f.svc.keys.status(id), "status").Val(), available: f.available(t, b)}
+		// Another run of the order committing, and a repeat of its key
+		// arriving, while PostgreSQL is asked.
+		_, _, l.lateCommit = f.svc.commit(ctx, id, u, "a3", 1, "commit", lines[:1], nil)
+		fresh, _ := f.svc.newOrderID(lines)
+		_, _, l.repeat = f.svc.claimOrderID(ctx, idems[id], fp, fresh, lines)
+		looks[id] = l
+		return persisted(ctx, id)
+	}
+	sw := NewSweeper(f.rdb, f.stock, f.c.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry(),
+		SweeperOptions{Persisted: hook})
+	if _, err := sw.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l, ok := looks[written]
+	if !ok || l.status != statusAborted || l.available != 6 {
+		t.Fatalf("PostgreSQL asked %v, with the status %q and %s available %d; want the tombstone and the hold still holding (6)",
+			ok, l.status, b, l.available)
+	}
+	if !errors.Is(l.lateCommit, errSagaBusy) || !errors.Is(l.repeat, errSagaBusy) {
+		t.Fatalf("while PostgreSQL was asked: a commit %v, a repeat %v; want both told to retry", l.lateCommit, l.repeat)
+	}
+	if got := f.available(t, b); got != 6 {
+		t.Fatalf("%s available %d after the repair, want 6 (the written order keeps its units)", b, got)
+	}
+	if got := f.available(t, a); got != 9 {
+		t.Fatalf("%s available %d, want 9 (only the written order's unit taken)", a, got)
+	}
+	if n := f.rdb.Exists(ctx, f.svc.keys.status(written)).Val(); n != 0 {
+		t.Fatalf("status %v after the repair, want the tombstone lifted (recover restores it)",
+			f.rdb.HGetAll(ctx, f.svc.keys.status(written)).Val())
+	}
+	if got, replayed, err := f.svc.claimOrderID(ctx, writtenIdem, fp, "unused", lines); err != nil || got != written || replayed {
+		t.Fatalf("a repeat after the repair: %s %v %v, want the written order's id run again", got, replayed, err)
+	}
+	if log := f.rdb.ZRange(ctx, f.svc.keys.settled(5), 0, -1).Val(); len(log) != 1 || !strings.Contains(log[0], written) {
+		t.Fatalf("settled log %v, want the order's entry", log)
+	}
+	f.noHolds(t)
+
+	// An order no store has: the hold goes back and the tombstone is final.
+	aborted, abortedIdem := newOrder("aborted")
+	idems[aborted] = abortedIdem
+	if _, fail, err := f.svc.hold(ctx, 5, aborted, u, "a1", "take", 1, lines[1:]); err != nil || fail != nil {
+		t.Fatalf("hold: %v %v", fail, err)
+	}
+	f.rdb.ZAdd(ctx, f.svc.keys.holds(5), redis.Z{Score: 1, Member: aborted})
+	if _, err := sw.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l := looks[aborted]; l.status != statusAborted || l.available != 2 ||
+		!errors.Is(l.lateCommit, errSagaBusy) || !errors.Is(l.repeat, errSagaBusy) {
+		t.Fatalf("the look at an order no store has: %+v", l)
+	}
+	if got := f.available(t, b); got != 6 {
+		t.Fatalf("%s available %d, want 6 (the aborted order's hold given back)", b, got)
+	}
+	if st := f.rdb.HGetAll(ctx, f.svc.keys.status(aborted)).Val(); len(st) != 1 || st["status"] != statusAborted {
+		t.Fatalf("status %v after the repair, want the tombstone alone", st)
+	}
+	if _, _, err := f.svc.commit(ctx, aborted, u, "a4", 1, "commit", lines[:1], nil); !errors.Is(err, errSagaAborted) {
+		t.Fatalf("a late commit: %v, want aborted", err)
+	}
+	if got, replayed, err := f.svc.claimOrderID(ctx, abortedIdem, fp, "x", lines); err != nil || got == aborted || replayed {
+		t.Fatalf("a repeat of the aborted order's key: %s %v %v, want a fresh order", got, replayed, err)
+	}
+	f.noHolds(t)
+}
