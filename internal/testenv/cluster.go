@@ -178,7 +178,9 @@ func nodeOK(url string, n int) string {
 	up := 0
 	for _, line := range strings.Split(strings.TrimSpace(nodes), "\n") {
 		f := strings.Fields(line)
-		if len(f) >= 8 && strings.Contains(f[2], "master") && !strings.Contains(f[2], "fail") && f[7] == "connected" {
+		// Flags are a comma list: "nofailover" is no "fail".
+		flags := strings.Split(f[2], ",")
+		if len(f) >= 8 && slices.Contains(flags, "master") && !slices.Contains(flags, "fail") && !slices.Contains(flags, "fail?") && f[7] == "connected" {
 			up++
 		}
 	}
@@ -364,7 +366,7 @@ func servedBy(ctx context.Context, node *redis.Client, slot int64) (string, erro
 		if len(f) < 8 {
 			continue
 		}
-		if strings.Contains(f[2], "myself") && strings.Contains(f[2], "slave") {
+		if flags := strings.Split(f[2], ","); slices.Contains(flags, "myself") && slices.Contains(flags, "slave") {
 			master = f[3]
 		}
 		for _, r := range f[8:] {
