@@ -18,8 +18,8 @@ import (
 // with cluster mode and AOF on (appendfsync always, as production), on
 // free ports, each in its own directory with its nodes.conf. Kill and
 // Restart crash and bring back one master on its AOF and nodes.conf;
-// MoveSlot reshards one slot; Failover promotes a replica. Everything is
-// killed when t ends.
+// MoveSlot reshards one slot; Failover promotes a replica, TakeOver one
+// whose master is dead. Everything is killed when t ends.
 type RedisCluster struct {
 	// URL is SHOP_REDIS_URL for SHOP_REDIS_CLUSTER=true: the first master,
 	// the others as ?addr= seeds.
