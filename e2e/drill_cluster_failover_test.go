@@ -242,7 +242,7 @@ func (f *failoverSale) sale(t *testing.T, phase string, carts []map[string]int, 
 			defer wg.Done()
 			time.Sleep(time.Until(start.Add(rand.N(3 * time.Second))))
 			f.place(t, b, b%2, placement{token: f.tokens[b], key: phase + "-checkout"}, carts[b])
-			sku := f.skus[(b+3)%len(f.skus)]
+			sku := f.skus[(b+2)%len(f.skus)] // not in its cart; on every master in turn
 			f.place(t, b, (b+1)%2, placement{token: f.tokens[b], sku: sku, key: phase + "-now"}, map[string]int{sku: 1})
 		}()
 	}
