@@ -30,6 +30,13 @@ const clusterPartitions = 12
 func clusterEnv(t *testing.T, masters int) (env, *testenv.RedisCluster) {
 	t.Helper()
 	c := testenv.StartCluster(t, masters)
+	return clusterEnvOn(t, c), c
+}
+
+// clusterEnvOn is the environment of a shop on the private cluster c
+// (with replicas or without), with a private database.
+func clusterEnvOn(t *testing.T, c *testenv.RedisCluster) env {
+	t.Helper()
 	db := testenv.NewDatabase(t)
 	return env{
 		"SHOP_ADDR":          "127.0.0.1:0",
@@ -40,7 +47,7 @@ func clusterEnv(t *testing.T, masters int) (env, *testenv.RedisCluster) {
 		"SHOP_JWT_SECRET":    "e2e-secret-0123456789abcdef0123456789abcdef",
 		"SHOP_RATE_LIMIT":    "0",
 		"SHOP_LOG_LEVEL":     "warn",
-	}, c
+	}
 }
 
 // masters maps each hash slot to the index of the master holding it (the

@@ -80,6 +80,9 @@ func directRedisClient(t *testing.T, e env) redis.UniversalClient {
 			t.Fatal(err)
 		}
 		opts.MaxRetries = -1
+		// The check's reads follow a failover within a second, as the
+		// shop's clients do (database.OpenCluster).
+		opts.ClusterStateReloadInterval = time.Second
 		return redis.NewClusterClient(opts)
 	}
 	opts, err := redis.ParseURL(e.direct("SHOP_REDIS_URL"))

@@ -41,6 +41,12 @@ func OpenUniversal(ctx context.Context, url string, cluster bool, o RedisOptions
 // idempotent writes (SET, UNLINK, PFADD, cache entries), except the
 // writer's dead-letter MULTI, whose resend may add a second dead-letter
 // entry for the same event (its order is rejected once all the same).
+//
+// A node that does not answer may be a master that died and whose
+// replica took over: reloadOnFailure reads the slot map again then, since
+// go-redis itself only does on MOVED (which a dead node never sends) and
+// every ClusterStateReloadInterval (a minute), and until then would send
+// the slot's commands to the dead address.
 func OpenCluster(ctx context.Context, url string, o RedisOptions) (*redis.ClusterClient, error) {
 	opts, err := ParseClusterURL(url)
 	if err != nil {
@@ -56,7 +62,11 @@ func OpenCluster(ctx context.Context, url string, o RedisOptions) (*redis.Cluste
 		opts.PoolSize = o.PoolSize
 	}
 	rdb := redis.NewClusterClient(opts)
-	rdb.OnNewNode(func(node *redis.Client) { node.AddHook(noResend{addr: node.Options().Addr}) })
+	reload := func() { rdb.ReloadState(context.Background()) }
+	rdb.OnNewNode(func(node *redis.Client) {
+		node.AddHook(noResend{addr: node.Options().Addr})
+		node.AddHook(reloadOnFailure{reload: reload})
+	})
 	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
 	err = rdb.ForEachMaster(pctx, func(ctx context.Context, node *redis.Client) error {
@@ -140,6 +150,45 @@ func (h noResend) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 		}
 		return err
 	}
+}
+
+// reloadOnFailure is the hook on every cluster node's client that asks
+// for a fresh slot map when the node fails to answer (see OpenCluster).
+// go-redis coalesces the requests (one reload at a time, 200 ms apart),
+// so an outage costs a CLUSTER SLOTS now and then, not one per command.
+type reloadOnFailure struct{ reload func() }
+
+func (reloadOnFailure) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h reloadOnFailure) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if unanswered(err) {
+			h.reload()
+		}
+		return err
+	}
+}
+
+func (h reloadOnFailure) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		if unanswered(err) {
+			h.reload()
+		}
+		return err
+	}
+}
+
+// unanswered is an error that is no reply of the server's and not the
+// caller giving up: a refused dial, a lost reply, a timeout.
+func unanswered(err error) bool {
+	var rerr redis.Error
+	switch {
+	case err == nil, errors.As(err, &rerr), errors.Is(err, redis.Nil), errors.Is(err, context.Canceled):
+		return false
+	}
+	return true
 }
 
 // lost tells the transport errors after which the command may have run:

@@ -170,3 +170,52 @@ func TestClusterMasterRestartsOnItsAOF(t *testing.T) {
 		t.Fatalf("after the restart: %q %v, want the acknowledged value", v, err)
 	}
 }
+
+// A master killed with SIGKILL and replaced by its replica (CLUSTER
+// FAILOVER TAKEOVER): the client finds the replica as soon as a command
+// meets the dead master, not at go-redis's periodic reload of the slot
+// map (a minute): the first commands are outages, then the key is served
+// again within a generous bound well below that minute.
+func TestClusterFollowsATakeover(t *testing.T) {
+	t.Parallel()
+	c := testenv.StartClusterWithReplicas(t, 3)
+	rdb := openCluster(t, c)
+	ctx := context.Background()
+	key := c.Prefix + "kept"
+	if err := rdb.Set(ctx, key, "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	node := masterOf(t, c, key)
+	addr := node.Options().Addr
+	// The replica has the key before its master goes.
+	if n, err := node.Do(ctx, "WAIT", 1, 10000).Int(); err != nil || n != 1 {
+		t.Fatalf("WAIT for the replica: %d %v", n, err)
+	}
+	_ = node.Close()
+	i := -1
+	for j, m := range c.Masters {
+		if strings.Contains(m.URL, addr) {
+			i = j
+		}
+	}
+	slot := c.Slot(t, key)
+	c.Kill(i)
+	if err := rdb.Get(ctx, key).Err(); err == nil || !database.Unavailable(err) {
+		t.Fatalf("GET on a killed master: %v, want an outage", err)
+	}
+	if err := c.TakeOver(slot); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		v, err := rdb.Get(ctx, key).Result()
+		if err == nil && v == "v" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("20 s after the takeover GET still answers %q %v: the client did not find the new master", v, err)
+		}
+	}
+	if err := rdb.Set(ctx, key, "w", 0).Err(); err != nil {
+		t.Fatalf("SET on the new master: %v", err)
+	}
+}

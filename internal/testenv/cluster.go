@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,8 +18,8 @@ import (
 // with cluster mode and AOF on (appendfsync always, as production), on
 // free ports, each in its own directory with its nodes.conf. Kill and
 // Restart crash and bring back one master on its AOF and nodes.conf;
-// MoveSlot reshards one slot; Failover promotes a replica. Everything is
-// killed when t ends.
+// MoveSlot reshards one slot; Failover promotes a replica, TakeOver one
+// whose master is dead. Everything is killed when t ends.
 type RedisCluster struct {
 	// URL is SHOP_REDIS_URL for SHOP_REDIS_CLUSTER=true: the first master,
 	// the others as ?addr= seeds.
@@ -86,7 +87,7 @@ func startCluster(t testing.TB, masters int, replicas bool) *RedisCluster {
 		} else {
 			c.Replicas = append(c.Replicas, p)
 		}
-		addrs[i] = strings.TrimSuffix(strings.TrimPrefix(p.URL, "redis://"), "/0")
+		addrs[i] = addrOf(p.URL)
 	}
 	// redis-cli makes the first nodes the masters, the rest their replicas.
 	args := append([]string{"--cluster", "create"}, addrs...)
@@ -132,13 +133,17 @@ func (c *RedisCluster) Restart(i int) error {
 	return c.WaitOK(30 * time.Second)
 }
 
-// WaitOK waits until every running master reports cluster_state:ok and
-// sees every other as connected, or timeout passes.
+// WaitOK waits until every running master (one killed and not restarted
+// is skipped) reports cluster_state:ok and sees the cluster's count of
+// masters connected, or timeout passes.
 func (c *RedisCluster) WaitOK(timeout time.Duration) error {
 	var last string
 	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		last = ""
 		for _, m := range c.Masters {
+			if m.down() {
+				continue
+			}
 			if msg := nodeOK(m.URL, len(c.Masters)); msg != "" {
 				last = msg
 				break
@@ -173,7 +178,9 @@ func nodeOK(url string, n int) string {
 	up := 0
 	for _, line := range strings.Split(strings.TrimSpace(nodes), "\n") {
 		f := strings.Fields(line)
-		if len(f) >= 8 && strings.Contains(f[2], "master") && !strings.Contains(f[2], "fail") && f[7] == "connected" {
+		// Flags are a comma list: "nofailover" is no "fail".
+		flags := strings.Split(f[2], ",")
+		if len(f) >= 8 && slices.Contains(flags, "master") && !slices.Contains(flags, "fail") && !slices.Contains(flags, "fail?") && f[7] == "connected" {
 			up++
 		}
 	}
@@ -308,47 +315,107 @@ func (c *RedisCluster) waitReplicas(timeout time.Duration) error {
 // be called from any goroutine, so it returns an error rather than failing
 // a test.
 func (c *RedisCluster) Failover(slot int64) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for _, r := range c.Replicas {
-		opts, _ := redis.ParseURL(r.URL)
-		rdb := redis.NewClient(opts)
-		defer rdb.Close()
-		slots, err := rdb.ClusterSlots(ctx).Result()
-		if err != nil {
-			return fmt.Errorf("CLUSTER SLOTS of %s: %w", r.URL, err)
-		}
-		if !replicates(slots, slot, rdb.Options().Addr) {
-			continue
-		}
-		if err := rdb.ClusterFailover(ctx).Err(); err != nil {
-			return fmt.Errorf("CLUSTER FAILOVER on %s: %w", r.URL, err)
-		}
-		if err := waitUntil(30*time.Second, func() string {
-			if !owns(ctx, rdb, slot) {
-				return r.URL + " does not serve the slot yet"
-			}
-			return ""
-		}); err != nil {
-			return err
-		}
-		return c.WaitOK(30 * time.Second)
-	}
-	return fmt.Errorf("no replica of slot %d's master", slot)
+	return c.promote(slot)
 }
 
-// replicates is whether addr is a replica of slot's master in slots.
-func replicates(slots []redis.ClusterSlot, slot int64, addr string) bool {
-	for _, r := range slots {
-		if int64(r.Start) <= slot && slot <= int64(r.End) && len(r.Nodes) > 1 {
-			for _, n := range r.Nodes[1:] {
-				if n.Addr == addr {
-					return true
-				}
+// TakeOver promotes the replica of the master that served slot with
+// CLUSTER FAILOVER TAKEOVER, as an operator does once that master is dead
+// (Kill): without its consent nor the other masters' votes. Whatever the
+// master had not replicated is lost. It waits until the replica serves the
+// slot and every running master says the cluster is ok, and may be called
+// from any goroutine.
+func (c *RedisCluster) TakeOver(slot int64) error {
+	return c.promote(slot, "TAKEOVER")
+}
+
+// ReplicaOf is the node replicating the master that serves slot now, by
+// the running nodes' own word (CLUSTER NODES: CLUSTER SLOTS leaves out a
+// replica whose offset its peers have not heard of yet).
+func (c *RedisCluster) ReplicaOf(slot int64) (*RedisProcess, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, r := range append(slices.Clone(c.Replicas), c.Masters...) {
+		if r.down() {
+			continue
+		}
+		opts, _ := redis.ParseURL(r.URL)
+		rdb := redis.NewClient(opts)
+		master, err := servedBy(ctx, rdb, slot)
+		_ = rdb.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", r.URL, err)
+		}
+		if master != "" {
+			return r, nil
+		}
+	}
+	return nil, fmt.Errorf("no replica of slot %d's master", slot)
+}
+
+// servedBy is the id of the master node replicates when that master
+// serves slot, by node's CLUSTER NODES; "" when node is no such replica.
+func servedBy(ctx context.Context, node *redis.Client, slot int64) (string, error) {
+	nodes, err := node.ClusterNodes(ctx).Result()
+	if err != nil {
+		return "", fmt.Errorf("CLUSTER NODES: %w", err)
+	}
+	var master string
+	serving := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(nodes), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 8 {
+			continue
+		}
+		if flags := strings.Split(f[2], ","); slices.Contains(flags, "myself") && slices.Contains(flags, "slave") {
+			master = f[3]
+		}
+		for _, r := range f[8:] {
+			lo, hi, ok := strings.Cut(r, "-")
+			if !ok {
+				hi = lo
+			}
+			var a, b int64
+			if _, err := fmt.Sscan(lo, &a); err != nil {
+				continue // an importing or migrating slot: [slot->-id]
+			}
+			if _, err := fmt.Sscan(hi, &b); err == nil && a <= slot && slot <= b {
+				serving[f[0]] = true
 			}
 		}
 	}
-	return false
+	if master == "" || !serving[master] {
+		return "", nil
+	}
+	return master, nil
+}
+
+// promote runs CLUSTER FAILOVER [mode] on the replica of slot's master.
+func (c *RedisCluster) promote(slot int64, mode ...any) error {
+	r, err := c.ReplicaOf(slot)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	opts, _ := redis.ParseURL(r.URL)
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	if err := rdb.Do(ctx, append([]any{"CLUSTER", "FAILOVER"}, mode...)...).Err(); err != nil {
+		return fmt.Errorf("CLUSTER FAILOVER %v on %s: %w", mode, r.URL, err)
+	}
+	if err := waitUntil(30*time.Second, func() string {
+		if !owns(ctx, rdb, slot) {
+			return r.URL + " does not serve the slot yet"
+		}
+		return ""
+	}); err != nil {
+		return err
+	}
+	return c.WaitOK(30 * time.Second)
+}
+
+func addrOf(url string) string {
+	return strings.TrimSuffix(strings.TrimPrefix(url, "redis://"), "/0")
 }
 
 // waitUntil polls check until it returns "" or timeout passes; the error

@@ -85,6 +85,19 @@ func (p *RedisProcess) Kill() {
 	}
 }
 
+// down is whether the server was killed and not restarted.
+func (p *RedisProcess) down() bool {
+	p.mu.Lock()
+	exited := p.exited
+	p.mu.Unlock()
+	select {
+	case <-exited:
+		return true
+	default:
+		return false
+	}
+}
+
 // Pause sends SIGSTOP: the server hangs, as under a long stall of its
 // machine. Connections stay open and new ones are accepted by the kernel,
 // but nothing is answered until Resume. It is resumed when t ends, so that
