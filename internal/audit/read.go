@@ -77,6 +77,9 @@ type foreignSnap struct {
 	taken map[string]takenLines
 	// released: by SKU, the orders whose units went back this round.
 	released map[string]map[string]bool
+	// truncated: the holds or the settled log's newest entries exceeded
+	// what one snapshot reads (a backlog problem: not exact then).
+	truncated bool
 }
 
 type takenLines struct {
@@ -135,6 +138,10 @@ type rawSnap struct {
 	Holds    list[[3]string]    `json:"holds"`
 	Settled  list[string]       `json:"settled"`
 	Released list[list[string]] `json:"released"`
+	// HoldsTruncated, SettledTruncated: more holds, or more log entries
+	// scored in the snapshot's ms or later, than the script reads.
+	HoldsTruncated   bool `json:"holds_truncated"`
+	SettledTruncated bool `json:"settled_truncated"`
 }
 
 type rawStream struct {
@@ -233,6 +240,13 @@ func (a *Auditor) snapshotGroup(ctx context.Context, parts []int, bySKU map[int]
 		return wrap("redis snapshot", fmt.Errorf("%d streams and %d rounds read, want %d and %d",
 			len(raw.Streams), len(raw.Rounds), len(parts), len(skus)))
 	}
+	if s.foreign != nil {
+		f, err := a.readForeign(ctx, a.keys[parts[0]], raw, skus)
+		if err != nil {
+			return wrap("redis snapshot", err)
+		}
+		s.foreign[parts[0]] = f
+	}
 	for i, p := range parts {
 		r := raw.Streams[i]
 		st := streamSnap{partition: p, last: parseID(r.Last), delivered: parseID(r.Delivered), truncated: r.Truncated}
@@ -250,13 +264,6 @@ func (a *Auditor) snapshotGroup(ctx context.Context, parts []int, bySKU map[int]
 			s.live = append(s.live, l)
 		}
 	}
-	if s.foreign != nil {
-		f, err := readForeign(raw, skus)
-		if err != nil {
-			return wrap("redis snapshot", err)
-		}
-		s.foreign[parts[0]] = f
-	}
 	return nil
 }
 
@@ -268,12 +275,16 @@ type settledEntry struct {
 	Items   list[order.ReservedItem] `json:"items"`
 }
 
-// readForeign reads a partition's holds, settled log and released sets.
-func readForeign(raw rawSnap, skus []string) (foreignSnap, error) {
+// readForeign reads a partition's holds, settled log and its SKUs'
+// released sets as they were at the snapshot's instant: the holds, the
+// released sets and the log's newest entries from the script, the log's
+// older entries after it, in pages (package doc, "Bounded snapshots").
+func (a *Auditor) readForeign(ctx context.Context, k order.StreamKeys, raw rawSnap, skus []string) (foreignSnap, error) {
 	if len(raw.Released) != len(skus) || raw.Now == 0 {
 		return foreignSnap{}, fmt.Errorf("%d released sets and time %d read, want %d and a time", len(raw.Released), raw.Now, len(skus))
 	}
-	f := foreignSnap{now: raw.Now, taken: map[string]takenLines{}, released: map[string]map[string]bool{}}
+	f := foreignSnap{now: raw.Now, taken: map[string]takenLines{}, released: map[string]map[string]bool{},
+		truncated: raw.HoldsTruncated || raw.SettledTruncated}
 	for i, ids := range raw.Released {
 		f.released[skus[i]] = map[string]bool{}
 		for _, id := range ids {
@@ -287,7 +298,11 @@ func readForeign(raw rawSnap, skus []string) (foreignSnap, error) {
 		}
 		f.taken[h[0]] = takenLines{user: h[1], items: items}
 	}
-	for _, e := range raw.Settled {
+	older, err := a.settledBefore(ctx, k.Settled, raw.Now)
+	if err != nil {
+		return foreignSnap{}, err
+	}
+	for _, e := range append(older, raw.Settled...) {
 		var s settledEntry
 		if err := json.Unmarshal([]byte(e), &s); err != nil {
 			return foreignSnap{}, fmt.Errorf("settled log entry %q: %w", e, err)
@@ -297,6 +312,41 @@ func readForeign(raw rawSnap, skus []string) (foreignSnap, error) {
 		}
 	}
 	return f, nil
+}
+
+// settledPage is how many settled log entries one read after the
+// snapshot asks for.
+const settledPage = 1000
+
+// settledBefore reads the entries of the settled log scored before now
+// (ms), in pages by score: a page starts at the last score the previous
+// one read, whose entries are read again and counted once, so an entry
+// trimmed meanwhile never shifts the next page past one still there. A
+// page filled by a single ms is read again twice as large.
+func (a *Auditor) settledBefore(ctx context.Context, key string, now int64) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	from, page := "-inf", int64(settledPage)
+	for {
+		zs, err := a.rdb.ZRangeByScoreWithScores(ctx, key, &redis.ZRangeBy{Min: from, Max: fmt.Sprintf("(%d", now), Count: page}).Result()
+		if err != nil {
+			return nil, fmt.Errorf("settled log %s: %w", key, err)
+		}
+		for _, z := range zs {
+			if m, _ := z.Member.(string); !seen[m] {
+				seen[m] = true
+				out = append(out, m)
+			}
+		}
+		if int64(len(zs)) < page {
+			return out, nil
+		}
+		next := strconv.FormatFloat(zs[len(zs)-1].Score, 'f', -1, 64)
+		if next == from {
+			page *= 2
+		}
+		from = next
+	}
 }
 
 // entry reads [id, [field, value...] | false].

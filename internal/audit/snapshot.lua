@@ -18,11 +18,16 @@
 -- the SKU pairs are followed by the partition's holds index and settled
 -- log (order package) and the k SKUs' released sets (inventory), and
 -- ARGV[5] is the prefix that names a hold record with its order id (the
--- records share the index's slot).
+-- records share the index's slot). That part is bounded too: at most
+-- ARGV[2] holds, and of the settled log only the entries scored now or
+-- later (the drops of this very ms); the older entries are read after
+-- this step, in pages, against the fence returned here (now): see the
+-- audit package doc for why that is still this instant's truth.
 -- Returns JSON: {streams: [{last, delivered, pending: [[id, fields|false]...],
 -- undelivered: [[id, fields]...], truncated}...], rounds: [[fields, buyers]...],
 -- and with ARGV[4]: now (ms, this server's clock), holds: [[id, user,
--- items]...], settled: [entry...], released: [[order id...]...]}
+-- items]...], holds_truncated, settled: [entry...] (scored >= now),
+-- settled_truncated, released: [[order id...]...]}
 local max, n, k = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4] or '')
 local pairs_end = #KEYS
 if k then pairs_end = #KEYS - 2 - k end
@@ -73,11 +78,15 @@ if k then
   local t = redis.call('TIME')
   out.now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   out.holds, out.released = {}, {}
-  for _, id in ipairs(redis.call('ZRANGE', KEYS[pairs_end + 1], 0, -1)) do
+  local holds = redis.call('ZRANGE', KEYS[pairs_end + 1], 0, max - 1)
+  out.holds_truncated = redis.call('ZCARD', KEYS[pairs_end + 1]) > max
+  for _, id in ipairs(holds) do
     local h = redis.call('HMGET', ARGV[5] .. id, 'user', 'items')
     if h[1] and h[2] then out.holds[#out.holds + 1] = {id, h[1], h[2]} end
   end
-  out.settled = redis.call('ZRANGE', KEYS[pairs_end + 2], 0, -1)
+  local log, from = KEYS[pairs_end + 2], string.format('%d', out.now)
+  out.settled = redis.call('ZRANGE', log, from, '+inf', 'BYSCORE', 'LIMIT', 0, max)
+  out.settled_truncated = redis.call('ZCOUNT', log, from, '+inf') > max
   for i = 1, k do out.released[i] = redis.call('SMEMBERS', KEYS[pairs_end + 2 + i]) end
 end
 return cjson.encode(out)
