@@ -77,7 +77,8 @@
 //     refusal, an abort) or drops it (the order committed);
 //   - the settled log (orders:{q}:settled): the drop moves the record
 //     there in the same step, and the log trims, by q's clock, entries
-//     older than order.SettledRetention (R);
+//     older than order.SettledRetention (R) (the entries before Tq are
+//     read after the script: "Bounded snapshots");
 //   - the SKU's released set: Release adds the order id in the step that
 //     gives its units back, once per order and round.
 //
@@ -120,8 +121,76 @@
 // TestExactAuditWhileCrossShardCheckoutsRun (a 3-master cluster) shows
 // audits clean at every instant while checkouts, cancels, expiries and
 // the writer run; counted from the home's stream, most of them are not.
-// The cost: a partition's snapshot also reads its settled log (the
-// cross-shard orders of the last R) and its SKUs' released sets.
+// The cost: a partition's snapshot also reads its holds and its SKUs'
+// released sets; the settled log is read after it (next section).
+//
+// # Bounded snapshots
+//
+// A snapshot script blocks its master: no purchase runs in that slot
+// while it reads. So it reads a bounded part of what grows with a sale:
+// each stream's pending and undelivered entries (maxEntries each), the
+// holds (maxEntries) and, of the settled log, only the entries scored
+// Tq's own ms or later, where Tq is q's clock read in the script; more
+// than the cap is a backlog problem, and the audit says it is not exact.
+// The log's older entries (every cross-shard order of the last R) are
+// read after the script, in pages by score below Tq (settledBefore). That
+// gives the log as it was at Tq, up to entries accounted alike either way:
+//
+//   - Nothing scored below Tq joins the log after Tq. The log's writers
+//     are unhold's drop, whose entry is scored by q's clock when it runs,
+//     so after the snapshot script, at Tq or later (q's clock does not
+//     go back; a drop in Tq's own ms is read by the script itself), and
+//     recover (below). So every entry a page reads was in the log at Tq.
+//   - An entry leaves only by trimming: a drop at q-time t removes those
+//     scored before t - R, and the log expires R after its last drop.
+//     Pages start at the last score the previous page read (read again,
+//     counted once), never at an offset, so a removal loses only the
+//     entries removed, never one still there.
+//   - An entry in the log at Tq that its page misses was trimmed at some
+//     t after Tq, so it is scored before t - R, and its order, which
+//     committed before its drop, was accepted before t - R + 2δ by its
+//     home's clock. The audit refuses when its snapshots and their page
+//     reads span more than W/4 (this process's clock; an elapsed time is
+//     the same on every clock, and t and Tq are both q's), so t < Tq +
+//     W/4 and the order was accepted before Tq - (R - W/4 - 2δ) <= Tq - F
+//     while δ < W/8 (R >= W), the bound above. Such an order is counted
+//     from PostgreSQL (or its home stream) by the fence rule above, since
+//     no hold or entry names it: the same order, buyer, line and look-up
+//     in the released set as its entry would give. Entries older than R
+//     still in the log at Tq (no drop trimmed them yet) are read or not
+//     alike.
+//
+// recover rewrites the log (order.RestoreSettled: it removes lost orders'
+// entries and adds entries scored by a master's clock) in a step apart
+// from the stock it rebuilds (inventory's Restore, per SKU), so an audit
+// racing recover is not exact, paged or not: it may see the stock rebuilt
+// and the log not yet, or an entry added or removed while it pages, and
+// report buyer and stock_postgres differences that an audit after recover
+// does not. Run the audit after recover has finished.
+//
+// The holds are not paged: a hold is added and removed in any order after
+// Tq, so no later read can tell the holds at Tq. They are few: a hold
+// lives from a checkout's hold to its commit or abort (the checkout's
+// timeout), or, when its server stopped, until the sweeper settles it
+// (repair.go): the sagas in flight plus a crash's leftovers.
+//
+// The released sets are still read whole in the script (109 ms for a set
+// of 100,000 ids, BENCHMARKS.md). Paging them is refuted: a set keeps no
+// order, so a scan after Tq cannot tell a member that joined after Tq (an
+// order released after the snapshot, whose units the snapshot's counts
+// still hold) from one that was there. A fence (the set only grows while
+// its round lives, so an unchanged cardinality after the scan means the
+// scan saw the snapshot's set) is exact but fails whenever an order is
+// released meanwhile: in TestExactAuditWhileCrossShardCheckoutsRun it
+// failed three tries running on sets of 26 and 48 members, an audit that
+// would have to be re-run throughout a sale. Asking the script only about
+// the orders the audit accounts (SMISMEMBER) needs those ids before the
+// script, but they come from the settled log's pages and from PostgreSQL,
+// both read after it: passing them in would be as many ids as the log,
+// the size this bounds. Bounding the sets needs the releases ordered by
+// q's clock: a release of a foreign line recording its order, in the same
+// step and only when it gives units back, in a log scored by q's clock,
+// which the same paged read then covers.
 //
 // Dead letters, the writers' pending entries and stream_behind are per
 // partition, and each problem names its partition. The status hashes
