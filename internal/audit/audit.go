@@ -174,7 +174,7 @@
 // timeout), or, when its server stopped, until the sweeper settles it
 // (repair.go): the sagas in flight plus a crash's leftovers.
 //
-// The released sets are still read whole in the script (109 ms for a set
+// The released sets are still read whole in the script (60–110 ms for a set
 // of 100,000 ids, BENCHMARKS.md). Paging them is refuted: a set keeps no
 // order, so a scan after Tq cannot tell a member that joined after Tq (an
 // order released after the snapshot, whose units the snapshot's counts
