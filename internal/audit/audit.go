@@ -80,7 +80,8 @@
 //     older than order.SettledRetention (R) (the entries before Tq are
 //     read after the script: "Bounded snapshots");
 //   - the SKU's released set: Release adds the order id in the step that
-//     gives its units back, once per order and round.
+//     gives its units back, once per order and round (read after the
+//     script, corrected to Tq by the releases log: "Bounded snapshots").
 //
 // A foreign line holds its units at Tq exactly when its order is in the
 // holds or the settled log, or took them before its log entry was
@@ -121,20 +122,21 @@
 // TestExactAuditWhileCrossShardCheckoutsRun (a 3-master cluster) shows
 // audits clean at every instant while checkouts, cancels, expiries and
 // the writer run; counted from the home's stream, most of them are not.
-// The cost: a partition's snapshot also reads its holds and its SKUs'
-// released sets; the settled log is read after it (next section).
+// The cost: a partition's snapshot also reads its holds; the settled log
+// and the released sets are read after it (next section).
 //
 // # Bounded snapshots
 //
 // A snapshot script blocks its master: no purchase runs in that slot
 // while it reads. So it reads a bounded part of what grows with a sale:
 // each stream's pending and undelivered entries (maxEntries each), the
-// holds (maxEntries) and, of the settled log, only the entries scored
-// Tq's own ms or later, where Tq is q's clock read in the script; more
-// than the cap is a backlog problem, and the audit says it is not exact.
-// The log's older entries (every cross-shard order of the last R) are
-// read after the script, in pages by score below Tq (settledBefore). That
-// gives the log as it was at Tq, up to entries accounted alike either way:
+// holds (maxEntries), the releases log's last id (below) and, of the
+// settled log, only the entries scored Tq's own ms or later, where Tq is
+// q's clock read in the script; more than the cap is a backlog problem,
+// and the audit says it is not exact. The settled log's older entries
+// (every cross-shard order of the last R) are read after the script, in
+// pages by score below Tq (settledBefore). That gives the log as it was
+// at Tq, up to entries accounted alike either way:
 //
 //   - Nothing scored below Tq joins the log after Tq. The log's writers
 //     are unhold's drop, whose entry is scored by q's clock when it runs,
@@ -174,23 +176,41 @@
 // timeout), or, when its server stopped, until the sweeper settles it
 // (repair.go): the sagas in flight plus a crash's leftovers.
 //
-// The released sets are still read whole in the script (60–110 ms for a set
-// of 100,000 ids, BENCHMARKS.md). Paging them is refuted: a set keeps no
-// order, so a scan after Tq cannot tell a member that joined after Tq (an
-// order released after the snapshot, whose units the snapshot's counts
-// still hold) from one that was there. A fence (the set only grows while
-// its round lives, so an unchanged cardinality after the scan means the
-// scan saw the snapshot's set) is exact but fails whenever an order is
-// released meanwhile: in TestExactAuditWhileCrossShardCheckoutsRun it
-// failed three tries running on sets of 26 and 48 members, an audit that
-// would have to be re-run throughout a sale. Asking the script only about
-// the orders the audit accounts (SMISMEMBER) needs those ids before the
-// script, but they come from the settled log's pages and from PostgreSQL,
-// both read after it: passing them in would be as many ids as the log,
-// the size this bounds. Bounding the sets needs the releases ordered by
-// q's clock: a release of a foreign line recording its order, in the same
-// step and only when it gives units back, in a log scored by q's clock,
-// which the same paged read then covers.
+// The released sets are read after the script too, each with SSCAN, and
+// corrected to Tq by the releases log (orders:{q}:releases, the order
+// package's): a stream entry {order_id, skus} that each release in q of a
+// foreign order's lines adds in its own step, and only when it gives units
+// back (inventory's Outbox.WhenGiven), so once per order and round. The
+// script reads the log's last id at Tq; after every scan of q's sets, the
+// audit reads the entries after that id and takes their orders out of the
+// sets they name. That is the set at Tq:
+//
+//   - A set only grows while its round lives (Release adds an order id,
+//     once; nothing removes one; a new round replaces the set), and the
+//     round is checked to be the snapshot's after the scan: so every
+//     member at Tq is there throughout the scan, and SSCAN returns it.
+//   - A member the scan returns that was not there at Tq joined by a
+//     release after Tq. A foreign order's release in q is releaseForeign's
+//     (owed.go), whose entry is added in the same step, after Tq, so its
+//     id is after the log's last id at Tq; it is read, since the log is
+//     read after the scan ended. An order homed in q is released with its
+//     home's outbox, but the sets are asked only about foreign orders.
+//   - An entry after that id is a release that gave units back after Tq:
+//     its order joined the sets of the live rounds it names then, so it
+//     was not a member at Tq. A line of it whose round is gone gave
+//     nothing and is in no live round's set: taking it out changes
+//     nothing. Stream ids only grow, whatever q's clock does.
+//
+// The releases log is trimmed by the writer's housekeeping below R, far
+// older than any entry an audit reads (those after its snapshot). recover
+// replaces a set whole (inventory's Restore), which no log records: one
+// more reason an audit racing recover is not exact. Before the log
+// existed, a fence (an unchanged cardinality after the scan) was tried:
+// exact, but in TestExactAuditWhileCrossShardCheckoutsRun it failed three
+// tries running on sets of 26 and 48 members, since orders are released
+// all the time in a sale; without the log's correction 16 of 24 audits
+// there flag differences. The script's cost no longer grows with the log
+// or the sets: 2 ms with 100,000 of each, from 200-400 ms (BENCHMARKS.md).
 //
 // Dead letters, the writers' pending entries and stream_behind are per
 // partition, and each problem names its partition. The status hashes

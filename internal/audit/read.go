@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -132,12 +133,13 @@ func (a *Auditor) recordedRounds(ctx context.Context) ([]string, error) {
 
 // rawSnap is snapshot.lua's JSON (cjson writes an empty array as {}).
 type rawSnap struct {
-	Streams  list[rawStream]    `json:"streams"`
-	Rounds   list[[2]any]       `json:"rounds"`
-	Now      int64              `json:"now"`
-	Holds    list[[3]string]    `json:"holds"`
-	Settled  list[string]       `json:"settled"`
-	Released list[list[string]] `json:"released"`
+	Streams list[rawStream] `json:"streams"`
+	Rounds  list[[2]any]    `json:"rounds"`
+	Now     int64           `json:"now"`
+	Holds   list[[3]string] `json:"holds"`
+	Settled list[string]    `json:"settled"`
+	// ReleasesLast is the releases log's last id at the snapshot.
+	ReleasesLast string `json:"releases_last"`
 	// HoldsTruncated, SettledTruncated: more holds, or more log entries
 	// scored in the snapshot's ms or later, than the script reads.
 	HoldsTruncated   bool `json:"holds_truncated"`
@@ -222,10 +224,7 @@ func (a *Auditor) snapshotGroup(ctx context.Context, parts []int, bySKU map[int]
 	args := []any{a.keys[0].Group, maxEntries, len(parts)}
 	if s.foreign != nil { // one partition per group
 		k := a.keys[parts[0]]
-		keys = append(keys, k.Holds, k.Settled)
-		for _, sku := range skus {
-			keys = append(keys, a.stock.ReleasedKey(sku))
-		}
+		keys = append(keys, k.Holds, k.Settled, k.Releases)
 		args = append(args, len(skus), k.HoldPrefix)
 	}
 	out, err := snapshotScript.Run(ctx, a.rdb, keys, args...).Text()
@@ -276,20 +275,26 @@ type settledEntry struct {
 }
 
 // readForeign reads a partition's holds, settled log and its SKUs'
-// released sets as they were at the snapshot's instant: the holds, the
-// released sets and the log's newest entries from the script, the log's
-// older entries after it, in pages (package doc, "Bounded snapshots").
+// released sets as they were at the snapshot's instant: the holds and the
+// log's newest entries from the script, the released sets and the log's
+// older entries after it (package doc, "Bounded snapshots").
 func (a *Auditor) readForeign(ctx context.Context, k order.StreamKeys, raw rawSnap, skus []string) (foreignSnap, error) {
-	if len(raw.Released) != len(skus) || raw.Now == 0 {
-		return foreignSnap{}, fmt.Errorf("%d released sets and time %d read, want %d and a time", len(raw.Released), raw.Now, len(skus))
+	if raw.Now == 0 || raw.ReleasesLast == "" {
+		return foreignSnap{}, fmt.Errorf("no time or releases log id read")
 	}
 	f := foreignSnap{now: raw.Now, taken: map[string]takenLines{}, released: map[string]map[string]bool{},
 		truncated: raw.HoldsTruncated || raw.SettledTruncated}
-	for i, ids := range raw.Released {
-		f.released[skus[i]] = map[string]bool{}
-		for _, id := range ids {
-			f.released[skus[i]][id] = true
+	for i, sku := range skus {
+		if round := pairs(raw.Rounds[i][0])["round"]; round != "" { // else no live round: not audited
+			ids, err := a.releasedNow(ctx, sku, round)
+			if err != nil {
+				return foreignSnap{}, err
+			}
+			f.released[sku] = ids
 		}
+	}
+	if err := a.unreleasedSince(ctx, k.Releases, raw.ReleasesLast, f.released); err != nil {
+		return foreignSnap{}, err
 	}
 	for _, h := range raw.Holds {
 		var items []order.ReservedItem
@@ -346,6 +351,57 @@ func (a *Auditor) settledBefore(ctx context.Context, key string, now int64) ([]s
 			page *= 2
 		}
 		from = next
+	}
+}
+
+// releasedNow reads the released set of sku's live round (its id round)
+// after the snapshot: every member it had then, since the set only grows
+// while its round lives, and maybe some that joined since (SSCAN returns
+// what was there throughout, and may return what came meanwhile). The
+// round must still be the snapshot's when the scan is done, else the set
+// may be another round's.
+func (a *Auditor) releasedNow(ctx context.Context, sku, round string) (map[string]bool, error) {
+	key := a.stock.ReleasedKey(sku)
+	ids := map[string]bool{}
+	iter := a.rdb.SScan(ctx, key, 0, "", settledPage).Iterator()
+	for iter.Next(ctx) {
+		ids[iter.Val()] = true
+	}
+	if err := iter.Err(); err != nil {
+		return nil, fmt.Errorf("released set %s: %w", key, err)
+	}
+	now, err := a.rdb.HGet(ctx, a.stock.SaleKey(sku), "round").Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("sale state of %s: %w", sku, err)
+	}
+	if now != round {
+		return nil, fmt.Errorf("the round of %s changed from %s to %q during the audit: run it again", sku, round, now)
+	}
+	return ids, nil
+}
+
+// unreleasedSince takes out of released (by SKU) the orders that joined
+// a released set after the snapshot: those the releases log records after
+// its id then (last). Read after every set's scan, it names every order a
+// scan may have seen join.
+func (a *Auditor) unreleasedSince(ctx context.Context, key, last string, released map[string]map[string]bool) error {
+	from := "(" + last
+	for {
+		msgs, err := a.rdb.XRangeN(ctx, key, from, "+", settledPage).Result()
+		if err != nil {
+			return fmt.Errorf("releases log %s: %w", key, err)
+		}
+		for _, m := range msgs {
+			id, _ := m.Values["order_id"].(string)
+			skus, _ := m.Values["skus"].(string)
+			for _, sku := range strings.Split(skus, ",") {
+				delete(released[sku], id)
+			}
+		}
+		if len(msgs) < settledPage {
+			return nil
+		}
+		from = "(" + msgs[len(msgs)-1].ID
 	}
 }
 

@@ -20,7 +20,7 @@ func TestSnapshotScriptReadsABoundedPartOfTheSettledLog(t *testing.T) {
 	r := testenv.NewRedis(t)
 	ctx := context.Background()
 	k := func(s string) string { return r.Prefix + s }
-	stream, sale, buyers, holds, log, released := k("stream"), k("sale"), k("buyers"), k("holds"), k("settled"), k("released")
+	stream, sale, buyers, holds, log, releases := k("stream"), k("sale"), k("buyers"), k("holds"), k("settled"), k("releases")
 	r.Client.HSet(ctx, sale, "round", 1, "quantity", 10, "available", 10)
 	now, err := r.Client.Time(ctx).Result()
 	if err != nil {
@@ -41,7 +41,7 @@ func TestSnapshotScriptReadsABoundedPartOfTheSettledLog(t *testing.T) {
 	}
 	run := func(max int) rawSnap {
 		t.Helper()
-		out, err := snapshotScript.Run(ctx, r.Client, []string{stream, sale, buyers, holds, log, released},
+		out, err := snapshotScript.Run(ctx, r.Client, []string{stream, sale, buyers, holds, log, releases},
 			"writers", max, 1, 1, k("hold:")).Text()
 		if err != nil {
 			t.Fatal(err)

@@ -36,7 +36,7 @@ func TestPartitionKeysAndWriterStreamsOnACluster(t *testing.T) {
 		p := parts.Of(sku)
 		want := c.Slot(t, stock.SaleKey(sku))
 		for _, key := range []string{k.stream(p), k.due(p), k.dead(p), stock.BuyersKey(sku), stock.ReleasedKey(sku),
-			k.holds(p), k.hold(p, "01a232c2-00db-7cbc-85b3-7b9f303d4d05"), k.settled(p), k.owed(p)} {
+			k.holds(p), k.hold(p, "01a232c2-00db-7cbc-85b3-7b9f303d4d05"), k.settled(p), k.owed(p), k.releases(p)} {
 			if got := c.Slot(t, key); got != want {
 				t.Fatalf("%s: slot %d, want %d (%s's)", key, got, want, sku)
 			}
