@@ -184,9 +184,10 @@ func (a *Auditor) groups() [][]int {
 }
 
 // snapshot reads every group of partitions, each in one atomic script.
-// On a cluster the snapshots, and the settled log pages read after each,
-// must all fall within a quarter of the settled window (the time fence of
-// the package doc), else the audit cannot be exact and says so.
+// On a cluster the snapshots, and what is read after each (the settled
+// log's pages, the released sets, the releases log), must all fall within
+// a quarter of the settled window (the time fence of the package doc),
+// else the audit cannot be exact and says so.
 func (a *Auditor) snapshot(ctx context.Context, skus []string) (snap, error) {
 	s := snap{streams: make([]streamSnap, a.parts.Count()), home: a.parts.Home, fence: a.SettledWindow.Milliseconds() / 2}
 	if a.parts.Grouped() {
