@@ -356,8 +356,9 @@ func TestClusterAuditReportsAForeignLineDifference(t *testing.T) {
 	for _, k := range keys {
 		s.rdb.Del(ctx, k.Settled)
 	}
-	a.SettledWindow = 4 * time.Second
-	time.Sleep(a.SettledWindow/2 + 100*time.Millisecond) // the orders are older than the fence
+	// The orders are older than the fence: their rows say they were
+	// accepted an hour ago, so no clock need pass.
+	s.exec(t, `UPDATE orders SET created_at = created_at - interval '1 hour'`)
 	if rep, err := a.Run(ctx); err != nil || !rep.OK {
 		t.Fatalf("audit with the settled log trimmed: %v %+v", err, rep.Problems)
 	}
@@ -427,5 +428,84 @@ func TestRecoverRestoresTheSettledLog(t *testing.T) {
 	}
 	if rep, err := rec.Run(ctx, accepted); err != nil || rep.SettledRestored != 0 {
 		t.Fatalf("second recover: %v, %d settled entries changed, want none", err, rep.SettledRestored)
+	}
+}
+
+// The settled log is read after the snapshot, in pages by score: with
+// thousands of older entries in every partition's log (more than a page
+// in one ms, and more than a page over many ms) ahead of the entries of
+// the orders placed here, the audit still finds those and is clean, and
+// still names a foreign line's difference.
+func TestClusterAuditPagesTheSettledLog(t *testing.T) {
+	t.Parallel()
+	s := newClusterSale(t, 0)
+	ctx := context.Background()
+	u := s.user(t)
+	var ids []string
+	for p := range s.skus {
+		o, err := s.orders.Place(ctx, u, []order.Line{{SKU: s.skus[p][0], Quantity: 1},
+			{SKU: s.skus[(p+1)%6][1], Quantity: 2}}, order.PlaceOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, o.OrderID)
+	}
+	stopWriter := run(t, order.NewWriter(s.db.Pool, s.rdb, s.prefix, s.log, prometheus.NewRegistry(),
+		order.WriterOptions{Consumer: "w", Partitions: s.parts, Block: 20 * time.Millisecond}).Run)
+	s.drained(t)
+	stopWriter()
+
+	now, err := s.rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := now.UnixMilli() - 60000 // before every drop of this test's orders
+	for p, k := range order.PartitionKeys(s.prefix, s.parts) {
+		var zs []redis.Z
+		filler := func(i int, score int64) {
+			zs = append(zs, redis.Z{Score: float64(score), Member: fmt.Sprintf(
+				`{"order_id":"filler-%d-%d","user":"u","items":[{"sku":"elsewhere","quantity":1,"round_id":1}]}`, p, i)})
+		}
+		for i := range 1500 { // one ms: more than a page
+			filler(i, old)
+		}
+		for i := 1500; i < 3700; i++ { // many ms
+			filler(i, old+int64(i))
+		}
+		if err := s.rdb.ZAdd(ctx, k.Settled, zs...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := s.auditor()
+	rep, err := a.Run(ctx)
+	if err != nil || !rep.OK {
+		t.Fatalf("audit with long settled logs: %v %+v", err, rep.Problems)
+	}
+	var held int64
+	for _, r := range rep.Rounds {
+		held += r.HeldPostgres
+	}
+	if held != 6*3 {
+		t.Fatalf("%d units held by the orders, want %d", held, 6*3)
+	}
+	// Two of the units of the order homed in partition 1, held in 2, go
+	// back behind the shop's back: the audit names that order.
+	foreign := s.skus[2][1]
+	s.rdb.HIncrBy(ctx, s.stock.SaleKey(foreign), "available", 2)
+	s.rdb.HIncrBy(ctx, s.stock.BuyersKey(foreign), u, -2)
+	rep, err = a.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, p := range rep.Problems {
+		kinds = append(kinds, p.Kind)
+		if p.Kind == "buyer" && !slices.Contains(p.OrderIDs, ids[1]) {
+			t.Errorf("problem %+v: want it to name order %s", p, ids[1])
+		}
+	}
+	sort.Strings(kinds)
+	if fmt.Sprint(kinds) != "[buyer stock_postgres]" {
+		t.Fatalf("problems %+v, want a buyer and a stock_postgres problem", rep.Problems)
 	}
 }

@@ -245,6 +245,12 @@ func (a *Auditor) streamProblems(ctx context.Context, s snap) ([]Problem, error)
 				Detail: fmt.Sprintf("over %d entries of %s unrecorded", maxEntries, a.keys[st.partition].Stream)})
 		}
 	}
+	for p, f := range s.foreign {
+		if f.truncated {
+			out = append(out, Problem{Kind: "backlog", Partition: partition(p), Detail: fmt.Sprintf(
+				"over %d holds, or settled log entries of one ms, in partition %d: its foreign lines are not all accounted", maxEntries, p)})
+		}
+	}
 	for _, k := range a.keys {
 		dead, err := a.deadLetters(ctx, k)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -77,6 +78,9 @@ type foreignSnap struct {
 	taken map[string]takenLines
 	// released: by SKU, the orders whose units went back this round.
 	released map[string]map[string]bool
+	// truncated: the holds or the settled log's newest entries exceeded
+	// what one snapshot reads (a backlog problem: not exact then).
+	truncated bool
 }
 
 type takenLines struct {
@@ -129,12 +133,17 @@ func (a *Auditor) recordedRounds(ctx context.Context) ([]string, error) {
 
 // rawSnap is snapshot.lua's JSON (cjson writes an empty array as {}).
 type rawSnap struct {
-	Streams  list[rawStream]    `json:"streams"`
-	Rounds   list[[2]any]       `json:"rounds"`
-	Now      int64              `json:"now"`
-	Holds    list[[3]string]    `json:"holds"`
-	Settled  list[string]       `json:"settled"`
-	Released list[list[string]] `json:"released"`
+	Streams list[rawStream] `json:"streams"`
+	Rounds  list[[2]any]    `json:"rounds"`
+	Now     int64           `json:"now"`
+	Holds   list[[3]string] `json:"holds"`
+	Settled list[string]    `json:"settled"`
+	// ReleasesLast is the releases log's last id at the snapshot.
+	ReleasesLast string `json:"releases_last"`
+	// HoldsTruncated, SettledTruncated: more holds, or more log entries
+	// scored in the snapshot's ms or later, than the script reads.
+	HoldsTruncated   bool `json:"holds_truncated"`
+	SettledTruncated bool `json:"settled_truncated"`
 }
 
 type rawStream struct {
@@ -175,9 +184,10 @@ func (a *Auditor) groups() [][]int {
 }
 
 // snapshot reads every group of partitions, each in one atomic script.
-// On a cluster the snapshots must all fall within a quarter of the
-// settled window (the time fence of the package doc), else the audit
-// cannot be exact and says so.
+// On a cluster the snapshots, and what is read after each (the settled
+// log's pages, the released sets, the releases log), must all fall within
+// a quarter of the settled window (the time fence of the package doc),
+// else the audit cannot be exact and says so.
 func (a *Auditor) snapshot(ctx context.Context, skus []string) (snap, error) {
 	s := snap{streams: make([]streamSnap, a.parts.Count()), home: a.parts.Home, fence: a.SettledWindow.Milliseconds() / 2}
 	if a.parts.Grouped() {
@@ -215,10 +225,7 @@ func (a *Auditor) snapshotGroup(ctx context.Context, parts []int, bySKU map[int]
 	args := []any{a.keys[0].Group, maxEntries, len(parts)}
 	if s.foreign != nil { // one partition per group
 		k := a.keys[parts[0]]
-		keys = append(keys, k.Holds, k.Settled)
-		for _, sku := range skus {
-			keys = append(keys, a.stock.ReleasedKey(sku))
-		}
+		keys = append(keys, k.Holds, k.Settled, k.Releases)
 		args = append(args, len(skus), k.HoldPrefix)
 	}
 	out, err := snapshotScript.Run(ctx, a.rdb, keys, args...).Text()
@@ -232,6 +239,13 @@ func (a *Auditor) snapshotGroup(ctx context.Context, parts []int, bySKU map[int]
 	if len(raw.Streams) != len(parts) || len(raw.Rounds) != len(skus) {
 		return wrap("redis snapshot", fmt.Errorf("%d streams and %d rounds read, want %d and %d",
 			len(raw.Streams), len(raw.Rounds), len(parts), len(skus)))
+	}
+	if s.foreign != nil {
+		f, err := a.readForeign(ctx, a.keys[parts[0]], raw, skus)
+		if err != nil {
+			return wrap("redis snapshot", err)
+		}
+		s.foreign[parts[0]] = f
 	}
 	for i, p := range parts {
 		r := raw.Streams[i]
@@ -250,13 +264,6 @@ func (a *Auditor) snapshotGroup(ctx context.Context, parts []int, bySKU map[int]
 			s.live = append(s.live, l)
 		}
 	}
-	if s.foreign != nil {
-		f, err := readForeign(raw, skus)
-		if err != nil {
-			return wrap("redis snapshot", err)
-		}
-		s.foreign[parts[0]] = f
-	}
 	return nil
 }
 
@@ -268,17 +275,27 @@ type settledEntry struct {
 	Items   list[order.ReservedItem] `json:"items"`
 }
 
-// readForeign reads a partition's holds, settled log and released sets.
-func readForeign(raw rawSnap, skus []string) (foreignSnap, error) {
-	if len(raw.Released) != len(skus) || raw.Now == 0 {
-		return foreignSnap{}, fmt.Errorf("%d released sets and time %d read, want %d and a time", len(raw.Released), raw.Now, len(skus))
+// readForeign reads a partition's holds, settled log and its SKUs'
+// released sets as they were at the snapshot's instant: the holds and the
+// log's newest entries from the script, the released sets and the log's
+// older entries after it (package doc, "Bounded snapshots").
+func (a *Auditor) readForeign(ctx context.Context, k order.StreamKeys, raw rawSnap, skus []string) (foreignSnap, error) {
+	if raw.Now == 0 || raw.ReleasesLast == "" {
+		return foreignSnap{}, fmt.Errorf("no time or releases log id read")
 	}
-	f := foreignSnap{now: raw.Now, taken: map[string]takenLines{}, released: map[string]map[string]bool{}}
-	for i, ids := range raw.Released {
-		f.released[skus[i]] = map[string]bool{}
-		for _, id := range ids {
-			f.released[skus[i]][id] = true
+	f := foreignSnap{now: raw.Now, taken: map[string]takenLines{}, released: map[string]map[string]bool{},
+		truncated: raw.HoldsTruncated || raw.SettledTruncated}
+	for i, sku := range skus {
+		if round := pairs(raw.Rounds[i][0])["round"]; round != "" { // else no live round: not audited
+			ids, err := a.releasedNow(ctx, sku, round)
+			if err != nil {
+				return foreignSnap{}, err
+			}
+			f.released[sku] = ids
 		}
+	}
+	if err := a.unreleasedSince(ctx, k.Releases, raw.ReleasesLast, f.released); err != nil {
+		return foreignSnap{}, err
 	}
 	for _, h := range raw.Holds {
 		var items []order.ReservedItem
@@ -287,7 +304,11 @@ func readForeign(raw rawSnap, skus []string) (foreignSnap, error) {
 		}
 		f.taken[h[0]] = takenLines{user: h[1], items: items}
 	}
-	for _, e := range raw.Settled {
+	older, err := a.settledBefore(ctx, k.Settled, raw.Now)
+	if err != nil {
+		return foreignSnap{}, err
+	}
+	for _, e := range append(older, raw.Settled...) {
 		var s settledEntry
 		if err := json.Unmarshal([]byte(e), &s); err != nil {
 			return foreignSnap{}, fmt.Errorf("settled log entry %q: %w", e, err)
@@ -297,6 +318,92 @@ func readForeign(raw rawSnap, skus []string) (foreignSnap, error) {
 		}
 	}
 	return f, nil
+}
+
+// settledPage is how many settled log entries one read after the
+// snapshot asks for.
+const settledPage = 1000
+
+// settledBefore reads the entries of the settled log scored before now
+// (ms), in pages by score: a page starts at the last score the previous
+// one read, whose entries are read again and counted once, so an entry
+// trimmed meanwhile never shifts the next page past one still there. A
+// page filled by a single ms is read again twice as large.
+func (a *Auditor) settledBefore(ctx context.Context, key string, now int64) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	from, page := "-inf", int64(settledPage)
+	for {
+		zs, err := a.rdb.ZRangeByScoreWithScores(ctx, key, &redis.ZRangeBy{Min: from, Max: fmt.Sprintf("(%d", now), Count: page}).Result()
+		if err != nil {
+			return nil, fmt.Errorf("settled log %s: %w", key, err)
+		}
+		for _, z := range zs {
+			if m, _ := z.Member.(string); !seen[m] {
+				seen[m] = true
+				out = append(out, m)
+			}
+		}
+		if int64(len(zs)) < page {
+			return out, nil
+		}
+		next := strconv.FormatFloat(zs[len(zs)-1].Score, 'f', -1, 64)
+		if next == from {
+			page *= 2
+		}
+		from = next
+	}
+}
+
+// releasedNow reads the released set of sku's live round (its id round)
+// after the snapshot: every member it had then, since the set only grows
+// while its round lives, and maybe some that joined since (SSCAN returns
+// what was there throughout, and may return what came meanwhile). The
+// round must still be the snapshot's when the scan is done, else the set
+// may be another round's.
+func (a *Auditor) releasedNow(ctx context.Context, sku, round string) (map[string]bool, error) {
+	key := a.stock.ReleasedKey(sku)
+	ids := map[string]bool{}
+	iter := a.rdb.SScan(ctx, key, 0, "", settledPage).Iterator()
+	for iter.Next(ctx) {
+		ids[iter.Val()] = true
+	}
+	if err := iter.Err(); err != nil {
+		return nil, fmt.Errorf("released set %s: %w", key, err)
+	}
+	now, err := a.rdb.HGet(ctx, a.stock.SaleKey(sku), "round").Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("sale state of %s: %w", sku, err)
+	}
+	if now != round {
+		return nil, fmt.Errorf("the round of %s changed from %s to %q during the audit: run it again", sku, round, now)
+	}
+	return ids, nil
+}
+
+// unreleasedSince takes out of released (by SKU) the orders that joined
+// a released set after the snapshot: those the releases log records after
+// its id then (last). Read after every set's scan, it names every order a
+// scan may have seen join.
+func (a *Auditor) unreleasedSince(ctx context.Context, key, last string, released map[string]map[string]bool) error {
+	from := "(" + last
+	for {
+		msgs, err := a.rdb.XRangeN(ctx, key, from, "+", settledPage).Result()
+		if err != nil {
+			return fmt.Errorf("releases log %s: %w", key, err)
+		}
+		for _, m := range msgs {
+			id, _ := m.Values["order_id"].(string)
+			skus, _ := m.Values["skus"].(string)
+			for _, sku := range strings.Split(skus, ",") {
+				delete(released[sku], id)
+			}
+		}
+		if len(msgs) < settledPage {
+			return nil
+		}
+		from = "(" + msgs[len(msgs)-1].ID
+	}
 }
 
 // entry reads [id, [field, value...] | false].

@@ -15,17 +15,23 @@
 -- stream (pending and undelivered each), ARGV[3] n.
 -- On a cluster (ARGV[4] = k, the group's SKU count, given) it also reads
 -- what accounts for the lines held here for orders homed elsewhere: then
--- the SKU pairs are followed by the partition's holds index and settled
--- log (order package) and the k SKUs' released sets (inventory), and
--- ARGV[5] is the prefix that names a hold record with its order id (the
--- records share the index's slot).
+-- the SKU pairs are followed by the partition's holds index, settled log
+-- and releases log (order package), and ARGV[5] is the prefix that names
+-- a hold record with its order id (the records share the index's slot).
+-- That part is bounded too: at most ARGV[2] holds, of the settled log only
+-- the entries scored now or later (the drops of this very ms), and of the
+-- releases log its last id. The settled log's older entries and the SKUs'
+-- released sets are read after this step, against the fences returned
+-- here (now, and the releases log's last id): see the audit package doc
+-- for why that is still this instant's truth.
 -- Returns JSON: {streams: [{last, delivered, pending: [[id, fields|false]...],
 -- undelivered: [[id, fields]...], truncated}...], rounds: [[fields, buyers]...],
 -- and with ARGV[4]: now (ms, this server's clock), holds: [[id, user,
--- items]...], settled: [entry...], released: [[order id...]...]}
+-- items]...], holds_truncated, settled: [entry...] (scored >= now),
+-- settled_truncated, releases_last}
 local max, n, k = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4] or '')
 local pairs_end = #KEYS
-if k then pairs_end = #KEYS - 2 - k end
+if k then pairs_end = #KEYS - 3 end
 if not max or max < 1 or not n or n < 1 or n > pairs_end or (pairs_end - n) % 2 ~= 0
     or (k and (pairs_end - n) ~= 2 * k) then
   return redis.error_reply('ERR snapshot: bad arguments')
@@ -72,12 +78,22 @@ end
 if k then
   local t = redis.call('TIME')
   out.now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  out.holds, out.released = {}, {}
-  for _, id in ipairs(redis.call('ZRANGE', KEYS[pairs_end + 1], 0, -1)) do
+  out.holds = {}
+  local holds = redis.call('ZRANGE', KEYS[pairs_end + 1], 0, max - 1)
+  out.holds_truncated = redis.call('ZCARD', KEYS[pairs_end + 1]) > max
+  for _, id in ipairs(holds) do
     local h = redis.call('HMGET', ARGV[5] .. id, 'user', 'items')
     if h[1] and h[2] then out.holds[#out.holds + 1] = {id, h[1], h[2]} end
   end
-  out.settled = redis.call('ZRANGE', KEYS[pairs_end + 2], 0, -1)
-  for i = 1, k do out.released[i] = redis.call('SMEMBERS', KEYS[pairs_end + 2 + i]) end
+  local log, from = KEYS[pairs_end + 2], string.format('%d', out.now)
+  out.settled = redis.call('ZRANGE', log, from, '+inf', 'BYSCORE', 'LIMIT', 0, max)
+  out.settled_truncated = redis.call('ZCOUNT', log, from, '+inf') > max
+  out.releases_last = '0-0'
+  if redis.call('EXISTS', KEYS[pairs_end + 3]) == 1 then
+    local info = redis.call('XINFO', 'STREAM', KEYS[pairs_end + 3])
+    for j = 1, #info, 2 do
+      if info[j] == 'last-generated-id' then out.releases_last = info[j + 1] end
+    end
+  end
 end
 return cjson.encode(out)

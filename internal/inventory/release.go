@@ -47,6 +47,10 @@ type Guard struct {
 type Outbox struct {
 	Stream string
 	Values []string // field, value, field, value...
+	// WhenGiven: the entry only when units go back, so the stream records
+	// the releases that happened (each order's once per round), not the
+	// calls.
+	WhenGiven bool
 }
 
 // Release asks for one order's units back.
@@ -105,16 +109,19 @@ func (s *Stock) Release(ctx context.Context, r Release) (Released, error) {
 		keys = append(keys, s.SaleKey(l.SKU), s.BuyersKey(l.SKU), s.releasedKey(l.SKU))
 		args = append(args, l.SKU, l.Quantity, l.RoundID, s.ChangesChannel(l.SKU))
 	}
-	okey, ovalues := s.SaleKey(r.Lines[0].SKU)+":nooutbox", []string(nil)
+	okey, ovalues, whenGiven := s.SaleKey(r.Lines[0].SKU)+":nooutbox", []string(nil), "0"
 	if r.Outbox != nil {
 		okey, ovalues = r.Outbox.Stream, r.Outbox.Values
+		if r.Outbox.WhenGiven {
+			whenGiven = "1"
+		}
 	}
 	keys = append(keys, okey)
 	args = append(args, len(ovalues)/2)
 	for _, v := range ovalues {
 		args = append(args, v)
 	}
-	args = append(args, s.PublishCommand())
+	args = append(args, whenGiven, s.PublishCommand())
 	reply, err := releaseScript.Run(ctx, s.rdb, keys, args...).StringSlice()
 	if err != nil {
 		return Released{}, fmt.Errorf("release order %s: %w", r.OrderID, err)

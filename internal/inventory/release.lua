@@ -30,7 +30,10 @@
 --         publishes the state it leaves there (inventory's changes.go)
 -- KEYS[2 + 3n] outbox stream (touched only when m > 0)
 -- ARGV[7 + 4n] number of outbox fields m, then m field-value pairs
--- ARGV[8 + 4n + 2m] the publish command, PUBLISH or SPUBLISH (inventory's
+-- ARGV[8 + 4n + 2m] '1': the outbox entry only when units go back (a
+--         record of the releases that gave something, not of the calls),
+--         '0': whenever the guard passes
+-- ARGV[9 + 4n + 2m] the publish command, PUBLISH or SPUBLISH (inventory's
 --         PublishCommand: SPUBLISH for the sharded channels of a cluster)
 --
 -- Returns {'ok', units given back, stale lines, lines released before}
@@ -45,10 +48,11 @@ if not n or n < 1 or n ~= math.floor(n) or #KEYS ~= 2 + 3 * n then
   return bad('bad line count')
 end
 local m = tonumber(ARGV[7 + 4 * n])
-if not m or m < 0 or m ~= math.floor(m) or #ARGV ~= 8 + 4 * n + 2 * m then
+if not m or m < 0 or m ~= math.floor(m) or #ARGV ~= 9 + 4 * n + 2 * m then
   return bad('bad outbox')
 end
-local publish = ARGV[#ARGV]
+local given_only, publish = ARGV[#ARGV - 1], ARGV[#ARGV]
+if given_only ~= '0' and given_only ~= '1' then return bad('bad outbox condition') end
 if publish ~= 'PUBLISH' and publish ~= 'SPUBLISH' then return bad('bad publish command') end
 if gfield ~= '' and (gto == '' or gfrom == '') then return bad('guard without values') end
 
@@ -104,7 +108,7 @@ end
 if gfield ~= '' then
   redis.call('HSET', KEYS[1], gfield, gto)
 end
-if m > 0 then
+if m > 0 and (given_only == '0' or units > 0) then
   local entry = {}
   for i = 8 + 4 * n, 7 + 4 * n + 2 * m do entry[#entry + 1] = ARGV[i] end
   redis.call('XADD', KEYS[2 + 3 * n], '*', unpack(entry))

@@ -26,6 +26,9 @@ type StreamKeys struct {
 	// dropped because their order committed (zset of {order_id, user,
 	// items} by when, kept SettledRetention).
 	Holds, HoldPrefix, Settled string
+	// Releases is the releases log: a stream entry {order_id, skus} for
+	// each release here of an order homed elsewhere that gave units back.
+	Releases string
 	// StatusPattern matches every order status hash (for SCAN, on every
 	// master of a cluster); StatusKey names one, StatusID reads one's name.
 	StatusPattern string
@@ -65,7 +68,7 @@ func PartitionKeys(prefix string, parts keyspace.Partitions) []StreamKeys {
 	pattern := k.statusPattern()
 	for p := range out {
 		out[p] = StreamKeys{Partition: p, Stream: k.stream(p), Group: group, Dead: k.dead(p), Due: k.due(p),
-			Holds: k.holds(p), HoldPrefix: k.hold(p, ""), Settled: k.settled(p), StatusPattern: pattern, k: k}
+			Holds: k.holds(p), HoldPrefix: k.hold(p, ""), Settled: k.settled(p), Releases: k.releases(p), StatusPattern: pattern, k: k}
 	}
 	return out
 }

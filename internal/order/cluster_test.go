@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -36,7 +37,7 @@ func TestPartitionKeysAndWriterStreamsOnACluster(t *testing.T) {
 		p := parts.Of(sku)
 		want := c.Slot(t, stock.SaleKey(sku))
 		for _, key := range []string{k.stream(p), k.due(p), k.dead(p), stock.BuyersKey(sku), stock.ReleasedKey(sku),
-			k.holds(p), k.hold(p, "01a232c2-00db-7cbc-85b3-7b9f303d4d05"), k.settled(p), k.owed(p)} {
+			k.holds(p), k.hold(p, "01a232c2-00db-7cbc-85b3-7b9f303d4d05"), k.settled(p), k.owed(p), k.releases(p)} {
 			if got := c.Slot(t, key); got != want {
 				t.Fatalf("%s: slot %d, want %d (%s's)", key, got, want, sku)
 			}
@@ -66,8 +67,21 @@ func TestPartitionKeysAndWriterStreamsOnACluster(t *testing.T) {
 			t.Fatalf("partition %d: forget: %v", p, err)
 		}
 	}
-	if n, err := w.Trim(ctx); err != nil || n != int64(parts.Count()) {
-		t.Fatalf("trim: %d %v, want one written entry per partition", n, err)
+	// Each releases log has an entry older than SettledRetention and a new
+	// one: the old one goes with the written entries.
+	now := rdb.Time(ctx).Val()
+	for p := range parts.Count() {
+		old := fmt.Sprintf("%d-0", now.Add(-SettledRetention-time.Minute).UnixMilli())
+		rdb.XAdd(ctx, &redis.XAddArgs{Stream: k.releases(p), ID: old, Values: []string{"order_id", "old"}})
+		rdb.XAdd(ctx, &redis.XAddArgs{Stream: k.releases(p), Values: []string{"order_id", "new"}})
+	}
+	if n, err := w.Trim(ctx); err != nil || n != int64(2*parts.Count()) {
+		t.Fatalf("trim: %d %v, want one written entry and one old release per partition", n, err)
+	}
+	for p := range parts.Count() {
+		if got := rdb.XRange(ctx, k.releases(p), "-", "+").Val(); len(got) != 1 || got[0].Values["order_id"] != "new" {
+			t.Fatalf("partition %d: releases log %v after the trim, want the new entry only", p, got)
+		}
 	}
 	if err := w.sample(ctx); err != nil {
 		t.Fatalf("sample: %v", err)

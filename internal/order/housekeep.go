@@ -3,6 +3,7 @@ package order
 import (
 	"context"
 	_ "embed"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -62,12 +63,29 @@ func (w *Writer) forgetConsumers(ctx context.Context, p int) ([]string, error) {
 }
 
 // Trim removes the stream entries every group has acknowledged, never one
-// that is pending or not yet delivered, in every partition. It returns
-// how many it removed; on an error, what the partitions before it removed.
+// that is pending or not yet delivered, in every partition, and on a
+// cluster the releases logs' entries older than SettledRetention (by a
+// master's clock: the audit reads only entries newer than its snapshot).
+// It returns how many it removed; on an error, what was removed before.
 func (w *Writer) Trim(ctx context.Context) (int64, error) {
 	var total int64
 	for p := range w.keys.parts.Count() {
 		n, err := trimScript.Run(ctx, w.rdb, []string{w.keys.stream(p)}).Int64()
+		if err != nil {
+			return total, err
+		}
+		total += n
+	}
+	if !w.keys.parts.Grouped() {
+		return total, nil
+	}
+	now, err := w.rdb.Time(ctx).Result()
+	if err != nil {
+		return total, err
+	}
+	minID := fmt.Sprintf("%d-0", now.Add(-SettledRetention).UnixMilli())
+	for p := range w.keys.parts.Count() {
+		n, err := w.rdb.XTrimMinID(ctx, w.keys.releases(p), minID).Result()
 		if err != nil {
 			return total, err
 		}

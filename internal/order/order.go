@@ -125,6 +125,11 @@
 //	                          items} JSON by when, kept SettledRetention):
 //	                          the audit's record, in P's slot, that those
 //	                          units are an order's (internal/audit)
+//	<P>:releases              on a cluster, the releases in P of lines of
+//	                          orders homed elsewhere that gave units back
+//	                          (stream: order_id, skus; kept SettledRetention):
+//	                          the audit's record of when they joined P's
+//	                          released sets (internal/audit)
 //	<P>:owed                  on a cluster, orders with lines in other
 //	                          partitions whose release may be unfinished
 //	                          (zset by when a sweeper may finish it; owed.go)

@@ -184,13 +184,25 @@ func (l *lifecycle) releaseForeign(ctx context.Context, o Order) (int64, error) 
 	slices.Sort(parts)
 	var units int64
 	for _, p := range parts {
-		r, err := l.stock.Release(ctx, inventory.Release{OrderID: o.ID, UserID: o.userID, Lines: foreign[p]})
+		r, err := l.stock.Release(ctx, inventory.Release{OrderID: o.ID, UserID: o.userID, Lines: foreign[p],
+			Outbox: l.releaseRecord(o.ID, p, foreign[p])})
 		if err != nil {
 			return units, fmt.Errorf("release order %s in partition %d: %w", o.ID, p, err)
 		}
 		units += r.Units
 	}
 	return units, nil
+}
+
+// releaseRecord is the entry partition p's releases log gets, in the
+// release's step, when the release of lines there gives units back (the
+// audit's record of when o joined p's released sets).
+func (l *lifecycle) releaseRecord(id string, p int, lines []inventory.ReleaseLine) *inventory.Outbox {
+	skus := make([]string, len(lines))
+	for i, ln := range lines {
+		skus[i] = ln.SKU
+	}
+	return &inventory.Outbox{Stream: l.keys.releases(p), Values: []string{"order_id", id, "skus", strings.Join(skus, ",")}, WhenGiven: true}
 }
 
 // settle is the sweeper's look at a spread order in partition p's owed

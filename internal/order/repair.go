@@ -71,6 +71,15 @@ import (
 // outside its order's home is accounted from its own partition only).
 func (k keys) settled(p int) string { return k.partition(p) + ":settled" }
 
+// releases is partition p's releases log: a stream entry {order_id, skus}
+// for each release in p of an order homed elsewhere that gave units back,
+// added in the release's step (inventory's outbox, WhenGiven), so its ids
+// order those releases by p's clock. The audit reads the entries after
+// its snapshot to tell the members of p's released sets that joined after
+// it (internal/audit); the writer's housekeeping trims entries older than
+// SettledRetention.
+func (k keys) releases(p int) string { return k.partition(p) + ":releases" }
+
 // SettledRetention is how long a settled log keeps an entry: far longer
 // than an audit may take and than the masters' clocks may differ, for the
 // audit's time fence (internal/audit's package doc).

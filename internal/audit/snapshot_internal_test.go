@@ -1,0 +1,68 @@
+package audit
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/testenv"
+)
+
+// A partition's snapshot script reads a bounded part of what accounts for
+// its foreign lines however large the settled log and the holds are: of
+// the log only the entries scored in its own ms or later (the rest is
+// read after it, in pages), of the holds at most its cap, and it says
+// when the cap cut them.
+func TestSnapshotScriptReadsABoundedPartOfTheSettledLog(t *testing.T) {
+	r := testenv.NewRedis(t)
+	ctx := context.Background()
+	k := func(s string) string { return r.Prefix + s }
+	stream, sale, buyers, holds, log, releases := k("stream"), k("sale"), k("buyers"), k("holds"), k("settled"), k("releases")
+	r.Client.HSet(ctx, sale, "round", 1, "quantity", 10, "available", 10)
+	now, err := r.Client.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const old, holdCount, max = 5000, 5, 3
+	var zs []redis.Z
+	for i := range old { // settled before the snapshot, one every ms
+		zs = append(zs, redis.Z{Score: float64(now.UnixMilli() - 60000 + int64(i)), Member: fmt.Sprintf(`{"order_id":"old-%d"}`, i)})
+	}
+	future := now.UnixMilli() + 3600000 // scored after the snapshot's ms: read by it
+	zs = append(zs, redis.Z{Score: float64(future), Member: `{"order_id":"new-1"}`}, redis.Z{Score: float64(future), Member: `{"order_id":"new-2"}`})
+	r.Client.ZAdd(ctx, log, zs...)
+	for i := range holdCount {
+		id := fmt.Sprintf("h-%d", i)
+		r.Client.ZAdd(ctx, holds, redis.Z{Score: float64(i), Member: id})
+		r.Client.HSet(ctx, k("hold:")+id, "user", "u", "items", "[]")
+	}
+	run := func(max int) rawSnap {
+		t.Helper()
+		out, err := snapshotScript.Run(ctx, r.Client, []string{stream, sale, buyers, holds, log, releases},
+			"writers", max, 1, 1, k("hold:")).Text()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var raw rawSnap
+		if err := json.Unmarshal([]byte(out), &raw); err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	raw := run(max)
+	if len(raw.Settled) != 2 || raw.SettledTruncated {
+		t.Errorf("settled: %d entries read in the script (truncated %v), want the 2 scored after its ms", len(raw.Settled), raw.SettledTruncated)
+	}
+	if len(raw.Holds) != max || !raw.HoldsTruncated {
+		t.Errorf("holds: %d read (truncated %v), want %d and truncated", len(raw.Holds), raw.HoldsTruncated, max)
+	}
+	if raw.Now < now.UnixMilli() || raw.Now >= future {
+		t.Errorf("now %d, want the server's ms (%d or later)", raw.Now, now.UnixMilli())
+	}
+	if raw = run(1); !raw.SettledTruncated || len(raw.Settled) != 1 {
+		t.Errorf("settled with a cap of 1: %d read, truncated %v; want 1 and truncated", len(raw.Settled), raw.SettledTruncated)
+	}
+}
