@@ -98,20 +98,39 @@ func (s *Service) scriptArgs(mode string, orders []Order, now time.Time) ([]stri
 		index[k] = len(keys)
 		return len(keys)
 	}
+	// An order's marks and boards depend only on its UTC day, and a
+	// batch's orders mostly share one: each day's are worked out once
+	// (the periods' keys and expiries format dates, which per order was
+	// half the writer's cost of recording a batch).
+	days := map[[3]int][]any{}
 	args := []any{mode, len(orders)}
 	for _, o := range orders {
-		args = append(args, o.ID, idx(s.keys.marks(o.At)), markExpiry(o.At, now).Unix())
-		boards := s.liveBoards(o.At, now)
-		args = append(args, len(boards))
-		for _, p := range boards {
-			args = append(args, idx(s.keys.board(p, o.At)), expiryUnix(p, o.At))
+		y, m, d := o.At.UTC().Date()
+		day, ok := days[[3]int{y, int(m), d}]
+		if !ok {
+			day = s.dayArgs(o.At, now, idx)
+			days[[3]int{y, int(m), d}] = day
 		}
+		args = append(args, o.ID)
+		args = append(args, day...)
 		args = append(args, len(o.Lines))
 		for _, l := range o.Lines {
 			args = append(args, l.SKU, l.Units)
 		}
 	}
 	return keys, args
+}
+
+// dayArgs are the arguments every order created on t's UTC day carries
+// after its id: its marks key (by index) and their expiry, then its live
+// boards, each by index with its expiry.
+func (s *Service) dayArgs(t, now time.Time, idx func(string) int) []any {
+	boards := s.liveBoards(t, now)
+	out := []any{idx(s.keys.marks(t)), markExpiry(t, now).Unix(), len(boards)}
+	for _, p := range boards {
+		out = append(out, idx(s.keys.board(p, t)), expiryUnix(p, t))
+	}
+	return out
 }
 
 // liveBoards are the periods whose board holding t has not expired by now.

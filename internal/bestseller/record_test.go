@@ -85,8 +85,12 @@ func TestRecordPutsOrdersInTheirPeriods(t *testing.T) {
 		ord("last-sunday", day(-2).Add(-time.Second), Line{"p", 100}),
 		ord("last-month", day(1-fixedNow.Day()).Add(-time.Hour), Line{"p", 1000}),
 		ord("long-ago", time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC), Line{"p", 10000}),
+		// Days met again later in the batch (their boards are worked out
+		// once a batch) go to the same boards.
+		ord("today-again", fixedNow.Add(-time.Hour), Line{"p", 100000}),
+		ord("monday-again", day(-2).Add(time.Hour), Line{"p", 1000000}),
 	)
-	for p, want := range map[Period]int64{Day: 1, Week: 11, Month: 111, All: 11111} {
+	for p, want := range map[Period]int64{Day: 100001, Week: 1100011, Month: 1100111, All: 1111111} {
 		if got := f.board(t, p)["p"]; got != want {
 			t.Errorf("%s: %d units, want %d", p, got, want)
 		}
