@@ -18,7 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/audit"
-	"github.com/shop-oss/shop/internal/database"
+	"github.com/shop-oss/shop/internal/database/dbtest"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/order"
@@ -47,11 +47,7 @@ func newClusterSale(t *testing.T, paymentTTL time.Duration) *clusterSale {
 	t.Helper()
 	c := testenv.StartCluster(t, 3)
 	ctx := context.Background()
-	rdb, err := database.OpenCluster(ctx, c.URL, database.RedisOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb := dbtest.OpenCluster(t, c)
 	s := &clusterSale{rdb: rdb, db: testenv.NewDatabase(t), prefix: c.Prefix, parts: keyspace.NewPartitions(6, true),
 		log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if err := order.SettlePartitions(ctx, rdb, s.prefix, s.parts); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/shop-oss/shop/internal/apitest"
 	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/database"
+	"github.com/shop-oss/shop/internal/database/dbtest"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/shop/shoptest"
 	"github.com/shop-oss/shop/internal/testenv"
@@ -26,11 +27,7 @@ import (
 func TestLiveStockOnACluster(t *testing.T) {
 	t.Parallel()
 	c := testenv.StartCluster(t, 3)
-	rdb, err := database.OpenCluster(context.Background(), c.URL, database.RedisOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb := dbtest.OpenCluster(t, c)
 	a := shoptest.New(t, shoptest.Options{Redis: rdb, Config: func(cfg *config.Config) {
 		cfg.RedisCluster, cfg.KeyPrefix = true, c.Prefix
 	}})
@@ -72,11 +69,7 @@ func TestShardedSubscriptionsFollowTheWatchers(t *testing.T) {
 	t.Parallel()
 	c := testenv.StartCluster(t, 3)
 	ctx := context.Background()
-	rdb, err := database.OpenCluster(ctx, c.URL, database.RedisOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb := dbtest.OpenCluster(t, c)
 	a := shoptest.New(t, shoptest.Options{Redis: rdb, Config: func(cfg *config.Config) {
 		cfg.RedisCluster, cfg.KeyPrefix = true, c.Prefix
 	}})
@@ -193,6 +186,23 @@ func skusOnEveryMaster(t *testing.T, c *testenv.RedisCluster, stock *inventory.S
 	return skus, owners
 }
 
+// watching is the app on cluster c through rdb, a shopper's token, and a
+// live stream of sku, a sale of 5 units whose first event has arrived.
+func watching(t *testing.T, c *testenv.RedisCluster, rdb redis.UniversalClient, email, sku string) (*shoptest.App, string, *apitest.Stream) {
+	t.Helper()
+	a := shoptest.New(t, shoptest.Options{Redis: rdb, Config: func(cfg *config.Config) {
+		cfg.RedisCluster, cfg.KeyPrefix = true, c.Prefix
+	}})
+	base := a.Serve(t)
+	_, tok := a.Shopper(t, email)
+	a.Sale(t, sku, 100, 5, 0)
+	s := open(t, base, sku)
+	if e := first(t, s); e.Available != 5 {
+		t.Fatalf("first event %+v", e)
+	}
+	return a, tok, s
+}
+
 // A resharding moves a watched SKU's slot to another master: the old one
 // ends the hub's sharded subscription (an sunsubscribe it did not ask
 // for), and the SKU's changes are published on the new one from then on.
@@ -202,22 +212,9 @@ func TestShardedSubscriptionFollowsAMovedSlot(t *testing.T) {
 	t.Parallel()
 	c := testenv.StartCluster(t, 3)
 	ctx := context.Background()
-	rdb, err := database.OpenCluster(ctx, c.URL, database.RedisOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rdb.Close() })
-	a := shoptest.New(t, shoptest.Options{Redis: rdb, Config: func(cfg *config.Config) {
-		cfg.RedisCluster, cfg.KeyPrefix = true, c.Prefix
-	}})
-	base := a.Serve(t)
-	_, tok := a.Shopper(t, "moved@shop.test")
+	rdb := dbtest.OpenCluster(t, c)
+	a, tok, s := watching(t, c, rdb, "moved@shop.test", "m1")
 	const sku = "m1"
-	a.Sale(t, sku, 100, 5, 0)
-	s := open(t, base, sku)
-	if e := first(t, s); e.Available != 5 {
-		t.Fatalf("first event %+v", e)
-	}
 	channel := a.Stock.ChangesChannel(sku)
 	subscribedOn := func(m *testenv.RedisProcess) bool {
 		opts, _ := redis.ParseURL(m.URL)
@@ -259,22 +256,9 @@ func TestShardedSubscriptionFollowsAFailover(t *testing.T) {
 	t.Parallel()
 	c := testenv.StartClusterWithReplicas(t, 3)
 	ctx := context.Background()
-	rdb, err := database.OpenCluster(ctx, c.URL, database.RedisOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rdb.Close() })
-	a := shoptest.New(t, shoptest.Options{Redis: rdb, Config: func(cfg *config.Config) {
-		cfg.RedisCluster, cfg.KeyPrefix = true, c.Prefix
-	}})
-	base := a.Serve(t)
-	_, tok := a.Shopper(t, "failover@shop.test")
+	rdb := dbtest.OpenCluster(t, c)
+	a, tok, s := watching(t, c, rdb, "failover@shop.test", "f1")
 	const sku = "f1"
-	a.Sale(t, sku, 100, 5, 0)
-	s := open(t, base, sku)
-	if e := first(t, s); e.Available != 5 {
-		t.Fatalf("first event %+v", e)
-	}
 	channel := a.Stock.ChangesChannel(sku)
 	waitFor(t, func() bool {
 		n, err := c.Client.PubSubShardNumSub(ctx, channel).Result()
@@ -316,17 +300,8 @@ func TestShardedSubscriptionLeavesADemotedMaster(t *testing.T) {
 	}
 	rdb := redis.NewClusterClient(opts)
 	t.Cleanup(func() { _ = rdb.Close() })
-	a := shoptest.New(t, shoptest.Options{Redis: rdb, Config: func(cfg *config.Config) {
-		cfg.RedisCluster, cfg.KeyPrefix = true, c.Prefix
-	}})
-	base := a.Serve(t)
-	_, tok := a.Shopper(t, "demoted@shop.test")
+	a, tok, s := watching(t, c, rdb, "demoted@shop.test", "d1")
 	const sku = "d1"
-	a.Sale(t, sku, 100, 5, 0)
-	s := open(t, base, sku)
-	if e := first(t, s); e.Available != 5 {
-		t.Fatalf("first event %+v", e)
-	}
 	channel := a.Stock.ChangesChannel(sku)
 	old, err := c.Client.MasterForKey(ctx, channel)
 	if err != nil {

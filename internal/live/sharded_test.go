@@ -8,7 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/shop-oss/shop/internal/database"
+	"github.com/shop-oss/shop/internal/database/dbtest"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/testenv"
@@ -23,11 +23,7 @@ func TestShardedSubscriptionReadsTheSKUAgainWhenConfirmed(t *testing.T) {
 	c := testenv.StartCluster(t, 3)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	rdb, err := database.OpenCluster(ctx, c.URL, database.RedisOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb := dbtest.OpenCluster(t, c)
 	stock := inventory.NewPartitionedStock(rdb, c.Prefix, keyspace.NewPartitions(12, true))
 	if err := stock.OpenRound(ctx, "g1", inventory.LiveRound{Round: 1, Quantity: 5}); err != nil {
 		t.Fatal(err)
@@ -70,11 +66,7 @@ func TestShardedSubscriptionRetriesAnUnconfirmedSubscribe(t *testing.T) {
 	c := testenv.StartCluster(t, 3)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	rdb, err := database.OpenCluster(ctx, c.URL, database.RedisOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb := dbtest.OpenCluster(t, c)
 	stock := inventory.NewPartitionedStock(rdb, c.Prefix, keyspace.NewPartitions(12, true))
 	if err := stock.OpenRound(ctx, "r1", inventory.LiveRound{Round: 1, Quantity: 5}); err != nil {
 		t.Fatal(err)
@@ -103,11 +95,7 @@ func TestShardedSubscriptionRetriesAnUnconfirmedSubscribe(t *testing.T) {
 	if _, err := c.MoveSlot(slot, to); err != nil {
 		t.Fatal(err)
 	}
-	other, err := database.OpenCluster(ctx, c.URL, database.RedisOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = other.Close() })
+	other := dbtest.OpenCluster(t, c)
 	if err := inventory.NewPartitionedStock(other, c.Prefix, keyspace.NewPartitions(12, true)).
 		OpenRound(ctx, "r1", inventory.LiveRound{Round: 2, Quantity: 9}); err != nil {
 		t.Fatal(err)

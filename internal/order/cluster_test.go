@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/shop-oss/shop/internal/database"
+	"github.com/shop-oss/shop/internal/database/dbtest"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/testenv"
@@ -24,11 +24,7 @@ func TestPartitionKeysAndWriterStreamsOnACluster(t *testing.T) {
 	t.Parallel()
 	c := testenv.StartCluster(t, 3)
 	ctx := context.Background()
-	rdb, err := database.OpenCluster(ctx, c.URL, database.RedisOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb := dbtest.OpenCluster(t, c)
 	parts := keyspace.NewPartitions(6, true)
 	stock := inventory.NewPartitionedStock(rdb, c.Prefix, parts)
 	k := keys{c.Prefix, parts}

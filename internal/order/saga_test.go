@@ -17,7 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/api"
-	"github.com/shop-oss/shop/internal/database"
+	"github.com/shop-oss/shop/internal/database/dbtest"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/testenv"
@@ -35,11 +35,7 @@ type clusterFixture struct {
 func newClusterFixture(t *testing.T) *clusterFixture {
 	t.Helper()
 	c := testenv.StartCluster(t, 3)
-	rdb, err := database.OpenCluster(context.Background(), c.URL, database.RedisOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb := dbtest.OpenCluster(t, c)
 	f := newFixture(t)
 	f.parts = keyspace.NewPartitions(12, true)
 	f.stock = inventory.NewPartitionedStock(rdb, c.Prefix, f.parts)

@@ -15,7 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/audit"
-	"github.com/shop-oss/shop/internal/database"
+	"github.com/shop-oss/shop/internal/database/dbtest"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/order"
@@ -58,11 +58,7 @@ func newClusterShop(t *testing.T) *clusterShop {
 	t.Helper()
 	c := testenv.StartCluster(t, 3)
 	ctx := context.Background()
-	rdb, err := database.OpenCluster(ctx, c.URL, database.RedisOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb := dbtest.OpenCluster(t, c)
 	s := &clusterShop{rdb: rdb, db: testenv.NewDatabase(t), prefix: c.Prefix, parts: keyspace.NewPartitions(6, true),
 		units: 40, log: slog.New(slog.DiscardHandler)}
 	if err := order.SettlePartitions(ctx, rdb, s.prefix, s.parts); err != nil {

@@ -1,12 +1,11 @@
 package shop_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 
 	"github.com/shop-oss/shop/internal/config"
-	"github.com/shop-oss/shop/internal/database"
+	"github.com/shop-oss/shop/internal/database/dbtest"
 	"github.com/shop-oss/shop/internal/shop/shoptest"
 	"github.com/shop-oss/shop/internal/testenv"
 )
@@ -17,11 +16,7 @@ import (
 func TestPurchaseAndCheckoutOnACluster(t *testing.T) {
 	t.Parallel()
 	c := testenv.StartCluster(t, 3)
-	rdb, err := database.OpenCluster(context.Background(), c.URL, database.RedisOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb := dbtest.OpenCluster(t, c)
 	a := shoptest.New(t, shoptest.Options{Redis: rdb, Config: func(cfg *config.Config) {
 		cfg.RedisCluster = true
 		cfg.KeyPrefix = c.Prefix

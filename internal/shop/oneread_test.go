@@ -18,7 +18,7 @@ import (
 
 	"github.com/shop-oss/shop/internal/apitest"
 	"github.com/shop-oss/shop/internal/config"
-	"github.com/shop-oss/shop/internal/database"
+	"github.com/shop-oss/shop/internal/database/dbtest"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/shop/shoptest"
 	"github.com/shop-oss/shop/internal/testenv"
@@ -417,11 +417,7 @@ func TestOneTripReadRedisDown(t *testing.T) {
 func TestOneTripReadOnACluster(t *testing.T) {
 	t.Parallel()
 	c := testenv.StartCluster(t, 3)
-	rdb, err := database.OpenCluster(context.Background(), c.URL, database.RedisOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb := dbtest.OpenCluster(t, c)
 	a := shoptest.New(t, shoptest.Options{Redis: rdb, Config: func(cfg *config.Config) {
 		cfg.RedisCluster = true
 		cfg.KeyPrefix = c.Prefix
