@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -268,5 +269,36 @@ func TestPayOneRetriesPendingOrders(t *testing.T) {
 		if err != nil || outcome != tc.outcome || retries != tc.retries {
 			t.Errorf("%s: %q after %d retries (%v), want %q after %d", tc.id, outcome, retries, err, tc.outcome, tc.retries)
 		}
+	}
+}
+
+// A sampled order read back pending is read again until the deadline: the
+// drain's confirmed count is the writer's PostgreSQL commit, and the
+// status is marked confirmed just after it. One pending for good is
+// reported once the deadline passes.
+func TestSampledOrderPendingIsReadAgain(t *testing.T) {
+	var reads atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		status := "confirmed"
+		if strings.HasSuffix(r.URL.Path, "/never") || strings.HasSuffix(r.URL.Path, "/soon") && reads.Add(1) <= 2 {
+			status = "pending"
+		}
+		fmt.Fprintf(w, `{"status":%q,"items":[{"sku":"s","quantity":1}]}`, status)
+	}))
+	t.Cleanup(srv.Close)
+	tgt, err := resolveTarget(context.Background(), srv.URL, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(tgt, time.Second)
+	fx := &fixture{sku: "s", shoppers: []shopper{{token: "t"}}}
+	bad, err := checkSample(context.Background(), c, fx, []sampled{{orderID: "soon"}}, time.Now().Add(time.Minute))
+	if err != nil || len(bad) != 0 || reads.Load() != 3 {
+		t.Fatalf("soon: bad %v (%v) after %d reads, want none after 3", bad, err, reads.Load())
+	}
+	bad, err = checkSample(context.Background(), c, fx, []sampled{{orderID: "never"}}, time.Now().Add(3*drainPoll))
+	if err != nil || len(bad) != 1 || !strings.Contains(bad[0], "status pending") {
+		t.Fatalf("never: bad %v (%v), want it reported pending", bad, err)
 	}
 }

@@ -33,7 +33,7 @@ func verify(ctx context.Context, c *client, cfg Config, fx *fixture, t *tally, s
 		return nil, err
 	}
 	v.drainTime = time.Since(start)
-	bad, err := checkSample(ctx, c, fx, t.sample)
+	bad, err := checkSample(ctx, c, fx, t.sample, time.Now().Add(cfg.DrainTimeout))
 	if err != nil {
 		return nil, err
 	}
@@ -114,12 +114,14 @@ type order struct {
 // checkSample reads each sampled order as its buyer and says what is wrong
 // with those that are not one confirmed unit of the SKU (or expired, once
 // its payment window closed: a server with a short one expires orders
-// while the sale goes on).
-func checkSample(ctx context.Context, c *client, fx *fixture, sample []sampled) ([]string, error) {
+// while the sale goes on). An order still pending is read again until
+// deadline: the sale's confirmed count, which the drain waits for, is the
+// writer's PostgreSQL commit, and the writer marks the orders confirmed in
+// Redis just after it.
+func checkSample(ctx context.Context, c *client, fx *fixture, sample []sampled, deadline time.Time) ([]string, error) {
 	var bad []string
 	for _, s := range sample {
-		var o order
-		err := c.do(ctx, http.MethodGet, "/api/v1/orders/"+s.orderID, fx.shoppers[s.shopper].token, nil, &o)
+		o, err := readSampled(ctx, c, fx, s, deadline)
 		var ae *apiError
 		switch {
 		case errors.As(err, &ae) && ae.Status < 500:
@@ -132,4 +134,21 @@ func checkSample(ctx context.Context, c *client, fx *fixture, sample []sampled) 
 		}
 	}
 	return bad, nil
+}
+
+// readSampled reads a sampled order, again while it is pending, until
+// deadline.
+func readSampled(ctx context.Context, c *client, fx *fixture, s sampled, deadline time.Time) (order, error) {
+	for {
+		var o order
+		err := c.do(ctx, http.MethodGet, "/api/v1/orders/"+s.orderID, fx.shoppers[s.shopper].token, nil, &o)
+		if err != nil || o.Status != "pending" || !time.Now().Before(deadline) {
+			return o, err
+		}
+		select {
+		case <-ctx.Done():
+			return o, ctx.Err()
+		case <-time.After(drainPoll):
+		}
+	}
 }
