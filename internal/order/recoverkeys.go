@@ -69,13 +69,14 @@ type Confirmed struct {
 // commit, and a repair that swept before recover saw no status and wrote
 // the tombstone; the order's status is restored over it.
 // KEYS[1] the status hash; ARGV: user id, items JSON, total cents,
-// created ms, expires ms, TTL ms, the home partition. Returns 1 when
-// written.
+// created ms, expires ms, TTL ms, the home partition, the status to
+// write ('confirmed', or the final state PostgreSQL recorded). Returns 1
+// when written.
 var restoreStatusScript = redis.NewScript(`
 local st = redis.call('HGET', KEYS[1], 'status')
 if redis.call('EXISTS', KEYS[1]) == 1 and st ~= 'aborted' then return 0 end
 redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'user_id', ARGV[1], 'status', 'confirmed', 'items', ARGV[2],
+redis.call('HSET', KEYS[1], 'user_id', ARGV[1], 'status', ARGV[8], 'items', ARGV[2],
   'total_cents', ARGV[3], 'created_ms', ARGV[4], 'expires_ms', ARGV[5], 'partition', ARGV[7])
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
 return 1`)
@@ -96,32 +97,44 @@ func RestoreStatuses(ctx context.Context, rdb redis.UniversalClient, prefix stri
 	k := keys{prefix: prefix, parts: parts}
 	n := 0
 	for _, o := range orders {
-		items, err := json.Marshal(o.Items)
+		wrote, err := restoreStatus(ctx, rdb, k, o, "confirmed")
 		if err != nil {
-			return n, fmt.Errorf("restore the status of order %s: %w", o.OrderID, err)
+			return n, err
 		}
-		// The hash lives as a new order's does: a week, and at least a day
-		// past its payment window (which may be longer than a week).
-		var expires int64
-		ttl := statusTTL
-		if !o.ExpiresAt.IsZero() {
-			expires = o.ExpiresAt.UnixMilli()
-			ttl = max(ttl, time.Until(o.ExpiresAt)+24*time.Hour)
-		}
-		home, _ := HomeOf(parts, o.OrderID, skusOf(o.Items))
-		wrote, err := restoreStatusScript.Run(ctx, rdb, []string{k.status(o.OrderID)}, o.UserID, string(items),
-			o.TotalCents, o.CreatedAt.UnixMilli(), expires, ttl.Milliseconds(), home).Int()
-		if err != nil {
-			return n, fmt.Errorf("restore the status of order %s: %w", o.OrderID, err)
-		}
-		n += wrote
-		if expires > 0 { // an entry for an order no longer due is dropped by the sweeper
-			if err := rdb.ZAddNX(ctx, k.due(home), redis.Z{Score: float64(expires), Member: o.OrderID}).Err(); err != nil {
-				return n, fmt.Errorf("restore the payment due time of order %s: %w", o.OrderID, err)
-			}
+		if wrote {
+			n++
 		}
 	}
 	return n, nil
+}
+
+// restoreStatus writes order o's status hash as state (restoreStatusScript)
+// and, for a confirmed order with a payment window, its due entry.
+func restoreStatus(ctx context.Context, rdb redis.UniversalClient, k keys, o Confirmed, state string) (bool, error) {
+	items, err := json.Marshal(o.Items)
+	if err != nil {
+		return false, fmt.Errorf("restore the status of order %s: %w", o.OrderID, err)
+	}
+	// The hash lives as a new order's does: a week, and at least a day
+	// past its payment window (which may be longer than a week).
+	var expires int64
+	ttl := statusTTL
+	if !o.ExpiresAt.IsZero() {
+		expires = o.ExpiresAt.UnixMilli()
+		ttl = max(ttl, time.Until(o.ExpiresAt)+24*time.Hour)
+	}
+	home, _ := HomeOf(k.parts, o.OrderID, skusOf(o.Items))
+	wrote, err := restoreStatusScript.Run(ctx, rdb, []string{k.status(o.OrderID)}, o.UserID, string(items),
+		o.TotalCents, o.CreatedAt.UnixMilli(), expires, ttl.Milliseconds(), home, state).Int()
+	if err != nil {
+		return false, fmt.Errorf("restore the status of order %s: %w", o.OrderID, err)
+	}
+	if expires > 0 && state == "confirmed" { // an entry for an order no longer due is dropped by the sweeper
+		if err := rdb.ZAddNX(ctx, k.due(home), redis.Z{Score: float64(expires), Member: o.OrderID}).Err(); err != nil {
+			return wrote == 1, fmt.Errorf("restore the payment due time of order %s: %w", o.OrderID, err)
+		}
+	}
+	return wrote == 1, nil
 }
 
 func skusOf(items []ReservedItem) []string {

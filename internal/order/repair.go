@@ -35,8 +35,10 @@ import (
 // (SweeperOptions.Persisted): from the tombstone on no attempt can commit
 // the order, so the answer cannot be overtaken by a commit in Redis
 // (commit.lua refuses it). An order PostgreSQL has committed and a
-// failover lost its status: its tombstone is lifted again (recover writes
-// the status back) and the hold is dropped when the order has the hold's
+// failover lost its status: its status, read from PostgreSQL, replaces
+// the tombstone (as recover writes it), so a repeat of its
+// Idempotency-Key is answered that order and never runs it again under
+// the same id, and the hold is dropped when the order has the hold's
 // items, else given back, as above. Only an order no store has written
 // stays tombstoned and is undone.
 //
@@ -60,7 +62,8 @@ import (
 // may be a written one, so a repeat of its Idempotency-Key, or a commit
 // of it, meeting the mark is told to retry (503), not that the order is
 // aborted (which would start a fresh order for the same key). The answer
-// lifts the tombstone or removes the mark before the hold is settled; a
+// replaces the tombstone with the order's status or removes the mark
+// before the hold is settled; a
 // PostgreSQL error leaves the mark until the hold's claim lease runs out
 // and a later sweep asks again.
 
@@ -198,8 +201,8 @@ func (s *Sweeper) decideHold(ctx context.Context, id, attempt string, items []Re
 // status is the tombstone: from now on no attempt can commit it, so
 // PostgreSQL, asked now (SweeperOptions.Persisted), tells for good whether
 // one did before (a failover lost its status). An order PostgreSQL has is
-// not aborted: its tombstone is lifted (recover writes the status back),
-// and its hold dropped when the order has its items (the committing
+// not aborted: its status, from PostgreSQL, replaces the tombstone (as
+// recover writes it), and its hold is dropped when the order has its items (the committing
 // attempt's), else given back (another attempt's, of a repeat). An order
 // PostgreSQL does not have keeps its tombstone, now final, and its hold
 // goes back. Either ends the decision before the hold is settled, so a
@@ -210,23 +213,27 @@ func (s *Sweeper) decideTombstoned(ctx context.Context, id string, items []Reser
 	if s.o.Persisted == nil {
 		return "release", nil
 	}
-	ordered, found, err := s.o.Persisted(ctx, id)
+	o, err := s.o.Persisted(ctx, id)
 	if err != nil {
 		// The mark stays until the hold's claim lease runs out and the
 		// next sweep asks again: a repeat is told to retry meanwhile.
 		return "", fmt.Errorf("is order %s in PostgreSQL: %w", id, err)
 	}
-	end := "keep"
-	if found {
-		end = "lift"
-	}
-	if err := endDecisionScript.Run(ctx, s.life.rdb, []string{s.life.keys.status(id)}, end).Err(); err != nil {
-		return "", fmt.Errorf("end the decision on order %s (%s): %w", id, end, err)
-	}
-	if !found {
+	if o == nil {
+		if err := endDecisionScript.Run(ctx, s.life.rdb, []string{s.life.keys.status(id)}).Err(); err != nil {
+			return "", fmt.Errorf("end the decision on order %s: %w", id, err)
+		}
 		return "release", nil
 	}
-	return dropIf(holdsItemsOf(ordered, items)), nil
+	// The order's status goes back over the tombstone and its mark, as
+	// recover writes it: deleting the tombstone instead would leave the id
+	// with no status, and a repeat of its Idempotency-Key would then run
+	// the order again under the same id, taking its units a second time
+	// for an event the writer ignores.
+	if _, err := restoreStatus(ctx, s.life.rdb, s.life.keys, o.Confirmed, o.State); err != nil {
+		return "", fmt.Errorf("end the decision on order %s: %w", id, err)
+	}
+	return dropIf(holdsItemsOf(o.Items, items)), nil
 }
 
 // holdsItemsOf reports whether the order's items include every item of a
@@ -249,34 +256,52 @@ func dropIf(ours bool) string {
 	return "release"
 }
 
-// PersistedIn is a SweeperOptions.Persisted that reads order id's items
-// from db (found is false when it has no such order). The SQL is this
-// package's: it owns the orders tables.
-func PersistedIn(db *pgxpool.Pool) func(context.Context, string) ([]ReservedItem, bool, error) {
-	return func(ctx context.Context, id string) ([]ReservedItem, bool, error) {
+// PersistedOrder is an order as PostgreSQL holds it: the order and its
+// items, and State, its final state if one was recorded ('paid',
+// 'cancelled' or 'expired'), else "confirmed".
+type PersistedOrder struct {
+	Confirmed
+	State string
+}
+
+// PersistedIn is a SweeperOptions.Persisted that reads order id from db
+// (nil when it has no such order). The SQL is this package's: it owns the
+// orders tables.
+func PersistedIn(db *pgxpool.Pool) func(context.Context, string) (*PersistedOrder, error) {
+	return func(ctx context.Context, id string) (*PersistedOrder, error) {
 		rows, err := db.Query(ctx, `
-SELECT i.sku, i.quantity, i.round_id
+SELECT o.user_id::text, o.total_cents, o.created_at, o.expires_at, coalesce(t.status, 'confirmed'),
+       i.sku, i.quantity, i.price_cents, i.round_id
 FROM orders o LEFT JOIN order_items i ON i.order_id = o.id
+LEFT JOIN order_transitions t ON t.order_id = o.id
 WHERE o.id = $1::uuid`, id)
 		if err != nil {
-			return nil, false, err
+			return nil, err
 		}
 		defer rows.Close()
-		var items []ReservedItem
-		found := false
+		var o *PersistedOrder
 		for rows.Next() {
-			found = true
+			var rec PersistedOrder
+			var expires *time.Time
 			var sku *string
 			var qty *int
-			var round *int64
-			if err := rows.Scan(&sku, &qty, &round); err != nil {
-				return nil, false, err
+			var price, round *int64
+			if err := rows.Scan(&rec.UserID, &rec.TotalCents, &rec.CreatedAt, &expires, &rec.State,
+				&sku, &qty, &price, &round); err != nil {
+				return nil, err
 			}
-			if sku != nil && qty != nil && round != nil {
-				items = append(items, ReservedItem{SKU: *sku, Quantity: *qty, RoundID: *round})
+			if o == nil {
+				rec.OrderID = id
+				if expires != nil {
+					rec.ExpiresAt = *expires
+				}
+				o = &rec
+			}
+			if sku != nil && qty != nil && price != nil && round != nil {
+				o.Items = append(o.Items, ReservedItem{SKU: *sku, Quantity: *qty, PriceCents: *price, RoundID: *round})
 			}
 		}
-		return items, found, rows.Err()
+		return o, rows.Err()
 	}
 }
 

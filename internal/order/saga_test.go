@@ -776,8 +776,8 @@ func TestRepairAsksPostgreSQLBeforeTheTombstone(t *testing.T) {
 	if got := f.available(t, b); got != 6 {
 		t.Fatalf("%s available %d after the repair, want 6 (the written order keeps its units)", b, got)
 	}
-	if st := f.rdb.HGet(ctx, f.svc.keys.status(id), "status").Val(); st != "" {
-		t.Fatalf("status %q after the repair, want none (recover restores it from PostgreSQL)", st)
+	if st := f.rdb.HGet(ctx, f.svc.keys.status(id), "status").Val(); st != StatusConfirmed {
+		t.Fatalf("status %q after the repair, want the order's, back from PostgreSQL", st)
 	}
 	if log := f.rdb.ZRange(ctx, f.svc.keys.settled(5), 0, -1).Val(); len(log) != 1 || !strings.Contains(log[0], id) {
 		t.Fatalf("settled log %v, want the order's entry", log)

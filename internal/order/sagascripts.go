@@ -138,13 +138,11 @@ if ARGV[2] == '1' then redis.call('HSET', KEYS[1], 'deciding', '1') end
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 return {'aborted'}`)
 
-// endDecisionScript ends the repair's decision on a tombstoned order once
-// PostgreSQL has answered: 'lift' takes the tombstone off an order
-// PostgreSQL has (its status was lost; recover writes it back), which is
-// not aborted, so a repeat of its Idempotency-Key finds it, not a fresh
-// order; 'keep' makes the tombstone final (the mark 'deciding' goes). Any
-// other status is left alone. KEYS[1] the order status, ARGV[1] the mode.
+// endDecisionScript makes a tombstone final once PostgreSQL has answered
+// that it has no such order: the mark 'deciding' goes. (An order
+// PostgreSQL has gets its status back over the tombstone instead:
+// restoreStatus.) Any other status is left alone. KEYS[1] the order
+// status.
 var endDecisionScript = redis.NewScript(`
 if redis.call('HGET', KEYS[1], 'status') ~= 'aborted' then return 0 end
-if ARGV[1] == 'lift' then return redis.call('DEL', KEYS[1]) end
 return redis.call('HDEL', KEYS[1], 'deciding')`)

@@ -31,14 +31,14 @@ type SweeperOptions struct {
 	Locks *lock.Locker
 	// StockChanged is told the SKUs whose stock an expiry gave units to.
 	StockChanged StockChanged
-	// Persisted, when set, reads an order's items from PostgreSQL (found
-	// false: it has no such order; see PersistedIn). The saga repair asks
-	// it once an order whose status is gone is tombstoned: a failover may
-	// have lost the status of an order that committed and was written,
-	// and a hold is that order's only when the order has its items (an
-	// order id is reused by a repeat of its Idempotency-Key, whose
-	// attempt may hold other lines) (repair.go).
-	Persisted func(ctx context.Context, orderID string) (items []ReservedItem, found bool, err error)
+	// Persisted, when set, reads an order from PostgreSQL (nil: it has
+	// no such order; see PersistedIn). The saga repair asks it before it
+	// gives back the hold of an order whose status is gone (a failover
+	// lost it): an order PostgreSQL has gets its status back, and keeps
+	// the hold's units only when it has the hold's items (an order id is
+	// reused by a repeat of its Idempotency-Key, whose attempt may hold
+	// other lines) (repair.go).
+	Persisted func(ctx context.Context, orderID string) (*PersistedOrder, error)
 }
 
 func (o *SweeperOptions) defaults() {
