@@ -148,8 +148,7 @@ func (s *Service) batch(first view) []view {
 type dayCount struct {
 	tag, date string
 	expire    time.Time
-	visitors  []any // PFADD's members, each visitor once
-	seen      map[string]bool
+	visitors  []any // PFADD's members (a visitor seen twice counts once there)
 	views     int64
 }
 
@@ -186,15 +185,12 @@ func tally(views []view) []*dayCount {
 		for _, tag := range []string{v.sku, siteTag} {
 			d := index[[2]string{tag, date}]
 			if d == nil {
-				d = &dayCount{tag: tag, date: date, expire: dayOf(v.at).Add(retention), seen: map[string]bool{}}
+				d = &dayCount{tag: tag, date: date, expire: dayOf(v.at).Add(retention)}
 				index[[2]string{tag, date}] = d
 				out = append(out, d)
 			}
 			d.views++
-			if !d.seen[v.visitor] {
-				d.seen[v.visitor] = true
-				d.visitors = append(d.visitors, v.visitor)
-			}
+			d.visitors = append(d.visitors, v.visitor)
 		}
 	}
 	return out
