@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/database/dbtest"
 	"github.com/shop-oss/shop/internal/inventory"
@@ -14,35 +15,28 @@ import (
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
-// A SKU's first stream reads its state before the hub's sharded
-// subscription to it is in place; a change made in between is published
-// to nobody. The confirmation of the subscription reads the SKU again, so
-// the stream still gets the change.
-func TestShardedSubscriptionReadsTheSKUAgainWhenConfirmed(t *testing.T) {
-	t.Parallel()
-	c := testenv.StartCluster(t, 3)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	rdb := dbtest.OpenCluster(t, c)
+// subscribedOnCluster is a hub on cluster client rdb, not running, with
+// one stream of sku subscribed, a round 1 of 5 units open.
+func subscribedOnCluster(t *testing.T, c *testenv.RedisCluster, rdb redis.UniversalClient, sku string) (*inventory.Stock, *Hub, *subscriber) {
+	t.Helper()
 	stock := inventory.NewPartitionedStock(rdb, c.Prefix, keyspace.NewPartitions(12, true))
-	if err := stock.OpenRound(ctx, "g1", inventory.LiveRound{Round: 1, Quantity: 5}); err != nil {
+	if err := stock.OpenRound(context.Background(), sku, inventory.LiveRound{Round: 1, Quantity: 5}); err != nil {
 		t.Fatal(err)
 	}
 	h := New(rdb, stock, Options{Interval: time.Nanosecond}, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
-	s, err := h.subscribe("g1", "10.0.0.1")
+	s, err := h.subscribe(sku, "10.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer h.unsubscribe(s)
-	first, err := stock.Current(ctx, "g1")
-	if err != nil || first.Available != 5 {
-		t.Fatalf("first read %+v %v", first, err)
-	}
-	h.started(s, first)
-	// The hub is not running: nobody is subscribed to this change.
-	if err := stock.OpenRound(ctx, "g1", inventory.LiveRound{Round: 2, Quantity: 9}); err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(func() { h.unsubscribe(s) })
+	return stock, h, s
+}
+
+// handedRound2 runs the hub until s is handed round 2 with 9 units,
+// failing with hang if it never is.
+func handedRound2(t *testing.T, h *Hub, s *subscriber, hang string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); h.Run(ctx) }()
 	defer func() { cancel(); <-done }()
@@ -52,8 +46,30 @@ func TestShardedSubscriptionReadsTheSKUAgainWhenConfirmed(t *testing.T) {
 			t.Fatalf("the stream was handed %+v, want round 2 with 9", got)
 		}
 	case <-time.After(20 * time.Second): // a bound on a hang, not a timing
-		t.Fatal("the change made before the subscription never reached the stream")
+		t.Fatal(hang)
 	}
+}
+
+// A SKU's first stream reads its state before the hub's sharded
+// subscription to it is in place; a change made in between is published
+// to nobody. The confirmation of the subscription reads the SKU again, so
+// the stream still gets the change.
+func TestShardedSubscriptionReadsTheSKUAgainWhenConfirmed(t *testing.T) {
+	t.Parallel()
+	c := testenv.StartCluster(t, 3)
+	ctx := context.Background()
+	rdb := dbtest.OpenCluster(t, c)
+	stock, h, s := subscribedOnCluster(t, c, rdb, "g1")
+	first, err := stock.Current(ctx, "g1")
+	if err != nil || first.Available != 5 {
+		t.Fatalf("first read %+v %v", first, err)
+	}
+	h.started(s, first)
+	// The hub is not running: nobody is subscribed to this change.
+	if err := stock.OpenRound(ctx, "g1", inventory.LiveRound{Round: 2, Quantity: 9}); err != nil {
+		t.Fatal(err)
+	}
+	handedRound2(t, h, s, "the change made before the subscription never reached the stream")
 }
 
 // The hub's cluster client still maps a SKU's slot to the master it left
@@ -64,19 +80,9 @@ func TestShardedSubscriptionReadsTheSKUAgainWhenConfirmed(t *testing.T) {
 func TestShardedSubscriptionRetriesAnUnconfirmedSubscribe(t *testing.T) {
 	t.Parallel()
 	c := testenv.StartCluster(t, 3)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	ctx := context.Background()
 	rdb := dbtest.OpenCluster(t, c)
-	stock := inventory.NewPartitionedStock(rdb, c.Prefix, keyspace.NewPartitions(12, true))
-	if err := stock.OpenRound(ctx, "r1", inventory.LiveRound{Round: 1, Quantity: 5}); err != nil {
-		t.Fatal(err)
-	}
-	h := New(rdb, stock, Options{Interval: time.Nanosecond}, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
-	s, err := h.subscribe("r1", "10.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.unsubscribe(s)
+	stock, h, s := subscribedOnCluster(t, c, rdb, "r1")
 	h.started(s, inventory.Change{SKU: "r1", Round: 1, Available: 5})
 
 	// The slot moves behind the hub's client; the change is made through
@@ -101,15 +107,5 @@ func TestShardedSubscriptionRetriesAnUnconfirmedSubscribe(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	done := make(chan struct{})
-	go func() { defer close(done); h.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	select {
-	case got := <-s.box:
-		if got.Round != 2 || got.Available != 9 {
-			t.Fatalf("the stream was handed %+v, want round 2 with 9", got)
-		}
-	case <-time.After(20 * time.Second): // a bound on a hang, not a timing
-		t.Fatal("the subscription was never confirmed, nor the SKU read again")
-	}
+	handedRound2(t, h, s, "the subscription was never confirmed, nor the SKU read again")
 }
