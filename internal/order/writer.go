@@ -52,6 +52,16 @@ type WriterOptions struct {
 	// acknowledges; only their sold-count updates of the same sale round
 	// wait for each other (a row lock, taken last). Default 1.
 	Concurrency int
+	// Linger is how long a loop that read less than a full batch waits,
+	// counted from that read, before it reads again: at a moderate rate
+	// the loops would otherwise write a transaction per handful of
+	// orders, and PostgreSQL's cost per transaction (its commit, the
+	// sold-count row) is then most of the writer's (BENCHMARKS.md). A
+	// full batch (a backlog) is followed at once, and the first order
+	// after a quiet spell is written as soon as it arrives: the wait adds
+	// at most Linger to the persistence lag of the orders that come
+	// during it. Default 0: read again at once.
+	Linger time.Duration
 	// AfterCommit, when set, is called with the orders a transaction
 	// actually inserted, after COMMIT and before XACK: never for an entry
 	// redelivered after its row was written, so work hung on it (best-seller
@@ -222,6 +232,7 @@ func (w *Writer) loop(ctx context.Context) error {
 	w.log.Info("order writer started", "consumer", w.o.Consumer, "partition", w.part)
 	b := newBackoff()
 	for ctx.Err() == nil {
+		read := time.Now()
 		msgs, err := w.next(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -240,6 +251,9 @@ func (w *Writer) loop(ctx context.Context) error {
 			}
 		}
 		w.housekeep(ctx)
+		if w.o.Linger > 0 && len(msgs) > 0 && len(msgs) < w.o.Batch && !w.readOwn {
+			sleep(ctx, w.o.Linger-time.Since(read))
+		}
 	}
 	w.log.Info("order writer stopped", "consumer", w.o.Consumer)
 	return nil
