@@ -33,11 +33,15 @@
 # BENCH_DURATION (20s), BENCH_READ_DURATION (10s), BENCH_CONNECTIONS (200),
 # BENCH_USERS (200), BENCH_PORT (18090), BENCH_RATE (extra fixed rates for a
 # latency table, e.g. "1000 3000 5000"; none by default), BENCH_PROFILE=1
-# (a 10 s CPU profile of the server during the first purchase attack, and
-# its top; BENCH_PROFILE_DELAY, default 8, is when it starts),
+# (a 10 s CPU profile of the server during the first purchase attack and
+# an 8 s one of the first half-rate attack, and their tops;
+# BENCH_PROFILE_DELAY, default 8, is when each starts),
 # BENCH_LOADTEST_PROFILE=1 (the load generator's own CPU profile of the
 # first attack, .run/bench/loadtest-cpu.pprof), BENCH_SKIP_GO=1 (skip steps
-# 3 and 5), BENCH_SKIP_HOT=1 (skip step 5), BENCH_WRITER_ORDERS (200000).
+# 3 and 5), BENCH_SKIP_HOT=1 (skip step 5), BENCH_WRITER_ORDERS (200000),
+# BENCH_SERVER_ENV (NAME=VALUE words for the server only, to try a setting:
+# e.g. "GOGC=200 SHOP_REDIS_PIPELINE_DELAY=50us"), BENCH_SERVER_ARGS (flags
+# of shop serve, e.g. "--linger 10ms").
 # Output files go to .run/bench/; the summary also to .run/bench/summary.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -74,9 +78,11 @@ RDB=${REDIS_URL##*/}; [[ $RDB =~ ^[0-9]+$ ]] || RDB=0
 rcli() { redis-cli -h "$RHOST" -p "$RPORT" -n "$RDB" "$@"; }
 
 mkdir -p "$OUT" bin
-rm -f "$OUT"/*.tsv "$OUT"/loadtest-*.json "$OUT"/redis-benchmark-*.csv "$OUT"/get-*.json "$OUT"/wrk-*.txt
+rm -f "$OUT"/*.tsv "$OUT"/cpu-samples.txt "$OUT"/loadtest-*.json "$OUT"/redis-benchmark-*.csv "$OUT"/get-*.json "$OUT"/wrk-*.txt
 server_pid=
+sampler_pid=
 cleanup() {
+  [ -z "$sampler_pid" ] || kill "$sampler_pid" 2>/dev/null || true
   if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
     kill "$server_pid"; wait "$server_pid" 2>/dev/null || true
   fi
@@ -99,9 +105,11 @@ SHOP_DATABASE_URL=$DB_URL bin/shop user add --email "$ADMIN_EMAIL" --password "$
 
 pprof_args=()
 [ "${BENCH_PROFILE:-}" = 1 ] && pprof_args=(--pprof-addr "127.0.0.1:$((PORT + 1))")
-SHOP_JWT_SECRET=$(od -An -N32 -tx1 /dev/urandom | tr -d " \n") SHOP_ADDR=127.0.0.1:$PORT SHOP_REDIS_URL=$REDIS_URL SHOP_DATABASE_URL=$DB_URL \
+SECRET=$(od -An -N32 -tx1 /dev/urandom | tr -d " \n")
+# shellcheck disable=SC2086 # BENCH_SERVER_ENV is a list of NAME=VALUE words
+env ${BENCH_SERVER_ENV:-} SHOP_JWT_SECRET=$SECRET SHOP_ADDR=127.0.0.1:$PORT SHOP_REDIS_URL=$REDIS_URL SHOP_DATABASE_URL=$DB_URL \
   SHOP_KEY_PREFIX=$PREFIX SHOP_RATE_LIMIT=100000/10s SHOP_TRUSTED_PROXIES=127.0.0.1 SHOP_LOG_LEVEL=${BENCH_LOG_LEVEL:-info} \
-  bin/shop serve "${pprof_args[@]}" >"$OUT/server.log" 2>&1 &
+  bin/shop serve "${pprof_args[@]}" ${BENCH_SERVER_ARGS:-} >"$OUT/server.log" 2>&1 &
 server_pid=$!
 for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.1; done
 curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null || { echo "bench: server did not start, see $OUT/server.log" >&2; exit 1; }
@@ -129,6 +137,94 @@ median() {
     awk '{a[NR]=$1} END {if (NR == 0) print "n/a"; else if (NR % 2) print a[(NR+1)/2]; else printf "%.3f\n", (a[NR/2]+a[NR/2+1])/2}'
 }
 
+# Where the two cores go: a sampler writes, every second, the clock ticks
+# used so far by each shop, wrk, redis-server and postgres process and by
+# the whole machine (cpu-samples.txt); each measured phase notes its
+# window (phases.tsv: run, phase, requests/s, start, end, epoch seconds);
+# cpu_report divides each kind's ticks over a window by its length: cores
+# busy, and core-µs per request at the phase's rate. Kinds: the server
+# (its pid), the client (any other shop or wrk process: the load
+# generator), Redis, PostgreSQL (all their processes), other (the rest of
+# the machine's busy time: the kernel's own threads, the sampler) and
+# idle.
+TICKS=$(getconf CLK_TCK)
+cpu_sampler() {
+  # A process may exit between the glob and its read: nothing here stops
+  # the sampler.
+  set +e +o pipefail
+  while :; do
+    {
+      echo "T $(date +%s.%N)"
+      head -1 /proc/stat | awk '{print "M", $2+$3+$4+$7+$8+$9, $2+$3+$4+$5+$6+$7+$8+$9}'
+      # /proc/PID/stat: pid (comm) state ... utime(14) stime(15); cat goes
+      # on past a process that exits meanwhile.
+      cat /proc/[0-9]*/stat 2>/dev/null |
+        awk '{c = $2; gsub(/[()]/, "", c); if (c ~ /^(shop|wrk|redis-server|postgres)$/) print "P", $1, c, $14 + $15}' >"$OUT/cpu-pids.tmp"
+      cat "$OUT/cpu-pids.tmp"
+      # Each thread's time runnable but waiting for a core (schedstat's
+      # second field, ns), summed per process: "W pid ns".
+      awk '{printf "/proc/%s/task/*/schedstat ", $2}' "$OUT/cpu-pids.tmp" | xargs -r sh -c 'grep -H . $@ 2>/dev/null' _ |
+        awk -F'[/: ]' '{w[$3] += $(NF - 1)} END {for (p in w) print "W", p, w[p]}'
+    } >>"$OUT/cpu-samples.txt"
+    sleep 1
+  done
+}
+now() { date +%s.%N; }
+# phase RUN NAME RATE START END: one measured window.
+phase() { printf '%s\t%s\t%s\t%s\t%s\n' "$@" >>"$OUT/phases.tsv"; }
+# attack_phase RUN NAME START FILE RATEFIELD: a loadtest's window, its
+# attack without the shoppers' set-up (setup_seconds) or the drain and
+# checks after it, less a second at each end.
+attack_phase() {
+  local setup secs
+  setup=$(json_first setup_seconds "$4"); secs=$(json_first seconds "$4")
+  phase "$1" "$2" "$(json_field "$5" "$4")" "$(awk -v a="$3" -v b="${setup:-0}" 'BEGIN {printf "%.3f", a + b + 1}')" \
+    "$(awk -v a="$3" -v b="${setup:-0}" -v c="${secs:-0}" 'BEGIN {printf "%.3f", a + b + c - 1}')"
+}
+# Redis's own account of run 1's purchase attack (with its shoppers'
+# set-up and the writer's drain): INFO commandstats before and after
+# (cumulative, so nothing is reset on a shared Redis); per purchase, each
+# command's calls and µs (redis-commands.txt). A command a script calls is
+# counted under its own name and inside the script's EVALSHA µs too.
+cmdstats() { rcli info commandstats | tr -d '\r' | awk -F'[:,=]' '/^cmdstat_/ {sub(/^cmdstat_/, "", $1); print $1, $3, $5}'; }
+redis_per_purchase() {
+  [ -n "$1" ] && [ "$1" -gt 0 ] || return 0
+  awk -v n="$1" 'FNR == NR {c[$1] = $2; u[$1] = $3; next}
+    {dc = $2 - c[$1]; du = $3 - u[$1]; if (dc > 0) printf "%-22s %8.3f %8.2f\n", $1, dc / n, du / n}' \
+    "$OUT/cmdstats-before.txt" "$OUT/cmdstats-after.txt" | sort -k3,3gr >"$OUT/redis-commands.txt"
+}
+json_first() { grep -o "\"$1\": [-0-9.a-z]*" "$2" | head -1 | awk '{print $2}' | tr -d ,; }
+# cpu_report: per phase and run, cores used by each kind and core-µs per
+# request (cpu.tsv: run, phase, requests/s, seconds, server, client,
+# redis, postgres, other, idle, in cores; then the time the server's,
+# the client's, Redis's and PostgreSQL's threads were runnable but
+# waiting for a core, in seconds per second).
+cpu_report() {
+  [ -s "$OUT/cpu-samples.txt" ] && [ -s "$OUT/phases.tsv" ] || return 0
+  awk -v ticks="$TICKS" -v server="$1" '
+    FNR == NR {n++; run[n] = $1; name[n] = $2; rate[n] = $3; from[n] = $4; to[n] = $5; next}
+    $1 == "T" {s++; t[s] = $2; next}
+    $1 == "M" {busy[s] = $2; total[s] = $3; next}
+    $1 == "P" {k = ($2 == server) ? "server" : ($3 == "shop" || $3 == "wrk") ? "client" : ($3 == "redis-server") ? "redis" : "postgres"
+      kind[$2] = k; tk[s, $2] = $4; next}
+    $1 == "W" {wt[s, $2] = $3}
+    END {
+      for (i = 1; i <= n; i++) {
+        a = 0; b = 0
+        for (j = 1; j <= s; j++) { if (!a && t[j] >= from[i]) a = j; if (t[j] <= to[i]) b = j }
+        if (!a || b <= a) continue
+        secs = t[b] - t[a]; split("", sum); split("", wait)
+        for (p in kind) if ((b, p) in tk) sum[kind[p]] += tk[b, p] - (((a, p) in tk) ? tk[a, p] : 0)
+        for (p in kind) if ((b, p) in wt) wait[kind[p]] += wt[b, p] - (((a, p) in wt) ? wt[a, p] : 0)
+        known = sum["server"] + sum["client"] + sum["redis"] + sum["postgres"]
+        printf "%s\t%s\t%s\t%.1f", run[i], name[i], rate[i], secs
+        printf "\t%.3f\t%.3f\t%.3f\t%.3f", sum["server"] / ticks / secs, sum["client"] / ticks / secs, sum["redis"] / ticks / secs, sum["postgres"] / ticks / secs
+        printf "\t%.3f\t%.3f", (busy[b] - busy[a] - known) / ticks / secs, ((total[b] - total[a]) - (busy[b] - busy[a])) / ticks / secs
+        printf "\t%.3f\t%.3f\t%.3f\t%.3f\n", wait["server"] / 1e9 / secs, wait["client"] / 1e9 / secs, wait["redis"] / 1e9 / secs, wait["postgres"] / 1e9 / secs
+      }
+    }' "$OUT/phases.tsv" "$OUT/cpu-samples.txt" >"$OUT/cpu.tsv"
+}
+
 loadtest_args=(--target "http://127.0.0.1:$PORT" --admin-email "$ADMIN_EMAIL" --admin-password "$ADMIN_PASSWORD"
   --users "$USERS" --units 1000000 --per-user-limit 0 --connections "$CONNS" --forwarded-for --procs 1 --json)
 
@@ -143,8 +239,12 @@ purchases() {
   fi
   local prof=()
   [ "$i" = 1 ] && [ -n "${BENCH_LOADTEST_PROFILE:-}" ] && prof=(--cpuprofile "$OUT/loadtest-cpu.pprof")
+  local start; start=$(now)
+  [ "$i" = 1 ] && cmdstats >"$OUT/cmdstats-before.txt"
   bin/shop loadtest "${loadtest_args[@]}" --rate 0 --duration "$DURATION" "${prof[@]}" >"$lt" ||
     echo "bench: loadtest run $i reported a failure (see $lt)" >&2
+  attack_phase "$i" purchases "$start" "$lt" attempts_per_sec
+  [ "$i" = 1 ] && cmdstats >"$OUT/cmdstats-after.txt" && redis_per_purchase "$(json_first requests "$lt")"
   rb_reset
   redis-benchmark -h "$RHOST" -p "$RPORT" --dbnum "$RDB" -c "$RB_CLIENTS" -n "$RB_REQUESTS" -r 1000000000 --csv \
     EVALSHA "$SHA" 8 "${RBP}orders" "${RBP}order:__rand_int__" "${RBP}orders:pending:{__rand_int__}" \
@@ -158,12 +258,20 @@ purchases() {
     "$(json_field ok "$lt")" "$script" "$(ratio "$http" "$script")" "$(json_string sku "$lt")" >>"$OUT/purchases.tsv"
 }
 
-# fixed_rate RUN RATE FILE: purchases at RATE/s, same connections, 15 s;
+# fixed_rate RUN RATE FILE [PHASE]: purchases at RATE/s, same connections, 15 s;
 # appends run, rate, attempts/s, p50, p90, p99, max, ok to FILE.
 fixed_rate() {
   local rt="$OUT/loadtest-rate-$1-$2.json"
+  if [ "$1" = 1 ] && [ "${4:-}" = half ] && [ "${BENCH_PROFILE:-}" = 1 ]; then
+    # The half-rate attack's own profile: what a purchase costs when the
+    # batches (pipeliner, writer) are smaller.
+    ( sleep "${BENCH_PROFILE_DELAY:-8}"
+      curl -sf -o "$OUT/cpu-half.pprof" "http://127.0.0.1:$((PORT + 1))/debug/pprof/profile?seconds=8" ) &
+  fi
+  local start; start=$(now)
   bin/shop loadtest "${loadtest_args[@]}" --rate "$2" --duration 15s >"$rt" ||
     echo "bench: the loadtest at $2/s reported a failure (see $rt)" >&2
+  attack_phase "$1" "${4:-rate-$2}" "$start" "$rt" attempts_per_sec
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$(json_field attempts_per_sec "$rt")" "$(json_field p50 "$rt")" \
     "$(json_field p90 "$rt")" "$(json_field p99 "$rt")" "$(json_field max "$rt")" "$(json_field ok "$rt")" >>"$3"
 }
@@ -171,22 +279,33 @@ fixed_rate() {
 # get_load RUN NAME PATH: `shop loadtest get`; prints requests/s and p99.
 get_load() {
   local f="$OUT/get-$1-$2.json"
+  local start; start=$(now)
   bin/shop loadtest get --target "http://127.0.0.1:$PORT" --path "$3" --connections "$CONNS" --duration "$READ_DURATION" \
     --addresses "$USERS" --procs 1 --json >"$f" || echo "bench: loadtest get $3 reported a failure (see $f)" >&2
+  attack_phase "$1" "$2-loadtest" "$start" "$f" requests_per_sec
   echo "$(json_field requests_per_sec "$f") $(json_field p99 "$f")"
+}
+
+# wrk_ms PERCENTILE FILE: that latency percentile of a wrk --latency report, in ms.
+wrk_ms() {
+  awk -v q="$1" '$1 == q {v=$2; if (v ~ /us$/) {sub(/us$/, "", v); v/=1000} else if (v ~ /ms$/) sub(/ms$/, "", v);
+    else if (v ~ /s$/) {sub(/s$/, "", v); v*=1000}; print v}' "$2"
 }
 
 # wrk_load RUN NAME PATH: wrk, one thread (one core, like --procs 1), the
 # same connections and X-Forwarded-For addresses; prints requests/s, p99 ms.
 wrk_load() {
-  local f="$OUT/wrk-$1-$2.txt"
+  local f="$OUT/wrk-$1-$2.txt" start end
+  start=$(now)
   WRK_ADDRESSES=$USERS wrk -t1 -c "$CONNS" -d "$READ_DURATION" --timeout 10s --latency -s scripts/wrk-forwarded.lua \
     "http://127.0.0.1:$PORT$3" >"$f" 2>&1 || echo "bench: wrk $3 failed (see $f)" >&2
+  end=$(now)
+  phase "$1" "$2-wrk" "$(awk '/^Requests\/sec:/ {print $2}' "$f")" "$(awk -v a="$start" 'BEGIN {printf "%.3f", a + 1}')" \
+    "$(awk -v a="$end" 'BEGIN {printf "%.3f", a - 1}')"
   if grep -q 'Non-2xx' "$f"; then echo "bench: wrk $3 had answers other than 2xx (see $f)" >&2; fi
   local rps p99
   rps=$(awk '/^Requests\/sec:/ {print $2}' "$f")
-  p99=$(awk '$1 == "99%" {v=$2; if (v ~ /us$/) {sub(/us$/, "", v); v/=1000} else if (v ~ /ms$/) sub(/ms$/, "", v);
-    else if (v ~ /s$/) {sub(/s$/, "", v); v*=1000}; print v}' "$f")
+  p99=$(wrk_ms 99% "$f")
   echo "${rps:-n/a} ${p99:-n/a}"
 }
 
@@ -207,6 +326,74 @@ reads() {
   printf '%s\twrk\t%s\t%s\t%s\t%s\t%s\n' "$i" "${p[0]}" "${p[1]}" "${h[0]}" "${h[1]}" "$(ratio "${p[0]}" "${h[0]}")" >>"$OUT/reads.tsv"
 }
 
+cpu_sampler &
+sampler_pid=$!
+# wrk_purchases RUN: purchases with wrk, the second client (one thread,
+# the same connections and duration as `shop loadtest`): a product of its
+# own with 10^6 units and no per-user limit, USERS shoppers registered
+# and logged in through the API (X-Forwarded-For as the load test's), each
+# request one unit with a fresh Idempotency-Key (scripts/wrk-purchase.lua).
+# Then, once the writer has drained, the invariants: every 202 is a sold
+# unit and sold == quantity - available (the admin stock report), with at
+# most one unread answer per connection at the end, and `shop audit
+# --lag-bound 0s` passes (Redis and PostgreSQL agree on every round, every
+# order persisted, nothing dead). Appends run, purchases/s,
+# p50, p99, accepted, ok, ratio to the same run's bare script to
+# purchases-wrk.tsv.
+wrk_purchases() {
+  local i=$1 f="$OUT/wrk-purchases-$1.txt" sku="wrkp-$1-$$" shoppers="$OUT/wrk-shoppers-$1.txt" base="http://127.0.0.1:$PORT/api/v1"
+  local admin
+  admin=$(curl -sf "$base/auth/login" -H 'Content-Type: application/json' -H 'X-Forwarded-For: 198.19.255.1' \
+    -d "{\"email\":\"$ADMIN_EMAIL\",\"password\":\"$ADMIN_PASSWORD\"}" | sed -n 's/.*"access_token":"\([^"]*\)".*/\1/p')
+  [ -n "$admin" ] || { echo "bench: wrk purchases: admin login failed" >&2; return 0; }
+  curl -sf -o /dev/null "$base/admin/products" -H "Authorization: Bearer $admin" -H 'Content-Type: application/json' \
+    -H 'X-Forwarded-For: 198.19.255.1' -d "{\"sku\":\"$sku\",\"name\":\"wrk purchases\",\"category\":\"bench\",\"price_cents\":100}" &&
+    curl -sf -o /dev/null -X PUT "$base/admin/products/$sku/stock" -H "Authorization: Bearer $admin" -H 'Content-Type: application/json' \
+      -H 'X-Forwarded-For: 198.19.255.1' -d '{"quantity":1000000,"per_user_limit":0}' ||
+    { echo "bench: wrk purchases: could not create $sku" >&2; return 0; }
+  # Shopper k: register, log in, print "token address" (the address as
+  # shop loadtest --forwarded-for gives shopper k).
+  seq 1 "$USERS" | xargs -P 4 -I{} sh -c '
+    k={}; addr="198.18.$((k / 256)).$((k % 256))"; email="wrk-$1-$2-$k@loadtest.invalid"
+    curl -sf -o /dev/null "$3/auth/register" -H "Content-Type: application/json" -H "X-Forwarded-For: $addr" \
+      -d "{\"email\":\"$email\",\"password\":\"wrk-shopper-password\"}" &&
+    t=$(curl -sf "$3/auth/login" -H "Content-Type: application/json" -H "X-Forwarded-For: $addr" \
+      -d "{\"email\":\"$email\",\"password\":\"wrk-shopper-password\",\"device\":\"wrk\"}" |
+      sed -n "s/.*\"access_token\":\"\([^\"]*\)\".*/\1/p") && [ -n "$t" ] && echo "$t $addr"' _ "$i" "$$" "$base" >"$shoppers" || true
+  [ "$(wc -l <"$shoppers")" = "$USERS" ] || { echo "bench: wrk purchases: only $(wc -l <"$shoppers") of $USERS shoppers logged in" >&2; return 0; }
+  local start end
+  start=$(now)
+  WRK_SHOPPERS=$shoppers WRK_SKU=$sku WRK_RUN="$i-$$" wrk -t1 -c "$CONNS" -d "$DURATION" --timeout 10s --latency \
+    -s scripts/wrk-purchase.lua "http://127.0.0.1:$PORT" >"$f" 2>&1 || echo "bench: wrk purchases failed (see $f)" >&2
+  end=$(now)
+  local rps p50 p99 accepted timeouts
+  rps=$(awk '/^Requests\/sec:/ {print $2}' "$f")
+  phase "$i" purchases-wrk "$rps" "$(awk -v a="$start" 'BEGIN {printf "%.3f", a + 1}')" "$(awk -v a="$end" 'BEGIN {printf "%.3f", a - 1}')"
+  p50=$(wrk_ms 50% "$f"); p99=$(wrk_ms 99% "$f")
+  accepted=$(awk '$1 == "status" && $2 == 202 {print $3}' "$f"); accepted=${accepted:-0}
+  timeouts=$(sed -n 's/.*timeout \([0-9]*\).*/\1/p' "$f"); timeouts=${timeouts:-0}
+  # The writer drains, then the stock report and the audit must agree.
+  local ok=false stock sold avail audit=1
+  for _ in $(seq 1 60); do
+    SHOP_JWT_SECRET=$SECRET SHOP_REDIS_URL=$REDIS_URL SHOP_DATABASE_URL=$DB_URL SHOP_KEY_PREFIX=$PREFIX \
+      bin/shop audit --lag-bound 0s >"$OUT/wrk-audit-$i.json" 2>&1 && { audit=0; break; }
+    sleep 1
+  done
+  stock=$(curl -sf "$base/admin/products/$sku/stock" -H "Authorization: Bearer $admin" -H 'X-Forwarded-For: 198.19.255.1')
+  sold=$(sed -n 's/.*"sold":\([0-9]*\).*/\1/p' <<<"$stock"); avail=$(sed -n 's/.*"available":\([0-9]*\).*/\1/p' <<<"$stock")
+  # wrk stops at the duration with a request in flight on each connection,
+  # whose purchase the server may still make: up to CONNS units are sold
+  # without a 202 read (unknown outcomes, as a timeout's).
+  sold=${sold:-0}; avail=${avail:-0}
+  if [ "$audit" = 0 ] && [ "$timeouts" = 0 ] && [ "$sold" -ge "$accepted" ] && [ "$sold" -le $((accepted + CONNS)) ] &&
+    [ $((1000000 - avail)) = "$sold" ]; then ok=true; else
+    echo "bench: wrk purchases: accepted $accepted, sold $sold, available $avail, timeouts $timeouts, audit exit $audit (see $OUT/wrk-audit-$i.json)" >&2
+  fi
+  local script; script=$(awk -F'\t' -v r="$i" '$1 == r {print $6}' "$OUT/purchases.tsv")
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$i" "${rps:-n/a}" "${p50:-n/a}" "${p99:-n/a}" "$accepted" "$ok" \
+    "$(ratio "${rps:-0}" "${script:-0}")" >>"$OUT/purchases-wrk.tsv"
+}
+
 echo
 echo "== per run: purchases (shop loadtest, $CONNS connections, $DURATION) vs redis-benchmark -c $RB_CLIENTS (reserve.lua);"
 echo "   purchases at half that rate; GET product vs GET /healthz ($READ_DURATION each, $CONNS connections)"
@@ -216,11 +403,17 @@ for i in $(seq 1 "$RUNS"); do
   IFS=$'\t' read -r _ http p50 p99 ok script r sku < <(tail -1 "$OUT/purchases.tsv")
   printf '   purchases %s/s (p50 %s ms, p99 %s ms, invariants ok: %s), bare script %s ops/s: ratio %s\n' "$http" "$p50" "$p99" "$ok" "$script" "$r"
   if [ "$(half "${http:-0}")" -gt 0 ]; then
-    fixed_rate "$i" "$(half "$http")" "$OUT/halfrate.tsv"
+    fixed_rate "$i" "$(half "$http")" "$OUT/halfrate.tsv" half
     IFS=$'\t' read -r _ rate got _ _ p99h _ okh < <(tail -1 "$OUT/halfrate.tsv")
     printf '   at %s/s (half): %s/s, p99 %s ms (invariants ok: %s)\n' "$rate" "$got" "$p99h" "$okh"
   fi
   reads "$i" "$sku"
+  if [ -n "$HAVE_WRK" ]; then
+    wrk_purchases "$i"
+    IFS=$'\t' read -r _ wr wp50 wp99 wacc wok wratio < <(tail -1 "$OUT/purchases-wrk.tsv" 2>/dev/null || echo)
+    printf '   wrk      purchases %s/s (p50 %s ms, p99 %s ms, %s accepted, invariants ok: %s): ratio to the bare script %s\n' \
+      "${wr:-n/a}" "${wp50:-n/a}" "${wp99:-n/a}" "${wacc:-n/a}" "${wok:-n/a}" "${wratio:-n/a}"
+  fi
   while IFS=$'\t' read -r run client pr pp hr hp rr; do
     if [ "$run" = "$i" ]; then
       printf '   %-8s GET product %s/s (p99 %s ms), GET /healthz %s/s (p99 %s ms): ratio %s\n' "$client" "$pr" "$pp" "$hr" "$hp" "$rr"
@@ -243,7 +436,13 @@ if [ "${BENCH_PROFILE:-}" = 1 ] && [ -s "$OUT/cpu.pprof" ]; then
   echo; echo "== server CPU profile (10 s of the first attack): go tool pprof -top bin/shop $OUT/cpu.pprof"
   go tool pprof -top -nodecount=35 bin/shop "$OUT/cpu.pprof" 2>/dev/null | sed -n '1,45p'
 fi
+if [ "${BENCH_PROFILE:-}" = 1 ] && [ -s "$OUT/cpu-half.pprof" ]; then
+  echo; echo "== server CPU profile (8 s of the first half-rate attack): go tool pprof -top bin/shop $OUT/cpu-half.pprof"
+  go tool pprof -top -nodecount=35 bin/shop "$OUT/cpu-half.pprof" 2>/dev/null | sed -n '1,45p'
+fi
 
+cpu_report "$server_pid"
+kill "$sampler_pid" 2>/dev/null || true; sampler_pid=
 kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=
 
 if [ "${BENCH_SKIP_GO:-}" != 1 ]; then
@@ -267,6 +466,10 @@ LOAD_END=$(load)
   printf '%-58s %14s %14s %9s %8s\n' "" "measured" "baseline" "ratio" target
   printf '%-58s %14s %14s %9s %8s\n' "HTTP purchases/s / bare reserve script (redis-benchmark -c $RB_CLIENTS)" \
     "$(median "$OUT/purchases.tsv" 2)" "$(median "$OUT/purchases.tsv" 6)" "$(median "$OUT/purchases.tsv" 7)" ">= 0.35"
+  if [ -s "$OUT/purchases-wrk.tsv" ]; then
+    printf '%-58s %14s %14s %9s %8s\n' "  the same, wrk -t1 as the client (invariants: $(cut -f6 "$OUT/purchases-wrk.tsv" | sort -u | tr '\n' ' '| sed 's/ $//'))" \
+      "$(median "$OUT/purchases-wrk.tsv" 2)" "$(median "$OUT/purchases.tsv" 6)" "$(median "$OUT/purchases-wrk.tsv" 7)" ">= 0.35"
+  fi
   printf '%-58s %14s %14s %9s %8s\n' "p99 ms of purchases at half the measured maximum" \
     "$(median "$OUT/halfrate.tsv" 6)" "at $(median "$OUT/halfrate.tsv" 2)/s" "" "<= 10"
   for client in loadtest wrk; do
@@ -279,7 +482,43 @@ LOAD_END=$(load)
     d=$(median "$OUT/drain.tsv" 1); c=$(median "$OUT/copy.tsv" 1)
     printf '%-58s %14s %14s %9s %8s\n' "order writer drain orders/s / COPY of the same rows" "$d" "$c" "$(ratio "$d" "$c")" ">= 0.8"
   fi
-  echo "per run: $OUT/purchases.tsv, halfrate.tsv, reads.tsv, writer.tsv; reports in $OUT/"
+  if [ -s "$OUT/cpu.tsv" ]; then
+    echo
+    echo "== where the two cores go: cores busy per kind of process (medians of $RUNS run(s); in brackets, core-µs per request at the phase's rate)"
+    printf '%-18s %10s %13s %13s %13s %13s %13s %7s\n' phase "req/s" server "client" redis postgres other idle
+    for ph in purchases purchases-wrk half product-loadtest healthz-loadtest product-wrk healthz-wrk; do
+      awk -F'\t' -v ph="$ph" '$2 == ph' "$OUT/cpu.tsv" >"$OUT/cpu-$ph.tsv"
+      [ -s "$OUT/cpu-$ph.tsv" ] || continue
+      awk -F'\t' 'BEGIN {OFS = "\t"} {r = $3 > 0 ? $3 : 0; o = $1 "\t" $3; for (c = 5; c <= 10; c++) o = o "\t" (r ? $c * 1e6 / r : "n/a"); print o}' \
+        "$OUT/cpu-$ph.tsv" >"$OUT/cpuus-$ph.tsv"
+      line=$(printf '%-18s %10s' "$ph" "$(median "$OUT/cpu-$ph.tsv" 3)")
+      for c in 5 6 7 8 9; do
+        line+=$(printf ' %6s (%4.0f)' "$(median "$OUT/cpu-$ph.tsv" $c)" "$(median "$OUT/cpuus-$ph.tsv" $((c - 2)))")
+      done
+      line+=$(printf ' %7s' "$(median "$OUT/cpu-$ph.tsv" 10)")
+      echo "$line"
+    done
+    echo
+    echo "== runnable but waiting for a core (schedstat; s per s, in brackets µs per request): where the tail comes from"
+    printf '%-18s %10s %13s %13s %13s %13s\n' phase "req/s" server "client" redis postgres
+    for ph in purchases purchases-wrk half product-loadtest healthz-loadtest product-wrk healthz-wrk; do
+      [ -s "$OUT/cpu-$ph.tsv" ] || continue
+      awk -F'\t' 'BEGIN {OFS = "\t"} {r = $3 > 0 ? $3 : 0; o = $1 "\t" $3; for (c = 11; c <= 14; c++) o = o "\t" (r ? $c * 1e6 / r : "n/a"); print o}' \
+        "$OUT/cpu-$ph.tsv" >"$OUT/waitus-$ph.tsv"
+      line=$(printf '%-18s %10s' "$ph" "$(median "$OUT/cpu-$ph.tsv" 3)")
+      for c in 11 12 13 14; do
+        line+=$(printf ' %6s (%4.0f)' "$(median "$OUT/cpu-$ph.tsv" $c)" "$(median "$OUT/waitus-$ph.tsv" $((c - 8)))")
+      done
+      echo "$line"
+    done
+  fi
+  if [ -s "$OUT/redis-commands.txt" ]; then
+    echo
+    echo "== Redis's commands per purchase (run 1, INFO commandstats; a script's commands also count inside its EVALSHA)"
+    printf '%-22s %8s %8s\n' command calls "µs"
+    head -15 "$OUT/redis-commands.txt"
+  fi
+  echo "per run: $OUT/purchases.tsv, halfrate.tsv, reads.tsv, writer.tsv, cpu.tsv; reports in $OUT/"
 } | tee "$OUT/summary.txt"
 
 if [ "${BENCH_SKIP_GO:-}" = 1 ] || [ "${BENCH_SKIP_HOT:-}" = 1 ]; then exit 0; fi
