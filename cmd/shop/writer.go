@@ -43,13 +43,12 @@ func (f *writerFlags) register(cmd *cobra.Command) {
 	// on two cores; three beat two in 6 of 8 alternating runs on the loaded
 	// machine (median +28 %), four was no better (BENCHMARKS.md).
 	cmd.Flags().IntVar(&f.concurrency, "concurrency", 3, "batches written at once (consumers <consumer>-1..n in this process)")
-	// 50 ms: at half the maximum purchase rate on two cores the writer's
-	// loops otherwise commit a transaction per few dozen orders, and
-	// PostgreSQL spent ~100 µs of CPU per order (43 µs with 50 ms, 60
-	// with 25 ms, ~100 with 10 ms: no fewer transactions than the
-	// commits' own latency gave). A backlog is read at once
-	// (BENCHMARKS.md).
-	cmd.Flags().DurationVar(&f.linger, "linger", 50*time.Millisecond, "after a batch smaller than --batch, wait this long from its read before reading again "+
+	// Off by default: at half the maximum purchase rate on two cores,
+	// 50 ms cut PostgreSQL's CPU per order from ~100 µs to 43 µs but the
+	// purchases' p99 rose from ~13 ms to 23 ms (median of 5 runs): each
+	// loop's larger batch is a burst of work that purchases queue behind
+	// (BENCHMARKS.md). For a PostgreSQL short of CPU at moderate rates.
+	cmd.Flags().DurationVar(&f.linger, "linger", 0, "after a batch smaller than --batch, wait this long from its read before reading again "+
 		"(fewer, larger transactions at moderate rates; adds at most this to the persistence lag; 0: read again at once)")
 }
 

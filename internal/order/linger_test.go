@@ -32,16 +32,16 @@ func (b *batches) seen() []int {
 
 // With Linger, orders that trickle in while a loop waits are written in
 // one transaction: the first order after a quiet spell goes at once, the
-// nine placed 10 ms apart during the next second wait for the loop and
-// share its next batch. Without it each would meet a waiting read and be
-// a transaction of its own.
+// nine placed 10 ms apart during the loop's wait (5 s, ample on a loaded
+// machine) share its next batch. Without it each would meet a waiting
+// read and be a transaction of its own.
 func TestWriterLingerGathersATrickleIntoOneBatch(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.sale(t, "sku-l", 100, 0, 100)
 	u := f.user(t)
 	b := &batches{first: make(chan struct{})}
-	w := start(f.writer("w1", WriterOptions{Concurrency: 1, Linger: 2 * time.Second, AfterCommit: b.hook}))
+	w := start(f.writer("w1", WriterOptions{Concurrency: 1, Linger: 5 * time.Second, AfterCommit: b.hook}))
 	defer w.stop(t)
 	f.place(t, u, "sku-l", 1)
 	select {
