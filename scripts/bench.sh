@@ -41,7 +41,8 @@
 # 3 and 5), BENCH_SKIP_HOT=1 (skip step 5), BENCH_WRITER_ORDERS (200000),
 # BENCH_SERVER_ENV (NAME=VALUE words for the server only, to try a setting:
 # e.g. "GOGC=200 SHOP_REDIS_PIPELINE_DELAY=50us"), BENCH_SERVER_ARGS (flags
-# of shop serve, e.g. "--linger 10ms").
+# of shop serve, e.g. "--linger 10ms"), BENCH_WRITER_NICE=N (the order
+# writer as a `shop writer` process of its own at nice N).
 # Output files go to .run/bench/; the summary also to .run/bench/summary.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -80,9 +81,13 @@ rcli() { redis-cli -h "$RHOST" -p "$RPORT" -n "$RDB" "$@"; }
 mkdir -p "$OUT" bin
 rm -f "$OUT"/*.tsv "$OUT"/cpu-samples.txt "$OUT"/loadtest-*.json "$OUT"/redis-benchmark-*.csv "$OUT"/get-*.json "$OUT"/wrk-*.txt
 server_pid=
+writer_pid=
 sampler_pid=
 cleanup() {
   [ -z "$sampler_pid" ] || kill "$sampler_pid" 2>/dev/null || true
+  if [ -n "$writer_pid" ] && kill -0 "$writer_pid" 2>/dev/null; then
+    kill "$writer_pid"; wait "$writer_pid" 2>/dev/null || true
+  fi
   if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
     kill "$server_pid"; wait "$server_pid" 2>/dev/null || true
   fi
@@ -109,8 +114,18 @@ SECRET=$(od -An -N32 -tx1 /dev/urandom | tr -d " \n")
 # shellcheck disable=SC2086 # BENCH_SERVER_ENV is a list of NAME=VALUE words
 env ${BENCH_SERVER_ENV:-} SHOP_JWT_SECRET=$SECRET SHOP_ADDR=127.0.0.1:$PORT SHOP_REDIS_URL=$REDIS_URL SHOP_DATABASE_URL=$DB_URL \
   SHOP_KEY_PREFIX=$PREFIX SHOP_RATE_LIMIT=100000/10s SHOP_TRUSTED_PROXIES=127.0.0.1 SHOP_LOG_LEVEL=${BENCH_LOG_LEVEL:-info} \
-  bin/shop serve "${pprof_args[@]}" ${BENCH_SERVER_ARGS:-} >"$OUT/server.log" 2>&1 &
+  bin/shop serve "${pprof_args[@]}" ${BENCH_SERVER_ARGS:-} ${BENCH_WRITER_NICE:+--writer=false} >"$OUT/server.log" 2>&1 &
 server_pid=$!
+# BENCH_WRITER_NICE=N: the order writer in a process of its own
+# (`shop writer`) at nice N, the server without one: on shared cores the
+# purchases then go before the writer's batches. Its CPU counts as the
+# server's in the accounting.
+writer_pid=
+if [ -n "${BENCH_WRITER_NICE:-}" ]; then
+  SHOP_JWT_SECRET=$SECRET SHOP_REDIS_URL=$REDIS_URL SHOP_DATABASE_URL=$DB_URL SHOP_KEY_PREFIX=$PREFIX SHOP_LOG_LEVEL=${BENCH_LOG_LEVEL:-info} \
+    nice -n "$BENCH_WRITER_NICE" bin/shop writer >"$OUT/writer.log" 2>&1 &
+  writer_pid=$!
+fi
 for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.1; done
 curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null || { echo "bench: server did not start, see $OUT/server.log" >&2; exit 1; }
 
@@ -205,11 +220,11 @@ json_first() { grep -o "\"$1\": [-0-9.a-z]*" "$2" | head -1 | awk '{print $2}' |
 # waiting for a core, in seconds per second).
 cpu_report() {
   [ -s "$OUT/cpu-samples.txt" ] && [ -s "$OUT/phases.tsv" ] || return 0
-  awk -v ticks="$TICKS" -v server="$1" '
+  awk -v ticks="$TICKS" -v server="$1" -v writer="${2:-}" '
     FNR == NR {n++; run[n] = $1; name[n] = $2; rate[n] = $3; from[n] = $4; to[n] = $5; next}
     $1 == "T" {s++; t[s] = $2; next}
     $1 == "M" {busy[s] = $2; total[s] = $3; next}
-    $1 == "P" {k = ($2 == server) ? "server" : ($3 == "shop" || $3 == "wrk") ? "client" : ($3 == "redis-server") ? "redis" : "postgres"
+    $1 == "P" {k = ($2 == server || $2 == writer) ? "server" : ($3 == "shop" || $3 == "wrk") ? "client" : ($3 == "redis-server") ? "redis" : "postgres"
       kind[$2] = k; tk[s, $2] = $4; next}
     $1 == "W" {wt[s, $2] = $3}
     END {
@@ -454,7 +469,7 @@ if [ "${BENCH_PROFILE:-}" = 1 ] && [ -s "$OUT/cpu-half.pprof" ]; then
   go tool pprof -top -nodecount=35 bin/shop "$OUT/cpu-half.pprof" 2>/dev/null | sed -n '1,45p'
 fi
 
-cpu_report "$server_pid"
+cpu_report "$server_pid" "$writer_pid"
 kill "$sampler_pid" 2>/dev/null || true; sampler_pid=
 kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=
 
