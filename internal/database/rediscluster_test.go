@@ -139,6 +139,21 @@ repeat
 until (n[1] - s[1]) * 1000000 + (n[2] - s[2]) > 2500000
 return 1`
 
+// masterIndex closes node, a master of c, and returns its index in
+// c.Masters.
+func masterIndex(t *testing.T, c *testenv.RedisCluster, node *redis.Client) int {
+	t.Helper()
+	addr := node.Options().Addr
+	_ = node.Close()
+	for i, m := range c.Masters {
+		if strings.Contains(m.URL, addr) {
+			return i
+		}
+	}
+	t.Fatalf("%s is none of the cluster's masters", addr)
+	return -1
+}
+
 // A master killed with SIGKILL comes back on its AOF and nodes.conf: the
 // cluster is ok again and keeps what it acknowledged.
 func TestClusterMasterRestartsOnItsAOF(t *testing.T) {
@@ -150,15 +165,7 @@ func TestClusterMasterRestartsOnItsAOF(t *testing.T) {
 	if err := rdb.Set(ctx, key, "v", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	node := masterOf(t, c, key)
-	addr := node.Options().Addr
-	_ = node.Close()
-	i := -1
-	for j, m := range c.Masters {
-		if strings.Contains(m.URL, addr) {
-			i = j
-		}
-	}
+	i := masterIndex(t, c, masterOf(t, c, key))
 	c.Kill(i)
 	if err := rdb.Get(ctx, key).Err(); err == nil || !database.Unavailable(err) {
 		t.Fatalf("GET on a killed master: %v, want an outage", err)
@@ -186,18 +193,11 @@ func TestClusterFollowsATakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	node := masterOf(t, c, key)
-	addr := node.Options().Addr
 	// The replica has the key before its master goes.
 	if n, err := node.Do(ctx, "WAIT", 1, 10000).Int(); err != nil || n != 1 {
 		t.Fatalf("WAIT for the replica: %d %v", n, err)
 	}
-	_ = node.Close()
-	i := -1
-	for j, m := range c.Masters {
-		if strings.Contains(m.URL, addr) {
-			i = j
-		}
-	}
+	i := masterIndex(t, c, node)
 	slot := c.Slot(t, key)
 	c.Kill(i)
 	if err := rdb.Get(ctx, key).Err(); err == nil || !database.Unavailable(err) {
