@@ -97,8 +97,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
+
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 LOAD_START=$(load)
+# Time the hypervisor ran something else on our cores (/proc/stat's
+# steal), in core-seconds: a busy host slows every figure of a run.
+steal() { awk -v t="$(getconf CLK_TCK)" '/^cpu / {printf "%.1f", $9 / t}' /proc/stat; }
+STEAL_START=$(steal)
 echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load $LOAD_START"
 echo "== $(go version | cut -d' ' -f3), $(redis-server --version | cut -d' ' -f3), $(psql -V | cut -d' ' -f3-)${HAVE_WRK:+, $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2)}"
 [ -n "$HAVE_WRK" ] || echo "== wrk not installed: the product reads are measured with shop loadtest get only (apt-get install wrk adds the second client)"
@@ -294,11 +299,63 @@ fixed_rate() {
       curl -sf -o "$OUT/cpu-half.pprof" "http://127.0.0.1:$((PORT + 1))/debug/pprof/profile?seconds=8" ) &
   fi
   local start; start=$(now)
+  server_snapshot >"$OUT/server-before.txt"
   bin/shop loadtest "${loadtest_args[@]}" --rate "$2" --duration 15s >"$rt" ||
     echo "bench: the loadtest at $2/s reported a failure (see $rt)" >&2
+  server_snapshot >"$OUT/server-after.txt"
+  [ "${4:-}" = half ] && server_view "$1" "$(json_first requests "$rt")"
   attack_phase "$1" "${4:-rate-$2}" "$start" "$rt" attempts_per_sec
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$(json_field attempts_per_sec "$rt")" "$(json_field p50 "$rt")" \
     "$(json_field p90 "$rt")" "$(json_field p99 "$rt")" "$(json_field max "$rt")" "$(json_field ok "$rt")" >>"$3"
+}
+
+# The server's own account of a window, to split a purchase's latency
+# into the time inside the server (from the request read to the answer
+# written: its histogram) and the rest (socket queues, the client):
+# server_snapshot prints the purchase route's latency buckets, the
+# writer's batch sizes and PostgreSQL's commits so far; server_view RUN
+# REQUESTS diffs the two snapshots around the half-rate attack (with its
+# shoppers' set-up) into server.tsv: run, the server's p50, p90, p99 (ms,
+# interpolated within the histogram's buckets), the share of purchases
+# over 10 ms inside the server, orders per writer batch, PostgreSQL
+# commits per purchase, and the p50 and p99 of the purchase's one script
+# call (shop_reserve_script_seconds: queued, sent, run, answered).
+server_snapshot() {
+  date +%s.%N
+  curl -sf "http://127.0.0.1:$PORT/metrics" | awk '
+    function le() { match($0, /le="[^"]*"/); return substr($0, RSTART + 4, RLENGTH - 5) }
+    /^shop_http_request_duration_seconds_bucket\{/ && /method="POST"/ && /route="[^"]*purchase"/ {print "B", le(), $NF}
+    /^shop_reserve_script_seconds_bucket\{/ {print "S", le(), $NF}
+    /^shop_order_writer_batch_size_(count|sum)/ {sub(/\{.*\}/, "", $1); print "W", $1, $NF}' || true
+  psql "$DB_URL" -tAc "SELECT 'C', xact_commit FROM pg_stat_database WHERE datname = current_database()" -F' ' 2>/dev/null || true
+}
+server_view() {
+  awk -v run="$1" -v n="${2:-0}" '
+    FNR == 1 {f++; next}
+    $1 == "B" || $1 == "S" {h[f, $1, $2] = $3; if ($2 != "+Inf") les[$1, $2] = $2 + 0; next}
+    $1 == "W" {w[f, $2] = $3; next}
+    $1 == "C" {c[f] = $2}
+    # q of histogram k over the window, in ms, interpolated within its bucket.
+    function pct(k, q,    m, e, i, key, total, want, prev, lo, cnt, v) {
+      m = 0; for (key in les) { split(key, e, SUBSEP); if (e[1] == k) edge[++m] = les[key] }
+      asort(edge); total = h[2, k, "+Inf"] - h[1, k, "+Inf"]
+      if (total <= 0) return "n/a"
+      want = q * total; prev = 0; lo = 0
+      for (i = 1; i <= m; i++) {
+        key = sprintf("%g", edge[i]); cnt = h[2, k, key] - h[1, k, key]
+        if (cnt >= want) { v = sprintf("%.2f", 1000 * (lo + (edge[i] - lo) * (want - prev) / (cnt > prev ? cnt - prev : 1))); delete edge; return v }
+        prev = cnt; lo = edge[i]
+      }
+      delete edge; return "n/a"
+    }
+    END {
+      total = h[2, "B", "+Inf"] - h[1, "B", "+Inf"]; if (total <= 0) exit
+      batches = w[2, "shop_order_writer_batch_size_count"] - w[1, "shop_order_writer_batch_size_count"]
+      entries = w[2, "shop_order_writer_batch_size_sum"] - w[1, "shop_order_writer_batch_size_sum"]
+      printf "%s\t%s\t%s\t%s\t%.4f\t%.1f\t%.2f\t%s\t%s\n", run, pct("B", 0.5), pct("B", 0.9), pct("B", 0.99),
+        (total - (h[2, "B", "0.01"] - h[1, "B", "0.01"])) / total,
+        (batches > 0 ? entries / batches : 0), (n > 0 ? (c[2] - c[1]) / n : 0), pct("S", 0.5), pct("S", 0.99)
+    }' "$OUT/server-before.txt" "$OUT/server-after.txt" >>"$OUT/server.tsv"
 }
 
 # get_load RUN NAME PATH: `shop loadtest get`; prints requests/s and p99.
@@ -434,6 +491,12 @@ for i in $(seq 1 "$RUNS"); do
     fixed_rate "$i" "$(half "$http")" "$OUT/halfrate.tsv" half
     IFS=$'\t' read -r _ rate got _ _ p99h _ okh < <(tail -1 "$OUT/halfrate.tsv")
     printf '   at %s/s (half): %s/s, p99 %s ms (invariants ok: %s)\n' "$rate" "$got" "$p99h" "$okh"
+    if [ -s "$OUT/server.tsv" ] && [ "$(tail -1 "$OUT/server.tsv" | cut -f1)" = "$i" ]; then
+      IFS=$'\t' read -r _ s50 _ s99 sover sbatch scommit r50 r99 < <(tail -1 "$OUT/server.tsv")
+      printf '      inside the server: p50 %s ms, p99 %s ms, %s over 10 ms; its script call p50 %s ms, p99 %s ms\n' \
+        "$s50" "$s99" "$sover" "$r50" "$r99"
+      printf '      meanwhile %s orders per writer batch, %s PostgreSQL commits per purchase\n' "$sbatch" "$scommit"
+    fi
   fi
   reads "$i" "$sku"
   if [ -n "$HAVE_WRK" ]; then
@@ -488,9 +551,11 @@ if [ "${BENCH_SKIP_GO:-}" != 1 ]; then
 fi
 
 LOAD_END=$(load)
+STOLEN=$(awk -v a="$STEAL_START" -v b="$(steal)" 'BEGIN {printf "%.1f", b - a}')
 {
   echo
-  echo "== the four ratios: medians of $RUNS run(s), each ratio measured within one run; load $LOAD_START at the start, $LOAD_END at the end"
+  echo "== the four ratios: medians of $RUNS run(s), each ratio measured within one run; load $LOAD_START at the start, $LOAD_END at the end;"
+  echo "   $STOLEN core-seconds stolen by the host (steal) while the bench ran"
   printf '%-58s %14s %14s %9s %8s\n' "" "measured" "baseline" "ratio" target
   printf '%-58s %14s %14s %9s %8s\n' "HTTP purchases/s / bare reserve script (redis-benchmark -c $RB_CLIENTS)" \
     "$(median "$OUT/purchases.tsv" 2)" "$(median "$OUT/purchases.tsv" 6)" "$(median "$OUT/purchases.tsv" 7)" ">= 0.35"
@@ -500,6 +565,13 @@ LOAD_END=$(load)
   fi
   printf '%-58s %14s %14s %9s %8s\n' "p99 ms of purchases at half the measured maximum" \
     "$(median "$OUT/halfrate.tsv" 6)" "at $(median "$OUT/halfrate.tsv" 2)/s" "" "<= 10"
+  if [ -s "$OUT/server.tsv" ]; then
+    printf '  %-56s %14s %14s\n' "the same inside the server (its histogram): p50 / p99 ms" \
+      "$(median "$OUT/server.tsv" 2) / $(median "$OUT/server.tsv" 4)" "$(median "$OUT/server.tsv" 5) over 10 ms"
+    printf '  %-56s %14s\n' "  its one script call: p50 / p99 ms" "$(median "$OUT/server.tsv" 8) / $(median "$OUT/server.tsv" 9)"
+    printf '  %-56s %14s %14s\n' "meanwhile: orders per writer batch, PostgreSQL commits per purchase" \
+      "$(median "$OUT/server.tsv" 6)" "$(median "$OUT/server.tsv" 7)"
+  fi
   for client in loadtest wrk; do
     grep -q "	$client	" "$OUT/reads.tsv" 2>/dev/null || continue
     grep "	$client	" "$OUT/reads.tsv" >"$OUT/reads-$client.tsv"

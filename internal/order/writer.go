@@ -46,11 +46,14 @@ type WriterOptions struct {
 	// idle, holding no pending entry, before housekeeping removes it (a
 	// writer that died or was restarted under a new name). Default 10m.
 	ForgetIdle time.Duration
-	// Concurrency is how many batches are in flight at once: that many
+	// Concurrency is how many batches may be in flight at once: that many
 	// consumer loops, named Consumer-1 … Consumer-n when more than one.
 	// While one loop waits for PostgreSQL another reads, parses and
 	// acknowledges; only their sold-count updates of the same sale round
-	// wait for each other (a row lock, taken last). Default 1.
+	// wait for each other (a row lock, taken last). The loops after the
+	// first read new entries only while the stream is behind (a read came
+	// back with a full Batch), so a moderate rate is still written by one
+	// loop, in batches as large as it gathers (backlog.go). Default 1.
 	Concurrency int
 	// Linger is how long a loop that read less than a full batch waits,
 	// counted from that read, before it reads again: at a moderate rate
@@ -144,6 +147,11 @@ type Writer struct {
 	lastClaim     time.Time
 	lastHousekeep time.Time
 	noHousekeep   bool // a sibling loop does it
+	// pace is shared by a partition's loops when there are several;
+	// follower loops (all but the first) read new entries only while it
+	// says the stream is behind.
+	pace     *backlog
+	follower bool
 
 	// Fault injection for tests: a non-nil error stops Run right there, as
 	// a crash would: just before COMMIT, or after COMMIT and the
@@ -205,8 +213,10 @@ func (w *Writer) Run(ctx context.Context) error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	for p := range w.keys.parts.Count() {
+		pace := newBacklog()
 		for i := range w.o.Concurrency {
 			sib := w.sibling(p, i)
+			sib.pace, sib.follower = pace, i > 0
 			g.Go(func() error { return sib.loop(gctx) })
 		}
 	}
@@ -248,6 +258,9 @@ func (w *Writer) loop(ctx context.Context) error {
 			continue
 		}
 		b.reset()
+		if w.pace != nil {
+			w.pace.saw(len(msgs), w.o.Batch)
+		}
 		if len(msgs) > 0 {
 			if err := w.handle(ctx, msgs); err != nil {
 				return err
@@ -283,7 +296,8 @@ func (w *Writer) redisTrouble(ctx context.Context, op string, err error, b *back
 
 // next returns the entries to handle now: first our own pending ones (after
 // a restart, or while one awaits another try), then those another consumer
-// left idle too long, then new ones.
+// left idle too long, then new ones. A follower loop waits for a backlog
+// before the last two.
 func (w *Writer) next(ctx context.Context) ([]redis.XMessage, error) {
 	if w.readOwn {
 		msgs, err := w.read(ctx, "0", -1)
@@ -291,6 +305,14 @@ func (w *Writer) next(ctx context.Context) ([]redis.XMessage, error) {
 			return msgs, err
 		}
 		w.readOwn = false
+	}
+	if w.follower {
+		// Its own pending entries are done: others only while the stream
+		// is behind.
+		w.pace.wait(ctx)
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 	}
 	if time.Since(w.lastClaim) >= w.o.ClaimIdle/2 {
 		w.lastClaim = time.Now()

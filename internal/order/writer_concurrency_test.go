@@ -2,9 +2,11 @@ package order
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -60,6 +62,91 @@ func TestConcurrentWriterWritesEachOrderOnce(t *testing.T) {
 	slices.Sort(names)
 	if !slices.Equal(names, []string{"w-1", "w-2", "w-3"}) {
 		t.Errorf("consumers %v, want w-1 w-2 w-3", names)
+	}
+}
+
+// TestConcurrentWriterOverlapsBatchesOnlyWhenBehind: a writer of three
+// loops writes a trickle with its first loop alone (the others wait for a
+// backlog, so the trickle is not split into a commit per order or two),
+// and with several loops once the stream is behind. Each transaction is
+// held 40 ms before its COMMIT, so the next orders of the trickle arrive
+// while one is in flight, and an entry delivered to a loop stays in its
+// pending list long enough for a sampler (every 5 ms) to see whose it is;
+// for the backlog, the first transaction is held until 200 orders wait.
+func TestConcurrentWriterOverlapsBatchesOnlyWhenBehind(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	round := f.sale(t, "sku-p", 1000, 0, 100)
+	u := f.user(t)
+	var paused atomic.Pointer[chan struct{}] // while set, transactions wait for it to close
+	hold := func() error {
+		if p := paused.Load(); p != nil {
+			<-*p
+		}
+		time.Sleep(40 * time.Millisecond)
+		return nil
+	}
+	w := f.writer("w", WriterOptions{Concurrency: 3, Batch: 20})
+	w.InjectFaults(hold, nil)
+	r := start(w)
+	defer r.stop(t)
+
+	// A trickle: an order every 20 ms, a few per transaction, never 20.
+	seen := f.pendingOwners(t)
+	for range 20 {
+		f.place(t, u, "sku-p", 1)
+		time.Sleep(20 * time.Millisecond)
+	}
+	f.drained(t)
+	if got := seen(); !slices.Equal(got, []string{"w-1"}) {
+		t.Fatalf("loops that held entries during a trickle: %v, want [w-1]", got)
+	}
+
+	// A backlog: ten full batches waiting when the first is let go.
+	seen = f.pendingOwners(t)
+	gate := make(chan struct{})
+	paused.Store(&gate)
+	for range 200 {
+		f.place(t, u, "sku-p", 1)
+	}
+	paused.Store(nil)
+	close(gate)
+	f.drained(t)
+	if got := seen(); len(got) < 2 {
+		t.Fatalf("loops that held entries with a backlog: %v, want two or three", got)
+	}
+	if rows, sold := f.orderRows(t), f.sold(t, round); rows != 220 || sold != 220 {
+		t.Fatalf("rows %d sold %d, want 220 and 220", rows, sold)
+	}
+}
+
+// pendingOwners samples, every 5 ms until the function it returns is
+// called, which consumers hold pending entries in any partition's group;
+// that function stops it and returns their names, sorted.
+func (f *fixture) pendingOwners(t *testing.T) func() []string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	names := map[string]bool{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			for p := range f.parts.Count() {
+				if s, err := f.r.Client.XPending(ctx, f.svc.keys.stream(p), group).Result(); err == nil {
+					for c, n := range s.Consumers {
+						if n > 0 {
+							names[c] = true
+						}
+					}
+				}
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	return func() []string {
+		cancel()
+		<-done
+		return slices.Sorted(maps.Keys(names))
 	}
 }
 
