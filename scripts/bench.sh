@@ -16,7 +16,9 @@
 #         reserve.lua, composed as the server composes them),
 #         with the server's KEYS/ARGV layout, every call on the buy path;
 #      b. p99 of purchases at a fixed rate of half of (a)'s throughput,
-#         same connections (open model);
+#         same connections (open model), with the server's own view of
+#         the same window (its latency histograms: the whole request and
+#         the one script call; the writer's batches; PostgreSQL's commits);
 #      c. product reads: GET /api/v1/products/{sku} of (a)'s product (a live
 #         round, `available` read live) against GET /healthz, same client,
 #         same connections, with `shop loadtest get` and with wrk when it is
@@ -24,8 +26,9 @@
 #   3. the order writer: BenchmarkWriterDrain against BenchmarkWriterCopy
 #      (the same orders and items COPYed into the same tables) in one
 #      `go test`, -count BENCH_RUNS;
-#   4. the four ratios, next to each other, with the bare figures and the
-#      machine's load average at the start and the end;
+#   4. the four ratios, next to each other, with the bare figures, the
+#      machine's load average at the start and the end and the host's
+#      steal meanwhile; where the two cores went in each phase;
 #   5. the hot-path Go benchmarks, with the whole app's purchase, product
 #      read and /healthz (access log batched, line by line, off).
 #

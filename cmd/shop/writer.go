@@ -42,7 +42,7 @@ func (f *writerFlags) register(cmd *cobra.Command) {
 	// last acknowledged. Two took the drain rate from ~15k to ~22k orders/s
 	// on two cores; three beat two in 6 of 8 alternating runs on the loaded
 	// machine (median +28 %), four was no better (BENCHMARKS.md).
-	cmd.Flags().IntVar(&f.concurrency, "concurrency", 3, "batches written at once (consumers <consumer>-1..n in this process)")
+	cmd.Flags().IntVar(&f.concurrency, "concurrency", 3, "most batches written at once (consumers <consumer>-1..n in this process; all but the first read only while the stream is behind)")
 	// Off by default: at half the maximum purchase rate on two cores,
 	// 50 ms cut PostgreSQL's CPU per order from ~100 µs to 43 µs but the
 	// purchases' p99 rose from ~13 ms to 23 ms (median of 5 runs): each

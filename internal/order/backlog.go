@@ -6,8 +6,11 @@ import (
 )
 
 // backlog paces the loops of one partition. The first loop always reads;
-// the others (Concurrency > 1) read only while the stream is behind: from
-// a read that came back full until one that did not.
+// the others (Concurrency > 1) read new entries only while the stream is
+// behind: from a read of new entries that came back full until one that
+// did not. They read without blocking, so the first read after the
+// backlog is gone stops them. Their own pending entries (a retry, a lost
+// reply) they read first, whatever the flag says.
 //
 // Why: the loops exist to overlap batches when there is a backlog to
 // drain (one waits for PostgreSQL while another reads and acknowledges).
@@ -18,6 +21,10 @@ import (
 // ~650 µs of its CPU against ~26 µs per order on the development machine
 // (BENCHMARKS.md): at half the maximum purchase rate three loops made a
 // commit per ~7 orders, a third of a core, on cores the purchases share.
+//
+// A follower that waits sends nothing to Redis: another writer process's
+// housekeeping may forget it after ForgetIdle (it holds nothing), and
+// its next read adds it back.
 type backlog struct {
 	mu   sync.Mutex
 	on   bool

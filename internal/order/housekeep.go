@@ -51,9 +51,10 @@ func (w *Writer) housekeep(ctx context.Context) {
 // forgetConsumers removes from the group the consumers other than this
 // process's own that hold no pending entry and have been idle for
 // ForgetIdle (XGROUP DELCONSUMER); it returns their names. A consumer that
-// still holds entries stays until another writer has claimed them. Were a
-// live writer removed all the same (idle that long between two reads), its
-// next read would add it back, losing nothing: it held nothing.
+// still holds entries stays until another writer has claimed them. A live
+// one can be removed too: a follower loop waiting for a backlog (backlog.go)
+// reads nothing for as long as the rate stays moderate. Its next read adds
+// it back, losing nothing: it held nothing.
 func (w *Writer) forgetConsumers(ctx context.Context, p int) ([]string, error) {
 	args := []any{group, w.o.ForgetIdle.Milliseconds()}
 	for _, name := range w.own {

@@ -147,11 +147,12 @@ type Writer struct {
 	lastClaim     time.Time
 	lastHousekeep time.Time
 	noHousekeep   bool // a sibling loop does it
-	// pace is shared by a partition's loops when there are several;
-	// follower loops (all but the first) read new entries only while it
-	// says the stream is behind.
+	// pace is shared by the loops of a partition (nil for the lone loop
+	// of Concurrency 1 on one stream); follower loops (all but the first)
+	// read new entries only while it says the stream is behind.
 	pace     *backlog
 	follower bool
+	readNew  bool // next's entries are new ones (XREADGROUP '>')
 
 	// Fault injection for tests: a non-nil error stops Run right there, as
 	// a crash would: just before COMMIT, or after COMMIT and the
@@ -258,7 +259,9 @@ func (w *Writer) loop(ctx context.Context) error {
 			continue
 		}
 		b.reset()
-		if w.pace != nil {
+		if w.pace != nil && w.readNew {
+			// Only a read of new entries says whether the stream is
+			// behind: not a retry of our own, nor a claim.
 			w.pace.saw(len(msgs), w.o.Batch)
 		}
 		if len(msgs) > 0 {
@@ -299,6 +302,7 @@ func (w *Writer) redisTrouble(ctx context.Context, op string, err error, b *back
 // left idle too long, then new ones. A follower loop waits for a backlog
 // before the last two.
 func (w *Writer) next(ctx context.Context) ([]redis.XMessage, error) {
+	w.readNew = false
 	if w.readOwn {
 		msgs, err := w.read(ctx, "0", -1)
 		if err != nil || len(msgs) > 0 {
@@ -323,6 +327,12 @@ func (w *Writer) next(ctx context.Context) ([]redis.XMessage, error) {
 		if err != nil || len(msgs) > 0 {
 			return msgs, err
 		}
+	}
+	w.readNew = true
+	if w.follower {
+		// Without BLOCK: when the backlog is gone it stops at once, rather
+		// than taking the next orders of a trickle from the first loop.
+		return w.read(ctx, ">", -1)
 	}
 	return w.read(ctx, ">", w.o.Block)
 }

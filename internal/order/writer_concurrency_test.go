@@ -86,12 +86,14 @@ func TestConcurrentWriterOverlapsBatchesOnlyWhenBehind(t *testing.T) {
 		time.Sleep(40 * time.Millisecond)
 		return nil
 	}
-	w := f.writer("w", WriterOptions{Concurrency: 3, Batch: 20})
+	// A batch of 50: the trickle's 20 orders cannot fill one however
+	// slowly the first loop goes; the backlog's 200 fill four.
+	w := f.writer("w", WriterOptions{Concurrency: 3, Batch: 50})
 	w.InjectFaults(hold, nil)
 	r := start(w)
 	defer r.stop(t)
 
-	// A trickle: an order every 20 ms, a few per transaction, never 20.
+	// A trickle: an order every 20 ms, a few per transaction.
 	seen := f.pendingOwners(t)
 	for range 20 {
 		f.place(t, u, "sku-p", 1)
@@ -102,7 +104,7 @@ func TestConcurrentWriterOverlapsBatchesOnlyWhenBehind(t *testing.T) {
 		t.Fatalf("loops that held entries during a trickle: %v, want [w-1]", got)
 	}
 
-	// A backlog: ten full batches waiting when the first is let go.
+	// A backlog: four full batches waiting when the first is let go.
 	seen = f.pendingOwners(t)
 	gate := make(chan struct{})
 	paused.Store(&gate)
