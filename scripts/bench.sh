@@ -105,7 +105,8 @@ load() { cut -d' ' -f1-3 /proc/loadavg; }
 LOAD_START=$(load)
 # Time the hypervisor ran something else on our cores (/proc/stat's
 # steal), in core-seconds: a busy host slows every figure of a run.
-steal() { awk -v t="$(getconf CLK_TCK)" '/^cpu / {printf "%.1f", $9 / t}' /proc/stat; }
+TICKS=$(getconf CLK_TCK)
+steal() { awk -v t="$TICKS" '/^cpu / {printf "%.1f", $9 / t}' /proc/stat; }
 STEAL_START=$(steal)
 echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load $LOAD_START"
 echo "== $(go version | cut -d' ' -f3), $(redis-server --version | cut -d' ' -f3), $(psql -V | cut -d' ' -f3-)${HAVE_WRK:+, $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2)}"
@@ -170,7 +171,6 @@ median() {
 # generator), Redis, PostgreSQL (all their processes), other (the rest of
 # the machine's busy time: the kernel's own threads, the sampler) and
 # idle.
-TICKS=$(getconf CLK_TCK)
 cpu_sampler() {
   # A process may exit between the glob and its read: nothing here stops
   # the sampler.
@@ -302,11 +302,13 @@ fixed_rate() {
       curl -sf -o "$OUT/cpu-half.pprof" "http://127.0.0.1:$((PORT + 1))/debug/pprof/profile?seconds=8" ) &
   fi
   local start; start=$(now)
-  server_snapshot >"$OUT/server-before.txt"
+  [ "${4:-}" = half ] && server_snapshot >"$OUT/server-before.txt"
   bin/shop loadtest "${loadtest_args[@]}" --rate "$2" --duration 15s >"$rt" ||
     echo "bench: the loadtest at $2/s reported a failure (see $rt)" >&2
-  server_snapshot >"$OUT/server-after.txt"
-  [ "${4:-}" = half ] && server_view "$1" "$(json_first requests "$rt")"
+  if [ "${4:-}" = half ]; then
+    server_snapshot >"$OUT/server-after.txt"
+    server_view "$1" "$(json_first requests "$rt")"
+  fi
   attack_phase "$1" "${4:-rate-$2}" "$start" "$rt" attempts_per_sec
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$(json_field attempts_per_sec "$rt")" "$(json_field p50 "$rt")" \
     "$(json_field p90 "$rt")" "$(json_field p99 "$rt")" "$(json_field max "$rt")" "$(json_field ok "$rt")" >>"$3"

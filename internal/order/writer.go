@@ -152,7 +152,6 @@ type Writer struct {
 	// read new entries only while it says the stream is behind.
 	pace     *backlog
 	follower bool
-	readNew  bool // next's entries are new ones (XREADGROUP '>')
 
 	// Fault injection for tests: a non-nil error stops Run right there, as
 	// a crash would: just before COMMIT, or after COMMIT and the
@@ -247,7 +246,7 @@ func (w *Writer) loop(ctx context.Context) error {
 	b := newBackoff()
 	for ctx.Err() == nil {
 		read := time.Now()
-		msgs, err := w.next(ctx)
+		msgs, fresh, err := w.next(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
 				w.redisTrouble(ctx, "read", err, b)
@@ -259,7 +258,7 @@ func (w *Writer) loop(ctx context.Context) error {
 			continue
 		}
 		b.reset()
-		if w.pace != nil && w.readNew {
+		if w.pace != nil && fresh {
 			// Only a read of new entries says whether the stream is
 			// behind: not a retry of our own, nor a claim.
 			w.pace.saw(len(msgs), w.o.Batch)
@@ -299,14 +298,14 @@ func (w *Writer) redisTrouble(ctx context.Context, op string, err error, b *back
 
 // next returns the entries to handle now: first our own pending ones (after
 // a restart, or while one awaits another try), then those another consumer
-// left idle too long, then new ones. A follower loop waits for a backlog
-// before the last two.
-func (w *Writer) next(ctx context.Context) ([]redis.XMessage, error) {
-	w.readNew = false
+// left idle too long, then new ones; fresh says they are new ones (a
+// read of XREADGROUP '>'). A follower loop waits for a backlog before the
+// last two.
+func (w *Writer) next(ctx context.Context) ([]redis.XMessage, bool, error) {
 	if w.readOwn {
 		msgs, err := w.read(ctx, "0", -1)
 		if err != nil || len(msgs) > 0 {
-			return msgs, err
+			return msgs, false, err
 		}
 		w.readOwn = false
 	}
@@ -315,7 +314,7 @@ func (w *Writer) next(ctx context.Context) ([]redis.XMessage, error) {
 		// is behind.
 		w.pace.wait(ctx)
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	if time.Since(w.lastClaim) >= w.o.ClaimIdle/2 {
@@ -325,16 +324,17 @@ func (w *Writer) next(ctx context.Context) ([]redis.XMessage, error) {
 			MinIdle: w.o.ClaimIdle, Start: "0-0", Count: int64(w.o.Batch),
 		}).Result()
 		if err != nil || len(msgs) > 0 {
-			return msgs, err
+			return msgs, false, err
 		}
 	}
-	w.readNew = true
+	block := w.o.Block
 	if w.follower {
 		// Without BLOCK: when the backlog is gone it stops at once, rather
 		// than taking the next orders of a trickle from the first loop.
-		return w.read(ctx, ">", -1)
+		block = -1
 	}
-	return w.read(ctx, ">", w.o.Block)
+	msgs, err := w.read(ctx, ">", block)
+	return msgs, true, err
 }
 
 func (w *Writer) read(ctx context.Context, from string, block time.Duration) ([]redis.XMessage, error) {
