@@ -49,6 +49,13 @@
 // fenced by an epoch as Redis fills are by generations. Run holds the
 // subscription; see near.go.
 //
+// # Decoded values
+//
+// GetJSONShared and GetJSONPrefetched keep, for the most recently read
+// keys, the value last decoded and the bytes it came from, and skip the
+// JSON decoding when Redis answers exactly those bytes again: no answer
+// changes, no round trip is saved. See decoded.go.
+//
 // # Failures
 //
 // A Redis error never fails a read: Get counts it in
@@ -145,12 +152,13 @@ type Cache struct {
 	group singleflight.Group
 	m     *metrics
 	near  *near // nil: off
+	memo  *decodedMemo
 }
 
 // New returns a cache on rdb. Its metrics are registered on reg (none when
 // reg is nil); it panics if they are already registered there.
 func New(rdb redis.UniversalClient, o Options, reg prometheus.Registerer) *Cache {
-	c := &Cache{rdb: rdb, o: o.withDefaults(), m: newMetrics(reg)}
+	c := &Cache{rdb: rdb, o: o.withDefaults(), m: newMetrics(reg), memo: newDecodedMemo(decodedMemoSize)}
 	if c.o.NearTTL > 0 {
 		c.near = newNear(c.o.NearTTL, c.o.NearSize)
 	}
@@ -243,13 +251,15 @@ func GetJSONShared[T any](ctx context.Context, c *Cache, key string, tags []stri
 	return getJSON(ctx, c, key, tags, load, true)
 }
 
-func getJSON[T any](ctx context.Context, c *Cache, key string, tags []string, load func(context.Context) (T, error), keep bool) (T, error) {
-	return decodeJSON(ctx, c, key, load, keep, func(l Loader) ([]byte, error) { return c.Get(ctx, key, tags, l) })
+func getJSON[T any](ctx context.Context, c *Cache, key string, tags []string, load func(context.Context) (T, error), shared bool) (T, error) {
+	return decodeJSON(ctx, c, key, load, shared, func(l Loader) ([]byte, error) { return c.Get(ctx, key, tags, l) })
 }
 
-// decodeJSON decodes what get answers with load's value as JSON; keep
-// keeps the decoded value with the near entry (GetJSONShared).
-func decodeJSON[T any](ctx context.Context, c *Cache, key string, load func(context.Context) (T, error), keep bool,
+// decodeJSON decodes what get answers with load's value as JSON. shared
+// says callers only read the value (GetJSONShared, GetJSONPrefetched): it
+// is then taken from the decoded memo when get answers the bytes it was
+// decoded from (decoded.go), and kept there and with the near entry.
+func decodeJSON[T any](ctx context.Context, c *Cache, key string, load func(context.Context) (T, error), shared bool,
 	get func(Loader) ([]byte, error)) (T, error) {
 	var v T
 	b, err := get(func(ctx context.Context) ([]byte, error) {
@@ -262,6 +272,14 @@ func decodeJSON[T any](ctx context.Context, c *Cache, key string, load func(cont
 	if err != nil {
 		return v, err
 	}
+	if shared {
+		if d, ok := c.memo.get(key, b); ok {
+			if v, ok := d.(T); ok {
+				c.keepNear(key, b, v)
+				return v, nil
+			}
+		}
+	}
 	if err := json.Unmarshal(b, &v); err != nil {
 		// An entry written by another version of the program: drop it and
 		// answer from the loader.
@@ -272,10 +290,19 @@ func decodeJSON[T any](ctx context.Context, c *Cache, key string, load func(cont
 		c.m.loads.Inc()
 		return load(ctx)
 	}
-	if keep && c.near != nil {
-		c.near.keepDecoded(key, b, v)
+	if shared {
+		c.memo.put(key, b, v)
+		c.keepNear(key, b, v)
 	}
 	return v, nil
+}
+
+// keepNear keeps v, decoded from b, with key's near entry, if the near
+// cache is on.
+func (c *Cache) keepNear(key string, b []byte, v any) {
+	if c.near != nil {
+		c.near.keepDecoded(key, b, v)
+	}
 }
 
 // drop deletes an entry that cannot be decoded. Dropping an entry is always

@@ -93,7 +93,7 @@ func GetJSONPrefetched[T any](ctx context.Context, p Prefetch, reply any, load f
 		c.m.errors.WithLabelValues("get").Inc()
 		return GetJSONShared(ctx, c, p.key, p.tags, load)
 	}
-	return decodeJSON(ctx, c, p.key, load, false, func(l Loader) ([]byte, error) {
+	return decodeJSON(ctx, c, p.key, load, true, func(l Loader) ([]byte, error) {
 		return c.answer(ctx, p.key, p.tags, snap, l)
 	})
 }

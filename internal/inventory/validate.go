@@ -3,7 +3,6 @@ package inventory
 import (
 	"encoding/base64"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"unicode"
@@ -22,25 +21,46 @@ const (
 	MaxPriceCents     = 100_000_000
 )
 
-// codeRE is the shape of a sku and of a category; it also keeps them safe
-// inside Redis keys and cursors. The first character is a letter or digit,
-// so a sku is never "." or "..": as a path segment those are dot-segments,
-// which HTTP clients resolve away (DELETE /cart/items/.. reaches the server
-// as DELETE /cart/), so such a product could never be addressed.
-var codeRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+// A code is the shape of a sku and of a category: 1 to 64 of letters,
+// digits, '.', '_' and '-', the first a letter or digit
+// (^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$). It keeps them safe inside Redis
+// keys and cursors. The first character is a letter or digit, so a sku is
+// never "." or "..": as a path segment those are dot-segments, which HTTP
+// clients resolve away (DELETE /cart/items/.. reaches the server as
+// DELETE /cart/), so such a product could never be addressed.
+const maxCodeLen = 64
 
-// CodeRule says what codeRE accepts, for field errors.
+// CodeRule says what a code is, for field errors.
 const CodeRule = "must be 1 to 64 characters: letters, digits, '-', '_' or '.', starting with a letter or digit"
 
+// validCode reports whether s is a code. It is the regular expression
+// above written out (validate_test.go holds them to each other): every
+// request naming a product checks its sku, and the regexp was 1.4 % of a
+// product read's CPU.
+func validCode(s string) bool {
+	if len(s) == 0 || len(s) > maxCodeLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case i > 0 && (c == '.' || c == '_' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // ValidSKU reports whether s has the shape of a sku.
-func ValidSKU(s string) bool { return codeRE.MatchString(s) }
+func ValidSKU(s string) bool { return validCode(s) }
 
 func field(name, format string, args ...any) api.FieldError {
 	return api.FieldError{Field: name, Message: fmt.Sprintf(format, args...)}
 }
 
 func checkCode(name, v string) []api.FieldError {
-	if !codeRE.MatchString(v) {
+	if !validCode(v) {
 		return []api.FieldError{field(name, CodeRule)}
 	}
 	return nil
@@ -144,7 +164,7 @@ func decodeCursor(cursor string) (listCursor, bool) {
 		}
 		c = listCursor{chunk: n, after: sku}
 	}
-	if !codeRE.MatchString(c.after) || encodeCursor(c) != cursor {
+	if !validCode(c.after) || encodeCursor(c) != cursor {
 		return listCursor{}, false
 	}
 	return c, true

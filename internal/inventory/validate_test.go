@@ -3,6 +3,7 @@ package inventory
 import (
 	"encoding/base64"
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -14,6 +15,51 @@ import (
 )
 
 var fuzzApp = fiber.New()
+
+// codeRE is what a code is (validate.go), as a regular expression.
+var codeRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// validCode accepts exactly what codeRE matches.
+func TestValidCodeIsTheRegexp(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("a", maxCodeLen)
+	for _, s := range []string{"", "a", "A", "0", ".", "..", "-a", "_a", ".a", "a.", "a-b_c.d", "a b", "a/b",
+		"a:b", "é", "a\x00", long, long + "a", "Z" + long[1:], "a\n"} {
+		if got, want := validCode(s), codeRE.MatchString(s); got != want {
+			t.Errorf("validCode(%q) = %v, the regexp says %v", s, got, want)
+		}
+	}
+}
+
+// BenchmarkValidCode is a sku's check by the regexp and by validCode.
+func BenchmarkValidCode(b *testing.B) {
+	const sku = "phone-2026.black_128"
+	b.Run("regexp", func(b *testing.B) {
+		for b.Loop() {
+			if !codeRE.MatchString(sku) {
+				b.Fatal("refused")
+			}
+		}
+	})
+	b.Run("validCode", func(b *testing.B) {
+		for b.Loop() {
+			if !validCode(sku) {
+				b.Fatal("refused")
+			}
+		}
+	})
+}
+
+func FuzzValidCode(f *testing.F) {
+	for _, s := range []string{"", "a", "..", "a.b", strings.Repeat("x", 65), "\xff"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := validCode(s), codeRE.MatchString(s); got != want {
+			t.Fatalf("validCode(%q) = %v, the regexp says %v", s, got, want)
+		}
+	})
+}
 
 // parseBody runs parseProductBody on a raw body, as the handler does.
 func parseBody(body []byte, pathSKU string) (string, ProductInput, error) {

@@ -67,8 +67,12 @@ func TestRepairGivesBackTheHoldOfAnotherAttemptOfAPersistedOrder(t *testing.T) {
 		f.writeOrder(t, id)
 		f.rdb.Del(ctx, f.svc.keys.status(id)) // the failover
 		if restored {
+			items, err := res.items()
+			if err != nil {
+				t.Fatal(err)
+			}
 			n, err := RestoreStatuses(ctx, f.rdb, f.c.Prefix, f.parts, []Confirmed{{OrderID: id, UserID: u,
-				TotalCents: res.totalCents, CreatedAt: res.createdAt, Items: res.items}})
+				TotalCents: res.totalCents, CreatedAt: res.createdAt, Items: items}})
 			if err != nil || n != 1 {
 				t.Fatalf("restore: %d %v", n, err)
 			}

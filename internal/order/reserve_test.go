@@ -151,8 +151,9 @@ func TestReserveWritesEventStatusAndIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.totalCents != 2*1999+5 || len(res.items) != 2 || res.items[0].RoundID != 7 || res.items[1].PriceCents != 5 {
-		t.Fatalf("reservation = %+v", res)
+	items, err := res.items()
+	if err != nil || res.totalCents != 2*1999+5 || len(items) != 2 || items[0].RoundID != 7 || items[1].PriceCents != 5 {
+		t.Fatalf("reservation = %+v, items %+v %v", res, items, err)
 	}
 	ctx := context.Background()
 	msgs := f.r.Client.XRange(ctx, f.svc.keys.stream(0), "-", "+").Val()

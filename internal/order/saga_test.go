@@ -711,8 +711,12 @@ func TestRepairKeepsTheUnitsOfARestoredOrder(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		reserved, err := res.items()
+		if err != nil {
+			t.Fatal(err)
+		}
 		n, err := RestoreStatuses(ctx, f.rdb, f.c.Prefix, f.parts, []Confirmed{{OrderID: id, UserID: u,
-			TotalCents: res.totalCents, CreatedAt: res.createdAt, Items: res.items}})
+			TotalCents: res.totalCents, CreatedAt: res.createdAt, Items: reserved}})
 		if err != nil || n != 1 {
 			t.Fatalf("restore (tombstone %v): %d %v", tombstoned, n, err)
 		}

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -70,6 +71,44 @@ func TestForwardedForLinesAreOneList(t *testing.T) {
 	other := func(int) []string { return []string{"192.0.2.1", "192.0.2.2"} }
 	if got := allowed(t, app, 1, fixed("10.0.0.1"), other); got != 1 {
 		t.Fatalf("second client: %d allowed, want 1", got)
+	}
+}
+
+// serveRaw runs one request, read from raw as it came on the wire, through
+// the app's handler as if it came from the socket peer.
+func serveRaw(t *testing.T, app *fiber.App, peer, raw string) int {
+	t.Helper()
+	var req fasthttp.Request
+	if err := req.Read(bufio.NewReader(strings.NewReader(raw))); err != nil {
+		t.Fatal(err)
+	}
+	var ctx fasthttp.RequestCtx
+	ctx.Init(&req, &net.TCPAddr{IP: net.ParseIP(peer), Port: 40000}, nil)
+	app.Handler()(&ctx)
+	return ctx.Response.StatusCode()
+}
+
+// Header names are case-insensitive on the wire: lines spelt in any case
+// are read as X-Forwarded-For lines, and empty elements are skipped.
+func TestForwardedForLinesInAnyCase(t *testing.T) {
+	t.Parallel()
+	r := testenv.NewRedis(t)
+	app := limitedApp(t, r.Client, r.Prefix, 3, []string{"10.0.0.1"})
+	ok := 0
+	for i := range 10 {
+		raw := fmt.Sprintf("GET /api/v1/ping HTTP/1.1\r\nHost: shop\r\n"+
+			"x-forwarded-for: 198.51.100.%d,\r\nX-FORWARDED-FOR: , 192.0.2.1 ,\r\n\r\n", i+1)
+		if serveRaw(t, app, "10.0.0.1", raw) == 200 {
+			ok++
+		}
+	}
+	if ok != 3 {
+		t.Fatalf("one client behind a proxy, its lines in lower and upper case: %d of 10 allowed, want 3", ok)
+	}
+	// Not the proxy's window: another client's line gives it its own.
+	raw := "GET /api/v1/ping HTTP/1.1\r\nHost: shop\r\nx-forwarded-for: 192.0.2.7\r\n\r\n"
+	if got := serveRaw(t, app, "10.0.0.1", raw); got != 200 {
+		t.Fatalf("another client behind the proxy: status %d, want 200", got)
 	}
 }
 
