@@ -38,7 +38,7 @@
 # latency table, e.g. "1000 3000 5000"; none by default), BENCH_PROFILE=1
 # (a 10 s CPU profile of the server during the first purchase attack and
 # an 8 s one of the first half-rate attack, and their tops;
-# BENCH_PROFILE_DELAY, default 8, is when each starts),
+# BENCH_PROFILE_DELAY, default 2, is how long after the purchases begin each starts),
 # BENCH_LOADTEST_PROFILE=1 (the load generator's own CPU profile of the
 # first attack, .run/bench/loadtest-cpu.pprof), BENCH_SKIP_GO=1 (skip steps
 # 3 and 5), BENCH_SKIP_HOT=1 (skip step 5), BENCH_WRITER_ORDERS (200000),
@@ -255,14 +255,30 @@ cpu_report() {
 loadtest_args=(--target "http://127.0.0.1:$PORT" --admin-email "$ADMIN_EMAIL" --admin-password "$ADMIN_PASSWORD"
   --users "$USERS" --units 1000000 --per-user-limit 0 --connections "$CONNS" --forwarded-for --procs 1 --json)
 
+# profile_attack FILE SECONDS: the server's CPU profile of SECONDS of the
+# attack that is starting, taken once its purchases have begun (the
+# reserve script's call count moves) and BENCH_PROFILE_DELAY (2 s) more
+# have passed: the shoppers' set-up before it (200 sign-ups and logins,
+# argon2 each) takes 5 to 13 s by the host's speed, and a fixed delay
+# profiled the set-up on a slow one.
+profile_attack() {
+  local calls; calls=$(reserve_calls)
+  for _ in $(seq 1 600); do
+    [ "$(reserve_calls)" != "$calls" ] && break
+    sleep 0.1
+  done
+  sleep "${BENCH_PROFILE_DELAY:-2}"
+  curl -sf -o "$1" "http://127.0.0.1:$((PORT + 1))/debug/pprof/profile?seconds=$2"
+}
+reserve_calls() { curl -sf "http://127.0.0.1:$PORT/metrics" | awk '/^shop_reserve_script_seconds_count/ {print $NF}'; }
+
 # purchases RUN: the HTTP attack, then the bare script; appends to
 # purchases.tsv: run, attempts/s, p50, p99, ok, script ops/s, ratio, sku.
 purchases() {
   local i=$1 lt="$OUT/loadtest-$1.json" rb="$OUT/redis-benchmark-$1.csv"
   if [ "$i" = 1 ] && [ "${BENCH_PROFILE:-}" = 1 ]; then
     # Profile the middle of the attack, after the shoppers are set up.
-    ( sleep "${BENCH_PROFILE_DELAY:-8}"
-      curl -sf -o "$OUT/cpu.pprof" "http://127.0.0.1:$((PORT + 1))/debug/pprof/profile?seconds=10" ) &
+    profile_attack "$OUT/cpu.pprof" 10 &
   fi
   local prof=()
   [ "$i" = 1 ] && [ -n "${BENCH_LOADTEST_PROFILE:-}" ] && prof=(--cpuprofile "$OUT/loadtest-cpu.pprof")
@@ -298,8 +314,7 @@ fixed_rate() {
   if [ "$1" = 1 ] && [ "${4:-}" = half ] && [ "${BENCH_PROFILE:-}" = 1 ]; then
     # The half-rate attack's own profile: what a purchase costs when the
     # batches (pipeliner, writer) are smaller.
-    ( sleep "${BENCH_PROFILE_DELAY:-8}"
-      curl -sf -o "$OUT/cpu-half.pprof" "http://127.0.0.1:$((PORT + 1))/debug/pprof/profile?seconds=8" ) &
+    profile_attack "$OUT/cpu-half.pprof" 8 &
   fi
   local start; start=$(now)
   [ "${4:-}" = half ] && server_snapshot >"$OUT/server-before.txt"
