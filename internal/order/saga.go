@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/api"
 )
@@ -143,14 +144,50 @@ func (s *Service) claimOrderID(ctx context.Context, idem, fp, id string, lines [
 }
 
 // reclaim points the record idem, which names the aborted order old, at a
-// new id.
+// new id, once none of old's holds is left: the repair tombstones the
+// order when it settles its first hold, and gives the holds on the other
+// partitions back as it reaches them. Until then their units still count
+// in the buyer's totals, so a fresh order run now could be refused
+// limit_exceeded (or out_of_stock) for units no order will keep, a
+// final answer to a request whose repeat, moments later, succeeds
+// (e2e TestClusterDrillServeKilledMidCheckout saw it under load). The
+// repeat is told to retry (503) instead.
 func (s *Service) reclaim(ctx context.Context, idem, fp, old string, lines []Line) (string, error) {
+	if held, err := s.heldAnywhere(ctx, old); err != nil || held {
+		if err == nil {
+			err = errSagaBusy
+		}
+		return "", err
+	}
 	fresh, err := s.newOrderID(lines)
 	if err != nil {
 		return "", err
 	}
 	id, _, err := s.claim(ctx, idem, fp, fresh, old)
 	return id, err
+}
+
+// heldAnywhere says whether order id still has a hold on any partition
+// (one EXISTS a partition, in one pipeline: a rare path, taken only after
+// the repair aborted an order).
+func (s *Service) heldAnywhere(ctx context.Context, id string) (bool, error) {
+	n := s.keys.parts.Count()
+	cmds := make([]*redis.IntCmd, n)
+	_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for p := range n {
+			cmds[p] = pipe.Exists(ctx, s.keys.hold(p, id))
+		}
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("read the holds of order %s: %w", id, err)
+	}
+	for _, c := range cmds {
+		if c.Val() > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // claim runs idemClaimScript: had is true when the record named an order

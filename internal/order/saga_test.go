@@ -788,3 +788,44 @@ func TestRepairAsksPostgreSQLBeforeTheTombstone(t *testing.T) {
 	}
 	f.noHolds(t)
 }
+
+// A repeat whose first run the repair has aborted while a hold of that
+// run is still on another partition (the repair settles each partition's
+// holds as it reaches them) is told to retry (503): a fresh order run then
+// could be refused for units no order keeps. Once the hold is given back,
+// the repeat places a fresh order.
+func TestRepeatWaitsForTheAbortedOrdersHolds(t *testing.T) {
+	t.Parallel()
+	f := newClusterFixture(t)
+	ctx := context.Background()
+	u := f.user(t)
+	a, b := f.skuIn(t, "wait", 1, 10), f.skuIn(t, "wait", 5, 10)
+	lines := []Line{{SKU: a, Quantity: 1}, {SKU: b, Quantity: 1}}
+	id, err := f.svc.newOrderID(lines)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first run: the key claimed, b held on partition 5, the process
+	// gone; the repair tombstoned the order on its home.
+	if _, _, err := f.svc.claim(ctx, f.svc.keys.idem(u, "k"), fingerprint(lines, false), id, ""); err != nil {
+		t.Fatal(err)
+	}
+	items, fail, err := f.svc.hold(ctx, 5, id, u, "attempt-1", "take", 1, lines[1:])
+	if err != nil || fail != nil {
+		t.Fatalf("hold: %v %v", fail, err)
+	}
+	if _, err := abortScript.Run(ctx, f.rdb, []string{f.svc.keys.status(id)}, time.Hour.Milliseconds()).Result(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.Place(ctx, u, lines, PlaceOptions{IdemKey: "k"}); !errors.Is(err, errSagaBusy) {
+		t.Fatalf("a repeat while the aborted order still holds partition 5: %v, want %v", err, errSagaBusy)
+	}
+	if _, err := f.svc.unhold(ctx, 5, id, "attempt-1", "release", items); err != nil {
+		t.Fatal(err)
+	}
+	placed, err := f.svc.Place(ctx, u, lines, PlaceOptions{IdemKey: "k"})
+	if err != nil || placed.Replayed || placed.OrderID == id {
+		t.Fatalf("the repeat once the hold was given back: %+v %v, want a fresh order", placed, err)
+	}
+	f.noHolds(t)
+}
