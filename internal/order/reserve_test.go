@@ -2,7 +2,9 @@ package order
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strconv"
@@ -425,4 +427,13 @@ func TestReserveRefusesUnreadableSaleStateBeforeWriting(t *testing.T) {
 			}
 		})
 	}
+}
+
+// items are the reserved lines of r, for the tests that read them.
+func (r reservation) items() ([]ReservedItem, error) {
+	var items []ReservedItem
+	if err := json.Unmarshal([]byte(r.itemsJSON), &items); err != nil {
+		return nil, fmt.Errorf("reserve order %s: items: %w", r.orderID, err)
+	}
+	return items, nil
 }

@@ -43,6 +43,33 @@ func newClusterFixture(t *testing.T) *clusterFixture {
 	return &clusterFixture{fixture: f, c: c, rdb: rdb}
 }
 
+// heldSaga is a saga stopped after its first step: a user's order of
+// one unit of a SKU on partition 1 (the order's home) and quantity of one
+// on partition 5, whose second line attempt-1 holds on partition 5.
+type heldSaga struct {
+	user  string
+	lines []Line
+	id    string
+	items []ReservedItem // held on partition 5
+}
+
+// holdOnFive makes a heldSaga of SKUs named after prefix, each with a
+// sale of 10 units.
+func (f *clusterFixture) holdOnFive(t *testing.T, prefix string, quantity int) heldSaga {
+	t.Helper()
+	u := f.user(t)
+	lines := []Line{{SKU: f.skuIn(t, prefix, 1, 10), Quantity: 1}, {SKU: f.skuIn(t, prefix, 5, 10), Quantity: quantity}}
+	id, err := f.svc.newOrderID(lines)
+	if err != nil {
+		t.Fatal(err)
+	}
+	items, fail, err := f.svc.hold(context.Background(), 5, id, u, "attempt-1", "take", 1, lines[1:])
+	if err != nil || fail != nil {
+		t.Fatalf("hold: %v %v", fail, err)
+	}
+	return heldSaga{user: u, lines: lines, id: id, items: items}
+}
+
 // skuIn returns a SKU (named after prefix) in partition p, with a sale of
 // units opened.
 func (f *clusterFixture) skuIn(t *testing.T, prefix string, p, units int) string {
@@ -454,17 +481,9 @@ func TestSagaCrashRepairedBySweeper(t *testing.T) {
 	t.Parallel()
 	f := newClusterFixture(t)
 	ctx := context.Background()
-	u := f.user(t)
-	a, b := f.skuIn(t, "crash", 1, 10), f.skuIn(t, "crash", 5, 10)
-	lines := []Line{{SKU: a, Quantity: 1}, {SKU: b, Quantity: 4}}
-	id, err := f.svc.newOrderID(lines)
-	if err != nil {
-		t.Fatal(err)
-	}
-	items, fail, err := f.svc.hold(ctx, 5, id, u, "attempt-1", "take", 1, lines[1:])
-	if err != nil || fail != nil {
-		t.Fatalf("hold: %v %v", fail, err)
-	}
+	h := f.holdOnFive(t, "crash", 4)
+	u, lines, id, items := h.user, h.lines, h.id, h.items
+	a, b := lines[0].SKU, lines[1].SKU
 	held := []heldPart{{p: 5, items: items}}
 	// Before the deadline the repair leaves the hold alone.
 	sw := f.clusterSweeper()
@@ -521,7 +540,7 @@ func TestSagaCrashRepairedBySweeper(t *testing.T) {
 
 	// Committed, then the crash: the repair drops the hold, units stay sold.
 	id2, _ := f.svc.newOrderID(lines)
-	items, _, err = f.svc.hold(ctx, 5, id2, u, "attempt-2", "take", 1, lines[1:])
+	items, _, err := f.svc.hold(ctx, 5, id2, u, "attempt-2", "take", 1, lines[1:])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -746,17 +765,9 @@ func TestRepairAsksPostgreSQLBeforeTheTombstone(t *testing.T) {
 	t.Parallel()
 	f := newClusterFixture(t)
 	ctx := context.Background()
-	u := f.user(t)
-	a, b := f.skuIn(t, "lost", 1, 10), f.skuIn(t, "lost", 5, 10)
-	lines := []Line{{SKU: a, Quantity: 1}, {SKU: b, Quantity: 4}}
-	id, err := f.svc.newOrderID(lines)
-	if err != nil {
-		t.Fatal(err)
-	}
-	items, fail, err := f.svc.hold(ctx, 5, id, u, "attempt-1", "take", 1, lines[1:])
-	if err != nil || fail != nil {
-		t.Fatalf("hold: %v %v", fail, err)
-	}
+	h := f.holdOnFive(t, "lost", 4)
+	u, lines, id, items := h.user, h.lines, h.id, h.items
+	b := lines[1].SKU
 	if _, fail, err := f.svc.commit(ctx, id, u, "attempt-1", 1, "commit", lines, []heldPart{{p: 5, items: items}}); err != nil || fail != nil {
 		t.Fatalf("commit: %v %v", fail, err)
 	}
@@ -798,21 +809,12 @@ func TestRepeatWaitsForTheAbortedOrdersHolds(t *testing.T) {
 	t.Parallel()
 	f := newClusterFixture(t)
 	ctx := context.Background()
-	u := f.user(t)
-	a, b := f.skuIn(t, "wait", 1, 10), f.skuIn(t, "wait", 5, 10)
-	lines := []Line{{SKU: a, Quantity: 1}, {SKU: b, Quantity: 1}}
-	id, err := f.svc.newOrderID(lines)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The first run: the key claimed, b held on partition 5, the process
+	// The first run: b held on partition 5, the key claimed, the process
 	// gone; the repair tombstoned the order on its home.
+	h := f.holdOnFive(t, "wait", 1)
+	u, lines, id := h.user, h.lines, h.id
 	if _, _, err := f.svc.claim(ctx, f.svc.keys.idem(u, "k"), fingerprint(lines, false), id, ""); err != nil {
 		t.Fatal(err)
-	}
-	items, fail, err := f.svc.hold(ctx, 5, id, u, "attempt-1", "take", 1, lines[1:])
-	if err != nil || fail != nil {
-		t.Fatalf("hold: %v %v", fail, err)
 	}
 	if _, err := abortScript.Run(ctx, f.rdb, []string{f.svc.keys.status(id)}, time.Hour.Milliseconds()).Result(); err != nil {
 		t.Fatal(err)
@@ -820,7 +822,7 @@ func TestRepeatWaitsForTheAbortedOrdersHolds(t *testing.T) {
 	if _, err := f.svc.Place(ctx, u, lines, PlaceOptions{IdemKey: "k"}); !errors.Is(err, errSagaBusy) {
 		t.Fatalf("a repeat while the aborted order still holds partition 5: %v, want %v", err, errSagaBusy)
 	}
-	if _, err := f.svc.unhold(ctx, 5, id, "attempt-1", "release", items); err != nil {
+	if _, err := f.svc.unhold(ctx, 5, id, "attempt-1", "release", h.items); err != nil {
 		t.Fatal(err)
 	}
 	placed, err := f.svc.Place(ctx, u, lines, PlaceOptions{IdemKey: "k"})
