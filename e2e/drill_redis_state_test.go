@@ -34,11 +34,12 @@ func privateRedis(t *testing.T, e env, args ...string) *redis.Client {
 
 // Drill 16: Redis runs out of memory mid-sale (noeviction, maxmemory set
 // just above what it uses with CONFIG SET on the private server) and
-// gets it back 1.5 s later. Purchases meanwhile are refused with 503 (the
-// reserve script declares itself with #!lua, so Redis refuses it whole
-// before it runs: never a decrement without its order event) and retried
-// with their Idempotency-Key; the writer cannot acknowledge and keeps its
-// entries pending. Afterwards the totals are exact and the units
+// gets it back 1.5 s after the first purchase it refuses. Purchases
+// meanwhile are refused with 503 (the reserve script declares itself
+// with #!lua, so Redis refuses it whole before it runs: never a
+// decrement without its order event) and retried with their
+// Idempotency-Key; the writer cannot acknowledge and keeps its entries
+// pending. Afterwards the totals are exact and the units
 // conserved.
 func TestDrillRedisOutOfMemory(t *testing.T) {
 	t.Parallel()
@@ -64,6 +65,12 @@ func TestDrillRedisOutOfMemory(t *testing.T) {
 			return
 		}
 		oomAt.Store(used)
+		// The 32 KiB fill at the pace the purchases run, which on a loaded
+		// machine can be slower than any fixed pause: the memory comes
+		// back 1.5 s after the first refusal (10 s at the most).
+		for deadline := time.Now().Add(10 * time.Second); r.unavailable.Load() == 0 && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
 		time.Sleep(1500 * time.Millisecond)
 		if err := rdb.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
 			t.Error(err)

@@ -29,4 +29,12 @@ elif [ -n "${CI:-}" ]; then
 else
   echo "test: no npx: openapi.yaml not linted (install Node.js and npm for scripts/lint-openapi.sh)"
 fi
-go test -race -count=1 -timeout 15m "$@" ./...
+# Twice as many parallel tests as cores (go test's default is one a
+# core): most end-to-end drills spend their time waiting out an outage, a
+# timeout or an idle minute, and hold their slot while the cores idle.
+# On 2 cores, warm caches, this took the e2e package from 280 s to
+# 173-227 s and the suite from 5 min 36 s to 4-5 min (three runs, all
+# green). At -parallel 8 the network-fault drill saw a 503 after its
+# fault's grace, which is why it is not higher.
+# A -parallel in "$@" wins (the last flag counts).
+go test -race -count=1 -timeout 15m -parallel "$((2 * $(getconf _NPROCESSORS_ONLN)))" "$@" ./...
