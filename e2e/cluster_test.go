@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/testenv"
@@ -113,10 +114,11 @@ func (s *shop) checkout(t *testing.T, token, key string) outcome {
 		OrderID string `json:"order_id"`
 		Code    string `json:"code"`
 	}
+	sent := time.Now()
 	r := bulk(t, http.MethodPost, s.api+"/cart/checkout", nil, "Authorization", "Bearer "+token, "Idempotency-Key", key)
 	r.JSON(t, &body)
 	if r.Status >= 500 {
-		s.watch.serverError(r.Status, "checkout ("+body.Code+")")
+		s.watch.serverError(sent, r.Status, "checkout ("+body.Code+")")
 	}
 	return outcome{status: r.Status, code: body.Code, orderID: body.OrderID}
 }

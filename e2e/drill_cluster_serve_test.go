@@ -114,6 +114,7 @@ func tryPlace(s *shop, api string, p placement) (o outcome, answered bool) {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+p.token)
 	req.Header.Set("Idempotency-Key", p.key)
+	sent := time.Now()
 	resp, err := httpClient.Do(req)
 	if err != nil {
 		return outcome{}, false
@@ -129,7 +130,7 @@ func tryPlace(s *shop, api string, p placement) (o outcome, answered bool) {
 	}
 	_ = json.Unmarshal(b, &got)
 	if resp.StatusCode >= 500 {
-		s.watch.serverError(resp.StatusCode, "placement "+path+" ("+got.Code+")")
+		s.watch.serverError(sent, resp.StatusCode, "placement "+path+" ("+got.Code+")")
 	}
 	return outcome{status: resp.StatusCode, code: got.Code, orderID: got.OrderID}, true
 }

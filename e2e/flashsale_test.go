@@ -131,11 +131,12 @@ func (s *shop) purchase(t *testing.T, token, sku string, qty int, key string) ou
 		OrderID string `json:"order_id"`
 		Code    string `json:"code"`
 	}
+	sent := time.Now()
 	r := bulk(t, http.MethodPost, s.api+"/products/"+sku+"/purchase", map[string]int{"quantity": qty},
 		"Authorization", "Bearer "+token, "Idempotency-Key", key)
 	r.JSON(t, &body)
 	if r.Status >= 500 {
-		s.watch.serverError(r.Status, "purchase of "+sku+" ("+body.Code+")")
+		s.watch.serverError(sent, r.Status, "purchase of "+sku+" ("+body.Code+")")
 	}
 	return outcome{status: r.Status, code: body.Code, orderID: body.OrderID}
 }

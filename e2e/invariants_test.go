@@ -122,8 +122,10 @@ func (w *watch) process(name string, alive, killed func() bool) {
 }
 
 // fault records that a fault starts now; the returned function records
-// its end. 5xx answers within the window, or grace after it (requests in
-// flight meet their timeouts), are expected.
+// its end. A 5xx is expected for a request in flight at any time from
+// the fault's start to grace after its end (the shop recovering: pools
+// reconnecting, the first tries after an outage), however late its
+// answer comes on a loaded machine.
 func (w *watch) fault(grace time.Duration) (end func()) {
 	from := time.Now()
 	return func() {
@@ -133,11 +135,11 @@ func (w *watch) fault(grace time.Duration) (end func()) {
 	}
 }
 
-// serverError records a 5xx answer.
-func (w *watch) serverError(status int, what string) {
+// serverError records a 5xx answer, now, to a request sent at sent.
+func (w *watch) serverError(sent time.Time, status int, what string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.errors = append(w.errors, loadtest.ServerError{At: time.Now(), Status: status, What: what})
+	w.errors = append(w.errors, loadtest.ServerError{Sent: sent, At: time.Now(), Status: status, What: what})
 }
 
 // errorsByWhat counts the 5xx answers by what they answered.

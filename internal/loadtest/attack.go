@@ -98,7 +98,7 @@ func (r *attackResult) add(v *vegeta.Result) {
 	}
 	r.tally.add(shopper, int(v.Code), v.Body)
 	if v.Code == 0 || v.Code >= 500 {
-		r.tally.serverError(shopper, int(v.Code), v.Timestamp.Add(v.Latency))
+		r.tally.serverError(shopper, int(v.Code), v.Timestamp, v.Timestamp.Add(v.Latency))
 	}
 }
 

@@ -30,8 +30,8 @@ type Evidence struct {
 	Store *Store
 	// Processes are those of the system under test, alive or not.
 	Processes []Process
-	// FaultWindows are when faults were injected: a 5xx inside one is
-	// expected, outside one it is a failure.
+	// FaultWindows are when faults were injected: a 5xx to a request in
+	// flight during one is expected, any other 5xx is a failure.
 	FaultWindows []Window
 }
 
@@ -53,9 +53,28 @@ type Answers struct {
 
 // ServerError is one 5xx answer.
 type ServerError struct {
-	At     time.Time
+	// Sent is when its request was sent; the zero time stands for At.
+	// The answer is a fault's when the request was in flight during
+	// one: sent before a fault began and answered in it, or sent in it
+	// and answered after it, however long a loaded machine took.
+	Sent   time.Time
+	At     time.Time // when the answer came
 	Status int
 	What   string // e.g. "purchase by shopper 12"
+}
+
+// inFault says whether se's request was in flight during one of ws.
+func (se ServerError) inFault(ws []Window) bool {
+	sent := se.Sent
+	if sent.IsZero() {
+		sent = se.At
+	}
+	for _, w := range ws {
+		if !se.At.Before(w.From) && !sent.After(w.To) {
+			return true
+		}
+	}
+	return false
 }
 
 // Window is a span of time, as a fault's.
@@ -512,7 +531,7 @@ func checkI6(e Evidence) Invariant {
 	}
 	var outside []string
 	for _, se := range e.Answers.ServerErrors {
-		if !inWindow(se.At, e.FaultWindows) {
+		if !se.inFault(e.FaultWindows) {
 			outside = append(outside, fmt.Sprintf("%d to %s at %s", se.Status, se.What, se.At.Format("15:04:05.000")))
 		}
 	}
@@ -637,13 +656,4 @@ func unrecorded(st *Store) []string {
 		}
 	}
 	return out
-}
-
-func inWindow(t time.Time, ws []Window) bool {
-	for _, w := range ws {
-		if !t.Before(w.From) && !t.After(w.To) {
-			return true
-		}
-	}
-	return false
 }

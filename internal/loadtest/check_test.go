@@ -189,3 +189,35 @@ func TestFewListsAtMostFive(t *testing.T) {
 		t.Errorf("few = %q", got)
 	}
 }
+
+// A 5xx is a fault's when its request was in flight during the fault:
+// sent before it and answered in it, or sent in it and answered however
+// late; not when it was sent after the fault (and its grace) ended, or
+// answered before the fault began.
+func TestServerErrorInFlightDuringAFault(t *testing.T) {
+	from := time.Date(2026, 12, 2, 6, 0, 0, 0, time.UTC)
+	to := from.Add(4 * time.Second)
+	at := func(s float64) time.Time { return from.Add(time.Duration(s * float64(time.Second))) }
+	tests := []struct {
+		name     string
+		sent, at time.Time
+		want     bool
+	}{
+		{"sent_and_answered_in_it", at(1), at(2), true},
+		{"sent_before_answered_in_it", at(-1), at(0.5), true},
+		{"sent_in_it_answered_long_after", at(3.9), at(12), true},
+		{"spanning_it", at(-1), at(5), true},
+		{"sent_after_it", at(4.1), at(4.2), false},
+		{"answered_before_it", at(-2), at(-0.1), false},
+		{"no_sent_time_answered_in_it", time.Time{}, at(3), true},
+		{"no_sent_time_answered_after_it", time.Time{}, at(6), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			se := ServerError{Sent: tt.sent, At: tt.at, Status: 503, What: "purchase"}
+			if got := se.inFault([]Window{{From: from, To: to}}); got != tt.want {
+				t.Errorf("inFault = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

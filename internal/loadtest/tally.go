@@ -125,10 +125,11 @@ func (t *tally) accept(shopper int, body []byte) {
 // maxListed bounds the ids and errors a tally keeps for the report.
 const maxListed = 1000
 
-// serverError notes a 5xx or an attempt without an answer, at when.
-func (t *tally) serverError(shopper, status int, when time.Time) {
+// serverError notes a 5xx or an attempt without an answer: its request
+// sent at sent, answered (or given up) at at.
+func (t *tally) serverError(shopper, status int, sent, at time.Time) {
 	if len(t.serverErrors) < maxListed {
-		t.serverErrors = append(t.serverErrors, ServerError{At: when, Status: status, What: "purchase by shopper #" + strconv.Itoa(shopper)})
+		t.serverErrors = append(t.serverErrors, ServerError{Sent: sent, At: at, Status: status, What: "purchase by shopper #" + strconv.Itoa(shopper)})
 	}
 }
 
