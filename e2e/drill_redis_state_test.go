@@ -54,6 +54,9 @@ func TestDrillRedisOutOfMemory(t *testing.T) {
 	var r retries
 	var oomAt atomic.Int64
 	restored := make(chan struct{})
+	// Should the attack fail the test, the goroutine still reports to t:
+	// the test waits for it to end.
+	t.Cleanup(func() { <-restored })
 	go func() {
 		defer close(restored)
 		time.Sleep(300 * time.Millisecond)

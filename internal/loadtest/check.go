@@ -55,26 +55,46 @@ type Answers struct {
 type ServerError struct {
 	// Sent is when its request was sent; the zero time stands for At.
 	// The answer is a fault's when the request was in flight during
-	// one: sent before a fault began and answered in it, or sent in it
-	// and answered after it, however long a loaded machine took.
+	// one (sent before a fault began and answered in it, or sent in it
+	// and answered after it), and came within LateAnswer of the fault's
+	// end: a loaded machine answers late, a hung request never.
 	Sent   time.Time
 	At     time.Time // when the answer came
 	Status int
 	What   string // e.g. "purchase by shopper 12"
 }
 
-// inFault says whether se's request was in flight during one of ws.
+// LateAnswer bounds how long after a fault window (its grace included) a
+// request that was in flight during it may still be answered 5xx: each
+// store call on the request's path gives up after its timeout (Redis's
+// 2 s reads, the session check, the replay lookup and the script in
+// turn), and 10 s leaves a loaded machine room without excusing a
+// request left hanging.
+const LateAnswer = 10 * time.Second
+
+// inFault says whether se's request was in flight during one of ws and
+// answered within LateAnswer of its end.
 func (se ServerError) inFault(ws []Window) bool {
 	sent := se.Sent
 	if sent.IsZero() {
 		sent = se.At
 	}
 	for _, w := range ws {
-		if !se.At.Before(w.From) && !sent.After(w.To) {
+		if !se.At.Before(w.From) && !sent.After(w.To) && !se.At.After(w.To.Add(LateAnswer)) {
 			return true
 		}
 	}
 	return false
+}
+
+// String names the answer for a report: what, its status, when it was
+// sent and how long it took.
+func (se ServerError) String() string {
+	s := fmt.Sprintf("%d to %s at %s", se.Status, se.What, se.At.Format("15:04:05.000"))
+	if !se.Sent.IsZero() {
+		s += fmt.Sprintf(" (sent %s, after %s)", se.Sent.Format("15:04:05.000"), se.At.Sub(se.Sent).Round(time.Millisecond))
+	}
+	return s
 }
 
 // Window is a span of time, as a fault's.
@@ -532,7 +552,7 @@ func checkI6(e Evidence) Invariant {
 	var outside []string
 	for _, se := range e.Answers.ServerErrors {
 		if !se.inFault(e.FaultWindows) {
-			outside = append(outside, fmt.Sprintf("%d to %s at %s", se.Status, se.What, se.At.Format("15:04:05.000")))
+			outside = append(outside, se.String())
 		}
 	}
 	if len(outside) > 0 {

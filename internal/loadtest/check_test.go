@@ -191,9 +191,9 @@ func TestFewListsAtMostFive(t *testing.T) {
 }
 
 // A 5xx is a fault's when its request was in flight during the fault:
-// sent before it and answered in it, or sent in it and answered however
-// late; not when it was sent after the fault (and its grace) ended, or
-// answered before the fault began.
+// sent before it and answered in it, or sent in it and answered late,
+// within LateAnswer of its end; not when it was sent after the fault (and
+// its grace) ended, answered before the fault began, or left hanging.
 func TestServerErrorInFlightDuringAFault(t *testing.T) {
 	from := time.Date(2026, 12, 2, 6, 0, 0, 0, time.UTC)
 	to := from.Add(4 * time.Second)
@@ -205,7 +205,8 @@ func TestServerErrorInFlightDuringAFault(t *testing.T) {
 	}{
 		{"sent_and_answered_in_it", at(1), at(2), true},
 		{"sent_before_answered_in_it", at(-1), at(0.5), true},
-		{"sent_in_it_answered_long_after", at(3.9), at(12), true},
+		{"sent_in_it_answered_late", at(3.9), at(12), true},
+		{"sent_in_it_left_hanging", at(3.9), to.Add(LateAnswer + time.Millisecond), false},
 		{"spanning_it", at(-1), at(5), true},
 		{"sent_after_it", at(4.1), at(4.2), false},
 		{"answered_before_it", at(-2), at(-0.1), false},
