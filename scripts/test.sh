@@ -41,7 +41,7 @@ fi
 # fewer where a cgroup quota says so (a container's --cpus). A
 # -parallel in GOFLAGS or in "$@" wins.
 cores=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)
-if read -r quota period </sys/fs/cgroup/cpu.max 2>/dev/null && [ "$quota" != max ]; then
+if [ -r /sys/fs/cgroup/cpu.max ] && read -r quota period </sys/fs/cgroup/cpu.max && [ "$quota" != max ]; then
   quota=$(((quota + period - 1) / period))
   [ "$quota" -ge "$cores" ] || cores=$quota
 fi

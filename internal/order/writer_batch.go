@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/database"
@@ -22,7 +23,8 @@ type failure struct {
 // batch is written once; its other entries are returned as duplicates, to
 // be acked with it.
 func parseBatch(msgs []redis.XMessage) (events []event, transitions []Transition, failures []failure) {
-	seen := make(map[string]bool, len(msgs))
+	seen := make(map[uuid.UUID]bool, len(msgs))
+	texts := itemsTexts{}
 	for _, m := range msgs {
 		if isTransition(m) {
 			t, err := parseTransition(m)
@@ -33,15 +35,15 @@ func parseBatch(msgs []redis.XMessage) (events []event, transitions []Transition
 			}
 			continue
 		}
-		e, err := parseEvent(m)
+		e, err := parseEventWith(m, texts)
 		if err != nil {
 			failures = append(failures, failure{msg: m, reason: err.Error()})
 			continue
 		}
-		if seen[e.orderID.String()] {
+		if seen[e.orderID] {
 			continue
 		}
-		seen[e.orderID.String()] = true
+		seen[e.orderID] = true
 		events = append(events, e)
 	}
 	return events, transitions, failures
