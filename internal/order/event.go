@@ -97,12 +97,10 @@ func (d itemsTexts) decode(text string) ([]ReservedItem, error) {
 		return slices.Clone(items), nil
 	}
 	var items []ReservedItem
-	if err := json.Unmarshal([]byte(text), &items); err != nil {
-		return nil, err
+	if err := json.Unmarshal([]byte(text), &items); err != nil || d == nil {
+		return items, err
 	}
-	if d != nil {
-		d[text] = items
-	}
+	d[text] = items
 	return slices.Clone(items), nil
 }
 
