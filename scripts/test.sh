@@ -29,22 +29,10 @@ elif [ -n "${CI:-}" ]; then
 else
   echo "test: no npx: openapi.yaml not linted (install Node.js and npm for scripts/lint-openapi.sh)"
 fi
-# Twice as many parallel tests as cores (go test's default is one a
-# core): most end-to-end drills spend their time waiting out an outage, a
-# timeout or an idle minute, and hold their slot while the cores idle.
-# On 2 cores, warm caches, this took the e2e package from 280 s to
-# 173-227 s and the suite from 5 min 36 s to 4-5 min (three runs, all
-# green). At four a core (-parallel 8) three tests failed in a run of
-# the suite; two of them now size their waits by what they wait for,
-# but four a core has not been run green, so it is not the default.
-# The cores are those this process may use (nproc: its CPU affinity),
-# fewer where a cgroup quota says so (a container's --cpus). A
-# -parallel in GOFLAGS or in "$@" wins.
-cores=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)
-if [ -r /sys/fs/cgroup/cpu.max ] && read -r quota period </sys/fs/cgroup/cpu.max && [ "$quota" != max ]; then
-  quota=$(((quota + period - 1) / period))
-  [ "$quota" -ge "$cores" ] || cores=$quota
-fi
-parallel=(-parallel "$((2 * cores))")
-case " ${GOFLAGS:-} " in *" -parallel"* | *" -test.parallel"*) parallel=() ;; esac
-go test -race -count=1 -timeout 15m ${parallel[@]+"${parallel[@]}"} "$@" ./...
+# go test's default parallelism, one test a core. Twice that took the
+# suite from 5 min 36 s to 4-5 min on 2 cores and passed five runs, but
+# in the sixth (a fresh-clone CI run) TestDrillRedisStalled answered
+# past its bounds (a 503 after 2.6 s against 2 s): its bounds, and those
+# of the other drills that time an answer, are sized for one test a
+# core. Raise it only once those run on their own.
+go test -race -count=1 -timeout 15m "$@" ./...
