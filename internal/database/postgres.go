@@ -38,8 +38,10 @@
 //     or the reservation's 2 s).
 //   - GET /me and other authenticated reads: 1 s (the limiter fails open
 //     for reads) + 2 s session check, then 503: 3 s (2 s).
-//   - catalog reads: 1 s limiter + 500 ms cache read + 1 s live stock
+//   - a product read: 1 s limiter + 500 ms cache read + 1 s live stock
 //     read, then 200 from PostgreSQL with available 0: 2.5 s (1.5 s).
+//   - a catalog page: the same with two cache reads (the catalog's sizes,
+//     then the page's chunk): 3 s (2 s).
 //   - admin stock routes: 3 s (PostgreSQL) + 1 s (Redis) at most.
 //
 // Unavailable tells such outages from bugs, for every package.
