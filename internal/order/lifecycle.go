@@ -172,17 +172,12 @@ func (s *Service) liveOrder(ctx context.Context, user, id string) (o Order, live
 	if err != nil {
 		return Order{}, false, ErrNotFound
 	}
-	o, found, err := s.life.read(ctx, oid.String())
-	switch {
-	case err != nil:
-		return Order{}, false, s.unavailable("order status", err)
-	case found && o.userID != user:
-		return Order{}, false, ErrNotFound
-	case found:
-		return o, true, nil
+	if o, found, err := s.liveStatusOf(ctx, user, oid.String()); err != nil || found {
+		return o, found, err
 	}
-	// PostgreSQL only: Get would read Redis again, and find the order
-	// placed in between, live after all.
+	if s.statusMissed != nil {
+		s.statusMissed()
+	}
 	o, err = s.scanOrder(s.db.QueryRow(ctx, selectOrderSQL, oid, user))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -190,7 +185,27 @@ func (s *Service) liveOrder(ctx context.Context, user, id string) (o Order, live
 	case err != nil:
 		return Order{}, false, s.unavailable("get order", err)
 	}
+	// PostgreSQL has it, but it may have been placed (and written) after
+	// Redis was asked: then Redis has its status now, and it is live, not
+	// forgotten. A status is forgotten only statusTTL after its order was
+	// written, so a second miss is decisive.
+	if now, found, err := s.liveStatusOf(ctx, user, o.ID); err != nil || found {
+		return now, found, err
+	}
 	return o, false, nil
+}
+
+// liveStatusOf reads order id's Redis status for user (found false when
+// Redis has none; ErrNotFound when it is another user's).
+func (s *Service) liveStatusOf(ctx context.Context, user, id string) (Order, bool, error) {
+	o, found, err := s.life.read(ctx, id)
+	switch {
+	case err != nil:
+		return Order{}, false, s.unavailable("order status", err)
+	case found && o.userID != user:
+		return Order{}, false, ErrNotFound
+	}
+	return o, found, nil
 }
 
 // Pay charges the order's total through the payment provider and marks it

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 )
@@ -423,5 +424,58 @@ func TestNoPaymentWindow(t *testing.T) {
 	}
 	if c := f.count(t, `SELECT count(*) FROM orders WHERE expires_at IS NULL`); c != 1 {
 		t.Fatalf("expires_at recorded for %d orders", 1-c)
+	}
+}
+
+// An order placed, and written, after a payment, a cancellation or a read
+// found no Redis status for it, but before that step asked PostgreSQL, is
+// live: the step goes by its status, rather than refusing it as an order
+// Redis has forgotten (or answering the row, behind it).
+func TestOrderPlacedBetweenTheTwoReadsIsLive(t *testing.T) {
+	t.Parallel()
+	for _, step := range []string{"pay", "cancel", "get"} {
+		t.Run(step, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			f.withPaymentTTL(time.Hour)
+			f.sale(t, "p", 5, 0, 100)
+			user, id := f.user(t), uuid.NewString()
+			ctx := context.Background()
+			var once sync.Once
+			f.svc.statusMissed = func() {
+				once.Do(func() {
+					if _, err := f.svc.reserve(ctx, enqueue{orderID: id, userID: user}, []Line{{SKU: "p", Quantity: 2}}); err != nil {
+						t.Errorf("reserve: %v", err)
+					}
+					f.writeAll(t)
+					if step == "get" {
+						// Paid since: PostgreSQL's row is behind.
+						if _, err := f.svc.Pay(ctx, user, id, "tok_ok"); err != nil {
+							t.Errorf("pay: %v", err)
+						}
+					}
+				})
+			}
+			var (
+				o    Order
+				err  error
+				want = StatusPaid
+			)
+			switch step {
+			case "pay":
+				o, err = f.svc.Pay(ctx, user, id, "tok_ok")
+			case "cancel":
+				o, err = f.svc.Cancel(ctx, user, id)
+				want = StatusCancelled
+			case "get":
+				o, err = f.svc.Get(ctx, user, id)
+			}
+			if err != nil || o.Status != want {
+				t.Fatalf("%s = %q %v, want %s", step, o.Status, err, want)
+			}
+			if got := f.status(t, id); got != want {
+				t.Fatalf("status in Redis %q, want %s", got, want)
+			}
+		})
 	}
 }

@@ -64,6 +64,9 @@ func (s *Service) Get(ctx context.Context, user, id string) (Order, error) {
 	if found {
 		return live, nil
 	}
+	if s.statusMissed != nil {
+		s.statusMissed()
+	}
 	o, err := s.scanOrder(s.db.QueryRow(ctx, selectOrderSQL, oid, user))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows) && rerr != nil:
@@ -73,6 +76,13 @@ func (s *Service) Get(ctx context.Context, user, id string) (Order, error) {
 		return Order{}, ErrNotFound
 	case err != nil:
 		return Order{}, s.unavailable("get order", err)
+	}
+	if rerr == nil {
+		// Placed and written after Redis was asked, its status is in Redis
+		// now, and may be ahead of the row (paid already, say).
+		if now, found, err := s.liveStatus(ctx, o.ID); err == nil && found && now.userID == user {
+			return now, nil
+		}
 	}
 	return o, nil
 }
