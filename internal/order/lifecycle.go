@@ -175,8 +175,8 @@ func (s *Service) liveOrder(ctx context.Context, user, id string) (o Order, live
 	if o, found, err := s.liveStatusOf(ctx, user, oid.String()); err != nil || found {
 		return o, found, err
 	}
-	if s.statusMissed != nil {
-		s.statusMissed()
+	if s.betweenReads != nil {
+		s.betweenReads()
 	}
 	o, err = s.scanOrder(s.db.QueryRow(ctx, selectOrderSQL, oid, user))
 	switch {
@@ -188,7 +188,8 @@ func (s *Service) liveOrder(ctx context.Context, user, id string) (o Order, live
 	// PostgreSQL has it, but it may have been placed (and written) after
 	// Redis was asked: then Redis has its status now, and it is live, not
 	// forgotten. A status is forgotten only statusTTL after its order was
-	// written, so a second miss is decisive.
+	// written, so a second miss is decisive (a status a failover lost is
+	// the repair's to decide first: errDeciding).
 	if now, found, err := s.liveStatusOf(ctx, user, o.ID); err != nil || found {
 		return now, found, err
 	}
@@ -198,7 +199,7 @@ func (s *Service) liveOrder(ctx context.Context, user, id string) (o Order, live
 // liveStatusOf reads order id's Redis status for user (found false when
 // Redis has none; ErrNotFound when it is another user's).
 func (s *Service) liveStatusOf(ctx context.Context, user, id string) (Order, bool, error) {
-	o, found, err := s.life.read(ctx, id)
+	o, found, err := s.liveStatus(ctx, id)
 	switch {
 	case err != nil:
 		return Order{}, false, s.unavailable("order status", err)

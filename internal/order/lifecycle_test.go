@@ -442,7 +442,7 @@ func TestOrderPlacedBetweenTheTwoReadsIsLive(t *testing.T) {
 			user, id := f.user(t), uuid.NewString()
 			ctx := context.Background()
 			var once sync.Once
-			f.svc.statusMissed = func() {
+			f.svc.betweenReads = func() {
 				once.Do(func() {
 					if _, err := f.svc.reserve(ctx, enqueue{orderID: id, userID: user}, []Line{{SKU: "p", Quantity: 2}}); err != nil {
 						t.Errorf("reserve: %v", err)
@@ -477,5 +477,62 @@ func TestOrderPlacedBetweenTheTwoReadsIsLive(t *testing.T) {
 				t.Fatalf("status in Redis %q, want %s", got, want)
 			}
 		})
+	}
+}
+
+// An order the writer persists and confirms while the buyer's list is
+// being read is on the page once: not in neither source (PostgreSQL read
+// before its commit, the pending index after its confirmation).
+func TestOrderConfirmedWhileListedIsListedOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.sale(t, "p", 5, 0, 100)
+	user := f.user(t)
+	p := f.place(t, user, "p", 1)
+	var once sync.Once
+	f.svc.betweenReads = func() { once.Do(func() { f.writeAll(t) }) }
+	page, err := f.svc.List(context.Background(), user, 10, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Items) != 1 || page.Items[0].ID != p.OrderID {
+		t.Fatalf("listed %+v, want order %s once", page.Items, p.OrderID)
+	}
+	if got := f.status(t, p.OrderID); got != StatusConfirmed {
+		t.Fatalf("status %q: the writer did not confirm it between the reads", got)
+	}
+}
+
+// While the saga repair decides an order whose status a failover lost (its
+// tombstone marked deciding, PostgreSQL about to be asked), a payment or a
+// cancellation of it waits (503) rather than refusing a written order as
+// one Redis has forgotten; a read answers PostgreSQL's row.
+func TestOrderBeingDecidedIsNotRefused(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.withPaymentTTL(time.Hour)
+	f.sale(t, "p", 5, 0, 100)
+	user := f.user(t)
+	p := f.place(t, user, "p", 1)
+	f.writeAll(t)
+	ctx := context.Background()
+	key := f.svc.keys.status(p.OrderID)
+	if err := f.r.Client.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := abortScript.Run(ctx, f.r.Client, []string{key}, time.Minute.Milliseconds(), 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.Pay(ctx, user, p.OrderID, "tok_ok"); !errors.Is(err, errDeciding) {
+		t.Fatalf("pay while deciding: %v, want %v", err, errDeciding)
+	}
+	if _, err := f.svc.Cancel(ctx, user, p.OrderID); !errors.Is(err, errDeciding) {
+		t.Fatalf("cancel while deciding: %v, want %v", err, errDeciding)
+	}
+	if o, err := f.svc.Get(ctx, user, p.OrderID); err != nil || o.Status != StatusConfirmed {
+		t.Fatalf("get while deciding = %q %v, want PostgreSQL's confirmed", o.Status, err)
+	}
+	if page, err := f.svc.List(ctx, user, 10, ""); err != nil || len(page.Items) != 1 {
+		t.Fatalf("list while deciding = %+v %v, want the order", page.Items, err)
 	}
 }

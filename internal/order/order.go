@@ -246,9 +246,10 @@ type Service struct {
 	// sagaFault, for the fault drills, is called at each SagaPoint a
 	// placement reaches (InjectSagaFault); nil otherwise.
 	sagaFault func(SagaPoint)
-	// statusMissed, for tests, is called when Get or a lifecycle step
-	// finds no Redis status and is about to ask PostgreSQL.
-	statusMissed func()
+	// betweenReads, for tests, is called between the Redis and the
+	// PostgreSQL read of an order (Get, a lifecycle step, on a miss in
+	// Redis) or of a buyer's orders (List).
+	betweenReads func()
 
 	// quiet reservations publish no stock change: only the reserve
 	// benchmark sets it, to measure what publishing costs.

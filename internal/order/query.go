@@ -64,8 +64,8 @@ func (s *Service) Get(ctx context.Context, user, id string) (Order, error) {
 	if found {
 		return live, nil
 	}
-	if s.statusMissed != nil {
-		s.statusMissed()
+	if s.betweenReads != nil {
+		s.betweenReads()
 	}
 	o, err := s.scanOrder(s.db.QueryRow(ctx, selectOrderSQL, oid, user))
 	switch {
@@ -91,11 +91,20 @@ func (s *Service) Get(ctx context.Context, user, id string) (Order, error) {
 // none (never placed, or confirmed long ago).
 func (s *Service) liveStatus(ctx context.Context, id string) (o Order, found bool, err error) {
 	m, err := s.rdb.HGetAll(ctx, s.keys.status(id)).Result()
-	if err != nil || m["status"] == "" {
+	switch {
+	case err != nil || m["status"] == "":
 		return Order{}, false, err
+	case m["deciding"] != "":
+		return Order{}, false, errDeciding
 	}
 	return parseLive(id, m)
 }
+
+// errDeciding: the saga repair is asking PostgreSQL whether the order is
+// a written one whose status a failover lost (repair.go). Until it has
+// decided, neither Redis nor a PostgreSQL row can say whether the order
+// is live: an answer about it waits, rather than refusing it.
+var errDeciding = api.Unavailable("the order's status is being recovered; retry in a moment")
 
 // parseLive reads an order status hash (see the package doc).
 func parseLive(id string, m map[string]string) (Order, bool, error) {
@@ -171,6 +180,18 @@ func (s *Service) List(ctx context.Context, user string, limit int, cursor strin
 	}
 	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
 	defer cancel()
+	// Redis first: the writer commits an order to PostgreSQL before it
+	// confirms it in Redis (dropping it from the pending index), so an
+	// order pending at the first read and confirmed before the second is
+	// in both (merge keeps one). Read the other way round, it would be in
+	// neither.
+	pending, err := s.pendingBefore(ctx, user, after, limit+1)
+	if err != nil {
+		return Page{}, s.unavailable("list pending orders", err)
+	}
+	if s.betweenReads != nil {
+		s.betweenReads()
+	}
 	rows, err := s.db.Query(ctx, listOrdersSQL, user, after.at, after.id, limit+1)
 	if err != nil {
 		return Page{}, s.unavailable("list orders", err)
@@ -178,10 +199,6 @@ func (s *Service) List(ctx context.Context, user string, limit int, cursor strin
 	confirmed, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Order, error) { return s.scanOrder(r) })
 	if err != nil {
 		return Page{}, s.unavailable("list orders", err)
-	}
-	pending, err := s.pendingBefore(ctx, user, after, limit+1)
-	if err != nil {
-		return Page{}, s.unavailable("list pending orders", err)
 	}
 	s.overlay(ctx, confirmed)
 	return paginate(merge(confirmed, pending), limit), nil
@@ -237,7 +254,10 @@ func (s *Service) pendingBefore(ctx context.Context, user string, after position
 		var stale []any
 		for _, id := range ids {
 			o, found, err := s.liveStatus(ctx, id)
-			if err != nil {
+			switch {
+			case errors.Is(err, errDeciding):
+				continue // PostgreSQL lists it if it is a written order
+			case err != nil:
 				return nil, err
 			}
 			switch {
