@@ -42,7 +42,9 @@
 //     read, then 200 from PostgreSQL with available 0: 2.5 s (1.5 s).
 //   - a catalog page: the same with two cache reads (the catalog's sizes,
 //     then the page's chunk): 3 s (2 s).
-//   - admin stock routes: 3 s (PostgreSQL) + 1 s (Redis) at most.
+//   - admin stock routes: 3 s (PostgreSQL) + 1 s (Redis) at most, after
+//     waiting (3 s at most) for another admin write of the same SKU to
+//     let go of its sale lock (inventory's lockSale).
 //
 // Unavailable tells such outages from bugs, for every package.
 package database

@@ -91,8 +91,13 @@ func (s *Catalog) Update(ctx context.Context, sku string, in ProductInput) (Prod
 	if err := invalid(validateInput(in)); err != nil {
 		return Product{}, err
 	}
+	conn, unlock, err := lockSale(ctx, s.db, sku)
+	if err != nil {
+		return Product{}, err
+	}
+	defer unlock()
 	f := s.cache.Fence(ctx, productKey(sku))
-	rec, oldCategory, err := s.updateProduct(ctx, sku, in)
+	rec, oldCategory, err := s.updateProduct(ctx, conn, sku, in)
 	if err != nil {
 		return Product{}, err
 	}
@@ -111,8 +116,13 @@ func (s *Catalog) Delete(ctx context.Context, sku string) error {
 	if !ValidSKU(sku) {
 		return fmt.Errorf("delete product %q: %w", sku, ErrProductNotFound)
 	}
+	conn, unlock, err := lockSale(ctx, s.db, sku)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	f := s.cache.Fence(ctx, productKey(sku))
-	category, err := s.deleteProduct(ctx, sku)
+	category, err := s.deleteProduct(ctx, conn, sku)
 	if err != nil {
 		return err
 	}

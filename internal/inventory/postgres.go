@@ -175,11 +175,11 @@ func (s *Catalog) insertProduct(ctx context.Context, sku string, in ProductInput
 
 // updateProduct returns the updated row and the category it had before, or
 // ErrProductNotFound.
-func (s *Catalog) updateProduct(ctx context.Context, sku string, in ProductInput) (record, string, error) {
+func (s *Catalog) updateProduct(ctx context.Context, q rowQuerier, sku string, in ProductInput) (record, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
 	defer cancel()
 	var oldCategory string
-	r, err := scanRecord(s.db.QueryRow(ctx, updateProductSQL, sku, in.Name, in.Description, in.Category, in.PriceCents), &oldCategory)
+	r, err := scanRecord(q.QueryRow(ctx, updateProductSQL, sku, in.Name, in.Description, in.Category, in.PriceCents), &oldCategory)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return record{}, "", fmt.Errorf("update product %s: %w", sku, ErrProductNotFound)
 	}
@@ -191,11 +191,11 @@ func (s *Catalog) updateProduct(ctx context.Context, sku string, in ProductInput
 
 // deleteProduct returns the deleted product's category, or
 // ErrProductNotFound.
-func (s *Catalog) deleteProduct(ctx context.Context, sku string) (string, error) {
+func (s *Catalog) deleteProduct(ctx context.Context, q rowQuerier, sku string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
 	defer cancel()
 	var category string
-	err := s.db.QueryRow(ctx, deleteProductSQL, sku).Scan(&category)
+	err := q.QueryRow(ctx, deleteProductSQL, sku).Scan(&category)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", fmt.Errorf("delete product %s: %w", sku, ErrProductNotFound)
 	}

@@ -58,6 +58,10 @@ var ErrRoundSuperseded = api.NewError(api.CodeConflict, "a newer sale round was 
 type Sales struct {
 	db    *pgxpool.Pool
 	stock *Stock
+
+	// afterRecord, for tests, is called between an opening round's
+	// PostgreSQL record and its Redis step.
+	afterRecord func()
 }
 
 // NewSales returns the sale-round service.
@@ -95,9 +99,17 @@ func (s *Sales) Open(ctx context.Context, sku string, seed Seed) (StockReport, e
 	if errs := seed.checkWindow(time.Now()); len(errs) > 0 {
 		return StockReport{}, api.Invalid(errs...)
 	}
-	round, price, err := s.record(ctx, sku, seed)
+	conn, unlock, err := lockSale(ctx, s.db, sku)
 	if err != nil {
 		return StockReport{}, err
+	}
+	defer unlock()
+	round, price, err := s.record(ctx, conn, sku, seed)
+	if err != nil {
+		return StockReport{}, err
+	}
+	if s.afterRecord != nil {
+		s.afterRecord()
 	}
 	live := LiveRound{
 		Round: round, Quantity: int64(seed.Quantity), Available: int64(seed.Quantity),
@@ -117,11 +129,11 @@ func (s *Sales) Open(ctx context.Context, sku string, seed Seed) (StockReport, e
 }
 
 // record inserts the round's row and returns its id and unit price.
-func (s *Sales) record(ctx context.Context, sku string, seed Seed) (round, price int64, err error) {
+func (s *Sales) record(ctx context.Context, q rowQuerier, sku string, seed Seed) (round, price int64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
 	defer cancel()
 	var seededAt time.Time
-	err = s.db.QueryRow(ctx, insertRoundSQL, sku, seed.Quantity, seed.PerUserLimit,
+	err = q.QueryRow(ctx, insertRoundSQL, sku, seed.Quantity, seed.PerUserLimit,
 		nullTime(seed.StartsAt), nullTime(seed.EndsAt)).Scan(&round, &price, &seededAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, 0, ErrProductNotFound

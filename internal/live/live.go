@@ -125,6 +125,10 @@ type Hub struct {
 	closed   bool
 	watched  chan struct{}  // a SKU's first stream opened or its last ended (poke)
 	active   sync.WaitGroup // running streams
+
+	// resyncRead, for tests, is called between a resync's read of a SKU
+	// and its hand-out.
+	resyncRead func(sku string)
 }
 
 // New returns the hub for stock's changes; its metrics are registered on
@@ -190,6 +194,7 @@ func (h *Hub) receive(m *redis.Message) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if t := h.topics[c.SKU]; t != nil {
+		t.heard++
 		h.update(t, c)
 	}
 }
@@ -209,13 +214,24 @@ func (h *Hub) resync(ctx context.Context) {
 }
 
 // resyncSKUs reads the live state of each of skus that is still watched
-// and hands it out.
+// and hands it out, unless a published change was heard during the read:
+// the subscription is in place by then, so that change is as new as the
+// read or newer, and handing out the read would roll the streams back
+// (to "1 left" after the last unit sold, say) until the next change. (A
+// change published just before the read but delivered only after the
+// hand-out still takes the streams back to it: changes carry no version
+// to order them by. That window is the client's delivery skew between
+// its two connections, not the read's round trip.)
 func (h *Hub) resyncSKUs(ctx context.Context, skus []string) {
 	for _, sku := range skus {
 		h.mu.Lock()
-		_, watched := h.topics[sku]
+		t := h.topics[sku]
+		var heard uint64
+		if t != nil {
+			heard = t.heard
+		}
 		h.mu.Unlock()
-		if !watched {
+		if t == nil {
 			continue
 		}
 		rctx, cancel := context.WithTimeout(ctx, resyncTimeout)
@@ -225,8 +241,11 @@ func (h *Hub) resyncSKUs(ctx context.Context, skus []string) {
 			h.log.Warn("live stock: state not read again after resubscribing", "sku", sku, "err", err)
 			continue
 		}
+		if h.resyncRead != nil {
+			h.resyncRead(sku)
+		}
 		h.mu.Lock()
-		if t := h.topics[sku]; t != nil {
+		if h.topics[sku] == t && t.heard == heard {
 			h.update(t, c)
 		}
 		h.mu.Unlock()

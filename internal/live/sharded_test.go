@@ -109,3 +109,31 @@ func TestShardedSubscriptionRetriesAnUnconfirmedSubscribe(t *testing.T) {
 
 	handedRound2(t, h, s, "the subscription was never confirmed, nor the SKU read again")
 }
+
+// A change published while a resync reads a SKU (the subscription is in
+// place by then) is as new as the read or newer: the streams keep it, and
+// are not rolled back to the read's state.
+func TestResyncKeepsAChangeHeardDuringItsRead(t *testing.T) {
+	t.Parallel()
+	r := testenv.NewRedis(t)
+	ctx := context.Background()
+	stock := inventory.NewStock(r.Client, r.Prefix)
+	if err := stock.OpenRound(ctx, "p1", inventory.LiveRound{Round: 1, Quantity: 5}); err != nil {
+		t.Fatal(err)
+	}
+	h := New(r.Client, stock, Options{Interval: time.Nanosecond}, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	s, err := h.subscribe("p1", "10.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.unsubscribe(s) })
+	h.resyncRead = func(sku string) {
+		// The last unit sells once the read has its 5: the change is heard.
+		h.receive(&redis.Message{Channel: stock.ChangesChannel(sku), Payload: "1 0 0 0"})
+	}
+	h.resyncSKUs(ctx, []string{"p1"})
+	waitHandedOut(t, h, "p1")
+	if got := <-s.box; got.Round != 1 || got.Available != 0 {
+		t.Fatalf("the stream holds %+v, want the change heard during the read (0 left)", got)
+	}
+}

@@ -14,6 +14,7 @@ type topic struct {
 	subs   map[*subscriber]struct{}
 	latest inventory.Change
 	known  bool      // latest holds a state
+	heard  uint64    // published changes applied: a resync's read older than one is dropped
 	sent   time.Time // when the streams were last handed a state
 	flush  *time.Timer
 	edge   *time.Timer // the next sale moment (starts_at, ends_at)

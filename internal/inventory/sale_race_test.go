@@ -1,0 +1,94 @@
+package inventory_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/shop-oss/shop/internal/inventory"
+)
+
+// A price change or a deletion made while a round is being opened, after
+// the open recorded the round (at the price it read) and before it opened
+// it in Redis, leaves the live sale as PostgreSQL records them: the new
+// round at the product's price now, or no sale for a product that is
+// gone. Unordered, the open would reach Redis last with what it read.
+// The other write is started at that point and the open goes on once the
+// write is done or is seen waiting its turn.
+func TestAdminWriteDuringAnOpenIsOrderedAfterIt(t *testing.T) {
+	t.Parallel()
+	for _, write := range []string{"update", "delete"} {
+		t.Run(write, func(t *testing.T) {
+			t.Parallel()
+			st := newStores(t)
+			in := newInstance(t, st)
+			ctx := context.Background()
+			in.create(t, "p", "c", 100)
+			in.seed(t, "p", `{"quantity":5}`)
+			done := make(chan error, 1)
+			inventory.SetAfterRecord(in.Sales, func() {
+				inventory.SetAfterRecord(in.Sales, nil)
+				go func() {
+					if write == "update" {
+						_, err := in.Catalog.Update(ctx, "p", inventory.ProductInput{Name: "n", Category: "c", PriceCents: 250})
+						done <- err
+						return
+					}
+					done <- in.Catalog.Delete(ctx, "p")
+				}()
+				waitDoneOrLocked(t, st, done)
+			})
+			if _, err := in.Sales.Open(ctx, "p", inventory.Seed{Quantity: 7}); err != nil {
+				t.Fatalf("open: %v", err)
+			}
+			if err := <-done; err != nil {
+				t.Fatalf("%s: %v", write, err)
+			}
+			live, ok, err := in.stock.Live(ctx, "p")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var price int64
+			err = st.db.QueryRow(ctx, `SELECT price_cents FROM products WHERE sku = 'p'`).Scan(&price)
+			switch {
+			case write == "delete" && !errors.Is(err, pgx.ErrNoRows):
+				t.Fatalf("not deleted: %v", err)
+			case write == "delete" && ok:
+				t.Fatalf("the product was deleted, but round %d is live in Redis", live.Round)
+			case write == "update" && err != nil:
+				t.Fatal(err)
+			case write == "update" && (!ok || live.Quantity != 7 || live.PriceCents != 250):
+				t.Fatalf("Redis has %+v (live %v), want the new round at the new price, 250", live, ok)
+			}
+		})
+	}
+}
+
+// waitDoneOrLocked waits until the write is done (its error put back for
+// the caller) or waits on an advisory lock in the test's database.
+func waitDoneOrLocked(t *testing.T, st stores, done chan error) {
+	t.Helper()
+	ctx := context.Background()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); { // a bound on a hang
+		select {
+		case err := <-done:
+			done <- err
+			return
+		default:
+		}
+		var waiting int
+		if err := st.db.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&waiting); err != nil {
+			t.Error(err)
+			return
+		}
+		if waiting > 0 {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Error("the write neither finished nor waited for the open")
+}
