@@ -28,6 +28,13 @@ const chunkSize = MaxLimit
 type chunk struct {
 	Items []record `json:"items"`
 	More  bool     `json:"more"` // rows follow the chunk
+	// Next is the sku of the row after the chunk, when More: a page cut
+	// from this chunk and the next one is whole only if the next one
+	// starts there. Each chunk is one read of PostgreSQL, but two of them
+	// may come from before and after a change of the listing (the first
+	// read from the cache before an admin write dropped it, the second
+	// loaded after), and then the rows at their boundary shifted.
+	Next string `json:"next,omitempty"`
 }
 
 // listCursor is where a page starts: after the row with sku after, which
@@ -82,6 +89,11 @@ func (s *Catalog) chunkedPage(ctx context.Context, category string, cur listCurs
 		if err != nil {
 			return nil, nil, err
 		}
+		if len(next.Items) == 0 || next.Items[0].SKU != c.Next {
+			// The listing changed between the two chunks (or the first
+			// was cached before chunks named their next row).
+			return s.uncachedPage(ctx, category, cur, limit)
+		}
 		take := min(limit-len(recs), len(next.Items))
 		recs = append(recs, next.Items[:take]...)
 		if take > 0 {
@@ -111,10 +123,7 @@ func (c chunk) holds(cur listCursor) bool {
 // chunk reads chunk k of a listing through the cache.
 func (s *Catalog) chunk(ctx context.Context, category string, k int) (chunk, error) {
 	return cache.GetJSON(ctx, s.cache, listKey(category, k), []string{categoryTag(category)},
-		func(ctx context.Context) (chunk, error) {
-			recs, more, err := s.selectChunk(ctx, category, k)
-			return chunk{Items: recs, More: more}, err
-		})
+		func(ctx context.Context) (chunk, error) { return s.selectChunk(ctx, category, k) })
 }
 
 // uncachedPage answers a page straight from PostgreSQL, by keyset. The

@@ -108,12 +108,9 @@ func (s *Catalog) selectPage(ctx context.Context, category, after string, limit 
 // collectPage reads up to limit rows of a query that asked for one more,
 // and whether that one came.
 func collectPage(rows pgx.Rows, err error, limit int) ([]record, bool, error) {
+	recs, err := collectRecords(rows, err)
 	if err != nil {
-		return nil, false, dbError("list products", err)
-	}
-	recs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (record, error) { return scanRecord(row) })
-	if err != nil {
-		return nil, false, dbError("list products", err)
+		return nil, false, err
 	}
 	if len(recs) > limit {
 		return recs[:limit], true, nil
@@ -121,8 +118,20 @@ func collectPage(rows pgx.Rows, err error, limit int) ([]record, bool, error) {
 	return recs, false, nil
 }
 
-// selectChunk returns chunk k of a listing and whether rows follow it.
-func (s *Catalog) selectChunk(ctx context.Context, category string, k int) ([]record, bool, error) {
+// collectRecords reads the rows of a listing query.
+func collectRecords(rows pgx.Rows, err error) ([]record, error) {
+	if err != nil {
+		return nil, dbError("list products", err)
+	}
+	recs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (record, error) { return scanRecord(row) })
+	if err != nil {
+		return nil, dbError("list products", err)
+	}
+	return recs, nil
+}
+
+// selectChunk returns chunk k of a listing.
+func (s *Catalog) selectChunk(ctx context.Context, category string, k int) (chunk, error) {
 	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
 	defer cancel()
 	offset := k * chunkSize
@@ -133,7 +142,12 @@ func (s *Catalog) selectChunk(ctx context.Context, category string, k int) ([]re
 	} else {
 		rows, err = s.db.Query(ctx, chunkCategorySQL, category, offset, chunkSize+1)
 	}
-	return collectPage(rows, err, chunkSize)
+	recs, err := collectRecords(rows, err)
+	c := chunk{Items: recs}
+	if len(recs) > chunkSize {
+		c.Items, c.More, c.Next = recs[:chunkSize], true, recs[chunkSize].SKU
+	}
+	return c, err
 }
 
 // selectSizes counts the products of every category.
