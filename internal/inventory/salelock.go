@@ -11,9 +11,9 @@ import (
 // lockSale serializes, per SKU, the admin writes that change both
 // PostgreSQL and the SKU's live sale in Redis: opening a round (at the
 // product's price), updating a product (the live price follows) and
-// deleting one (its sale closes). Each holds the lock from its PostgreSQL
-// write to its Redis write, so Redis takes them in the order PostgreSQL
-// did. Unordered, an open that read the old price, or read the product
+// deleting one (its sale closes). Each holds the lock from before its
+// PostgreSQL write until it returns (its Redis write the last step that
+// needs it), so Redis takes them in the order PostgreSQL did. Unordered, an open that read the old price, or read the product
 // just before its deletion, could reach Redis last and stay there: sold
 // at a price the catalog no longer has, or a sale of a deleted product.
 //
@@ -22,7 +22,10 @@ import (
 // holder makes its PostgreSQL write on the lock's connection (conn), so
 // that holder and waiters never need more than one connection each: a
 // holder waiting for a pool its waiters had taken would wait for itself.
-// Admin writes are rare; purchases never take it.
+// A waiter holds its connection while it waits (3 s at most): many admin
+// writes to one SKU at once take as many of the pool's connections, which
+// the writer of `shop serve` shares. Admin writes are rare; purchases
+// never take the lock.
 func lockSale(ctx context.Context, db *pgxpool.Pool, sku string) (conn *pgxpool.Conn, unlock func(), err error) {
 	// The wait is a PostgreSQL statement's: a stalled server answers 503
 	// as soon as without the lock, and so does a holder that takes longer.

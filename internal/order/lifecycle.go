@@ -187,9 +187,10 @@ func (s *Service) liveOrder(ctx context.Context, user, id string) (o Order, live
 	}
 	// PostgreSQL has it, but it may have been placed (and written) after
 	// Redis was asked: then Redis has its status now, and it is live, not
-	// forgotten. A status is forgotten only statusTTL after its order was
-	// written, so a second miss is decisive (a status a failover lost is
-	// the repair's to decide first: errDeciding).
+	// forgotten. A status is forgotten only statusTTL (a week) after its
+	// order was placed, long after it was written, so a second miss is
+	// decisive (a status a failover lost is the repair's to decide first:
+	// errDeciding).
 	if now, found, err := s.liveStatusOf(ctx, user, o.ID); err != nil || found {
 		return now, found, err
 	}

@@ -114,7 +114,10 @@
 //	                          also attempt (the saga run that committed it),
 //	                          and a tombstone {status: aborted} (no items,
 //	                          so no reader sees an order) marks an order the
-//	                          repair undid, for a day
+//	                          repair undid, for a day; marked deciding while
+//	                          the repair asks PostgreSQL whether a failover
+//	                          lost a written order's status (readers then
+//	                          answer 503, or PostgreSQL's row)
 //	<P>:hold:<id>             on a cluster, the lines a saga took on P for an
 //	                          order homed elsewhere (hash: attempt, user,
 //	                          home, items, deadline_ms), until the commit or

@@ -154,7 +154,8 @@ func isAPIError(err error) bool {
 // first checkout with the key may be what emptied it.
 //
 // Errors: ErrIdempotencyKeyReused when the key was used for another
-// request (a buy-now); a 503 when Redis does not answer.
+// request (a buy-now); a 503 when Redis does not answer, or (on a
+// cluster) while the repair decides the key's order (errDeciding).
 func (s *Service) Replay(ctx context.Context, user, key string) (p Placed, ok bool, err error) {
 	// A request whose checks wait for its reservation (Gate) runs them
 	// first: the limiter's refusal and the session's come before a replay.

@@ -221,7 +221,9 @@ func (s *Service) overlay(ctx context.Context, orders []Order) {
 	}
 	for i, c := range cmds {
 		v := c.Val()
-		if st, ok := v[0].(string); ok && st != "" && st != StatusPending {
+		// Not a tombstone's: the order in PostgreSQL is the repair's to
+		// decide (errDeciding), and its row says what it was.
+		if st, ok := v[0].(string); ok && st != "" && st != StatusPending && st != statusAborted {
 			orders[i].Status = st
 		}
 		if ms, ok := v[1].(string); ok {
