@@ -205,11 +205,15 @@ func spin(rdb *redis.Client, url string) chan struct{} {
 // Drill 11: the writer sits idle for 60 s, its XREADGROUP blocking again
 // and again (Block 1 s, under the client's 2 s read timeout): not one
 // i/o timeout in its log, no Redis error counted, no connection opened
-// anew (go-redis pool misses) once it has settled.
+// anew (go-redis pool misses) once it has settled. Then a sale sells out
+// through it, and the drill ends with the full invariant check.
 func TestDrillIdleWriter(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	s := startServer(t, e)
+	s := newShop(t, e)
+	const units, buyers = 10, 12
+	s.product(t, "drill-idle", 100, map[string]any{"quantity": units, "per_user_limit": 1})
+	tokens := s.shoppers(t, buyers, "idle")
 	page := s.URL + "/metrics"
 	time.Sleep(3 * time.Second) // the first reads, claims and housekeeping open the pool's connections
 	names := []string{"shop_redis_pool_misses_total", "shop_redis_pool_total_conns", "shop_redis_pool_timeouts_total",
@@ -225,7 +229,6 @@ func TestDrillIdleWriter(t *testing.T) {
 		}
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	for _, w := range s.warnings {
 		if strings.Contains(w, "appendonly no") { // the start-up durability warning: the shared Redis keeps nothing
 			continue
@@ -234,8 +237,23 @@ func TestDrillIdleWriter(t *testing.T) {
 			t.Errorf("log: %s", w)
 		}
 	}
+	s.mu.Unlock()
 	if !s.alive() {
 		t.Error("shop serve died")
 	}
 	t.Logf("idle 60 s: %v Redis connections, %v pool misses, no errors", before["shop_redis_pool_total_conns"], before["shop_redis_pool_misses_total"])
+	tally := newSale()
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for b, tok := range tokens {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			tally.add(b, 1, s.purchase(t, tok, "drill-idle", 1, "idle"))
+		}()
+	}
+	close(start)
+	wg.Wait()
+	verify(t, s, e["SHOP_DATABASE_URL"], "drill-idle", units, tally, 1)
 }

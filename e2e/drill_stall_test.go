@@ -18,6 +18,8 @@ import (
 // machine: each answer comes at its bound to within milliseconds, and
 // three times would not tell a catalog page cut at its timeouts (2 s
 // without the limiter) from one cut at go-redis's read timeout (6 s).
+// Then the refused purchase is repeated with its key, and the drill ends
+// with the full invariant check (I1–I6).
 func TestDrillRedisStalled(t *testing.T) {
 	t.Parallel()
 	type bounds struct{ purchase, login, me, product, catalog time.Duration }
@@ -47,6 +49,7 @@ func stalled(t *testing.T, limit string, bound map[string]time.Duration) {
 	token := s.shoppers(t, 1, "stall")[0]
 	bearer := []string{"Authorization", "Bearer " + token}
 
+	endFault := s.watch.fault(2 * time.Second)
 	rs.Pause(t)
 	tests := []struct {
 		name, method, path string
@@ -73,12 +76,39 @@ func stalled(t *testing.T, limit string, bound map[string]time.Duration) {
 		if tc.status == http.StatusServiceUnavailable && r.Header.Get("Retry-After") == "" {
 			t.Errorf("%s: 503 without Retry-After", tc.name)
 		}
+		if r.Status >= 500 {
+			s.watch.serverError(start, r.Status, tc.name)
+		}
 		if d > 2*bound[tc.name] {
 			t.Errorf("%s: took %s with Redis stalled, want under %s", tc.name, d, 2*bound[tc.name])
 		}
 	}
 	rs.Resume(t)
+	endFault()
 	if r := me(t, s.api, token); r.Status != http.StatusOK {
 		t.Errorf("after the stall: /me = %d %s; the stall logged the shopper out", r.Status, r.Body)
+	}
+	// The purchase refused during the stall, repeated with its key as
+	// API.md tells clients: it is bought once (if its script reached Redis
+	// and ran when Redis woke, the repeat answers that order), and the
+	// drill ends with the full invariant check.
+	tally := newSale()
+	o := buyRepeating(t, s, token, "stall-1", "stall")
+	tally.add(0, 1, o)
+	if o.status != http.StatusAccepted {
+		t.Fatalf("the purchase repeated after the stall: %d %s", o.status, o.code)
+	}
+	s.waitConfirmed(t, "stall-1", 1)
+	s.check(t, "stall-1", 10, 0, tally)
+}
+
+// buyRepeating makes one purchase with Idempotency-Key key, repeated while
+// the answer is 503 (30 s at most), and returns the first other answer.
+func buyRepeating(t *testing.T, s *shop, token, sku, key string) outcome {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if o := s.purchase(t, token, sku, 1, key); o.status != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			return o
+		}
 	}
 }
