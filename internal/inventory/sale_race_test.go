@@ -3,6 +3,7 @@ package inventory_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -68,7 +69,8 @@ func TestAdminWriteDuringAnOpenIsOrderedAfterIt(t *testing.T) {
 }
 
 // waitDoneOrLocked waits until the write is done (its error put back for
-// the caller) or waits on an advisory lock in the test's database.
+// the caller) or waits for the sale lock of "p", in the process or on an
+// advisory lock in the test's database.
 func waitDoneOrLocked(t *testing.T, st stores, done chan error) {
 	t.Helper()
 	ctx := context.Background()
@@ -85,10 +87,73 @@ AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`
 			t.Error(err)
 			return
 		}
-		if waiting > 0 {
+		if waiting > 0 || inventory.SaleWaiters(st.db, "p") > 0 {
 			return
 		}
 		time.Sleep(time.Millisecond)
 	}
 	t.Error("the write neither finished nor waited for the open")
+}
+
+// Admin writes of one SKU released together on one instance take their
+// turns at the sale lock in the instance: none of them waits for it in
+// PostgreSQL, where each waiter would hold one of the pool's connections
+// (the pool the order writer shares). Every write lands, and the live
+// price is the catalog's.
+func TestAdminWritesOfOneSKUQueueInTheInstance(t *testing.T) {
+	t.Parallel()
+	st := newStores(t)
+	in := newInstance(t, st)
+	ctx := context.Background()
+	in.create(t, "q", "c", 100)
+	in.seed(t, "q", `{"quantity":5}`)
+	watcher, err := pgx.Connect(ctx, st.DB.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Close(ctx)
+	stop, most := make(chan struct{}), make(chan int, 1)
+	go func() {
+		seen := 0
+		for {
+			select {
+			case <-stop:
+				most <- seen
+				return
+			default:
+			}
+			var n int
+			if err := watcher.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&n); err != nil {
+				t.Error(err)
+			}
+			seen = max(seen, n)
+		}
+	}()
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range 12 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			if _, err := in.Catalog.Update(ctx, "q", inventory.ProductInput{Name: "n", Category: "c", PriceCents: int64(200 + i)}); err != nil {
+				t.Errorf("update %d: %v", i, err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(stop)
+	if n := <-most; n != 0 {
+		t.Errorf("up to %d writes waited for the sale lock in PostgreSQL, each holding a connection", n)
+	}
+	live, _, err := in.stock.Live(ctx, "q")
+	var price int64
+	if err == nil {
+		err = st.db.QueryRow(ctx, `SELECT price_cents FROM products WHERE sku = 'q'`).Scan(&price)
+	}
+	if err != nil || live.PriceCents != price {
+		t.Fatalf("live price %d, catalog %d (%v)", live.PriceCents, price, err)
+	}
 }
