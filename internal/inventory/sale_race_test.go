@@ -68,6 +68,11 @@ func TestAdminWriteDuringAnOpenIsOrderedAfterIt(t *testing.T) {
 	}
 }
 
+// waitingForAdvisoryLocks counts the sessions of the test's database that
+// wait for an advisory lock (a sale lock).
+const waitingForAdvisoryLocks = `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`
+
 // waitDoneOrLocked waits until the write is done (its error put back for
 // the caller) or waits for the sale lock of "p", in the process or on an
 // advisory lock in the test's database.
@@ -82,8 +87,7 @@ func waitDoneOrLocked(t *testing.T, st stores, done chan error) {
 		default:
 		}
 		var waiting int
-		if err := st.db.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
-AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&waiting); err != nil {
+		if err := st.db.QueryRow(ctx, waitingForAdvisoryLocks).Scan(&waiting); err != nil {
 			t.Error(err)
 			return
 		}
@@ -123,8 +127,7 @@ func TestAdminWritesOfOneSKUQueueInTheInstance(t *testing.T) {
 			default:
 			}
 			var n int
-			if err := watcher.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
-AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&n); err != nil {
+			if err := watcher.QueryRow(ctx, waitingForAdvisoryLocks).Scan(&n); err != nil {
 				t.Error(err)
 			}
 			seen = max(seen, n)
