@@ -88,7 +88,8 @@ func (s *Service) Get(ctx context.Context, user, id string) (Order, error) {
 }
 
 // liveStatus reads an order's status hash; found is false when Redis has
-// none (never placed, or confirmed long ago).
+// none (never placed, or forgotten a week after it was placed), and the
+// error is errDeciding while the repair decides a status a failover lost.
 func (s *Service) liveStatus(ctx context.Context, id string) (o Order, found bool, err error) {
 	m, err := s.rdb.HGetAll(ctx, s.keys.status(id)).Result()
 	switch {
