@@ -18,7 +18,9 @@
 #      b. p99 of purchases at a fixed rate of half of (a)'s throughput,
 #         same connections (open model), with the server's own view of
 #         the same window (its latency histograms: the whole request and
-#         the one script call; the writer's batches; PostgreSQL's commits);
+#         the one script call; the writer's batches; PostgreSQL's commits)
+#         and Redis's (its slow log: how long its commands took by its own
+#         clock); with wrk too, paced at half of wrk's own maximum;
 #      c. product reads: GET /api/v1/products/{sku} of (a)'s product (a live
 #         round, `available` read live) against GET /healthz, same client,
 #         same connections, with `shop loadtest get` and with wrk when it is
@@ -81,13 +83,64 @@ RHOST=${rhostport%:*}; RPORT=${rhostport##*:}
 RDB=${REDIS_URL##*/}; [[ $RDB =~ ^[0-9]+$ ]] || RDB=0
 rcli() { redis-cli -h "$RHOST" -p "$RPORT" -n "$RDB" "$@"; }
 
+# Redis's own clock on a window (redis_window_start, then
+# redis_window_end RUN PHASE FROM TO): its slow log at 1 ms over the
+# window, with INFO commandstats around it; the slow entries counted are
+# those of the attack's seconds FROM..TO (a loadtest's shoppers' set-up,
+# argon2 on both cores, is left out; the few hundred script calls of its
+# sign-ups stay in the count of calls). Redis times each command by the
+# wall clock from its start to its end, so a script of ~130 µs of work that took
+# 5 ms had Redis's one thread descheduled meanwhile, waiting for a core;
+# and so did an O(1) command that took over 1 ms. Appends to
+# redis-tail.tsv: run, phase, the window's script calls (EVALSHA), their
+# mean µs in Redis, how many of them took over 1 ms and over 10 ms of
+# Redis's own time, the longest (ms), then the other commands over 1 ms
+# and the longest of them (ms); each slow entry, "command µs", to
+# slowlog-RUN-PHASE.txt. On a shared Redis other clients' slow commands
+# count too. The settings are restored after each window and on exit.
+SLOWLOG_SAVED=
+redis_window_start() {
+  [ -n "$SLOWLOG_SAVED" ] ||
+    SLOWLOG_SAVED="$(rcli config get slowlog-log-slower-than | tail -1) $(rcli config get slowlog-max-len | tail -1)"
+  rcli config set slowlog-log-slower-than 1000 >/dev/null
+  rcli config set slowlog-max-len 100000 >/dev/null
+  rcli slowlog reset >/dev/null
+  cmdstats >"$OUT/tail-cmdstats-before.txt"
+}
+redis_window_restore() {
+  [ -n "$SLOWLOG_SAVED" ] || return 0
+  local saved; read -r -a saved <<<"$SLOWLOG_SAVED"
+  rcli config set slowlog-log-slower-than "${saved[0]}" >/dev/null || true
+  rcli config set slowlog-max-len "${saved[1]}" >/dev/null || true
+  rcli slowlog reset >/dev/null || true
+}
+redis_window_end() {
+  local f="$OUT/slowlog-$1-$2.txt"
+  cmdstats >"$OUT/tail-cmdstats-after.txt"
+  # --json: [[id,time,µs,["COMMAND",args...],client,name],...]; only the
+  # entries of the attack's own seconds (FROM..TO, epoch seconds).
+  rcli --json slowlog get 100000 | grep -o '\[[0-9]*,[0-9]*,[0-9]*,\["[^"]*"' |
+    awk -F'[],["]+' -v from="${3:-0}" -v to="${4:-9999999999}" '$3 >= int(from) && $3 <= to {print tolower($5), $4}' >"$f" || true
+  redis_window_restore
+  awk -v run="$1" -v ph="$2" '
+    FILENAME ~ /before/ {c[$1] = $2; u[$1] = $3; next}
+    FILENAME ~ /after/ {if ($1 == "evalsha") {calls = $2 - c[$1]; usec = $3 - u[$1]}; next}
+    $1 == "evalsha" {s1++; if ($2 > 10000) s10++; if ($2 > smax) smax = $2; next}
+    {o++; if ($2 > omax) omax = $2}
+    END {
+      if (calls <= 0) exit
+      printf "%s\t%s\t%d\t%.1f\t%d\t%d\t%.2f\t%d\t%.2f\n", run, ph, calls, usec / calls,
+        s1, s10, smax / 1000, o, omax / 1000
+    }' "$OUT/tail-cmdstats-before.txt" "$OUT/tail-cmdstats-after.txt" "$f" >>"$OUT/redis-tail.tsv"
+}
 mkdir -p "$OUT" bin
-rm -f "$OUT"/*.tsv "$OUT"/cpu-samples.txt "$OUT"/loadtest-*.json "$OUT"/redis-benchmark-*.csv "$OUT"/get-*.json "$OUT"/wrk-*.txt
+rm -f "$OUT"/*.tsv "$OUT"/cpu-samples.txt "$OUT"/loadtest-*.json "$OUT"/redis-benchmark-*.csv "$OUT"/get-*.json "$OUT"/wrk-*.txt "$OUT"/slowlog-*.txt
 server_pid=
 writer_pid=
 sampler_pid=
 cleanup() {
   [ -z "$sampler_pid" ] || kill "$sampler_pid" 2>/dev/null || true
+  redis_window_restore
   if [ -n "$writer_pid" ] && kill -0 "$writer_pid" 2>/dev/null; then
     kill "$writer_pid"; wait "$writer_pid" 2>/dev/null || true
   fi
@@ -317,10 +370,14 @@ fixed_rate() {
     profile_attack "$OUT/cpu-half.pprof" 8 &
   fi
   local start; start=$(now)
-  [ "${4:-}" = half ] && server_snapshot >"$OUT/server-before.txt"
+  if [ "${4:-}" = half ]; then server_snapshot >"$OUT/server-before.txt"; redis_window_start; fi
   bin/shop loadtest "${loadtest_args[@]}" --rate "$2" --duration 15s >"$rt" ||
     echo "bench: the loadtest at $2/s reported a failure (see $rt)" >&2
   if [ "${4:-}" = half ]; then
+    local setup secs
+    setup=$(json_first setup_seconds "$rt") || true; secs=$(json_first seconds "$rt") || true
+    redis_window_end "$1" half "$(awk -v a="$start" -v b="${setup:-0}" 'BEGIN {printf "%d", a + b}')" \
+      "$(awk -v a="$start" -v b="${setup:-0}" -v c="${secs:-0}" 'BEGIN {printf "%d", a + b + c + 1}')"
     server_snapshot >"$OUT/server-after.txt"
     server_view "$1" "$(json_first requests "$rt")"
   fi
@@ -439,9 +496,11 @@ sampler_pid=$!
 # unit and sold == quantity - available (the admin stock report), with at
 # most one unread answer per connection at the end, and `shop audit
 # --lag-bound 0s` passes (Redis and PostgreSQL agree on every round, every
-# order persisted, nothing dead). Appends run, purchases/s,
-# p50, p99, accepted, ok, ratio to the same run's bare script to
-# purchases-wrk.tsv.
+# order persisted, nothing dead), over both attacks: the full one and
+# the one at half its rate. Appends run, purchases/s, p50, p99, accepted,
+# ok, ratio to the same run's bare script, then the half rate, the
+# purchases/s reached at it, its p50 and p99, and its requests sent over
+# 1 ms late and the latest (ms) to purchases-wrk.tsv.
 wrk_purchases() {
   local i=$1 f="$OUT/wrk-purchases-$1.txt" sku="wrkp-$1-$$" shoppers="$OUT/wrk-shoppers-$1.txt" base="http://127.0.0.1:$PORT/api/v1"
   local admin
@@ -472,10 +531,27 @@ wrk_purchases() {
   rps=$(awk '/^Requests\/sec:/ {print $2}' "$f")
   phase "$i" purchases-wrk "$rps" "$(awk -v a="$start" 'BEGIN {printf "%.3f", a + 1}')" "$(awk -v a="$end" 'BEGIN {printf "%.3f", a - 1}')"
   p50=$(wrk_ms 50% "$f"); p99=$(wrk_ms 99% "$f")
-  accepted=$(awk '$1 == "status" && $2 == 202 {print $3}' "$f"); accepted=${accepted:-0}
-  # "Socket errors: connect C, read R, write W, timeout T": a request lost
-  # to any of them may still have bought its unit, unanswered.
-  timeouts=$(awk '/^  Socket errors:/ {gsub(/,/, ""); print $4 + $6 + $8 + $10}' "$f"); timeouts=${timeouts:-0}
+  # The same client, shoppers and product at a fixed rate of half its
+  # maximum for 15 s (WRK_RATE paces it: scripts/wrk-purchase.lua): the
+  # p99 target's second client, with Redis's own clock on the window.
+  local hf="$OUT/wrk-half-$1.txt" hrate hrps= hp50= hp99= hlate= hlatemax=
+  : >"$hf"
+  hrate=$(half "${rps:-0}")
+  if [ "$hrate" -gt 0 ]; then
+    start=$(now); redis_window_start
+    WRK_RATE=$hrate WRK_SHOPPERS=$shoppers WRK_SKU=$sku WRK_RUN="$i-$$-half" wrk -t1 -c "$CONNS" -d 15s --timeout 10s --latency \
+      -s scripts/wrk-purchase.lua "http://127.0.0.1:$PORT" >"$hf" 2>&1 || echo "bench: wrk at half rate failed (see $hf)" >&2
+    end=$(now); redis_window_end "$i" half-wrk "$start" "$end"
+    hrps=$(awk '/^Requests\/sec:/ {print $2}' "$hf")
+    phase "$i" half-wrk "$hrps" "$(awk -v a="$start" 'BEGIN {printf "%.3f", a + 1}')" "$(awk -v a="$end" 'BEGIN {printf "%.3f", a - 1}')"
+    hp50=$(wrk_ms 50% "$hf"); hp99=$(wrk_ms 99% "$hf")
+    read -r hlate hlatemax < <(awk '$1 == "late" {print $2, $3}' "$hf") || true
+  fi
+  # Both attacks' answers: 202s and socket errors ("Socket errors: connect
+  # C, read R, write W, timeout T": a request lost to any of them may
+  # still have bought its unit, unanswered).
+  accepted=$(cat "$f" "$hf" 2>/dev/null | awk '$1 == "status" && $2 == 202 {n += $3} END {print n + 0}')
+  timeouts=$(cat "$f" "$hf" 2>/dev/null | awk '/^  Socket errors:/ {gsub(/,/, ""); n += $4 + $6 + $8 + $10} END {print n + 0}')
   # The writer drains, then the stock report and the audit must agree.
   local ok=false stock sold avail audit=1
   for _ in $(seq 1 60); do
@@ -486,17 +562,19 @@ wrk_purchases() {
   stock=$(curl -sf "$base/admin/products/$sku/stock" -H "Authorization: Bearer $admin" -H 'X-Forwarded-For: 198.19.255.1') || true
   sold=$(sed -n 's/.*"sold":\([0-9]*\).*/\1/p' <<<"$stock"); avail=$(sed -n 's/.*"available":\([0-9]*\).*/\1/p' <<<"$stock")
   # wrk stops at the duration with a request in flight on each connection,
-  # whose purchase the server may still make: up to CONNS units are sold
-  # without a 202 read (unknown outcomes, as a timeout's), and one more
-  # per socket error.
+  # whose purchase the server may still make: up to CONNS units an attack
+  # are sold without a 202 read (unknown outcomes, as a timeout's), and
+  # one more per socket error.
   sold=${sold:-0}; avail=${avail:-0}
-  if [ "$audit" = 0 ] && [ "$sold" -ge "$accepted" ] && [ "$sold" -le $((accepted + CONNS + timeouts)) ] &&
+  local attacks=1; [ -s "$hf" ] && attacks=2
+  if [ "$audit" = 0 ] && [ "$sold" -ge "$accepted" ] && [ "$sold" -le $((accepted + attacks * CONNS + timeouts)) ] &&
     [ $((1000000 - avail)) = "$sold" ]; then ok=true; else
     echo "bench: wrk purchases: accepted $accepted, sold $sold, available $avail, socket errors $timeouts, audit exit $audit (see $OUT/wrk-audit-$i.json)" >&2
   fi
   local script; script=$(awk -F'\t' -v r="$i" '$1 == r {print $6}' "$OUT/purchases.tsv")
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$i" "${rps:-n/a}" "${p50:-n/a}" "${p99:-n/a}" "$accepted" "$ok" \
-    "$(ratio "${rps:-0}" "${script:-0}")" >>"$OUT/purchases-wrk.tsv"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$i" "${rps:-n/a}" "${p50:-n/a}" "${p99:-n/a}" "$accepted" "$ok" \
+    "$(ratio "${rps:-0}" "${script:-0}")" "$([ "$hrate" -gt 0 ] && echo "$hrate" || echo n/a)" "${hrps:-n/a}" "${hp50:-n/a}" "${hp99:-n/a}" "${hlate:-n/a}" "${hlatemax:-n/a}" \
+    >>"$OUT/purchases-wrk.tsv"
 }
 
 echo
@@ -521,9 +599,11 @@ for i in $(seq 1 "$RUNS"); do
   reads "$i" "$sku"
   if [ -n "$HAVE_WRK" ]; then
     wrk_purchases "$i"
-    IFS=$'\t' read -r _ wr wp50 wp99 wacc wok wratio < <(awk -F'\t' -v r="$i" '$1 == r' "$OUT/purchases-wrk.tsv" 2>/dev/null || echo) || true
+    IFS=$'\t' read -r _ wr wp50 wp99 wacc wok wratio whr whg wh50 wh99 wlate wlatemax < <(awk -F'\t' -v r="$i" '$1 == r' "$OUT/purchases-wrk.tsv" 2>/dev/null || echo) || true
     printf '   wrk      purchases %s/s (p50 %s ms, p99 %s ms, %s accepted, invariants ok: %s): ratio to the bare script %s\n' \
       "${wr:-n/a}" "${wp50:-n/a}" "${wp99:-n/a}" "${wacc:-n/a}" "${wok:-n/a}" "${wratio:-n/a}"
+    printf '   wrk      at %s/s (half): %s/s, p50 %s ms, p99 %s ms (%s requests sent over 1 ms after their slot, the latest by %s ms)\n' \
+      "${whr:-n/a}" "${whg:-n/a}" "${wh50:-n/a}" "${wh99:-n/a}" "${wlate:-n/a}" "${wlatemax:-n/a}"
   fi
   while IFS=$'\t' read -r run client pr pp hr hp rr; do
     if [ "$run" = "$i" ]; then
@@ -585,12 +665,28 @@ STOLEN=$(awk -v a="$STEAL_START" -v b="$(steal)" 'BEGIN {printf "%.1f", b - a}')
   fi
   printf '%-58s %14s %14s %9s %8s\n' "p99 ms of purchases at half the measured maximum" \
     "$(median "$OUT/halfrate.tsv" 6)" "at $(median "$OUT/halfrate.tsv" 2)/s" "" "<= 10"
+  if [ -s "$OUT/purchases-wrk.tsv" ]; then
+    printf '%-58s %14s %14s %9s %8s\n' "  the same, wrk -t1 paced at half its own maximum" \
+      "$(median "$OUT/purchases-wrk.tsv" 11)" "at $(median "$OUT/purchases-wrk.tsv" 8)/s" "" "<= 10"
+  fi
   if [ -s "$OUT/server.tsv" ]; then
-    printf '  %-56s %14s %14s\n' "the same inside the server (its histogram): p50 / p99 ms" \
+    printf '  %-56s %14s %14s\n' "shop loadtest's inside the server (its histogram): p50 / p99 ms" \
       "$(median "$OUT/server.tsv" 2) / $(median "$OUT/server.tsv" 4)" "$(median "$OUT/server.tsv" 5) over 10 ms"
     printf '  %-56s %14s\n' "  its one script call: p50 / p99 ms" "$(median "$OUT/server.tsv" 8) / $(median "$OUT/server.tsv" 9)"
     printf '  %-56s %14s %14s\n' "meanwhile: orders per writer batch, PostgreSQL commits per purchase" \
       "$(median "$OUT/server.tsv" 6)" "$(median "$OUT/server.tsv" 7)"
+  fi
+  if [ -s "$OUT/redis-tail.tsv" ]; then
+    for ph in half half-wrk; do
+      awk -F'\t' -v ph="$ph" '$2 == ph' "$OUT/redis-tail.tsv" >"$OUT/redis-tail-$ph.tsv"
+      [ -s "$OUT/redis-tail-$ph.tsv" ] || continue
+      printf '  %-56s %14s %14s\n' "Redis's own clock ($ph): script calls, mean µs of one" \
+        "$(median "$OUT/redis-tail-$ph.tsv" 3)" "$(median "$OUT/redis-tail-$ph.tsv" 4)"
+      printf '  %-56s %14s %14s\n' "  calls over 1 ms / over 10 ms; the longest, ms" \
+        "$(median "$OUT/redis-tail-$ph.tsv" 5) / $(median "$OUT/redis-tail-$ph.tsv" 6)" "$(median "$OUT/redis-tail-$ph.tsv" 7)"
+      printf '  %-56s %14s %14s\n' "  O(1) and other commands over 1 ms; the longest, ms" \
+        "$(median "$OUT/redis-tail-$ph.tsv" 8)" "$(median "$OUT/redis-tail-$ph.tsv" 9)"
+    done
   fi
   for client in loadtest wrk; do
     grep -q "	$client	" "$OUT/reads.tsv" 2>/dev/null || continue
@@ -606,7 +702,7 @@ STOLEN=$(awk -v a="$STEAL_START" -v b="$(steal)" 'BEGIN {printf "%.1f", b - a}')
     echo
     echo "== where the two cores go: cores busy per kind of process (medians of $RUNS run(s); in brackets, core-µs per request at the phase's rate)"
     printf '%-18s %10s %13s %13s %13s %13s %13s %7s\n' phase "req/s" server "client" redis postgres other idle
-    for ph in purchases purchases-wrk bare half product-loadtest healthz-loadtest product-wrk healthz-wrk; do
+    for ph in purchases purchases-wrk bare half half-wrk product-loadtest healthz-loadtest product-wrk healthz-wrk; do
       awk -F'\t' -v ph="$ph" '$2 == ph' "$OUT/cpu.tsv" >"$OUT/cpu-$ph.tsv"
       [ -s "$OUT/cpu-$ph.tsv" ] || continue
       awk -F'\t' 'BEGIN {OFS = "\t"} {r = $3 > 0 ? $3 : 0; o = $1 "\t" $3; for (c = 5; c <= 10; c++) o = o "\t" (r ? $c * 1e6 / r : "n/a"); print o}' \
@@ -621,7 +717,7 @@ STOLEN=$(awk -v a="$STEAL_START" -v b="$(steal)" 'BEGIN {printf "%.1f", b - a}')
     echo
     echo "== runnable but waiting for a core (schedstat; s per s, in brackets µs per request): where the tail comes from"
     printf '%-18s %10s %13s %13s %13s %13s\n' phase "req/s" server "client" redis postgres
-    for ph in purchases purchases-wrk bare half product-loadtest healthz-loadtest product-wrk healthz-wrk; do
+    for ph in purchases purchases-wrk bare half half-wrk product-loadtest healthz-loadtest product-wrk healthz-wrk; do
       [ -s "$OUT/cpu-$ph.tsv" ] || continue
       awk -F'\t' 'BEGIN {OFS = "\t"} {r = $3 > 0 ? $3 : 0; o = $1 "\t" $3; for (c = 11; c <= 14; c++) o = o "\t" (r ? $c * 1e6 / r : "n/a"); print o}' \
         "$OUT/cpu-$ph.tsv" >"$OUT/waitus-$ph.tsv"
