@@ -163,7 +163,7 @@ steal() { awk -v t="$TICKS" '/^cpu / {printf "%.1f", $9 / t}' /proc/stat; }
 STEAL_START=$(steal)
 echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load $LOAD_START"
 echo "== $(go version | cut -d' ' -f3), $(redis-server --version | cut -d' ' -f3), $(psql -V | cut -d' ' -f3-)${HAVE_WRK:+, $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2)}"
-[ -n "$HAVE_WRK" ] || echo "== wrk not installed: the product reads are measured with shop loadtest get only (apt-get install wrk adds the second client)"
+[ -n "$HAVE_WRK" ] || echo "== wrk not installed: purchases, their p99 at half rate and the product reads are measured with shop loadtest only (apt-get install wrk adds the second client)"
 
 go build -o bin/shop ./cmd/shop
 PGOPTIONS='-c client_min_messages=warning' psql "$PG_ADMIN_URL" -qc 'DROP DATABASE IF EXISTS shop_bench' >/dev/null
