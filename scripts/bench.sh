@@ -499,8 +499,8 @@ sampler_pid=$!
 # order persisted, nothing dead), over both attacks: the full one and
 # the one at half its rate. Appends run, purchases/s, p50, p99, accepted,
 # ok, ratio to the same run's bare script, then the half rate, the
-# purchases/s reached at it, its p50 and p99, and its requests sent over
-# 1 ms late and the latest (ms) to purchases-wrk.tsv.
+# purchases/s reached at it, its p50 and p99, and its requests over 1 ms
+# behind their slot and the latest (ms) to purchases-wrk.tsv.
 wrk_purchases() {
   local i=$1 f="$OUT/wrk-purchases-$1.txt" sku="wrkp-$1-$$" shoppers="$OUT/wrk-shoppers-$1.txt" base="http://127.0.0.1:$PORT/api/v1"
   local admin
@@ -602,7 +602,7 @@ for i in $(seq 1 "$RUNS"); do
     IFS=$'\t' read -r _ wr wp50 wp99 wacc wok wratio whr whg wh50 wh99 wlate wlatemax < <(awk -F'\t' -v r="$i" '$1 == r' "$OUT/purchases-wrk.tsv" 2>/dev/null || echo) || true
     printf '   wrk      purchases %s/s (p50 %s ms, p99 %s ms, %s accepted, invariants ok: %s): ratio to the bare script %s\n' \
       "${wr:-n/a}" "${wp50:-n/a}" "${wp99:-n/a}" "${wacc:-n/a}" "${wok:-n/a}" "${wratio:-n/a}"
-    printf '   wrk      at %s/s (half): %s/s, p50 %s ms, p99 %s ms (%s requests sent over 1 ms after their slot, the latest by %s ms)\n' \
+    printf '   wrk      at %s/s (half): %s/s, p50 %s ms, p99 %s ms (%s requests over 1 ms behind their slot, the latest by %s ms)\n' \
       "${whr:-n/a}" "${whg:-n/a}" "${wh50:-n/a}" "${wh99:-n/a}" "${wlate:-n/a}" "${wlatemax:-n/a}"
   fi
   while IFS=$'\t' read -r run client pr pp hr hp rr; do

@@ -25,7 +25,7 @@ id = 0 -- set per thread by setup()
 local n = 0
 local body = '{"quantity":1}'
 statuses = {}
-late, late_max = 0, 0 -- paced requests sent over 1 ms after their slot
+late, late_max = 0, 0 -- paced requests over 1 ms behind their slot
 
 local threads = {}
 function setup(thread)
