@@ -120,7 +120,7 @@ redis_window_end() {
   # --json: [[id,time,µs,["COMMAND",args...],client,name],...]; only the
   # entries of the attack's own seconds (FROM..TO, epoch seconds).
   rcli --json slowlog get 100000 | grep -o '\[[0-9]*,[0-9]*,[0-9]*,\["[^"]*"' |
-    awk -F'[],["]+' -v from="${3:-0}" -v to="${4:-9999999999}" '$3 >= int(from) && $3 <= to {print tolower($5), $4}' >"$f" || true
+    awk -F'[],["]+' -v from="${3:-0}" -v to="${4:-9999999999}" '$3 >= int(from) && $3 <= int(to) {print tolower($5), $4}' >"$f" || true
   redis_window_restore
   awk -v run="$1" -v ph="$2" '
     FILENAME ~ /before/ {c[$1] = $2; u[$1] = $3; next}
@@ -248,16 +248,27 @@ cpu_sampler() {
 now() { date +%s.%N; }
 # phase RUN NAME RATE START END: one measured window.
 phase() { printf '%s\t%s\t%s\t%s\t%s\n' "$@" >>"$OUT/phases.tsv"; }
-# attack_phase RUN NAME START FILE RATEFIELD: a loadtest's window, its
-# attack without the shoppers' set-up (setup_seconds) or the drain and
-# checks after it, less a second at each end.
-attack_phase() {
+# inner_phase RUN NAME RATE START END: the window less a second at each
+# end (the client's start and its last answers).
+inner_phase() {
+  phase "$1" "$2" "$3" "$(awk -v a="$4" 'BEGIN {printf "%.3f", a + 1}')" "$(awk -v a="$5" 'BEGIN {printf "%.3f", a - 1}')"
+}
+# attack_window START FILE: "FROM TO", epoch seconds, of the attack of a
+# loadtest started at START: without the shoppers' set-up (setup_seconds)
+# or the drain and checks after it. Nothing for a loadtest that wrote no
+# report (it failed).
+attack_window() {
   local setup secs
-  # A loadtest that wrote no report (it failed) has no window: no phase.
-  setup=$(json_first setup_seconds "$4") || true; secs=$(json_first seconds "$4") || true
+  setup=$(json_first setup_seconds "$2") || true; secs=$(json_first seconds "$2") || true
   [ -n "$secs" ] || return 0
-  phase "$1" "$2" "$(json_field "$5" "$4")" "$(awk -v a="$3" -v b="${setup:-0}" 'BEGIN {printf "%.3f", a + b + 1}')" \
-    "$(awk -v a="$3" -v b="${setup:-0}" -v c="${secs:-0}" 'BEGIN {printf "%.3f", a + b + c - 1}')"
+  awk -v a="$1" -v b="${setup:-0}" -v c="$secs" 'BEGIN {printf "%.3f %.3f\n", a + b, a + b + c}'
+}
+# attack_phase RUN NAME START FILE RATEFIELD: a loadtest's attack window
+# as a phase, less a second at each end; none without a report.
+attack_phase() {
+  local w; read -r -a w <<<"$(attack_window "$3" "$4")"
+  [ ${#w[@]} = 2 ] || return 0
+  inner_phase "$1" "$2" "$(json_field "$5" "$4")" "${w[0]}" "${w[1]}"
 }
 # Redis's own account of run 1's purchase attack (with its shoppers'
 # set-up and the writer's drain): INFO commandstats before and after
@@ -350,8 +361,7 @@ purchases() {
   # The bare script's window too: whatever else used the cores meanwhile
   # (the client here is redis-benchmark, a process of none of the kinds:
   # it shows as other).
-  phase "$i" bare "$(awk -F'","' 'NR==2 {print $2}' "$rb")" "$(awk -v a="$bstart" 'BEGIN {printf "%.3f", a + 1}')" \
-    "$(awk -v a="$(now)" 'BEGIN {printf "%.3f", a - 1}')"
+  inner_phase "$i" bare "$(awk -F'","' 'NR==2 {print $2}' "$rb")" "$bstart" "$(now)"
   # The bare script's keys (200k status hashes with a week's TTL) go now.
   rcli --scan --pattern "${RBP}*" | xargs -r -n 500 redis-cli -h "$RHOST" -p "$RPORT" -n "$RDB" unlink >/dev/null
   local http script
@@ -374,10 +384,8 @@ fixed_rate() {
   bin/shop loadtest "${loadtest_args[@]}" --rate "$2" --duration 15s >"$rt" ||
     echo "bench: the loadtest at $2/s reported a failure (see $rt)" >&2
   if [ "${4:-}" = half ]; then
-    local setup secs
-    setup=$(json_first setup_seconds "$rt") || true; secs=$(json_first seconds "$rt") || true
-    redis_window_end "$1" half "$(awk -v a="$start" -v b="${setup:-0}" 'BEGIN {printf "%d", a + b}')" \
-      "$(awk -v a="$start" -v b="${setup:-0}" -v c="${secs:-0}" 'BEGIN {printf "%d", a + b + c + 1}')"
+    local w; read -r -a w <<<"$(attack_window "$start" "$rt")"
+    redis_window_end "$1" half "${w[0]:-0}" "${w[1]:-9999999999}"
     server_snapshot >"$OUT/server-after.txt"
     server_view "$1" "$(json_first requests "$rt")"
   fi
@@ -459,8 +467,7 @@ wrk_load() {
   WRK_ADDRESSES=$USERS wrk -t1 -c "$CONNS" -d "$READ_DURATION" --timeout 10s --latency -s scripts/wrk-forwarded.lua \
     "http://127.0.0.1:$PORT$3" >"$f" 2>&1 || echo "bench: wrk $3 failed (see $f)" >&2
   end=$(now)
-  phase "$1" "$2-wrk" "$(awk '/^Requests\/sec:/ {print $2}' "$f")" "$(awk -v a="$start" 'BEGIN {printf "%.3f", a + 1}')" \
-    "$(awk -v a="$end" 'BEGIN {printf "%.3f", a - 1}')"
+  inner_phase "$1" "$2-wrk" "$(awk '/^Requests\/sec:/ {print $2}' "$f")" "$start" "$end"
   if grep -q 'Non-2xx' "$f"; then echo "bench: wrk $3 had answers other than 2xx (see $f)" >&2; fi
   local rps p99
   rps=$(awk '/^Requests\/sec:/ {print $2}' "$f")
@@ -529,7 +536,7 @@ wrk_purchases() {
   end=$(now)
   local rps p50 p99 accepted timeouts
   rps=$(awk '/^Requests\/sec:/ {print $2}' "$f")
-  phase "$i" purchases-wrk "$rps" "$(awk -v a="$start" 'BEGIN {printf "%.3f", a + 1}')" "$(awk -v a="$end" 'BEGIN {printf "%.3f", a - 1}')"
+  inner_phase "$i" purchases-wrk "$rps" "$start" "$end"
   p50=$(wrk_ms 50% "$f"); p99=$(wrk_ms 99% "$f")
   # The same client, shoppers and product at a fixed rate of half its
   # maximum for 15 s (WRK_RATE paces it: scripts/wrk-purchase.lua): the
@@ -543,7 +550,7 @@ wrk_purchases() {
       -s scripts/wrk-purchase.lua "http://127.0.0.1:$PORT" >"$hf" 2>&1 || echo "bench: wrk at half rate failed (see $hf)" >&2
     end=$(now); redis_window_end "$i" half-wrk "$start" "$end"
     hrps=$(awk '/^Requests\/sec:/ {print $2}' "$hf")
-    phase "$i" half-wrk "$hrps" "$(awk -v a="$start" 'BEGIN {printf "%.3f", a + 1}')" "$(awk -v a="$end" 'BEGIN {printf "%.3f", a - 1}')"
+    inner_phase "$i" half-wrk "$hrps" "$start" "$end"
     hp50=$(wrk_ms 50% "$hf"); hp99=$(wrk_ms 99% "$hf")
     read -r hlate hlatemax < <(awk '$1 == "late" {print $2, $3}' "$hf") || true
   fi
