@@ -322,11 +322,20 @@ func parseProxy(s string) (netip.Prefix, error) {
 // outside development mode.
 var ErrNoJWTSecret = errors.New("SHOP_JWT_SECRET is required (or set SHOP_ENV=dev for a random one)")
 
-// EnsureJWTSecret checks that a signing secret is configured. In development
-// mode it makes a random one and returns generated=true, so the caller can
-// warn that tokens will not survive a restart.
+// MinJWTSecretBytes is the shortest SHOP_JWT_SECRET accepted outside
+// development mode: HS256 needs a key of at least 256 bits (RFC 7518 §3.2).
+const MinJWTSecretBytes = 32
+
+// EnsureJWTSecret checks that a signing secret is configured and, outside
+// development mode, at least MinJWTSecretBytes long. In development mode it
+// makes a random one and returns generated=true, so the caller can warn
+// that tokens will not survive a restart. Errors: ErrNoJWTSecret, or one
+// naming the variable for a short secret.
 func (c *Config) EnsureJWTSecret() (generated bool, err error) {
 	if c.JWTSecret != "" {
+		if n := len(c.JWTSecret); n < MinJWTSecretBytes && !c.Dev() {
+			return false, fmt.Errorf("SHOP_JWT_SECRET is %d bytes; HS256 needs at least %d (openssl rand -hex 32)", n, MinJWTSecretBytes)
+		}
 		return false, nil
 	}
 	if !c.Dev() {

@@ -108,6 +108,30 @@ func TestJWTSecret(t *testing.T) {
 	}
 }
 
+func TestJWTSecretLength(t *testing.T) {
+	short := strings.Repeat("k", config.MinJWTSecretBytes-1)
+	for _, tc := range []struct {
+		name, env, secret string
+		ok                bool
+	}{
+		{"one_byte", "", "x", false},
+		{"one_short", "production", short, false},
+		{"exact", "", short + "k", true},
+		{"dev_short", "dev", "x", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _ := config.Load(map[string]string{"SHOP_ENV": tc.env, "SHOP_JWT_SECRET": tc.secret})
+			_, err := c.EnsureJWTSecret()
+			if (err == nil) != tc.ok {
+				t.Fatalf("EnsureJWTSecret() = %v, want ok=%v", err, tc.ok)
+			}
+			if err != nil && !strings.Contains(err.Error(), "SHOP_JWT_SECRET") {
+				t.Fatalf("error %q does not name the variable", err)
+			}
+		})
+	}
+}
+
 func TestCacheRedisURL(t *testing.T) {
 	for _, u := range []string{"redis://cache:6379/0", "rediss://user:pw@cache:6380/2", "unix:///run/redis.sock"} {
 		c, err := config.Load(map[string]string{"SHOP_CACHE_REDIS_URL": u})
