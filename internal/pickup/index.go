@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -63,7 +64,11 @@ func (s *Service) indexWrite(ctx context.Context, args ...any) error {
 func (s *Service) search(ctx context.Context, q Query) ([]Nearby, error) {
 	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
 	defer cancel()
-	v, err := nearbyScript.Run(ctx, s.rdb, s.indexKeys(), q.Lng, q.Lat, q.RadiusKm, q.Limit).Slice()
+	args := []any{q.Lng, q.Lat, q.RadiusKm, q.Limit, "", "", ""}
+	if lng, lat, r, ok := farSide(q); ok {
+		args[4], args[5], args[6] = lng, lat, r
+	}
+	v, err := nearbyScript.Run(ctx, s.rdb, s.indexKeys(), args...).Slice()
 	if errors.Is(err, redis.Nil) {
 		return nil, errNotBuilt
 	}
@@ -79,6 +84,62 @@ func (s *Service) search(ctx context.Context, q Query) ([]Nearby, error) {
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// earthKm is the radius Redis's geo commands use (geohash_helper.c).
+const earthKm = 6372.797560856
+
+// farSide returns, when q's circle crosses the antimeridian, a centre on
+// its far side (±180 at q's latitude) and a radius from there that holds
+// the whole circle: GEOSEARCH does not look across ±180 by itself.
+func farSide(q Query) (lng, lat, radiusKm float64, ok bool) {
+	toMeridian := 180 - math.Abs(q.Lng) // degrees of longitude to ±180
+	var apart float64                   // radians from q to the ±180 half-meridian
+	if toMeridian <= 90 {
+		apart = math.Asin(math.Cos(rad(q.Lat)) * math.Sin(rad(toMeridian)))
+	} else {
+		apart = rad(90 - math.Abs(q.Lat)) // nearest across a pole
+	}
+	if apart*earthKm > q.RadiusKm {
+		return 0, 0, 0, false
+	}
+	lng = 180.0
+	if q.Lng > 0 {
+		lng = -180
+	}
+	// The triangle inequality: a store within q.RadiusKm of q is within
+	// that plus q's distance to the far centre of it; nearby.lua measures
+	// each hit from q again. The extra metre absorbs rounding.
+	return lng, q.Lat, q.RadiusKm + haversineKm(q.Lng, q.Lat, lng, q.Lat) + 0.001, true
+}
+
+// haversineKm is Redis's geohashGetDistance, in km.
+func haversineKm(lng1, lat1, lng2, lat2 float64) float64 {
+	u := math.Sin(rad(lat2-lat1) / 2)
+	v := math.Sin(rad(lng2-lng1) / 2)
+	return 2 * earthKm * math.Asin(math.Sqrt(u*u+math.Cos(rad(lat1))*math.Cos(rad(lat2))*v*v))
+}
+
+func rad(deg float64) float64 { return deg * math.Pi / 180 }
+
+// indexWhole reports whether the index is built and its geo set and info
+// hash still hold the number of stores it was built with: a lost key
+// (evicted, deleted by hand) makes it missing, to be rebuilt.
+func (s *Service) indexWhole(ctx context.Context) (bool, error) {
+	keys := s.indexKeys()
+	var state *redis.SliceCmd
+	var geo, info *redis.IntCmd
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		state = p.HMGet(ctx, keys[2], "built", "stores")
+		geo, info = p.ZCard(ctx, keys[0]), p.HLen(ctx, keys[1])
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	v := state.Val()
+	n, err := strconv.ParseInt(fmt.Sprint(v[1]), 10, 64)
+	return v[0] != nil && err == nil && geo.Val() == n && info.Val() == n, nil
 }
 
 func parseHit(hit any) (Nearby, error) {

@@ -8,7 +8,10 @@
 // Under the hash tag {stores}: the geo set "geo" (id → position), the hash
 // "info" (id → the store as JSON, so that a nearby search is one script
 // and no PostgreSQL read), and the hash "state" with "built" (the index
-// holds every store) and "gen" (bumped by every admin write). An admin
+// holds every store), "stores" (how many: a geo set or info hash of
+// another size was lost, and the index counts as missing) and "gen"
+// (bumped by every admin write). A circle that crosses ±180 is searched
+// on both sides (GEOSEARCH alone does not look across). An admin
 // write goes to PostgreSQL first, then through a script that bumps gen and
 // updates the index only when it is built: after a Redis restart the index
 // is missing, and adding one store to an empty set would pass for a

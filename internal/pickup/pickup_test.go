@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"slices"
 	"sync"
@@ -319,5 +320,106 @@ func TestDeleteRetryClearsTheIndex(t *testing.T) {
 	}
 	if got := f.nearby(t, fromLouvre); !slices.Equal(ids(got), []string{"notre-dame"}) {
 		t.Fatalf("nearby after the retried delete: %v, want only notre-dame", ids(got))
+	}
+}
+
+// The geo set, the info hash and the state are one index: losing any one
+// of them (evicted, deleted by hand) while "built" stays makes the next
+// search rebuild it, not answer an empty list for ever.
+func TestIndexRebuiltWhenOneKeyIsLost(t *testing.T) {
+	t.Parallel()
+	for i, name := range []string{"geo", "info"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			for _, st := range paris[:3] {
+				f.put(t, st)
+			}
+			ctx := context.Background()
+			if got := f.nearby(t, fromLouvre); len(got) != 3 { // builds the index
+				t.Fatalf("before: %v", ids(got))
+			}
+			f.r.Client.Del(ctx, f.s.indexKeys()[i])
+			if got := f.nearby(t, fromLouvre); len(got) != 3 || got[0].Store != paris[0] {
+				t.Fatalf("after losing %s: %+v", name, got)
+			}
+			// A write after a loss does not pass a partial index for a whole one.
+			f.r.Client.Del(ctx, f.s.indexKeys()[i])
+			f.put(t, paris[3])
+			if got := f.nearby(t, fromLouvre+"&radius_km=50"); len(got) != 4 {
+				t.Fatalf("write after losing %s: %v", name, ids(got))
+			}
+		})
+	}
+}
+
+// GEOSEARCH does not look across ±180: a search near the antimeridian
+// finds the stores on both sides of it, with their true distances, and
+// so do searches at the poles' bounds.
+func TestNearbyAcrossTheAntimeridian(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	stores := []Store{
+		{"east", "East", "", 179.99, 0},
+		{"west", "West", "", -179.995, 0},
+		{"far-west", "Far west", "", -178, 0},
+		{"north-east", "North east", "", 179.5, 85.05},
+		{"north-west", "North west", "", -179.5, 85.05},
+		{"south-west", "South west", "", -179.9, -85.05},
+	}
+	for _, st := range stores {
+		f.put(t, st)
+	}
+	for _, tc := range []struct {
+		query string
+		want  []string
+	}{
+		{"lng=180&lat=0&radius_km=5", []string{"west", "east"}},
+		{"lng=-180&lat=0&radius_km=5", []string{"west", "east"}},
+		{"lng=179.995&lat=0&radius_km=5", []string{"east", "west"}},
+		{"lng=-179.995&lat=0&radius_km=5", []string{"west", "east"}},
+		{"lng=179.99&lat=0&radius_km=300", []string{"east", "west", "far-west"}},
+		{"lng=179.99&lat=0&radius_km=300&limit=2", []string{"east", "west"}},
+		{"lng=179.9&lat=85.05112878&radius_km=50", []string{"north-east", "north-west"}},
+		{"lng=-179.9&lat=-85.05112878&radius_km=50", []string{"south-west"}},
+		{"lng=0&lat=0&radius_km=5", nil},
+	} {
+		got := f.nearby(t, tc.query)
+		if !slices.Equal(ids(got), tc.want) {
+			t.Errorf("%s: %v, want %v", tc.query, ids(got), tc.want)
+		}
+		for i := 1; i < len(got); i++ {
+			if got[i].DistanceKm < got[i-1].DistanceKm {
+				t.Errorf("%s: not nearest first: %+v", tc.query, got)
+			}
+		}
+	}
+	// The far side's distance is measured from the real centre: 0.005° and
+	// 0.01° of longitude at the equator are about 0.556 and 1.113 km.
+	got := f.nearby(t, "lng=180&lat=0&radius_km=5")
+	for i, want := range []float64{0.556, 1.113} {
+		if i >= len(got) || math.Abs(got[i].DistanceKm-want) > 0.01 {
+			t.Errorf("distances from (180, 0): %+v, want %v km", got, want)
+		}
+	}
+}
+
+func TestFarSide(t *testing.T) {
+	for _, tc := range []struct {
+		q   Query
+		ok  bool
+		lng float64
+	}{
+		{Query{Lng: 180, Lat: 0, RadiusKm: 1}, true, -180},
+		{Query{Lng: -180, Lat: 0, RadiusKm: 1}, true, 180},
+		{Query{Lng: 179, Lat: 0, RadiusKm: 100}, false, 0},   // 111 km to the line
+		{Query{Lng: 179, Lat: 0, RadiusKm: 112}, true, -180}, // just across
+		{Query{Lng: 0, Lat: 85, RadiusKm: 600}, true, 180},   // across the pole
+		{Query{Lng: 0, Lat: 85, RadiusKm: 500}, false, 0},
+	} {
+		lng, _, r, ok := farSide(tc.q)
+		if ok != tc.ok || ok && (lng != tc.lng || r < tc.q.RadiusKm) {
+			t.Errorf("farSide(%+v) = %v %v %v, want %v %v", tc.q, lng, r, ok, tc.lng, tc.ok)
+		}
 	}
 }

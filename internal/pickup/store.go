@@ -88,7 +88,7 @@ func (s *Service) ensureIndex(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, indexWaitTimeout)
 	defer cancel()
 	err := s.locker.RunWait(ctx, lockName, lockTTL, func(ctx context.Context) error {
-		built, err := s.rdb.HExists(ctx, s.indexKeys()[2], "built").Result()
+		built, err := s.indexWhole(ctx)
 		if err != nil {
 			return database.Wrap("store index", errIndexDown, err)
 		}

@@ -15,5 +15,6 @@ for i = 1, 2 do
     redis.call('DEL', KEYS[i])
   end
 end
-redis.call('HSET', KEYS[3], 'built', '1')
+-- stores is the size the three keys must keep (nearby.lua checks it).
+redis.call('HSET', KEYS[3], 'built', '1', 'stores', redis.call('ZCARD', KEYS[1]))
 return 1
