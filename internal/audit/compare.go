@@ -291,6 +291,8 @@ func (a *Auditor) notPersisted(ctx context.Context) ([]Problem, error) {
 	if err != nil || len(old) == 0 {
 		return nil, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, dbReadTimeout)
+	defer cancel()
 	rows, err := a.db.Query(ctx, persistedSQL, old)
 	if err != nil {
 		return nil, wrap("persisted orders", err)

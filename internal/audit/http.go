@@ -11,8 +11,14 @@ import (
 	"github.com/shop-oss/shop/internal/database"
 )
 
-// httpTimeout bounds an audit over HTTP.
-const httpTimeout = 20 * time.Second
+// Bounds of an audit: over HTTP in all; its first PostgreSQL statement,
+// as every PostgreSQL route's (a stalled server answers 503 in about 3 s);
+// each of its larger reads of orders.
+const (
+	httpTimeout   = 20 * time.Second
+	dbTimeout     = 3 * time.Second
+	dbReadTimeout = 10 * time.Second
+)
 
 // Routes registers GET /admin/audit behind admin.
 func (a *Auditor) Routes(r fiber.Router, admin fiber.Handler) {

@@ -120,6 +120,10 @@ func (s snap) lasts() []streamID {
 }
 
 func (a *Auditor) recordedRounds(ctx context.Context) ([]string, error) {
+	// The audit's first statement, and a small one: a PostgreSQL that does
+	// not answer fails it as fast as any other PostgreSQL route.
+	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
+	defer cancel()
 	rows, err := a.db.Query(ctx, skusSQL)
 	if err != nil {
 		return nil, wrap("sale rounds", err)
@@ -471,6 +475,8 @@ type heldRow struct {
 }
 
 func (a *Auditor) heldRows(ctx context.Context, rounds []int64) ([]heldRow, map[int64]int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, dbReadTimeout)
+	defer cancel()
 	quantities := map[int64]int64{}
 	rows, err := a.db.Query(ctx, quantitiesSQL, rounds)
 	if err != nil {
