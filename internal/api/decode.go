@@ -8,6 +8,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 )
@@ -38,6 +40,9 @@ func decode(body []byte, v any, optional bool) error {
 	if trimmed[0] != '{' {
 		return invalidBody("the request body must be a JSON object")
 	}
+	if err := checkUTF8(trimmed); err != nil {
+		return err
+	}
 	// The common case, one well-formed object of the right types, costs one
 	// Unmarshal: it accepts exactly what the stream below accepts, with the
 	// same result, for a third of the allocations. Anything it refuses is
@@ -48,9 +53,71 @@ func decode(body []byte, v any, optional bool) error {
 	return decodeStream(trimmed, v)
 }
 
+// checkUTF8 refuses a body that is not UTF-8 or holds a lone surrogate
+// escape: encoding/json would turn either into U+FFFD, making "\xff" and
+// "\xfe" one password, and RFC 8259 §8.1 calls them malformed.
+func checkUTF8(body []byte) error {
+	if !utf8.Valid(body) || hasLoneSurrogate(body) {
+		return invalidBody("the request body is not valid UTF-8 JSON")
+	}
+	return nil
+}
+
+// hasLoneSurrogate reports whether a \u escape in body names half of a
+// UTF-16 surrogate pair without its other half. In JSON a backslash only
+// starts an escape inside a string, so no string tracking is needed.
+func hasLoneSurrogate(body []byte) bool {
+	for i := bytes.IndexByte(body, '\\'); i >= 0 && i+1 < len(body); {
+		if body[i+1] != 'u' {
+			i = next(body, i+2)
+			continue
+		}
+		r, ok := hex4(body, i+2)
+		switch {
+		case !ok || !utf16.IsSurrogate(r):
+		case r >= 0xDC00: // a low half first
+			return true
+		default: // a high half must be followed by a low one
+			if i+12 > len(body) || body[i+6] != '\\' || body[i+7] != 'u' {
+				return true
+			}
+			lo, ok := hex4(body, i+8)
+			if !ok || lo < 0xDC00 || lo > 0xDFFF {
+				return true
+			}
+			i += 6
+		}
+		i = next(body, i+6)
+	}
+	return false
+}
+
+// next is the index of the first backslash at or after from, or -1.
+func next(body []byte, from int) int {
+	if from >= len(body) {
+		return -1
+	}
+	if j := bytes.IndexByte(body[from:], '\\'); j >= 0 {
+		return from + j
+	}
+	return -1
+}
+
+// hex4 reads the four hex digits of a \u escape at body[at:].
+func hex4(body []byte, at int) (rune, bool) {
+	if at+4 > len(body) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(body[at:at+4]), 16, 32)
+	return rune(n), err == nil
+}
+
 // decodeStream decodes the first JSON value of body into v and insists
 // that nothing follows it.
 func decodeStream(trimmed []byte, v any) error {
+	if err := checkUTF8(trimmed); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	if err := dec.Decode(v); err != nil {
 		return decodeError(err)

@@ -35,6 +35,17 @@ func TestDecode(t *testing.T) {
 		{"fraction", `{"quantity":1.5}`, false, "quantity"},
 		{"overflow", `{"quantity":99999999999999999999}`, false, "quantity"},
 		{"nested_wrong_type", `{"price_cents":true}`, false, "price_cents"},
+		{"invalid_utf8", "{\"sku\":\"\xff\xff\"}", false, "body"},
+		{"invalid_utf8_key", "{\"\xfe\":1}", false, "body"},
+		{"truncated_utf8", "{\"sku\":\"\xc3\"}", false, "body"},
+		{"lone_high_surrogate", `{"sku":"\ud800"}`, false, "body"},
+		{"lone_low_surrogate", `{"sku":"\udc00x"}`, false, "body"},
+		{"high_then_other_escape", `{"sku":"\ud800\u0041"}`, false, "body"},
+		{"high_at_end", `{"sku":"a\uD83D"}`, false, "body"},
+		{"surrogate_pair", `{"sku":"\ud83d\ude00"}`, false, ""},
+		{"escaped_backslash_then_u", `{"sku":"\\ud800"}`, false, ""},
+		{"bmp_escape", `{"sku":"\u00e9\u0041"}`, false, ""},
+		{"raw_utf8", `{"sku":"é😀"}`, false, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

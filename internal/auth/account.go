@@ -51,6 +51,7 @@ func (s *Service) Login(ctx context.Context, email, password, device string) (To
 }
 
 func (s *Service) login(ctx context.Context, email, password, device string) (Tokens, error) {
+	legacy := legacyEmail(email)
 	email = normalizeEmail(email)
 	if err := requireCredentials(email, password); err != nil {
 		return Tokens{}, fmt.Errorf("login: %w", err)
@@ -63,7 +64,7 @@ func (s *Service) login(ctx context.Context, email, password, device string) (To
 	if err != nil {
 		return Tokens{}, fmt.Errorf("login: %w", err)
 	}
-	u, err := s.checkCredentials(ctx, email, password)
+	u, err := s.checkCredentials(ctx, email, legacy, password)
 	s.throttle.settle(ctx, attempt, err)
 	if err != nil {
 		return Tokens{}, fmt.Errorf("login: %w", err)
@@ -93,13 +94,13 @@ func requireCredentials(email, password string) error {
 // checkCredentials returns the user whose email and password these are. An
 // unknown email is verified against dummyHash, so it costs the same argon2
 // work as a known one and timing does not reveal which emails exist.
-func (s *Service) checkCredentials(ctx context.Context, email, password string) (User, error) {
+func (s *Service) checkCredentials(ctx context.Context, email, legacy, password string) (User, error) {
 	if len(password) > maxPasswordLen || len(email) > maxEmailLen {
 		// No account can have these (CreateUser refuses them); never feed
 		// argon2 an oversized input.
 		return User{}, ErrInvalidCredentials
 	}
-	u, hash, err := s.userByEmail(ctx, email)
+	u, hash, err := s.userByEmail(ctx, email, legacy)
 	if errors.Is(err, errUserNotFound) {
 		hash = s.dummy
 	} else if err != nil {

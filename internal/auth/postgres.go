@@ -28,7 +28,9 @@ VALUES ($1, $2, $3, $4, $5)`
 	userByEmailSQL = `
 SELECT id::text, email, name, role, password_hash
 FROM users
-WHERE lower(email) = lower($1)`
+WHERE lower(email) IN (lower($1), lower($2))
+ORDER BY lower(email) = lower($1) DESC
+LIMIT 1`
 )
 
 // uniqueEmailIndex is the index whose violation means the email is taken.
@@ -53,13 +55,14 @@ func (s *Service) insertUser(ctx context.Context, u User, hash string) error {
 }
 
 // userByEmail returns the user and password hash for email (any case), or
+// for legacy, its spelling as accounts made before NFKC kept it; or
 // errUserNotFound.
-func (s *Service) userByEmail(ctx context.Context, email string) (User, string, error) {
+func (s *Service) userByEmail(ctx context.Context, email, legacy string) (User, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, pgTimeout)
 	defer cancel()
 	var u User
 	var hash string
-	err := s.db.QueryRow(ctx, userByEmailSQL, email).Scan(&u.ID, &u.Email, &u.Name, &u.Role, &hash)
+	err := s.db.QueryRow(ctx, userByEmailSQL, email, legacy).Scan(&u.ID, &u.Email, &u.Name, &u.Role, &hash)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return User{}, "", errUserNotFound
 	}

@@ -28,12 +28,12 @@ type newAccount struct {
 	email, password, name, role string
 }
 
-// normalizeEmail trims an email and puts it in Unicode NFC, so that the
-// composed and decomposed spellings of one address ("é" as one code point or
-// as "e" and a combining accent, which look the same and which keyboards
-// and input methods send differently) are one account. Letter case is
-// folded by PostgreSQL's lower() on both sides of every match, as before.
-func normalizeEmail(email string) string { return norm.NFC.String(strings.TrimSpace(email)) }
+// normalizeEmail trims an email and puts it in Unicode NFKC, so that
+// spellings that look alike are one account: composed and decomposed "é",
+// and fullwidth or other compatibility forms ("ｅ" is "e"). Letter case is
+// folded by PostgreSQL's lower() on both sides of every match. Invisible
+// format characters are refused by checkEmail, not dropped.
+func normalizeEmail(email string) string { return norm.NFKC.String(strings.TrimSpace(email)) }
 
 // validateAccount normalises the email, trims the name and checks every
 // field. It returns an api.Invalid error listing each bad field, or nil.
@@ -70,7 +70,7 @@ func checkEmail(email string) string {
 		return "must be at most 254 characters"
 	}
 	addr, err := mail.ParseAddress(email)
-	if err != nil || addr.Name != "" || addr.Address != email || hasControl(email) {
+	if err != nil || addr.Name != "" || addr.Address != email || hasControl(email) || hasFormat(email) {
 		return "must be a valid email address like name@example.com"
 	}
 	return ""
@@ -99,6 +99,17 @@ func checkText(s string, limit int) string {
 		return fmt.Sprintf("must be at most %d characters", limit)
 	}
 	return ""
+}
+
+// legacyEmail is email as accounts made before NFKC kept it (NFC), so that
+// one registered with a fullwidth spelling still logs in with it.
+func legacyEmail(email string) string { return norm.NFC.String(strings.TrimSpace(email)) }
+
+// hasFormat reports an invisible format character (zero-width space or
+// joiner, a byte order mark, a bidi control): two addresses that differ
+// only by one would look the same.
+func hasFormat(s string) bool {
+	return strings.IndexFunc(s, func(r rune) bool { return unicode.Is(unicode.Cf, r) }) >= 0
 }
 
 func hasControl(s string) bool {
