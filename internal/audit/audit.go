@@ -273,6 +273,18 @@ type Report struct {
 	OK       bool      `json:"ok"`
 	Rounds   []Round   `json:"rounds"`
 	Problems []Problem `json:"problems"`
+	// NeverLive names the recorded rounds that never went live (their
+	// seeding failed, and no later one took them over): history, not a
+	// problem.
+	NeverLive []NeverLive `json:"never_live"`
+}
+
+// NeverLive is a recorded round that never went live.
+type NeverLive struct {
+	SKU      string    `json:"sku"`
+	RoundID  int64     `json:"round_id"`
+	Quantity int64     `json:"quantity"`
+	SeededAt time.Time `json:"seeded_at"`
 }
 
 // Round is one live round as both sides see it.
@@ -337,6 +349,9 @@ func (a *Auditor) Run(ctx context.Context) (Report, error) {
 		return Report{}, err
 	}
 	rep.Problems = append(rep.Problems, more...)
+	if rep.NeverLive, err = a.neverLive(ctx, snap.liveRoundIDs()); err != nil {
+		return Report{}, err
+	}
 	rep.OK = len(rep.Problems) == 0
 	if rep.Problems == nil {
 		rep.Problems = []Problem{}

@@ -184,3 +184,30 @@ func TestAuditOverHTTP(t *testing.T) {
 		t.Fatalf("audit of a corrupted sale: %d %s", r.Status, r.Body)
 	}
 }
+
+// A recorded round that never went live (its seeding failed a while ago)
+// is named, without failing the audit; a live round whose opened mark
+// alone is missing, and one being seeded now, are not.
+func TestAuditNamesRoundsThatNeverWentLive(t *testing.T) {
+	t.Parallel()
+	s := newSale(t)
+	ctx := context.Background()
+	var never int64
+	err := s.DB.Pool.QueryRow(ctx, `INSERT INTO sale_rounds (sku, quantity, per_user_limit, price_cents, seeded_at)
+		VALUES ('a', 40, 0, 100, now() - interval '2 minutes') RETURNING id`).Scan(&never)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DB.Pool.Exec(ctx, `INSERT INTO sale_rounds (sku, quantity, per_user_limit, price_cents) VALUES ('b', 9, 0, 100);
+		UPDATE sale_rounds SET opened_at = NULL WHERE sku = 'b' AND quantity = 5`); err != nil {
+		t.Fatal(err)
+	}
+	a := audit.New(s.DB.Pool, s.Redis.Client, s.Stock, s.Config.KeyPrefix, s.Log)
+	rep, err := a.Run(ctx)
+	if err != nil || !rep.OK {
+		t.Fatalf("audit = %+v %v, want ok", rep, err)
+	}
+	if len(rep.NeverLive) != 1 || rep.NeverLive[0].RoundID != never || rep.NeverLive[0].SKU != "a" || rep.NeverLive[0].Quantity != 40 {
+		t.Fatalf("never live: %+v, want round %d of a", rep.NeverLive, never)
+	}
+}

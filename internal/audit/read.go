@@ -119,6 +119,36 @@ func (s snap) lasts() []streamID {
 	return out
 }
 
+// neverLiveSQL: rounds never marked opened, seeded long enough ago that
+// their seeding has ended (inventory's settleAfter is 5 s).
+const neverLiveSQL = `
+SELECT sku, id, quantity, seeded_at FROM sale_rounds
+WHERE opened_at IS NULL AND seeded_at < now() - interval '1 minute' AND NOT id = ANY($1)
+ORDER BY id`
+
+// neverLive lists the recorded rounds that never went live; live are the
+// rounds Redis has live (one whose opened mark alone was lost is live).
+func (a *Auditor) neverLive(ctx context.Context, live []int64) ([]NeverLive, error) {
+	ctx, cancel := context.WithTimeout(ctx, dbReadTimeout)
+	defer cancel()
+	rows, err := a.db.Query(ctx, neverLiveSQL, live)
+	if err != nil {
+		return nil, wrap("rounds never live", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (NeverLive, error) {
+		var n NeverLive
+		err := r.Scan(&n.SKU, &n.RoundID, &n.Quantity, &n.SeededAt)
+		return n, err
+	})
+	if err != nil {
+		return nil, wrap("rounds never live", err)
+	}
+	if out == nil {
+		out = []NeverLive{}
+	}
+	return out, nil
+}
+
 func (a *Auditor) recordedRounds(ctx context.Context) ([]string, error) {
 	// The audit's first statement, and a small one: a PostgreSQL that does
 	// not answer fails it as fast as any other PostgreSQL route.

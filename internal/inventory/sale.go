@@ -18,8 +18,11 @@ import (
 // Sale rounds: PostgreSQL records each seeding (what was put on sale, and,
 // through the order writer, what was confirmed sold); Redis holds the live
 // round. Seeding writes PostgreSQL first, then opens the round in Redis in
-// one script. If Redis fails in between, the round row exists but never
-// opened: it sells nothing, and the admin's retry opens a newer one.
+// one script, then marks the row opened. If Redis fails in between, the
+// row stays not opened (opened_at NULL): it sells nothing, and the next
+// seeding of the SKU converges on it rather than adding a round: the same
+// seed finds it live (its answer was lost) and answers it, another takes
+// the row over once the failed seeding's deadlines have passed.
 //
 // Each step has its deadline (dbTimeout, redisTimeout), so a hung store
 // answers 503 within dbTimeout + redisTimeout, never a hang. What a 503
@@ -48,6 +51,33 @@ FROM sale_rounds r WHERE r.sku = $1 AND ($2 = 0 OR r.id = $2)
 ORDER BY r.id DESC LIMIT 1`
 
 	productExistsSQL = `SELECT EXISTS (SELECT 1 FROM products WHERE sku = $1)`
+
+	// The SKU's newest round; settled: its seeding's deadlines have passed,
+	// so a seed of it still waiting in a stalled Redis can no longer apply.
+	latestRoundSQL = `
+SELECT id, quantity, per_user_limit, starts_at, ends_at, opened_at IS NOT NULL,
+       now() - seeded_at > make_interval(secs => $2::float8)
+FROM sale_rounds WHERE sku = $1 ORDER BY id DESC LIMIT 1`
+
+	// A round that never went live takes the new seeding's parameters.
+	reuseRoundSQL = `
+WITH p AS (SELECT price_cents FROM products WHERE sku = $1 FOR SHARE)
+UPDATE sale_rounds r SET quantity = $3, per_user_limit = $4, price_cents = p.price_cents,
+       starts_at = $5, ends_at = $6, seeded_at = now()
+FROM p WHERE r.id = $2 AND r.opened_at IS NULL
+RETURNING r.id, r.price_cents`
+
+	markOpenedSQL = `UPDATE sale_rounds SET opened_at = now() WHERE id = $1 AND opened_at IS NULL`
+)
+
+// settleAfter is how long after a seeding its Redis step may still apply:
+// the record's and the script's deadlines, and a second for the clocks.
+const settleAfter = dbTimeout + redisTimeout + time.Second
+
+// Errors of a seeding whose round is left not live, for a retry.
+var (
+	errSeedSettling = api.Unavailable("a previous seeding of this product is still settling; retry shortly")
+	errMarkOpened   = api.Unavailable("the round opened but was not recorded as open; retry the same request")
 )
 
 // ErrRoundSuperseded is returned when a newer round of the same SKU was
@@ -104,8 +134,11 @@ func (s *Sales) Open(ctx context.Context, sku string, seed Seed) (StockReport, e
 		return StockReport{}, err
 	}
 	defer unlock()
-	round, price, err := s.record(ctx, conn, sku, seed)
-	if err != nil {
+	round, price, done, err := s.roundFor(ctx, conn, sku, seed)
+	if err != nil || done {
+		if done {
+			return s.Report(ctx, sku)
+		}
 		return StockReport{}, err
 	}
 	if s.afterRecord != nil {
@@ -125,7 +158,105 @@ func (s *Sales) Open(ctx context.Context, sku string, seed Seed) (StockReport, e
 	case err != nil:
 		return StockReport{}, unavailable("open sale round", err)
 	}
+	if err := s.markOpened(ctx, conn, round); err != nil {
+		return StockReport{}, fmt.Errorf("open sale round: %w: %w", errMarkOpened, err)
+	}
 	return report(sku, live, 0), nil
+}
+
+// roundFor returns the round a seeding of sku opens: the SKU's newest
+// round when it never went live (its seeding failed), else a new one.
+// done means the newest round went live after all (its answer was lost)
+// with this very seed: the retry converged, and there is nothing to open.
+// Errors: ErrProductNotFound, errSeedSettling, or a 503.
+func (s *Sales) roundFor(ctx context.Context, q rowQuerier, sku string, seed Seed) (round, price int64, done bool, err error) {
+	prev, found, err := s.latest(ctx, q, sku)
+	if err != nil || !found || prev.opened {
+		round, price, err = s.record(ctx, q, sku, seed)
+		return round, price, false, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, redisTimeout)
+	live, ok, err := s.stock.Live(rctx, sku)
+	cancel()
+	switch {
+	case err != nil:
+		return 0, 0, false, unavailable("live stock", err)
+	case ok && live.Round == prev.id: // it went live; only the mark is missing
+		if err := s.markOpened(ctx, q, prev.id); err != nil {
+			return 0, 0, false, fmt.Errorf("open sale round: %w: %w", errMarkOpened, err)
+		}
+		if prev.seed.same(seed) {
+			return 0, 0, true, nil
+		}
+		round, price, err = s.record(ctx, q, sku, seed)
+		return round, price, false, err
+	case ok && live.Round > prev.id: // older data; the open is refused as stale
+		round, price, err = s.record(ctx, q, sku, seed)
+		return round, price, false, err
+	case !prev.settled:
+		return 0, 0, false, errSeedSettling
+	}
+	round, price, err = s.reuse(ctx, q, sku, prev.id, seed)
+	return round, price, false, err
+}
+
+// recordedRound is a round row as roundFor weighs it.
+type recordedRound struct {
+	id              int64
+	seed            Seed
+	opened, settled bool
+}
+
+// latest reads sku's newest round row; found is false when it has none.
+func (s *Sales) latest(ctx context.Context, q rowQuerier, sku string) (r recordedRound, found bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
+	defer cancel()
+	var starts, ends *time.Time
+	err = q.QueryRow(ctx, latestRoundSQL, sku, settleAfter.Seconds()).Scan(&r.id, &r.seed.Quantity,
+		&r.seed.PerUserLimit, &starts, &ends, &r.opened, &r.settled)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, false, nil
+	}
+	if err != nil {
+		return r, false, unavailable("sale round", err)
+	}
+	r.seed.StartsAt, r.seed.EndsAt = deref(starts), deref(ends)
+	return r, true, nil
+}
+
+// reuse gives the never-live round id the seed's parameters.
+func (s *Sales) reuse(ctx context.Context, q rowQuerier, sku string, id int64, seed Seed) (round, price int64, err error) {
+	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
+	defer cancel()
+	err = q.QueryRow(ctx, reuseRoundSQL, sku, id, seed.Quantity, seed.PerUserLimit,
+		nullTime(seed.StartsAt), nullTime(seed.EndsAt)).Scan(&round, &price)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, 0, ErrProductNotFound
+	}
+	if err != nil {
+		return 0, 0, unavailable("record sale round", err)
+	}
+	return round, price, nil
+}
+
+// markOpened records that round went live.
+func (s *Sales) markOpened(ctx context.Context, q rowQuerier, round int64) error {
+	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
+	defer cancel()
+	var one int
+	err := q.QueryRow(ctx, markOpenedSQL+" RETURNING 1", round).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil // marked already
+	}
+	return err
+}
+
+// same tells whether two seeds ask for the same round (PostgreSQL keeps
+// times to the microsecond).
+func (a Seed) same(b Seed) bool {
+	return a.Quantity == b.Quantity && a.PerUserLimit == b.PerUserLimit &&
+		a.StartsAt.Truncate(time.Microsecond).Equal(b.StartsAt.Truncate(time.Microsecond)) &&
+		a.EndsAt.Truncate(time.Microsecond).Equal(b.EndsAt.Truncate(time.Microsecond))
 }
 
 // record inserts the round's row and returns its id and unit price.

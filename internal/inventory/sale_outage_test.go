@@ -2,16 +2,20 @@ package inventory_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/shop-oss/shop/internal/database"
+	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
@@ -128,4 +132,99 @@ func proxiedPostgres(t *testing.T) (*pgxpool.Pool, *testenv.Proxy) {
 	}
 	t.Cleanup(pool.Close)
 	return pool, proxy
+}
+
+// roundRows are sku's recorded rounds, oldest first, as "id:quantity:opened".
+func roundRows(t *testing.T, db *pgxpool.Pool, sku string) []string {
+	t.Helper()
+	rows, err := db.Query(context.Background(),
+		`SELECT id || ':' || quantity || ':' || (opened_at IS NOT NULL) FROM sale_rounds WHERE sku = $1 ORDER BY id`, sku)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// A seeding refused during a Redis hang leaves its row not opened; the
+// retries that follow converge on that row (a 503 while the refused
+// seeding could still apply, then the row taken over) instead of adding a
+// round per attempt, and Redis and PostgreSQL agree on the live round.
+func TestSeedRetryAfterRedisHangConverges(t *testing.T) {
+	t.Parallel()
+	rs := testenv.StartRedis(t)
+	rdb, err := database.OpenRedis(context.Background(), rs.URL, database.RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	st := newStores(t)
+	st.rdb = rdb
+	in := newInstance(t, st)
+	in.create(t, "hang-3", "c", 100)
+	first := in.seed(t, "hang-3", `{"quantity":10}`)
+
+	// Redis hangs once the round is recorded (before, the session check
+	// would refuse the request with nothing recorded).
+	inventory.SetAfterRecord(in.Sales, func() {
+		inventory.SetAfterRecord(in.Sales, nil)
+		rs.Pause(t)
+	})
+	in.do(t, http.MethodPut, "/api/v1/admin/products/hang-3/stock", `{"quantity":99}`).
+		problem(t, http.StatusServiceUnavailable, "unavailable")
+	rs.Resume(t)
+	refused := fmt.Sprintf("%d:99:false", *first.RoundID+1)
+	if got := roundRows(t, st.db, "hang-3"); !slices.Equal(got, []string{fmt.Sprintf("%d:10:true", *first.RoundID), refused}) {
+		t.Fatalf("rounds after the 503: %v, want the refused one not opened", got)
+	}
+
+	// Retries, with another quantity, until one is answered.
+	var rep inventory.StockReport
+	for deadline := time.Now().Add(3 * stockBound); ; {
+		r := in.do(t, http.MethodPut, "/api/v1/admin/products/hang-3/stock", `{"quantity":50}`)
+		if r.status == http.StatusOK {
+			rep = r.stockReport(t)
+			break
+		}
+		r.problem(t, http.StatusServiceUnavailable, "unavailable")
+		if time.Now().After(deadline) {
+			t.Fatal("the retries never converged")
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	want := []string{fmt.Sprintf("%d:10:true", *first.RoundID), fmt.Sprintf("%d:50:true", *first.RoundID+1)}
+	if got := roundRows(t, st.db, "hang-3"); !slices.Equal(got, want) || *rep.RoundID != *first.RoundID+1 || rep.Available != 50 {
+		t.Fatalf("after the retry: rounds %v, report %+v; want %v and the second round live with 50", got, rep, want)
+	}
+	if live, _ := rdb.HGet(context.Background(), in.Config.KeyPrefix+"sale:{hang-3}", "round").Int64(); live != *rep.RoundID {
+		t.Fatalf("Redis's live round %d, PostgreSQL's %d", live, *rep.RoundID)
+	}
+}
+
+// A round that went live but whose answer was lost (its opened mark is
+// missing): a retry of the same seeding answers that round, adding none;
+// another seeding adds a new round as usual.
+func TestSeedRetryAfterLostAnswerConverges(t *testing.T) {
+	t.Parallel()
+	st := newStores(t)
+	in := newInstance(t, st)
+	in.create(t, "lost-1", "c", 100)
+	first := in.seed(t, "lost-1", `{"quantity":10,"per_user_limit":2}`)
+	if _, err := st.db.Exec(context.Background(), `UPDATE sale_rounds SET opened_at = NULL WHERE id = $1`, *first.RoundID); err != nil {
+		t.Fatal(err)
+	}
+	again := in.seed(t, "lost-1", `{"quantity":10,"per_user_limit":2}`)
+	if *again.RoundID != *first.RoundID || again.Quantity != 10 {
+		t.Fatalf("retry answered %+v, want round %d", again, *first.RoundID)
+	}
+	if got := roundRows(t, st.db, "lost-1"); !slices.Equal(got, []string{fmt.Sprintf("%d:10:true", *first.RoundID)}) {
+		t.Fatalf("rounds after the retry: %v", got)
+	}
+	next := in.seed(t, "lost-1", `{"quantity":7}`)
+	if *next.RoundID == *first.RoundID || next.Available != 7 {
+		t.Fatalf("a new seeding answered %+v, want a new round", next)
+	}
 }

@@ -23,6 +23,8 @@ const (
 SELECT id, sku, quantity, per_user_limit, price_cents, starts_at, ends_at FROM (
   SELECT DISTINCT ON (r.sku) r.id, r.sku, r.quantity, r.per_user_limit, p.price_cents, r.starts_at, r.ends_at
   FROM sale_rounds r JOIN products p ON p.sku = r.sku
+  -- A round whose seeding failed never went live; one that sold did.
+  WHERE r.opened_at IS NOT NULL OR EXISTS (SELECT 1 FROM order_items i WHERE i.round_id = r.id)
   ORDER BY r.sku, r.id DESC) latest
 WHERE ends_at IS NULL OR ends_at > now() - interval '7 days'
 ORDER BY sku`
