@@ -3,12 +3,14 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/shop-oss/shop/internal/api"
 	"github.com/shop-oss/shop/internal/auth"
+	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/database"
 	"github.com/shop-oss/shop/internal/shop"
 )
@@ -20,10 +22,10 @@ func newUserCmd(a *app) *cobra.Command {
 		Args:  cobra.NoArgs,
 		// Without this, cobra shows help and exits 0 for `shop user typo`.
 		RunE: func(*cobra.Command, []string) error {
-			return errors.New("user: a subcommand is required: add")
+			return errors.New("user: a subcommand is required: add or delete")
 		},
 	}
-	cmd.AddCommand(newUserAddCmd(a))
+	cmd.AddCommand(newUserAddCmd(a), newUserDeleteCmd(a))
 	return cmd
 }
 
@@ -87,4 +89,44 @@ func userAddError(email string, err error) error {
 	default:
 		return fmt.Errorf("user add: %w", err)
 	}
+}
+
+// newUserDeleteCmd is `shop user delete`: a GDPR erasure. The account is
+// anonymised (its orders stay, for the shop's books) and every session of
+// it revoked.
+func newUserDeleteCmd(a *app) *cobra.Command {
+	var id, email string
+	cmd := &cobra.Command{
+		Use:   "delete (--id ID | --email E)",
+		Short: "Erase a user: anonymise the account and revoke every session",
+		Long: "Erase a user (GDPR): the email, name and password are wiped, the row stays anonymised so " +
+			"the user's orders keep their history, and every session is revoked at once. Exits non-zero " +
+			"with one line when no live user matches.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if (id == "") == (email == "") {
+				return errors.New("user delete: give exactly one of --id and --email")
+			}
+			ctx := cmd.Context()
+			return a.onStores(ctx, true, func(cfg *config.Config, log *slog.Logger, st *stores) error {
+				svc := auth.New(st.db, st.redis, shop.AuthConfig(cfg), log, nil)
+				uid := id
+				if email != "" {
+					var err error
+					if uid, err = svc.UserID(ctx, email); err != nil {
+						return fmt.Errorf("user delete: %w", err)
+					}
+				}
+				if err := svc.EraseUser(ctx, uid); err != nil {
+					return fmt.Errorf("user delete: %w", err)
+				}
+				_, err := fmt.Fprintln(a.stdout, uid)
+				return err
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&id, "id", "", "the user's id")
+	f.StringVar(&email, "email", "", "the user's email address")
+	return cmd
 }

@@ -94,3 +94,36 @@ func TestUserAddUnreachableDatabase(t *testing.T) {
 		t.Fatalf("err = %v, want postgres unreachable", err)
 	}
 }
+
+func TestUserDelete(t *testing.T) {
+	t.Parallel()
+	db := testenv.NewDatabase(t)
+	r := testenv.NewRedis(t)
+	env := map[string]string{"SHOP_DATABASE_URL": db.URL, "SHOP_REDIS_URL": r.URL, "SHOP_KEY_PREFIX": r.Prefix,
+		"SHOP_LOG_LEVEL": "warn", "SHOP_ENV": "dev"}
+	shop := func(args ...string) (string, error) {
+		var out, errb bytes.Buffer
+		err := run(context.Background(), append([]string{"user"}, args...), func(k string) string { return env[k] }, &out, &errb)
+		return strings.TrimSpace(out.String()), err
+	}
+	id, err := shop("add", "--email", "a@example.com", "--password", "correct horse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := shop("delete", "--email", "A@example.com"); err != nil || got != id {
+		t.Fatalf("delete --email: %q %v, want %s", got, err, id)
+	}
+	id2, _ := shop("add", "--email", "a@example.com", "--password", "correct horse") // the email is free again
+	if got, err := shop("delete", "--id", id2); err != nil || got != id2 {
+		t.Fatalf("delete --id: %q %v", got, err)
+	}
+	for _, args := range [][]string{{"delete", "--id", id2}, {"delete", "--email", "nobody@example.com"}, {"delete"}, {"delete", "--id", id, "--email", "a@example.com"}} {
+		if _, err := shop(args...); err == nil || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%v: err = %v, want one line", args, err)
+		}
+	}
+	var erased int
+	if err := db.Pool.QueryRow(context.Background(), "SELECT count(*) FROM users WHERE deleted_at IS NOT NULL").Scan(&erased); err != nil || erased != 2 {
+		t.Fatalf("erased rows %d %v, want 2", erased, err)
+	}
+}

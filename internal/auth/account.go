@@ -74,6 +74,9 @@ func (s *Service) login(ctx context.Context, email, password, device string) (To
 	if err != nil {
 		return Tokens{}, fmt.Errorf("login: %w", err)
 	}
+	if err := s.afterLogin(ctx, u, g); err != nil {
+		return Tokens{}, fmt.Errorf("login: %w", err)
+	}
 	return s.issue(u, g, now)
 }
 

@@ -157,6 +157,9 @@ type Service struct {
 	// and costs the same.
 	cost  hashCost
 	dummy string
+	// beforeLiveCheck, for tests, runs between a login's new session and
+	// its check that the account was not erased meanwhile.
+	beforeLiveCheck func()
 }
 
 // New builds the service. reg receives the auth metrics (nil: none are

@@ -28,7 +28,7 @@ VALUES ($1, $2, $3, $4, $5)`
 	userByEmailSQL = `
 SELECT id::text, email, name, role, password_hash
 FROM users
-WHERE lower(email) IN (lower($1), lower($2))
+WHERE lower(email) IN (lower($1), lower($2)) AND deleted_at IS NULL
 ORDER BY lower(email) = lower($1) DESC
 LIMIT 1`
 )

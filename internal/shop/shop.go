@@ -176,6 +176,7 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 			func(r fiber.Router) { a.Orders.Routes(r, user) },
 			func(r fiber.Router) { a.Carts.Routes(r, user) },
 			func(r fiber.Router) { a.Audit.Routes(r, admin) },
+			func(r fiber.Router) { a.Auth.AdminRoutes(r, admin) },
 		},
 		// The storefront page, a client of the API above, outside it.
 		Top: []func(fiber.Router){storefront.Routes},
