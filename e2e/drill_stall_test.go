@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -111,4 +112,72 @@ func buyRepeating(t *testing.T, s *shop, token, sku, key string) outcome {
 			return o
 		}
 	}
+}
+
+// A burst of purchases while Redis is stopped (SIGSTOP) for 3 s, with the
+// defaults (auto-pipelining, one trip per purchase): every purchase
+// answered 503 left nothing held, though its script waited in Redis's
+// socket and ran when Redis woke (it runs past its deadline and refuses).
+// So each refused shopper's retry without a key is bought, not refused as
+// over the limit, the units sold are exactly the 202s' (I1-I6 after).
+func TestDrillRedisStalledBurstHoldsNothing(t *testing.T) {
+	t.Parallel()
+	rs := testenv.StartRedis(t, "--maxmemory-policy", "noeviction")
+	e := newEnv(t)
+	// The limiter on: its check, the session's and the reservation go in
+	// one script call, sent before Redis stopped answering.
+	e["SHOP_REDIS_URL"], e["SHOP_RATE_LIMIT"] = rs.URL, "100/10s"
+	s := newShop(t, e)
+	const buyers = 6
+	s.product(t, "burst-1", 100, map[string]any{"quantity": 20, "per_user_limit": 1})
+	tokens := s.shoppers(t, buyers+1, "burst")
+
+	// One purchase first, so that the scripts are loaded: a stalled
+	// EVALSHA of a script Redis does not know fails when Redis wakes.
+	tally := newSale()
+	if o := s.purchase(t, tokens[buyers], "burst-1", 1, ""); o.status != http.StatusAccepted {
+		t.Fatalf("warm-up purchase: %d %s", o.status, o.code)
+	} else {
+		tally.add(buyers, 1, o)
+	}
+	endFault := s.watch.fault(2 * time.Second)
+	rs.Pause(t)
+	paused := time.Now()
+	outs := make([]outcome, buyers)
+	var wg sync.WaitGroup
+	for i, tok := range tokens[:buyers] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			outs[i] = s.purchase(t, tok, "burst-1", 1, "")
+		}()
+	}
+	wg.Wait()
+	time.Sleep(time.Until(paused.Add(3 * time.Second)))
+	rs.Resume(t)
+	endFault()
+	time.Sleep(time.Second) // Redis runs what waited in its sockets
+
+	refused := 0
+	for i, o := range outs {
+		tally.add(i, 1, o)
+		if o.status != http.StatusServiceUnavailable {
+			continue
+		}
+		refused++
+		retry := s.purchase(t, tokens[i], "burst-1", 1, "")
+		tally.add(i, 1, retry)
+		if retry.status != http.StatusAccepted {
+			t.Errorf("shopper %d's retry after a 503: %d %s; the 503'd purchase held a unit", i, retry.status, retry.code)
+		}
+	}
+	t.Logf("%d of %d purchases answered 503 during the stall", refused, buyers)
+	if refused == 0 {
+		t.Fatal("no purchase was answered 503: the drill tested nothing")
+	}
+	accepted := int64(len(tally.answers().Accepted))
+	if rep := s.waitConfirmed(t, "burst-1", accepted); rep.Sold != accepted || rep.Available != 20-accepted {
+		t.Errorf("stock %+v, want exactly the %d accepted units sold", rep, accepted)
+	}
+	s.check(t, "burst-1", 20, 1, tally)
 }

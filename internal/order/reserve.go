@@ -131,13 +131,14 @@ func (s *Service) reserve(ctx context.Context, e enqueue, lines []Line) (reserva
 	home := s.keys.home(lines)
 	keys := make([]string, 0, 6+2*len(lines))
 	keys = append(keys, s.keys.stream(home), status, s.keys.pending(e.userID), idemKey, cartKey, s.keys.due(home))
-	args := make([]any, 0, 9+3*len(lines))
+	args := make([]any, 0, 10+3*len(lines))
 	args = append(args, e.orderID, e.userID, s.statusTTL().Milliseconds(), idemTTL.Milliseconds(),
 		fingerprint, useCart, s.paymentTTL.Milliseconds(), home, len(lines))
 	for _, l := range lines {
 		keys = append(keys, s.stock.SaleKey(l.SKU), s.stock.BuyersKey(l.SKU))
 		args = append(args, l.SKU, l.Quantity, s.changesChannel(l.SKU))
 	}
+	args = append(args, reserveDeadline(ctx))
 	reply, err := s.runReserve(ctx, keys, args)
 	if err != nil {
 		return reservation{}, fmt.Errorf("reserve order %s: %w", e.orderID, err)
@@ -201,8 +202,29 @@ func parseReply(orderID string, reply []string) (reservation, error) {
 	return reservation{}, fmt.Errorf("reserve order %s: unexpected reply %q", orderID, reply)
 }
 
+// replySlack is how long before the caller's deadline the script must
+// run: the reply's way back, and the clocks' disagreement.
+const replySlack = 500 * time.Millisecond
+
+// reserveDeadline is the last moment, in ms by Redis's clock, at which the
+// script may still reserve: a call that runs later has been answered 503
+// (its caller gave up), so it must take nothing. It assumes the shop's
+// and Redis's clocks agree to well within replySlack. 0: no deadline.
+func reserveDeadline(ctx context.Context) int64 {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return 0
+	}
+	return d.Add(-replySlack).UnixMilli()
+}
+
+// errLate: the script ran past its deadline and reserved nothing.
+var errLate = api.Unavailable("the store answered too late; nothing was reserved; retry")
+
 func rejection(reason string, skus []string) error {
 	switch reason {
+	case "late":
+		return errLate
 	case "no_sale":
 		return &noSaleError{skus: skus}
 	case "cart_changed":

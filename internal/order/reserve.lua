@@ -40,12 +40,16 @@
 --         ARGV[12 + 3(i-1)] the SKU's changes channel (inventory's
 --         ChangesChannel; '' for none): a reserved line publishes the stock
 --         it leaves there, in inventory's format (changes.go), in this step
+-- ARGV[10 + 3n] the caller's deadline in ms since the epoch (0: none): a
+--         call that runs past it (it waited in a stalled Redis while the
+--         buyer was answered 503) reserves nothing
 --
 -- Returns {'ok', items_json, total_cents, created_ms, expires_ms (0: none)}
 --      or {'dup', order_id}         (idempotent repeat, or a second run)
 --      or {'fail', reason, sku...}  reason: no_sale | not_active | limit |
 --         stock | cart_changed (the cart changed since it was read: retry) |
---         idem_reused (the key was used for a different request)
+--         idem_reused (the key was used for a different request) |
+--         late (the deadline passed: nothing was reserved)
 -- The idempotency record is 'order_id fingerprint'.
 local order_id, user = ARGV[1], ARGV[2]
 local status_ttl, idem_ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -61,12 +65,14 @@ if not status_ttl or status_ttl < 1 or not idem_ttl or idem_ttl < 1 then return 
 if string.find(idem_fp, '%s') then return bad('bad fingerprint') end
 if not pay_ttl or pay_ttl < 0 or pay_ttl ~= math.floor(pay_ttl) then return bad('bad payment window') end
 if not partition or partition < 0 or partition ~= math.floor(partition) then return bad('bad partition') end
-if not n or n < 1 or n ~= math.floor(n) or #KEYS ~= 6 + 2 * n or #ARGV ~= 9 + 3 * n then
+if not n or n < 1 or n ~= math.floor(n) or #KEYS ~= 6 + 2 * n or #ARGV ~= 10 + 3 * n then
   return bad('bad line count')
 end
 
 local lines, err = read_lines(n, 10, 7)
 if not lines then return bad(err) end
+local deadline = tonumber(ARGV[10 + 3 * n])
+if not deadline or deadline < 0 then return bad('bad deadline') end
 
 -- The order id is made before the script runs: a second run of the same
 -- call (resent after its reply was lost, by any layer) finds the order's
@@ -97,6 +103,9 @@ if use_cart then
 end
 
 local now = now_ms()
+-- After the repeat checks (a repeat tells the truth even late), before
+-- any write: the caller has answered 503 by now.
+if deadline > 0 and now > deadline then return {'fail', 'late'} end
 local worst, failed, unreadable = check_lines(lines, user, now)
 if unreadable then return bad(unreadable) end
 if worst then return refusal(worst, failed) end

@@ -437,3 +437,36 @@ func (r reservation) items() ([]ReservedItem, error) {
 	}
 	return items, nil
 }
+
+// A reservation that runs past its caller's deadline (it waited in a
+// stalled Redis while the buyer was answered 503) reserves nothing and
+// answers 503; a repeat of a reservation that did run still tells so.
+func TestReserveRunningLateReservesNothing(t *testing.T) {
+	t.Parallel()
+	f := newReserveFixture(t)
+	f.seed(t, "late", inventory.LiveRound{Quantity: 10, PerUserLimit: 3})
+	// Deadline minus the reply's slack is in the past: Redis's TIME is late.
+	late, cancel := context.WithTimeout(context.Background(), replySlack/2)
+	defer cancel()
+	e := f.enqueue("u1", "")
+	_, err := f.svc.reserve(late, e, []Line{{"late", 2}})
+	if !errors.Is(err, errLate) {
+		t.Fatalf("late run: %v, want errLate", err)
+	}
+	wantCode(t, err, api.CodeUnavailable)
+	bought, _ := f.r.Client.HGet(context.Background(), f.BuyersKey("late"), "u1").Int()
+	if f.available(t, "late") != 10 || f.streamLen(t) != 0 || bought != 0 ||
+		f.r.Client.Exists(context.Background(), f.svc.keys.status(e.orderID)).Val() != 0 {
+		t.Fatalf("a late run held something: available %d, events %d, bought %d", f.available(t, "late"), f.streamLen(t), bought)
+	}
+	// In time, then repeated late: the repeat answers the order.
+	inTime, cancel2 := context.WithTimeout(context.Background(), placeTimeout)
+	defer cancel2()
+	if _, err := f.svc.reserve(inTime, e, []Line{{"late", 2}}); err != nil {
+		t.Fatal(err)
+	}
+	again, err := f.svc.reserve(late, e, []Line{{"late", 2}})
+	if err != nil || !again.replayed {
+		t.Fatalf("late repeat of a reservation made: %+v %v, want a replay", again, err)
+	}
+}
