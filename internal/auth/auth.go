@@ -3,54 +3,7 @@
 // Redis with rotating refresh tokens, and the Fiber middleware that puts the
 // authenticated user in the request's context.
 //
-// # Sessions
-//
-// A login creates one session, a Redis hash at <prefix>session:<sid> with a
-// sliding idle expiry (Config.SessionTTL). It holds the user's id, email,
-// name and role, the device, the sha256 of the current refresh token and the
-// jti of the current access token. Every authenticated request runs one
-// small script that reads the session, compares the token's jti with the
-// current one and extends the expiry, all in one round trip; so logout,
-// refresh and revocation take effect at once, and the role comes from server
-// state rather than from the token alone. The check needs Redis only, never
-// PostgreSQL. Behind the rate limiter the check rides in the limiter's own
-// script (LimiterCompanion), so an authenticated request costs one round
-// trip to Redis before its handler, not two.
-//
-// # Refresh tokens
-//
-// A refresh token is "<sid>.<nonce>.<mac>": the session id (so the session is
-// found without a scan), 32 random bytes, and an HMAC-SHA256 over both keyed
-// from the signing secret. Only its sha256 is stored. The MAC proves a token
-// was issued by us, so a token that carries a live session's id and a valid
-// MAC but is not the current one can only be an earlier, already used token:
-// that is reuse, and the whole session is deleted (RFC 6819, OAuth 2.1
-// §6.1). A forged token (bad MAC) is refused without touching the session,
-// so knowing a session id (it is readable in an access token) does not let
-// anyone log its owner out.
-//
-// Rotation is one Lua script, so two refreshes racing with the same token
-// give exactly one success; the loser is a reuse and revokes the session,
-// the winner's new pair included. Clients must therefore refresh one at a
-// time. A client that loses the response to a refresh (network failure
-// after the script ran) holds only the old token, which now counts as
-// reused: it must log in again. We accept that forced re-login rather than
-// keep a grace window in which a stolen token would still work.
-//
-// # Login throttle
-//
-// Failed logins are also limited per account, whatever the client IP
-// (Config.LoginFailures per LoginWindow, keyed by the hash of the case-folded
-// NFC email, unknown emails alike): once spent, every login for that email
-// answers 429 with Retry-After until the sliding window lets a failure go.
-// See throttle.go.
-//
-// # Failure
-//
-// When Redis (or, for register and login, PostgreSQL) does not answer, every
-// operation returns an api.Unavailable error (503 with Retry-After), never
-// 401: an outage is not a logout. Store calls run under short timeouts so
-// nothing hangs.
+// The reasoning behind it is in docs/design/auth.md.
 package auth
 
 import (

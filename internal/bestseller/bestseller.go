@@ -2,48 +2,7 @@
 // SKU in Redis sorted sets, one per UTC day, ISO week and month, and one
 // for all time (the seeds' leaderboard pattern).
 //
-// # Counting
-//
-// Record counts persisted orders and TakeBack takes cancelled or expired
-// ones back. The order writer calls Record from its after-commit hook,
-// with exactly the orders its transaction inserted, so a redelivered
-// stream entry (which inserts nothing) counts nothing. Record and TakeBack
-// are idempotent on their own as well: one Lua script per batch marks each
-// order id, in a hash per UTC day of the order, as counted ("c") or taken
-// back ("x"), and moves the boards only on a change of mark. A hook retried
-// after a partial failure therefore counts nothing twice, and a take-back
-// that comes first (an order cancelled before the writer persisted it)
-// leaves a mark that keeps the later Record from counting it. Marks live
-// markRetention past the order's day (at least a day past the call):
-// about 100 bytes per order. A take-back later than that finds no mark and
-// changes nothing; `shop bestsellers rebuild` puts such a board right.
-//
-// An order counts in the periods of its creation time. Boards of a period
-// expire at the end of the next one (a late take-back still finds them;
-// one that does not is never recreated), the all-time board never.
-//
-// # Ranking
-//
-// Scores are stored negated (-units), so that ZRANGE, which orders equal
-// scores by member ascending, lists the most units first and ties by SKU
-// ascending: ZREVRANGE would order those ties descending. ZRANK is then
-// the 0-based rank. A SKU whose units fall to zero leaves the board.
-//
-// # Rebuild
-//
-// The boards are derived data: Rebuild recomputes the current periods
-// from PostgreSQL under the "bestsellers-rebuild" lock (internal/lock),
-// and stays exact without it. It reads a generation counter that every
-// change of a board bumps, builds new boards from one PostgreSQL snapshot
-// into temporary keys, and swaps them in with a script that refuses when
-// the generation moved (an order counted meanwhile could be missing from
-// the snapshot), in which case it starts over. Orders the snapshot holds
-// whose hook may not have run yet (confirmed in the last recentWindow) are
-// marked counted in the same script, so the hook does not count them
-// again. Two rebuilds at once both swap in correct boards.
-//
-// Every key starts with the prefix and the hash tag {bestsellers}, so the
-// scripts run on Redis Cluster (one slot for all of them).
+// The reasoning behind it is in docs/design/bestseller.md.
 package bestseller
 
 import (

@@ -1,50 +1,7 @@
 // Package cart keeps each shopper's cart in a Redis hash and checks it out
 // into the order stream, all or nothing.
 //
-// # Storage
-//
-//	<prefix>cart:{<user-id>}   hash: sku -> quantity
-//
-// A cart expires 24 h after its last change: every change refreshes the TTL
-// in the same script that makes it; reads do not. Adding reserves nothing
-// and is never refused for low stock: availability is decided at checkout.
-// The caps (MaxLines lines, MaxQuantity units a line) are inventory's limits
-// on one reservation, so every cart that can be built can be checked out;
-// the add and set scripts check them in the same step as the write, so two
-// parallel adds cannot both pass a cap.
-//
-// # Reads
-//
-// A cart view joins every line with the catalog (cached reads) for the
-// product's name and current price, and computes line and cart totals in
-// cents. A line whose product was deleted drops out of the items and the
-// totals and is listed in unavailable_skus; a read does not remove it (a
-// read changes nothing), and a checkout of it fails sale_not_active.
-//
-// # Checkout
-//
-// Checkout reads the cart and hands its lines to order.Service.Place with
-// the cart's key. Inventory's reserve script then, in one atomic step,
-// checks that the cart still holds exactly those lines, checks every line's
-// sale window, per-user limit and stock, and only when all pass decrements
-// each line, counts the buyer, XADDs one order event with every line (the
-// buy-now format, persisted by the same order writer) and deletes the cart.
-// Any failure changes nothing and leaves the cart as it was. When the
-// shopper changed the cart between the read and the script, the checkout
-// reads it again, a few times at most. Prices come from the live sale round
-// inside the script, never from the cart or the client.
-//
-// # Redis Cluster
-//
-// The cart's keys live in different hash slots from the SKUs' sale keys
-// (the cart under {user}, each SKU under its order partition's tag), so on
-// a cluster order.Service.Place runs checkout as a saga over the slots
-// (internal/order, saga.go): still all or nothing, but the cart is bought
-// as it was read here (the cart guard cannot join the reservation, so a
-// checkout there is never ErrCartChanged), and afterwards each bought line
-// is removed from the cart only if it still holds the quantity bought; a
-// line the shopper changed meanwhile stays in the cart. On a single Redis
-// the guard above holds as described.
+// The reasoning behind it is in docs/design/cart.md.
 package cart
 
 import (

@@ -1,52 +1,7 @@
 // Package database opens the shop's two stores, PostgreSQL (the system of
 // record) and Redis (live state), and applies the schema migrations.
 //
-// Opening a store also checks that it answers, so `shop serve` fails fast
-// with one line naming the store instead of serving errors later.
-//
-// # Deadlines
-//
-// No call may wait on a store for longer than its caller allows, or a
-// hung server becomes hung requests. For Redis, OpenRedis makes go-redis
-// honour each call's context deadline (ContextTimeoutEnabled) on top of
-// 2 s socket timeouts. For PostgreSQL every call runs under a context
-// timeout set where it is made (3 s for the handlers' queries, 30 s for
-// an order writer's batch); pgx's default context watcher then sets the
-// socket's deadline, so the call returns at its deadline even when the
-// server is stopped or the network drops every packet, and the connection
-// is discarded. Connecting is bounded by ConnectTimeout (at most 5 s) as
-// well. No statement_timeout is set: a hung server cannot enforce it, and
-// migrations (an index build) and writer batches share the pool.
-//
-// What a server-side timeout is for is the other side's hang: a process
-// stopped (SIGSTOP, a frozen VM) inside a transaction keeps that
-// transaction's row locks for as long as it lives, and an order writer
-// taking over its batch waits on them for as long. So every connection
-// runs with idle_in_transaction_session_timeout (IdleInTransactionTimeout
-// unless the URL sets one): PostgreSQL ends such a session, and its locks,
-// after that long idle inside a transaction. It is set on every pool, not
-// only the writer's: `shop serve` runs its writer on the API's pool, and no
-// transaction of ours waits between statements for more than a Redis call
-// (a second or two).
-//
-// What that makes of the answers while Redis hangs, with the default
-// settings (the rate limiter's 1 s check first on /api/v1; figures without
-// the limiter in brackets), as e2e's TestDrillRedisStalled measures:
-//
-//   - purchase, checkout, login, any POST/PUT/DELETE: 503 after the
-//     limiter's 1 s, since writes fail closed (2 s: the session check,
-//     or the reservation's 2 s).
-//   - GET /me and other authenticated reads: 1 s (the limiter fails open
-//     for reads) + 2 s session check, then 503: 3 s (2 s).
-//   - a product read: 1 s limiter + 500 ms cache read + 1 s live stock
-//     read, then 200 from PostgreSQL with available 0: 2.5 s (1.5 s).
-//   - a catalog page: the same with two cache reads (the catalog's sizes,
-//     then the page's chunk): 3 s (2 s).
-//   - admin stock routes: 3 s (PostgreSQL) + 1 s (Redis) at most, after
-//     waiting (3 s at most) for another admin write of the same SKU to
-//     let go of its sale lock (inventory's lockSale).
-//
-// Unavailable tells such outages from bugs, for every package.
+// The reasoning behind it is in docs/design/database.md.
 package database
 
 import (

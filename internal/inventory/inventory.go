@@ -1,70 +1,7 @@
 // Package inventory owns the catalog: products in PostgreSQL, served through
 // the Redis cache of internal/cache.
 //
-// # Reads
-//
-// Get and List read through the cache (cache-aside), and with the cache's
-// near cache on (SHOP_NEAR_CACHE_TTL) through this process's copy of
-// recent reads first, so a hot product costs no round trip at all. With
-// a ReadGate (WithReadGate) and both off, Get reads the document and the
-// live stock in the gate's script call (the shop's: the rate limiter's
-// window), one round trip in all (oneread.go). A product entry is the
-// product without its live stock. Listings are cached in chunks of 100
-// rows at fixed offsets, whatever the limit, tagged "category:<c>", or
-// "category:*" when unfiltered, beside one entry with every category's
-// product count (tagged "category:*"), so anonymous reads can make the
-// cache hold at most one copy of the catalog (see listing.go). A missing
-// sku is cached briefly as not found.
-//
-// The cache may live in a Redis of its own (SHOP_CACHE_REDIS_URL), apart
-// from the live stock, orders and sessions, and may evict there.
-//
-// # Writes
-//
-// Create, Update and Delete write PostgreSQL first, then write the product
-// entry through (or drop it) and invalidate the listing tags the product
-// belongs to: its old and new category and the unfiltered listings. The
-// cache's generation fences keep a fill that loaded before the write from
-// storing the old row afterwards (see internal/cache), so once a write
-// returns every read, in any process sharing the Redis, sees it; with the
-// near cache on, every read in the writing process, and in the others as
-// soon as they hear the write's invalidation (Pub/Sub, normally within
-// milliseconds; at worst, a lost message, after SHOP_NEAR_CACHE_TTL). When Redis
-// fails after the database write has committed, the write still succeeds
-// (PostgreSQL is the system of record), a warning is logged, and stale
-// entries expire with their TTL.
-//
-// # Live stock
-//
-// A product's `available` is never cached with it: it is the sale state
-// hash "<prefix>sale:{<sku>}", field "available", kept by the flash-sale
-// code, and 0 when there is none. With a StockView (WithStockView; `shop
-// serve` has one unless SHOP_NEAR_CACHE_TTL is 0) it comes from the
-// instance's picture of the published stock changes, at most the view's
-// TTL old (view.go); otherwise it is read from Redis on every request.
-// It is display only: purchases check the live keys themselves.
-// When Redis is down the catalog still answers from PostgreSQL and reports
-// available 0 with a logged warning: a product page without stock beats no
-// page, and the purchase path never trusts this number anyway.
-//
-// # Sale rounds and live stock
-//
-// Sales records each seeding in PostgreSQL and Stock opens it in Redis
-// (stock.go documents the keys and their format). The sale rounds' sold
-// counts are this package's too: the order writer adds to them through
-// RecordSold, inside its own transaction. The order package's reserve
-// script takes stock on the keys Stock hands it (SaleKey, BuyersKey);
-// Release (release.lua) is its exact inverse for one order, once per
-// order id. Every change of live stock (seeding, a reservation, a release,
-// Close) publishes the state it leaves on the SKU's Pub/Sub channel in the
-// same atomic step (changes.go): internal/live fans it out to the live
-// stock streams.
-//
-// # Failures
-//
-// Every database call is bounded by dbTimeout, every cache call by the
-// cache's own timeouts and every live stock read by redisTimeout. PostgreSQL unreachable (and the entry not
-// cached) answers 503 unavailable, never a 500 or a hang.
+// The reasoning behind it is in docs/design/inventory.md.
 package inventory
 
 import (

@@ -3,35 +3,7 @@
 // and the order stream's partitions (Partitions), which on a cluster are
 // also the slot groups the SKUs' live state is tagged by.
 //
-// # Why partitions are slot groups
-//
-// A purchase takes a SKU's stock and appends the order event to a stream
-// in one script, and a script's keys must share one slot on a cluster. A
-// stream per SKU would leave every writer reading an unbounded number of
-// streams, so the SKUs are grouped instead: partition k of n has the tag
-// Tag(k), its stream, due set and dead letters carry it, and on a cluster
-// (grouped) every SKU of the partition carries it too (inventory's
-// SaleKey). The n tags are chosen so that their slots spread evenly over
-// the 16384 (partition k's slot lies in the k-th n-th of the range), so a
-// cluster whose masters own equal slot ranges (redis-cli --cluster create)
-// gets n/masters partitions each.
-//
-// On a single Redis the SKU keys keep their own {sku} tag (slots do not
-// matter there) and partition 0 keeps the stream's historical names, so
-// one partition (the default) is the key layout of before partitions.
-//
-// # Orders carry their home partition
-//
-// An order's home partition is its first SKU's; its event, due entry and
-// transitions go to that partition's stream. On a cluster its status hash
-// lives in the same slot, so the steps that read or move the status and
-// append to the stream (the reservation, payment, confirmation, a guarded
-// release of the home's lines) stay one script each. A reader that has only
-// the order id (GET /orders/{id}, a payment) must find that slot without
-// another lookup, so on a cluster the id itself carries the home: Stamp
-// writes the partition into the id's last byte (random in a UUIDv7, so the
-// id stays unique and time-ordered) and Home reads it back. On a single
-// Redis ids are not stamped and the status keys keep their old names.
+// The reasoning behind it is in docs/design/keyspace.md.
 package keyspace
 
 import (

@@ -1,56 +1,7 @@
 // Package live streams each SKU's live stock to browsers as Server-Sent
 // Events (GET /api/v1/products/{sku}/events).
 //
-// # Fan-out
-//
-// Every change of live stock is published by inventory on the SKU's Redis
-// Pub/Sub channel, in the same atomic step as the change (see
-// inventory's changes.go). On a single Redis each instance holds one
-// pattern subscription (Hub.Run) and fans the messages out in process (and
-// into the instance's inventory.StockView, Options.View, for product
-// reads). On a Redis Cluster the channels are sharded (SPUBLISH), which
-// patterns never match: the hub then holds a sharded subscription per
-// watched SKU, from its first stream to its last, and the stock view is
-// not fed (sharded.go). Either way the hub keeps, per SKU
-// that has streams, the latest state it heard, and hands it to each stream
-// at most once per Options.Interval (the first change after a quiet spell
-// at once, the rest coalesced to the newest). A thousand purchases a
-// second on one SKU are still a few events a second per browser.
-//
-// # Slow clients
-//
-// Handing a state to a stream never blocks the hub: each stream has a
-// mailbox of one state, and a newer state replaces an unread one, so a
-// stream that falls behind skips to the latest picture. A stream whose
-// client stops reading blocks only its own goroutine; its connection's
-// write deadline (Options.WriteTimeout, renewed at every write) then fails
-// the write and the stream ends: the client is dropped, and the others,
-// and the purchases, never wait for it.
-//
-// # Correctness of the picture
-//
-// Pub/Sub may lose messages (a reconnect, a restart); a lost one never
-// leaves a wrong picture for long: a stream starts with the state read
-// from the live keys (not from the hub, nor the catalog cache), and when
-// the subscription is re-established the hub reads every watched SKU's
-// state again. Messages of one Redis arrive in the order the changes were
-// made, so the last one heard is the current state.
-//
-// # Sale moments
-//
-// A sale turns from upcoming to open at starts_at, and ends at ends_at,
-// without any change to publish: the hub sets a timer for the next such
-// moment of every watched SKU and hands its streams the state again then;
-// each stream works out the sale's status at the moment it writes.
-//
-// # Limits and shutdown
-//
-// Streams are limited per client IP (as the rate limiter sees it) and in
-// total; refusals answer 429 or 503 with Retry-After and are counted in
-// shop_live_streams_refused_total. Shutdown tells every stream to
-// reconnect (a retry: field) and ends it, so that the HTTP server's
-// graceful shutdown does not wait for streams that never end by
-// themselves.
+// The reasoning behind it is in docs/design/live.md.
 package live
 
 import (

@@ -2,30 +2,7 @@
 // drives a running shop over its public HTTP API and then checks that the
 // sale added up.
 //
-// A run has four steps, each in its own file:
-//
-//	setup.go   log in as an admin, create a product with a fresh SKU, seed K
-//	           units with a per-user limit, register and log in N shoppers
-//	attack.go  fire purchases with vegeta (constant rate, an open model that
-//	           avoids coordinated omission, or as fast as C workers go) until
-//	           the duration ends or nothing more can be sold
-//	verify.go  wait for the order writer to drain, then check the invariants:
-//	           I1–I6 (check.go) on the answers, the live stock sampled during
-//	           the attack and the stores read directly (store.go), when the
-//	           stores are given; and over the API: accepted == sold == seeded -
-//	           available, nobody over the limit, every order id distinct, every
-//	           accepted unit confirmed once
-//	report.go  throughput, latency percentiles, outcomes, invariants; text
-//	           or one JSON object
-//
-// Everything goes through the API, as a real client would, so the numbers
-// include the whole stack: rate limiter, token and session check, the
-// reserve script. The HTTP benchmarking itself is vegeta's; this package only
-// decides what to send and what the answers mean.
-//
-// Only loopback targets are allowed unless the caller says otherwise
-// (Config.AllowRemote): a load test is traffic nobody should receive by
-// accident. The address is resolved once and every connection dials it.
+// The reasoning behind it is in docs/design/loadtest.md.
 package loadtest
 
 import (

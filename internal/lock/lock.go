@@ -2,38 +2,7 @@
 // expiry sweeps) a Redis lock, so that usually one instance does the work
 // at a time.
 //
-// It is an efficiency lock, never a correctness guard: a lock can be lost
-// without its holder knowing in time (a GC pause or a network partition
-// longer than the TTL, a Redis failover that loses the key), so every job
-// run under it must stay correct when two instances run it at once. Its
-// own atomic steps (a Lua script, a PostgreSQL transaction, a generation
-// check before a swap) are what keep the data right; the lock only saves
-// the duplicate work.
-//
-// # Library
-//
-// The lock is github.com/bsm/redislock, chosen over go-redsync/redsync v4:
-//
-//   - redislock is a single-key lock (SET NX PX with a random token; Lua
-//     for token-checked refresh and release) that takes any go-redis v9
-//     client, a redis.UniversalClient included, so it works on one Redis
-//     and, the key living on one shard, on Redis Cluster.
-//   - redsync implements Redlock over several independent masters. Its
-//     quorum only buys something with several masters, which the shop does
-//     not run; with one pool it is the same SET NX PX with a heavier API
-//     (Mutex values carrying their options) and a go.mod that pulls in
-//     every Redis client it adapts.
-//
-// Neither gives fencing tokens, which is why correctness stays with the
-// jobs (see above).
-//
-// # Use
-//
-// Run is what a job wants: it obtains the lock or returns ErrBusy at once,
-// keeps it extended while the job runs, cancels the job's context if the
-// lock is lost, and releases it after. RunWait waits for the lock instead.
-// Obtain, Extend and Release are there for jobs that manage the lock
-// themselves. Keys are "<prefix>lock:<name>".
+// The reasoning behind it is in docs/design/lock.md.
 package lock
 
 import (

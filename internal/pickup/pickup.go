@@ -3,27 +3,7 @@
 // (GEOSEARCH FROMLONLAT BYRADIUS ASC WITHDIST COUNT, the seeds' geospatial
 // pattern).
 //
-// # The index
-//
-// Under the hash tag {stores}: the geo set "geo" (id → position), the hash
-// "info" (id → the store as JSON, so that a nearby search is one script
-// and no PostgreSQL read), and the hash "state" with "built" (the index
-// holds every store), "stores" (how many: a geo set or info hash of
-// another size was lost, and the index counts as missing) and "gen"
-// (bumped by every admin write). A circle that crosses ±180 is searched
-// on both sides (GEOSEARCH alone does not look across). An admin
-// write goes to PostgreSQL first, then through a script that bumps gen and
-// updates the index only when it is built: after a Redis restart the index
-// is missing, and adding one store to an empty set would pass for a
-// complete index.
-//
-// The index is rebuilt from PostgreSQL at start and whenever a search
-// finds it missing, under the "stores-index" lock (internal/lock). The
-// lock only saves work: a rebuild reads gen, reads every store, fills
-// temporary keys and swaps them in with a script that refuses when gen
-// moved (a write that the snapshot may miss came in between) and tries
-// again. Two rebuilds at once both swap in complete indexes, and a write
-// racing a rebuild is either in its snapshot or applied after its swap.
+// The reasoning behind it is in docs/design/pickup.md.
 package pickup
 
 import (

@@ -1,33 +1,7 @@
 // Package ratelimit is an exact per-client sliding-window limiter shared by
 // every instance through Redis, and its Fiber middleware.
 //
-// Each client has a sorted set of the times of its allowed requests; one Lua
-// script drops the entries older than the window, counts, and records the
-// request only when under the limit. It is atomic, so 200 requests released
-// together from one client let through exactly `limit`, whatever the number
-// of app instances. Time comes from Redis (TIME), not the app servers.
-//
-// Fiber's own limiter is not used: it serialises every request of a process
-// on one mutex around a Redis round trip, is not atomic across instances and
-// fails open silently.
-//
-// Take and Refund count attempts whose outcome is known only afterwards:
-// the login throttle takes an attempt before checking a password and
-// refunds it when the password was right, so that failures alone spend the
-// budget, and a burst of guesses released together cannot overshoot it.
-//
-// A Companion script may ride in the limiter's round trip, run only for
-// allowed requests: the shop's session check does, so an authenticated
-// request pays one round trip to Redis before its handler, not two. A
-// route may also take the check into its own first Redis step
-// (Options.Defer, Deferred): the shop's purchases run the window, the
-// session check and the reservation in one script call, its anonymous
-// product reads the window, the cached document and the live stock, with
-// every answer as if the check had come first.
-//
-// When Redis cannot be reached the middleware fails closed (503) for
-// requests that change state (POST, PUT, PATCH, DELETE: buying, checkout)
-// and open for safe ones (GET, HEAD), which then succeed or fail on their own.
+// The reasoning behind it is in docs/design/ratelimit.md.
 package ratelimit
 
 import (

@@ -4,18 +4,7 @@
 // and Listener, whose connections close without resetting a client that is
 // still sending (so it reads its 413).
 //
-// Middleware order, outermost first, and why:
-//
-//	request id     so every later line and error can name the request (the
-//	               error handler sets it too, for the HTTP layer's own
-//	               400/413/431 answers, which no middleware sees)
-//	observe        one access-log line and the HTTP metrics; it also runs
-//	               the error handler so it logs the status the client gets
-//	recover        a panic becomes a 500 problem, and observe still sees it
-//	/api/v1 group  rate limiter, then auth, then the handlers (per route);
-//	               the session check rides in the limiter's round trip, and
-//	               for the routes Deps.LimiterDefer names both run in the
-//	               route's first Redis step (the answers stay in this order)
+// The reasoning behind it is in docs/design/server.md.
 package server
 
 import (

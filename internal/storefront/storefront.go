@@ -3,19 +3,7 @@
 // mounted at the top level, outside /api/v1, so the page's own files are
 // neither rate limited nor part of the API.
 //
-// The page is a client of the public API only: the catalog (with the
-// listing's live availability polled every few seconds), a product page with
-// the sale countdown and live stock from GET /api/v1/products/{sku}/events,
-// sign-up and log-in with token refresh, buy now and checkout with an
-// Idempotency-Key per intent (a double click buys once), and the buyer's
-// orders with their status, payment and cancellation. Problem documents are
-// shown as readable messages.
-//
-// The files are served with a strict Content-Security-Policy (no inline
-// script or style, connections to this origin only): the page keeps the
-// shopper's tokens in localStorage, and the policy is what keeps an
-// injected script from reading them. The page itself never builds HTML
-// from data (textContent only).
+// The reasoning behind it is in docs/design/storefront.md.
 package storefront
 
 import (

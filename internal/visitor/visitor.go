@@ -4,24 +4,7 @@
 // sees it) in a HyperLogLog, per product and UTC day and for the whole
 // storefront (the seeds' unique-visitor pattern).
 //
-// # Never in the way of the read
-//
-// The count is fire-and-forget: the handler puts it on a bounded queue
-// and returns; Run drains the queue into Redis, up to batchViews views per
-// pipelined round trip, summed per product and day (one PFADD of the
-// batch's visitors, one INCRBY, the EXPIREATs of the day's keys). When
-// the queue is full, or Redis fails a batch, the views are dropped and
-// counted in shop_visitor_updates_dropped_total: an estimate of visitors
-// is not worth slowing or failing a product page.
-//
-// # Keys
-//
-// "<prefix>visitors:{<sku>}:<date>" (HyperLogLog) and
-// "<prefix>views:{<sku>}:<date>" (counter), and the same with the tag {*}
-// for the storefront ('*' is never in a sku). The keys of one product
-// share a hash tag, so that one PFCOUNT over a range's days (which merges
-// them: a visitor counts once over the range) and one MGET work on Redis
-// Cluster. Keys expire retention after their day.
+// The reasoning behind it is in docs/design/visitor.md.
 package visitor
 
 import (
