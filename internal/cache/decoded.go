@@ -5,18 +5,9 @@ import (
 )
 
 // The decoded memo: GetJSONShared and GetJSONPrefetched remember, for the
-// most recently read keys, the value they last decoded and the bytes it
-// was decoded from. A read that gets exactly those bytes again from Redis
-// (every hit between two writes of the key) hands out that value instead
-// of decoding the JSON again. The bytes are compared in full, so no
-// answer changes and nothing is served that Redis did not just return:
-// the memo saves the decoding only, never a round trip (that is the near
-// cache's job, with its bounded staleness). Decoding a product document
-// was a tenth of a product read's CPU (issue 16, BENCHMARKS.md).
-//
-// Like the near cache's decoded values, a remembered value is handed to
-// every reader that gets the same bytes, which is why only the Shared
-// reads use it: their T is one callers only read.
+// most recently read keys, the value they last decoded and the bytes it was
+// decoded from.
+// More in docs/design/cache.md ("decoded.go").
 
 // decodedMemoSize bounds the memo: a flash sale reads a few products
 // over and over, and a miss costs one decoding, what every read cost

@@ -13,33 +13,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The near cache: an in-process copy of recent reads in front of Redis,
-// on when Options.NearTTL > 0.
-//
-// A near entry is served for at most NearTTL after the read that filled
-// it started, so that is the bound on its staleness whatever happens to
-// the invalidations below. Writes in this process (Set, Delete,
-// InvalidateTag) drop the matching near entries before they return, so
-// this process reads its own writes at once. Writes in other processes
-// reach it through Redis Pub/Sub: every write script publishes what it
-// changed on P+"invalidations" ("key <key>" or "tag <tag>") in the same
-// atomic step as the change, and Run holds this process's subscription.
-// Pub/Sub is fire-and-forget: a message lost (a reconnect, a full buffer)
-// leaves an entry stale for at most NearTTL; after every (re)subscription
-// the whole near cache is emptied, since messages sent meanwhile are lost.
-// Until Run has subscribed, nothing is stored near.
-//
-// Fills are fenced like the Redis cache's: every invalidation heard or
-// made here bumps an epoch, a fill notes the epoch before it reads Redis
-// and stores its value only if the epoch is unchanged, so a fill that
-// read the old value before an invalidation arrived cannot store it after.
-// The epoch is one counter for every key (writes are rare next to reads),
-// and concurrent near misses of a key share one Redis read only within an
-// epoch, so a read that starts after an invalidation never receives a
-// value read before it.
-//
-// The near cache holds at most NearSize entries, least recently used
-// first out (hashicorp/golang-lru's simplelru, under one mutex).
+// The near cache: an in-process copy of recent reads in front of Redis, on
+// when Options.NearTTL > 0.
+// More in docs/design/cache.md ("near.go").
 
 // defaultNearSize bounds the near cache when Options.NearSize is 0.
 const defaultNearSize = 10000

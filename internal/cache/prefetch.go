@@ -6,24 +6,11 @@ import (
 	"fmt"
 )
 
-// Prefetched reads: the Redis read of Get run by the caller, inside a
-// script call of its own that does other work in the same round trip
-// (the shop's product read runs it with the rate limiter's window and the
-// live stock: internal/shop/onetrip.go).
-//
-// ReadLua is the read (read.lua): the entry and the generations of the
-// key and its tags, which fill.go's read takes in one pipeline, in one
-// atomic step. The answer is then what Get makes of its own read: a hit
-// counts in shop_cache_requests_total{result="hit"} and is decoded; a
-// miss counts as one and fills under the generations the script saw, so
-// a write or an invalidation made after the script ran keeps the fill
-// from storing (the stale-set race, as for Get). The near cache is
-// neither read nor filled: a caller that prefetches has gone to Redis
-// already.
-//
-// The keys of a tagged read are in several cluster slots (the key's and
-// each tag's): prefetch only on a single Redis, or without tags on a
-// cluster with the caller's other keys in the key's slot.
+// Prefetched reads: the Redis read of Get run by the caller, inside a script
+// call of its own that does other work in the same round trip (the shop's
+// product read runs it with the rate limiter's window and the live stock:
+// internal/shop/onetrip.go).
+// More in docs/design/cache.md ("prefetch.go").
 
 //go:embed read.lua
 var readLua string

@@ -23,30 +23,17 @@ func OpenUniversal(ctx context.Context, url string, cluster bool, o RedisOptions
 }
 
 // OpenCluster builds a Redis Cluster client from url, a seed node with more
-// seeds as ?addr=host:port parameters (go-redis ParseClusterURL), and
-// checks that every master answers. The timeouts are OpenRedis's; PoolSize
-// applies per node.
-//
-// MOVED and ASK are followed (a resharded or failed-over slot), but a
-// command is never sent again once it may have reached a server: go-redis
-// resends one whose reply was lost to a reset connection or a read
-// timeout, which for ours (a reservation without an Idempotency-Key, an
-// XREADGROUP, a cart increment) would do the work twice. noResend turns
-// those transport errors into a *ReplyLost that go-redis does not retry
-// and Unavailable counts as an outage.
-//
-// That covers single commands and scripts, not pipelines: go-redis
-// decides to resend a cluster pipeline's commands inside the node's call,
-// before a hook sees the error. The shop's pipelines are reads or
-// idempotent writes (SET, UNLINK, PFADD, cache entries), except the
-// writer's dead-letter MULTI, whose resend may add a second dead-letter
-// entry for the same event (its order is rejected once all the same).
-//
-// A node that does not answer may be a master that died and whose
-// replica took over: reloadOnFailure reads the slot map again then, since
-// go-redis itself only does on MOVED (which a dead node never sends) and
-// every ClusterStateReloadInterval (a minute), and until then would send
-// the slot's commands to the dead address.
+// seeds as ?addr=host:port parameters (go-redis ParseClusterURL), and checks
+// that every master answers. MOVED and ASK are followed (a resharded or
+// failed-over slot), but a command is never sent again once it may have
+// reached a server: go-redis resends one whose reply was lost to a reset
+// connection or a read timeout, which for ours (a reservation without an
+// Idempotency-Key, an XREADGROUP, a cart increment) would do the work twice.
+// noResend turns those transport errors into a *ReplyLost that go-redis does
+// not retry and Unavailable counts as an outage. That covers single commands
+// and scripts, not pipelines: go-redis decides to resend a cluster pipeline's
+// commands inside the node's call, before a hook sees the error.
+// More in docs/design/database.md ("rediscluster.go").
 func OpenCluster(ctx context.Context, url string, o RedisOptions) (*redis.ClusterClient, error) {
 	opts, err := ParseClusterURL(url)
 	if err != nil {

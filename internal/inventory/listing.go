@@ -7,21 +7,10 @@ import (
 	"github.com/shop-oss/shop/internal/cache"
 )
 
-// Listings are cached in chunks of chunkSize rows at fixed offsets: chunk
-// k of a listing holds its rows k·chunkSize+1 to (k+1)·chunkSize, whatever
-// limit a client asks for, and a page is cut from one chunk or two. A
-// cursor names the last row of its page and the chunk that holds it.
-//
-// This bounds what anonymous reads can make the cache store by the
-// catalog's own size: at most one copy of each listing (unfiltered and per
-// category), plus one entry with every category's product count. Reads
-// that would make other entries store nothing: a category without
-// products is answered empty from the counts; a cursor whose chunk lies
-// past the listing's end, or that does not fall inside its chunk (forged,
-// or the listing changed since it was handed out), is answered by a
-// keyset query from PostgreSQL, cached nowhere. Before, every distinct
-// category, limit and cursor made its own entries, and a few thousand
-// requests filled the Redis that also holds stock and sessions.
+// Listings are cached in chunks of chunkSize rows at fixed offsets: chunk k
+// of a listing holds its rows k·chunkSize+1 to (k+1)·chunkSize, whatever
+// limit a client asks for, and a page is cut from one chunk or two.
+// More in docs/design/inventory.md ("listing.go").
 const chunkSize = MaxLimit
 
 // chunk is a cached part of a listing: rows without live stock.

@@ -11,19 +11,7 @@ import (
 
 // A product read in one script call (issue 16; the composition and its
 // reasons are in internal/shop/onetrip.go).
-//
-// With the near cache and the stock view off, Get costs two round trips
-// to Redis after the rate limiter's: the cached document and the live
-// stock. On a single Redis the three run in one script when the request
-// has a ReadGate: the gate's checks (the limiter's window) and then
-// ProductReadLua, which runs the cache's own read (cache.ReadLua: the
-// entry and its generations) and reads the sale's available, each part
-// its owner's. The cache answers from that reply as from its own read
-// (cache.GetJSONPrefetched: hits and misses counted, a miss filled under
-// the generations the script saw), and the stock is the number read.
-// Every other case reads as before: no gate, a gate that cannot run
-// (its checks ran already, or Redis did not answer), a reply that cannot
-// be read.
+// More in docs/design/inventory.md ("oneread.go").
 
 // ReadGate runs the checks a product read must pass and, when they pass,
 // ProductReadLua, in one script call.

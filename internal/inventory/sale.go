@@ -17,22 +17,8 @@ import (
 
 // Sale rounds: PostgreSQL records each seeding (what was put on sale, and,
 // through the order writer, what was confirmed sold); Redis holds the live
-// round. Seeding writes PostgreSQL first, then opens the round in Redis in
-// one script, then marks the row opened. If Redis fails in between, the
-// row stays not opened (opened_at NULL): it sells nothing, and the next
-// seeding of the SKU converges on it rather than adding a round: the same
-// seed finds it live (its answer was lost) and answers it, another takes
-// the row over once the failed seeding's deadlines have passed.
-//
-// Each step has its deadline (dbTimeout, redisTimeout), so a hung store
-// answers 503 within dbTimeout + redisTimeout, never a hang. What a 503
-// guarantees: the round is not live, and does not go live later. A hung
-// PostgreSQL may still commit the round's row once it resumes (the
-// statement was sent; nothing can call it back), but that row is never
-// opened, as above. A hung Redis may run the seed script once it resumes,
-// but the script carries the deadline the shop waited for, and refuses
-// to open the round past it (by Redis's clock, so the guarantee assumes
-// the two clocks agree to well within redisTimeout).
+// round.
+// More in docs/design/inventory.md ("sale.go").
 const (
 	insertRoundSQL = `
 WITH p AS (SELECT price_cents FROM products WHERE sku = $1 FOR SHARE)

@@ -9,25 +9,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// lockSale serializes, per SKU, the admin writes that change both
-// PostgreSQL and the SKU's live sale in Redis: opening a round (at the
-// product's price), updating a product (the live price follows) and
-// deleting one (its sale closes). Each holds the lock from before its
-// PostgreSQL write until it returns (its Redis write the last step that
-// needs it), so Redis takes them in the order PostgreSQL did. Unordered,
-// an open that read the old price, or read the product just before its
-// deletion, could reach Redis last and stay there: sold at a price the
-// catalog no longer has, or a sale of a deleted product.
-//
-// It is a PostgreSQL session-level advisory lock: every instance's writes
-// wait on it, and it goes with the session if the process dies. The
-// holder makes its PostgreSQL write on the lock's connection, so that it
-// never waits for a pool its waiters took. A write waiting in PostgreSQL
-// holds a connection, so the writes of one SKU on one pool queue in the
-// process first (gatesOf), without one: many admin writes to a SKU at
-// once take one of the pool's connections (the pool `shop serve`'s writer
-// shares), not as many. Admin writes are rare; purchases never take the
-// lock.
+// lockSale serializes, per SKU, the admin writes that change both PostgreSQL
+// and the SKU's live sale in Redis: opening a round (at the product's price),
+// updating a product (the live price follows) and deleting one (its sale
+// closes). Each holds the lock from before its PostgreSQL write until it
+// returns (its Redis write the last step that needs it), so Redis takes them
+// in the order PostgreSQL did.
+// More in docs/design/inventory.md ("salelock.go").
 func lockSale(ctx context.Context, db *pgxpool.Pool, sku string) (*pgxpool.Conn, func(), error) {
 	// The whole wait is a PostgreSQL statement's: a stalled server answers
 	// 503 as soon as without the lock, and so does a holder that takes

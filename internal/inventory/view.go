@@ -7,31 +7,10 @@ import (
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
-// StockView is one instance's picture of the available stock of the SKUs
-// its product reads asked for lately, so that a read needs no Redis round
-// trip for it. It is display only: purchases never read it (the reserve
-// script checks the live keys themselves).
-//
-// The picture follows the stock changes every script publishes
-// (changes.go), heard through the instance's one subscription to them
-// (internal/live's hub calls Subscribed, Heard and Unsubscribed; on a
-// Redis Cluster, whose changes channels are sharded per SKU, the hub hears
-// only the SKUs it streams and never calls Subscribed, so the view keeps
-// nothing there). Each
-// message carries the SKU's whole state, and one Redis delivers them in
-// the order of the changes, so the last one heard is the current state.
-// A SKU not in the picture is read from Redis and enters it.
-//
-// Staleness is bounded by the TTL: an entry is trusted for at most TTL
-// after the read or message that last confirmed it, then read again from
-// Redis. That bounds what a lost message (a reconnect, a full buffer)
-// can cost. After every (re)subscription the picture starts empty, since
-// messages sent meanwhile are lost, and until the first one nothing is
-// kept. A read from Redis that a message overtook stores nothing (each
-// entry counts its messages), so it cannot put an older state back.
-//
-// The view holds at most size SKUs, least recently read first out. A nil
-// *StockView is off: every read goes to Redis.
+// StockView is one instance's picture of the available stock of the SKUs its
+// product reads asked for lately, so that a read needs no Redis round trip
+// for it.
+// More in docs/design/inventory.md ("view.go").
 type StockView struct {
 	ttl time.Duration
 

@@ -8,56 +8,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Sharded subscriptions, on a Redis Cluster (inventory's ShardedChanges):
-// the changes are SPUBLISHed on each SKU's channel, delivered by the master
-// of its slot only, and a sharded channel has no pattern form. So the hub
-// SSUBSCRIBEs to the channel of each watched SKU: when its first stream
-// opens, and SUNSUBSCRIBEs when its last one ends.
-//
-// The SKUs of one order partition share its hash tag, so their channels
-// share one slot: the hub holds one subscription connection per partition
-// that has watched SKUs (go-redis routes it to the slot's master, and after
-// a reconnect, a failover say, resubscribes all its channels there in one
-// SSUBSCRIBE, which needs them in one slot). A partition's connection is
-// closed with its last channel, so that a reconnect never lands on a
-// random node with no channel to route by.
-//
-// Each confirmation of a channel's subscription (the first, or after a
-// reconnect) reads the SKU's state again: its first stream read the state
-// itself before the subscription was in place, and changes made while
-// away were lost.
-//
-// A slot moves to another master (a resharding, or a replica's failover):
-// the master that lost it ends the subscriptions to its channels with an
-// sunsubscribe the hub did not ask for, and keeps the connection, which
-// go-redis then holds on to with no channel. So an sunsubscribe of a
-// channel the hub still wants, beyond the ones its own SUNSUBSCRIBEs await,
-// has the cluster client reload its slot map and, once the map names
-// another master for the slot, the partition's connection opened again
-// there with all its channels. Not before: a master turned replica still
-// confirms an SSUBSCRIBE for its old slots. A replica relays its shard's
-// messages (Redis 7.0 does), but the hub holds its subscriptions on the
-// slots' masters, which publish them, and counts on no replica's relay.
-//
-// The map may name the old master for longer than the hub waits (every
-// node it asks may lag), or again (the slot came back). The connection is
-// then opened there anyway, but its confirmation is not final: while the
-// map names that node, its ROLE is asked, waiting longer each time (up to
-// confirmWaitMax); a master confirming the SSUBSCRIBE serves the slot (it
-// came back), a replica does not, and the connection follows the map as
-// soon as it names another master. So the hub never settles on a node it
-// was told to leave, and a slot that came back costs a single ROLE.
-//
-// The map may also be stale when a connection opens (nothing the client
-// sent met a MOVED yet): the SSUBSCRIBE then meets a MOVED, which go-redis
-// does not pass on, and no confirmation comes. So a connection whose
-// channels are not all confirmed in time is opened again, the map
-// reloaded, waiting longer each time. Every confirmation reads its SKU
-// again, so nothing changed in the gap is missed.
-//
-// The stock view (Options.View) is not fed on a cluster: it would need a
-// subscription to every SKU it holds, not only the watched ones, so it is
-// left unsubscribed and product reads go to Redis.
+// Sharded subscriptions, on a Redis Cluster (inventory's ShardedChanges): the
+// changes are SPUBLISHed on each SKU's channel, delivered by the master of
+// its slot only, and a sharded channel has no pattern form.
+// More in docs/design/live.md ("sharded.go").
 
 // shards is the sharded subscriptions of one Run; only Run's goroutine
 // uses it.

@@ -5,26 +5,8 @@ import (
 	"sync"
 )
 
-// backlog paces the loops of one partition. The first loop always reads;
-// the others (Concurrency > 1) read new entries only while the stream is
-// behind: from a read of new entries that came back full until one that
-// did not. They read without blocking, so the first read after the
-// backlog is gone stops them. Their own pending entries (a retry, a lost
-// reply) they read first, whatever the flag says.
-//
-// Why: the loops exist to overlap batches when there is a backlog to
-// drain (one waits for PostgreSQL while another reads and acknowledges).
-// At a moderate rate they would instead split the trickle three ways,
-// each blocked read taking the next few entries, and every few orders
-// would be a transaction of its own. PostgreSQL's cost per transaction
-// (a COMMIT and its WAL flush, the round trips, the sold-count row) is
-// ~650 µs of its CPU against ~26 µs per order on the development machine
-// (BENCHMARKS.md): at half the maximum purchase rate three loops made a
-// commit per ~7 orders, a third of a core, on cores the purchases share.
-//
-// A follower that waits sends nothing to Redis: another writer process's
-// housekeeping may forget it after ForgetIdle (it holds nothing), and
-// its next read adds it back.
+// backlog paces the loops of one partition.
+// More in docs/design/order.md ("backlog.go").
 type backlog struct {
 	mu   sync.Mutex
 	on   bool

@@ -39,21 +39,15 @@ type PlaceOptions struct {
 	CartKey string
 }
 
-// Place reserves every line for user and enqueues the order, all or
-// nothing.
-//
+// Place reserves every line for user and enqueues the order, all or nothing.
 // Errors: ErrSaleNotActive, ErrLimitExceeded, ErrOutOfStock (naming the
 // SKUs), ErrProductNotFound (buy-now of an unknown SKU), ErrCartChanged (a
 // checkout whose cart changed: read it again), or a 503 when Redis does not
-// answer. A 503 after a timeout may hide a
-// reservation that did happen: retrying with the same Idempotency-Key is
-// how a client finds out without buying twice.
-//
-// On a single Redis this is one atomic script (reserve.lua). On a Redis
-// Cluster (grouped partitions) it is a saga (saga.go): the order is still
-// all or nothing, but a checkout buys the cart as it was read (it is not
-// refused with ErrCartChanged) and takes out of the cart only the lines
-// that still hold the quantities bought.
+// answer. On a Redis Cluster (grouped partitions) it is a saga (saga.go): the
+// order is still all or nothing, but a checkout buys the cart as it was read
+// (it is not refused with ErrCartChanged) and takes out of the cart only the
+// lines that still hold the quantities bought.
+// More in docs/design/order.md ("place.go").
 func (s *Service) Place(ctx context.Context, user string, lines []Line, o PlaceOptions) (Placed, error) {
 	rctx, cancel := context.WithTimeout(ctx, placeTimeout)
 	defer cancel()

@@ -15,57 +15,8 @@ import (
 )
 
 // The repair of sagas a crash left between hold and commit (Redis Cluster
-// only; see saga.go). Each partition's holds are indexed by deadline; the
-// sweeper claims those past it (claimScript, with a lease, as it claims
-// due orders) and settles each on the order's home first (abortScript):
-// the order committed, so the hold is dropped, or it never did and now
-// never will (a tombstone refuses a late commit), so the hold's units go
-// back, once (unholdScript deletes the record it acts on). Two sweepers
-// at once settle a hold the same way, and only one gives units back.
-//
-// A committed order's hold is dropped only when it is the committing
-// attempt's: the status names it. A status recover wrote back from
-// PostgreSQL names none, so the hold is the order's when the order has
-// the hold's items (SKU, quantity and round): an order id is reused by a
-// repeat of its Idempotency-Key, whose attempt may hold other lines (the
-// buyer changed the cart), and a hold of another attempt took units no
-// order has, so they go back.
-//
-// A missing status is tombstoned first, and only then is PostgreSQL asked
-// (SweeperOptions.Persisted): from the tombstone on no attempt can commit
-// the order, so the answer cannot be overtaken by a commit in Redis
-// (commit.lua refuses it). An order PostgreSQL has committed and a
-// failover lost its status: its status, read from PostgreSQL, replaces
-// the tombstone (as recover writes it), so a repeat of its
-// Idempotency-Key is answered that order and never runs it again under
-// the same id, and the hold is dropped when the order has the hold's
-// items, else given back, as above. Only an order no store has written
-// stays tombstoned and is undone.
-//
-// What remains: a writer that read the order's event before the failover
-// lost it and whose insert commits only after the repair asked
-// PostgreSQL, i.e. at least the hold's lifetime after the commit (one
-// retrying its batch through a PostgreSQL outage that long). The repair
-// then gives back the units of an order PostgreSQL has and leaves its
-// tombstone (the writer's confirm passes over it; recover overwrites it
-// with the written order). Nothing in Redis says those units are the
-// order's, and the audit reports it on the hold's partition q once the
-// order is older than half the settled window (it is then counted from
-// PostgreSQL, internal/audit): stock_postgres on the line's round
-// (quantity != available + held) and buyer, naming the order, while
-// stock_redis stays clean. Recover, which rebuilds q's stock from
-// PostgreSQL, counts the units as the order's again; if they were sold
-// again meanwhile, the round's CHECK in PostgreSQL (sold <= quantity)
-// refuses the later order's transaction and its event is dead-lettered.
-//
-// While PostgreSQL is asked the tombstone is marked deciding: the order
-// may be a written one, so a repeat of its Idempotency-Key, or a commit
-// of it, meeting the mark is told to retry (503), not that the order is
-// aborted (which would start a fresh order for the same key). The answer
-// replaces the tombstone with the order's status or removes the mark
-// before the hold is settled; a
-// PostgreSQL error leaves the mark until the hold's claim lease runs out
-// and a later sweep asks again.
+// only; see saga.go).
+// More in docs/design/order.md ("repair.go").
 
 // settled is partition p's settled log: the holds dropped because their
 // order committed, each an entry {order_id, user, items} scored by when

@@ -59,22 +59,11 @@ for i = 5, #ARGV, 2 do
 end
 return 1`)
 
-// unholdScript ends a hold, once, by its record: 'drop' (the order
-// committed: the units are the order's now) or 'release' (it did not:
-// every line whose round is still live gives its units back and comes off
-// the buyer's count; nothing counts as released, for no order sold them).
-// A drop moves the record into the partition's settled log in the same
-// step (see settled), so the audit reads, in this slot alone, that the
-// units are an order's from then on; entries older than the log's
-// retention are trimmed here, and the log expires with its last entry.
-// KEYS[1] the hold record, KEYS[2] the holds index, KEYS[3 + 2(i-1)] sale
-// state of the record's i-th item, KEYS[4 + 2(i-1)] its buyer counts,
-// KEYS[3 + 2n] the settled log (n items);
-// ARGV[1] order id, ARGV[2] the attempt that made the hold (another's
-// record is left alone), ARGV[3] the mode, ARGV[4 + 2(i-1)] the i-th
-// item's SKU, ARGV[5 + 2(i-1)] its changes channel (” for none),
-// ARGV[4 + 2n] the settled log's retention (ms).
-// Returns the units given back, or -1 when there was no such hold.
+// unholdScript ends a hold, once, by its record: 'drop' (the order committed:
+// the units are the order's now) or 'release' (it did not: every line whose
+// round is still live gives its units back and comes off the buyer's count;
+// nothing counts as released, for no order sold them).
+// More in docs/design/order.md ("sagascripts.go").
 var unholdScript = redis.NewScript(`
 local rec = redis.call('HMGET', KEYS[1], 'attempt', 'user', 'items')
 if rec[1] ~= ARGV[2] then return -1 end

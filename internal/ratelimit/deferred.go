@@ -9,52 +9,17 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Deferred checks: the window, the companion and a route's own first
-// Redis step (a write, or a read) in one script call.
-//
-// A companion saves an authenticated request one round trip; a purchase
-// still paid two, the limiter's (with the session check) and the reserve
-// script's. For the requests Options.Defer names, the middleware does not
-// check on arrival: it leaves a Deferred in the request's context, and the
-// route runs the check and its own script (the Deferral's Follower) in
-// one call (Run). The follower runs only when the window allows the
-// request and the companion admits it (Companion.Admit), so a refused
-// request still does nothing else.
-//
-// The answers stay those of a check made first: a route that answers
-// before calling Run (a bad body, a bad token) has its answer replaced by
-// the check's, which the middleware then runs alone (settle), when that
-// refuses: 429 before anything else, 503 when Redis does not answer, then
-// the companion's Verdict (the shop's 401), then the route's. Each
-// request is counted once, by whichever of Run and settle comes first. A
-// deferred route must therefore change nothing before Run; a guard that
-// must decide on the companion's answer before the route (RequireAdmin)
-// settles first through Companion.Deferred.
-//
-// Several kinds of request may be deferred, each with its own follower
-// (Deferral): the shop's purchases with the reservation, its product
-// reads with the cached document and the live stock.
-//
-// Like the companion, this needs one Redis server: on a cluster
-// companionFor declines and nothing is deferred. A request that bears
-// nothing for the companion (Prepare declines: no token) runs the window
-// and the follower alone.
+// Deferred checks: the window, the companion and a route's own first Redis
+// step (a write, or a read) in one script call.
+// More in docs/design/ratelimit.md ("deferred.go").
 
-// followedLua runs the window, the companion, the companion's admission
-// and the follower, each a local function taking KEYS and ARGV as
-// parameters (shadowing the globals). Keys: the window's, the companion's
-// (ARGV[4] of them; -1: no companion), the follower's. Arguments: the
-// window's three, the companion's key and argument counts, the companion's
-// arguments, the follower's. It answers the window's triple when it
-// refuses; {1, remaining, 0, companion reply} when the companion does not
-// admit; {1, remaining, 0, companion reply (false when none), follower
-// reply} when the follower ran; an error reply of the companion or the
-// follower as it is.
-//
-// The shebang makes Redis check memory once, before anything runs (no
-// flags: writes allowed, refused whole under maxmemory), which is what
-// the shop's follower, the reserve script, relies on; the window and the
-// session check write little and are refused with it.
+// followedLua runs the window, the companion, the companion's admission and
+// the follower, each a local function taking KEYS and ARGV as parameters
+// (shadowing the globals). It answers the window's triple when it refuses;
+// {1, remaining, 0, companion reply} when the companion does not admit; {1,
+// remaining, 0, companion reply (false when none), follower reply} when the
+// follower ran; an error reply of the companion or the follower as it is.
+// More in docs/design/ratelimit.md ("deferred.go").
 const followedLua = `#!lua
 local function window(KEYS, ARGV)
 %s

@@ -13,49 +13,9 @@ import (
 	"github.com/shop-oss/shop/internal/ratelimit"
 )
 
-// One script per purchase, and per product read, on a single Redis
-// (issue 16, BENCHMARKS.md).
-//
-// A purchase used to pay two round trips to Redis: the rate limiter's
-// script, which also carries the session check (auth's limiter
-// companion), and the reserve script; a checkout three, with the cart
-// read between them. On one Redis server the three scripts run in one
-// call instead: the limiter defers the purchase's and the checkout's
-// check (ratelimit.Deferred), and the order service's reservation runs
-// through the request's Gate, which runs the limiter's window, the
-// session check and reserve.lua in that order in one EVALSHA (the
-// combined script is ratelimit's followedLua, built once from each
-// owner's own Lua: the window's, auth's check.lua and its Admit, and
-// order.ReserveLua; none is copied or changed here). Every answer stays
-// what it was: a limited request gets 429 and reserves nothing, a revoked
-// session 401 and reserves nothing, each request is counted once, and a
-// request that fails before reserving (a bad body, a bad token) is
-// answered after the check runs alone, with the check's refusal first.
-//
-// A product read (GET /api/v1/products/{sku}) with the near cache off
-// paid three: the limiter's window, the cached document with its
-// generations, and the live stock. An anonymous read now pays one: the
-// limiter defers its check too, and the catalog's Get runs through the
-// request's ReadGate, which runs the window and inventory's
-// ProductReadLua (the cache's own read.lua, then the sale's available)
-// in one EVALSHA. The cache answers from that reply as from its own read
-// (hits and misses counted, a miss filled under the generations the
-// script saw, by the fill path as before); a read over the limit gets
-// 429 having read nothing; a Redis error is counted and logged by the
-// limiter, which lets reads through as before, and the catalog then
-// reads on its own (each step failing or answering as before: the
-// document from PostgreSQL, available 0, or 503). A read bearing a token
-// keeps its session check in the limiter's call up front
-// (deferProductRead says why). Where the document or the stock do not
-// live in that Redis's reach the read is not deferred: the cache on a
-// Redis of its own (SHOP_CACHE_REDIS_URL), or reads from memory
-// (SHOP_NEAR_CACHE_TTL > 0).
-//
-// Where the keys cannot share one call nothing is deferred and the steps
-// stay separate: on a cluster (the limiter's, the session's, the cache's
-// and the sale's keys are on different slots; ratelimit declines the
-// companion there) and with the limiter off (no check to combine), and
-// SHOP_REDIS_ONE_TRIP=false keeps them too (for A/B measurement).
+// One script per purchase, and per product read, on a single Redis (issue 16,
+// BENCHMARKS.md).
+// More in docs/design/shop.md ("onetrip.go").
 
 // Names of the limiter's deferrals, which tell each route's code whether
 // the request's deferred check carries its follower.
