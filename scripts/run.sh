@@ -38,7 +38,7 @@ cat <<MSG
 
 shop is starting on http://127.0.0.1:$port  (redis: $SHOP_REDIS_URL, postgres: $SHOP_DATABASE_URL)
 Open http://127.0.0.1:$port/ in a browser: the storefront, with live stock.
-Try (README.md walks through a whole sale):
+Try (docs/getting-started.md walks through a whole sale):
   curl -s http://127.0.0.1:$port/readyz
   curl -s http://127.0.0.1:$port/api/v1/products?category=electronics
   curl -s -X POST http://127.0.0.1:$port/api/v1/auth/register -H 'Content-Type: application/json' \
