@@ -4,13 +4,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/shop-oss/shop/internal/audit"
 	"github.com/shop-oss/shop/internal/database"
@@ -29,19 +24,8 @@ const outageBound = 6 * time.Second
 // the same bound as the other PostgreSQL routes.
 func TestAuditWhilePostgresHangs(t *testing.T) {
 	t.Parallel()
-	d := testenv.NewDatabase(t)
+	pool, proxy := testenv.NewProxiedDatabase(t)
 	r := testenv.NewRedis(t)
-	cfg, err := pgxpool.ParseConfig(d.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	target := net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port)))
-	proxy := testenv.NewProxy(t, target)
-	pool, err := database.OpenPostgres(context.Background(), strings.Replace(d.URL, target, proxy.Addr(), 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	stock := inventory.NewStock(r.Client, r.Prefix)
 	a := audit.New(pool, r.Client, stock, r.Prefix, log)
@@ -54,7 +38,7 @@ func TestAuditWhilePostgresHangs(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // the route's own bound
 	defer cancel()
 	start := time.Now()
-	_, err = a.Run(ctx)
+	_, err := a.Run(ctx)
 	took := time.Since(start)
 	if !database.Unavailable(err) {
 		t.Fatalf("audit with PostgreSQL stalled: %v, want an unavailable error (503)", err)

@@ -3,16 +3,14 @@ package inventory_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/database"
 	"github.com/shop-oss/shop/internal/inventory"
@@ -32,7 +30,7 @@ const stockBound = 3 * (3*time.Second + time.Second)
 func TestStockRoutesWhilePostgresHangs(t *testing.T) {
 	t.Parallel()
 	st := newStores(t)
-	pool, proxy := proxiedPostgres(t)
+	pool, proxy := testenv.NewProxiedDatabase(t)
 	st.db = pool
 	in := newInstance(t, st)
 	in.create(t, "hang-1", "c", 100)
@@ -62,12 +60,7 @@ func TestStockRoutesWhilePostgresHangs(t *testing.T) {
 // script refuses to open the round: the old round stays live.
 func TestSeedWhileRedisHangs(t *testing.T) {
 	t.Parallel()
-	rs := testenv.StartRedis(t)
-	rdb, err := database.OpenRedis(context.Background(), rs.URL, database.RedisOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rdb.Close() })
+	rs, rdb := pausableRedis(t)
 	st := newStores(t)
 	st.rdb = rdb
 	in := newInstance(t, st)
@@ -115,25 +108,6 @@ func within(t *testing.T, bound time.Duration, proxy *testenv.Proxy, f func() re
 	}
 }
 
-// proxiedPostgres opens a fresh test database as `shop serve` does
-// (database.OpenPostgres), through a proxy the test can stall.
-func proxiedPostgres(t *testing.T) (*pgxpool.Pool, *testenv.Proxy) {
-	t.Helper()
-	d := testenv.NewDatabase(t)
-	cfg, err := pgxpool.ParseConfig(d.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	target := net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port)))
-	proxy := testenv.NewProxy(t, target)
-	pool, err := database.OpenPostgres(context.Background(), strings.Replace(d.URL, target, proxy.Addr(), 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool, proxy
-}
-
 // roundRows are sku's recorded rounds, oldest first, as "id:quantity:opened".
 func roundRows(t *testing.T, db *pgxpool.Pool, sku string) []string {
 	t.Helper()
@@ -155,12 +129,7 @@ func roundRows(t *testing.T, db *pgxpool.Pool, sku string) []string {
 // round per attempt, and Redis and PostgreSQL agree on the live round.
 func TestSeedRetryAfterRedisHangConverges(t *testing.T) {
 	t.Parallel()
-	rs := testenv.StartRedis(t)
-	rdb, err := database.OpenRedis(context.Background(), rs.URL, database.RedisOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rdb.Close() })
+	rs, rdb := pausableRedis(t)
 	st := newStores(t)
 	st.rdb = rdb
 	in := newInstance(t, st)
@@ -227,4 +196,17 @@ func TestSeedRetryAfterLostAnswerConverges(t *testing.T) {
 	if *next.RoundID == *first.RoundID || next.Available != 7 {
 		t.Fatalf("a new seeding answered %+v, want a new round", next)
 	}
+}
+
+// pausableRedis is a private redis-server the test may pause (SIGSTOP),
+// and a client opened on it as `shop serve` opens one.
+func pausableRedis(t *testing.T) (*testenv.RedisProcess, redis.UniversalClient) {
+	t.Helper()
+	rs := testenv.StartRedis(t)
+	rdb, err := database.OpenRedis(context.Background(), rs.URL, database.RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rs, rdb
 }

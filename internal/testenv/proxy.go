@@ -1,10 +1,17 @@
 package testenv
 
 import (
+	"context"
 	"net"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/shop-oss/shop/internal/database"
 )
 
 // Proxy is a TCP proxy between the code under test and a real server, which
@@ -167,4 +174,23 @@ func (p *Proxy) Up(t testing.TB) {
 		t.Fatal(err)
 	}
 	p.serve(ln)
+}
+
+// NewProxiedDatabase is a fresh test database opened as `shop serve` opens
+// one (database.OpenPostgres), through a proxy the test can break.
+func NewProxiedDatabase(t testing.TB) (*pgxpool.Pool, *Proxy) {
+	t.Helper()
+	d := NewDatabase(t)
+	cfg, err := pgxpool.ParseConfig(d.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port)))
+	proxy := NewProxy(t, target)
+	pool, err := database.OpenPostgres(context.Background(), strings.Replace(d.URL, target, proxy.Addr(), 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool, proxy
 }
