@@ -6,13 +6,12 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/spf13/cobra"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/auth"
 	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/database"
 	"github.com/shop-oss/shop/internal/shop"
+	"github.com/spf13/cobra"
 )
 
 func newUserCmd(a *app) *cobra.Command {
@@ -76,11 +75,11 @@ func newUserAddCmd(a *app) *cobra.Command {
 // userAddError says in one line what the operator has to change, naming
 // flags rather than JSON fields.
 func userAddError(email string, err error) error {
-	var e *api.Error
+	var e *apperr.Error
 	switch {
 	case errors.Is(err, auth.ErrEmailTaken):
 		return fmt.Errorf("user add: a user with email %q already exists", strings.TrimSpace(email))
-	case errors.As(err, &e) && e.Code == api.CodeInvalidRequest:
+	case errors.As(err, &e) && e.Code == apperr.CodeInvalidRequest:
 		msgs := make([]string, len(e.Fields))
 		for i, f := range e.Fields {
 			msgs[i] = "--" + f.Field + " " + f.Message

@@ -6,8 +6,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/database"
 )
 
@@ -35,7 +34,7 @@ func (h handler) audit(c *fiber.Ctx) error {
 	rep, err := h.a.Run(ctx)
 	if err != nil {
 		if database.Unavailable(err) {
-			return fmt.Errorf("%w: %w", api.Unavailable("the audit needs Redis and PostgreSQL"), err)
+			return fmt.Errorf("%w: %w", apperr.Unavailable("the audit needs Redis and PostgreSQL"), err)
 		}
 		return err
 	}

@@ -7,15 +7,14 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
 )
 
 // CreateUser validates the input, hashes the password and stores the user.
 // The email is trimmed, put in Unicode NFC and otherwise kept as typed;
 // uniqueness ignores letter case.
-// It returns an api.Invalid error naming each bad field (email, password,
-// name, role), ErrEmailTaken, or an api.Unavailable error when PostgreSQL
+// It returns an apperr.Invalid error naming each bad field (email, password,
+// name, role), ErrEmailTaken, or an apperr.Unavailable error when PostgreSQL
 // does not answer.
 func (s *Service) CreateUser(ctx context.Context, email, password, name, role string) (User, error) {
 	a := newAccount{email: email, password: password, name: name, role: role}
@@ -41,8 +40,8 @@ func (s *Service) CreateUser(ctx context.Context, email, password, name, role st
 // label such as "iphone"; empty means "unknown"). It returns
 // ErrInvalidCredentials for an unknown email and a wrong password alike,
 // ErrLoginThrottled (with RetryAfter) once the email has spent its failure
-// budget (Config.LoginFailures), whoever asks, an api.Invalid error for a
-// missing email or password or a bad device, and an api.Unavailable error
+// budget (Config.LoginFailures), whoever asks, an apperr.Invalid error for a
+// missing email or password or a bad device, and an apperr.Unavailable error
 // when PostgreSQL or Redis does not answer.
 func (s *Service) Login(ctx context.Context, email, password, device string) (Tokens, error) {
 	t, err := s.login(ctx, email, password, device)
@@ -81,15 +80,15 @@ func (s *Service) login(ctx context.Context, email, password, device string) (To
 }
 
 func requireCredentials(email, password string) error {
-	var missing []api.FieldError
+	var missing []apperr.FieldError
 	if email == "" {
-		missing = append(missing, api.FieldError{Field: "email", Message: "is required"})
+		missing = append(missing, apperr.FieldError{Field: "email", Message: "is required"})
 	}
 	if password == "" {
-		missing = append(missing, api.FieldError{Field: "password", Message: "is required"})
+		missing = append(missing, apperr.FieldError{Field: "password", Message: "is required"})
 	}
 	if len(missing) > 0 {
-		return api.Invalid(missing...)
+		return apperr.Invalid(missing...)
 	}
 	return nil
 }
@@ -127,7 +126,7 @@ func (s *Service) checkCredentials(ctx context.Context, email, legacy, password 
 // the session's previous access token stop working at once. It returns
 // ErrInvalidToken for a malformed, forged, expired or revoked token,
 // ErrRefreshReused (the session is then revoked) for an already used one,
-// and an api.Unavailable error when Redis does not answer.
+// and an apperr.Unavailable error when Redis does not answer.
 func (s *Service) Refresh(ctx context.Context, refreshToken string) (Tokens, error) {
 	u, g, err := s.sessions.refresh(ctx, refreshToken)
 	if errors.Is(err, ErrRefreshReused) {
@@ -155,7 +154,7 @@ func (s *Service) issue(u User, g grant, now time.Time) (Tokens, error) {
 
 // loginOutcome is the metric label for a login's result.
 func loginOutcome(err error) string {
-	var e *api.Error
+	var e *apperr.Error
 	switch {
 	case err == nil:
 		return outcomeSuccess
@@ -163,9 +162,9 @@ func loginOutcome(err error) string {
 		return outcomeInvalid
 	case errors.Is(err, ErrLoginThrottled):
 		return outcomeThrottled
-	case errors.As(err, &e) && e.Code == api.CodeUnavailable:
+	case errors.As(err, &e) && e.Code == apperr.CodeUnavailable:
 		return outcomeUnavailable
-	case errors.As(err, &e) && e.Code == api.CodeInvalidRequest:
+	case errors.As(err, &e) && e.Code == apperr.CodeInvalidRequest:
 		return outcomeInvalidRequest
 	default:
 		return outcomeError

@@ -17,8 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
 )
 
 // Roles a user may have.
@@ -71,17 +70,17 @@ type Config struct {
 // HTTP layer answers them with their code and status.
 var (
 	// ErrInvalidCredentials: unknown email or wrong password, never saying which.
-	ErrInvalidCredentials = api.NewError(api.CodeInvalidCredentials, "the email or password is wrong")
+	ErrInvalidCredentials = apperr.NewError(apperr.CodeInvalidCredentials, "the email or password is wrong")
 	// ErrInvalidToken: a refresh token that is malformed, forged, expired or used.
-	ErrInvalidToken = api.NewError(api.CodeInvalidToken, "the refresh token is invalid, expired or revoked")
+	ErrInvalidToken = apperr.NewError(apperr.CodeInvalidToken, "the refresh token is invalid, expired or revoked")
 	// ErrRefreshReused: an already used refresh token; its session is now revoked.
-	ErrRefreshReused = api.NewError(api.CodeInvalidToken, "the refresh token was already used: the session is revoked, log in again")
+	ErrRefreshReused = apperr.NewError(apperr.CodeInvalidToken, "the refresh token was already used: the session is revoked, log in again")
 	// ErrUnauthorized: a missing, malformed, forged, expired or revoked access token.
-	ErrUnauthorized = api.NewError(api.CodeUnauthorized, "a valid bearer access token is required")
+	ErrUnauthorized = apperr.NewError(apperr.CodeUnauthorized, "a valid bearer access token is required")
 	// ErrForbidden: an authenticated user without the role the route needs.
-	ErrForbidden = api.NewError(api.CodeForbidden, "this needs the admin role")
+	ErrForbidden = apperr.NewError(apperr.CodeForbidden, "this needs the admin role")
 	// ErrEmailTaken: an account with this email (in any letter case) exists.
-	ErrEmailTaken = api.NewError(api.CodeEmailTaken, "an account with this email already exists")
+	ErrEmailTaken = apperr.NewError(apperr.CodeEmailTaken, "an account with this email already exists")
 	// ErrNoSecret: the service was built without a signing secret.
 	ErrNoSecret = errors.New("auth: no signing secret configured")
 )

@@ -8,12 +8,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
 )
 
 // ErrUserNotFound: no user has the id, or it was erased already.
-var ErrUserNotFound = api.NewError(api.CodeNotFound, "user not found")
+var ErrUserNotFound = apperr.NewError(apperr.CodeNotFound, "user not found")
 
 const (
 	eraseUserSQL = `

@@ -17,9 +17,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/shop-oss/shop/internal/api"
 	"github.com/shop-oss/shop/internal/apitest"
+	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/ratelimit"
 	"github.com/shop-oss/shop/internal/server"
 	"github.com/shop-oss/shop/internal/testenv"
@@ -167,7 +166,7 @@ func (r result) want(t *testing.T, status int, code string) {
 	}
 	var p struct{ Code string }
 	_ = json.Unmarshal(r.body, &p)
-	if p.Code != code || r.header.Get("Content-Type") != api.ContentTypeProblem {
+	if p.Code != code || r.header.Get("Content-Type") != server.ContentTypeProblem {
 		t.Fatalf("problem code = %q (%s), want %q: %s", p.Code, r.header.Get("Content-Type"), code, r.body)
 	}
 	if status == http.StatusUnauthorized && !strings.HasPrefix(r.header.Get("WWW-Authenticate"), "Bearer") {
@@ -220,8 +219,8 @@ func (h *harness) refresh(t *testing.T, refresh string) result {
 
 // isUnavailable reports whether err is answered 503.
 func isUnavailable(err error) bool {
-	var e *api.Error
-	return errors.As(err, &e) && e.Code == api.CodeUnavailable
+	var e *apperr.Error
+	return errors.As(err, &e) && e.Code == apperr.CodeUnavailable
 }
 
 // detail is a problem's detail: what differs between two 401s, if anything.

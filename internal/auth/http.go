@@ -4,8 +4,8 @@ import (
 	"fmt"
 
 	"github.com/gofiber/fiber/v2"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
+	"github.com/shop-oss/shop/internal/server"
 )
 
 // Routes registers the auth routes of API.md on the /api/v1 router.
@@ -43,7 +43,7 @@ func (h handler) register(c *fiber.Ctx) error {
 		Password string `json:"password"`
 		Name     string `json:"name"`
 	}
-	if err := api.Decode(c, &req); err != nil {
+	if err := server.Decode(c, &req); err != nil {
 		return err
 	}
 	u, err := h.svc.CreateUser(c.UserContext(), req.Email, req.Password, req.Name, RoleShopper)
@@ -59,7 +59,7 @@ func (h handler) login(c *fiber.Ctx) error {
 		Password string `json:"password"`
 		Device   string `json:"device"`
 	}
-	if err := api.Decode(c, &req); err != nil {
+	if err := server.Decode(c, &req); err != nil {
 		return err
 	}
 	t, err := h.svc.Login(c.UserContext(), req.Email, req.Password, req.Device)
@@ -73,11 +73,11 @@ func (h handler) refresh(c *fiber.Ctx) error {
 	var req struct {
 		RefreshToken string `json:"refresh_token"`
 	}
-	if err := api.Decode(c, &req); err != nil {
+	if err := server.Decode(c, &req); err != nil {
 		return err
 	}
 	if req.RefreshToken == "" {
-		return api.Invalid(api.FieldError{Field: "refresh_token", Message: "is required"})
+		return apperr.Invalid(apperr.FieldError{Field: "refresh_token", Message: "is required"})
 	}
 	t, err := h.svc.Refresh(c.UserContext(), req.RefreshToken)
 	if err != nil {

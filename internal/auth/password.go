@@ -10,9 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shop-oss/shop/internal/apperr"
 	"golang.org/x/crypto/argon2"
-
-	"github.com/shop-oss/shop/internal/api"
 )
 
 // argon2id parameters: OWASP's minimum (19 MiB, 2 passes, 1 lane). Stored
@@ -118,14 +117,14 @@ func parsePHC(s string) (phc, error) {
 }
 
 // withHashSlot runs f once a hashing slot is free. It returns an
-// api.Unavailable error when none frees up within hashWait (or ctx ends).
+// apperr.Unavailable error when none frees up within hashWait (or ctx ends).
 func (s *Service) withHashSlot(ctx context.Context, f func() error) error {
 	wait, cancel := context.WithTimeout(ctx, hashWait)
 	defer cancel()
 	select {
 	case s.hashSlots <- struct{}{}:
 	case <-wait.Done():
-		return fmt.Errorf("wait for a hashing slot: %w: %w", api.Unavailable("too many logins at once; retry shortly"), wait.Err())
+		return fmt.Errorf("wait for a hashing slot: %w: %w", apperr.Unavailable("too many logins at once; retry shortly"), wait.Err())
 	}
 	defer func() { <-s.hashSlots }()
 	return f()

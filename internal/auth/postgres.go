@@ -8,8 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/database"
 )
 
@@ -79,5 +78,5 @@ func (s *Service) pgFailure(op string, err error) error {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	s.log.Warn("postgres unavailable", "op", op, "err", err)
-	return fmt.Errorf("%s: %w: %w", op, api.Unavailable("the user database is unreachable; retry shortly"), err)
+	return fmt.Errorf("%s: %w: %w", op, apperr.Unavailable("the user database is unreachable; retry shortly"), err)
 }

@@ -17,8 +17,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/database"
 )
 
@@ -245,5 +244,5 @@ func (st *sessionStore) failure(op string, err error) error {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	st.log.Warn("redis unavailable", "op", op, "err", err)
-	return fmt.Errorf("%s: %w: %w", op, api.Unavailable("the session store is unreachable; retry shortly"), err)
+	return fmt.Errorf("%s: %w: %w", op, apperr.Unavailable("the session store is unreachable; retry shortly"), err)
 }

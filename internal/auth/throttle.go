@@ -9,14 +9,13 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/ratelimit"
 )
 
 // ErrLoginThrottled: the email has spent its failure budget; the copy
 // returned carries RetryAfter.
-var ErrLoginThrottled = api.NewError(api.CodeRateLimited, "too many failed logins for this email; retry later")
+var ErrLoginThrottled = apperr.NewError(apperr.CodeRateLimited, "too many failed logins for this email; retry later")
 
 // loginThrottle limits failed logins per account, whatever the client IP:
 // a guesser spreading attempts over many addresses (or forged
@@ -45,7 +44,7 @@ func newLoginThrottle(rdb redis.UniversalClient, cfg Config, st *sessionStore, l
 
 // take counts a login for email against its budget. It returns
 // ErrLoginThrottled (with RetryAfter) when the budget is spent, and an
-// api.Unavailable error when Redis does not answer.
+// apperr.Unavailable error when Redis does not answer.
 func (t loginThrottle) take(ctx context.Context, email string) (ratelimit.Attempt, error) {
 	if t.l == nil {
 		return ratelimit.Attempt{}, nil

@@ -7,9 +7,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/shop-oss/shop/internal/apperr"
 	"golang.org/x/text/unicode/norm"
-
-	"github.com/shop-oss/shop/internal/api"
 )
 
 // Input bounds. Passwords are capped because argon2 work grows with the
@@ -36,12 +35,12 @@ type newAccount struct {
 func normalizeEmail(email string) string { return norm.NFKC.String(strings.TrimSpace(email)) }
 
 // validateAccount normalises the email, trims the name and checks every
-// field. It returns an api.Invalid error listing each bad field, or nil.
+// field. It returns an apperr.Invalid error listing each bad field, or nil.
 func validateAccount(a *newAccount) error {
 	a.email = normalizeEmail(a.email)
 	a.name = strings.TrimSpace(a.name)
-	var bad []api.FieldError
-	add := func(field, msg string) { bad = append(bad, api.FieldError{Field: field, Message: msg}) }
+	var bad []apperr.FieldError
+	add := func(field, msg string) { bad = append(bad, apperr.FieldError{Field: field, Message: msg}) }
 	if msg := checkEmail(a.email); msg != "" {
 		add("email", msg)
 	}
@@ -55,7 +54,7 @@ func validateAccount(a *newAccount) error {
 		add("role", "must be shopper or admin")
 	}
 	if len(bad) > 0 {
-		return api.Invalid(bad...)
+		return apperr.Invalid(bad...)
 	}
 	return nil
 }
@@ -116,12 +115,12 @@ func hasControl(s string) bool {
 	return strings.IndexFunc(s, unicode.IsControl) >= 0
 }
 
-// normalizeDevice trims the login's device label; it returns an api.Invalid
+// normalizeDevice trims the login's device label; it returns an apperr.Invalid
 // error for one that is too long or not printable.
 func normalizeDevice(device string) (string, error) {
 	device = strings.TrimSpace(device)
 	if msg := checkText(device, maxDeviceLen); msg != "" {
-		return "", api.Invalid(api.FieldError{Field: "device", Message: msg})
+		return "", apperr.Invalid(apperr.FieldError{Field: "device", Message: msg})
 	}
 	if device == "" {
 		device = "unknown"

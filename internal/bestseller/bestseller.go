@@ -14,8 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/lock"
 )
@@ -23,12 +22,12 @@ import (
 // Errors of the package (wrapped).
 var (
 	// ErrNotRanked: the SKU sold no units in the period.
-	ErrNotRanked = api.NewError(api.CodeNotFound, "no units sold in this period")
+	ErrNotRanked = apperr.NewError(apperr.CodeNotFound, "no units sold in this period")
 	// ErrInvalidOrder: an order given to Record or TakeBack is malformed;
 	// nothing of the batch was counted.
 	ErrInvalidOrder = errors.New("bestseller: invalid order")
 	// errRedisDown: Redis did not answer.
-	errRedisDown = api.Unavailable("the best-seller boards are unreachable; retry shortly")
+	errRedisDown = apperr.Unavailable("the best-seller boards are unreachable; retry shortly")
 )
 
 // Bounds of the reads (API.md).

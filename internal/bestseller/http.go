@@ -6,8 +6,7 @@ import (
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
 )
 
 // Routes registers the public best-seller reads on r (the /api/v1 router).
@@ -21,11 +20,11 @@ func (s *Service) Routes(r fiber.Router) {
 type handler struct{ s *Service }
 
 func (h handler) top(c *fiber.Ctx) error {
-	var bad []api.FieldError
+	var bad []apperr.FieldError
 	p := period(c, &bad)
 	limit := intParam(c, "limit", DefaultLimit, 1, MaxLimit, &bad)
 	if len(bad) > 0 {
-		return api.Invalid(bad...)
+		return apperr.Invalid(bad...)
 	}
 	b, err := h.s.Top(c.UserContext(), p, limit)
 	if err != nil {
@@ -35,11 +34,11 @@ func (h handler) top(c *fiber.Ctx) error {
 }
 
 func (h handler) position(c *fiber.Ctx) error {
-	var bad []api.FieldError
+	var bad []apperr.FieldError
 	p := period(c, &bad)
 	around := intParam(c, "around", DefaultAround, 0, MaxAround, &bad)
 	if len(bad) > 0 {
-		return api.Invalid(bad...)
+		return apperr.Invalid(bad...)
 	}
 	pos, err := h.s.Position(c.UserContext(), p, strings.Clone(c.Params("sku")), around)
 	if err != nil {
@@ -49,24 +48,24 @@ func (h handler) position(c *fiber.Ctx) error {
 }
 
 // period reads ?period=, noting a bad one in bad.
-func period(c *fiber.Ctx, bad *[]api.FieldError) Period {
+func period(c *fiber.Ctx, bad *[]apperr.FieldError) Period {
 	p, ok := ParsePeriod(c.Query("period"))
 	if !ok {
-		*bad = append(*bad, api.FieldError{Field: "period", Message: "must be one of day, week, month, all"})
+		*bad = append(*bad, apperr.FieldError{Field: "period", Message: "must be one of day, week, month, all"})
 	}
 	return p
 }
 
 // intParam reads an integer query parameter in [lo, hi], def when absent,
 // noting a bad one in bad.
-func intParam(c *fiber.Ctx, name string, def, lo, hi int, bad *[]api.FieldError) int {
+func intParam(c *fiber.Ctx, name string, def, lo, hi int, bad *[]apperr.FieldError) int {
 	raw := c.Query(name)
 	if raw == "" {
 		return def
 	}
 	n, err := strconv.Atoi(raw)
 	if err != nil || n < lo || n > hi {
-		*bad = append(*bad, api.FieldError{Field: name, Message: fmt.Sprintf("must be an integer from %d to %d", lo, hi)})
+		*bad = append(*bad, apperr.FieldError{Field: name, Message: fmt.Sprintf("must be an integer from %d to %d", lo, hi)})
 	}
 	return n
 }

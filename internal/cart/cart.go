@@ -13,8 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/database"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/order"
@@ -31,12 +30,12 @@ const (
 // Errors returned by the service (wrapped).
 var (
 	// ErrCartEmpty: a checkout of an empty (or expired) cart.
-	ErrCartEmpty = api.NewError(api.CodeCartEmpty, "the cart is empty")
+	ErrCartEmpty = apperr.NewError(apperr.CodeCartEmpty, "the cart is empty")
 	// ErrCartBusy: the cart changed under every checkout attempt.
-	ErrCartBusy = api.NewError(api.CodeConflict, "the cart kept changing during checkout; retry")
+	ErrCartBusy = apperr.NewError(apperr.CodeConflict, "the cart kept changing during checkout; retry")
 	// ErrProductNotFound: no product has the sku (or it is malformed).
 	ErrProductNotFound = inventory.ErrProductNotFound
-	errUnavailable     = api.Unavailable("the cart is unavailable; retry shortly")
+	errUnavailable     = apperr.Unavailable("the cart is unavailable; retry shortly")
 )
 
 // Cart is a shopper's cart as the API shows it.
@@ -177,10 +176,10 @@ func (s *Service) mustExist(ctx context.Context, sku string) error {
 	return nil
 }
 
-func invalidQuantity(least int) error { return api.Invalid(quantityRange(least)) }
+func invalidQuantity(least int) error { return apperr.Invalid(quantityRange(least)) }
 
-func quantityRange(least int) api.FieldError {
-	return api.FieldError{Field: "quantity", Message: fmt.Sprintf("must be an integer from %d to %d", least, MaxQuantity)}
+func quantityRange(least int) apperr.FieldError {
+	return apperr.FieldError{Field: "quantity", Message: fmt.Sprintf("must be an integer from %d to %d", least, MaxQuantity)}
 }
 
 // unavailable maps a Redis error: an outage (database.Unavailable) is a

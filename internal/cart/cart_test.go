@@ -3,12 +3,11 @@ package cart
 import (
 	"context"
 	"fmt"
+	"github.com/shop-oss/shop/internal/apperr"
+	"github.com/shop-oss/shop/internal/inventory"
 	"reflect"
 	"testing"
 	"time"
-
-	"github.com/shop-oss/shop/internal/api"
-	"github.com/shop-oss/shop/internal/inventory"
 )
 
 // Add increments, Set replaces, 0 and Remove drop; totals follow the
@@ -157,14 +156,14 @@ func TestBadInputChangesNothing(t *testing.T) {
 		call func() error
 		code string
 	}{
-		{"add_zero", func() error { _, err := f.svc.Add(ctx, u, "p", 0); return err }, api.CodeInvalidRequest},
-		{"add_negative", func() error { _, err := f.svc.Add(ctx, u, "p", -1); return err }, api.CodeInvalidRequest},
-		{"add_over_max", func() error { _, err := f.svc.Add(ctx, u, "p", MaxQuantity+1); return err }, api.CodeInvalidRequest},
-		{"add_unknown", func() error { _, err := f.svc.Add(ctx, u, "nope", 1); return err }, api.CodeNotFound},
-		{"add_malformed", func() error { _, err := f.svc.Add(ctx, u, "no pe!", 1); return err }, api.CodeNotFound},
-		{"set_negative", func() error { _, err := f.svc.Set(ctx, u, "p", -1); return err }, api.CodeInvalidRequest},
-		{"set_over_max", func() error { _, err := f.svc.Set(ctx, u, "p", MaxQuantity+1); return err }, api.CodeInvalidRequest},
-		{"set_unknown", func() error { _, err := f.svc.Set(ctx, u, "nope", 1); return err }, api.CodeNotFound},
+		{"add_zero", func() error { _, err := f.svc.Add(ctx, u, "p", 0); return err }, apperr.CodeInvalidRequest},
+		{"add_negative", func() error { _, err := f.svc.Add(ctx, u, "p", -1); return err }, apperr.CodeInvalidRequest},
+		{"add_over_max", func() error { _, err := f.svc.Add(ctx, u, "p", MaxQuantity+1); return err }, apperr.CodeInvalidRequest},
+		{"add_unknown", func() error { _, err := f.svc.Add(ctx, u, "nope", 1); return err }, apperr.CodeNotFound},
+		{"add_malformed", func() error { _, err := f.svc.Add(ctx, u, "no pe!", 1); return err }, apperr.CodeNotFound},
+		{"set_negative", func() error { _, err := f.svc.Set(ctx, u, "p", -1); return err }, apperr.CodeInvalidRequest},
+		{"set_over_max", func() error { _, err := f.svc.Set(ctx, u, "p", MaxQuantity+1); return err }, apperr.CodeInvalidRequest},
+		{"set_unknown", func() error { _, err := f.svc.Set(ctx, u, "nope", 1); return err }, apperr.CodeNotFound},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { wantCode(t, tc.call(), tc.code) })
@@ -195,7 +194,7 @@ func TestDeletedProduct(t *testing.T) {
 		t.Fatalf("cart = %+v %v, want keep only and gone reported", c, err)
 	}
 	_, err = f.svc.Checkout(ctx, u, "")
-	e := wantCode(t, err, api.CodeSaleNotActive)
+	e := wantCode(t, err, apperr.CodeSaleNotActive)
 	if !reflect.DeepEqual(e.Extra["skus"], []string{"gone"}) || f.available(t, "keep") != 10 || len(f.hash(t, u)) != 2 {
 		t.Fatalf("checkout with a deleted product: %v; cart %v", e.Extra, f.hash(t, u))
 	}
@@ -209,7 +208,7 @@ func TestDeletedProduct(t *testing.T) {
 
 func wantField(t *testing.T, err error, field string) {
 	t.Helper()
-	e := wantCode(t, err, api.CodeInvalidRequest)
+	e := wantCode(t, err, apperr.CodeInvalidRequest)
 	if len(e.Fields) != 1 || e.Fields[0].Field != field {
 		t.Fatalf("fields = %+v, want %s", e.Fields, field)
 	}

@@ -3,13 +3,12 @@ package cart
 import (
 	"context"
 	"errors"
+	"github.com/shop-oss/shop/internal/apperr"
+	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/order"
 	"reflect"
 	"testing"
 	"time"
-
-	"github.com/shop-oss/shop/internal/api"
-	"github.com/shop-oss/shop/internal/inventory"
-	"github.com/shop-oss/shop/internal/order"
 )
 
 // One line that cannot be had refuses the whole checkout: no stock taken
@@ -32,10 +31,10 @@ func TestCheckoutAllOrNothing(t *testing.T) {
 		code  string
 		skus  []string
 	}{
-		{"one_line_short", map[string]int{"plenty": 2, "short": 2}, api.CodeOutOfStock, []string{"short"}},
-		{"over_limit", map[string]int{"plenty": 2, "limited": 2}, api.CodeLimitExceeded, []string{"limited"}},
-		{"never_on_sale", map[string]int{"plenty": 1, "unsold": 1}, api.CodeSaleNotActive, []string{"unsold"}},
-		{"not_started", map[string]int{"later": 1, "plenty": 1}, api.CodeSaleNotActive, []string{"later"}},
+		{"one_line_short", map[string]int{"plenty": 2, "short": 2}, apperr.CodeOutOfStock, []string{"short"}},
+		{"over_limit", map[string]int{"plenty": 2, "limited": 2}, apperr.CodeLimitExceeded, []string{"limited"}},
+		{"never_on_sale", map[string]int{"plenty": 1, "unsold": 1}, apperr.CodeSaleNotActive, []string{"unsold"}},
+		{"not_started", map[string]int{"later": 1, "plenty": 1}, apperr.CodeSaleNotActive, []string{"later"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -92,7 +91,7 @@ func TestCheckoutToConfirmedOrder(t *testing.T) {
 		t.Fatalf("sold %d mugs, %d teas; available %d, %d", soldMugs, soldTeas, f.available(t, "mug"), f.available(t, "tea"))
 	}
 	_, err = f.svc.Checkout(ctx, u, "")
-	wantCode(t, err, api.CodeCartEmpty)
+	wantCode(t, err, apperr.CodeCartEmpty)
 }
 
 // A repeat with the same Idempotency-Key returns the first answer, even
@@ -123,7 +122,7 @@ func TestCheckoutIdempotencyKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = f.svc.Checkout(ctx, u, "pay-2")
-	wantCode(t, err, api.CodeCartEmpty)
+	wantCode(t, err, apperr.CodeCartEmpty)
 	if f.metric(t, "shop_checkouts_total", "outcome", "replayed") != 2 || f.metric(t, "shop_checkouts_total", "outcome", "accepted") != 1 {
 		t.Error("checkouts not counted by outcome")
 	}
@@ -156,7 +155,7 @@ func TestCheckoutRereadsAChangedCart(t *testing.T) {
 	if !errors.Is(err, ErrCartBusy) || calls != checkoutAttempts {
 		t.Fatalf("err = %v after %d attempts, want ErrCartBusy after %d", err, calls, checkoutAttempts)
 	}
-	wantCode(t, err, api.CodeConflict)
+	wantCode(t, err, apperr.CodeConflict)
 	if f.available(t, "p") != 98 || f.hash(t, u)["p"] != "4" {
 		t.Fatalf("a busy cart bought something: available %d, cart %v", f.available(t, "p"), f.hash(t, u))
 	}

@@ -10,8 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/cache"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/order"
@@ -171,10 +170,10 @@ func (f *fixture) metric(t *testing.T, name, label, value string) float64 {
 	return 0
 }
 
-// wantCode fails unless err is an *api.Error with the code.
-func wantCode(t *testing.T, err error, code string) *api.Error {
+// wantCode fails unless err is an *apperr.Error with the code.
+func wantCode(t *testing.T, err error, code string) *apperr.Error {
 	t.Helper()
-	var e *api.Error
+	var e *apperr.Error
 	if !errors.As(err, &e) || e.Code != code {
 		t.Fatalf("err = %v, want %s", err, code)
 	}

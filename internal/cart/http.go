@@ -6,11 +6,11 @@ import (
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/auth"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/server"
 )
 
 // Routes registers the cart routes; requireUser guards every one of them,
@@ -52,7 +52,7 @@ func (h handler) getCart(c *fiber.Ctx) error {
 // arrives as DELETE /cart/: that must never empty the whole cart.
 func (h handler) clearCart(c *fiber.Ctx) error {
 	if strings.HasSuffix(c.Path(), "/") {
-		return api.NewError(api.CodeNotFound, "no such resource; DELETE /api/v1/cart empties the cart")
+		return apperr.NewError(apperr.CodeNotFound, "no such resource; DELETE /api/v1/cart empties the cart")
 	}
 	if err := h.svc.Clear(c.UserContext(), auth.MustUser(c).ID); err != nil {
 		return err
@@ -64,7 +64,7 @@ func (h handler) clearCart(c *fiber.Ctx) error {
 // (400 on "sku"); a well-formed one the catalog lacks is 404.
 func (h handler) addItem(c *fiber.Ctx) error {
 	var b addBody
-	if err := api.Decode(c, &b); err != nil {
+	if err := server.Decode(c, &b); err != nil {
 		return err
 	}
 	if err := b.check(); err != nil {
@@ -79,26 +79,26 @@ func (h handler) addItem(c *fiber.Ctx) error {
 
 // check names every missing or malformed field at once.
 func (b addBody) check() error {
-	var bad []api.FieldError
+	var bad []apperr.FieldError
 	switch {
 	case b.SKU == nil:
-		bad = append(bad, api.FieldError{Field: "sku", Message: "is required"})
+		bad = append(bad, apperr.FieldError{Field: "sku", Message: "is required"})
 	case !inventory.ValidSKU(*b.SKU):
-		bad = append(bad, api.FieldError{Field: "sku", Message: inventory.CodeRule})
+		bad = append(bad, apperr.FieldError{Field: "sku", Message: inventory.CodeRule})
 	}
 	if f := checkQuantity(b.Quantity, 1); f != nil {
 		bad = append(bad, *f)
 	}
 	if len(bad) > 0 {
-		return api.Invalid(bad...)
+		return apperr.Invalid(bad...)
 	}
 	return nil
 }
 
-func checkQuantity(q *int64, least int) *api.FieldError {
+func checkQuantity(q *int64, least int) *apperr.FieldError {
 	switch {
 	case q == nil:
-		return &api.FieldError{Field: "quantity", Message: "is required"}
+		return &apperr.FieldError{Field: "quantity", Message: "is required"}
 	case *q < int64(least) || *q > MaxQuantity:
 		f := quantityRange(least)
 		return &f
@@ -114,11 +114,11 @@ func (h handler) setItem(c *fiber.Ctx) error {
 		return err
 	}
 	var b setBody
-	if err := api.Decode(c, &b); err != nil {
+	if err := server.Decode(c, &b); err != nil {
 		return err
 	}
 	if f := checkQuantity(b.Quantity, 0); f != nil {
-		return api.Invalid(*f)
+		return apperr.Invalid(*f)
 	}
 	cart, err := h.svc.Set(c.UserContext(), auth.MustUser(c).ID, sku, int(*b.Quantity))
 	if err != nil {

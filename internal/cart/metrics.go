@@ -4,8 +4,7 @@ import (
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/order"
 )
 
@@ -42,7 +41,7 @@ func (m *metrics) checkout(p order.Placed, err error) {
 }
 
 func outcome(p order.Placed, err error) string {
-	var e *api.Error
+	var e *apperr.Error
 	switch {
 	case err == nil && p.Replayed:
 		return "replayed"

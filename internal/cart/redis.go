@@ -10,8 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/order"
 )
 
@@ -52,10 +51,10 @@ func (s *Service) change(ctx context.Context, script *redis.Script, user, sku st
 	}
 	switch reply {
 	case replyCartFull:
-		return api.Invalid(api.FieldError{Field: "sku",
+		return apperr.Invalid(apperr.FieldError{Field: "sku",
 			Message: fmt.Sprintf("the cart already holds %d lines, the most it may; remove one first", MaxLines)})
 	case replyLineFull:
-		return api.Invalid(api.FieldError{Field: "quantity",
+		return apperr.Invalid(apperr.FieldError{Field: "quantity",
 			Message: fmt.Sprintf("a line may hold at most %d units", MaxQuantity)})
 	}
 	return nil

@@ -135,7 +135,7 @@ func (e *txAbort) Error() string   { return e.abort.Error() + " (" + e.cause.Err
 func (e *txAbort) Unwrap() []error { return []error{e.abort, e.cause} }
 
 // Wrap names the operation that failed and, when err is an outage, wraps
-// down too (the caller's 503, an *api.Error): one rule for every package,
+// down too (the caller's 503, an *apperr.Error): one rule for every package,
 // so that an outage answers 503 and a bug stays a logged 500.
 func Wrap(op string, down, err error) error {
 	if !Unavailable(err) {

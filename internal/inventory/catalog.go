@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strconv"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/cache"
 	"github.com/shop-oss/shop/internal/database"
+	"slices"
+	"strconv"
 )
 
 // Get returns the product with the sku. It returns ErrProductNotFound
@@ -188,7 +187,7 @@ func (s *Catalog) invalidateListings(ctx context.Context, categories ...string) 
 // (dbError); an outage that reached us otherwise, such as a context that
 // ran out while waiting for another request's load, is a 503 too.
 func readError(op string, err error) error {
-	var e *api.Error
+	var e *apperr.Error
 	if errors.As(err, &e) || !database.Unavailable(err) {
 		return err
 	}

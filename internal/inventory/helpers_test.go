@@ -14,11 +14,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/auth"
 	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/server"
 	"github.com/shop-oss/shop/internal/shop/shoptest"
 )
 
@@ -121,7 +121,7 @@ func (r result) page(t testing.TB) inventory.Page {
 // problem decodes a problem document and checks its status and code.
 func (r result) problem(t testing.TB, status int, code string) map[string]any {
 	t.Helper()
-	if r.status != status || r.header.Get("Content-Type") != api.ContentTypeProblem {
+	if r.status != status || r.header.Get("Content-Type") != server.ContentTypeProblem {
 		t.Fatalf("got %d %s %s, want %d problem", r.status, r.header.Get("Content-Type"), r.body, status)
 	}
 	var m map[string]any
@@ -137,7 +137,7 @@ func (r result) problem(t testing.TB, status int, code string) map[string]any {
 // fields lists the field names of an invalid_request problem.
 func (r result) fields(t testing.TB) []string {
 	t.Helper()
-	p := r.problem(t, http.StatusBadRequest, api.CodeInvalidRequest)
+	p := r.problem(t, http.StatusBadRequest, apperr.CodeInvalidRequest)
 	var out []string
 	errs, _ := p["errors"].([]any)
 	for _, e := range errs {

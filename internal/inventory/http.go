@@ -6,8 +6,8 @@ import (
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
+	"github.com/shop-oss/shop/internal/server"
 )
 
 // Routes registers the catalog on r (the /api/v1 router): the public reads
@@ -55,10 +55,10 @@ func (h handler) list(c *fiber.Ctx) error {
 	// Fiber reuses its buffers: copy what outlives the handler (the
 	// category and cursor end up in cache keys a fill may still use).
 	category := strings.Clone(c.Query("category"))
-	q, limitErr := api.PageQuery(c, DefaultLimit, MaxLimit)
+	q, limitErr := server.PageQuery(c, DefaultLimit, MaxLimit)
 	if limitErr != nil {
 		// Report the limit with anything else wrong in one answer.
-		return api.Invalid(append([]api.FieldError{*limitErr}, validateList(category, 0, q.Cursor)...)...)
+		return apperr.Invalid(append([]apperr.FieldError{*limitErr}, validateList(category, 0, q.Cursor)...)...)
 	}
 	page, err := h.catalog.List(c.UserContext(), category, q.Limit, q.Cursor)
 	if err != nil {
@@ -128,9 +128,9 @@ type productBody struct {
 // including one of the wrong JSON type.
 func parseProductBody(c *fiber.Ctx, pathSKU string) (string, ProductInput, error) {
 	var b productBody
-	var errs []api.FieldError
-	if err := api.Decode(c, &b); err != nil {
-		var e *api.Error
+	var errs []apperr.FieldError
+	if err := server.Decode(c, &b); err != nil {
+		var e *apperr.Error
 		if !errors.As(err, &e) || len(e.Fields) != 1 || e.Fields[0].Field == "body" {
 			return "", ProductInput{}, err
 		}
@@ -138,7 +138,7 @@ func parseProductBody(c *fiber.Ctx, pathSKU string) (string, ProductInput, error
 	}
 	errs = append(errs, b.check(pathSKU, errs)...)
 	if len(errs) > 0 {
-		return "", ProductInput{}, api.Invalid(errs...)
+		return "", ProductInput{}, apperr.Invalid(errs...)
 	}
 	in := ProductInput{Name: *b.Name, Category: *b.Category, PriceCents: *b.PriceCents}
 	if b.Description != nil {
@@ -152,10 +152,10 @@ func parseProductBody(c *fiber.Ctx, pathSKU string) (string, ProductInput, error
 
 // check lists the missing and invalid fields, skipping those already
 // reported (a value of the wrong type).
-func (b productBody) check(pathSKU string, reported []api.FieldError) []api.FieldError {
+func (b productBody) check(pathSKU string, reported []apperr.FieldError) []apperr.FieldError {
 	create := pathSKU == ""
-	var errs []api.FieldError
-	add := func(name string, present, required bool, valid func() []api.FieldError) {
+	var errs []apperr.FieldError
+	add := func(name string, present, required bool, valid func() []apperr.FieldError) {
 		for _, r := range reported {
 			if r.Field == name {
 				return
@@ -168,15 +168,15 @@ func (b productBody) check(pathSKU string, reported []api.FieldError) []api.Fiel
 			errs = append(errs, valid()...)
 		}
 	}
-	add("sku", b.SKU != nil, create, func() []api.FieldError {
+	add("sku", b.SKU != nil, create, func() []apperr.FieldError {
 		if !create && *b.SKU != pathSKU {
-			return []api.FieldError{field("sku", "must be the sku in the path (a sku cannot change)")}
+			return []apperr.FieldError{field("sku", "must be the sku in the path (a sku cannot change)")}
 		}
 		return checkCode("sku", *b.SKU)
 	})
-	add("name", b.Name != nil, true, func() []api.FieldError { return checkName(*b.Name) })
-	add("description", b.Description != nil, !create, func() []api.FieldError { return checkDescription(*b.Description) })
-	add("category", b.Category != nil, true, func() []api.FieldError { return checkCode("category", *b.Category) })
-	add("price_cents", b.PriceCents != nil, true, func() []api.FieldError { return checkPrice(*b.PriceCents) })
+	add("name", b.Name != nil, true, func() []apperr.FieldError { return checkName(*b.Name) })
+	add("description", b.Description != nil, !create, func() []apperr.FieldError { return checkDescription(*b.Description) })
+	add("category", b.Category != nil, true, func() []apperr.FieldError { return checkCode("category", *b.Category) })
+	add("price_cents", b.PriceCents != nil, true, func() []apperr.FieldError { return checkPrice(*b.PriceCents) })
 	return errs
 }

@@ -11,21 +11,20 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/cache"
 )
 
 // Errors returned by the Catalog's methods (wrapped).
 var (
 	// ErrProductNotFound: no product has the sku.
-	ErrProductNotFound = api.NewError(api.CodeNotFound, "product not found")
+	ErrProductNotFound = apperr.NewError(apperr.CodeNotFound, "product not found")
 	// ErrSKUTaken: Create was given a sku that already exists.
-	ErrSKUTaken = api.NewError(api.CodeSKUTaken, "a product with this sku already exists")
+	ErrSKUTaken = apperr.NewError(apperr.CodeSKUTaken, "a product with this sku already exists")
 	// errDatabaseDown: PostgreSQL did not answer.
-	errDatabaseDown = api.Unavailable("the catalog database is unreachable; retry shortly")
+	errDatabaseDown = apperr.Unavailable("the catalog database is unreachable; retry shortly")
 	// errCacheDown: Redis did not answer an operation that needs it.
-	errCacheDown = api.Unavailable("the catalog cache is unreachable; retry shortly")
+	errCacheDown = apperr.Unavailable("the catalog cache is unreachable; retry shortly")
 )
 
 // Bounds of list pages.

@@ -10,8 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/database"
 )
 
@@ -62,13 +61,13 @@ const settleAfter = dbTimeout + redisTimeout + time.Second
 
 // Errors of a seeding whose round is left not live, for a retry.
 var (
-	errSeedSettling = api.Unavailable("a previous seeding of this product is still settling; retry shortly")
-	errMarkOpened   = api.Unavailable("the round opened but was not recorded as open; retry the same request")
+	errSeedSettling = apperr.Unavailable("a previous seeding of this product is still settling; retry shortly")
+	errMarkOpened   = apperr.Unavailable("the round opened but was not recorded as open; retry the same request")
 )
 
 // ErrRoundSuperseded is returned when a newer round of the same SKU was
 // opened while this one was being seeded: the newer one stands.
-var ErrRoundSuperseded = api.NewError(api.CodeConflict, "a newer sale round was seeded at the same time")
+var ErrRoundSuperseded = apperr.NewError(apperr.CodeConflict, "a newer sale round was seeded at the same time")
 
 // Sales seeds sale rounds and reports on them.
 type Sales struct {
@@ -113,7 +112,7 @@ type StockReport struct {
 // ErrRoundSuperseded, or a 503.
 func (s *Sales) Open(ctx context.Context, sku string, seed Seed) (StockReport, error) {
 	if errs := seed.checkWindow(time.Now()); len(errs) > 0 {
-		return StockReport{}, api.Invalid(errs...)
+		return StockReport{}, apperr.Invalid(errs...)
 	}
 	conn, unlock, err := lockSale(ctx, s.db, sku)
 	if err != nil {
@@ -140,7 +139,7 @@ func (s *Sales) Open(ctx context.Context, sku string, seed Seed) (StockReport, e
 	case errors.Is(err, errStaleRound):
 		return StockReport{}, ErrRoundSuperseded
 	case errors.Is(err, errTooLate):
-		return StockReport{}, fmt.Errorf("open sale round: %w: %w", api.Unavailable("the store is unavailable"), err)
+		return StockReport{}, fmt.Errorf("open sale round: %w: %w", apperr.Unavailable("the store is unavailable"), err)
 	case err != nil:
 		return StockReport{}, unavailable("open sale round", err)
 	}
@@ -352,7 +351,7 @@ func deref(t *time.Time) time.Time {
 // keeps the cause for logs; any other error is a bug, left for the 500
 // handler to log.
 func unavailable(op string, err error) error {
-	return database.Wrap(op, api.Unavailable("the store is unavailable"), err)
+	return database.Wrap(op, apperr.Unavailable("the store is unavailable"), err)
 }
 
 // addSoldSQL updates rounds in id order, so concurrent writers lock them in

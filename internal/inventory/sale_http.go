@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
+	"github.com/shop-oss/shop/internal/server"
 )
 
 // Bounds of a seeding request.
@@ -35,7 +35,7 @@ func (h handler) putStock(c *fiber.Ctx) error {
 		return err
 	}
 	var b seedBody
-	if err := api.Decode(c, &b); err != nil {
+	if err := server.Decode(c, &b); err != nil {
 		return err
 	}
 	seed, err := b.validate(time.Now())
@@ -63,8 +63,8 @@ func (h handler) getStock(c *fiber.Ctx) error {
 
 // validate checks every field and reports all that are wrong at once.
 func (b seedBody) validate(now time.Time) (Seed, error) {
-	var errs []api.FieldError
-	bad := func(field, msg string) { errs = append(errs, api.FieldError{Field: field, Message: msg}) }
+	var errs []apperr.FieldError
+	bad := func(field, msg string) { errs = append(errs, apperr.FieldError{Field: field, Message: msg}) }
 	seed := Seed{PerUserLimit: 1}
 	switch {
 	case b.Quantity == nil:
@@ -85,7 +85,7 @@ func (b seedBody) validate(now time.Time) (Seed, error) {
 	seed.EndsAt = parseTime(b.EndsAt, "ends_at", bad)
 	errs = append(errs, seed.checkWindow(now)...)
 	if len(errs) > 0 {
-		return Seed{}, api.Invalid(errs...)
+		return Seed{}, apperr.Invalid(errs...)
 	}
 	return seed, nil
 }
@@ -104,9 +104,9 @@ func inSaleRange(t time.Time) bool { return !t.Before(minSaleTime) && t.Before(e
 
 // checkWindow lists what is wrong with the sale window; a zero time is an
 // absent one.
-func (s Seed) checkWindow(now time.Time) []api.FieldError {
-	var errs []api.FieldError
-	bad := func(field, msg string) { errs = append(errs, api.FieldError{Field: field, Message: msg}) }
+func (s Seed) checkWindow(now time.Time) []apperr.FieldError {
+	var errs []apperr.FieldError
+	bad := func(field, msg string) { errs = append(errs, apperr.FieldError{Field: field, Message: msg}) }
 	for _, w := range []struct {
 		field string
 		t     time.Time

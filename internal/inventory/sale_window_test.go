@@ -3,13 +3,12 @@ package inventory_test
 import (
 	"context"
 	"errors"
+	"github.com/shop-oss/shop/internal/apperr"
+	"github.com/shop-oss/shop/internal/inventory"
 	"net/http"
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/shop-oss/shop/internal/api"
-	"github.com/shop-oss/shop/internal/inventory"
 )
 
 // A sale window out of range is refused before anything is recorded: no
@@ -48,8 +47,8 @@ func TestSeedWindowOutOfRangeRecordsNothing(t *testing.T) {
 	// The service refuses the same, whoever calls it.
 	_, err := inventory.NewSales(st.db, in.stock).Open(context.Background(), "win",
 		inventory.Seed{Quantity: 5, StartsAt: time.Date(1969, 7, 20, 20, 17, 0, 0, time.UTC)})
-	var e *api.Error
-	if !errors.As(err, &e) || e.Code != api.CodeInvalidRequest {
+	var e *apperr.Error
+	if !errors.As(err, &e) || e.Code != apperr.CodeInvalidRequest {
 		t.Fatalf("Open before 1970: %v, want invalid_request", err)
 	}
 	var rounds int

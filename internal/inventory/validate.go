@@ -3,12 +3,11 @@ package inventory
 import (
 	"encoding/base64"
 	"fmt"
+	"github.com/shop-oss/shop/internal/apperr"
 	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
-
-	"github.com/shop-oss/shop/internal/api"
 )
 
 // Limits of product fields (API.md). MaxPriceCents keeps every order total
@@ -55,51 +54,51 @@ func validCode(s string) bool {
 // ValidSKU reports whether s has the shape of a sku.
 func ValidSKU(s string) bool { return validCode(s) }
 
-func field(name, format string, args ...any) api.FieldError {
-	return api.FieldError{Field: name, Message: fmt.Sprintf(format, args...)}
+func field(name, format string, args ...any) apperr.FieldError {
+	return apperr.FieldError{Field: name, Message: fmt.Sprintf(format, args...)}
 }
 
-func checkCode(name, v string) []api.FieldError {
+func checkCode(name, v string) []apperr.FieldError {
 	if !validCode(v) {
-		return []api.FieldError{field(name, CodeRule)}
+		return []apperr.FieldError{field(name, CodeRule)}
 	}
 	return nil
 }
 
-func checkName(v string) []api.FieldError {
+func checkName(v string) []apperr.FieldError {
 	switch n := utf8.RuneCountInString(v); {
 	case n == 0 || n > maxNameLen:
-		return []api.FieldError{field("name", "must be 1 to %d characters", maxNameLen)}
+		return []apperr.FieldError{field("name", "must be 1 to %d characters", maxNameLen)}
 	case strings.TrimSpace(v) == "":
-		return []api.FieldError{field("name", "must not be blank")}
+		return []apperr.FieldError{field("name", "must not be blank")}
 	case strings.ContainsFunc(v, unicode.IsControl):
-		return []api.FieldError{field("name", "must not contain control characters")}
+		return []apperr.FieldError{field("name", "must not contain control characters")}
 	}
 	return nil
 }
 
 // checkDescription allows line breaks and tabs but no other control
 // characters (PostgreSQL text cannot even hold NUL).
-func checkDescription(v string) []api.FieldError {
+func checkDescription(v string) []apperr.FieldError {
 	if utf8.RuneCountInString(v) > maxDescriptionLen {
-		return []api.FieldError{field("description", "must be at most %d characters", maxDescriptionLen)}
+		return []apperr.FieldError{field("description", "must be at most %d characters", maxDescriptionLen)}
 	}
 	if strings.ContainsFunc(v, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\r' && r != '\t' }) {
-		return []api.FieldError{field("description", "must not contain control characters other than line breaks and tabs")}
+		return []apperr.FieldError{field("description", "must not contain control characters other than line breaks and tabs")}
 	}
 	return nil
 }
 
-func checkPrice(v int64) []api.FieldError {
+func checkPrice(v int64) []apperr.FieldError {
 	if v < 0 || v > MaxPriceCents {
-		return []api.FieldError{field("price_cents", "must be an integer from 0 to %d", int64(MaxPriceCents))}
+		return []apperr.FieldError{field("price_cents", "must be an integer from 0 to %d", int64(MaxPriceCents))}
 	}
 	return nil
 }
 
 // validateInput lists every invalid field of in.
-func validateInput(in ProductInput) []api.FieldError {
-	var errs []api.FieldError
+func validateInput(in ProductInput) []apperr.FieldError {
+	var errs []apperr.FieldError
 	errs = append(errs, checkName(in.Name)...)
 	errs = append(errs, checkDescription(in.Description)...)
 	errs = append(errs, checkCode("category", in.Category)...)
@@ -107,16 +106,16 @@ func validateInput(in ProductInput) []api.FieldError {
 }
 
 // invalid is nil when errs is empty, else the invalid_request error.
-func invalid(errs []api.FieldError) error {
+func invalid(errs []apperr.FieldError) error {
 	if len(errs) == 0 {
 		return nil
 	}
-	return api.Invalid(errs...)
+	return apperr.Invalid(errs...)
 }
 
 // validateList checks a listing's parameters; limit 0 means the default.
-func validateList(category string, limit int, cursor string) []api.FieldError {
-	var errs []api.FieldError
+func validateList(category string, limit int, cursor string) []apperr.FieldError {
+	var errs []apperr.FieldError
 	if category != "" {
 		errs = append(errs, checkCode("category", category)...)
 	}

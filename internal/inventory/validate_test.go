@@ -9,9 +9,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/valyala/fasthttp"
-
-	"github.com/shop-oss/shop/internal/api"
 )
 
 var fuzzApp = fiber.New()
@@ -99,8 +98,8 @@ func FuzzProductBody(f *testing.F) {
 			}
 			return
 		}
-		var e *api.Error
-		if !errors.As(err, &e) || e.Code != api.CodeInvalidRequest || len(e.Fields) == 0 {
+		var e *apperr.Error
+		if !errors.As(err, &e) || e.Code != apperr.CodeInvalidRequest || len(e.Fields) == 0 {
 			t.Fatalf("body %q: error %v, want invalid_request with fields", body, err)
 		}
 		for _, fe := range e.Fields {

@@ -9,8 +9,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/database"
 	"github.com/shop-oss/shop/internal/inventory"
 )
@@ -23,7 +22,7 @@ type ProductExists func(ctx context.Context, sku string) (bool, error)
 // counts it (server.ClientIP).
 type ClientIP func(*fiber.Ctx) string
 
-var errNoProduct = api.NewError(api.CodeNotFound, "product not found")
+var errNoProduct = apperr.NewError(apperr.CodeNotFound, "product not found")
 
 // readTimeout bounds the first state's read, so that a stalled Redis
 // answers 503 instead of holding the request.
@@ -97,11 +96,11 @@ func (h handler) first(ctx context.Context, sku string) (inventory.Change, error
 
 // unavailable answers a store outage 503; anything else is a bug (500).
 func unavailable(err error) error {
-	if ae := (*api.Error)(nil); errors.As(err, &ae) {
+	if ae := (*apperr.Error)(nil); errors.As(err, &ae) {
 		return err // already answered by the store (a 503)
 	}
 	if database.Unavailable(err) {
-		return fmt.Errorf("live stock: %w: %w", api.Unavailable("the store is unavailable"), err)
+		return fmt.Errorf("live stock: %w: %w", apperr.Unavailable("the store is unavailable"), err)
 	}
 	return fmt.Errorf("live stock: %w", err)
 }

@@ -1,10 +1,9 @@
 package live
 
 import (
-	"time"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/inventory"
+	"time"
 )
 
 // topic is one watched SKU: its streams and the latest state heard. Every
@@ -49,11 +48,11 @@ func (s *subscriber) offer(c inventory.Change) {
 
 // Refusals of a new stream.
 var (
-	errTooManyForClient = &api.Error{Code: api.CodeRateLimited, RetryAfter: 5,
+	errTooManyForClient = &apperr.Error{Code: apperr.CodeRateLimited, RetryAfter: 5,
 		Detail: "too many live streams from this client; close one or retry later"}
-	errTooMany = &api.Error{Code: api.CodeUnavailable, RetryAfter: 5,
+	errTooMany = &apperr.Error{Code: apperr.CodeUnavailable, RetryAfter: 5,
 		Detail: "this server has as many live streams as it takes; retry shortly"}
-	errShuttingDown = &api.Error{Code: api.CodeUnavailable, RetryAfter: 1,
+	errShuttingDown = &apperr.Error{Code: apperr.CodeUnavailable, RetryAfter: 1,
 		Detail: "this server is shutting down; retry shortly"}
 )
 

@@ -6,10 +6,10 @@ import (
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/auth"
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/server"
 )
 
 // HeaderIdempotencyKey makes a purchase or checkout safe to retry.
@@ -39,7 +39,7 @@ func (h handler) purchase(c *fiber.Ctx) error {
 		return ErrProductNotFound
 	}
 	var b purchaseBody
-	if err := api.DecodeOptional(c, &b); err != nil {
+	if err := server.DecodeOptional(c, &b); err != nil {
 		return err
 	}
 	qty := int64(1)
@@ -47,7 +47,7 @@ func (h handler) purchase(c *fiber.Ctx) error {
 		qty = *b.Quantity
 	}
 	if qty < 1 || qty > MaxQuantity {
-		return api.Invalid(api.FieldError{Field: "quantity", Message: "must be an integer from 1 to " + strconv.Itoa(MaxQuantity)})
+		return apperr.Invalid(apperr.FieldError{Field: "quantity", Message: "must be an integer from 1 to " + strconv.Itoa(MaxQuantity)})
 	}
 	key, err := IdempotencyKey(c)
 	if err != nil {
@@ -72,7 +72,7 @@ func IdempotencyKey(c *fiber.Ctx) (string, error) {
 		ok = k[i] > ' ' && k[i] <= '~'
 	}
 	if !ok {
-		return "", api.Invalid(api.FieldError{Field: HeaderIdempotencyKey, Message: "must be 1 to 255 printable ASCII characters"})
+		return "", apperr.Invalid(apperr.FieldError{Field: HeaderIdempotencyKey, Message: "must be 1 to 255 printable ASCII characters"})
 	}
 	return strings.Clone(k), nil
 }
@@ -86,9 +86,9 @@ func (h handler) getOrder(c *fiber.Ctx) error {
 }
 
 func (h handler) listOrders(c *fiber.Ctx) error {
-	q, bad := api.PageQuery(c, 20, 100)
+	q, bad := server.PageQuery(c, 20, 100)
 	if bad != nil {
-		return api.Invalid(*bad)
+		return apperr.Invalid(*bad)
 	}
 	page, err := h.svc.List(c.UserContext(), auth.MustUser(c).ID, q.Limit, q.Cursor)
 	if err != nil {

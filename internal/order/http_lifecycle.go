@@ -6,9 +6,9 @@ import (
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/auth"
+	"github.com/shop-oss/shop/internal/server"
 )
 
 type payBody struct {
@@ -24,12 +24,12 @@ const maxTokenLen = 255
 func (h handler) pay(c *fiber.Ctx) error {
 	user, id := auth.MustUser(c).ID, strings.Clone(c.Params("id"))
 	var b payBody
-	if err := api.Decode(c, &b); err != nil {
+	if err := server.Decode(c, &b); err != nil {
 		return h.notFoundFirst(c, user, id, err)
 	}
 	if b.PaymentToken == nil || *b.PaymentToken == "" || len(*b.PaymentToken) > maxTokenLen {
 		return h.notFoundFirst(c, user, id,
-			api.Invalid(api.FieldError{Field: "payment_token", Message: "required, 1 to 255 characters"}))
+			apperr.Invalid(apperr.FieldError{Field: "payment_token", Message: "required, 1 to 255 characters"}))
 	}
 	if _, err := IdempotencyKey(c); err != nil {
 		return err

@@ -15,8 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/inventory"
 )
 
@@ -29,11 +28,11 @@ var (
 // Errors of the lifecycle steps.
 var (
 	// ErrOrderPending: the order is not persisted yet; pay again shortly.
-	ErrOrderPending = &api.Error{Code: api.CodeOrderPending,
+	ErrOrderPending = &apperr.Error{Code: apperr.CodeOrderPending,
 		Detail: "the order is still being recorded; pay again in a moment", RetryAfter: 1}
-	ErrNotPayable     = api.NewError(api.CodeOrderNotPayable, "the order was cancelled or has expired")
-	ErrNotCancellable = api.NewError(api.CodeNotCancellable, "the order was paid or has expired")
-	ErrDeclined       = api.NewError(api.CodePaymentDeclined, "the payment was declined")
+	ErrNotPayable     = apperr.NewError(apperr.CodeOrderNotPayable, "the order was cancelled or has expired")
+	ErrNotCancellable = apperr.NewError(apperr.CodeNotCancellable, "the order was paid or has expired")
+	ErrDeclined       = apperr.NewError(apperr.CodePaymentDeclined, "the payment was declined")
 )
 
 // lifecycleTimeout bounds each Redis step of pay and cancel.
@@ -232,7 +231,7 @@ func (s *Service) Pay(ctx context.Context, user, id, token string) (Order, error
 		return Order{}, ErrDeclined
 	case err != nil:
 		s.log.Warn("payment provider", "order", o.ID, "err", err)
-		return Order{}, fmt.Errorf("charge order %s: %w: %w", o.ID, api.Unavailable("the payment provider is unavailable"), err)
+		return Order{}, fmt.Errorf("charge order %s: %w: %w", o.ID, apperr.Unavailable("the payment provider is unavailable"), err)
 	}
 	return s.markPaid(ctx, o, ref)
 }

@@ -4,8 +4,7 @@ import (
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
 )
 
 type placeMetrics struct {
@@ -53,7 +52,7 @@ func (m *placeMetrics) transition(status string, units int64) {
 func (m *placeMetrics) pay(outcome string) { m.payments.WithLabelValues(outcome).Inc() }
 
 func (m *placeMetrics) outcome(err error, replayed bool) {
-	var e *api.Error
+	var e *apperr.Error
 	switch {
 	case err == nil && replayed:
 		m.purchases.WithLabelValues("replayed").Inc()

@@ -14,8 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/keyspace"
 )
@@ -41,9 +40,9 @@ const (
 
 // Errors returned by the service.
 var (
-	ErrNotFound = api.NewError(api.CodeNotFound, "order not found")
+	ErrNotFound = apperr.NewError(apperr.CodeNotFound, "order not found")
 	// ErrProductNotFound answers a purchase of a SKU the catalog lacks.
-	ErrProductNotFound = api.NewError(api.CodeNotFound, "product not found")
+	ErrProductNotFound = apperr.NewError(apperr.CodeNotFound, "product not found")
 )
 
 // Item is one line of an order.

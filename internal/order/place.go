@@ -10,8 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/database"
 )
 
@@ -115,7 +114,7 @@ func (s *Service) explain(ctx context.Context, lines []Line, o PlaceOptions, err
 		return err
 	case database.Unavailable(err):
 		s.log.Warn("reserve failed", "err", err)
-		return fmt.Errorf("%w: %w", api.Unavailable("the order could not be placed now; retry with the same Idempotency-Key"), err)
+		return fmt.Errorf("%w: %w", apperr.Unavailable("the order could not be placed now; retry with the same Idempotency-Key"), err)
 	default: // a bug (a script error, a reply we cannot read): a logged 500
 		return err
 	}
@@ -138,7 +137,7 @@ func (s *Service) explainNoSale(ctx context.Context, lines []Line, e *noSaleErro
 }
 
 func isAPIError(err error) bool {
-	var e *api.Error
+	var e *apperr.Error
 	return errors.As(err, &e)
 }
 

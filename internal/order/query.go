@@ -14,8 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/database"
 )
 
@@ -105,7 +104,7 @@ func (s *Service) liveStatus(ctx context.Context, id string) (o Order, found boo
 // a written one whose status a failover lost (repair.go). Until it has
 // decided, neither Redis nor a PostgreSQL row can say whether the order
 // is live: an answer about it waits, rather than refusing it.
-var errDeciding = api.Unavailable("the order's status is being recovered; retry in a moment")
+var errDeciding = apperr.Unavailable("the order's status is being recovered; retry in a moment")
 
 // parseLive reads an order status hash (see the package doc).
 func parseLive(id string, m map[string]string) (Order, bool, error) {
@@ -177,7 +176,7 @@ type Page struct {
 func (s *Service) List(ctx context.Context, user string, limit int, cursor string) (Page, error) {
 	after, err := decodeCursor(cursor)
 	if err != nil {
-		return Page{}, api.Invalid(api.FieldError{Field: "cursor", Message: "is not a cursor this API returned"})
+		return Page{}, apperr.Invalid(apperr.FieldError{Field: "cursor", Message: "is not a cursor this API returned"})
 	}
 	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
 	defer cancel()
@@ -385,5 +384,5 @@ func (s *Service) unavailable(op string, err error) error {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	s.log.Warn(op, "err", err)
-	return fmt.Errorf("%s: %w: %w", op, api.Unavailable("orders are unavailable"), err)
+	return fmt.Errorf("%s: %w: %w", op, apperr.Unavailable("orders are unavailable"), err)
 }

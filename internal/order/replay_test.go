@@ -7,8 +7,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
 )
 
 // Replay finds the first answer of a checkout's Idempotency-Key, for its
@@ -52,8 +51,8 @@ func TestReplayRedisDown(t *testing.T) {
 	t.Cleanup(func() { _ = dead.Close() })
 	f.svc.rdb = dead
 	_, _, err := f.svc.Replay(context.Background(), f.user(t), "k")
-	var e *api.Error
-	if !errors.As(err, &e) || e.Code != api.CodeUnavailable {
+	var e *apperr.Error
+	if !errors.As(err, &e) || e.Code != apperr.CodeUnavailable {
 		t.Fatalf("err = %v, want 503 unavailable", err)
 	}
 }
@@ -68,8 +67,8 @@ func TestCheckoutWithoutSaleIsNotActive(t *testing.T) {
 	cart := f.r.Prefix + "cart:{" + user + "}"
 	f.r.Client.HSet(ctx, cart, "gone", 1)
 	_, err := f.svc.Place(ctx, user, []Line{{SKU: "gone", Quantity: 1}}, PlaceOptions{CartKey: cart})
-	var e *api.Error
-	if !errors.As(err, &e) || e.Code != api.CodeSaleNotActive || len(e.Extra["skus"].([]string)) != 1 {
+	var e *apperr.Error
+	if !errors.As(err, &e) || e.Code != apperr.CodeSaleNotActive || len(e.Extra["skus"].([]string)) != 1 {
 		t.Fatalf("err = %v, want sale_not_active naming gone", err)
 	}
 	if n := f.r.Client.HLen(ctx, cart).Val(); n != 1 {

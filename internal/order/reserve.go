@@ -11,8 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/inventory"
 )
 
@@ -37,19 +36,19 @@ const (
 // dead-lettered with its stock taken. This does not compile otherwise.
 const _ = uint64(1<<53 - MaxLines*MaxQuantity*inventory.MaxPriceCents)
 
-// Errors a placement is refused with. They are *api.Error values, so the
+// Errors a placement is refused with. They are *apperr.Error values, so the
 // HTTP layer answers them as they are; the answers carry the SKUs
 // (extension member "skus").
 var (
-	ErrSaleNotActive = api.NewError(api.CodeSaleNotActive, "the sale is not open")
-	ErrLimitExceeded = api.NewError(api.CodeLimitExceeded, "over the per-user purchase limit")
-	ErrOutOfStock    = api.NewError(api.CodeOutOfStock, "not enough stock")
+	ErrSaleNotActive = apperr.NewError(apperr.CodeSaleNotActive, "the sale is not open")
+	ErrLimitExceeded = apperr.NewError(apperr.CodeLimitExceeded, "over the per-user purchase limit")
+	ErrOutOfStock    = apperr.NewError(apperr.CodeOutOfStock, "not enough stock")
 )
 
 // ErrIdempotencyKeyReused: the Idempotency-Key was used before by the same
 // user for a different request (another SKU, quantity or route); nothing
 // was done.
-var ErrIdempotencyKeyReused = api.NewError(api.CodeIdempotencyReused,
+var ErrIdempotencyKeyReused = apperr.NewError(apperr.CodeIdempotencyReused,
 	"this Idempotency-Key was used for a different request")
 
 // ErrCartChanged: a checkout's cart changed between reading it and the
@@ -219,7 +218,7 @@ func reserveDeadline(ctx context.Context) int64 {
 }
 
 // errLate: the script ran past its deadline and reserved nothing.
-var errLate = api.Unavailable("the store answered too late; nothing was reserved; retry")
+var errLate = apperr.Unavailable("the store answered too late; nothing was reserved; retry")
 
 func rejection(reason string, skus []string) error {
 	switch reason {
@@ -241,7 +240,7 @@ func rejection(reason string, skus []string) error {
 	return errors.New("reserve: unknown rejection " + reason)
 }
 
-func withSKUs(base *api.Error, skus []string) error { return base.With("skus", skus) }
+func withSKUs(base *apperr.Error, skus []string) error { return base.With("skus", skus) }
 
 // checkoutFingerprint is every checkout's: its request has no parameters
 // (the cart is the user's), so a repeat with the key is the same request.

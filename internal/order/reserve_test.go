@@ -15,8 +15,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/testenv"
 )
@@ -80,7 +79,7 @@ func (f *reserveFixture) streamLen(t *testing.T) int64 {
 
 func wantCode(t *testing.T, err error, code string) {
 	t.Helper()
-	var e *api.Error
+	var e *apperr.Error
 	if !errors.As(err, &e) || e.Code != code {
 		t.Fatalf("error = %v, want %s", err, code)
 	}
@@ -188,8 +187,8 @@ func TestReserveIsAllOrNothing(t *testing.T) {
 	f.seed(t, "short1", inventory.LiveRound{Quantity: 1, PerUserLimit: 0})
 	f.seed(t, "short2", inventory.LiveRound{Quantity: 0, PerUserLimit: 0})
 	_, err := f.buy(t, "u1", Line{"plenty", 5}, Line{"short1", 2}, Line{"short2", 1})
-	wantCode(t, err, api.CodeOutOfStock)
-	var e *api.Error
+	wantCode(t, err, apperr.CodeOutOfStock)
+	var e *apperr.Error
 	errors.As(err, &e)
 	if skus, _ := e.Extra["skus"].([]string); len(skus) != 2 || skus[0] != "short1" || skus[1] != "short2" {
 		t.Errorf("skus = %v, want [short1 short2]", e.Extra["skus"])
@@ -453,7 +452,7 @@ func TestReserveRunningLateReservesNothing(t *testing.T) {
 	if !errors.Is(err, errLate) {
 		t.Fatalf("late run: %v, want errLate", err)
 	}
-	wantCode(t, err, api.CodeUnavailable)
+	wantCode(t, err, apperr.CodeUnavailable)
 	bought, _ := f.r.Client.HGet(context.Background(), f.BuyersKey("late"), "u1").Int()
 	if f.available(t, "late") != 10 || f.streamLen(t) != 0 || bought != 0 ||
 		f.r.Client.Exists(context.Background(), f.svc.keys.status(e.orderID)).Val() != 0 {

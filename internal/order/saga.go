@@ -10,8 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
 )
 
 // A purchase on a Redis Cluster (grouped partitions) is a saga: its keys
@@ -73,7 +72,7 @@ var errSagaAborted = errors.New("order: the saga of this order id was aborted")
 
 // errSagaBusy: another run with the same Idempotency-Key holds a
 // partition of this order right now.
-var errSagaBusy = api.Unavailable("another request with this Idempotency-Key is in progress; retry it in a moment")
+var errSagaBusy = apperr.Unavailable("another request with this Idempotency-Key is in progress; retry it in a moment")
 
 // placeSaga places an order on a cluster (see above).
 func (s *Service) placeSaga(ctx context.Context, user string, lines []Line, o PlaceOptions) (reservation, error) {
@@ -104,7 +103,7 @@ func (s *Service) placeSaga(ctx context.Context, user string, lines []Line, o Pl
 		}
 	}
 	if errors.Is(err, errSagaAborted) {
-		return reservation{}, api.Unavailable("the order could not be placed now; retry with the same Idempotency-Key")
+		return reservation{}, apperr.Unavailable("the order could not be placed now; retry with the same Idempotency-Key")
 	}
 	if err != nil || res.replayed {
 		return res, err

@@ -15,8 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/database/dbtest"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/keyspace"
@@ -442,8 +441,8 @@ func TestCheckoutRefusedOnTheThirdShard(t *testing.T) {
 	c := f.skuIn(t, "ref", 9, 1)
 	lines := []Line{{SKU: a, Quantity: 2}, {SKU: b, Quantity: 3}, {SKU: c, Quantity: 2}}
 	_, err := f.svc.Place(ctx, u, lines, PlaceOptions{CartKey: f.cart(t, u, lines...)})
-	var e *api.Error
-	if !errors.As(err, &e) || e.Code != api.CodeOutOfStock || fmt.Sprint(e.Extra["skus"]) != fmt.Sprint([]string{c}) {
+	var e *apperr.Error
+	if !errors.As(err, &e) || e.Code != apperr.CodeOutOfStock || fmt.Sprint(e.Extra["skus"]) != fmt.Sprint([]string{c}) {
 		t.Fatalf("refusal %v, want out of stock for %s", err, c)
 	}
 	for sku, want := range map[string]int64{a: 10, b: 10, c: 1} {
@@ -463,7 +462,7 @@ func TestCheckoutRefusedOnTheThirdShard(t *testing.T) {
 	f.rdb.HSet(ctx, f.stock.SaleKey(d), "limit", 1)
 	lines = []Line{{SKU: a, Quantity: 1}, {SKU: b, Quantity: 11}, {SKU: d, Quantity: 2}}
 	_, err = f.svc.Place(ctx, u, lines, PlaceOptions{})
-	if !errors.As(err, &e) || e.Code != api.CodeLimitExceeded || fmt.Sprint(e.Extra["skus"]) != fmt.Sprint([]string{d}) {
+	if !errors.As(err, &e) || e.Code != apperr.CodeLimitExceeded || fmt.Sprint(e.Extra["skus"]) != fmt.Sprint([]string{d}) {
 		t.Fatalf("refusal %v, want the limit on %s", err, d)
 	}
 	if av := f.available(t, b) + f.available(t, a) + f.available(t, d); av != 30 {
@@ -625,9 +624,9 @@ func TestIdempotencyKeyRaceOnACluster(t *testing.T) {
 				defer wg.Done()
 				<-begin
 				p, err := f.svc.Place(context.Background(), u, tc.lines, PlaceOptions{IdemKey: tc.key})
-				var e *api.Error
+				var e *apperr.Error
 				switch {
-				case errors.As(err, &e) && e.Code == api.CodeUnavailable:
+				case errors.As(err, &e) && e.Code == apperr.CodeUnavailable:
 				case err != nil:
 					t.Error(err)
 				default:

@@ -9,8 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/database"
 )
 
@@ -102,8 +101,8 @@ func (x *checkFixture) untouched(t *testing.T, when string) {
 // checkout: out of stock, for c.
 func (x *checkFixture) wantRefusal(t *testing.T, err error) {
 	t.Helper()
-	var e *api.Error
-	if !errors.As(err, &e) || e.Code != api.CodeOutOfStock || fmt.Sprint(e.Extra["skus"]) != fmt.Sprint([]string{x.c}) {
+	var e *apperr.Error
+	if !errors.As(err, &e) || e.Code != apperr.CodeOutOfStock || fmt.Sprint(e.Extra["skus"]) != fmt.Sprint([]string{x.c}) {
 		t.Fatalf("answer %v, want out of stock for %s", err, x.c)
 	}
 }
@@ -120,8 +119,8 @@ func TestFailedCheckGivesTheHoldsBackAtOnce(t *testing.T) {
 	ctx := context.Background()
 	x.refuseWrites(t)
 	_, err := x.svc.Place(ctx, x.user, x.lines, PlaceOptions{IdemKey: "chk"})
-	var e *api.Error
-	if !errors.As(err, &e) || e.Code != api.CodeUnavailable || !database.Unavailable(err) {
+	var e *apperr.Error
+	if !errors.As(err, &e) || e.Code != apperr.CodeUnavailable || !database.Unavailable(err) {
 		t.Fatalf("checkout while its home refuses scripts: %v, want an outage (503)", err)
 	}
 	x.untouched(t, "after the failed check")
@@ -186,8 +185,8 @@ func TestFailedCheckAfterTheRepairReleasesNothingTwice(t *testing.T) {
 	}}
 	svc := New(x.db.Pool, x.rdb, x.stock, x.svc.exists, x.clusterFixture.c.Prefix, x.svc.log, prometheus.NewRegistry(), WithReserveRedis(hooked))
 	_, err := svc.Place(ctx, x.user, x.lines, PlaceOptions{IdemKey: "chk"})
-	var e *api.Error
-	if !errors.As(err, &e) || e.Code != api.CodeUnavailable || !database.Unavailable(err) || id == "" {
+	var e *apperr.Error
+	if !errors.As(err, &e) || e.Code != apperr.CodeUnavailable || !database.Unavailable(err) || id == "" {
 		t.Fatalf("checkout whose home fails its check after the repair: %v (order %q), want an outage (503)", err, id)
 	}
 	x.untouched(t, "after the repair and the failed check")

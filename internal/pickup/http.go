@@ -6,8 +6,8 @@ import (
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
+	"github.com/shop-oss/shop/internal/server"
 )
 
 // Routes registers the public store reads on r (the /api/v1 router), and
@@ -66,8 +66,8 @@ func parseStore(c *fiber.Ctx) (Store, error) {
 	id := strings.Clone(c.Params("id"))
 	errs := checkID(id)
 	var b storeBody
-	if err := api.Decode(c, &b); err != nil {
-		var e *api.Error
+	if err := server.Decode(c, &b); err != nil {
+		var e *apperr.Error
 		if !errors.As(err, &e) || len(e.Fields) != 1 || e.Fields[0].Field == "body" {
 			return Store{}, err
 		}
@@ -81,7 +81,7 @@ func parseStore(c *fiber.Ctx) (Store, error) {
 		}
 		return false
 	}
-	required := func(f string, present bool, check func() []api.FieldError) {
+	required := func(f string, present bool, check func() []apperr.FieldError) {
 		switch {
 		case reported(f):
 		case !present:
@@ -90,14 +90,14 @@ func parseStore(c *fiber.Ctx) (Store, error) {
 			errs = append(errs, check()...)
 		}
 	}
-	required("name", b.Name != nil, func() []api.FieldError { return checkName(*b.Name) })
-	required("lng", b.Lng != nil, func() []api.FieldError { return checkCoord("lng", *b.Lng, MaxLng) })
-	required("lat", b.Lat != nil, func() []api.FieldError { return checkCoord("lat", *b.Lat, MaxLat) })
+	required("name", b.Name != nil, func() []apperr.FieldError { return checkName(*b.Name) })
+	required("lng", b.Lng != nil, func() []apperr.FieldError { return checkCoord("lng", *b.Lng, MaxLng) })
+	required("lat", b.Lat != nil, func() []apperr.FieldError { return checkCoord("lat", *b.Lat, MaxLat) })
 	if b.Address != nil && !reported("address") {
 		errs = append(errs, checkAddress(*b.Address)...)
 	}
 	if len(errs) > 0 {
-		return Store{}, api.Invalid(errs...)
+		return Store{}, apperr.Invalid(errs...)
 	}
 	st := Store{ID: id, Name: *b.Name, Lng: *b.Lng, Lat: *b.Lat}
 	if b.Address != nil {
@@ -120,7 +120,7 @@ func (h handler) nearby(c *fiber.Ctx) error {
 
 // parseQuery reads a nearby search, reporting every bad parameter at once.
 func parseQuery(c *fiber.Ctx) (Query, error) {
-	var errs []api.FieldError
+	var errs []apperr.FieldError
 	num := func(name string, def float64, required bool, ok func(float64) bool, rule string) float64 {
 		raw := c.Query(name)
 		if raw == "" && !required {
@@ -150,7 +150,7 @@ func parseQuery(c *fiber.Ctx) (Query, error) {
 		q.Limit = n
 	}
 	if len(errs) > 0 {
-		return Query{}, api.Invalid(errs...)
+		return Query{}, apperr.Invalid(errs...)
 	}
 	return q, nil
 }

@@ -12,23 +12,22 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/lock"
 )
 
 // Errors of the package (wrapped).
 var (
 	// ErrNotFound: no store has the id.
-	ErrNotFound = api.NewError(api.CodeNotFound, "store not found")
+	ErrNotFound = apperr.NewError(apperr.CodeNotFound, "store not found")
 	// errDatabaseDown: PostgreSQL did not answer.
-	errDatabaseDown = api.Unavailable("the store database is unreachable; retry shortly")
+	errDatabaseDown = apperr.Unavailable("the store database is unreachable; retry shortly")
 	// errIndexDown: Redis did not answer.
-	errIndexDown = api.Unavailable("the store index is unreachable; retry shortly")
+	errIndexDown = apperr.Unavailable("the store index is unreachable; retry shortly")
 	// errIndexLag: the row is written but the index may not show it yet.
-	errIndexLag = api.Unavailable("the store was recorded but the nearby index was not updated; retry the same request")
+	errIndexLag = apperr.Unavailable("the store was recorded but the nearby index was not updated; retry the same request")
 	// errRebuildRaced: every rebuild attempt raced an admin write.
-	errRebuildRaced = api.Unavailable("the store index is being rebuilt; retry shortly")
+	errRebuildRaced = apperr.Unavailable("the store index is being rebuilt; retry shortly")
 )
 
 // Bounds of the API (API.md).

@@ -15,9 +15,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/shop-oss/shop/internal/api"
 	"github.com/shop-oss/shop/internal/apitest"
+	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/lock"
 	"github.com/shop-oss/shop/internal/server"
 	"github.com/shop-oss/shop/internal/testenv"
@@ -42,7 +41,7 @@ func newFixture(t *testing.T) *fixture {
 
 func adminOnly(c *fiber.Ctx) error {
 	if c.Get("X-Test-Role") != "admin" {
-		return api.NewError(api.CodeUnauthorized, "no credentials")
+		return apperr.NewError(apperr.CodeUnauthorized, "no credentials")
 	}
 	return c.Next()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/database"
 	"github.com/shop-oss/shop/internal/lock"
 )
@@ -98,7 +99,7 @@ func (s *Service) ensureIndex(ctx context.Context) error {
 		s.log.Info("pickup store index missing: rebuilding it from PostgreSQL")
 		return s.rebuild(ctx)
 	})
-	var apiErr interface{ Status() int }
+	var apiErr *apperr.Error
 	switch {
 	case errors.Is(err, lock.ErrBusy):
 		return fmt.Errorf("nearby stores: %w: %w", errRebuildRaced, err)

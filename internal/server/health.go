@@ -8,8 +8,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/openapi"
 )
 
@@ -38,7 +37,7 @@ func readyz(rdb redis.UniversalClient, db *pgxpool.Pool) fiber.Handler {
 		ping("redis", func(ctx context.Context) error { return pingRedis(ctx, rdb) })
 		ping("postgres", db.Ping)
 		if len(failed) > 0 {
-			e := api.Unavailable("not ready: " + failed[0] + " is unreachable")
+			e := apperr.Unavailable("not ready: " + failed[0] + " is unreachable")
 			e.Extra = map[string]any{"failed": failed, "checks": checks}
 			return e
 		}

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-
-	"github.com/shop-oss/shop/internal/api"
 	"github.com/shop-oss/shop/internal/server"
 )
 
@@ -87,8 +85,8 @@ func TestOversizeBodyAlwaysReadsIts413(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(body), `"payload_too_large"`) ||
-			resp.Header.Get(api.HeaderRequestID) == "" {
-			t.Fatalf("try %d: %d %q X-Request-ID=%q", i+1, resp.StatusCode, body, resp.Header.Get(api.HeaderRequestID))
+			resp.Header.Get(server.HeaderRequestID) == "" {
+			t.Fatalf("try %d: %d %q X-Request-ID=%q", i+1, resp.StatusCode, body, resp.Header.Get(server.HeaderRequestID))
 		}
 	}
 }

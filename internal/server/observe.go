@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-
-	"github.com/shop-oss/shop/internal/api"
 )
 
 // observe logs one line per request and records the HTTP metrics. The
@@ -36,7 +34,7 @@ func observe(log *slog.Logger, m *httpMetrics, who clients, onError fiber.ErrorH
 			slog.Int("status", status),
 			slog.Duration("latency", elapsed),
 			slog.String("ip", who.addr(c).String()),
-			slog.String("request_id", c.GetRespHeader(api.HeaderRequestID)),
+			slog.String("request_id", c.GetRespHeader(HeaderRequestID)),
 		)
 		return nil
 	}

@@ -3,8 +3,7 @@ package server
 import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/ratelimit"
 )
 
@@ -26,10 +25,10 @@ func limiterMiddleware(d Deps, who clients) fiber.Handler {
 		Key:       who.key,
 		Limited: func(_ *fiber.Ctx, retryAfter int) error {
 			limited.Inc()
-			return &api.Error{Code: api.CodeRateLimited, Detail: "too many requests from this address", RetryAfter: retryAfter}
+			return &apperr.Error{Code: apperr.CodeRateLimited, Detail: "too many requests from this address", RetryAfter: retryAfter}
 		},
 		Unavailable: func(*fiber.Ctx, error) error {
-			return api.Unavailable("rate limiter unavailable")
+			return apperr.Unavailable("rate limiter unavailable")
 		},
 		OnError: func(err error) {
 			errored.Inc()

@@ -16,8 +16,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/shop-oss/shop/internal/api"
 	"github.com/shop-oss/shop/internal/ratelimit"
 )
 
@@ -65,7 +63,7 @@ type Deps struct {
 func New(d Deps) *fiber.App {
 	app := fiber.New(fiber.Config{
 		AppName:                 "shop",
-		ErrorHandler:            api.ErrorHandler(d.Log),
+		ErrorHandler:            ErrorHandler(d.Log),
 		BodyLimit:               d.BodyLimit,
 		ReadTimeout:             readTimeout,
 		WriteTimeout:            writeTimeout,
@@ -80,7 +78,7 @@ func New(d Deps) *fiber.App {
 	httpm := newHTTPMetrics(d.Registry)
 	registerPoolMetrics(d.Registry, d.DB, d.Redis)
 
-	app.Use(api.RequestID())
+	app.Use(RequestID())
 	app.Use(observe(d.Log, httpm, who, app.ErrorHandler))
 	app.Use(recover.New())
 

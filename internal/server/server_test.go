@@ -13,8 +13,6 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/shop-oss/shop/internal/api"
 	"github.com/shop-oss/shop/internal/apitest"
 	"github.com/shop-oss/shop/internal/server"
 	"github.com/shop-oss/shop/internal/testenv"
@@ -38,7 +36,7 @@ func newTestApp(t *testing.T, rdb redis.UniversalClient) *fiber.App {
 				var v struct {
 					Quantity int `json:"quantity"`
 				}
-				if err := api.Decode(c, &v); err != nil {
+				if err := server.Decode(c, &v); err != nil {
 					return err
 				}
 				return c.JSON(v)
@@ -73,8 +71,8 @@ func do(t *testing.T, app *fiber.App, req *http.Request, check bool) result {
 
 func problemOf(t *testing.T, r result) map[string]any {
 	t.Helper()
-	if ct := r.header.Get("Content-Type"); ct != api.ContentTypeProblem {
-		t.Fatalf("Content-Type = %q, want %s (body %s)", ct, api.ContentTypeProblem, r.body)
+	if ct := r.header.Get("Content-Type"); ct != server.ContentTypeProblem {
+		t.Fatalf("Content-Type = %q, want %s (body %s)", ct, server.ContentTypeProblem, r.body)
 	}
 	var m map[string]any
 	if err := json.Unmarshal(r.body, &m); err != nil {
@@ -91,7 +89,7 @@ func TestOperationalRoutes(t *testing.T) {
 		if r.status != http.StatusOK {
 			t.Errorf("GET %s = %d, want 200: %s", path, r.status, r.body)
 		}
-		if r.header.Get(api.HeaderRequestID) == "" {
+		if r.header.Get(server.HeaderRequestID) == "" {
 			t.Errorf("GET %s: no X-Request-ID", path)
 		}
 	}
@@ -195,9 +193,9 @@ func TestRequestIDIsEchoedWhenSound(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			req := httptest.NewRequest(http.MethodGet, "/nope", nil)
-			req.Header.Set(api.HeaderRequestID, tc.sent)
+			req.Header.Set(server.HeaderRequestID, tc.sent)
 			r := do(t, app, req, false)
-			got := r.header.Get(api.HeaderRequestID)
+			got := r.header.Get(server.HeaderRequestID)
 			if tc.echoed && got != tc.sent {
 				t.Fatalf("X-Request-ID = %q, want the client's %q", got, tc.sent)
 			}
@@ -258,7 +256,7 @@ func TestHTTPLayerErrorsCarryRequestID(t *testing.T) {
 			if p := problemOf(t, r); p["code"] != tc.code {
 				t.Errorf("code = %v, want %s", p["code"], tc.code)
 			}
-			got := r.header.Get(api.HeaderRequestID)
+			got := r.header.Get(server.HeaderRequestID)
 			if !soundID(got) || (tc.echo != "" && got != tc.echo) {
 				t.Errorf("X-Request-ID = %q, want %q or a fresh id", got, tc.echo)
 			}

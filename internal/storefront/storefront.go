@@ -12,8 +12,7 @@ import (
 	"path"
 
 	"github.com/gofiber/fiber/v2"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
 )
 
 //go:embed web
@@ -24,7 +23,7 @@ var files embed.FS
 const policy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
 	"connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 
-var errNoFile = api.NewError(api.CodeNotFound, "no such file")
+var errNoFile = apperr.NewError(apperr.CodeNotFound, "no such file")
 
 // Routes registers the page (GET /) and its files (GET /assets/{file}) on
 // the app's root router.

@@ -13,9 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/shop-oss/shop/internal/api"
 	"github.com/shop-oss/shop/internal/apitest"
+	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/auth"
 	"github.com/shop-oss/shop/internal/cache"
 	"github.com/shop-oss/shop/internal/inventory"
@@ -64,7 +63,7 @@ func newFixture(t *testing.T, vrdb redis.UniversalClient) *fixture {
 // adminOnly stands in for RequireAdmin: X-Test-Role: admin passes.
 func adminOnly(c *fiber.Ctx) error {
 	if c.Get("X-Test-Role") != "admin" {
-		return api.NewError(api.CodeUnauthorized, "no credentials")
+		return apperr.NewError(apperr.CodeUnauthorized, "no credentials")
 	}
 	return c.Next()
 }

@@ -6,14 +6,13 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/auth"
 	"github.com/shop-oss/shop/internal/inventory"
 )
 
 // errNoProduct: a report on a product the catalog does not have.
-var errNoProduct = api.NewError(api.CodeNotFound, "product not found")
+var errNoProduct = apperr.NewError(apperr.CodeNotFound, "product not found")
 
 // Routes registers, on r (the /api/v1 router), the counting of product
 // reads and the admin reports behind requireAdmin. Mount it before the
@@ -96,31 +95,31 @@ func (h handler) site(c *fiber.Ctx) error {
 // dateRange reads ?from= and ?to= (YYYY-MM-DD, both default today, from
 // not after to, at most MaxDays days), reporting every bad one at once.
 func dateRange(c *fiber.Ctx, now time.Time) (from, to time.Time, err error) {
-	var bad []api.FieldError
+	var bad []apperr.FieldError
 	from, okFrom := date(c, "from", now, &bad)
 	to, okTo := date(c, "to", now, &bad)
 	if okFrom && okTo {
 		switch days := int(to.Sub(from).Hours()/24) + 1; {
 		case days < 1:
-			bad = append(bad, api.FieldError{Field: "to", Message: "must not be before from"})
+			bad = append(bad, apperr.FieldError{Field: "to", Message: "must not be before from"})
 		case days > MaxDays:
-			bad = append(bad, api.FieldError{Field: "to", Message: fmt.Sprintf("the range covers %d days; at most %d", days, MaxDays)})
+			bad = append(bad, apperr.FieldError{Field: "to", Message: fmt.Sprintf("the range covers %d days; at most %d", days, MaxDays)})
 		}
 	}
 	if len(bad) > 0 {
-		return from, to, api.Invalid(bad...)
+		return from, to, apperr.Invalid(bad...)
 	}
 	return from, to, nil
 }
 
-func date(c *fiber.Ctx, name string, now time.Time, bad *[]api.FieldError) (time.Time, bool) {
+func date(c *fiber.Ctx, name string, now time.Time, bad *[]apperr.FieldError) (time.Time, bool) {
 	raw := c.Query(name)
 	if raw == "" {
 		return dayOf(now), true
 	}
 	t, err := time.Parse(dateLayout, raw)
 	if err != nil || t.Format(dateLayout) != raw {
-		*bad = append(*bad, api.FieldError{Field: name, Message: "must be a date YYYY-MM-DD"})
+		*bad = append(*bad, apperr.FieldError{Field: name, Message: "must be a date YYYY-MM-DD"})
 		return t, false
 	}
 	return t, true

@@ -16,8 +16,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/shop-oss/shop/internal/api"
+	"github.com/shop-oss/shop/internal/apperr"
 )
 
 const (
@@ -35,7 +34,7 @@ const (
 )
 
 // errRedisDown: Redis did not answer a report.
-var errRedisDown = api.Unavailable("the visitor counts are unreachable; retry shortly")
+var errRedisDown = apperr.Unavailable("the visitor counts are unreachable; retry shortly")
 
 // Options configure a Service.
 type Options struct {

@@ -1,4 +1,4 @@
-package api
+package server
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+
+	"github.com/shop-oss/shop/internal/apperr"
 )
 
 type sample struct {
@@ -57,8 +59,8 @@ func TestDecode(t *testing.T) {
 				}
 				return
 			}
-			var e *Error
-			if !errors.As(err, &e) || e.Code != CodeInvalidRequest || len(e.Fields) != 1 || e.Fields[0].Field != tc.field {
+			var e *apperr.Error
+			if !errors.As(err, &e) || e.Code != apperr.CodeInvalidRequest || len(e.Fields) != 1 || e.Fields[0].Field != tc.field {
 				t.Fatalf("error = %#v, want invalid_request on %q", err, tc.field)
 			}
 		})
@@ -74,8 +76,8 @@ func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var v sample
 		err := decode(body, &v, false)
-		var e *Error
-		if err != nil && (!errors.As(err, &e) || e.Code != CodeInvalidRequest) {
+		var e *apperr.Error
+		if err != nil && (!errors.As(err, &e) || e.Code != apperr.CodeInvalidRequest) {
 			t.Fatalf("decode(%q) = %v", body, err)
 		}
 	})

@@ -1,4 +1,4 @@
-package api
+package server
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/shop-oss/shop/internal/apperr"
 )
 
 // Decode parses the request body, which must be one JSON object, into v.
@@ -135,7 +137,7 @@ func decodeError(err error) error {
 		if field == "" {
 			field = "body"
 		}
-		return Invalid(FieldError{Field: field, Message: fmt.Sprintf("must be %s", describe(te.Type.String()))})
+		return apperr.Invalid(apperr.FieldError{Field: field, Message: fmt.Sprintf("must be %s", describe(te.Type.String()))})
 	}
 	return invalidBody("the request body is not valid JSON")
 }
@@ -158,7 +160,7 @@ func describe(goType string) string {
 }
 
 func invalidBody(msg string) error {
-	return Invalid(FieldError{Field: "body", Message: msg})
+	return apperr.Invalid(apperr.FieldError{Field: "body", Message: msg})
 }
 
 // Page is a listing's paging parameters.
@@ -171,9 +173,9 @@ type Page struct {
 
 // PageQuery reads the ?limit= and ?cursor= of every listing: limit is def
 // when absent, else an integer from 1 to max. A bad limit comes back as a
-// FieldError, so that the listing can report it in one answer with its own
+// apperr.FieldError, so that the listing can report it in one answer with its own
 // parameter checks (the cursor's among them).
-func PageQuery(c *fiber.Ctx, def, max int) (Page, *FieldError) {
+func PageQuery(c *fiber.Ctx, def, max int) (Page, *apperr.FieldError) {
 	p := Page{Limit: def, Cursor: strings.Clone(c.Query("cursor"))}
 	raw := c.Query("limit")
 	if raw == "" {
@@ -181,7 +183,7 @@ func PageQuery(c *fiber.Ctx, def, max int) (Page, *FieldError) {
 	}
 	n, err := strconv.Atoi(raw)
 	if err != nil || n < 1 || n > max {
-		return p, &FieldError{Field: "limit", Message: fmt.Sprintf("must be an integer from 1 to %d", max)}
+		return p, &apperr.FieldError{Field: "limit", Message: fmt.Sprintf("must be an integer from 1 to %d", max)}
 	}
 	p.Limit = n
 	return p, nil

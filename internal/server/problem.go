@@ -1,4 +1,4 @@
-package api
+package server
 
 import (
 	"encoding/json"
@@ -8,6 +8,8 @@ import (
 	"strconv"
 
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/shop-oss/shop/internal/apperr"
 )
 
 // ContentTypeProblem is the media type of RFC 9457 problem documents.
@@ -18,16 +20,16 @@ const ContentTypeProblem = "application/problem+json"
 const HeaderRequestID = "X-Request-ID"
 
 // problem is the RFC 9457 document. Extension members (code, errors,
-// request_id and Error.Extra) sit beside the standard ones.
+// request_id and apperr.Error.Extra) sit beside the standard ones.
 type problem struct {
-	Type      string       `json:"type"`
-	Title     string       `json:"title"`
-	Status    int          `json:"status"`
-	Detail    string       `json:"detail,omitempty"`
-	Instance  string       `json:"instance,omitempty"`
-	Code      string       `json:"code"`
-	RequestID string       `json:"request_id,omitempty"`
-	Errors    []FieldError `json:"errors,omitempty"`
+	Type      string              `json:"type"`
+	Title     string              `json:"title"`
+	Status    int                 `json:"status"`
+	Detail    string              `json:"detail,omitempty"`
+	Instance  string              `json:"instance,omitempty"`
+	Code      string              `json:"code"`
+	RequestID string              `json:"request_id,omitempty"`
+	Errors    []apperr.FieldError `json:"errors,omitempty"`
 }
 
 // ErrorHandler returns the Fiber error handler: every error becomes a
@@ -36,10 +38,10 @@ type problem struct {
 func ErrorHandler(log *slog.Logger) fiber.ErrorHandler {
 	return func(c *fiber.Ctx, err error) error {
 		e := asError(err)
-		status := e.Status()
+		status := statusFor(e)
 		rid := EnsureRequestID(c)
 		switch {
-		case e.Code == CodeUnavailable:
+		case e.Code == apperr.CodeUnavailable:
 			log.Warn("store unavailable", "request_id", rid, "method", c.Method(), "path", c.Path(), "err", err)
 		case status >= 500:
 			log.Error("request failed", "request_id", rid, "method", c.Method(), "path", c.Path(), "err", err)
@@ -59,10 +61,10 @@ func ErrorHandler(log *slog.Logger) fiber.ErrorHandler {
 	}
 }
 
-// asError turns any error into an *Error: ours as they are, Fiber's by
+// asError turns any error into an *apperr.Error: ours as they are, Fiber's by
 // status, everything else into an internal error.
-func asError(err error) *Error {
-	var e *Error
+func asError(err error) *apperr.Error {
+	var e *apperr.Error
 	if errors.As(err, &e) {
 		return e
 	}
@@ -72,12 +74,12 @@ func asError(err error) *Error {
 		if fe.Code >= 500 {
 			detail = http.StatusText(fe.Code)
 		}
-		return &Error{Code: codeForStatus(fe.Code), Detail: detail}
+		return &apperr.Error{Code: codeForStatus(fe.Code), Detail: detail}
 	}
-	return &Error{Code: CodeInternal, Detail: "internal error"}
+	return &apperr.Error{Code: apperr.CodeInternal, Detail: "internal error"}
 }
 
-func marshalProblem(e *Error, status int, instance, rid string) ([]byte, error) {
+func marshalProblem(e *apperr.Error, status int, instance, rid string) ([]byte, error) {
 	p := problem{
 		Type:      "urn:shop:problem:" + e.Code,
 		Title:     http.StatusText(status),
@@ -88,8 +90,8 @@ func marshalProblem(e *Error, status int, instance, rid string) ([]byte, error) 
 		RequestID: rid,
 		Errors:    e.Fields,
 	}
-	if e.Code == CodeInvalidRequest && p.Errors == nil {
-		p.Errors = []FieldError{}
+	if e.Code == apperr.CodeInvalidRequest && p.Errors == nil {
+		p.Errors = []apperr.FieldError{}
 	}
 	if len(e.Extra) == 0 {
 		return json.Marshal(p)
