@@ -156,6 +156,46 @@ func TestSeedRetryAfterAFailedOpenConverges(t *testing.T) {
 	}
 }
 
+// A round whose opened mark is missing but that sold (it went live, and
+// its sale state is gone from Redis since, as after the week an ended
+// round's state is kept) is not taken over: its orders stay its own, it is
+// marked opened, and the next seeding records a new round.
+func TestSeedDoesNotTakeOverARoundThatSold(t *testing.T) {
+	t.Parallel()
+	st := newStores(t)
+	in := newInstance(t, st)
+	in.create(t, "sold-1", "c", 100)
+	first := *in.seed(t, "sold-1", `{"quantity":10}`).RoundID
+	st.exec(t, `UPDATE sale_rounds SET opened_at = NULL, sold = 2 WHERE id = $1`, first)
+	if err := st.rdb.Del(context.Background(), in.Config.KeyPrefix+"sale:{sold-1}").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rep := in.seed(t, "sold-1", `{"quantity":7}`)
+	want := []string{fmt.Sprintf("%d:10:true", first), fmt.Sprintf("%d:7:true", first+1)}
+	if got := roundRows(t, st.db, "sold-1"); !slices.Equal(got, want) || *rep.RoundID != first+1 {
+		t.Fatalf("rounds %v, report %+v; want %v", got, rep, want)
+	}
+}
+
+// A SKU whose only round never went live has no round to report: the
+// stock report is all zero, not a sold-out round.
+func TestStockReportLeavesOutARoundThatNeverWentLive(t *testing.T) {
+	t.Parallel()
+	st := newStores(t)
+	st = st.withClient(t, newSeedFaults(t, func() seedFault { return seedNotSent }))
+	in := newInstance(t, st)
+	in.create(t, "never-1", "c", 100)
+	in.do(t, http.MethodPut, "/api/v1/admin/products/never-1/stock", `{"quantity":99}`).
+		problem(t, http.StatusServiceUnavailable, "unavailable")
+	if got := roundRows(t, st.db, "never-1"); len(got) != 1 {
+		t.Fatalf("rounds %v, want the one not opened", got)
+	}
+	rep := in.do(t, http.MethodGet, "/api/v1/admin/products/never-1/stock", "").stockReport(t)
+	if rep.RoundID != nil || rep.Quantity != 0 || rep.Sold != 0 {
+		t.Fatalf("stock report %+v, want no round", rep)
+	}
+}
+
 // Concurrent stock PUTs of one SKU while Redis fails some of their seeds
 // (before they reach it, or losing the answer): once one more PUT is
 // answered, PostgreSQL and Redis agree on the live round, every recorded
