@@ -120,10 +120,11 @@ func (s snap) lasts() []streamID {
 }
 
 // neverLiveSQL: rounds never marked opened, seeded long enough ago that
-// their seeding has ended (inventory's settleAfter is 5 s).
+// their seeding has ended (inventory's settleAfter is 5 s). One that sold
+// went live (its mark alone was lost).
 const neverLiveSQL = `
 SELECT sku, id, quantity, seeded_at FROM sale_rounds
-WHERE opened_at IS NULL AND seeded_at < now() - interval '1 minute' AND NOT id = ANY($1)
+WHERE opened_at IS NULL AND sold = 0 AND seeded_at < now() - interval '1 minute' AND NOT id = ANY($1)
 ORDER BY id`
 
 // neverLive lists the recorded rounds that never went live; live are the

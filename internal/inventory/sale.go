@@ -32,15 +32,16 @@ SELECT r.id, r.quantity, r.sold, r.per_user_limit, r.starts_at, r.ends_at,
        (SELECT coalesce(sum(i.quantity), 0) FROM order_items i
         JOIN order_transitions t ON t.order_id = i.order_id AND t.status = 'paid'
         WHERE i.round_id = r.id)
-FROM sale_rounds r WHERE r.sku = $1 AND ($2 = 0 OR r.id = $2)
+FROM sale_rounds r WHERE r.sku = $1 AND (r.id = $2 OR $2 = 0 AND r.opened_at IS NOT NULL)
 ORDER BY r.id DESC LIMIT 1`
 
 	productExistsSQL = `SELECT EXISTS (SELECT 1 FROM products WHERE sku = $1)`
 
 	// The SKU's newest round; settled: its seeding's deadlines have passed,
 	// so a seed of it still waiting in a stalled Redis can no longer apply.
+	// sold > 0: orders of it were persisted, so it went live.
 	latestRoundSQL = `
-SELECT id, quantity, per_user_limit, starts_at, ends_at, opened_at IS NOT NULL,
+SELECT id, quantity, per_user_limit, starts_at, ends_at, opened_at IS NOT NULL, sold > 0,
        now() - seeded_at > make_interval(secs => $2::float8)
 FROM sale_rounds WHERE sku = $1 ORDER BY id DESC LIMIT 1`
 
@@ -178,6 +179,12 @@ func (s *Sales) roundFor(ctx context.Context, q rowQuerier, sku string, seed See
 	case ok && live.Round > prev.id: // older data; the open is refused as stale
 		round, price, err = s.record(ctx, q, sku, seed)
 		return round, price, false, err
+	case prev.sold: // it went live, and Redis lost it since (or it expired)
+		if err := s.markOpened(ctx, q, prev.id); err != nil {
+			return 0, 0, false, fmt.Errorf("open sale round: %w: %w", errMarkOpened, err)
+		}
+		round, price, err = s.record(ctx, q, sku, seed)
+		return round, price, false, err
 	case !prev.settled:
 		return 0, 0, false, errSeedSettling
 	}
@@ -187,9 +194,9 @@ func (s *Sales) roundFor(ctx context.Context, q rowQuerier, sku string, seed See
 
 // recordedRound is a round row as roundFor weighs it.
 type recordedRound struct {
-	id              int64
-	seed            Seed
-	opened, settled bool
+	id                    int64
+	seed                  Seed
+	opened, sold, settled bool
 }
 
 // latest reads sku's newest round row; found is false when it has none.
@@ -198,7 +205,7 @@ func (s *Sales) latest(ctx context.Context, q rowQuerier, sku string) (r recorde
 	defer cancel()
 	var starts, ends *time.Time
 	err = q.QueryRow(ctx, latestRoundSQL, sku, settleAfter.Seconds()).Scan(&r.id, &r.seed.Quantity,
-		&r.seed.PerUserLimit, &starts, &ends, &r.opened, &r.settled)
+		&r.seed.PerUserLimit, &starts, &ends, &r.opened, &r.sold, &r.settled)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, false, nil
 	}
@@ -260,8 +267,8 @@ func (s *Sales) record(ctx context.Context, q rowQuerier, sku string, seed Seed)
 	return round, price, nil
 }
 
-// Report returns the state of sku's live round, or of its latest recorded
-// round when none is live (all zero when it never had one). Errors:
+// Report returns the state of sku's live round, or of its latest round
+// that went live when none is live (all zero when it never had one). Errors:
 // ErrProductNotFound, or a 503.
 func (s *Sales) Report(ctx context.Context, sku string) (StockReport, error) {
 	rctx, cancel := context.WithTimeout(ctx, redisTimeout)
