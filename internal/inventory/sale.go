@@ -53,7 +53,7 @@ UPDATE sale_rounds r SET quantity = $3, per_user_limit = $4, price_cents = p.pri
 FROM p WHERE r.id = $2 AND r.opened_at IS NULL
 RETURNING r.id, r.price_cents`
 
-	markOpenedSQL = `UPDATE sale_rounds SET opened_at = now() WHERE id = $1 AND opened_at IS NULL`
+	markOpenedSQL = `UPDATE sale_rounds SET opened_at = now() WHERE id = $1 AND opened_at IS NULL RETURNING 1`
 )
 
 // settleAfter is how long after a seeding its Redis step may still apply:
@@ -121,11 +121,11 @@ func (s *Sales) Open(ctx context.Context, sku string, seed Seed) (StockReport, e
 	}
 	defer unlock()
 	round, price, done, err := s.roundFor(ctx, conn, sku, seed)
-	if err != nil || done {
-		if done {
-			return s.Report(ctx, sku)
-		}
+	switch {
+	case err != nil:
 		return StockReport{}, err
+	case done:
+		return s.Report(ctx, sku)
 	}
 	if s.afterRecord != nil {
 		s.afterRecord()
@@ -157,38 +157,34 @@ func (s *Sales) Open(ctx context.Context, sku string, seed Seed) (StockReport, e
 // Errors: ErrProductNotFound, errSeedSettling, or a 503.
 func (s *Sales) roundFor(ctx context.Context, q rowQuerier, sku string, seed Seed) (round, price int64, done bool, err error) {
 	prev, found, err := s.latest(ctx, q, sku)
-	if err != nil || !found || prev.opened {
-		round, price, err = s.record(ctx, q, sku, seed)
-		return round, price, false, err
+	if err != nil {
+		return 0, 0, false, err
 	}
-	rctx, cancel := context.WithTimeout(ctx, redisTimeout)
-	live, ok, err := s.stock.Live(rctx, sku)
-	cancel()
-	switch {
-	case err != nil:
-		return 0, 0, false, unavailable("live stock", err)
-	case ok && live.Round == prev.id: // it went live; only the mark is missing
-		if err := s.markOpened(ctx, q, prev.id); err != nil {
-			return 0, 0, false, fmt.Errorf("open sale round: %w: %w", errMarkOpened, err)
+	if found && !prev.opened {
+		rctx, cancel := context.WithTimeout(ctx, redisTimeout)
+		live, ok, err := s.stock.Live(rctx, sku)
+		cancel()
+		if err != nil {
+			return 0, 0, false, unavailable("live stock", err)
 		}
-		if prev.seed.same(seed) {
-			return 0, 0, true, nil
+		liveNow := ok && live.Round == prev.id
+		switch {
+		case liveNow || prev.sold: // it went live (sold: Redis lost it since); only the mark is missing
+			if err := s.markOpened(ctx, q, prev.id); err != nil {
+				return 0, 0, false, fmt.Errorf("open sale round: %w: %w", errMarkOpened, err)
+			}
+			if liveNow && prev.seed.same(seed) {
+				return 0, 0, true, nil
+			}
+		case ok && live.Round > prev.id: // older data: the open below is refused as stale
+		case !prev.settled:
+			return 0, 0, false, errSeedSettling
+		default:
+			round, price, err = s.reuse(ctx, q, sku, prev.id, seed)
+			return round, price, false, err
 		}
-		round, price, err = s.record(ctx, q, sku, seed)
-		return round, price, false, err
-	case ok && live.Round > prev.id: // older data; the open is refused as stale
-		round, price, err = s.record(ctx, q, sku, seed)
-		return round, price, false, err
-	case prev.sold: // it went live, and Redis lost it since (or it expired)
-		if err := s.markOpened(ctx, q, prev.id); err != nil {
-			return 0, 0, false, fmt.Errorf("open sale round: %w: %w", errMarkOpened, err)
-		}
-		round, price, err = s.record(ctx, q, sku, seed)
-		return round, price, false, err
-	case !prev.settled:
-		return 0, 0, false, errSeedSettling
 	}
-	round, price, err = s.reuse(ctx, q, sku, prev.id, seed)
+	round, price, err = s.record(ctx, q, sku, seed)
 	return round, price, false, err
 }
 
@@ -236,7 +232,7 @@ func (s *Sales) markOpened(ctx context.Context, q rowQuerier, round int64) error
 	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
 	defer cancel()
 	var one int
-	err := q.QueryRow(ctx, markOpenedSQL+" RETURNING 1", round).Scan(&one)
+	err := q.QueryRow(ctx, markOpenedSQL, round).Scan(&one)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil // marked already
 	}
