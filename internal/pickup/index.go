@@ -18,6 +18,8 @@ import (
 )
 
 var (
+	//go:embed whole.lua
+	wholeLua string
 	//go:embed write.lua
 	writeLua string
 	//go:embed nearby.lua
@@ -25,9 +27,10 @@ var (
 	//go:embed swap.lua
 	swapLua string
 
-	writeScript  = redis.NewScript(writeLua)
-	nearbyScript = redis.NewScript(nearbyLua)
+	writeScript  = redis.NewScript(wholeLua + writeLua)
+	nearbyScript = redis.NewScript(wholeLua + nearbyLua)
 	swapScript   = redis.NewScript(swapLua)
+	wholeScript  = redis.NewScript(wholeLua + "return index_whole() and 1 or 0")
 )
 
 // errNotBuilt: the index is missing (a search must rebuild it first).
@@ -122,24 +125,10 @@ func haversineKm(lng1, lat1, lng2, lat2 float64) float64 {
 
 func rad(deg float64) float64 { return deg * math.Pi / 180 }
 
-// indexWhole reports whether the index is built and its geo set and info
-// hash still hold the number of stores it was built with: a lost key
-// (evicted, deleted by hand) makes it missing, to be rebuilt.
+// indexWhole reports whether the index is built whole (whole.lua).
 func (s *Service) indexWhole(ctx context.Context) (bool, error) {
-	keys := s.indexKeys()
-	var state *redis.SliceCmd
-	var geo, info *redis.IntCmd
-	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		state = p.HMGet(ctx, keys[2], "built", "stores")
-		geo, info = p.ZCard(ctx, keys[0]), p.HLen(ctx, keys[1])
-		return nil
-	})
-	if err != nil {
-		return false, err
-	}
-	v := state.Val()
-	n, err := strconv.ParseInt(fmt.Sprint(v[1]), 10, 64)
-	return v[0] != nil && err == nil && geo.Val() == n && info.Val() == n, nil
+	n, err := wholeScript.Run(ctx, s.rdb, s.indexKeys()).Int()
+	return n == 1, err
 }
 
 func parseHit(hit any) (Nearby, error) {

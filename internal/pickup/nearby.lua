@@ -4,14 +4,7 @@
 -- the whole circle from there (radius2); '' for none. Returns false when
 -- the index is not built whole, else {{id, distance, json}, ...} nearest
 -- first.
-local built = redis.call('HMGET', KEYS[3], 'built', 'stores')
-local stores = tonumber(built[2])
--- The three keys are one index: "built" with a geo set or info hash of
--- another size than recorded means one was lost, so rebuild it.
-if not built[1] or not stores or redis.call('ZCARD', KEYS[1]) ~= stores
-    or redis.call('HLEN', KEYS[2]) ~= stores then
-  return false
-end
+if not index_whole() then return false end
 local count = tonumber(ARGV[4])
 local hits = redis.call('GEOSEARCH', KEYS[1], 'FROMLONLAT', ARGV[1], ARGV[2],
   'BYRADIUS', ARGV[3], 'km', 'ASC', 'COUNT', count, 'WITHDIST')

@@ -5,10 +5,8 @@
 -- index is changed only when built whole, since a missing index is rebuilt
 -- whole from PostgreSQL. Returns 1 when the index was changed.
 redis.call('HINCRBY', KEYS[3], 'gen', 1)
-local built = redis.call('HMGET', KEYS[3], 'built', 'stores')
-local stores = tonumber(built[2])
-if not built[1] then return 0 end
-if not stores or redis.call('ZCARD', KEYS[1]) ~= stores or redis.call('HLEN', KEYS[2]) ~= stores then
+if redis.call('HEXISTS', KEYS[3], 'built') == 0 then return 0 end
+if not index_whole() then
   -- Part of the index was lost: mark it missing so the next search
   -- rebuilds it (this write is in PostgreSQL already).
   redis.call('HDEL', KEYS[3], 'built')
