@@ -187,7 +187,8 @@ func TestAuditOverHTTP(t *testing.T) {
 
 // A recorded round that never went live (its seeding failed a while ago)
 // is named, without failing the audit; a live round whose opened mark
-// alone is missing, and one being seeded now, are not.
+// alone is missing, one being seeded now, and one never marked that sold
+// (its mark lost, its sale state gone from Redis since) are not.
 func TestAuditNamesRoundsThatNeverWentLive(t *testing.T) {
 	t.Parallel()
 	s := newSale(t)
@@ -199,7 +200,9 @@ func TestAuditNamesRoundsThatNeverWentLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := s.DB.Pool.Exec(ctx, `INSERT INTO sale_rounds (sku, quantity, per_user_limit, price_cents) VALUES ('b', 9, 0, 100);
-		UPDATE sale_rounds SET opened_at = NULL WHERE sku = 'b' AND quantity = 5`); err != nil {
+		UPDATE sale_rounds SET opened_at = NULL WHERE sku = 'b' AND quantity = 5;
+		INSERT INTO sale_rounds (sku, quantity, per_user_limit, price_cents, sold, seeded_at)
+		VALUES ('gone', 30, 0, 100, 2, now() - interval '2 minutes')`); err != nil {
 		t.Fatal(err)
 	}
 	a := audit.New(s.DB.Pool, s.Redis.Client, s.Stock, s.Config.KeyPrefix, s.Log)
