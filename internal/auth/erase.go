@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 	"github.com/shop-oss/shop/internal/apperr"
+	"github.com/shop-oss/shop/internal/database"
 )
 
 // ErrUserNotFound: no user has the id, or it was erased already.
@@ -81,16 +82,7 @@ func (st *sessionStore) revokeUser(ctx context.Context, id string) error {
 		}
 		return iter.Err()
 	}
-	var err error
-	switch c := st.rdb.(type) {
-	case *redis.ClusterClient:
-		err = c.ForEachMaster(ctx, scan)
-	case *redis.Client:
-		err = scan(ctx, c)
-	default:
-		err = fmt.Errorf("sessions on a %T cannot be scanned", st.rdb)
-	}
-	if err != nil {
+	if err := database.OnEveryServer(ctx, st.rdb, scan); err != nil {
 		return st.failure("revoke the user's sessions", err)
 	}
 	return nil

@@ -70,7 +70,7 @@ func OpenRedis(ctx context.Context, url string, o RedisOptions) (*redis.Client, 
 //
 // On a Redis Cluster every master is checked: any of them may hold a SKU.
 func CheckNoEviction(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger) error {
-	return onEveryServer(ctx, rdb, func(ctx context.Context, node *redis.Client) error {
+	return OnEveryServer(ctx, rdb, func(ctx context.Context, node *redis.Client) error {
 		return checkNoEviction(ctx, node, log)
 	})
 }
@@ -112,7 +112,7 @@ func checkNoEviction(ctx context.Context, rdb *redis.Client, log *slog.Logger) e
 // (CONFIG refused, as CheckNoEviction already says) gets no second line.
 // On a Redis Cluster each master without AOF gets its line.
 func WarnWithoutAOF(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger) {
-	_ = onEveryServer(ctx, rdb, func(ctx context.Context, node *redis.Client) error {
+	_ = OnEveryServer(ctx, rdb, func(ctx context.Context, node *redis.Client) error {
 		warnWithoutAOF(ctx, node, log)
 		return nil
 	})
@@ -215,9 +215,9 @@ func (p pipelined) run(ctx context.Context, name, payload string, keys []string,
 	return cmd
 }
 
-// onEveryServer runs fn on the one server of a single-node client, or on
+// OnEveryServer runs fn on the one server of a single-node client, or on
 // every master of a cluster (concurrently; the first error is returned).
-func onEveryServer(ctx context.Context, rdb redis.UniversalClient, fn func(context.Context, *redis.Client) error) error {
+func OnEveryServer(ctx context.Context, rdb redis.UniversalClient, fn func(context.Context, *redis.Client) error) error {
 	switch c := rdb.(type) {
 	case *redis.Client:
 		return fn(ctx, c)
