@@ -117,9 +117,6 @@ func hex4(body []byte, at int) (rune, bool) {
 // decodeStream decodes the first JSON value of body into v and insists
 // that nothing follows it.
 func decodeStream(trimmed []byte, v any) error {
-	if err := checkUTF8(trimmed); err != nil {
-		return err
-	}
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	if err := dec.Decode(v); err != nil {
 		return decodeError(err)
