@@ -47,7 +47,7 @@ func (s *Service) indexPut(ctx context.Context, st Store) error {
 	if err != nil {
 		return err
 	}
-	return s.indexWrite(ctx, "put", st.ID, st.Lng, st.Lat, string(doc))
+	return s.indexWrite(ctx, "put", st.ID, geoLng(st.Lng), st.Lat, string(doc))
 }
 
 func (s *Service) indexDelete(ctx context.Context, id string) error {
@@ -67,7 +67,7 @@ func (s *Service) indexWrite(ctx context.Context, args ...any) error {
 func (s *Service) search(ctx context.Context, q Query) ([]Nearby, error) {
 	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
 	defer cancel()
-	args := []any{q.Lng, q.Lat, q.RadiusKm, q.Limit, "", "", ""}
+	args := []any{geoLng(q.Lng), q.Lat, q.RadiusKm, q.Limit, "", "", ""}
 	if lng, lat, r, ok := farSide(q); ok {
 		args[4], args[5], args[6] = lng, lat, r
 	}
@@ -114,6 +114,16 @@ func farSide(q Query) (lng, lat, radiusKm float64, ok bool) {
 	// that plus q's distance to the far centre of it; nearby.lua measures
 	// each hit from q again. The extra metre absorbs rounding.
 	return lng, q.Lat, q.RadiusKm + haversineKm(q.Lng, q.Lat, lng, q.Lat) + 0.001, true
+}
+
+// geoLng spells the antimeridian -180 in the geo set and in searches:
+// Redis files exactly 180 past the end of its geohash range, where only a
+// search from exactly 180 finds it (a store there was missed 1.1 km away).
+func geoLng(lng float64) float64 {
+	if lng == 180 {
+		return -180
+	}
+	return lng
 }
 
 // haversineKm is Redis's geohashGetDistance, in km.
@@ -201,7 +211,7 @@ func (s *Service) fill(ctx context.Context, copies []string, all []Store) error 
 		locs := make([]*redis.GeoLocation, len(chunk))
 		docs := make([]any, 0, 2*len(chunk))
 		for i, st := range chunk {
-			locs[i] = &redis.GeoLocation{Name: st.ID, Longitude: st.Lng, Latitude: st.Lat}
+			locs[i] = &redis.GeoLocation{Name: st.ID, Longitude: geoLng(st.Lng), Latitude: st.Lat}
 			doc, err := json.Marshal(st)
 			if err != nil {
 				return err

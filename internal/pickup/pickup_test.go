@@ -403,6 +403,54 @@ func TestNearbyAcrossTheAntimeridian(t *testing.T) {
 	}
 }
 
+// Longitude 180 and -180 are one meridian: a store put on it is found
+// from either side and from either spelling of it, also at the poles'
+// bounds. Redis files a member at exactly 180 outside its geohash range,
+// where only a search from exactly 180 finds it.
+func TestNearbyStoresOnTheAntimeridian(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	for _, st := range []Store{
+		{"plus", "Plus", "", 180, 10},
+		{"minus", "Minus", "", -180, -10},
+		{"north", "North", "", 180, MaxLat},
+		{"south", "South", "", -180, -MaxLat},
+	} {
+		f.put(t, st)
+	}
+	for _, tc := range []struct {
+		query string
+		want  []string
+	}{
+		{"lng=179.99&lat=10&radius_km=5", []string{"plus"}},
+		{"lng=-179.99&lat=10&radius_km=5", []string{"plus"}},
+		{"lng=180&lat=10&radius_km=5", []string{"plus"}},
+		{"lng=-180&lat=10&radius_km=5", []string{"plus"}},
+		{"lng=179.99&lat=-10&radius_km=5", []string{"minus"}},
+		{"lng=-179.99&lat=-10&radius_km=5", []string{"minus"}},
+		{"lng=180&lat=-10&radius_km=5", []string{"minus"}},
+		{"lng=179.9&lat=85.05112878&radius_km=5", []string{"north"}},
+		{"lng=-179.9&lat=85.05112878&radius_km=5", []string{"north"}},
+		{"lng=179.9&lat=-85.05112878&radius_km=5", []string{"south"}},
+		{"lng=-179.9&lat=-85.05112878&radius_km=5", []string{"south"}},
+	} {
+		got := f.nearby(t, tc.query)
+		if !slices.Equal(ids(got), tc.want) {
+			t.Errorf("%s: %v, want %v", tc.query, ids(got), tc.want)
+		}
+	}
+	// The index keeps the meridian's single spelling, also when rebuilt
+	// from PostgreSQL; the store keeps its own.
+	for _, when := range []string{"written", "rebuilt"} {
+		if when == "rebuilt" {
+			f.r.Client.Del(context.Background(), f.s.indexKeys()...)
+		}
+		if got := f.nearby(t, "lng=179.99&lat=10&radius_km=5"); len(got) != 1 || got[0].Store.Lng != 180 || math.Abs(got[0].DistanceKm-1.096) > 0.01 {
+			t.Errorf("%s: store at 180 from 179.99: %+v, want lng 180 at 1.096 km", when, got)
+		}
+	}
+}
+
 func TestFarSide(t *testing.T) {
 	for _, tc := range []struct {
 		q   Query
