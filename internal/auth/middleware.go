@@ -169,7 +169,7 @@ func (p *precheck) settleNow() error {
 // admitPending lets a request whose session check is deferred reach its
 // route as the token's subject: the check runs in the same script call as
 // the route's first write, which it refuses for a revoked session (the
-// companion's Admit), and the limiter replaces whatever the route
+// AdmitLua), and the limiter replaces whatever the route
 // answered before with 401 (Verdict). Only RequireUser admits so: the
 // route may use the user's id, which the session must then match, but
 // nothing else of the session (role, email, name) before Place.
@@ -204,7 +204,7 @@ func (s *Service) LimiterCompanion() *ratelimit.Companion {
 			}
 			keys, args := s.sessions.checkArgs(claims.SessionID, claims.ID)
 			c.Locals(precheckKey{}, &precheck{sid: claims.SessionID, jti: claims.ID})
-			// The subject, for Admit; check.lua reads only its first two.
+			// The subject, for AdmitLua; check.lua reads only its first two.
 			return keys, append(args, claims.Subject), true
 		},
 		Done: func(c *fiber.Ctx, reply any) {
@@ -212,10 +212,6 @@ func (s *Service) LimiterCompanion() *ratelimit.Companion {
 				p.reply, p.done = reply, true
 			}
 		},
-		// A deferred check's follower (the purchase's reservation) runs
-		// only for a live session of the token's subject: exactly when
-		// authenticate, given the same reply, admits the request.
-		Admit: admitLua,
 		Deferred: func(c *fiber.Ctx, settle func() error) {
 			if p, ok := c.Locals(precheckKey{}).(*precheck); ok {
 				p.settle = settle
@@ -232,8 +228,16 @@ func (s *Service) LimiterCompanion() *ratelimit.Companion {
 	}
 }
 
-// admitLua admits a request when check.lua found the session live
-// ({uid, role, email, name}) and its uid is the token's subject (ARGV[3]
-// as Prepare passes it): sessionUser then reads the reply and
-// authenticate finds the subject matching, so Verdict says nil.
+// SessionCheckLua is the session check the limiter's companion runs
+// (check.lua). Its KEYS and ARGV are those Prepare gives, and ARGV[3] is
+// the token's subject.
+func SessionCheckLua() string { return checkLua }
+
+// AdmitLua is the body of a Lua function of (reply, KEYS, ARGV), the
+// session check's reply, keys and arguments: it is true for a live session
+// ({uid, role, email, name}) of the token's subject (ARGV[3]), exactly
+// when Verdict, given the same reply, says nil. A deferred request's own
+// step (the purchase's reservation) runs only then.
+func AdmitLua() string { return admitLua }
+
 const admitLua = `return type(reply) == 'table' and ARGV[3] ~= nil and ARGV[3] ~= '' and reply[1] == ARGV[3]`

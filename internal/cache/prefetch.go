@@ -9,7 +9,7 @@ import (
 // Prefetched reads: the Redis read of Get run by the caller, inside a script
 // call of its own that does other work in the same round trip (the shop's
 // product read runs it with the rate limiter's window and the live stock:
-// internal/shop/onetrip.go).
+// internal/onetrip).
 // More in docs/design/cache.md ("prefetch.go").
 
 //go:embed read.lua

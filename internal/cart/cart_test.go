@@ -193,7 +193,7 @@ func TestDeletedProduct(t *testing.T) {
 		!reflect.DeepEqual(c.UnavailableSKUs, []string{"gone"}) {
 		t.Fatalf("cart = %+v %v, want keep only and gone reported", c, err)
 	}
-	_, err = f.svc.Checkout(ctx, u, "")
+	_, err = f.svc.Checkout(ctx, u, "", nil)
 	e := wantCode(t, err, apperr.CodeSaleNotActive)
 	if !reflect.DeepEqual(e.Extra["skus"], []string{"gone"}) || f.available(t, "keep") != 10 || len(f.hash(t, u)) != 2 {
 		t.Fatalf("checkout with a deleted product: %v; cart %v", e.Extra, f.hash(t, u))
@@ -201,7 +201,7 @@ func TestDeletedProduct(t *testing.T) {
 	if _, err := f.svc.Set(ctx, u, "gone", 0); err != nil {
 		t.Fatalf("removing a deleted product's line: %v", err)
 	}
-	if _, err := f.svc.Checkout(ctx, u, ""); err != nil {
+	if _, err := f.svc.Checkout(ctx, u, "", nil); err != nil {
 		t.Fatalf("checkout after removing it: %v", err)
 	}
 }

@@ -17,30 +17,32 @@ const checkoutAttempts = 3
 // or nothing, emptying the cart in the same atomic step (see the package
 // doc). With an Idempotency-Key (idemKey != "") a repeat returns the first
 // answer, Replayed, and buys nothing more, also once the first emptied the
-// cart.
+// cart. checks are the request's checks deferred to its reservation
+// (order.ChecksOf; nil: none): they run first, in the same call.
 //
-// Errors: ErrCartEmpty; order.ErrOutOfStock, ErrLimitExceeded or
-// ErrSaleNotActive naming the SKUs (the cart is left as it was); ErrCartBusy
-// when the cart changed under every attempt; or a 503.
-func (s *Service) Checkout(ctx context.Context, user, idemKey string) (order.Placed, error) {
-	p, err := s.checkout(ctx, user, idemKey)
+// Errors: the checks' refusal; ErrCartEmpty; order.ErrOutOfStock,
+// ErrLimitExceeded or ErrSaleNotActive naming the SKUs (the cart is left
+// as it was); ErrCartBusy when the cart changed under every attempt; or a
+// 503.
+func (s *Service) Checkout(ctx context.Context, user, idemKey string, checks order.Checks) (order.Placed, error) {
+	p, err := s.checkout(ctx, user, idemKey, checks)
 	s.metrics.checkout(p, err)
 	return p, err
 }
 
-func (s *Service) checkout(ctx context.Context, user, idemKey string) (order.Placed, error) {
+func (s *Service) checkout(ctx context.Context, user, idemKey string, checks order.Checks) (order.Placed, error) {
 	for range checkoutAttempts {
 		lines, err := s.lines(ctx, user)
 		if err != nil {
 			return order.Placed{}, err
 		}
 		if len(lines) == 0 {
-			return s.checkoutEmpty(ctx, user, idemKey)
+			return s.checkoutEmpty(ctx, user, idemKey, checks)
 		}
 		if s.beforePlace != nil {
 			s.beforePlace()
 		}
-		p, err := s.orders.Place(ctx, user, lines, order.PlaceOptions{IdemKey: idemKey, CartKey: s.key(user)})
+		p, err := s.orders.Place(ctx, user, lines, order.PlaceOptions{IdemKey: idemKey, CartKey: s.key(user), Checks: checks})
 		if !errors.Is(err, order.ErrCartChanged) {
 			return p, wrap("checkout", err)
 		}
@@ -51,11 +53,11 @@ func (s *Service) checkout(ctx context.Context, user, idemKey string) (order.Pla
 // checkoutEmpty answers a checkout of an empty cart: the first answer when
 // an earlier checkout with the same Idempotency-Key (which emptied it) was
 // accepted, else ErrCartEmpty.
-func (s *Service) checkoutEmpty(ctx context.Context, user, idemKey string) (order.Placed, error) {
+func (s *Service) checkoutEmpty(ctx context.Context, user, idemKey string, checks order.Checks) (order.Placed, error) {
 	if idemKey == "" {
 		return order.Placed{}, ErrCartEmpty
 	}
-	p, ok, err := s.orders.Replay(ctx, user, idemKey)
+	p, ok, err := s.orders.Replay(ctx, user, idemKey, checks)
 	switch {
 	case err != nil:
 		return order.Placed{}, fmt.Errorf("checkout: %w", err)

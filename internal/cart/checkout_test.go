@@ -43,7 +43,7 @@ func TestCheckoutAllOrNothing(t *testing.T) {
 				f.add(t, u, sku, n)
 			}
 			before := f.hash(t, u)
-			_, err := f.svc.Checkout(ctx, u, "")
+			_, err := f.svc.Checkout(ctx, u, "", nil)
 			e := wantCode(t, err, tc.code)
 			if !reflect.DeepEqual(e.Extra["skus"], tc.skus) {
 				t.Errorf("skus = %v, want %v", e.Extra["skus"], tc.skus)
@@ -72,7 +72,7 @@ func TestCheckoutToConfirmedOrder(t *testing.T) {
 	u := f.user(t)
 	f.add(t, u, "tea", 3)
 	f.add(t, u, "mug", 2)
-	p, err := f.svc.Checkout(ctx, u, "")
+	p, err := f.svc.Checkout(ctx, u, "", nil)
 	if err != nil || p.Status != order.StatusPending || p.Replayed {
 		t.Fatalf("checkout = %+v %v", p, err)
 	}
@@ -90,7 +90,7 @@ func TestCheckoutToConfirmedOrder(t *testing.T) {
 	if soldMugs != 2 || soldTeas != 3 || f.available(t, "mug") != 8 || f.available(t, "tea") != 7 {
 		t.Fatalf("sold %d mugs, %d teas; available %d, %d", soldMugs, soldTeas, f.available(t, "mug"), f.available(t, "tea"))
 	}
-	_, err = f.svc.Checkout(ctx, u, "")
+	_, err = f.svc.Checkout(ctx, u, "", nil)
 	wantCode(t, err, apperr.CodeCartEmpty)
 }
 
@@ -103,16 +103,16 @@ func TestCheckoutIdempotencyKey(t *testing.T) {
 	f.sale(t, "p", 100, 10, 0)
 	u := f.user(t)
 	f.add(t, u, "p", 2)
-	first, err := f.svc.Checkout(ctx, u, "pay-1")
+	first, err := f.svc.Checkout(ctx, u, "pay-1", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := f.svc.Checkout(ctx, u, "pay-1")
+	again, err := f.svc.Checkout(ctx, u, "pay-1", nil)
 	if err != nil || again.OrderID != first.OrderID || !again.Replayed {
 		t.Fatalf("repeat on an empty cart = %+v %v, want order %s", again, err, first.OrderID)
 	}
 	f.add(t, u, "p", 1)
-	if again, err = f.svc.Checkout(ctx, u, "pay-1"); err != nil || again.OrderID != first.OrderID {
+	if again, err = f.svc.Checkout(ctx, u, "pay-1", nil); err != nil || again.OrderID != first.OrderID {
 		t.Fatalf("repeat on a refilled cart = %+v %v, want order %s", again, err, first.OrderID)
 	}
 	if f.available(t, "p") != 8 || len(f.hash(t, u)) != 1 || f.streamLen(t) != 1 {
@@ -121,7 +121,7 @@ func TestCheckoutIdempotencyKey(t *testing.T) {
 	if err := f.svc.Clear(ctx, u); err != nil {
 		t.Fatal(err)
 	}
-	_, err = f.svc.Checkout(ctx, u, "pay-2")
+	_, err = f.svc.Checkout(ctx, u, "pay-2", nil)
 	wantCode(t, err, apperr.CodeCartEmpty)
 	if f.metric(t, "shop_checkouts_total", "outcome", "replayed") != 2 || f.metric(t, "shop_checkouts_total", "outcome", "accepted") != 1 {
 		t.Error("checkouts not counted by outcome")
@@ -144,14 +144,14 @@ func TestCheckoutRereadsAChangedCart(t *testing.T) {
 			f.add(t, u, "p", 1)
 		}
 	}
-	if _, err := f.svc.Checkout(ctx, u, ""); err != nil || calls != 2 || f.available(t, "p") != 98 {
+	if _, err := f.svc.Checkout(ctx, u, "", nil); err != nil || calls != 2 || f.available(t, "p") != 98 {
 		t.Fatalf("checkout = %v after %d attempts, available %d; want 2 units bought on the 2nd", err, calls, f.available(t, "p"))
 	}
 
 	f.add(t, u, "p", 1)
 	calls = 0
 	f.svc.beforePlace = func() { calls++; f.add(t, u, "p", 1) }
-	_, err := f.svc.Checkout(ctx, u, "")
+	_, err := f.svc.Checkout(ctx, u, "", nil)
 	if !errors.Is(err, ErrCartBusy) || calls != checkoutAttempts {
 		t.Fatalf("err = %v after %d attempts, want ErrCartBusy after %d", err, calls, checkoutAttempts)
 	}

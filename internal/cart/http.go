@@ -144,7 +144,7 @@ func (h handler) checkoutCart(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	placed, err := h.svc.Checkout(c.UserContext(), auth.MustUser(c).ID, key)
+	placed, err := h.svc.Checkout(c.UserContext(), auth.MustUser(c).ID, key, order.ChecksOf(c))
 	if err != nil {
 		return err
 	}

@@ -62,7 +62,7 @@ func TestConcurrentCheckoutsNeverOversell(t *testing.T) {
 		users[i] = f.user(t)
 		f.add(t, users[i], "scarce", 1)
 		f.add(t, users[i], "common", 2)
-		attempts[i] = func() error { _, err := f.svc.Checkout(ctx, users[i], ""); return err }
+		attempts[i] = func() error { _, err := f.svc.Checkout(ctx, users[i], "", nil); return err }
 	}
 	o := race(attempts)
 	if o.other != nil || o.accepted.Load() != scarce || o.soldOut.Load() != shoppers-scarce {
@@ -108,7 +108,7 @@ func TestCheckoutRacesBuyNow(t *testing.T) {
 		f.add(t, u, "side", 1)
 		f.add(t, u, "hot", 1)
 		attempts = append(attempts, func() error {
-			_, err := f.svc.Checkout(ctx, u, "")
+			_, err := f.svc.Checkout(ctx, u, "", nil)
 			if err == nil {
 				checkoutsWon.Add(1)
 			}

@@ -30,7 +30,7 @@ func TestLargestCheckoutTotalIsExact(t *testing.T) {
 	if c, err := f.svc.Get(ctx, u); err != nil || c.TotalCents != want {
 		t.Fatalf("cart total = %d (%v), want %d", c.TotalCents, err, want)
 	}
-	placed, err := f.svc.Checkout(ctx, u, "")
+	placed, err := f.svc.Checkout(ctx, u, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

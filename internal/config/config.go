@@ -76,7 +76,7 @@ type Config struct {
 	// reservation in one script call on a single Redis with the limiter on,
 	// and an anonymous product read's window, cached document and live
 	// stock too when they are in that Redis (no cache Redis of its own,
-	// near cache off) (internal/shop/onetrip.go; a cluster or the limiter
+	// near cache off) (internal/onetrip; a cluster or the limiter
 	// off keeps the separate steps). Off: two calls, and three for a
 	// product read, as before (for A/B measurement).
 	RedisOneTrip bool `env:"SHOP_REDIS_ONE_TRIP" envDefault:"true"`

@@ -15,10 +15,16 @@ import (
 // (also for a sku that is not well-formed) or a 503 error when PostgreSQL
 // is unreachable and the product is not cached.
 func (s *Catalog) Get(ctx context.Context, sku string) (Product, error) {
+	return s.GetWith(ctx, sku, nil)
+}
+
+// GetWith is Get for a request whose checks wait to run with its read
+// (ReadChecksOf; nil: none). Errors: Get's, or the checks' refusal.
+func (s *Catalog) GetWith(ctx context.Context, sku string, checks ReadChecks) (Product, error) {
 	if !ValidSKU(sku) {
 		return Product{}, fmt.Errorf("get product %q: %w", sku, ErrProductNotFound)
 	}
-	if p, ok, err := s.getGated(ctx, sku); ok {
+	if p, ok, err := s.getChecked(ctx, sku, checks); ok {
 		return p, err
 	}
 	// A record holds no slice or map: near hits may share one.

@@ -37,7 +37,7 @@ type handler struct {
 }
 
 func (h handler) get(c *fiber.Ctx) error {
-	p, err := h.catalog.Get(c.UserContext(), param(c, "sku"))
+	p, err := h.catalog.GetWith(c.UserContext(), param(c, "sku"), ReadChecksOf(c))
 	if err != nil {
 		return err
 	}

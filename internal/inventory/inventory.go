@@ -5,7 +5,6 @@
 package inventory
 
 import (
-	"context"
 	"log/slog"
 	"time"
 
@@ -71,9 +70,7 @@ type Catalog struct {
 	stock *Stock
 	cache *cache.Cache
 	view  *StockView // nil: available is read from Redis every time
-	// gate is the request's ReadGate (oneread.go); nil: none.
-	gate func(context.Context) ReadGate
-	log  *slog.Logger
+	log   *slog.Logger
 }
 
 // CatalogOption changes how NewCatalog builds the catalog.

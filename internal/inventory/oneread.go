@@ -6,29 +6,35 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/gofiber/fiber/v2"
+
 	"github.com/shop-oss/shop/internal/cache"
+	"github.com/shop-oss/shop/internal/ratelimit"
 )
 
-// A product read in one script call (issue 16; the composition and its
-// reasons are in internal/shop/onetrip.go).
-// More in docs/design/inventory.md ("oneread.go").
+// OneTripRead names the limiter's deferral whose script runs a product
+// read's check and then the read (internal/onetrip's ProductRead).
+const OneTripRead = "product-read"
 
-// ReadGate runs the checks a product read must pass and, when they pass,
-// ProductReadLua, in one script call.
-type ReadGate interface {
-	// Read runs the checks and then ProductReadLua with keys and args.
-	// ran is false when it could not (its checks had run already, or
-	// Redis did not answer: the gate reports that failure itself): the
-	// catalog then reads on its own. When it ran, err is the checks'
-	// refusal, which answers the request (nothing was read), or reply is
-	// the script's.
-	Read(ctx context.Context, keys []string, args []any) (reply any, ran bool, err error)
+// ReadChecks are a product read's rate-limit window, waiting to run in the
+// same script call as the read (a *ratelimit.Deferred).
+type ReadChecks interface {
+	// Run runs the window and, when it allows the read, ProductReadLua
+	// with keys and args. ran is false when the window has run already.
+	// err is the window's refusal (Refusal) or a Redis error, which the
+	// limiter has counted and logged.
+	Run(ctx context.Context, keys []string, args []any) (reply any, ran bool, err error)
+	// Refusal is what the window refused the read with, or nil.
+	Refusal() error
 }
 
-// WithReadGate makes Get ask gate for each read's ReadGate (nil: none,
-// the read makes its own round trips), given the request's context.
-func WithReadGate(gate func(context.Context) ReadGate) CatalogOption {
-	return func(s *Catalog) { s.gate = gate }
+// ReadChecksOf returns c's checks when the limiter deferred them to its
+// product read, or nil when they ran up front.
+func ReadChecksOf(c *fiber.Ctx) ReadChecks {
+	if d := ratelimit.DeferredOf(c, OneTripRead); d != nil {
+		return d
+	}
+	return nil
 }
 
 // productReadLua runs the cache's read of a product (KEYS 1..ARGV[1], no
@@ -45,25 +51,22 @@ for i = 1, n do dk[i] = KEYS[i] end
 return {document(dk, {}), redis.call('HGET', KEYS[n + 1], 'available')}
 `
 
-// ProductReadLua is the product read's script, for a ReadGate to run it
-// inside its own script call. It reads keys only: its KEYS and ARGV are
-// those Get passes the gate.
+// ProductReadLua is the product read's script, for internal/onetrip to
+// run after the checks. It reads keys only: its KEYS and ARGV are those
+// getChecked passes.
 func ProductReadLua() string { return fmt.Sprintf(productReadLua, cache.ReadLua()) }
 
-// getGated is Get through the request's ReadGate; ok is false when there
-// is none or it did not run, and the caller reads as usual.
-func (s *Catalog) getGated(ctx context.Context, sku string) (p Product, ok bool, err error) {
-	if s.gate == nil {
-		return Product{}, false, nil
-	}
-	g := s.gate(ctx)
-	if g == nil {
+// getChecked is Get with its checks in the same call; ok is false when
+// there are none, or they ran already, or Redis did not answer (the
+// limiter lets a read through then): the caller reads on its own.
+func (s *Catalog) getChecked(ctx context.Context, sku string, checks ReadChecks) (p Product, ok bool, err error) {
+	if checks == nil {
 		return Product{}, false, nil
 	}
 	pre := s.cache.Prefetch(productKey(sku), nil)
 	keys := append(pre.Keys(), s.stock.SaleKey(sku))
-	reply, ran, err := g.Read(ctx, keys, []any{len(keys) - 1})
-	if !ran {
+	reply, ran, err := checks.Run(ctx, keys, []any{len(keys) - 1})
+	if !ran || (err != nil && checks.Refusal() == nil) {
 		return Product{}, false, nil
 	}
 	if err != nil {

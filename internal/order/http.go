@@ -53,7 +53,8 @@ func (h handler) purchase(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	placed, err := h.svc.Place(c.UserContext(), user.ID, []Line{{SKU: sku, Quantity: int(qty)}}, PlaceOptions{IdemKey: key})
+	placed, err := h.svc.Place(c.UserContext(), user.ID, []Line{{SKU: sku, Quantity: int(qty)}},
+		PlaceOptions{IdemKey: key, Checks: ChecksOf(c)})
 	if err != nil {
 		return err
 	}

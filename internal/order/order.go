@@ -79,9 +79,8 @@ type Service struct {
 	rdb redis.UniversalClient
 	// reserveRdb runs the reserve script: rdb, or its auto-pipeliner.
 	reserveRdb redis.Scripter
-	// gate, when set, may run a request's reservation with its first
-	// checks (WithGate, gate.go).
-	gate    func(context.Context) Gate
+	// placer places orders: one script, or a saga on a cluster (placer.go).
+	placer  placer
 	stock   *inventory.Stock
 	exists  ProductExists
 	keys    keys
@@ -156,6 +155,7 @@ func New(db *pgxpool.Pool, rdb redis.UniversalClient, stock *inventory.Stock, ex
 		keys: keys{prefix, stock.Partitions()}, log: log, metrics: newPlaceMetrics(reg),
 		life: &lifecycle{log: log, rdb: rdb, stock: stock, keys: keys{prefix, stock.Partitions()}},
 	}
+	s.placer = placerFor(s)
 	for _, o := range opts {
 		o(s)
 	}

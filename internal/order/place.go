@@ -1,7 +1,6 @@
 package order
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -36,6 +35,9 @@ type PlaceOptions struct {
 	// cart package's): it must still hold exactly the lines (else
 	// ErrCartChanged) and is emptied in the same atomic step.
 	CartKey string
+	// Checks, when set, are the request's checks deferred to run with its
+	// reservation (ChecksOf); nil: they ran up front.
+	Checks Checks
 }
 
 // Place reserves every line for user and enqueues the order, all or nothing.
@@ -51,15 +53,9 @@ func (s *Service) Place(ctx context.Context, user string, lines []Line, o PlaceO
 	rctx, cancel := context.WithTimeout(ctx, placeTimeout)
 	defer cancel()
 	start := time.Now()
-	var res reservation
-	var err error
-	if s.keys.parts.Grouped() {
-		res, err = s.placeSaga(rctx, user, lines, o)
-	} else {
-		res, err = s.placeOne(rctx, user, lines, o)
-	}
+	res, err := s.placer.place(rctx, user, lines, o)
 	s.metrics.script.Observe(time.Since(start).Seconds())
-	if answer, ok := gateRefusal(err); ok {
+	if answer := checksRefusal(o.Checks, err); answer != nil {
 		return Placed{}, answer
 	}
 	if err != nil {
@@ -77,7 +73,7 @@ func (s *Service) placeOne(ctx context.Context, user string, lines []Line, o Pla
 	if err != nil {
 		return reservation{}, err
 	}
-	e := enqueue{orderID: id, userID: user, cartKey: o.CartKey}
+	e := enqueue{orderID: id, userID: user, cartKey: o.CartKey, checks: o.Checks}
 	if o.IdemKey != "" {
 		e.idemKey = s.keys.idem(user, o.IdemKey)
 		e.fingerprint = fingerprint(lines, o.CartKey != "")
@@ -144,17 +140,18 @@ func isAPIError(err error) bool {
 // Replay returns the answer an earlier checkout by user with the
 // Idempotency-Key key gave, while its record lasts (idemTTL); ok is false
 // when there was none. A checkout asks it when the cart is empty: the
-// first checkout with the key may be what emptied it.
+// first checkout with the key may be what emptied it. Deferred checks
+// (nil: none) run first: their refusal comes before a replay.
 //
-// Errors: ErrIdempotencyKeyReused when the key was used for another
-// request (a buy-now); a 503 when Redis does not answer, or (on a
-// cluster) while the repair decides the key's order (errDeciding).
-func (s *Service) Replay(ctx context.Context, user, key string) (p Placed, ok bool, err error) {
-	// A request whose checks wait for its reservation (Gate) runs them
-	// first: the limiter's refusal and the session's come before a replay.
-	if err := s.settleGate(ctx); err != nil {
-		answer, _ := gateRefusal(err)
-		return Placed{}, false, cmp.Or(answer, err)
+// Errors: the checks' refusal; ErrIdempotencyKeyReused when the key was
+// used for another request (a buy-now); a 503 when Redis does not answer,
+// or (on a cluster) while the repair decides the key's order
+// (errDeciding).
+func (s *Service) Replay(ctx context.Context, user, key string, checks Checks) (p Placed, ok bool, err error) {
+	if checks != nil {
+		if err := checks.Settle(); err != nil {
+			return Placed{}, false, err
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, placeTimeout)
 	defer cancel()
@@ -169,16 +166,11 @@ func (s *Service) Replay(ctx context.Context, user, key string) (p Placed, ok bo
 	if found && fp != checkoutFingerprint {
 		return Placed{}, false, ErrIdempotencyKeyReused
 	}
-	if s.keys.parts.Grouped() {
-		// On a cluster the record is claimed before the order exists: it
-		// answers only for an order that does (not refused, not aborted).
-		_, ok, err := s.liveStatus(ctx, id)
-		if err != nil {
-			return Placed{}, false, s.unavailable("replay idempotency key", err)
-		}
-		if !ok {
-			return Placed{}, false, nil
-		}
+	switch ok, err := s.placer.exists(ctx, id); {
+	case err != nil:
+		return Placed{}, false, s.unavailable("replay idempotency key", err)
+	case !ok:
+		return Placed{}, false, nil
 	}
 	return Placed{OrderID: id, Status: StatusPending, Replayed: true}, true, nil
 }

@@ -27,10 +27,10 @@ func TestReplay(t *testing.T) {
 	if _, err := f.svc.Place(ctx, ann, []Line{{SKU: "r-1", Quantity: 1}}, PlaceOptions{IdemKey: "k-buy"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := f.svc.Replay(ctx, ann, "k-buy"); !errors.Is(err, ErrIdempotencyKeyReused) {
+	if _, _, err := f.svc.Replay(ctx, ann, "k-buy", nil); !errors.Is(err, ErrIdempotencyKeyReused) {
 		t.Fatalf("replay of a buy-now's key as a checkout: %v, want idempotency_key_reused", err)
 	}
-	got, ok, err := f.svc.Replay(ctx, ann, "k-1")
+	got, ok, err := f.svc.Replay(ctx, ann, "k-1", nil)
 	if err != nil || !ok || got.OrderID != first.OrderID || got.Status != StatusPending || !got.Replayed {
 		t.Fatalf("replay of a used key = %+v %v %v, want order %s", got, ok, err, first.OrderID)
 	}
@@ -38,7 +38,7 @@ func TestReplay(t *testing.T) {
 		{"unused_key", ann, "k-2"},
 		{"another_users_key", bob, "k-1"},
 	} {
-		if got, ok, err := f.svc.Replay(ctx, tc.user, tc.key); err != nil || ok {
+		if got, ok, err := f.svc.Replay(ctx, tc.user, tc.key, nil); err != nil || ok {
 			t.Errorf("%s: replay = %+v %v %v, want none", tc.name, got, ok, err)
 		}
 	}
@@ -50,7 +50,7 @@ func TestReplayRedisDown(t *testing.T) {
 	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { _ = dead.Close() })
 	f.svc.rdb = dead
-	_, _, err := f.svc.Replay(context.Background(), f.user(t), "k")
+	_, _, err := f.svc.Replay(context.Background(), f.user(t), "k", nil)
 	var e *apperr.Error
 	if !errors.As(err, &e) || e.Code != apperr.CodeUnavailable {
 		t.Fatalf("err = %v, want 503 unavailable", err)

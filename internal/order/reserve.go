@@ -89,6 +89,7 @@ type enqueue struct {
 	idemKey         string // the idempotency record; "" for none
 	fingerprint     string // of the request, kept with idemKey
 	cartKey         string // for a checkout, the buyer's cart; "" for a buy-now
+	checks          Checks // deferred to run first in the same call; nil: none
 }
 
 // reservation is what the script did.
@@ -138,7 +139,7 @@ func (s *Service) reserve(ctx context.Context, e enqueue, lines []Line) (reserva
 		args = append(args, l.SKU, l.Quantity, s.changesChannel(l.SKU))
 	}
 	args = append(args, reserveDeadline(ctx))
-	reply, err := s.runReserve(ctx, keys, args)
+	reply, err := s.runReserve(ctx, e.checks, keys, args)
 	if err != nil {
 		return reservation{}, fmt.Errorf("reserve order %s: %w", e.orderID, err)
 	}

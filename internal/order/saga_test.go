@@ -365,7 +365,7 @@ func TestIdempotencyKeyOnACluster(t *testing.T) {
 	if err != nil || !c2.Replayed || c2.OrderID != c1.OrderID {
 		t.Fatalf("repeated checkout: %+v %v, want %s replayed", c2, err, c1.OrderID)
 	}
-	if r, ok, err := f.svc.Replay(ctx, u, "k2"); err != nil || !ok || r.OrderID != c1.OrderID {
+	if r, ok, err := f.svc.Replay(ctx, u, "k2", nil); err != nil || !ok || r.OrderID != c1.OrderID {
 		t.Fatalf("replay k2: %+v %v %v", r, ok, err)
 	}
 
@@ -376,7 +376,7 @@ func TestIdempotencyKeyOnACluster(t *testing.T) {
 	if _, err := f.svc.Place(ctx, u, big, PlaceOptions{IdemKey: "k3", CartKey: f.cart(t, u, big...)}); !errors.Is(err, ErrOutOfStock) {
 		t.Fatalf("big checkout: %v", err)
 	}
-	if _, ok, err := f.svc.Replay(ctx, u, "k3"); ok || err != nil {
+	if _, ok, err := f.svc.Replay(ctx, u, "k3", nil); ok || err != nil {
 		t.Fatalf("replay of a refused checkout: %v %v", ok, err)
 	}
 	f.rdb.Del(ctx, cart)

@@ -31,13 +31,9 @@ type Companion struct {
 	Done func(c *fiber.Ctx, reply any)
 
 	// The rest serves deferred checks (Options.Defer, deferred.go); a
-	// companion without them is never deferred.
-
-	// Admit is the body of a Lua function of (reply, KEYS, ARGV), the
-	// companion's reply and its own keys and arguments: a deferred
-	// request's follower runs only when it returns true. It must agree
-	// with Verdict: Admit true means Verdict nil.
-	Admit string
+	// companion without them is never deferred. A Deferral's script runs
+	// the route's step only when the companion admits the request, which
+	// must agree with Verdict.
 	// Deferred tells the companion's owner that c's check waits for its
 	// route; settle runs it now (window and companion alone) and returns
 	// the answer that replaces the route's (429, 503, Verdict's), or nil.
@@ -50,7 +46,7 @@ type Companion struct {
 
 // defers says whether the companion can serve a deferred check.
 func (c *Companion) defers() bool {
-	return c != nil && c.Admit != "" && c.Deferred != nil && c.Verdict != nil
+	return c != nil && c.Deferred != nil && c.Verdict != nil
 }
 
 // composedLua wraps the window and the companion in local functions that

@@ -3,7 +3,6 @@ package ratelimit
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/redis/go-redis/v9"
@@ -13,70 +12,22 @@ import (
 // step (a write, or a read) in one script call.
 // More in docs/design/ratelimit.md ("deferred.go").
 
-// followedLua runs the window, the companion, the companion's admission and
-// the follower, each a local function taking KEYS and ARGV as parameters
-// (shadowing the globals). It answers the window's triple when it refuses;
-// {1, remaining, 0, companion reply} when the companion does not admit; {1,
-// remaining, 0, companion reply (false when none), follower reply} when the
-// follower ran; an error reply of the companion or the follower as it is.
-// More in docs/design/ratelimit.md ("deferred.go").
-const followedLua = `#!lua
-local function window(KEYS, ARGV)
-%s
-end
-local function companion(KEYS, ARGV)
-%s
-end
-local function admits(reply, KEYS, ARGV)
-%s
-end
-local function follower(KEYS, ARGV)
-%s
-end
-local r = window({KEYS[1]}, {ARGV[1], ARGV[2], ARGV[3]})
-if r.err or r[1] ~= 1 then
-  return r
-end
-local nk, na = tonumber(ARGV[4]), tonumber(ARGV[5])
-local c = false
-local k, a = 2, 6
-if nk >= 0 then
-  local ck, ca = {}, {}
-  for i = 1, nk do ck[i] = KEYS[k]; k = k + 1 end
-  for i = 1, na do ca[i] = ARGV[a]; a = a + 1 end
-  c = companion(ck, ca)
-  if type(c) == 'table' and c.err then
-    return c
-  end
-  local ok = admits(c, ck, ca)
-  if c == nil then
-    c = false
-  end
-  if not ok then
-    return {r[1], r[2], r[3], c}
-  end
-end
-local fk, fa = {}, {}
-for i = k, #KEYS do fk[#fk + 1] = KEYS[i] end
-for i = a, #ARGV do fa[#fa + 1] = ARGV[i] end
-local f = follower(fk, fa)
-if type(f) == 'table' and f.err then
-  return f
-end
-return {r[1], r[2], r[3], c, f}
-`
-
 // Deferral is one kind of deferred request: those Match accepts, whose
-// route runs Follower after the check (Deferred.Run). A leading shebang
-// line of Follower is dropped: the combined script carries its own.
-// Name tells the route's code which follower the request's check carries
-// (DeferredFrom), so that code reached by another deferred route (a
-// purchase that reads the catalog) never runs its script in that
-// route's check.
+// route runs Script, the check and its own first step in one call
+// (Deferred.Run). Name tells the route which script the request's check
+// carries (DeferredOf).
+//
+// Script keeps this contract. KEYS: the window's key, the companion's
+// keys (ARGV[4] of them; -1: no companion ran), the route's. ARGV: the
+// window's three, the companion's key and argument counts, its
+// arguments, the route's. It answers the window's triple when the window
+// refuses; {1, remaining, 0, companion reply} when the companion does not
+// admit the request; {1, remaining, 0, companion reply or false, route's
+// reply} when the route's step ran; an error reply as it is.
 type Deferral struct {
-	Name     string
-	Match    func(*fiber.Ctx) bool
-	Follower string
+	Name   string
+	Match  func(*fiber.Ctx) bool
+	Script string
 }
 
 // deferring is one Deferral's combined script.
@@ -95,11 +46,10 @@ func (l *Limiter) deferringFor(o *Options, w *withCompanion) []*deferring {
 	}
 	out := make([]*deferring, 0, len(o.Defer))
 	for _, d := range o.Defer {
-		if d.Match == nil || d.Follower == "" {
+		if d.Match == nil || d.Script == "" {
 			continue
 		}
-		out = append(out, &deferring{name: d.Name, match: d.Match, w: w,
-			script: redis.NewScript(combinedLua(w.c, d.Follower))})
+		out = append(out, &deferring{name: d.Name, match: d.Match, w: w, script: redis.NewScript(d.Script)})
 	}
 	return out
 }
@@ -112,22 +62,6 @@ func deferralOf(gs []*deferring, c *fiber.Ctx) *deferring {
 		}
 	}
 	return nil
-}
-
-func combinedLua(c *Companion, follower string) string {
-	return fmt.Sprintf(followedLua, windowLua, c.Lua, c.Admit, dropShebang(follower))
-}
-
-// dropShebang drops a script's first line when it is a shebang, which
-// only the first line of a whole script may be.
-func dropShebang(lua string) string {
-	if !strings.HasPrefix(lua, "#!") {
-		return lua
-	}
-	if i := strings.IndexByte(lua, '\n'); i >= 0 {
-		return lua[i+1:]
-	}
-	return ""
 }
 
 // Deferred is one request's check, waiting for its route (see above). It
@@ -149,11 +83,11 @@ type Deferred struct {
 
 type deferredKey struct{}
 
-// DeferredFrom returns the deferred check of the request whose context is
-// ctx when it was deferred by the Deferral named name (whose Follower
-// Run runs), or nil.
-func DeferredFrom(ctx context.Context, name string) *Deferred {
-	d, _ := ctx.Value(deferredKey{}).(*Deferred)
+// DeferredOf returns c's deferred check when the Deferral named name
+// deferred it (its Script is what Run runs), or nil. A route takes it here
+// and hands it down as a parameter.
+func DeferredOf(c *fiber.Ctx, name string) *Deferred {
+	d, _ := c.Locals(deferredKey{}).(*Deferred)
 	if d == nil || d.g.name != name {
 		return nil
 	}
@@ -166,7 +100,7 @@ func DeferredFrom(ctx context.Context, name string) *Deferred {
 func (g *deferring) serve(c *fiber.Ctx, o *Options) error {
 	d := &Deferred{g: g, o: o, c: c, client: o.Key(c)}
 	d.keys, d.args, d.prepared = g.w.c.Prepare(c)
-	c.SetUserContext(context.WithValue(c.UserContext(), deferredKey{}, d))
+	c.Locals(deferredKey{}, d)
 	if d.prepared {
 		g.w.c.Deferred(c, d.settle)
 	}
@@ -203,12 +137,12 @@ func (d *Deferred) settle() error {
 	return d.answer
 }
 
-// Run runs the check and, when it passes, the follower with keys and
+// Run runs the check and, when it passes, the route's step with keys and
 // args, in one script call, within the middleware's timeout. ran is false
 // when the check has already run (an earlier Run, or settle): the caller
-// then runs its script on its own. Otherwise reply is the follower's, or
-// err is the check's refusal (the follower did not run), or a Redis error
-// (whether the follower ran is unknown, as for any failed script call).
+// then runs its step on its own. Otherwise reply is the step's, or err is
+// the check's refusal (the step did not run), or a Redis error (whether
+// the step ran is unknown, as for any failed script call).
 func (d *Deferred) Run(ctx context.Context, keys []string, args []any) (reply any, ran bool, err error) {
 	if d.ran {
 		return nil, false, nil
@@ -236,7 +170,7 @@ func (d *Deferred) Run(ctx context.Context, keys []string, args []any) (reply an
 	return d.read(vals)
 }
 
-// read reads the combined script's answer (see followedLua).
+// read reads the script's answer (see Deferral).
 func (d *Deferred) read(vals []any) (reply any, ran bool, err error) {
 	res, err := d.g.w.l.result(vals)
 	if err != nil {
@@ -256,13 +190,13 @@ func (d *Deferred) read(vals []any) (reply any, ran bool, err error) {
 		}
 	}
 	if len(vals) < 5 {
-		return nil, true, fmt.Errorf("ratelimit: the follower did not run although the check passed: %v", vals)
+		return nil, true, fmt.Errorf("ratelimit: the route's step did not run although the check passed: %v", vals)
 	}
 	return vals[4], true, nil
 }
 
 // Settle runs the check alone unless it has run (in Run or an earlier
-// Settle), for a route that answers without its follower, and returns its
+// Settle), for a route that answers without its step, and returns its
 // refusal or nil.
 func (d *Deferred) Settle() error { return d.settle() }
 

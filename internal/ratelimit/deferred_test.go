@@ -16,16 +16,28 @@ import (
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
-// incrLua is a follower that counts its runs in KEYS[1] and answers the
-// count with ARGV[1].
-const incrLua = `return {redis.call('INCR', KEYS[1]), ARGV[1]}`
+// incrScript keeps Deferral's contract with no companion: the window,
+// then a step that counts its runs in its first key and answers the count
+// with its first argument.
+var incrScript = fmt.Sprintf(`local function window(KEYS, ARGV)
+%s
+end
+local r = window({KEYS[1]}, {ARGV[1], ARGV[2], ARGV[3]})
+if r.err or r[1] ~= 1 then
+  return r
+end
+if tonumber(ARGV[4]) ~= -1 then
+  return redis.error_reply('ERR no companion expected')
+end
+return {r[1], r[2], r[3], false, {redis.call('INCR', KEYS[2]), ARGV[6]}}
+`, ratelimit.WindowLua())
 
 // deferringApp limits every client to limit requests a minute and defers
-// GET /a and GET /b, each with its own follower (Deferral "a", "b"). Each
+// GET /a and GET /b, each with its own script (Deferral "a", "b"). Each
 // route asks for the deferred check of both names and runs its own; it
-// answers 200 with the follower's argument, or the check's refusal. The
+// answers 200 with the step's argument, or the check's refusal. The
 // companion never has anything to run (Prepare declines): the window and
-// the follower run alone.
+// the step run alone.
 func deferringApp(rdb redis.UniversalClient, prefix string, limit int) *fiber.App {
 	l := ratelimit.New(rdb, prefix, limit, time.Minute)
 	path := func(p string) func(*fiber.Ctx) bool { return func(c *fiber.Ctx) bool { return c.Path() == p } }
@@ -39,22 +51,21 @@ func deferringApp(rdb redis.UniversalClient, prefix string, limit int) *fiber.Ap
 			Lua:      `return nil`,
 			Prepare:  func(*fiber.Ctx) ([]string, []any, bool) { return nil, nil, false },
 			Done:     func(*fiber.Ctx, any) {},
-			Admit:    `return true`,
 			Deferred: func(*fiber.Ctx, func() error) {},
 			Verdict:  func(*fiber.Ctx) error { return nil },
 		},
 		Defer: []ratelimit.Deferral{
-			{Name: "a", Match: path("/a"), Follower: incrLua},
-			{Name: "b", Match: path("/b"), Follower: incrLua},
+			{Name: "a", Match: path("/a"), Script: incrScript},
+			{Name: "b", Match: path("/b"), Script: incrScript},
 		},
 	}))
 	route := func(own, other string) fiber.Handler {
 		return func(c *fiber.Ctx) error {
 			ctx := c.UserContext()
-			if ratelimit.DeferredFrom(ctx, other) != nil {
-				return c.Status(http.StatusConflict).SendString("the check carries " + other + "'s follower")
+			if ratelimit.DeferredOf(c, other) != nil {
+				return c.Status(http.StatusConflict).SendString("the check carries " + other + "'s script")
 			}
-			d := ratelimit.DeferredFrom(ctx, own)
+			d := ratelimit.DeferredOf(c, own)
 			if d == nil {
 				return c.Status(http.StatusConflict).SendString("not deferred")
 			}
@@ -64,7 +75,7 @@ func deferringApp(rdb redis.UniversalClient, prefix string, limit int) *fiber.Ap
 			}
 			vals, _ := reply.([]any)
 			if len(vals) != 2 {
-				return c.Status(http.StatusConflict).SendString(fmt.Sprintf("the follower answered %v", reply))
+				return c.Status(http.StatusConflict).SendString(fmt.Sprintf("the step answered %v", reply))
 			}
 			return c.SendString(vals[1].(string))
 		}
@@ -74,9 +85,9 @@ func deferringApp(rdb redis.UniversalClient, prefix string, limit int) *fiber.Ap
 	return app
 }
 
-// Each deferred route runs its own follower in its check's call, never
+// Each deferred route runs its own script in its check's call, never
 // another deferral's; a request over the limit runs none.
-func TestDeferralsRunTheirOwnFollower(t *testing.T) {
+func TestDeferralsRunTheirOwnScript(t *testing.T) {
 	t.Parallel()
 	r := testenv.NewRedis(t)
 	ctx := context.Background()
@@ -88,7 +99,7 @@ func TestDeferralsRunTheirOwnFollower(t *testing.T) {
 		}
 	}
 	if runs("a") != 2 || runs("b") != 1 {
-		t.Fatalf("followers ran a %d, b %d times; want 2 and 1", runs("a"), runs("b"))
+		t.Fatalf("steps ran a %d, b %d times; want 2 and 1", runs("a"), runs("b"))
 	}
 	if code := get(t, app, "/b"); code != http.StatusTooManyRequests || runs("b") != 1 {
 		t.Fatalf("over the limit: %d, b ran %d times; want 429 and 1", code, runs("b"))

@@ -26,9 +26,9 @@ type Options struct {
 	Companion *Companion
 	// Defer names the requests whose check waits for their route, which
 	// runs it in the same script call as its own first Redis step (the
-	// Deferral's Follower; see Deferred): the first Deferral whose Match
+	// Deferral's Script; see Deferred): the first Deferral whose Match
 	// accepts a request takes it. It takes effect only with a companion
-	// that can ride and serve deferred checks (Companion.Admit, Deferred,
+	// that can ride and serve deferred checks (Companion.Deferred,
 	// Verdict).
 	Defer []Deferral
 }

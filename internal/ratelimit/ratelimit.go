@@ -20,6 +20,10 @@ var windowLua string
 
 var windowScript = redis.NewScript(windowLua)
 
+// WindowLua is the window's script, for a Deferral's Script to run as its
+// first step. KEYS[1] is the client's window; ARGV its three arguments.
+func WindowLua() string { return windowLua }
+
 // Limiter allows Limit requests per client in any sliding Window.
 type Limiter struct {
 	rdb redis.UniversalClient

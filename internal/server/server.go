@@ -48,9 +48,9 @@ type Deps struct {
 	LimiterCompanion *ratelimit.Companion
 	// LimiterDefer, when set with the companion, defers the check of the
 	// requests each Deferral matches to their route, which runs it in one
-	// script call with its own first Redis step, the Deferral's Follower
+	// script call with its own first Redis step, the Deferral's Script
 	// (ratelimit.Deferred; the shop's purchases and product reads:
-	// internal/shop/onetrip.go).
+	// internal/onetrip).
 	LimiterDefer []ratelimit.Deferral
 	// Mount registers the domain routes on the /api/v1 router.
 	Mount []func(fiber.Router)

@@ -24,7 +24,7 @@ import (
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
-// The one-trip product read (onetrip.go): on one Redis, with the limiter
+// The one-trip product read (internal/onetrip): on one Redis, with the limiter
 // on and the near cache off, an anonymous GET /api/v1/products/{sku}
 // runs the limiter's window, the cached document's read and the live
 // stock in one script call, and every answer and count is what the

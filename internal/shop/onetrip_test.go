@@ -18,7 +18,7 @@ import (
 	"github.com/shop-oss/shop/internal/shop/shoptest"
 )
 
-// The one-trip purchase (onetrip.go): on one Redis, with the limiter on, a
+// The one-trip purchase (internal/onetrip): on one Redis, with the limiter on, a
 // purchase's limiter window, session check and reservation run in one
 // script call, and every answer and count is what the separate steps gave.
 

@@ -20,7 +20,7 @@ import (
 // script alone and the limiter's alone inside pipelines (which is how its
 // auto-pipeliner, only the purchase path's, sends them; first key the
 // order stream or a window), and both in one call (a window first, the
-// order stream after: the one-trip purchase, onetrip.go), with those of
+// order stream after: the one-trip purchase, internal/onetrip), with those of
 // them it sent inside pipelines. A call Redis answered NOSCRIPT (the
 // script not yet in the shared server's cache, or flushed from it) is not
 // counted: the client sends it again as EVAL, and that one is.

@@ -32,6 +32,7 @@ import (
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/live"
 	"github.com/shop-oss/shop/internal/lock"
+	"github.com/shop-oss/shop/internal/onetrip"
 	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/pickup"
 	"github.com/shop-oss/shop/internal/ratelimit"
@@ -116,6 +117,20 @@ func purchaseRedis(cfg *config.Config, st Stores, log *slog.Logger) redis.Script
 	return p
 }
 
+// oneTripRoutes are the routes whose checks run with their first Redis
+// step (internal/onetrip): none when SHOP_REDIS_ONE_TRIP is off; product
+// reads only when the document and the stock come from the limiter's
+// Redis in a script call, not from the cache's own Redis
+// (SHOP_CACHE_REDIS_URL) nor from memory (SHOP_NEAR_CACHE_TTL > 0).
+// Where the keys cannot share a call (a cluster, the limiter off) the
+// limiter defers nothing.
+func oneTripRoutes(cfg *config.Config, st Stores) []ratelimit.Deferral {
+	if !cfg.RedisOneTrip {
+		return nil
+	}
+	return onetrip.Deferrals(st.Cache == nil && cfg.NearCacheTTL <= 0)
+}
+
 // indexStartTimeout bounds the pickup store index rebuild at start.
 const indexStartTimeout = 10 * time.Second
 
@@ -124,14 +139,13 @@ const indexStartTimeout = 10 * time.Second
 func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Registry) *App {
 	a := &App{Auth: auth.New(st.DB, st.Redis, AuthConfig(cfg), log, reg)}
 	a.view, a.near = inventory.NewStockView(cfg.NearCacheTTL, cfg.NearCacheSize), cfg.NearCacheTTL > 0
-	a.Catalog, a.catalogCache = newCatalog(st, cfg, log, reg, inventory.WithStockView(a.view),
-		inventory.WithReadGate(readGate))
+	a.Catalog, a.catalogCache = newCatalog(st, cfg, log, reg, inventory.WithStockView(a.view))
 	purchases := purchaseRedis(cfg, st, log)
 	a.Stock = NewStock(st, cfg)
 	a.Sales = inventory.NewSales(st.DB, a.Stock)
 	a.Orders = order.New(st.DB, st.Redis, a.Stock, a.Catalog.Exists, cfg.KeyPrefix, log, reg,
 		order.WithPaymentTTL(cfg.PaymentTTL), order.WithPayments(PaymentProvider(cfg)),
-		order.WithStockChanged(StockChanged), order.WithReserveRedis(purchases), order.WithGate(reserveGate),
+		order.WithStockChanged(StockChanged), order.WithReserveRedis(purchases),
 		order.WithHoldLifetime(cfg.SagaHoldTTL))
 	a.Carts = cart.New(st.Redis, a.Catalog, a.Orders, cfg.KeyPrefix, log, reg)
 	a.Locks = lock.New(st.Redis, cfg.KeyPrefix)
