@@ -19,7 +19,7 @@ import (
 
 	"github.com/shop-oss/shop/internal/apitest"
 	"github.com/shop-oss/shop/internal/keyspace"
-	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/writer"
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
@@ -368,7 +368,7 @@ func namedInStreams(t *testing.T, s *shop) map[string]bool {
 						v.Values[name] = x
 					}
 				}
-				if e, _ := order.ParseEntry(v); e.OrderID != "" {
+				if e, _ := writer.ParseEntry(v); e.OrderID != "" {
 					out[e.OrderID] = true
 				}
 			}

@@ -647,8 +647,8 @@ if [ "${BENCH_SKIP_GO:-}" != 1 ]; then
   SHOP_TEST_REDIS_URL=${SHOP_TEST_REDIS_URL:-$(ensure_redis 1)}
   SHOP_TEST_DATABASE_URL=${SHOP_TEST_DATABASE_URL:-$PG_ADMIN_URL}
   export SHOP_TEST_REDIS_URL SHOP_TEST_DATABASE_URL
-  echo; echo "== order writer: go test -run '^\$' -bench 'WriterDrain\$|WriterCopy\$' -benchtime ${WRITER_ORDERS}x -count $RUNS ./internal/order"
-  go test -run '^$' -bench 'WriterDrain$|WriterCopy$' -benchtime "${WRITER_ORDERS}x" -count "$RUNS" -timeout 30m ./internal/order |
+  echo; echo "== order writer: go test -run '^\$' -bench 'WriterDrain\$|WriterCopy\$' -benchtime ${WRITER_ORDERS}x -count $RUNS ./internal/order/writer"
+  go test -run '^$' -bench 'WriterDrain$|WriterCopy$' -benchtime "${WRITER_ORDERS}x" -count "$RUNS" -timeout 30m ./internal/order/writer |
     tee "$OUT/writer.txt" | grep -E '^(Benchmark|ok|FAIL)'
   # orders/s of each run, by benchmark
   awk '/^BenchmarkWriter(Drain|Copy)/ {for (f = 1; f < NF; f++) if ($(f+1) == "orders/s") {
@@ -747,7 +747,7 @@ STOLEN=$(awk -v a="$STEAL_START" -v b="$(steal)" 'BEGIN {printf "%.1f", b - a}')
 if [ "${BENCH_SKIP_GO:-}" = 1 ] || [ "${BENCH_SKIP_HOT:-}" = 1 ]; then exit 0; fi
 echo; echo "== hot paths: go test -run '^\$' -bench 'Reserve\$|Allow\$|VerifyToken\$|AuthenticatedRequest|GetProductCached\$|ProductJSON\$|ValidCode\$|ParseBatch\$|Purchase\$|GetProduct\$|Healthz\$' -benchtime 3s -benchmem"
 go test -run '^$' -bench 'Reserve$|Allow$|VerifyToken$|AuthenticatedRequest|GetProductCached$|ProductJSON$|ValidCode$|ParseBatch$|Purchase$|GetProduct$|Healthz$' \
-  -benchtime 3s -benchmem -timeout 10m ./internal/order ./internal/inventory ./internal/ratelimit ./internal/auth ./internal/shop |
+  -benchtime 3s -benchmem -timeout 10m ./internal/order ./internal/order/writer ./internal/inventory ./internal/ratelimit ./internal/auth ./internal/shop |
   grep -E '^(Benchmark|ok|FAIL)'
 
 if [ "${BENCH_SKIP_GO:-}" = 1 ] || [ "${BENCH_SKIP_HOT:-}" = 1 ]; then exit 0; fi

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
-	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/writer"
 )
 
 // faultExitCode is what a process killed by SIGKILL reports (128 + 9): a
@@ -45,7 +45,7 @@ func parseFault(s string) (*fault, error) {
 
 // inject arms f on w: the n-th batch reaching f's point, counted over all
 // of the writer's loops, crashes the process.
-func (f *fault) inject(w *order.Writer, log *slog.Logger) {
+func (f *fault) inject(w *writer.Writer, log *slog.Logger) {
 	var batches atomic.Int64
 	hook := func() error {
 		if batches.Add(1) == f.n {

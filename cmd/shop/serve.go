@@ -14,6 +14,7 @@ import (
 	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/database"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/writer"
 	"github.com/shop-oss/shop/internal/server"
 	"github.com/shop-oss/shop/internal/shop"
 )
@@ -242,7 +243,7 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) err
 // startWriter runs w in the background; the returned function stops it
 // (after its batch in hand) and waits. It is not stopped by ctx itself, so
 // that it outlives the API's drain.
-func startWriter(ctx context.Context, w *order.Writer) func() error {
+func startWriter(ctx context.Context, w *writer.Writer) func() error {
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan error, 1)
 	go func() { done <- w.Run(wctx) }()

@@ -15,7 +15,7 @@ import (
 	"github.com/shop-oss/shop/internal/bestseller"
 	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/lock"
-	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/writer"
 	"github.com/shop-oss/shop/internal/shop"
 )
 
@@ -52,8 +52,8 @@ func (f *writerFlags) register(cmd *cobra.Command) {
 		"(fewer, larger transactions at moderate rates; adds at most this to the persistence lag; 0: read again at once)")
 }
 
-func (f *writerFlags) options() order.WriterOptions {
-	return order.WriterOptions{Consumer: f.consumer, Batch: f.batch, ClaimIdle: f.claimIdle,
+func (f *writerFlags) options() writer.Options {
+	return writer.Options{Consumer: f.consumer, Batch: f.batch, ClaimIdle: f.claimIdle,
 		ForgetIdle: f.forgetIdle, MaxDeliveries: f.maxDeliveries, Concurrency: f.concurrency, Linger: f.linger}
 }
 
@@ -130,7 +130,7 @@ func writerFault(spec string, cfg *config.Config) (*fault, error) {
 // boards, which serve's app already has; a writer-only process builds its
 // own).
 func newWriter(st *stores, cfg *config.Config, log *slog.Logger, reg prometheus.Registerer, wf writerFlags,
-	boards *bestseller.Service) *order.Writer {
+	boards *bestseller.Service) *writer.Writer {
 	if boards == nil {
 		boards = bestseller.New(st.redis, st.db, shop.NewCatalog(st.shop(), cfg, log, nil),
 			lock.New(st.redis, cfg.KeyPrefix), cfg.KeyPrefix, log, reg)
@@ -139,7 +139,7 @@ func newWriter(st *stores, cfg *config.Config, log *slog.Logger, reg prometheus.
 	o.Partitions = cfg.Partitions()
 	o.AfterCommit = shop.AfterCommit(boards)
 	o.AfterTransition = shop.AfterTransition(boards)
-	return order.NewWriter(st.db, st.redis, cfg.KeyPrefix, log, reg, o)
+	return writer.New(st.db, st.redis, cfg.KeyPrefix, log, reg, o)
 }
 
 func newRegistry() *prometheus.Registry {

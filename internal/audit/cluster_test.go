@@ -22,6 +22,7 @@ import (
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/writer"
 	"github.com/shop-oss/shop/internal/recovery"
 	"github.com/shop-oss/shop/internal/testenv"
 )
@@ -142,8 +143,8 @@ func TestExactAuditWhileCrossShardCheckoutsRun(t *testing.T) {
 	for i := range users {
 		users[i] = s.user(t)
 	}
-	stopWriter := run(t, order.NewWriter(s.db.Pool, s.rdb, s.prefix, s.log, prometheus.NewRegistry(),
-		order.WriterOptions{Consumer: "w", Partitions: s.parts, Block: 20 * time.Millisecond}).Run)
+	stopWriter := run(t, writer.New(s.db.Pool, s.rdb, s.prefix, s.log, prometheus.NewRegistry(),
+		writer.Options{Consumer: "w", Partitions: s.parts, Block: 20 * time.Millisecond}).Run)
 	stopSweeper := run(t, order.NewSweeper(s.rdb, s.stock, s.prefix, s.log, prometheus.NewRegistry(),
 		order.SweeperOptions{Interval: 20 * time.Millisecond}).Run)
 
@@ -303,8 +304,8 @@ func TestClusterAuditReportsAForeignLineDifference(t *testing.T) {
 		}
 		ids = append(ids, o.OrderID)
 	}
-	stopWriter := run(t, order.NewWriter(s.db.Pool, s.rdb, s.prefix, s.log, prometheus.NewRegistry(),
-		order.WriterOptions{Consumer: "w", Partitions: s.parts, Block: 20 * time.Millisecond}).Run)
+	stopWriter := run(t, writer.New(s.db.Pool, s.rdb, s.prefix, s.log, prometheus.NewRegistry(),
+		writer.Options{Consumer: "w", Partitions: s.parts, Block: 20 * time.Millisecond}).Run)
 	s.drained(t)
 	stopWriter()
 	a := s.auditor()
@@ -386,8 +387,8 @@ func TestRecoverRestoresTheSettledLog(t *testing.T) {
 	for p := range s.skus {
 		accepted = append(accepted, place(p))
 	}
-	stopWriter := run(t, order.NewWriter(s.db.Pool, s.rdb, s.prefix, s.log, prometheus.NewRegistry(),
-		order.WriterOptions{Consumer: "w", Partitions: s.parts, Block: 20 * time.Millisecond}).Run)
+	stopWriter := run(t, writer.New(s.db.Pool, s.rdb, s.prefix, s.log, prometheus.NewRegistry(),
+		writer.Options{Consumer: "w", Partitions: s.parts, Block: 20 * time.Millisecond}).Run)
 	s.drained(t)
 	stopWriter()
 	lost := place(3) // never written
@@ -446,8 +447,8 @@ func TestClusterAuditPagesTheSettledLog(t *testing.T) {
 		}
 		ids = append(ids, o.OrderID)
 	}
-	stopWriter := run(t, order.NewWriter(s.db.Pool, s.rdb, s.prefix, s.log, prometheus.NewRegistry(),
-		order.WriterOptions{Consumer: "w", Partitions: s.parts, Block: 20 * time.Millisecond}).Run)
+	stopWriter := run(t, writer.New(s.db.Pool, s.rdb, s.prefix, s.log, prometheus.NewRegistry(),
+		writer.Options{Consumer: "w", Partitions: s.parts, Block: 20 * time.Millisecond}).Run)
 	s.drained(t)
 	stopWriter()
 

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/writer"
 )
 
 // held is one order's units in one round as PostgreSQL (and the stream's
@@ -120,18 +121,18 @@ func foreignHeld(orders map[string]*held, l live, f foreignSnap, known map[strin
 	}
 }
 
-func parsed(e streamEntry) (order.Entry, bool) {
+func parsed(e streamEntry) (writer.Entry, bool) {
 	if e.msg == nil {
-		return order.Entry{}, false // missing from the stream: reported on its own
+		return writer.Entry{}, false // missing from the stream: reported on its own
 	}
-	ent, err := order.ParseEntry(*e.msg)
+	ent, err := writer.ParseEntry(*e.msg)
 	if err != nil {
-		return order.Entry{}, false // the writer dead-letters it; reported then
+		return writer.Entry{}, false // the writer dead-letters it; reported then
 	}
 	return ent, true
 }
 
-func applyItem(orders map[string]*held, ent order.Entry, it order.ReservedItem) {
+func applyItem(orders map[string]*held, ent writer.Entry, it order.ReservedItem) {
 	h := orders[ent.OrderID]
 	if h == nil {
 		h = &held{user: ent.UserID, units: int64(it.Quantity)}

@@ -14,6 +14,7 @@ import (
 	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/writer"
 	"github.com/shop-oss/shop/internal/shop/shoptest"
 )
 
@@ -76,7 +77,7 @@ func TestAuditOfAPartitionedSaleWhileItRuns(t *testing.T) {
 		users[i], _ = s.Shopper(t, fmt.Sprintf("pbuyer%d@example.com", i))
 	}
 	ctx, stopWriter := context.WithCancel(context.Background())
-	w := s.Writer(order.WriterOptions{Consumer: "sale"})
+	w := s.Writer(writer.Options{Consumer: "sale"})
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/shop-oss/shop/internal/config"
-	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/writer"
 	"github.com/shop-oss/shop/internal/shop/shoptest"
 )
 
@@ -62,7 +62,7 @@ func TestHalfTheWinnersNeverPay(t *testing.T) {
 func runWriter(t *testing.T, a *shoptest.App) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	w := a.Writer(order.WriterOptions{Consumer: "sale"})
+	w := a.Writer(writer.Options{Consumer: "sale"})
 	go func() { done <- w.Run(ctx) }()
 	return func() {
 		cancel()

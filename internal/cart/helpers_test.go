@@ -14,6 +14,7 @@ import (
 	"github.com/shop-oss/shop/internal/cache"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/writer"
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
@@ -128,8 +129,8 @@ func (f *fixture) drain(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	w := order.NewWriter(f.db.Pool, f.r.Client, f.r.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry(),
-		order.WriterOptions{Consumer: "w", Block: 50 * time.Millisecond})
+	w := writer.New(f.db.Pool, f.r.Client, f.r.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry(),
+		writer.Options{Consumer: "w", Block: 50 * time.Millisecond})
 	go func() { done <- w.Run(ctx) }()
 	defer func() {
 		cancel()

@@ -15,7 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/config"
-	shoporder "github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/writer"
 	"github.com/shop-oss/shop/internal/shop/shoptest"
 )
 
@@ -32,7 +32,7 @@ func lifecycleShop(t *testing.T, ttl time.Duration, more ...func(*config.Config)
 	}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- a.Writer(shoporder.WriterOptions{Consumer: "lt"}).Run(ctx) }()
+	go func() { done <- a.Writer(writer.Options{Consumer: "lt"}).Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

@@ -1,12 +1,10 @@
 package order
 
 import (
-	"errors"
 	"strconv"
 	"strings"
 
 	"github.com/google/uuid"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/keyspace"
 )
@@ -37,6 +35,10 @@ type StreamKeys struct {
 
 // StatusKey is the key of order id's status hash.
 func (k StreamKeys) StatusKey(id string) string { return k.k.status(id) }
+
+// PendingKey is the key of user's pending index: the orders not yet
+// persisted, which the writer takes them off.
+func (k StreamKeys) PendingKey(user string) string { return k.k.pending(user) }
 
 // StatusID is the order id a status hash's key names (a key SCAN found
 // with StatusPattern); ok is false for a key that names no order.
@@ -115,33 +117,6 @@ func HomeOf(parts keyspace.Partitions, id string, skus []string) (home int, cert
 		}
 	}
 	return home, true
-}
-
-// Entry is a stream entry as an audit reads it: an order event
-// (Transition "") or a transition event (Transition: its new status).
-type Entry struct {
-	OrderID    string
-	UserID     string
-	Transition string
-	Items      []ReservedItem
-	// CreatedMS is when the order was accepted (Unix ms, its home's
-	// clock).
-	CreatedMS int64
-}
-
-// ParseEntry reads an order or transition event in this package's format.
-func ParseEntry(m redis.XMessage) (Entry, error) {
-	if isTransition(m) {
-		t, err := parseTransition(m)
-		return Entry{OrderID: t.OrderID, UserID: t.UserID, Transition: t.Status, Items: t.Items,
-			CreatedMS: t.CreatedAt.UnixMilli()}, err
-	}
-	e, err := parseEvent(m)
-	if err != nil && e.orderID.String() == "" {
-		return Entry{}, errors.Join(err, errMalformed)
-	}
-	return Entry{OrderID: e.orderID.String(), UserID: e.userID.String(), Items: e.items,
-		CreatedMS: e.createdAt.UnixMilli()}, err
 }
 
 // LiveStatus reads a status hash's status and creation time (Unix ms).

@@ -2,53 +2,11 @@ package order
 
 import (
 	"context"
-	"log/slog"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/shop-oss/shop/internal/inventory"
-	"github.com/shop-oss/shop/internal/testenv"
 )
-
-// BenchmarkWriterDrain measures how fast one order writer, with the options
-// `shop serve` and `shop writer` use by default (batches of 1000, three in
-// flight), empties a stream of b.N orders into PostgreSQL: the
-// stream is filled through the reserve script first (not timed), then the
-// writer runs until every entry is acknowledged. One op is one order; the
-// orders/s metric is the drain rate. Run it with a fixed count, e.g.
-// -benchtime 200000x. Results: BENCHMARKS.md.
-func BenchmarkWriterDrain(b *testing.B) {
-	ctx := context.Background()
-	db, r := testenv.NewDatabase(b), testenv.NewRedis(b)
-	stock := inventory.NewStock(r.Client, r.Prefix)
-	svc := New(db.Pool, r.Client, stock, nil, r.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
-	users := benchUsers(b, svc, 100)
-	openSale(b, db.Pool, stock, r, "drain", 1<<30, 0, 100)
-	fillStream(b, svc, users, "drain", b.N)
-
-	w := NewWriter(db.Pool, r.Client, r.Prefix, svc.log, prometheus.NewRegistry(), WriterOptions{Consumer: "bench", Batch: 1000, Concurrency: 3})
-	wctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	b.ResetTimer()
-	start := time.Now()
-	go func() { done <- w.Run(wctx) }()
-	waitDrained(b, svc)
-	elapsed := time.Since(start)
-	b.StopTimer()
-	stop()
-	if err := <-done; err != nil {
-		b.Fatal(err)
-	}
-	var rows int
-	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM orders`).Scan(&rows); err != nil || rows != b.N {
-		b.Fatalf("%d order rows for %d orders (%v)", rows, b.N, err)
-	}
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "orders/s")
-}
 
 // benchUsers inserts n users (orders reference them) and returns their ids.
 func benchUsers(b *testing.B, svc *Service, n int) []string {
@@ -89,18 +47,4 @@ func fillStream(b *testing.B, svc *Service, users []string, sku string, n int) {
 	if err := <-errs; err != nil {
 		b.Fatal(err)
 	}
-}
-
-// waitDrained waits until the group has read and acknowledged everything.
-func waitDrained(b *testing.B, svc *Service) {
-	b.Helper()
-	deadline := time.Now().Add(5 * time.Minute)
-	for time.Now().Before(deadline) {
-		groups, err := svc.rdb.XInfoGroups(context.Background(), svc.keys.stream(0)).Result()
-		if err == nil && len(groups) == 1 && groups[0].Pending == 0 && groups[0].Lag == 0 {
-			return
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	b.Fatal("stream not drained within 5 minutes")
 }

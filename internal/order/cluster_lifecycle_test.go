@@ -128,7 +128,7 @@ func (f *lifeFixture) place(t *testing.T, user string, lines ...Line) string {
 	return id
 }
 
-func (f *lifeFixture) writer(name string, o WriterOptions) *Writer {
+func (f *lifeFixture) writer(name string, o WriterOptions) Writer {
 	o.Consumer, o.Partitions, o.Block = name, f.parts, 50*time.Millisecond
 	return NewWriter(f.db.Pool, f.rdb, f.c.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), o)
 }
@@ -225,7 +225,7 @@ func (f *lifeFixture) transitions(t *testing.T) map[string][]string {
 	out := map[string][]string{}
 	for p := range f.parts.Count() {
 		for _, m := range f.rdb.XRange(context.Background(), f.svc.keys.stream(p), "-", "+").Val() {
-			if isTransition(m) {
+			if k, _ := m.Values["kind"].(string); k == kindTransition {
 				id, _ := m.Values["order_id"].(string)
 				st, _ := m.Values["status"].(string)
 				out[id] = append(out[id], fmt.Sprintf("%s@%d", st, p))
@@ -262,7 +262,7 @@ func TestWriterConfirmsOnEveryMasterOfACluster(t *testing.T) {
 		}
 	}
 	w := f.writer("w1", WriterOptions{Batch: 3})
-	w.faultAfterCommit = crashOnce()
+	w.InjectFaults(nil, crashOnce())
 	if err := w.Run(ctx); err == nil {
 		t.Fatal("Run returned without the simulated crash")
 	}
@@ -315,7 +315,7 @@ func TestWriterStoppedBetweenItsAckStepsOnACluster(t *testing.T) {
 		ids = append(ids, f.place(t, u, Line{SKU: sku, Quantity: 1}))
 	}
 	w := f.writer("w1", WriterOptions{})
-	w.faultBetweenAcks = crashOnce()
+	w.InjectAckFault(crashOnce())
 	if err := w.Run(ctx); err == nil || !strings.Contains(err.Error(), "simulated crash") {
 		t.Fatalf("Run = %v, want the simulated crash", err)
 	}

@@ -94,7 +94,7 @@ func (f *fixture) place(t testing.TB, user, sku string, qty int) Placed {
 	return p
 }
 
-func (f *fixture) writer(name string, o WriterOptions) *Writer {
+func (f *fixture) writer(name string, o WriterOptions) Writer {
 	o.Consumer = name
 	o.Partitions = f.parts
 	if o.Block == 0 {
@@ -116,7 +116,7 @@ type running struct {
 	done   chan error
 }
 
-func start(w *Writer) *running {
+func start(w Writer) *running {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- w.Run(ctx) }()

@@ -412,12 +412,12 @@ func (r *histRig) faultyWriters(t *testing.T) (stop func()) {
 		for ctx.Err() == nil {
 			w := r.f.writer("w", WriterOptions{})
 			var batches atomic.Int64
-			w.faultBeforeCommit = func() error {
+			w.InjectFaults(func() error {
 				if batches.Add(1)%4 == 0 {
 					return errors.New("killed")
 				}
 				return nil
-			}
+			}, nil)
 			_ = w.Run(ctx)
 			sleep(ctx, 100*time.Millisecond)
 		}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/shop-oss/shop/internal/apitest"
-	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/writer"
 	"github.com/shop-oss/shop/internal/shop/shoptest"
 )
 
@@ -45,7 +45,7 @@ func (h httpFixture) count(t testing.TB, query string) int64 {
 }
 
 // writer runs an order writer in the background until stop is called.
-func (h httpFixture) writer(t testing.TB, o order.WriterOptions) (stop func()) {
+func (h httpFixture) writer(t testing.TB, o writer.Options) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -169,7 +169,7 @@ func TestListOrdersPages(t *testing.T) {
 		ids = append(ids, h.Do(t, "POST", "/api/v1/products/hot-p/purchase", tok, `{}`).JSON(t)["order_id"].(string))
 	}
 	// Persist the first three only: the list mixes both sources.
-	stop := h.writer(t, order.WriterOptions{Consumer: "w", Batch: 3})
+	stop := h.writer(t, writer.Options{Consumer: "w", Batch: 3})
 	for h.count(t, `SELECT count(*) FROM orders`) < 3 {
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -117,8 +117,14 @@ func (o Order) skus() []string {
 	return out
 }
 
-// transitionValues is the transition event (see event.go) for o moving to
-// status at at.
+// kindTransition marks a transition entry of the order stream: an order
+// leaving confirmed (or pending), added by the lifecycle step itself
+// (pay.lua, or inventory's release with its outbox entry). The writer
+// reads it (internal/order/writer's event.go).
+const kindTransition = "transition"
+
+// transitionValues is the transition event for o moving to status at at
+// (the format: internal/order/writer's event.go).
 func transitionValues(o Order, status string, at time.Time, ref string) []string {
 	items, _ := json.Marshal(o.lines) // ReservedItems always marshal
 	return []string{

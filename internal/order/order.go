@@ -1,5 +1,6 @@
-// Package order places orders, carries them through the order stream, and
-// persists them to PostgreSQL exactly once.
+// Package order places orders and carries them through the order stream
+// and their lifecycle; package writer (internal/order/writer) persists the
+// stream to PostgreSQL exactly once.
 //
 // The reasoning behind it is in docs/design/order.md.
 package order
@@ -37,6 +38,10 @@ const (
 	idemTTL   = 24 * time.Hour
 	group     = "writers"
 )
+
+// StatusTTL is how long a status hash lives unless a payment window asks
+// for longer: the writer keeps it on the orders it marks rejected.
+const StatusTTL = statusTTL
 
 // Errors returned by the service.
 var (

@@ -134,7 +134,7 @@ func TestPartitionedWriterCrashBetweenCommitAndAck(t *testing.T) {
 		}
 	}
 	w := f.writer("w1", WriterOptions{Batch: 2})
-	w.faultAfterCommit = crashOnce()
+	w.InjectFaults(nil, crashOnce())
 	if err := w.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "simulated crash") {
 		t.Fatalf("Run = %v, want the simulated crash", err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/writer"
 	"github.com/shop-oss/shop/internal/recovery"
 	"github.com/shop-oss/shop/internal/testenv"
 )
@@ -185,7 +186,7 @@ func (s *clusterShop) write(t *testing.T, p int, ack, trim bool) {
 	var ids []string
 	for _, m := range res[0].Messages {
 		ids = append(ids, m.ID)
-		e, err := order.ParseEntry(m)
+		e, err := writer.ParseEntry(m)
 		if err != nil {
 			t.Errorf("entry %v: %v", m, err)
 			continue
@@ -208,7 +209,7 @@ func (s *clusterShop) write(t *testing.T, p int, ack, trim bool) {
 	}
 	s.rdb.XAck(ctx, k.Stream, k.Group, ids...)
 	for _, m := range res[0].Messages {
-		if e, _ := order.ParseEntry(m); e.Transition == "" {
+		if e, _ := writer.ParseEntry(m); e.Transition == "" {
 			status := k.StatusKey(e.OrderID)
 			if s.rdb.HGet(ctx, status, "status").Val() == order.StatusPending {
 				s.rdb.HSet(ctx, status, "status", order.StatusConfirmed)
@@ -368,7 +369,7 @@ func TestAuditAndRecoverOnACluster(t *testing.T) {
 			}
 			s.rdb.XAck(ctx, k.Stream, k.Group, ids...)
 			for _, m := range msgs {
-				if e, _ := order.ParseEntry(m); e.Transition == "" && s.rdb.HGet(ctx, k.StatusKey(e.OrderID), "status").Val() == order.StatusPending {
+				if e, _ := writer.ParseEntry(m); e.Transition == "" && s.rdb.HGet(ctx, k.StatusKey(e.OrderID), "status").Val() == order.StatusPending {
 					s.rdb.HSet(ctx, k.StatusKey(e.OrderID), "status", order.StatusConfirmed)
 				}
 			}

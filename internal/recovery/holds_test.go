@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/writer"
 	"github.com/shop-oss/shop/internal/recovery"
 )
 
@@ -80,8 +81,8 @@ func (s *sagaShop) others(t *testing.T) {
 func (s *sagaShop) writer(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	w := order.NewWriter(s.db.Pool, s.rdb, s.prefix, s.log, prometheus.NewRegistry(),
-		order.WriterOptions{Consumer: "w", Partitions: s.parts, Block: 20 * time.Millisecond})
+	w := writer.New(s.db.Pool, s.rdb, s.prefix, s.log, prometheus.NewRegistry(),
+		writer.Options{Consumer: "w", Partitions: s.parts, Block: 20 * time.Millisecond})
 	go func() { done <- w.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()

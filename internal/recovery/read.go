@@ -13,6 +13,7 @@ import (
 
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/writer"
 )
 
 // The SQL recovery reads with (read only; the tables are inventory's and
@@ -94,8 +95,8 @@ func (r *Recoverer) liveRounds(ctx context.Context) ([]liveRound, error) {
 // scan is what the order stream and the dead letters hold: every order
 // event and transition, parsed.
 type scan struct {
-	orders      []order.Entry // order events, dead-lettered ones included
-	transitions []order.Entry
+	orders      []writer.Entry // order events, dead-lettered ones included
+	transitions []writer.Entry
 	ids         map[string]bool // every order id an event names
 }
 
@@ -144,7 +145,7 @@ func unprefixed(m redis.XMessage, pre string) redis.XMessage {
 }
 
 func (sc *scan) add(m redis.XMessage) {
-	e, err := order.ParseEntry(m)
+	e, err := writer.ParseEntry(m)
 	if e.OrderID == "" {
 		return // names no order: nothing to count or find
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/shop-oss/shop/internal/audit"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/writer"
 	"github.com/shop-oss/shop/internal/recovery"
 	"github.com/shop-oss/shop/internal/shop/shoptest"
 )
@@ -230,7 +231,7 @@ func TestRecoverDuringASale(t *testing.T) {
 		users[i], _ = s.Shopper(t, fmt.Sprintf("racer%d@example.com", i))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	w := s.Writer(order.WriterOptions{Consumer: "race"})
+	w := s.Writer(writer.Options{Consumer: "race"})
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 

@@ -11,12 +11,13 @@ import (
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/lock"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/writer"
 )
 
 // BestSellerOrders are persisted orders as the best-seller boards take
 // them: the order id (what makes counting idempotent), its creation time
 // (what picks the periods) and its units per SKU.
-func BestSellerOrders(ps []order.Persisted) []bestseller.Order {
+func BestSellerOrders(ps []writer.Persisted) []bestseller.Order {
 	out := make([]bestseller.Order, len(ps))
 	for i, p := range ps {
 		lines := make([]bestseller.Line, len(p.Items))
@@ -31,8 +32,8 @@ func BestSellerOrders(ps []order.Persisted) []bestseller.Order {
 // AfterCommit is the order writer's after-commit hook: each order it
 // inserted counts on the best-seller boards (once: the boards mark order
 // ids, so a retried hook counts nothing twice).
-func AfterCommit(boards *bestseller.Service) func(context.Context, []order.Persisted) error {
-	return func(ctx context.Context, ps []order.Persisted) error {
+func AfterCommit(boards *bestseller.Service) func(context.Context, []writer.Persisted) error {
+	return func(ctx context.Context, ps []writer.Persisted) error {
 		_, err := boards.Record(ctx, BestSellerOrders(ps))
 		return err
 	}
@@ -41,12 +42,12 @@ func AfterCommit(boards *bestseller.Service) func(context.Context, []order.Persi
 // AfterTransition is the order writer's after-transition hook: a cancelled
 // or expired order's units leave the best-seller boards (once: TakeBack
 // marks order ids, so a transition delivered again takes nothing twice).
-func AfterTransition(boards *bestseller.Service) func(context.Context, []order.Transition) error {
-	return func(ctx context.Context, ts []order.Transition) error {
+func AfterTransition(boards *bestseller.Service) func(context.Context, []writer.Transition) error {
+	return func(ctx context.Context, ts []writer.Transition) error {
 		var back []bestseller.Order
 		for _, t := range ts {
 			if t.Status == order.StatusCancelled || t.Status == order.StatusExpired {
-				back = append(back, BestSellerOrders([]order.Persisted{{ID: t.OrderID, CreatedAt: t.CreatedAt, Items: t.Items}})...)
+				back = append(back, BestSellerOrders([]writer.Persisted{{ID: t.OrderID, CreatedAt: t.CreatedAt, Items: t.Items}})...)
 			}
 		}
 		if len(back) == 0 {

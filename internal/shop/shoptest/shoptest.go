@@ -24,6 +24,7 @@ import (
 	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/writer"
 	"github.com/shop-oss/shop/internal/server"
 	"github.com/shop-oss/shop/internal/shop"
 	"github.com/shop-oss/shop/internal/testenv"
@@ -214,7 +215,7 @@ func (a *App) Round(t testing.TB, sku string, seed inventory.Seed) int64 {
 
 // Writer returns an order writer on the test's stores, with the
 // after-commit work production wires unless o has its own.
-func (a *App) Writer(o order.WriterOptions) *order.Writer {
+func (a *App) Writer(o writer.Options) *writer.Writer {
 	if o.Block == 0 {
 		o.Block = 50 * time.Millisecond
 	}
@@ -227,7 +228,7 @@ func (a *App) Writer(o order.WriterOptions) *order.Writer {
 	if o.Partitions.Count() == 1 && !o.Partitions.Grouped() {
 		o.Partitions = a.Config.Partitions()
 	}
-	return order.NewWriter(a.DB.Pool, a.Redis.Client, a.Config.KeyPrefix, a.Log, prometheus.NewRegistry(), o)
+	return writer.New(a.DB.Pool, a.Redis.Client, a.Config.KeyPrefix, a.Log, prometheus.NewRegistry(), o)
 }
 
 // Drain runs an order writer until every order placed so far is written
@@ -236,7 +237,7 @@ func (a *App) Drain(t testing.TB) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	w := a.Writer(order.WriterOptions{Consumer: "drain"})
+	w := a.Writer(writer.Options{Consumer: "drain"})
 	go func() { done <- w.Run(ctx) }()
 	defer func() {
 		cancel()

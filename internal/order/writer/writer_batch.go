@@ -1,4 +1,4 @@
-package order
+package writer
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/database"
+
+	"github.com/shop-oss/shop/internal/order"
 )
 
 // failure is a stream entry that could not be written, and why.
@@ -312,8 +314,8 @@ func (w *Writer) deadLetterTx(ctx context.Context, f failure, fields map[string]
 		p.XAck(ctx, w.keys.stream(w.part), group, f.msg.ID)
 		if f.ev != nil {
 			key := w.keys.status(f.ev.orderID.String())
-			p.HSet(ctx, key, "status", StatusRejected)
-			p.PExpire(ctx, key, statusTTL)
+			p.HSet(ctx, key, "status", order.StatusRejected)
+			p.PExpire(ctx, key, order.StatusTTL)
 			p.ZRem(ctx, w.keys.pending(f.ev.userID.String()), f.ev.orderID.String())
 		}
 		return nil

@@ -1,4 +1,4 @@
-package order
+package writer
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/shop-oss/shop/internal/order"
 )
 
 // TestConcurrentWriterWritesEachOrderOnce: a writer with several loops,
@@ -28,7 +30,7 @@ func TestConcurrentWriterWritesEachOrderOnce(t *testing.T) {
 			defer wg.Done()
 			u := users[i%3]
 			for range 50 {
-				p, err := f.svc.Place(context.Background(), u, []Line{{SKU: "sku-c", Quantity: 1}}, PlaceOptions{})
+				p, err := f.svc.Place(context.Background(), u, []order.Line{{SKU: "sku-c", Quantity: 1}}, order.PlaceOptions{})
 				if err != nil {
 					t.Error(err)
 					return
@@ -40,18 +42,18 @@ func TestConcurrentWriterWritesEachOrderOnce(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	w := start(f.writer("w", WriterOptions{Concurrency: 3, Batch: 7}))
+	w := start(f.writer("w", Options{Concurrency: 3, Batch: 7}))
 	f.drained(t)
 	w.stop(t)
 	if rows, sold := f.orderRows(t), f.sold(t, round); rows != 300 || sold != 300 {
 		t.Fatalf("rows %d sold %d, want 300 and 300", rows, sold)
 	}
 	for id, u := range buyer {
-		if o, err := f.svc.Get(context.Background(), u, id); err != nil || o.Status != StatusConfirmed {
+		if o, err := f.svc.Get(context.Background(), u, id); err != nil || o.Status != order.StatusConfirmed {
 			t.Fatalf("order %s: %+v, %v; want confirmed", id, o, err)
 		}
 	}
-	consumers, err := f.r.Client.XInfoConsumers(context.Background(), f.svc.keys.stream(0), group).Result()
+	consumers, err := f.r.Client.XInfoConsumers(context.Background(), f.keys.stream(0), group).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +90,7 @@ func TestConcurrentWriterOverlapsBatchesOnlyWhenBehind(t *testing.T) {
 	}
 	// A batch of 50: the trickle's 20 orders cannot fill one however
 	// slowly the first loop goes; the backlog's 200 fill four.
-	w := f.writer("w", WriterOptions{Concurrency: 3, Batch: 50})
+	w := f.writer("w", Options{Concurrency: 3, Batch: 50})
 	w.InjectFaults(hold, nil)
 	r := start(w)
 	defer r.stop(t)
@@ -134,7 +136,7 @@ func (f *fixture) pendingOwners(t *testing.T) func() []string {
 		defer close(done)
 		for ctx.Err() == nil {
 			for p := range f.parts.Count() {
-				if s, err := f.r.Client.XPending(ctx, f.svc.keys.stream(p), group).Result(); err == nil {
+				if s, err := f.r.Client.XPending(ctx, f.keys.stream(p), group).Result(); err == nil {
 					for c, n := range s.Consumers {
 						if n > 0 {
 							names[c] = true
@@ -163,7 +165,7 @@ func TestConcurrentWriterStopsTogether(t *testing.T) {
 	for range 40 {
 		f.place(t, u, "s", 1)
 	}
-	w := f.writer("w", WriterOptions{Concurrency: 2, Batch: 5})
+	w := f.writer("w", Options{Concurrency: 2, Batch: 5})
 	w.faultAfterCommit = crashOnce()
 	done := make(chan error, 1)
 	go func() { done <- w.Run(context.Background()) }()
@@ -175,7 +177,7 @@ func TestConcurrentWriterStopsTogether(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("Run did not return after one loop crashed")
 	}
-	again := start(f.writer("w", WriterOptions{Concurrency: 2, Batch: 5}))
+	again := start(f.writer("w", Options{Concurrency: 2, Batch: 5}))
 	f.drained(t)
 	again.stop(t)
 	if rows, sold := f.orderRows(t), f.sold(t, round); rows != 40 || sold != 40 {

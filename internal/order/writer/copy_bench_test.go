@@ -1,4 +1,4 @@
-package order
+package writer
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
@@ -27,11 +28,11 @@ func BenchmarkWriterCopy(b *testing.B) {
 	ctx := context.Background()
 	db, r := testenv.NewDatabase(b), testenv.NewRedis(b)
 	stock := inventory.NewStock(r.Client, r.Prefix)
-	svc := New(db.Pool, r.Client, stock, nil, r.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
-	users := benchUsers(b, svc, 100)
+	svc := order.New(db.Pool, r.Client, stock, nil, r.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	users := benchUsers(b, db.Pool, 100)
 	openSale(b, db.Pool, stock, r, "copy", 1<<30, 0, 100)
 	fillStream(b, svc, users, "copy", b.N)
-	drainOnce(b, svc, db, r)
+	drainOnce(b, db, r)
 	orders, items := writtenRows(b, db)
 	if len(orders) != b.N {
 		b.Fatalf("%d order rows for %d orders", len(orders), b.N)
@@ -55,13 +56,13 @@ func BenchmarkWriterCopy(b *testing.B) {
 
 // drainOnce runs a writer with BenchmarkWriterDrain's options until the
 // stream is empty.
-func drainOnce(b *testing.B, svc *Service, db *testenv.Database, r *testenv.Redis) {
+func drainOnce(b *testing.B, db *testenv.Database, r *testenv.Redis) {
 	b.Helper()
-	w := NewWriter(db.Pool, r.Client, r.Prefix, svc.log, prometheus.NewRegistry(), WriterOptions{Consumer: "bench", Batch: 1000, Concurrency: 3})
+	w := New(db.Pool, r.Client, r.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), Options{Consumer: "bench", Batch: 1000, Concurrency: 3})
 	wctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(wctx) }()
-	waitDrained(b, svc)
+	waitDrained(b, r)
 	stop()
 	if err := <-done; err != nil {
 		b.Fatal(err)

@@ -1,4 +1,4 @@
-package order
+package writer
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 )
 
 // backlog paces the loops of one partition.
-// More in docs/design/order.md ("backlog.go").
+// More in docs/design/writer.md ("backlog.go").
 type backlog struct {
 	mu   sync.Mutex
 	on   bool

@@ -1,8 +1,7 @@
-package order
+package writer
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,10 +16,11 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/shop-oss/shop/internal/keyspace"
+	"github.com/shop-oss/shop/internal/order"
 )
 
-// WriterOptions tune the order writer; zero values take the defaults.
-type WriterOptions struct {
+// Options tune the order writer; zero values take the defaults.
+type Options struct {
 	// Consumer is this writer's name in the group. It must be unique among
 	// running writers; a writer restarted under the same name first finishes
 	// the entries it had been delivered. Default: hostname-pid.
@@ -94,7 +94,7 @@ type WriterOptions struct {
 	Partitions keyspace.Partitions
 }
 
-func (o *WriterOptions) defaults() {
+func (o *Options) defaults() {
 	if o.Consumer == "" {
 		host, _ := os.Hostname()
 		o.Consumer = host + "-" + strconv.Itoa(os.Getpid())
@@ -129,7 +129,7 @@ type Persisted struct {
 	UserID     string
 	CreatedAt  time.Time
 	TotalCents int64
-	Items      []ReservedItem
+	Items      []order.ReservedItem
 }
 
 // Writer persists the order stream to PostgreSQL.
@@ -138,7 +138,7 @@ type Writer struct {
 	rdb  redis.UniversalClient
 	keys keys
 	log  *slog.Logger
-	o    WriterOptions
+	o    Options
 	m    *writerMetrics
 
 	part          int      // the partition this loop reads
@@ -163,13 +163,13 @@ type Writer struct {
 	faultBetweenAcks func() error
 }
 
-// NewWriter returns a writer of the order stream under prefix into db; its
+// New returns a writer of the order stream under prefix into db; its
 // metrics are registered on reg. It needs nothing of the order Service:
 // `shop writer` builds only this.
-func NewWriter(db *pgxpool.Pool, rdb redis.UniversalClient, prefix string, log *slog.Logger,
-	reg prometheus.Registerer, o WriterOptions) *Writer {
+func New(db *pgxpool.Pool, rdb redis.UniversalClient, prefix string, log *slog.Logger,
+	reg prometheus.Registerer, o Options) *Writer {
 	o.defaults()
-	w := &Writer{db: db, rdb: rdb, keys: keys{prefix, o.Partitions}, log: log, o: o, m: newWriterMetrics(reg)}
+	w := &Writer{db: db, rdb: rdb, keys: newKeys(prefix, o.Partitions), log: log, o: o, m: newWriterMetrics(reg)}
 	w.own = []string{o.Consumer}
 	if o.Concurrency > 1 {
 		w.own = w.own[:0]
@@ -188,6 +188,12 @@ func NewWriter(db *pgxpool.Pool, rdb redis.UniversalClient, prefix string, log *
 func (w *Writer) InjectFaults(beforeCommit, afterCommit func() error) {
 	w.faultBeforeCommit, w.faultAfterCommit = beforeCommit, afterCommit
 }
+
+// InjectAckFault sets what the writer calls on a Redis Cluster between
+// its two acknowledgement steps (confirmSplit): the buyers' pending
+// indexes done, the ack and the statuses not. A non-nil error stops Run
+// there as a crash would. Call it before Run.
+func (w *Writer) InjectAckFault(betweenAcks func() error) { w.faultBetweenAcks = betweenAcks }
 
 // Run writes orders until ctx is cancelled; the batches in hand when it is
 // cancelled are finished first. It returns an error only when a group

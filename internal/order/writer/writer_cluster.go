@@ -1,4 +1,4 @@
-package order
+package writer
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/order"
 )
 
 // The writer's acknowledgements on a Redis Cluster.
@@ -156,7 +158,7 @@ func (w *Writer) deadLetterSplit(ctx context.Context, f failure, fields map[stri
 		if err := w.rdb.ZRem(ctx, w.keys.pending(f.ev.userID.String()), id).Err(); err != nil {
 			return fmt.Errorf("pending index: %w", err)
 		}
-		status, ttl = w.keys.status(id), fmt.Sprint(statusTTL.Milliseconds())
+		status, ttl = w.keys.status(id), fmt.Sprint(order.StatusTTL.Milliseconds())
 		if w.keys.parts.Home(id) != w.part {
 			if err := rejectStatusScript.Run(ctx, w.rdb, []string{status}, ttl).Err(); err != nil {
 				return fmt.Errorf("reject order %s: %w", id, err)

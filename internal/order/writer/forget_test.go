@@ -1,4 +1,4 @@
-package order
+package writer
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 // consumers lists the group's consumers and what each holds.
 func (f *fixture) consumers(t *testing.T) map[string]int64 {
 	t.Helper()
-	list, err := f.r.Client.XInfoConsumers(context.Background(), f.svc.keys.stream(0), group).Result()
+	list, err := f.r.Client.XInfoConsumers(context.Background(), f.keys.stream(0), group).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +27,7 @@ func (f *fixture) consumers(t *testing.T) map[string]int64 {
 func (f *fixture) deliver(t *testing.T, consumer string) redis.XMessage {
 	t.Helper()
 	res, err := f.r.Client.XReadGroup(context.Background(), &redis.XReadGroupArgs{
-		Group: group, Consumer: consumer, Streams: []string{f.svc.keys.stream(0), ">"}, Count: 1, Block: -1,
+		Group: group, Consumer: consumer, Streams: []string{f.keys.stream(0), ">"}, Count: 1, Block: -1,
 	}).Result()
 	if err != nil || len(res) == 0 || len(res[0].Messages) != 1 {
 		t.Fatalf("deliver to %s: %v %v", consumer, res, err)
@@ -47,7 +47,7 @@ func TestWriterForgetsIdleConsumersHoldingNothing(t *testing.T) {
 	for range 2 {
 		f.place(t, u, "s", 1)
 	}
-	stream := f.svc.keys.stream(0)
+	stream := f.keys.stream(0)
 	if err := f.r.Client.XGroupCreateMkStream(ctx, stream, group, "0").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestWriterForgetsIdleConsumersHoldingNothing(t *testing.T) {
 
 	// Called directly on a writer that has not run: its own consumers are
 	// spared however idle they are; "holding" keeps its entry.
-	idle := f.writer("w", WriterOptions{ForgetIdle: time.Millisecond, Concurrency: 2, ClaimIdle: time.Hour})
+	idle := f.writer("w", Options{ForgetIdle: time.Millisecond, Concurrency: 2, ClaimIdle: time.Hour})
 	for _, own := range idle.own {
 		f.r.Client.XGroupCreateConsumer(ctx, stream, group, own)
 	}
@@ -76,7 +76,7 @@ func TestWriterForgetsIdleConsumersHoldingNothing(t *testing.T) {
 	// Running, with a claim-idle short enough to take "holding"'s entry
 	// over: its housekeeping then removes "holding" too.
 	f.r.Client.XGroupCreateConsumer(ctx, stream, group, "done-again")
-	w := f.writer("live", WriterOptions{ForgetIdle: 300 * time.Millisecond, Housekeeping: 50 * time.Millisecond,
+	w := f.writer("live", Options{ForgetIdle: 300 * time.Millisecond, Housekeeping: 50 * time.Millisecond,
 		ClaimIdle: 200 * time.Millisecond})
 	r := start(w)
 	defer r.stop(t)

@@ -1,4 +1,4 @@
-package order
+package writer
 
 import (
 	"context"
@@ -41,7 +41,7 @@ func TestWriterLingerGathersATrickleIntoOneBatch(t *testing.T) {
 	f.sale(t, "sku-l", 100, 0, 100)
 	u := f.user(t)
 	b := &batches{first: make(chan struct{})}
-	w := start(f.writer("w1", WriterOptions{Concurrency: 1, Linger: 5 * time.Second, AfterCommit: b.hook}))
+	w := start(f.writer("w1", Options{Concurrency: 1, Linger: 5 * time.Second, AfterCommit: b.hook}))
 	defer w.stop(t)
 	f.place(t, u, "sku-l", 1)
 	select {

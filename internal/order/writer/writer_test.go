@@ -1,4 +1,4 @@
-package order
+package writer
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
@@ -24,22 +25,22 @@ func TestWriterPersistsAndConfirms(t *testing.T) {
 	u := f.user(t)
 	p1 := f.place(t, u, "sku-a", 2)
 	p2 := f.place(t, u, "sku-a", 1)
-	if o, err := f.svc.Get(context.Background(), u, p1.OrderID); err != nil || o.Status != StatusPending || o.TotalCents != 600 {
+	if o, err := f.svc.Get(context.Background(), u, p1.OrderID); err != nil || o.Status != order.StatusPending || o.TotalCents != 600 {
 		t.Fatalf("before the writer: %+v %v", o, err)
 	}
-	w := start(f.writer("w1", WriterOptions{}))
+	w := start(f.writer("w1", Options{}))
 	f.drained(t)
 	w.stop(t)
 	if f.orderRows(t) != 2 || f.sold(t, round) != 3 {
 		t.Fatalf("rows %d sold %d, want 2 and 3", f.orderRows(t), f.sold(t, round))
 	}
-	for _, p := range []Placed{p1, p2} {
+	for _, p := range []order.Placed{p1, p2} {
 		o, err := f.svc.Get(context.Background(), u, p.OrderID)
-		if err != nil || o.Status != StatusConfirmed || len(o.Items) != 1 || o.Items[0].PriceCents != 300 {
+		if err != nil || o.Status != order.StatusConfirmed || len(o.Items) != 1 || o.Items[0].PriceCents != 300 {
 			t.Fatalf("after the writer: %+v %v", o, err)
 		}
 	}
-	if n := f.r.Client.ZCard(context.Background(), f.svc.keys.pending(u)).Val(); n != 0 {
+	if n := f.r.Client.ZCard(context.Background(), f.keys.pending(u)).Val(); n != 0 {
 		t.Errorf("pending index still holds %d orders", n)
 	}
 }
@@ -54,7 +55,7 @@ func TestWriterCrashBetweenCommitAndAck(t *testing.T) {
 	for range 5 {
 		f.place(t, u, "s", 1)
 	}
-	w := f.writer("w1", WriterOptions{})
+	w := f.writer("w1", Options{})
 	w.faultAfterCommit = crashOnce()
 	if err := w.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "simulated crash") {
 		t.Fatalf("Run = %v, want the simulated crash", err)
@@ -63,7 +64,7 @@ func TestWriterCrashBetweenCommitAndAck(t *testing.T) {
 		t.Fatalf("after the crash: rows %d pending %d, want 5 and 5", f.orderRows(t), f.pendingCount(t))
 	}
 	// Restarted under the same name: it reads its own pending entries first.
-	r := start(f.writer("w1", WriterOptions{}))
+	r := start(f.writer("w1", Options{}))
 	f.drained(t)
 	r.stop(t)
 	if f.orderRows(t) != 5 || f.sold(t, round) != 5 || f.count(t, `SELECT count(*) FROM order_items`) != 5 {
@@ -80,7 +81,7 @@ func TestWriterCrashBeforeCommit(t *testing.T) {
 	for range 4 {
 		f.place(t, u, "s", 1)
 	}
-	w := f.writer("w1", WriterOptions{})
+	w := f.writer("w1", Options{})
 	w.faultBeforeCommit = crashOnce()
 	if err := w.Run(context.Background()); err == nil {
 		t.Fatal("Run should stop at the simulated crash")
@@ -88,7 +89,7 @@ func TestWriterCrashBeforeCommit(t *testing.T) {
 	if f.orderRows(t) != 0 || f.sold(t, round) != 0 {
 		t.Fatalf("a batch was committed before the crash point")
 	}
-	r := start(f.writer("w1", WriterOptions{}))
+	r := start(f.writer("w1", Options{}))
 	f.drained(t)
 	r.stop(t)
 	if f.orderRows(t) != 4 || f.sold(t, round) != 4 {
@@ -106,13 +107,13 @@ func TestSecondWriterClaimsDeadWritersEntries(t *testing.T) {
 	for range 6 {
 		f.place(t, u, "s", 1)
 	}
-	dead := f.writer("dead", WriterOptions{})
+	dead := f.writer("dead", Options{})
 	dead.faultBeforeCommit = crashOnce()
 	_ = dead.Run(context.Background())
 	if f.pendingCount(t) != 6 {
 		t.Fatalf("the dead writer holds %d entries, want 6", f.pendingCount(t))
 	}
-	r := start(f.writer("alive", WriterOptions{ClaimIdle: 300 * time.Millisecond}))
+	r := start(f.writer("alive", Options{ClaimIdle: 300 * time.Millisecond}))
 	f.drained(t)
 	r.stop(t)
 	if f.orderRows(t) != 6 || f.sold(t, round) != 6 {
@@ -130,7 +131,7 @@ func TestPoisonEntriesAreDeadLettered(t *testing.T) {
 	round := f.sale(t, "s", 3, 0, 100)
 	u := f.user(t)
 	f.place(t, u, "s", 1)
-	stream := f.svc.keys.stream(0)
+	stream := f.keys.stream(0)
 	f.r.Client.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: map[string]any{"order_id": "nope", "qty": "x"}})
 	f.place(t, u, "s", 1)
 	// Two forged events past what the round holds in PostgreSQL (3): the
@@ -142,14 +143,14 @@ func TestPoisonEntriesAreDeadLettered(t *testing.T) {
 		}
 		f.r.Client.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: forged})
 	}
-	w := f.writer("w1", WriterOptions{MaxDeliveries: 3})
+	w := f.writer("w1", Options{MaxDeliveries: 3})
 	r := start(w)
 	f.drained(t)
 	r.stop(t)
 	if f.orderRows(t) != 3 || f.sold(t, round) != 3 {
 		t.Fatalf("rows %d sold %d, want 3 and 3", f.orderRows(t), f.sold(t, round))
 	}
-	dead := f.r.Client.XRange(ctx, f.svc.keys.dead(0), "-", "+").Val()
+	dead := f.r.Client.XRange(ctx, f.keys.dead(0), "-", "+").Val()
 	if len(dead) != 2 {
 		t.Fatalf("dead letters = %d, want 2: %v", len(dead), dead)
 	}
@@ -179,7 +180,7 @@ func TestWriterRidesOutDatabaseOutage(t *testing.T) {
 	for range 10 {
 		f.place(t, u, "s", 1)
 	}
-	w := f.writer("w1", WriterOptions{})
+	w := f.writer("w1", Options{})
 	r := start(w)
 	time.Sleep(800 * time.Millisecond)
 	if f.orderRows(t) != 0 || f.pendingCount(t) != 10 {
@@ -210,25 +211,25 @@ func TestTrimNeverRemovesUnwrittenEntries(t *testing.T) {
 	for range 10 {
 		f.place(t, u, "s", 1)
 	}
-	first := f.writer("first", WriterOptions{Batch: 4})
+	first := f.writer("first", Options{Batch: 4})
 	first.faultBeforeCommit = crashOnce() // 4 entries delivered, then "dies"
 	_ = first.Run(ctx)
 	if n, err := first.Trim(ctx); err != nil || n != 0 {
 		t.Fatalf("trim with nothing acked removed %d (%v)", n, err)
 	}
-	r := start(f.writer("second", WriterOptions{ClaimIdle: 200 * time.Millisecond}))
+	r := start(f.writer("second", Options{ClaimIdle: 200 * time.Millisecond}))
 	f.drained(t)
 	r.stop(t)
 	for range 3 {
 		f.place(t, u, "s", 1) // undelivered: no writer runs now
 	}
 	// The second writer's own housekeeping may have trimmed some already.
-	written := f.r.Client.XLen(ctx, f.svc.keys.stream(0)).Val() - 3
+	written := f.r.Client.XLen(ctx, f.keys.stream(0)).Val() - 3
 	n, err := first.Trim(ctx)
 	if err != nil || n != written {
 		t.Fatalf("trim removed %d (%v), want the %d written entries left", n, err, written)
 	}
-	if l := f.r.Client.XLen(ctx, f.svc.keys.stream(0)).Val(); l != 3 {
+	if l := f.r.Client.XLen(ctx, f.keys.stream(0)).Val(); l != 3 {
 		t.Fatalf("stream holds %d entries, want the 3 undelivered", l)
 	}
 }
@@ -244,7 +245,7 @@ func TestRaceThenDrainMatchesRedis(t *testing.T) {
 	for i := range users {
 		users[i] = f.user(t)
 	}
-	r := start(f.writer("w1", WriterOptions{Batch: 16}))
+	r := start(f.writer("w1", Options{Batch: 16}))
 	var accepted atomic.Int64
 	startGun := make(chan struct{})
 	var wg sync.WaitGroup
@@ -254,10 +255,10 @@ func TestRaceThenDrainMatchesRedis(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-startGun
-				_, err := f.svc.Place(context.Background(), u, []Line{{SKU: "hot", Quantity: 1}}, PlaceOptions{})
+				_, err := f.svc.Place(context.Background(), u, []order.Line{{SKU: "hot", Quantity: 1}}, order.PlaceOptions{})
 				if err == nil {
 					accepted.Add(1)
-				} else if !errors.Is(err, ErrOutOfStock) && !errors.Is(err, ErrLimitExceeded) {
+				} else if !errors.Is(err, order.ErrOutOfStock) && !errors.Is(err, order.ErrLimitExceeded) {
 					t.Error(err)
 				}
 			}()
@@ -288,7 +289,7 @@ func TestWriterStopFinishesTheBatchInHand(t *testing.T) {
 		f.place(t, u, "s", 1)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	w := f.writer("w1", WriterOptions{})
+	w := f.writer("w1", Options{})
 	w.faultBeforeCommit = func() error { cancel(); return nil } // the stop lands mid-transaction
 	if err := w.Run(ctx); err != nil {
 		t.Fatal(err)
@@ -314,7 +315,7 @@ func TestWriterRereadsOwnPendingAfterLostReply(t *testing.T) {
 	proxied := redis.NewClient(&opts)
 	t.Cleanup(func() { _ = proxied.Close() })
 	f.writerRedis = proxied
-	w := f.writer("w1", WriterOptions{ClaimIdle: time.Hour, Block: 300 * time.Millisecond})
+	w := f.writer("w1", Options{ClaimIdle: time.Hour, Block: 300 * time.Millisecond})
 	r := start(w)
 	defer r.stop(t)
 	f.place(t, u, "s", 1)

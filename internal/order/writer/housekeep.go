@@ -1,4 +1,4 @@
-package order
+package writer
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/order"
 )
 
 //go:embed trim.lua
@@ -65,7 +67,7 @@ func (w *Writer) forgetConsumers(ctx context.Context, p int) ([]string, error) {
 
 // Trim removes the stream entries every group has acknowledged, never one
 // that is pending or not yet delivered, in every partition, and on a
-// cluster the releases logs' entries older than SettledRetention (by a
+// cluster the releases logs' entries older than order.SettledRetention (by a
 // master's clock: the audit reads only entries newer than its snapshot).
 // It returns how many it removed; on an error, what was removed before.
 func (w *Writer) Trim(ctx context.Context) (int64, error) {
@@ -84,7 +86,7 @@ func (w *Writer) Trim(ctx context.Context) (int64, error) {
 	if err != nil {
 		return total, err
 	}
-	minID := fmt.Sprintf("%d-0", now.Add(-SettledRetention).UnixMilli())
+	minID := fmt.Sprintf("%d-0", now.Add(-order.SettledRetention).UnixMilli())
 	for p := range w.keys.parts.Count() {
 		n, err := w.rdb.XTrimMinID(ctx, w.keys.releases(p), minID).Result()
 		if err != nil {

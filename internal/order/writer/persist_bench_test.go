@@ -1,15 +1,14 @@
-package order
+package writer
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
@@ -23,14 +22,13 @@ import (
 func BenchmarkPersist(b *testing.B) {
 	db, r := testenv.NewDatabase(b), testenv.NewRedis(b)
 	stock := inventory.NewStock(r.Client, r.Prefix)
-	svc := New(db.Pool, r.Client, stock, nil, r.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
-	users := benchUsers(b, svc, 100)
+	users := benchUsers(b, db.Pool, 100)
 	round := openSale(b, db.Pool, stock, r, "persist", 1<<30, 0, 100)
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	events := make([]event, b.N)
 	for i := range events {
 		events[i] = event{streamID: "1-1", orderID: uuid.New(), userID: uuid.MustParse(users[i%len(users)]),
-			createdAt: now, totalCents: 100, items: []ReservedItem{{SKU: "persist", Quantity: 1, PriceCents: 100, RoundID: round}}}
+			createdAt: now, totalCents: 100, items: []order.ReservedItem{{SKU: "persist", Quantity: 1, PriceCents: 100, RoundID: round}}}
 	}
 	const batch = 1000
 	b.ResetTimer()

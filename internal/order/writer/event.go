@@ -1,4 +1,4 @@
-package order
+package writer
 
 import (
 	"encoding/json"
@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/order"
 )
 
 // event is one order as the reserve script wrote it to the stream:
@@ -23,13 +25,14 @@ type event struct {
 	createdAt  time.Time
 	expiresAt  time.Time // zero: none
 	totalCents int64
-	items      []ReservedItem
+	items      []order.ReservedItem
 	values     map[string]any // the entry as read, for the dead-letter stream
 }
 
 // kindTransition marks the stream's other kind of entry: an order leaving
-// confirmed (or pending), added by the lifecycle step itself (pay.lua, or
-// inventory's release with its outbox entry). Fields: kind, order_id,
+// confirmed (or pending), added by the lifecycle step itself (order's
+// pay.lua and transitionValues, or inventory's release with its outbox
+// entry). Fields: kind, order_id,
 // user_id, status (paid, cancelled, expired), at_ms, payment_ref,
 // created_ms, items (as in the order's event).
 const kindTransition = "transition"
@@ -44,7 +47,7 @@ type Transition struct {
 	At         time.Time
 	PaymentRef string
 	CreatedAt  time.Time
-	Items      []ReservedItem
+	Items      []order.ReservedItem
 }
 
 // parseTransition validates a transition entry.
@@ -58,7 +61,7 @@ func parseTransition(m redis.XMessage) (Transition, error) {
 	}
 	t.OrderID, t.UserID = id.String(), user.String()
 	switch t.Status {
-	case StatusPaid, StatusCancelled, StatusExpired:
+	case order.StatusPaid, order.StatusCancelled, order.StatusExpired:
 	default:
 		return t, fmt.Errorf("%w: transition to %q", errMalformed, t.Status)
 	}
@@ -88,15 +91,15 @@ func parseEvent(m redis.XMessage) (event, error) { return parseEventWith(m, nil)
 // price, their items texts byte for byte the same, and decoding them
 // with encoding/json was a third of the writer's own CPU (~3.4 µs an
 // order). It lives as long as one batch, so it is bounded by the batch.
-type itemsTexts map[string][]ReservedItem
+type itemsTexts map[string][]order.ReservedItem
 
 // decode returns the items text decoded: a copy of its own for each
 // event, since the items go on to hooks and reports as the event's.
-func (d itemsTexts) decode(text string) ([]ReservedItem, error) {
+func (d itemsTexts) decode(text string) ([]order.ReservedItem, error) {
 	if items, ok := d[text]; ok {
 		return slices.Clone(items), nil
 	}
-	var items []ReservedItem
+	var items []order.ReservedItem
 	if err := json.Unmarshal([]byte(text), &items); err != nil || d == nil {
 		return items, err
 	}
@@ -144,13 +147,13 @@ func parseOwner(m redis.XMessage) (e event, ok bool) {
 }
 
 func checkItems(e event) error {
-	if len(e.items) == 0 || len(e.items) > MaxLines {
+	if len(e.items) == 0 || len(e.items) > order.MaxLines {
 		return fmt.Errorf("%w: %d items", errMalformed, len(e.items))
 	}
 	var total int64
 	seen := map[string]bool{}
 	for _, it := range e.items {
-		if it.SKU == "" || seen[it.SKU] || it.Quantity < 1 || it.Quantity > MaxQuantity ||
+		if it.SKU == "" || seen[it.SKU] || it.Quantity < 1 || it.Quantity > order.MaxQuantity ||
 			it.PriceCents < 0 || it.RoundID < 1 {
 			return fmt.Errorf("%w: item %+v", errMalformed, it)
 		}
@@ -169,4 +172,40 @@ func (e event) persisted() Persisted {
 		ID: e.orderID.String(), UserID: e.userID.String(), CreatedAt: e.createdAt,
 		TotalCents: e.totalCents, Items: e.items,
 	}
+}
+
+// Entry is a stream entry as an audit reads it: an order event
+// (Transition "") or a transition event (Transition: its new status).
+type Entry struct {
+	OrderID    string
+	UserID     string
+	Transition string
+	Items      []order.ReservedItem
+	// CreatedMS is when the order was accepted (Unix ms, its home's
+	// clock).
+	CreatedMS int64
+}
+
+// ParseEntry reads an order or transition event in the order package's format.
+func ParseEntry(m redis.XMessage) (Entry, error) {
+	if isTransition(m) {
+		t, err := parseTransition(m)
+		return Entry{OrderID: t.OrderID, UserID: t.UserID, Transition: t.Status, Items: t.Items,
+			CreatedMS: t.CreatedAt.UnixMilli()}, err
+	}
+	e, err := parseEvent(m)
+	if err != nil && e.orderID.String() == "" {
+		return Entry{}, errors.Join(err, errMalformed)
+	}
+	return Entry{OrderID: e.orderID.String(), UserID: e.userID.String(), Items: e.items,
+		CreatedMS: e.createdAt.UnixMilli()}, err
+}
+
+// msTime reads Unix milliseconds; "" or 0 is the zero time.
+func msTime(s string) time.Time {
+	ms, _ := strconv.ParseInt(s, 10, 64)
+	if ms <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
 }

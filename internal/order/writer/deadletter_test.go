@@ -1,19 +1,21 @@
-package order
+package writer
 
 import (
 	"context"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/order"
 )
 
 // corrupt replaces the stream entry of a placed order by a copy whose
 // items do not parse: the order's status hash and its buyer's pending
 // index stay as the reserve script wrote them.
-func (f *fixture) corrupt(t *testing.T, p Placed) {
+func (f *fixture) corrupt(t *testing.T, p order.Placed) {
 	t.Helper()
 	ctx := context.Background()
-	stream := f.svc.keys.stream(0)
+	stream := f.keys.stream(0)
 	msgs, err := f.r.Client.XRange(ctx, stream, "-", "+").Result()
 	if err != nil {
 		t.Fatal(err)
@@ -42,18 +44,18 @@ func TestDeadLetteredOrderIsRejectedEvenWhenItsEntryDoesNotParse(t *testing.T) {
 	bad := f.place(t, u, "s", 1)
 	good := f.place(t, u, "s", 1)
 	f.corrupt(t, bad)
-	w := f.writer("w1", WriterOptions{MaxDeliveries: 2})
+	w := f.writer("w1", Options{MaxDeliveries: 2})
 	r := start(w)
 	f.drained(t)
 	r.stop(t)
 	o, err := f.svc.Get(ctx, u, bad.OrderID)
-	if err != nil || o.Status != StatusRejected {
+	if err != nil || o.Status != order.StatusRejected {
 		t.Fatalf("the dead-lettered order reads %+v, %v; want rejected", o, err)
 	}
-	if _, err := f.r.Client.ZScore(ctx, f.svc.keys.pending(u), bad.OrderID).Result(); err != redis.Nil {
+	if _, err := f.r.Client.ZScore(ctx, f.keys.pending(u), bad.OrderID).Result(); err != redis.Nil {
 		t.Errorf("the rejected order is still in its buyer's pending index (%v)", err)
 	}
-	if o, err := f.svc.Get(ctx, u, good.OrderID); err != nil || o.Status != StatusConfirmed {
+	if o, err := f.svc.Get(ctx, u, good.OrderID); err != nil || o.Status != order.StatusConfirmed {
 		t.Errorf("the good order reads %+v, %v; want confirmed", o, err)
 	}
 	if got := counterValue(t, w.m.deadLetters); got != 1 {
@@ -71,7 +73,7 @@ func TestUnownedEntryIsDeadLetteredWhole(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	stream := f.svc.keys.stream(0)
+	stream := f.keys.stream(0)
 	u := f.user(t)
 	for _, v := range []map[string]any{
 		{"order_id": "nope", "user_id": u, "qty": "x"},
@@ -79,16 +81,16 @@ func TestUnownedEntryIsDeadLetteredWhole(t *testing.T) {
 	} {
 		f.r.Client.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: v})
 	}
-	w := f.writer("w1", WriterOptions{MaxDeliveries: 2})
+	w := f.writer("w1", Options{MaxDeliveries: 2})
 	r := start(w)
 	f.drained(t)
 	r.stop(t)
-	dead := f.r.Client.XRange(ctx, f.svc.keys.dead(0), "-", "+").Val()
+	dead := f.r.Client.XRange(ctx, f.keys.dead(0), "-", "+").Val()
 	if len(dead) != 2 || dead[0].Values["event_order_id"] != "nope" || dead[0].Values["event_qty"] != "x" ||
 		dead[1].Values["event_user_id"] != "someone" {
 		t.Fatalf("dead letters = %v, want both entries whole", dead)
 	}
-	if n := f.r.Client.Exists(ctx, f.svc.keys.status("6f1c1fd4-8a54-4f5b-9d3e-5d43b6e1f6a1")).Val(); n != 0 {
+	if n := f.r.Client.Exists(ctx, f.keys.status("6f1c1fd4-8a54-4f5b-9d3e-5d43b6e1f6a1")).Val(); n != 0 {
 		t.Errorf("a status was written for an entry with no readable buyer")
 	}
 	if got := counterValue(t, w.m.unowned); got != 2 {

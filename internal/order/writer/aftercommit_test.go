@@ -1,4 +1,4 @@
-package order
+package writer
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
@@ -34,7 +35,7 @@ func (s *seen) hook(_ context.Context, orders []Persisted) error {
 	return nil
 }
 
-func (s *seen) check(t *testing.T, placed []Placed) {
+func (s *seen) check(t *testing.T, placed []order.Placed) {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -55,12 +56,12 @@ func TestAfterCommitSeesEachInsertedOrderOnce(t *testing.T) {
 	f := newFixture(t)
 	f.sale(t, "s", 100, 0, 100)
 	u := f.user(t)
-	var placed []Placed
+	var placed []order.Placed
 	for range 40 {
 		placed = append(placed, f.place(t, u, "s", 2))
 	}
 	s := newSeen()
-	r := start(f.writer("w1", WriterOptions{Batch: 7, Concurrency: 3, AfterCommit: s.hook}))
+	r := start(f.writer("w1", Options{Batch: 7, Concurrency: 3, AfterCommit: s.hook}))
 	f.drained(t)
 	r.stop(t)
 	s.check(t, placed)
@@ -77,12 +78,12 @@ func TestAfterCommitNotCalledForARedelivery(t *testing.T) {
 	f := newFixture(t)
 	f.sale(t, "s", 10, 0, 100)
 	u := f.user(t)
-	var placed []Placed
+	var placed []order.Placed
 	for range 5 {
 		placed = append(placed, f.place(t, u, "s", 1))
 	}
 	s := newSeen()
-	w := f.writer("w1", WriterOptions{AfterCommit: s.hook})
+	w := f.writer("w1", Options{AfterCommit: s.hook})
 	w.faultAfterCommit = crashOnce()
 	if err := w.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "simulated crash") {
 		t.Fatalf("Run = %v, want the simulated crash", err)
@@ -90,7 +91,7 @@ func TestAfterCommitNotCalledForARedelivery(t *testing.T) {
 	if f.pendingCount(t) != 5 {
 		t.Fatalf("pending %d, want the 5 entries unacknowledged", f.pendingCount(t))
 	}
-	r := start(f.writer("w1", WriterOptions{AfterCommit: s.hook}))
+	r := start(f.writer("w1", Options{AfterCommit: s.hook}))
 	f.drained(t)
 	r.stop(t)
 	s.check(t, placed)
@@ -115,7 +116,7 @@ func TestAfterCommitFailureNeverLosesAnOrder(t *testing.T) {
 		}
 		return nil
 	}
-	r := start(f.writer("w1", WriterOptions{AfterCommit: flaky}))
+	r := start(f.writer("w1", Options{AfterCommit: flaky}))
 	f.drained(t)
 	r.stop(t)
 	if calls.Load() != afterCommitAttempts {
@@ -125,14 +126,14 @@ func TestAfterCommitFailureNeverLosesAnOrder(t *testing.T) {
 	second := f.place(t, u, "s", 1)
 	calls.Store(0)
 	broken := func(context.Context, []Persisted) error { calls.Add(1); return errors.New("hook down for good") }
-	r = start(f.writer("w1", WriterOptions{AfterCommit: broken}))
+	r = start(f.writer("w1", Options{AfterCommit: broken}))
 	f.drained(t)
 	r.stop(t)
 	if calls.Load() != afterCommitAttempts {
 		t.Fatalf("broken hook called %d times, want %d", calls.Load(), afterCommitAttempts)
 	}
-	for _, p := range []Placed{first, second} {
-		if o, err := f.svc.Get(context.Background(), u, p.OrderID); err != nil || o.Status != StatusConfirmed {
+	for _, p := range []order.Placed{first, second} {
+		if o, err := f.svc.Get(context.Background(), u, p.OrderID); err != nil || o.Status != order.StatusConfirmed {
 			t.Fatalf("order %s: %+v %v, want confirmed", p.OrderID, o, err)
 		}
 	}
@@ -150,7 +151,7 @@ func TestAfterCommitAfterALostCommitAnswer(t *testing.T) {
 	f := newFixture(t)
 	f.sale(t, "s", 10, 0, 100)
 	u := f.user(t)
-	var placed []Placed
+	var placed []order.Placed
 	for range 5 {
 		placed = append(placed, f.place(t, u, "s", 1))
 	}
@@ -160,7 +161,7 @@ func TestAfterCommitAfterALostCommitAnswer(t *testing.T) {
 		Attributes: map[string]any{"times": 1}}).(*testenv.CommitCut)
 	f.writerDB = poolAt(t, proxy.Addr(), f.db.URL)
 	s := newSeen()
-	r := start(f.writer("w1", WriterOptions{AfterCommit: s.hook}))
+	r := start(f.writer("w1", Options{AfterCommit: s.hook}))
 	f.drained(t)
 	r.stop(t)
 	if cut.Fired() != 1 {

@@ -1,4 +1,4 @@
-package order
+package writer
 
 import (
 	"context"
@@ -34,5 +34,15 @@ func (b *backoff) wait(ctx context.Context) bool {
 		return false
 	case <-t.C:
 		return true
+	}
+}
+
+// sleep waits d, or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
 	}
 }

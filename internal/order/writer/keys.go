@@ -1,0 +1,27 @@
+package writer
+
+import (
+	"github.com/shop-oss/shop/internal/keyspace"
+	"github.com/shop-oss/shop/internal/order"
+)
+
+// keys are the order package's key names the writer uses, by partition
+// (order.StreamKeys): order owns them, the writer only reads and acks.
+type keys struct {
+	parts keyspace.Partitions
+	p     []order.StreamKeys
+}
+
+func newKeys(prefix string, parts keyspace.Partitions) keys {
+	return keys{parts: parts, p: order.PartitionKeys(prefix, parts)}
+}
+
+func (k keys) stream(p int) string        { return k.p[p].Stream }
+func (k keys) dead(p int) string          { return k.p[p].Dead }
+func (k keys) releases(p int) string      { return k.p[p].Releases }
+func (k keys) status(id string) string    { return k.p[0].StatusKey(id) }
+func (k keys) pending(user string) string { return k.p[0].PendingKey(user) }
+
+// group is the consumer group the writers share on every partition's
+// stream.
+var group = order.AuditKeys("").Group
