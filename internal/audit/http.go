@@ -7,7 +7,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/shop-oss/shop/internal/apperr"
-	"github.com/shop-oss/shop/internal/database"
+	"github.com/shop-oss/shop/internal/outage"
 )
 
 // Bounds of an audit: over HTTP in all; its first PostgreSQL statement,
@@ -33,7 +33,7 @@ func (h handler) audit(c *fiber.Ctx) error {
 	defer cancel()
 	rep, err := h.a.Run(ctx)
 	if err != nil {
-		if database.Unavailable(err) {
+		if outage.Is(err) {
 			return fmt.Errorf("%w: %w", apperr.Unavailable("the audit needs Redis and PostgreSQL"), err)
 		}
 		return err

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/shop-oss/shop/internal/audit"
-	"github.com/shop-oss/shop/internal/database"
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/outage"
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
@@ -40,7 +40,7 @@ func TestAuditWhilePostgresHangs(t *testing.T) {
 	start := time.Now()
 	_, err := a.Run(ctx)
 	took := time.Since(start)
-	if !database.Unavailable(err) {
+	if !outage.Is(err) {
 		t.Fatalf("audit with PostgreSQL stalled: %v, want an unavailable error (503)", err)
 	}
 	if took > outageBound {

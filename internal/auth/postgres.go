@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/shop-oss/shop/internal/apperr"
-	"github.com/shop-oss/shop/internal/database"
+	"github.com/shop-oss/shop/internal/outage"
 )
 
 // pgTimeout bounds each query: a register or login must not hang on a
@@ -74,7 +74,7 @@ func (s *Service) userByEmail(ctx context.Context, email, legacy string) (User, 
 // pgFailure classifies a PostgreSQL error: an unreachable, restarting or
 // overloaded server is an outage (503); anything else is a bug (500).
 func (s *Service) pgFailure(op string, err error) error {
-	if !database.Unavailable(err) {
+	if !outage.Is(err) {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	s.log.Warn("postgres unavailable", "op", op, "err", err)

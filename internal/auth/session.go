@@ -18,7 +18,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 	"github.com/shop-oss/shop/internal/apperr"
-	"github.com/shop-oss/shop/internal/database"
+	"github.com/shop-oss/shop/internal/outage"
 )
 
 // redisTimeout bounds every session call: the token check sits on every
@@ -97,7 +97,7 @@ func (st *sessionStore) create(ctx context.Context, u User, device string, now t
 	if err != nil {
 		// An EXECABORT says why only in the queued commands: an OOM Redis
 		// is an outage, not a bug.
-		return grant{}, st.failure("create session", database.TxError(cmds, err))
+		return grant{}, st.failure("create session", outage.TxError(cmds, err))
 	}
 	return g, nil
 }
@@ -236,11 +236,11 @@ func digest(token string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// failure classifies a Redis error (database.Unavailable): a server that
+// failure classifies a Redis error (outage.Is): a server that
 // is unreachable, too slow, loading, failing over, out of memory or busy
 // with a script is an outage, 503 and never 401; any other reply is a bug.
 func (st *sessionStore) failure(op string, err error) error {
-	if !database.Unavailable(err) {
+	if !outage.Is(err) {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	st.log.Warn("redis unavailable", "op", op, "err", err)

@@ -10,8 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/shop-oss/shop/internal/database"
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/outage"
 )
 
 //go:embed around.lua
@@ -30,7 +30,7 @@ func (s *Service) Top(ctx context.Context, p Period, limit int) (Board, error) {
 	defer cancel()
 	zs, err := s.rdb.ZRangeWithScores(rctx, s.keys.board(p, s.now()), 0, int64(limit-1)).Result()
 	if err != nil {
-		return Board{}, database.Wrap(fmt.Sprintf("best sellers %s", p), errRedisDown, err)
+		return Board{}, outage.Wrap(fmt.Sprintf("best sellers %s", p), errRedisDown, err)
 	}
 	items := entries(zs, 1)
 	if err := s.name(ctx, items); err != nil {
@@ -53,7 +53,7 @@ func (s *Service) Position(ctx context.Context, p Period, sku string, around int
 		return Position{}, fmt.Errorf("best seller %s in %s: %w", sku, p, ErrNotRanked)
 	}
 	if err != nil {
-		return Position{}, database.Wrap(fmt.Sprintf("best seller %s", sku), errRedisDown, err)
+		return Position{}, outage.Wrap(fmt.Sprintf("best seller %s", sku), errRedisDown, err)
 	}
 	pos, err := parsePosition(p, sku, v)
 	if err != nil {

@@ -8,8 +8,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/shop-oss/shop/internal/database"
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/outage"
 )
 
 //go:embed record.lua
@@ -79,7 +79,7 @@ func (s *Service) run(ctx context.Context, mode string, orders []Order, now time
 	defer cancel()
 	v, err := recordScript.Run(rctx, s.rdb, keys, args...).Int64Slice()
 	if err != nil {
-		return Result{}, database.Wrap(fmt.Sprintf("%s %d orders", mode, len(orders)), errRedisDown, err)
+		return Result{}, outage.Wrap(fmt.Sprintf("%s %d orders", mode, len(orders)), errRedisDown, err)
 	}
 	return Result{Applied: int(v[0]), Skipped: int(v[1])}, nil
 }

@@ -14,9 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/shop-oss/shop/internal/apperr"
-	"github.com/shop-oss/shop/internal/database"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/outage"
 )
 
 // Limits of a cart: those of one reservation, so any cart can check out.
@@ -182,11 +182,11 @@ func quantityRange(least int) apperr.FieldError {
 	return apperr.FieldError{Field: "quantity", Message: fmt.Sprintf("must be an integer from %d to %d", least, MaxQuantity)}
 }
 
-// unavailable maps a Redis error: an outage (database.Unavailable) is a
+// unavailable maps a Redis error: an outage (outage.Is) is a
 // 503, logged unless the request was cancelled; anything else (a script
 // error, a wrong type) is a bug, returned for the 500 handler to log.
 func (s *Service) unavailable(op string, err error) error {
-	if !database.Unavailable(err) {
+	if !outage.Is(err) {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	if !errors.Is(err, context.Canceled) {

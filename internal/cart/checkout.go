@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/ratelimit"
 )
 
 // checkoutAttempts bounds the re-reads when the shopper keeps changing the
@@ -24,13 +25,13 @@ const checkoutAttempts = 3
 // ErrLimitExceeded or ErrSaleNotActive naming the SKUs (the cart is left
 // as it was); ErrCartBusy when the cart changed under every attempt; or a
 // 503.
-func (s *Service) Checkout(ctx context.Context, user, idemKey string, checks order.Checks) (order.Placed, error) {
+func (s *Service) Checkout(ctx context.Context, user, idemKey string, checks *ratelimit.Deferred) (order.Placed, error) {
 	p, err := s.checkout(ctx, user, idemKey, checks)
 	s.metrics.checkout(p, err)
 	return p, err
 }
 
-func (s *Service) checkout(ctx context.Context, user, idemKey string, checks order.Checks) (order.Placed, error) {
+func (s *Service) checkout(ctx context.Context, user, idemKey string, checks *ratelimit.Deferred) (order.Placed, error) {
 	for range checkoutAttempts {
 		lines, err := s.lines(ctx, user)
 		if err != nil {
@@ -53,7 +54,7 @@ func (s *Service) checkout(ctx context.Context, user, idemKey string, checks ord
 // checkoutEmpty answers a checkout of an empty cart: the first answer when
 // an earlier checkout with the same Idempotency-Key (which emptied it) was
 // accepted, else ErrCartEmpty.
-func (s *Service) checkoutEmpty(ctx context.Context, user, idemKey string, checks order.Checks) (order.Placed, error) {
+func (s *Service) checkoutEmpty(ctx context.Context, user, idemKey string, checks *ratelimit.Deferred) (order.Placed, error) {
 	if idemKey == "" {
 		return order.Placed{}, ErrCartEmpty
 	}

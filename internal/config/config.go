@@ -65,7 +65,7 @@ type Config struct {
 	// RedisPipeline auto-pipelines the purchase path's two scripts (the
 	// limiter with the session check, and the reserve script): concurrent
 	// purchases share round trips. RedisPipelineBatches, Delay and Adaptive
-	// tune it (database.PipelineOptions). The defaults are the best of the
+	// tune it (autopipe.Options). The defaults are the best of the
 	// combinations measured (BENCHMARKS.md): go-redis's own (one batch, no
 	// delay) was slower than no pipelining on a quiet machine.
 	RedisPipeline         bool          `env:"SHOP_REDIS_PIPELINE" envDefault:"true"`

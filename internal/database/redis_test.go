@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/database"
+	"github.com/shop-oss/shop/internal/outage"
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
@@ -158,7 +159,7 @@ func TestOpenRedisHonoursCallDeadlines(t *testing.T) {
 		err := rdb.Get(ctx, "k").Err()
 		d := time.Since(start)
 		cancel()
-		if !database.Unavailable(err) {
+		if !outage.Is(err) {
 			t.Errorf("%s: err = %v, want an outage", name, err)
 		}
 		if d > 3*timeout {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/shop-oss/shop/internal/outage"
 )
 
 // OpenUniversal opens the shop's Redis as SHOP_REDIS_CLUSTER says: one
@@ -29,7 +30,7 @@ func OpenUniversal(ctx context.Context, url string, cluster bool, o RedisOptions
 // reached a server: go-redis resends one whose reply was lost to a reset
 // connection or a read timeout, which for ours (a reservation without an
 // Idempotency-Key, an XREADGROUP, a cart increment) would do the work twice.
-// noResend turns those transport errors into a *ReplyLost that go-redis does
+// noResend turns those transport errors into a *outage.ReplyLost that go-redis does
 // not retry and Unavailable counts as an outage. That covers single commands
 // and scripts, not pipelines: go-redis decides to resend a cluster pipeline's
 // commands inside the node's call, before a hook sees the error.
@@ -93,22 +94,8 @@ func clusterDB(url string) string {
 	return strings.Trim(path, "/")
 }
 
-// ReplyLost is a command that may have run on a cluster node whose reply
-// never came (a reset connection, a read timeout). It is deliberately not
-// an io.EOF or a net.Error to errors.Is and errors.As, so that go-redis's
-// cluster client does not send the command again; Unavailable counts it as
-// an outage (a 503 the client retries with its Idempotency-Key).
-type ReplyLost struct {
-	Addr  string
-	cause string
-}
-
-func (e *ReplyLost) Error() string {
-	return "redis " + e.Addr + ": reply lost, the command may have run: " + e.cause
-}
-
 // noResend is the hook on every cluster node's client that makes a lost
-// reply a *ReplyLost (see OpenCluster).
+// reply a *outage.ReplyLost (see OpenCluster).
 type noResend struct{ addr string }
 
 func (noResend) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -197,7 +184,7 @@ func (h noResend) lost(err error) error {
 	}
 	var netErr net.Error
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &netErr) {
-		return &ReplyLost{Addr: h.addr, cause: err.Error()}
+		return &outage.ReplyLost{Addr: h.addr, Cause: err.Error()}
 	}
 	return nil
 }

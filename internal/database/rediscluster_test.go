@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/database"
+	"github.com/shop-oss/shop/internal/outage"
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
@@ -121,7 +122,7 @@ func TestClusterNeverResendsACommand(t *testing.T) {
 	ctx := context.Background()
 	key := c.Prefix + "counter"
 	err := rdb.Eval(ctx, slowIncr, []string{key}).Err()
-	if err == nil || !database.Unavailable(err) {
+	if err == nil || !outage.Is(err) {
 		t.Fatalf("INCR with its reply lost: %v, want an outage", err)
 	}
 	time.Sleep(3 * time.Second) // a resend would have run by now
@@ -167,7 +168,7 @@ func TestClusterMasterRestartsOnItsAOF(t *testing.T) {
 	}
 	i := masterIndex(t, c, masterOf(t, c, key))
 	c.Kill(i)
-	if err := rdb.Get(ctx, key).Err(); err == nil || !database.Unavailable(err) {
+	if err := rdb.Get(ctx, key).Err(); err == nil || !outage.Is(err) {
 		t.Fatalf("GET on a killed master: %v, want an outage", err)
 	}
 	if err := c.Restart(i); err != nil {
@@ -200,7 +201,7 @@ func TestClusterFollowsATakeover(t *testing.T) {
 	i := masterIndex(t, c, node)
 	slot := c.Slot(t, key)
 	c.Kill(i)
-	if err := rdb.Get(ctx, key).Err(); err == nil || !database.Unavailable(err) {
+	if err := rdb.Get(ctx, key).Err(); err == nil || !outage.Is(err) {
 		t.Fatalf("GET on a killed master: %v, want an outage", err)
 	}
 	if err := c.TakeOver(slot); err != nil {

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/shop-oss/shop/internal/apperr"
-	"github.com/shop-oss/shop/internal/cache"
-	"github.com/shop-oss/shop/internal/database"
 	"slices"
 	"strconv"
+
+	"github.com/shop-oss/shop/internal/apperr"
+	"github.com/shop-oss/shop/internal/cache"
+	"github.com/shop-oss/shop/internal/outage"
+	"github.com/shop-oss/shop/internal/ratelimit"
 )
 
 // Get returns the product with the sku. It returns ErrProductNotFound
@@ -20,7 +22,7 @@ func (s *Catalog) Get(ctx context.Context, sku string) (Product, error) {
 
 // GetWith is Get for a request whose checks wait to run with its read
 // (ReadChecksOf; nil: none). Errors: Get's, or the checks' refusal.
-func (s *Catalog) GetWith(ctx context.Context, sku string, checks ReadChecks) (Product, error) {
+func (s *Catalog) GetWith(ctx context.Context, sku string, checks *ratelimit.Deferred) (Product, error) {
 	if !ValidSKU(sku) {
 		return Product{}, fmt.Errorf("get product %q: %w", sku, ErrProductNotFound)
 	}
@@ -194,7 +196,7 @@ func (s *Catalog) invalidateListings(ctx context.Context, categories ...string) 
 // ran out while waiting for another request's load, is a 503 too.
 func readError(op string, err error) error {
 	var e *apperr.Error
-	if errors.As(err, &e) || !database.Unavailable(err) {
+	if errors.As(err, &e) || !outage.Is(err) {
 		return err
 	}
 	return fmt.Errorf("%s: %w: %w", op, errDatabaseDown, err)

@@ -16,26 +16,10 @@ import (
 // read's check and then the read (internal/onetrip's ProductRead).
 const OneTripRead = "product-read"
 
-// ReadChecks are a product read's rate-limit window, waiting to run in the
-// same script call as the read (a *ratelimit.Deferred).
-type ReadChecks interface {
-	// Run runs the window and, when it allows the read, ProductReadLua
-	// with keys and args. ran is false when the window has run already.
-	// err is the window's refusal (Refusal) or a Redis error, which the
-	// limiter has counted and logged.
-	Run(ctx context.Context, keys []string, args []any) (reply any, ran bool, err error)
-	// Refusal is what the window refused the read with, or nil.
-	Refusal() error
-}
-
-// ReadChecksOf returns c's checks when the limiter deferred them to its
-// product read, or nil when they ran up front.
-func ReadChecksOf(c *fiber.Ctx) ReadChecks {
-	if d := ratelimit.DeferredOf(c, OneTripRead); d != nil {
-		return d
-	}
-	return nil
-}
+// ReadChecksOf returns c's rate-limit window when the limiter deferred it
+// to run in the same script call as its product read, or nil when it ran
+// up front.
+func ReadChecksOf(c *fiber.Ctx) *ratelimit.Deferred { return ratelimit.DeferredOf(c, OneTripRead) }
 
 // productReadLua runs the cache's read of a product (KEYS 1..ARGV[1], no
 // arguments of its own) as a local function with its own KEYS and ARGV,
@@ -59,7 +43,7 @@ func ProductReadLua() string { return fmt.Sprintf(productReadLua, cache.ReadLua(
 // getChecked is Get with its checks in the same call; ok is false when
 // there are none, or they ran already, or Redis did not answer (the
 // limiter lets a read through then): the caller reads on its own.
-func (s *Catalog) getChecked(ctx context.Context, sku string, checks ReadChecks) (p Product, ok bool, err error) {
+func (s *Catalog) getChecked(ctx context.Context, sku string, checks *ratelimit.Deferred) (p Product, ok bool, err error) {
 	if checks == nil {
 		return Product{}, false, nil
 	}

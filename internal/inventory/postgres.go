@@ -8,8 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/shop-oss/shop/internal/database"
+	"github.com/shop-oss/shop/internal/outage"
 )
 
 // The SQL the database sees.
@@ -219,12 +218,12 @@ func (s *Catalog) deleteProduct(ctx context.Context, q rowQuerier, sku string) (
 	return category, nil
 }
 
-// dbError wraps err from PostgreSQL. An outage (database.Unavailable: no
+// dbError wraps err from PostgreSQL. An outage (outage.Is: no
 // connection, a timeout, a server shutting down or overloaded) is a 503;
 // anything else, such as an error the server reported about the
 // statement, stays an internal error.
 func dbError(op string, err error) error {
-	if !database.Unavailable(err) {
+	if !outage.Is(err) {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	return fmt.Errorf("%s: %w: %w", op, errDatabaseDown, err)

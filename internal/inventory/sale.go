@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/shop-oss/shop/internal/apperr"
-	"github.com/shop-oss/shop/internal/database"
+	"github.com/shop-oss/shop/internal/outage"
 )
 
 // Sale rounds: PostgreSQL records each seeding (what was put on sale, and,
@@ -350,11 +350,11 @@ func deref(t *time.Time) time.Time {
 	return t.UTC()
 }
 
-// unavailable reports a store outage (database.Unavailable) as a 503 and
+// unavailable reports a store outage (outage.Is) as a 503 and
 // keeps the cause for logs; any other error is a bug, left for the 500
 // handler to log.
 func unavailable(op string, err error) error {
-	return database.Wrap(op, apperr.Unavailable("the store is unavailable"), err)
+	return outage.Wrap(op, apperr.Unavailable("the store is unavailable"), err)
 }
 
 // addSoldSQL updates rounds in id order, so concurrent writers lock them in

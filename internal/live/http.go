@@ -10,8 +10,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/shop-oss/shop/internal/apperr"
-	"github.com/shop-oss/shop/internal/database"
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/outage"
 )
 
 // ProductExists tells whether the catalog has a SKU; a stream asks it only
@@ -99,7 +99,7 @@ func unavailable(err error) error {
 	if ae := (*apperr.Error)(nil); errors.As(err, &ae) {
 		return err // already answered by the store (a 503)
 	}
-	if database.Unavailable(err) {
+	if outage.Is(err) {
 		return fmt.Errorf("live stock: %w: %w", apperr.Unavailable("the store is unavailable"), err)
 	}
 	return fmt.Errorf("live stock: %w", err)

@@ -14,29 +14,10 @@ import (
 // checks and then its reservation (internal/onetrip's Purchase).
 const OneTrip = "purchase"
 
-// Checks are a request's rate-limit window and session check, waiting to
-// run in the same script call as its reservation (a *ratelimit.Deferred).
-type Checks interface {
-	// Run runs the checks and, when they pass, the reserve script with
-	// keys and args. ran is false when the checks have run already: the
-	// script then runs alone. err is the checks' refusal (Refusal) or a
-	// Redis error.
-	Run(ctx context.Context, keys []string, args []any) (reply any, ran bool, err error)
-	// Settle runs the checks alone unless they have run, and returns
-	// their refusal or nil.
-	Settle() error
-	// Refusal is what the checks refused the request with, or nil.
-	Refusal() error
-}
-
-// ChecksOf returns c's checks when the limiter deferred them to its
+// ChecksOf returns c's rate-limit window and session check when the
+// limiter deferred them to run in the same script call as its
 // reservation, or nil when they ran up front.
-func ChecksOf(c *fiber.Ctx) Checks {
-	if d := ratelimit.DeferredOf(c, OneTrip); d != nil {
-		return d
-	}
-	return nil
-}
+func ChecksOf(c *fiber.Ctx) *ratelimit.Deferred { return ratelimit.DeferredOf(c, OneTrip) }
 
 // ReserveLua is the reserve script's text, for internal/onetrip to run
 // after the checks. Its KEYS and ARGV are those reserve passes.
@@ -44,7 +25,7 @@ func ReserveLua() string { return reserveLua }
 
 // runReserve runs the reserve script with keys and args: after checks in
 // the same call when they have not run, else alone.
-func (s *Service) runReserve(ctx context.Context, checks Checks, keys []string, args []any) ([]string, error) {
+func (s *Service) runReserve(ctx context.Context, checks *ratelimit.Deferred, keys []string, args []any) ([]string, error) {
 	if checks != nil {
 		reply, ran, err := checks.Run(ctx, keys, args)
 		if ran {
@@ -59,7 +40,7 @@ func (s *Service) runReserve(ctx context.Context, checks Checks, keys []string, 
 
 // checksRefusal is the checks' refusal when err is it: the buyer's answer, and
 // no outcome of a placement (the purchase metrics do not count it).
-func checksRefusal(checks Checks, err error) error {
+func checksRefusal(checks *ratelimit.Deferred, err error) error {
 	if checks == nil || err == nil {
 		return nil
 	}

@@ -10,7 +10,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 	"github.com/shop-oss/shop/internal/apperr"
-	"github.com/shop-oss/shop/internal/database"
+	"github.com/shop-oss/shop/internal/outage"
+	"github.com/shop-oss/shop/internal/ratelimit"
 )
 
 // placeTimeout bounds the reservation script's round trip: under an outage
@@ -37,7 +38,7 @@ type PlaceOptions struct {
 	CartKey string
 	// Checks, when set, are the request's checks deferred to run with its
 	// reservation (ChecksOf); nil: they ran up front.
-	Checks Checks
+	Checks *ratelimit.Deferred
 }
 
 // Place reserves every line for user and enqueues the order, all or nothing.
@@ -108,7 +109,7 @@ func (s *Service) explain(ctx context.Context, lines []Line, o PlaceOptions, err
 		return ErrSaleNotActive.With("skus", noSale.skus)
 	case isAPIError(err), errors.Is(err, ErrCartChanged):
 		return err
-	case database.Unavailable(err):
+	case outage.Is(err):
 		s.log.Warn("reserve failed", "err", err)
 		return fmt.Errorf("%w: %w", apperr.Unavailable("the order could not be placed now; retry with the same Idempotency-Key"), err)
 	default: // a bug (a script error, a reply we cannot read): a logged 500
@@ -147,7 +148,7 @@ func isAPIError(err error) bool {
 // used for another request (a buy-now); a 503 when Redis does not answer,
 // or (on a cluster) while the repair decides the key's order
 // (errDeciding).
-func (s *Service) Replay(ctx context.Context, user, key string, checks Checks) (p Placed, ok bool, err error) {
+func (s *Service) Replay(ctx context.Context, user, key string, checks *ratelimit.Deferred) (p Placed, ok bool, err error) {
 	if checks != nil {
 		if err := checks.Settle(); err != nil {
 			return Placed{}, false, err

@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 	"github.com/shop-oss/shop/internal/apperr"
-	"github.com/shop-oss/shop/internal/database"
+	"github.com/shop-oss/shop/internal/outage"
 )
 
 const (
@@ -376,11 +376,11 @@ func decodeCursor(c string) (position, error) {
 	return p, nil
 }
 
-// unavailable maps a store error: an outage (database.Unavailable) is a
+// unavailable maps a store error: an outage (outage.Is) is a
 // 503 and a warning; anything else is a bug, returned for the 500 handler,
 // which logs it.
 func (s *Service) unavailable(op string, err error) error {
-	if !database.Unavailable(err) {
+	if !outage.Is(err) {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	s.log.Warn(op, "err", err)

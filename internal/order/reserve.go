@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/ratelimit"
 )
 
 var (
@@ -86,10 +87,10 @@ type ReservedItem struct {
 // this package owns, and the optional cart guard, whose key is the cart's.
 type enqueue struct {
 	orderID, userID string
-	idemKey         string // the idempotency record; "" for none
-	fingerprint     string // of the request, kept with idemKey
-	cartKey         string // for a checkout, the buyer's cart; "" for a buy-now
-	checks          Checks // deferred to run first in the same call; nil: none
+	idemKey         string              // the idempotency record; "" for none
+	fingerprint     string              // of the request, kept with idemKey
+	cartKey         string              // for a checkout, the buyer's cart; "" for a buy-now
+	checks          *ratelimit.Deferred // deferred to run first in the same call; nil: none
 }
 
 // reservation is what the script did.

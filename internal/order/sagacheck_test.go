@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/shop-oss/shop/internal/apperr"
-	"github.com/shop-oss/shop/internal/database"
+	"github.com/shop-oss/shop/internal/outage"
 )
 
 // checkFixture is a checkout refused on a foreign shard (c sold out,
@@ -120,7 +120,7 @@ func TestFailedCheckGivesTheHoldsBackAtOnce(t *testing.T) {
 	x.refuseWrites(t)
 	_, err := x.svc.Place(ctx, x.user, x.lines, PlaceOptions{IdemKey: "chk"})
 	var e *apperr.Error
-	if !errors.As(err, &e) || e.Code != apperr.CodeUnavailable || !database.Unavailable(err) {
+	if !errors.As(err, &e) || e.Code != apperr.CodeUnavailable || !outage.Is(err) {
 		t.Fatalf("checkout while its home refuses scripts: %v, want an outage (503)", err)
 	}
 	x.untouched(t, "after the failed check")
@@ -186,7 +186,7 @@ func TestFailedCheckAfterTheRepairReleasesNothingTwice(t *testing.T) {
 	svc := New(x.db.Pool, x.rdb, x.stock, x.svc.exists, x.clusterFixture.c.Prefix, x.svc.log, prometheus.NewRegistry(), WithReserveRedis(hooked))
 	_, err := svc.Place(ctx, x.user, x.lines, PlaceOptions{IdemKey: "chk"})
 	var e *apperr.Error
-	if !errors.As(err, &e) || e.Code != apperr.CodeUnavailable || !database.Unavailable(err) || id == "" {
+	if !errors.As(err, &e) || e.Code != apperr.CodeUnavailable || !outage.Is(err) || id == "" {
 		t.Fatalf("checkout whose home fails its check after the repair: %v (order %q), want an outage (503)", err, id)
 	}
 	x.untouched(t, "after the repair and the failed check")

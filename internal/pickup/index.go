@@ -13,8 +13,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/shop-oss/shop/internal/database"
+	"github.com/shop-oss/shop/internal/outage"
 )
 
 var (
@@ -76,7 +75,7 @@ func (s *Service) search(ctx context.Context, q Query) ([]Nearby, error) {
 		return nil, errNotBuilt
 	}
 	if err != nil {
-		return nil, database.Wrap("nearby stores", errIndexDown, err)
+		return nil, outage.Wrap("nearby stores", errIndexDown, err)
 	}
 	out := make([]Nearby, 0, len(v))
 	for _, hit := range v {
@@ -180,7 +179,7 @@ func (s *Service) rebuildOnce(ctx context.Context) (bool, error) {
 	keys := s.indexKeys()
 	gen, err := s.rdb.HGet(ctx, keys[2], "gen").Int64()
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return false, database.Wrap("rebuild store index", errIndexDown, err)
+		return false, outage.Wrap("rebuild store index", errIndexDown, err)
 	}
 	all, err := s.selectAll(ctx)
 	if err != nil {
@@ -190,14 +189,14 @@ func (s *Service) rebuildOnce(ctx context.Context) (bool, error) {
 	_, _ = rand.Read(b)
 	copies := []string{s.tag() + "rebuild:" + hex.EncodeToString(b) + ":geo", s.tag() + "rebuild:" + hex.EncodeToString(b) + ":info"}
 	if err := s.fill(ctx, copies, all); err != nil {
-		return false, database.Wrap("rebuild store index", errIndexDown, err)
+		return false, outage.Wrap("rebuild store index", errIndexDown, err)
 	}
 	if s.beforeSwap != nil {
 		s.beforeSwap()
 	}
 	n, err := swapScript.Run(ctx, s.rdb, append(keys, copies...), gen).Int()
 	if err != nil {
-		return false, database.Wrap("rebuild store index", errIndexDown, err)
+		return false, outage.Wrap("rebuild store index", errIndexDown, err)
 	}
 	return n == 1, nil
 }

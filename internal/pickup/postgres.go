@@ -6,8 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/shop-oss/shop/internal/database"
+	"github.com/shop-oss/shop/internal/outage"
 )
 
 const (
@@ -75,4 +74,4 @@ func (s *Service) selectAll(ctx context.Context) ([]Store, error) {
 
 // dbError wraps err from PostgreSQL: an outage answers 503, anything else
 // (a statement the server refused, a scan bug) stays an internal error.
-func dbError(op string, err error) error { return database.Wrap(op, errDatabaseDown, err) }
+func dbError(op string, err error) error { return outage.Wrap(op, errDatabaseDown, err) }

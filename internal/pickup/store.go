@@ -6,8 +6,8 @@ import (
 	"fmt"
 
 	"github.com/shop-oss/shop/internal/apperr"
-	"github.com/shop-oss/shop/internal/database"
 	"github.com/shop-oss/shop/internal/lock"
+	"github.com/shop-oss/shop/internal/outage"
 )
 
 // Put creates or replaces a store (the caller has checked it): PostgreSQL,
@@ -91,7 +91,7 @@ func (s *Service) ensureIndex(ctx context.Context) error {
 	err := s.locker.RunWait(ctx, lockName, lockTTL, func(ctx context.Context) error {
 		built, err := s.indexWhole(ctx)
 		if err != nil {
-			return database.Wrap("store index", errIndexDown, err)
+			return outage.Wrap("store index", errIndexDown, err)
 		}
 		if built {
 			return nil
@@ -104,7 +104,7 @@ func (s *Service) ensureIndex(ctx context.Context) error {
 	case errors.Is(err, lock.ErrBusy):
 		return fmt.Errorf("nearby stores: %w: %w", errRebuildRaced, err)
 	case err != nil && !errors.As(err, &apiErr):
-		return database.Wrap("nearby stores", errIndexDown, err) // the lock's Redis
+		return outage.Wrap("nearby stores", errIndexDown, err) // the lock's Redis
 	}
 	return err
 }

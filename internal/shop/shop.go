@@ -24,11 +24,11 @@ import (
 
 	"github.com/shop-oss/shop/internal/audit"
 	"github.com/shop-oss/shop/internal/auth"
+	"github.com/shop-oss/shop/internal/autopipe"
 	"github.com/shop-oss/shop/internal/bestseller"
 	"github.com/shop-oss/shop/internal/cache"
 	"github.com/shop-oss/shop/internal/cart"
 	"github.com/shop-oss/shop/internal/config"
-	"github.com/shop-oss/shop/internal/database"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/live"
 	"github.com/shop-oss/shop/internal/lock"
@@ -108,7 +108,7 @@ func purchaseRedis(cfg *config.Config, st Stores, log *slog.Logger) redis.Script
 	if !cfg.RedisPipeline {
 		return nil
 	}
-	p, err := database.AutoPipeline(st.Redis, database.PipelineOptions{
+	p, err := autopipe.New(st.Redis, autopipe.Options{
 		Batches: cfg.RedisPipelineBatches, Delay: cfg.RedisPipelineDelay, Adaptive: cfg.RedisPipelineAdaptive})
 	if err != nil {
 		log.Warn("SHOP_REDIS_PIPELINE: auto-pipelining unavailable, the purchase path runs unpipelined", "err", err)

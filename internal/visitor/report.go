@@ -6,8 +6,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/shop-oss/shop/internal/database"
+	"github.com/shop-oss/shop/internal/outage"
 )
 
 // Report is the visitor counts of a range of days.
@@ -54,7 +53,7 @@ func (s *Service) Report(ctx context.Context, sku string, from, to time.Time) (R
 	}
 	counts := pipe.MGet(ctx, views...)
 	if _, err := pipe.Exec(ctx); err != nil {
-		return Report{}, database.Wrap(fmt.Sprintf("visitors of %q", sku), errRedisDown, err)
+		return Report{}, outage.Wrap(fmt.Sprintf("visitors of %q", sku), errRedisDown, err)
 	}
 	return assemble(sku, dates, total.Val(), perDay, counts.Val())
 }

@@ -156,7 +156,7 @@ func soldUnits(events []event) map[int64]inventory.Sold {
 // permanent reports whether a database error will happen again however
 // often the same events are retried: a constraint or data error (the round
 // is full, a row references nothing). Everything else is retried as it
-// is: an outage (database.Unavailable: connection loss, timeouts, a server
+// is: an outage (outage.Is: connection loss, timeouts, a server
 // shutting down), a serialization failure or deadlock, and anything else,
 // which the writer logs as an error since it is likely a bug.
 func permanent(err error) bool {

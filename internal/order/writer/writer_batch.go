@@ -8,9 +8,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/shop-oss/shop/internal/database"
-
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/outage"
 )
 
 // failure is a stream entry that could not be written, and why.
@@ -148,7 +147,7 @@ func (w *Writer) persistOnce(ctx context.Context, events []event) (fresh, recove
 		var commit commitError
 		uncertain = uncertain || errors.As(err, &commit)
 		w.m.errors.WithLabelValues("transient").Inc()
-		if database.Unavailable(err) {
+		if outage.Is(err) {
 			w.log.Warn("order writer: database unavailable, retrying", "err", err, "events", len(events))
 		} else {
 			w.log.Error("order writer: batch failed, not for an outage; retrying", "err", err, "events", len(events))

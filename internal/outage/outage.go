@@ -1,4 +1,7 @@
-package database
+// Package outage tells an outage of PostgreSQL or Redis (answered 503,
+// retried later) from a bug of ours (a logged 500), however deeply the
+// error is wrapped.
+package outage
 
 import (
 	"context"
@@ -12,7 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Unavailable reports whether err, from PostgreSQL or Redis however deeply
+// Is reports whether err, from PostgreSQL or Redis however deeply
 // wrapped, means the store cannot serve the request now: an outage, which
 // the shop answers 503 with Retry-After, and which a retry later may pass.
 // Anything else is a bug of ours (a SQL or Lua error, a wrong arity, an
@@ -37,13 +40,13 @@ import (
 // connected (pgconn.ConnectError), a cluster node's lost reply
 // (ReplyLost), a context that ended (its deadline, or a
 // cancellation by shutdown), a closed or exhausted pool.
-func Unavailable(err error) bool {
+func Is(err error) bool {
 	if err == nil || errors.Is(err, redis.Nil) {
 		return false
 	}
 	var tx *txAbort
 	if errors.As(err, &tx) {
-		return Unavailable(tx.cause)
+		return Is(tx.cause)
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
@@ -114,7 +117,7 @@ func transportFailure(err error) bool {
 // Redis discarded it. An EXECABORT alone does not say why: the refusal is
 // in the queued commands (cmds), an OOM or a READONLY when Redis cannot
 // write, a wrong arity when the code is wrong. TxError attaches the first
-// such refusal, so that Unavailable judges the transaction by it. Any
+// such refusal, so that Is judges the transaction by it. Any
 // other err is returned as it is.
 func TxError(cmds []redis.Cmder, err error) error {
 	if !redis.IsExecAbortError(err) {
@@ -138,8 +141,22 @@ func (e *txAbort) Unwrap() []error { return []error{e.abort, e.cause} }
 // down too (the caller's 503, an *apperr.Error): one rule for every package,
 // so that an outage answers 503 and a bug stays a logged 500.
 func Wrap(op string, down, err error) error {
-	if !Unavailable(err) {
+	if !Is(err) {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	return fmt.Errorf("%s: %w: %w", op, down, err)
+}
+
+// ReplyLost is a command that may have run on a cluster node whose reply
+// never came (a reset connection, a read timeout). It is deliberately not
+// an io.EOF or a net.Error to errors.Is and errors.As, so that go-redis's
+// cluster client does not send the command again; Is counts it as
+// an outage (a 503 the client retries with its Idempotency-Key).
+type ReplyLost struct {
+	Addr  string
+	Cause string
+}
+
+func (e *ReplyLost) Error() string {
+	return "redis " + e.Addr + ": reply lost, the command may have run: " + e.Cause
 }

@@ -1,4 +1,4 @@
-package database_test
+package outage_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/shop-oss/shop/internal/database"
+	"github.com/shop-oss/shop/internal/outage"
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
@@ -45,7 +45,7 @@ func TestUnavailable(t *testing.T) {
 			t.Logf("%T: %v", err, err)
 			wrapped := fmt.Errorf("outer op: %w", fmt.Errorf("inner op: %w", err))
 			for _, e := range []error{err, wrapped} {
-				if got := database.Unavailable(e); got != c.outage {
+				if got := outage.Is(e); got != c.outage {
 					t.Errorf("Unavailable(%v) = %v, want %v", e, got, c.outage)
 				}
 			}
@@ -81,7 +81,7 @@ func redisCases() []outageCase {
 		}},
 		{"redis_oom_in_multi", true, func(t *testing.T) error {
 			cmds, err := multiHSet(newClient(t, fullRedis(t)))
-			return database.TxError(cmds, err)
+			return outage.TxError(cmds, err)
 		}},
 		// Without TxError an EXECABORT does not say why Redis refused it,
 		// and is not taken for an outage.
@@ -147,7 +147,7 @@ func redisCases() []outageCase {
 				p.PExpire(ctx, "k", time.Minute)
 				return nil
 			})
-			return database.TxError(cmds, err)
+			return outage.TxError(cmds, err)
 		}},
 		{"redis_wrongtype", false, func(t *testing.T) error {
 			rdb := newClient(t, testenv.RedisServer(t))
