@@ -17,8 +17,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/shop-oss/shop/internal/apitest"
 	"github.com/shop-oss/shop/internal/keyspace"
+	"github.com/shop-oss/shop/internal/openapitest"
 	"github.com/shop-oss/shop/internal/order/writer"
 	"github.com/shop-oss/shop/internal/testenv"
 )
@@ -401,7 +401,7 @@ func checkedLine(out string) string {
 
 // streamed buys one unit of sku (watched on live) and waits, with a
 // generous bound, until live shows the stock below what it was.
-func (f *failoverSale) streamed(t *testing.T, live *apitest.Stream, sku string) {
+func (f *failoverSale) streamed(t *testing.T, live *openapitest.Stream, sku string) {
 	t.Helper()
 	before := f.s.stock(t, sku).Available
 	o, answered := tryPlace(f.s, f.s.api, placement{token: f.tokens[0], sku: sku, key: "watched"})
@@ -409,7 +409,7 @@ func (f *failoverSale) streamed(t *testing.T, live *apitest.Stream, sku string) 
 		t.Fatalf("purchase of the watched %s: %+v (answered %v)", sku, o, answered)
 	}
 	f.tally.add(0, map[string]int{sku: 1}, o)
-	if _, ok := live.Until(30*time.Second, func(e apitest.StockEvent) bool { return e.Available < before }); !ok {
+	if _, ok := live.Until(30*time.Second, func(e openapitest.StockEvent) bool { return e.Available < before }); !ok {
 		t.Fatalf("the live stock stream of %s did not show the purchase made after the failover (below %d)", sku, before)
 	}
 }

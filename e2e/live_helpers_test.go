@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/shop-oss/shop/internal/apitest"
+	"github.com/shop-oss/shop/internal/openapitest"
 )
 
 // streamAnswer opens an event stream and returns its status and headers
@@ -32,14 +32,14 @@ func streamAnswer(t *testing.T, url string, headers ...string) response {
 	if resp.StatusCode != http.StatusOK {
 		body, _ = io.ReadAll(resp.Body)
 	}
-	apitest.Check(t, req, nil, resp, body)
+	openapitest.Check(t, req, nil, resp, body)
 	return response{resp.StatusCode, resp.Header, body}
 }
 
 // stream opens a live stock stream of sku on the server at base.
-func stream(t *testing.T, base, sku string) *apitest.Stream {
+func stream(t *testing.T, base, sku string) *openapitest.Stream {
 	t.Helper()
-	return apitest.OpenStream(t, streamClient, base+"/api/v1/products/"+sku+"/events")
+	return openapitest.OpenStream(t, streamClient, base+"/api/v1/products/"+sku+"/events")
 }
 
 // streamClient has no overall timeout: a stream lasts as long as the test

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shop-oss/shop/internal/apitest"
+	"github.com/shop-oss/shop/internal/openapitest"
 )
 
 // liveEnv raises the per-IP stream limit: every stream of these tests
@@ -41,7 +41,7 @@ func TestLiveAcrossInstances(t *testing.T) {
 			t.Fatalf("purchase: %+v", o)
 		}
 		want := int64(49 - i)
-		e, ok := st.Until(10*time.Second, func(e apitest.StockEvent) bool { return e.Available == want })
+		e, ok := st.Until(10*time.Second, func(e openapitest.StockEvent) bool { return e.Available == want })
 		if !ok {
 			t.Fatalf("purchase %d (available %d) never reached the other instance's stream", i, want)
 		}
@@ -76,7 +76,7 @@ func TestLiveThousandSubscribersSeeTheSellOut(t *testing.T) {
 	}
 	wg.Wait()
 	for i, st := range streams {
-		if _, ok := st.Until(30*time.Second, func(e apitest.StockEvent) bool {
+		if _, ok := st.Until(30*time.Second, func(e openapitest.StockEvent) bool {
 			return e.Sale == "sold_out" && e.Available == 0
 		}); !ok {
 			t.Fatalf("subscriber %d never saw the sell-out", i)
@@ -85,9 +85,9 @@ func TestLiveThousandSubscribersSeeTheSellOut(t *testing.T) {
 }
 
 // openMany opens n streams of sku, 16 at a time.
-func openMany(t *testing.T, base, sku string, n int) []*apitest.Stream {
+func openMany(t *testing.T, base, sku string, n int) []*openapitest.Stream {
 	t.Helper()
-	out := make([]*apitest.Stream, n)
+	out := make([]*openapitest.Stream, n)
 	sem := make(chan struct{}, 16)
 	var wg sync.WaitGroup
 	for i := range out {
@@ -139,7 +139,7 @@ func TestLiveStalledSubscribersDoNotSlowPurchases(t *testing.T) {
 	if during > 3*before+20*time.Millisecond {
 		t.Errorf("purchases slowed by stalled streams: p50 %s, was %s", during, before)
 	}
-	if _, ok := reader.Until(10*time.Second, func(e apitest.StockEvent) bool { return e.Available == 700 }); !ok {
+	if _, ok := reader.Until(10*time.Second, func(e openapitest.StockEvent) bool { return e.Available == 700 }); !ok {
 		t.Error("the reading stream did not follow the purchases")
 	}
 }

@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shop-oss/shop/internal/apitest"
+	"github.com/shop-oss/shop/internal/openapitest"
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
@@ -283,7 +283,7 @@ func send(t *testing.T, check bool, method, url string, body any, headers ...str
 		t.Fatal(err)
 	}
 	if check && !strings.HasSuffix(url, "/metrics") {
-		apitest.Check(t, req, raw, resp, out)
+		openapitest.Check(t, req, raw, resp, out)
 	}
 	return response{resp.StatusCode, resp.Header, out}
 }

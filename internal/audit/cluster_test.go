@@ -56,8 +56,7 @@ func newClusterSale(t *testing.T, paymentTTL time.Duration) *clusterSale {
 	}
 	s.stock = inventory.NewPartitionedStock(rdb, s.prefix, s.parts)
 	exists := func(context.Context, string) (bool, error) { return true, nil }
-	s.orders = order.New(s.db.Pool, rdb, s.stock, exists, s.prefix, s.log, prometheus.NewRegistry(),
-		order.WithPaymentTTL(paymentTTL))
+	s.orders = order.New(s.db.Pool, rdb, s.stock, exists, s.prefix, s.log, prometheus.NewRegistry(), order.Options{PaymentTTL: paymentTTL})
 	sales := inventory.NewSales(s.db.Pool, s.stock)
 	s.skus = make([][]string, s.parts.Count())
 	for i := 0; slices.ContainsFunc(s.skus, func(x []string) bool { return len(x) < 2 }); i++ {

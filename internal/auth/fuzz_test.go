@@ -10,7 +10,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/shop-oss/shop/internal/apitest"
+	"github.com/shop-oss/shop/internal/openapitest"
 	"github.com/shop-oss/shop/internal/server"
 	"github.com/shop-oss/shop/internal/testenv"
 )
@@ -76,8 +76,8 @@ func FuzzLogin(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		before := h.sessions(t)
-		r := apitest.Do(t, h.app, http.MethodPost, "/api/v1/auth/login", "", string(body))
-		apitest.WantSound(t, r)
+		r := openapitest.Do(t, h.app, http.MethodPost, "/api/v1/auth/login", "", string(body))
+		openapitest.WantSound(t, r)
 		made := h.sessions(t) - before
 		switch {
 		case r.Status == http.StatusOK && (made != 1 || !bytes.Contains(body, []byte(testPassword))):
@@ -117,8 +117,8 @@ func FuzzRefresh(f *testing.F) {
 			body = bytes.ReplaceAll(body, []byte("$VALID"), []byte(token))
 		}
 		before := h.sessions(t)
-		r := apitest.Do(t, h.app, http.MethodPost, "/api/v1/auth/refresh", "", string(body))
-		apitest.WantSound(t, r)
+		r := openapitest.Do(t, h.app, http.MethodPost, "/api/v1/auth/refresh", "", string(body))
+		openapitest.WantSound(t, r)
 		if made := h.sessions(t) - before; made > 0 {
 			t.Fatalf("%d made %d sessions", r.Status, made)
 		}

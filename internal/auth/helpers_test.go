@@ -17,8 +17,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
-	"github.com/shop-oss/shop/internal/apitest"
 	"github.com/shop-oss/shop/internal/apperr"
+	"github.com/shop-oss/shop/internal/openapitest"
 	"github.com/shop-oss/shop/internal/ratelimit"
 	"github.com/shop-oss/shop/internal/server"
 	"github.com/shop-oss/shop/internal/testenv"
@@ -132,7 +132,7 @@ func (h *harness) do(t *testing.T, method, path string, body any, headers ...str
 	}
 	out, _ := io.ReadAll(resp.Body)
 	if !strings.HasPrefix(path, "/api/v1/test/") {
-		apitest.Check(t, req, raw, resp, out)
+		openapitest.Check(t, req, raw, resp, out)
 	}
 	return result{resp.StatusCode, resp.Header, out}
 }

@@ -10,9 +10,9 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/shop-oss/shop/internal/apitest"
 	"github.com/shop-oss/shop/internal/auth"
 	"github.com/shop-oss/shop/internal/config"
+	"github.com/shop-oss/shop/internal/openapitest"
 	"github.com/shop-oss/shop/internal/shop/shoptest"
 )
 
@@ -34,7 +34,7 @@ func newHTTPHarness(t *testing.T) *httpHarness {
 	}})}
 }
 
-type result struct{ apitest.Reply }
+type result struct{ openapitest.Reply }
 
 // do sends one request (a string body as it is, anything else as JSON),
 // checked against openapi.yaml; headers are name, value pairs.
@@ -70,7 +70,7 @@ func (r result) want(t *testing.T, status int, code string) {
 		t.Fatalf("status = %d, want %d: %s", r.Status, status, r.Body)
 	}
 	if code != "" {
-		apitest.WantProblem(t, r.Reply, status, code)
+		openapitest.WantProblem(t, r.Reply, status, code)
 	}
 }
 

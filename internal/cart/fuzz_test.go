@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/shop-oss/shop/internal/apitest"
 	"github.com/shop-oss/shop/internal/cart"
+	"github.com/shop-oss/shop/internal/openapitest"
 )
 
 // maxFuzzPath bounds a fuzzed path well inside the read buffer.
@@ -66,8 +66,8 @@ func FuzzCartChange(f *testing.F) {
 		if len(path) > maxFuzzPath {
 			t.Skip()
 		}
-		r := apitest.Do(t, h.Fiber, method, path, tok, string(body))
-		apitest.WantSound(t, r)
+		r := openapitest.Do(t, h.Fiber, method, path, tok, string(body))
+		openapitest.WantSound(t, r)
 		after := h.hash(t, uid)
 		if r.Status >= 400 && !maps.Equal(before, after) {
 			t.Fatalf("%d changed the cart from %v to %v", r.Status, before, after)

@@ -40,7 +40,7 @@ func newFixture(t testing.TB) *fixture {
 	c := cache.New(r.Client, cache.Options{Prefix: r.Prefix + "cache:", TTL: time.Minute, Jitter: 0.1}, reg)
 	catalog := inventory.NewCatalog(db.Pool, r.Client, c, r.Prefix, log)
 	stock := inventory.NewStock(r.Client, r.Prefix)
-	orders := order.New(db.Pool, r.Client, stock, catalog.Exists, r.Prefix, log, reg)
+	orders := order.New(db.Pool, r.Client, stock, catalog.Exists, r.Prefix, log, reg, order.Options{})
 	return &fixture{
 		svc:     New(r.Client, catalog, orders, r.Prefix, log, reg),
 		catalog: catalog, sales: inventory.NewSales(db.Pool, stock), stock: stock, orders: orders,

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shop-oss/shop/internal/apitest"
 	"github.com/shop-oss/shop/internal/cart"
+	"github.com/shop-oss/shop/internal/openapitest"
 	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/shop/shoptest"
 )
@@ -55,7 +55,7 @@ func (h httpFixture) streamLen(t testing.TB) int64 {
 }
 
 // cartOf is the cart a 200 answer carries.
-func cartOf(t *testing.T, r apitest.Reply) cart.Cart {
+func cartOf(t *testing.T, r openapitest.Reply) cart.Cart {
 	t.Helper()
 	var c cart.Cart
 	r.Decode(t, http.StatusOK, &c)
@@ -88,7 +88,7 @@ func TestCartOverHTTP(t *testing.T) {
 		t.Fatalf("bob sees %+v", c)
 	}
 	cartOf(t, h.Do(t, "DELETE", "/api/v1/cart/items/tea", bob, ""))
-	apitest.WantProblem(t, h.Do(t, "POST", "/api/v1/cart/checkout", bob, ""), 409, "cart_empty")
+	openapitest.WantProblem(t, h.Do(t, "POST", "/api/v1/cart/checkout", bob, ""), 409, "cart_empty")
 	if c := cartOf(t, h.Do(t, "DELETE", "/api/v1/cart/items/nothing-here", ann, "")); len(c.Items) != 2 {
 		t.Fatalf("removing an absent line: %+v", c)
 	}
@@ -127,7 +127,7 @@ func TestCheckoutRefusalOverHTTP(t *testing.T) {
 	cartOf(t, h.Do(t, "POST", "/api/v1/cart/items", tok, `{"sku":"plenty","quantity":1}`))
 	before := cartOf(t, h.Do(t, "POST", "/api/v1/cart/items", tok, `{"sku":"short","quantity":2}`))
 	r := h.Do(t, "POST", "/api/v1/cart/checkout", tok, "")
-	apitest.WantProblem(t, r, 409, "out_of_stock")
+	openapitest.WantProblem(t, r, 409, "out_of_stock")
 	if !bytes.Contains(r.Body, []byte(`"skus":["short"]`)) {
 		t.Fatalf("refusal does not name the sku: %s", r.Body)
 	}
@@ -181,7 +181,7 @@ func TestCartBadInputOverHTTP(t *testing.T) {
 			if tc.name == "checkout_bad_key" {
 				headers = []string{"Idempotency-Key", strings.Repeat("k", 256)}
 			}
-			apitest.WantProblem(t, h.Do(t, tc.method, tc.path, tc.token, tc.body, headers...), tc.status, tc.code)
+			openapitest.WantProblem(t, h.Do(t, tc.method, tc.path, tc.token, tc.body, headers...), tc.status, tc.code)
 		})
 	}
 	if c := h.hash(t, uid); len(c) != 1 || c["p"] != "2" {
@@ -203,16 +203,16 @@ func TestCheckoutWithAnotherRequestsKey(t *testing.T) {
 	if r := h.Do(t, "POST", "/api/v1/products/mug/purchase", tok, `{"quantity":1}`, "Idempotency-Key", "k-1"); r.Status != 202 {
 		t.Fatalf("purchase: %d %s", r.Status, r.Body)
 	}
-	apitest.WantProblem(t, h.Do(t, "POST", "/api/v1/products/mug/purchase", tok, `{"quantity":2}`, "Idempotency-Key", "k-1"),
+	openapitest.WantProblem(t, h.Do(t, "POST", "/api/v1/products/mug/purchase", tok, `{"quantity":2}`, "Idempotency-Key", "k-1"),
 		422, "idempotency_key_reused")
 	cartOf(t, h.Do(t, "POST", "/api/v1/cart/items", tok, `{"sku":"mug","quantity":2}`))
-	apitest.WantProblem(t, h.Do(t, "POST", "/api/v1/cart/checkout", tok, "", "Idempotency-Key", "k-1"), 422, "idempotency_key_reused")
+	openapitest.WantProblem(t, h.Do(t, "POST", "/api/v1/cart/checkout", tok, "", "Idempotency-Key", "k-1"), 422, "idempotency_key_reused")
 	if c := h.hash(t, uid); c["mug"] != "2" || h.streamLen(t) != 1 {
 		t.Fatalf("cart %v, orders %d: a reused key changed something", c, h.streamLen(t))
 	}
 	// Emptied cart, key of a buy-now: still refused, not the buy-now's order.
 	h.Do(t, "DELETE", "/api/v1/cart", tok, "")
-	apitest.WantProblem(t, h.Do(t, "POST", "/api/v1/cart/checkout", tok, "", "Idempotency-Key", "k-1"), 422, "idempotency_key_reused")
+	openapitest.WantProblem(t, h.Do(t, "POST", "/api/v1/cart/checkout", tok, "", "Idempotency-Key", "k-1"), 422, "idempotency_key_reused")
 }
 
 // A Redis error that is no outage (here a cart key of the wrong type, as a

@@ -11,19 +11,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/shop-oss/shop/internal/apitest"
 	"github.com/shop-oss/shop/internal/auth"
 	"github.com/shop-oss/shop/internal/cache"
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/openapitest"
 	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/server"
 )
 
-type reply struct{ apitest.Reply }
+type reply struct{ openapitest.Reply }
 
 func wantProblem(t *testing.T, r reply, status int, code string) {
 	t.Helper()
-	apitest.WantProblem(t, r.Reply, status, code)
+	openapitest.WantProblem(t, r.Reply, status, code)
 }
 
 // With Redis unreachable every cart route answers 503 with Retry-After,
@@ -37,7 +37,7 @@ func TestCartRedisDown(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	reg := prometheus.NewRegistry()
 	catalog := inventory.NewCatalog(f.db.Pool, dead, cache.New(dead, cache.Options{Prefix: "c:", TTL: time.Minute}, reg), "x:", log)
-	orders := order.New(f.db.Pool, dead, inventory.NewStock(dead, "x:"), catalog.Exists, "x:", log, reg)
+	orders := order.New(f.db.Pool, dead, inventory.NewStock(dead, "x:"), catalog.Exists, "x:", log, reg, order.Options{})
 	svc := New(dead, catalog, orders, "x:", log, reg)
 	// Auth needs Redis too; stand in for it so the cart's own answer shows.
 	user := auth.User{ID: f.user(t), Role: auth.RoleShopper}
@@ -58,7 +58,7 @@ func TestCartRedisDown(t *testing.T) {
 	}
 	for _, rt := range routes {
 		start := time.Now()
-		r := reply{apitest.Do(t, app, rt.method, rt.path, "", rt.body, "Idempotency-Key", "k")}
+		r := reply{openapitest.Do(t, app, rt.method, rt.path, "", rt.body, "Idempotency-Key", "k")}
 		wantProblem(t, r, http.StatusServiceUnavailable, "unavailable")
 		if r.Header.Get("Retry-After") == "" || time.Since(start) > 5*time.Second {
 			t.Errorf("%s %s: Retry-After %q after %s", rt.method, rt.path, r.Header.Get("Retry-After"), time.Since(start))

@@ -104,7 +104,7 @@ type Config struct {
 	NearCacheSize int `env:"SHOP_NEAR_CACHE_SIZE" envDefault:"10000"`
 	// SagaHoldTTL is how long a cross-shard saga's hold waits for its
 	// commit before the sweeper may undo it (Redis Cluster only;
-	// order.WithHoldLifetime): how long a crash between hold and commit
+	// order.Options.HoldLifetime): how long a crash between hold and commit
 	// keeps units out of stock and answers a repeat of its
 	// Idempotency-Key 503. At least 3s: a placement takes up to 2s, and a
 	// hold undone mid-placement costs that placement a 503.

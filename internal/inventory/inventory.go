@@ -73,25 +73,23 @@ type Catalog struct {
 	log   *slog.Logger
 }
 
-// CatalogOption changes how NewCatalog builds the catalog.
-type CatalogOption func(*Catalog)
-
-// WithStockView makes reads take the available stock from v where it has
-// it (see StockView); the instance's live stock subscription must feed v.
-func WithStockView(v *StockView) CatalogOption { return func(s *Catalog) { s.view = v } }
+// CatalogOptions are the optional parts of a Catalog; the zero value is
+// the defaults.
+type CatalogOptions struct {
+	// View, when set, gives reads the available stock where it has it
+	// (see StockView); the instance's live stock subscription must feed
+	// it. Nil: available is read from Redis every time.
+	View *StockView
+}
 
 // NewCatalog returns the catalog on db, reading live stock from rdb under
 // the key prefix and caching through c (which may use another Redis).
-func NewCatalog(db *pgxpool.Pool, rdb redis.UniversalClient, c *cache.Cache, prefix string, log *slog.Logger, opts ...CatalogOption) *Catalog {
-	return NewCatalogOn(db, NewStock(rdb, prefix), c, log, opts...)
+func NewCatalog(db *pgxpool.Pool, rdb redis.UniversalClient, c *cache.Cache, prefix string, log *slog.Logger) *Catalog {
+	return NewCatalogOn(db, NewStock(rdb, prefix), c, log, CatalogOptions{})
 }
 
 // NewCatalogOn returns the catalog on db whose live stock is stock (a
 // partitioned one, on a cluster).
-func NewCatalogOn(db *pgxpool.Pool, stock *Stock, c *cache.Cache, log *slog.Logger, opts ...CatalogOption) *Catalog {
-	s := &Catalog{db: db, stock: stock, cache: c, log: log}
-	for _, o := range opts {
-		o(s)
-	}
-	return s
+func NewCatalogOn(db *pgxpool.Pool, stock *Stock, c *cache.Cache, log *slog.Logger, o CatalogOptions) *Catalog {
+	return &Catalog{db: db, stock: stock, cache: c, log: log, view: o.View}
 }

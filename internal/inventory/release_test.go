@@ -28,7 +28,7 @@ func newLiveStock(t *testing.T) *liveStock {
 	t.Helper()
 	r := testenv.NewRedis(t)
 	stock := inventory.NewStock(r.Client, r.Prefix)
-	orders := order.New(nil, r.Client, stock, nil, r.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	orders := order.New(nil, r.Client, stock, nil, r.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), order.Options{})
 	return &liveStock{Stock: stock, orders: orders, r: r}
 }
 

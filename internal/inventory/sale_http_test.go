@@ -39,7 +39,7 @@ func (in *instance) seed(t testing.TB, sku, body string) inventory.StockReport {
 func buy(t testing.TB, st stores, stock *inventory.Stock, user, sku string, qty int) (order.Order, error) {
 	t.Helper()
 	ctx := context.Background()
-	svc := order.New(nil, st.rdb, stock, nil, st.prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	svc := order.New(nil, st.rdb, stock, nil, st.prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), order.Options{})
 	p, err := svc.Place(ctx, user, []order.Line{{SKU: sku, Quantity: qty}}, order.PlaceOptions{})
 	if err != nil {
 		return order.Order{}, err

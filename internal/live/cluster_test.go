@@ -10,11 +10,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/shop-oss/shop/internal/apitest"
 	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/database"
 	"github.com/shop-oss/shop/internal/database/dbtest"
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/openapitest"
 	"github.com/shop-oss/shop/internal/shop/shoptest"
 	"github.com/shop-oss/shop/internal/testenv"
 )
@@ -53,7 +53,7 @@ func TestLiveStockOnACluster(t *testing.T) {
 			t.Fatalf("%s: first event %+v", sku, e)
 		}
 		a.Round(t, sku, inventory.Seed{Quantity: 9})
-		if _, ok := s.Until(wait, func(e apitest.StockEvent) bool { return e.Available == 9 }); !ok {
+		if _, ok := s.Until(wait, func(e openapitest.StockEvent) bool { return e.Available == 9 }); !ok {
 			t.Fatalf("%s: the new round was not streamed", sku)
 		}
 	}
@@ -86,10 +86,10 @@ func TestShardedSubscriptionsFollowTheWatchers(t *testing.T) {
 		return slices.Contains(chans, a.Stock.ChangesChannel(sku))
 	}
 	messages := func() float64 { return metric(t, a, "shop_live_messages_total", "") }
-	streams := map[string][2]*apitest.Stream{}
+	streams := map[string][2]*openapitest.Stream{}
 	for i, sku := range skus {
 		s1, s2 := open(t, base, sku), open(t, base, sku)
-		streams[sku] = [2]*apitest.Stream{s1, s2}
+		streams[sku] = [2]*openapitest.Stream{s1, s2}
 		for _, s := range streams[sku] {
 			if e := first(t, s); e.Available != 5 {
 				t.Fatalf("%s: first event %+v", sku, e)
@@ -101,7 +101,7 @@ func TestShardedSubscriptionsFollowTheWatchers(t *testing.T) {
 		seen := messages()
 		a.Round(t, sku, inventory.Seed{Quantity: 10 + i})
 		for _, s := range streams[sku] {
-			if _, ok := s.Until(wait, func(e apitest.StockEvent) bool { return e.Available == int64(10+i) }); !ok {
+			if _, ok := s.Until(wait, func(e openapitest.StockEvent) bool { return e.Available == int64(10+i) }); !ok {
 				t.Fatalf("%s: the new round was not streamed", sku)
 			}
 		}
@@ -126,7 +126,7 @@ func TestShardedSubscriptionsFollowTheWatchers(t *testing.T) {
 	waitFor(t, func() bool { return metric(t, a, "shop_live_streams", "") == float64(2*len(skus)-1) })
 	seen := messages()
 	a.Round(t, sku, inventory.Seed{Quantity: 20})
-	if _, ok := streams[sku][1].Until(wait, func(e apitest.StockEvent) bool { return e.Available == 20 }); !ok {
+	if _, ok := streams[sku][1].Until(wait, func(e openapitest.StockEvent) bool { return e.Available == 20 }); !ok {
 		t.Fatalf("%s: the remaining stream missed the new round", sku)
 	}
 	waitFor(t, func() bool { return messages() > seen })
@@ -139,7 +139,7 @@ func TestShardedSubscriptionsFollowTheWatchers(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.Round(t, sku, inventory.Seed{Quantity: 21})
-	if _, ok := streams[sku][1].Until(wait, func(e apitest.StockEvent) bool { return e.Available == 21 }); !ok {
+	if _, ok := streams[sku][1].Until(wait, func(e openapitest.StockEvent) bool { return e.Available == 21 }); !ok {
 		t.Fatalf("%s: the round opened across the reconnect was not streamed", sku)
 	}
 	for _, sku := range skus {
@@ -147,7 +147,7 @@ func TestShardedSubscriptionsFollowTheWatchers(t *testing.T) {
 	}
 	seen = messages()
 	a.Round(t, sku, inventory.Seed{Quantity: 22})
-	if _, ok := streams[sku][1].Until(wait, func(e apitest.StockEvent) bool { return e.Available == 22 }); !ok {
+	if _, ok := streams[sku][1].Until(wait, func(e openapitest.StockEvent) bool { return e.Available == 22 }); !ok {
 		t.Fatalf("%s: the round opened after the reconnect was not streamed", sku)
 	}
 	waitFor(t, func() bool { return messages() > seen })
@@ -188,7 +188,7 @@ func skusOnEveryMaster(t *testing.T, c *testenv.RedisCluster, stock *inventory.S
 
 // watching is the app on cluster c through rdb, a shopper's token, and a
 // live stream of sku, a sale of 5 units whose first event has arrived.
-func watching(t *testing.T, c *testenv.RedisCluster, rdb redis.UniversalClient, email, sku string) (*shoptest.App, string, *apitest.Stream) {
+func watching(t *testing.T, c *testenv.RedisCluster, rdb redis.UniversalClient, email, sku string) (*shoptest.App, string, *openapitest.Stream) {
 	t.Helper()
 	a := shoptest.New(t, shoptest.Options{Redis: rdb, Config: func(cfg *config.Config) {
 		cfg.RedisCluster, cfg.KeyPrefix = true, c.Prefix
@@ -243,7 +243,7 @@ func TestShardedSubscriptionFollowsAMovedSlot(t *testing.T) {
 	}
 
 	buy(t, a, tok, sku, 2)
-	if _, ok := s.Until(wait, func(e apitest.StockEvent) bool { return e.Available == 3 }); !ok {
+	if _, ok := s.Until(wait, func(e openapitest.StockEvent) bool { return e.Available == 3 }); !ok {
 		t.Fatal("the purchase made after the slot moved was not streamed")
 	}
 	waitFor(t, func() bool { return subscribedOn(c.Masters[to]) && !subscribedOn(c.Masters[owner]) })
@@ -269,7 +269,7 @@ func TestShardedSubscriptionFollowsAFailover(t *testing.T) {
 	}
 
 	buy(t, a, tok, sku, 2)
-	if _, ok := s.Until(wait, func(e apitest.StockEvent) bool { return e.Available == 3 }); !ok {
+	if _, ok := s.Until(wait, func(e openapitest.StockEvent) bool { return e.Available == 3 }); !ok {
 		t.Fatal("the purchase made after the failover was not streamed")
 	}
 }
@@ -338,7 +338,7 @@ func TestShardedSubscriptionLeavesADemotedMaster(t *testing.T) {
 	waitFor(t, func() bool { return subscribers(promoted) == 1 && subscribers(old) == 0 })
 
 	buy(t, a, tok, sku, 2)
-	if _, ok := s.Until(wait, func(e apitest.StockEvent) bool { return e.Available == 3 }); !ok {
+	if _, ok := s.Until(wait, func(e openapitest.StockEvent) bool { return e.Available == 3 }); !ok {
 		t.Fatal("the purchase made after the failover was not streamed")
 	}
 }

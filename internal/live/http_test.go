@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shop-oss/shop/internal/apitest"
 	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/openapitest"
 	"github.com/shop-oss/shop/internal/shop/shoptest"
 )
 
@@ -20,12 +20,12 @@ const wait = 10 * time.Second
 
 var client = &http.Client{}
 
-func open(t *testing.T, base, sku string) *apitest.Stream {
+func open(t *testing.T, base, sku string) *openapitest.Stream {
 	t.Helper()
-	return apitest.OpenStream(t, client, base+"/api/v1/products/"+sku+"/events")
+	return openapitest.OpenStream(t, client, base+"/api/v1/products/"+sku+"/events")
 }
 
-func first(t *testing.T, s *apitest.Stream) apitest.StockEvent {
+func first(t *testing.T, s *openapitest.Stream) openapitest.StockEvent {
 	t.Helper()
 	e, ok := s.Next(wait)
 	if !ok {
@@ -58,18 +58,18 @@ func TestStreamFollowsPurchases(t *testing.T) {
 		t.Fatalf("first event %+v, want 5 open", e)
 	}
 	buy(t, a, tok, "p1", 2)
-	if _, ok := s.Until(wait, func(e apitest.StockEvent) bool { return e.Available == 3 && e.Sale == "open" }); !ok {
+	if _, ok := s.Until(wait, func(e openapitest.StockEvent) bool { return e.Available == 3 && e.Sale == "open" }); !ok {
 		t.Fatal("the purchase was not streamed")
 	}
 	buy(t, a, tok, "p1", 3)
-	if _, ok := s.Until(wait, func(e apitest.StockEvent) bool { return e.Available == 0 && e.Sale == "sold_out" }); !ok {
+	if _, ok := s.Until(wait, func(e openapitest.StockEvent) bool { return e.Available == 0 && e.Sale == "sold_out" }); !ok {
 		t.Fatal("the sell-out was not streamed")
 	}
 	if e := first(t, open(t, base, "bare")); e.Sale != "none" || e.Available != 0 {
 		t.Fatalf("product without stock: %+v", e)
 	}
-	apitest.WantProblem(t, a.Do(t, http.MethodGet, "/api/v1/products/nope/events", "", ""), 404, "not_found")
-	apitest.WantProblem(t, a.Do(t, http.MethodGet, "/api/v1/products/bad%20sku/events", "", ""), 404, "not_found")
+	openapitest.WantProblem(t, a.Do(t, http.MethodGet, "/api/v1/products/nope/events", "", ""), 404, "not_found")
+	openapitest.WantProblem(t, a.Do(t, http.MethodGet, "/api/v1/products/bad%20sku/events", "", ""), 404, "not_found")
 }
 
 // An upcoming sale turns open at starts_at with no purchase: the server
@@ -108,13 +108,13 @@ func TestStreamFollowsSeedingAndDeletion(t *testing.T) {
 	s := open(t, base, "p1")
 	first(t, s)
 	a.Round(t, "p1", inventory.Seed{Quantity: 9})
-	if _, ok := s.Until(wait, func(e apitest.StockEvent) bool { return e.Available == 9 }); !ok {
+	if _, ok := s.Until(wait, func(e openapitest.StockEvent) bool { return e.Available == 9 }); !ok {
 		t.Fatal("the new round was not streamed")
 	}
 	if err := a.Catalog.Delete(context.Background(), "p1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := s.Until(wait, func(e apitest.StockEvent) bool { return e.Sale == "none" }); !ok {
+	if _, ok := s.Until(wait, func(e openapitest.StockEvent) bool { return e.Sale == "none" }); !ok {
 		t.Fatal("the deletion was not streamed")
 	}
 }
@@ -142,11 +142,11 @@ func TestStreamLimits(t *testing.T) {
 		r.Body.Close()
 		return r
 	}
-	s1 := apitest.OpenStream(t, client, url, "X-Forwarded-For", "10.0.0.1")
+	s1 := openapitest.OpenStream(t, client, url, "X-Forwarded-For", "10.0.0.1")
 	if r := from("10.0.0.1"); r.StatusCode != http.StatusTooManyRequests || r.Header.Get("Retry-After") == "" {
 		t.Fatalf("second stream of one client: %d, Retry-After %q", r.StatusCode, r.Header.Get("Retry-After"))
 	}
-	apitest.OpenStream(t, client, url, "X-Forwarded-For", "10.0.0.2")
+	openapitest.OpenStream(t, client, url, "X-Forwarded-For", "10.0.0.2")
 	if r := from("10.0.0.3"); r.StatusCode != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" {
 		t.Fatalf("a stream over the total: %d, Retry-After %q", r.StatusCode, r.Header.Get("Retry-After"))
 	}
@@ -156,7 +156,7 @@ func TestStreamLimits(t *testing.T) {
 	}
 	s1.Close()
 	waitFor(t, func() bool { return metric(t, a, "shop_live_streams", "") == 1 })
-	apitest.OpenStream(t, client, url, "X-Forwarded-For", "10.0.0.3") // a place is free again
+	openapitest.OpenStream(t, client, url, "X-Forwarded-For", "10.0.0.3") // a place is free again
 }
 
 // Shutdown tells every stream to reconnect and closes it, so the HTTP
@@ -166,7 +166,7 @@ func TestShutdownEndsStreams(t *testing.T) {
 	a := shoptest.New(t, shoptest.Options{})
 	base := a.Serve(t)
 	a.Sale(t, "p1", 100, 5, 0)
-	var streams []*apitest.Stream
+	var streams []*openapitest.Stream
 	for range 5 {
 		s := open(t, base, "p1")
 		first(t, s)
@@ -205,7 +205,7 @@ func TestStreamKeepAliveAndLongLife(t *testing.T) {
 	waitFor(t, func() bool { return s.Comments() > 0 })
 	time.Sleep(time.Second) // past the write timeout for sure
 	buy(t, a, tok, "p1", 1)
-	if _, ok := s.Until(wait, func(e apitest.StockEvent) bool { return e.Available == 4 }); !ok {
+	if _, ok := s.Until(wait, func(e openapitest.StockEvent) bool { return e.Available == 4 }); !ok {
 		t.Fatal("a purchase after the write timeout was not streamed")
 	}
 }
@@ -218,7 +218,7 @@ func TestManyStreamsSeeTheSellOut(t *testing.T) {
 	base := a.Serve(t)
 	a.Sale(t, "p1", 100, 40, 0)
 	_, tok := a.Shopper(t, "s@shop.test")
-	streams := make([]*apitest.Stream, 100)
+	streams := make([]*openapitest.Stream, 100)
 	for i := range streams {
 		streams[i] = open(t, base, "p1")
 	}
@@ -229,7 +229,7 @@ func TestManyStreamsSeeTheSellOut(t *testing.T) {
 	}
 	wg.Wait()
 	for i, s := range streams {
-		if _, ok := s.Until(wait, func(e apitest.StockEvent) bool { return e.Sale == "sold_out" }); !ok {
+		if _, ok := s.Until(wait, func(e openapitest.StockEvent) bool { return e.Sale == "sold_out" }); !ok {
 			t.Fatalf("stream %d never saw the sell-out", i)
 		}
 	}

@@ -50,8 +50,7 @@ func newLifeFixture(t *testing.T) *lifeFixture {
 		pay: NewTestProvider(), rounds: map[string]int64{}, quant: map[string]int64{}}
 	f.stock = inventory.NewPartitionedStock(rdb, c.Prefix, f.parts)
 	exists := func(context.Context, string) (bool, error) { return false, nil }
-	f.svc = New(f.db.Pool, rdb, f.stock, exists, c.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry(),
-		WithPaymentTTL(time.Hour), WithPayments(f.pay))
+	f.svc = New(f.db.Pool, rdb, f.stock, exists, c.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), Options{PaymentTTL: time.Hour, Payments: f.pay})
 	return f
 }
 
@@ -71,7 +70,7 @@ func (f *lifeFixture) sale(t *testing.T, sku string, units int) {
 	t.Helper()
 	ctx := context.Background()
 	c := cache.New(f.rdb, cache.Options{Prefix: f.c.Prefix + "cache:", TTL: time.Minute}, prometheus.NewRegistry())
-	catalog := inventory.NewCatalogOn(f.db.Pool, f.stock, c, slog.New(slog.DiscardHandler))
+	catalog := inventory.NewCatalogOn(f.db.Pool, f.stock, c, slog.New(slog.DiscardHandler), inventory.CatalogOptions{})
 	if _, err := catalog.Create(ctx, sku, inventory.ProductInput{Name: sku, Category: "c", PriceCents: 100}); err != nil {
 		t.Fatalf("create %s: %v", sku, err)
 	}

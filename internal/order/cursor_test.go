@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shop-oss/shop/internal/apitest"
+	"github.com/shop-oss/shop/internal/openapitest"
 )
 
 // Only what the API hands out is accepted: a cursor exactly as encoded, an
@@ -54,7 +54,7 @@ func TestOrderCursorsAndIDsAreCanonical(t *testing.T) {
 	for name, c := range cursors {
 		t.Run("cursor_"+name, func(t *testing.T) {
 			r := h.Do(t, "GET", "/api/v1/orders?cursor="+c, tok, "")
-			apitest.WantProblem(t, r, http.StatusBadRequest, "invalid_request")
+			openapitest.WantProblem(t, r, http.StatusBadRequest, "invalid_request")
 			if !strings.Contains(string(r.Body), `"field":"cursor"`) {
 				t.Errorf("the problem does not name cursor: %s", r.Body)
 			}
@@ -68,7 +68,7 @@ func TestOrderCursorsAndIDsAreCanonical(t *testing.T) {
 	}
 	for name, bad := range ids {
 		t.Run("id_"+name, func(t *testing.T) {
-			apitest.WantProblem(t, h.Do(t, "GET", "/api/v1/orders/"+bad, tok, ""), http.StatusNotFound, "not_found")
+			openapitest.WantProblem(t, h.Do(t, "GET", "/api/v1/orders/"+bad, tok, ""), http.StatusNotFound, "not_found")
 		})
 	}
 	// RFC 9562 reads hex case-insensitively: the same id, upper case.

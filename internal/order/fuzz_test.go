@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"testing"
 
-	"github.com/shop-oss/shop/internal/apitest"
+	"github.com/shop-oss/shop/internal/openapitest"
 	"github.com/shop-oss/shop/internal/order"
 )
 
@@ -60,8 +60,8 @@ func FuzzPurchase(f *testing.F) {
 		if len(path)+len(key) > maxFuzzPath {
 			t.Skip()
 		}
-		r := apitest.Do(t, h.Fiber, http.MethodPost, path, tok, string(body), headers...)
-		apitest.WantSound(t, r)
+		r := openapitest.Do(t, h.Fiber, http.MethodPost, path, tok, string(body), headers...)
+		openapitest.WantSound(t, r)
 		after, _ := h.Stock.Available(ctx, "hot-f")
 		taken, added := before[0]-after[0], h.Redis.Client.XLen(ctx, stream).Val()-events
 		switch {

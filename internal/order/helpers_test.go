@@ -43,7 +43,7 @@ func newPartitionedFixture(t testing.TB, parts keyspace.Partitions) *fixture {
 	stock := inventory.NewPartitionedStock(r.Client, r.Prefix, parts)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	exists := func(context.Context, string) (bool, error) { return false, nil }
-	svc := New(db.Pool, r.Client, stock, exists, r.Prefix, log, prometheus.NewRegistry())
+	svc := New(db.Pool, r.Client, stock, exists, r.Prefix, log, prometheus.NewRegistry(), Options{})
 	return &fixture{svc: svc, stock: stock, db: db, r: r, skus: map[int64]string{}, parts: parts}
 }
 

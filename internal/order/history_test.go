@@ -242,7 +242,7 @@ func newHistRig(t *testing.T) *histRig {
 	log := slog.New(slog.DiscardHandler)
 	rig := &histRig{
 		f: f, proxy: proxy, slots: map[string]int{},
-		svc:   New(f.db.Pool, rdb, stock, f.svc.exists, f.r.Prefix, log, prometheus.NewRegistry(), WithPaymentTTL(time.Hour)),
+		svc:   New(f.db.Pool, rdb, stock, f.svc.exists, f.r.Prefix, log, prometheus.NewRegistry(), Options{PaymentTTL: time.Hour}),
 		sweep: NewSweeper(rdb, stock, f.r.Prefix, log, prometheus.NewRegistry(), SweeperOptions{}),
 		h:     &history{base: time.Now(), orders: hOrders{}},
 	}

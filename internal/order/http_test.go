@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shop-oss/shop/internal/apitest"
+	"github.com/shop-oss/shop/internal/openapitest"
 	"github.com/shop-oss/shop/internal/order/writer"
 	"github.com/shop-oss/shop/internal/shop/shoptest"
 )
@@ -113,11 +113,11 @@ func TestPurchaseRefusals(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			apitest.WantProblem(t, h.Do(t, "POST", tc.path, tc.token, tc.body), tc.status, tc.code)
+			openapitest.WantProblem(t, h.Do(t, "POST", tc.path, tc.token, tc.body), tc.status, tc.code)
 		})
 	}
 	long := strings.Repeat("k", 256)
-	apitest.WantProblem(t, h.Do(t, "POST", "/api/v1/products/hot-lim/purchase", tok, `{}`, "Idempotency-Key", long), 400, "invalid_request")
+	openapitest.WantProblem(t, h.Do(t, "POST", "/api/v1/products/hot-lim/purchase", tok, `{}`, "Idempotency-Key", long), 400, "invalid_request")
 	avail, _ := h.Stock.Available(context.Background(), "hot-lim", "hot-empty")
 	if avail[0] != 9 || avail[1] != 0 || h.Redis.Client.XLen(context.Background(), h.Config.KeyPrefix+"orders").Val() != 1 {
 		t.Fatalf("refusals changed the stock: %v", avail)
@@ -147,15 +147,15 @@ func TestOrdersAreOwnersOnly(t *testing.T) {
 	_, ann := h.shopper(t, "ann2@example.com")
 	_, eve := h.shopper(t, "eve@example.com")
 	id := h.Do(t, "POST", "/api/v1/products/hot-o/purchase", ann, `{}`).JSON(t)["order_id"].(string)
-	apitest.WantProblem(t, h.Do(t, "GET", "/api/v1/orders/"+id, eve, ""), 404, "not_found")
+	openapitest.WantProblem(t, h.Do(t, "GET", "/api/v1/orders/"+id, eve, ""), 404, "not_found")
 	if items := h.Do(t, "GET", "/api/v1/orders", eve, "").JSON(t)["items"].([]any); len(items) != 0 {
 		t.Fatalf("eve lists ann's orders: %v", items)
 	}
 	h.Drain(t)
-	apitest.WantProblem(t, h.Do(t, "GET", "/api/v1/orders/"+id, eve, ""), 404, "not_found")
-	apitest.WantProblem(t, h.Do(t, "GET", "/api/v1/orders/not-a-uuid", ann, ""), 404, "not_found")
-	apitest.WantProblem(t, h.Do(t, "GET", "/api/v1/orders?cursor=%%%", ann, ""), 400, "invalid_request")
-	apitest.WantProblem(t, h.Do(t, "GET", "/api/v1/orders?limit=0", ann, ""), 400, "invalid_request")
+	openapitest.WantProblem(t, h.Do(t, "GET", "/api/v1/orders/"+id, eve, ""), 404, "not_found")
+	openapitest.WantProblem(t, h.Do(t, "GET", "/api/v1/orders/not-a-uuid", ann, ""), 404, "not_found")
+	openapitest.WantProblem(t, h.Do(t, "GET", "/api/v1/orders?cursor=%%%", ann, ""), 400, "invalid_request")
+	openapitest.WantProblem(t, h.Do(t, "GET", "/api/v1/orders?limit=0", ann, ""), 400, "invalid_request")
 }
 
 // Orders list newest first across pages, pending and confirmed together.

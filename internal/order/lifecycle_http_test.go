@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shop-oss/shop/internal/apitest"
 	"github.com/shop-oss/shop/internal/config"
+	"github.com/shop-oss/shop/internal/openapitest"
 	"github.com/shop-oss/shop/internal/shop/shoptest"
 )
 
@@ -17,7 +17,7 @@ func (h httpFixture) buy(t *testing.T, tok, sku string) string {
 	return r.JSON(t)["order_id"].(string)
 }
 
-func wantCode(t *testing.T, r apitest.Reply, status int, code string) {
+func wantCode(t *testing.T, r openapitest.Reply, status int, code string) {
 	t.Helper()
 	if r.Status != status || r.JSON(t)["code"] != code {
 		t.Fatalf("got %d %s, want %d %s", r.Status, r.Body, status, code)

@@ -19,7 +19,7 @@ import (
 func (f *fixture) withPaymentTTL(d time.Duration) *TestProvider {
 	p := NewTestProvider()
 	f.svc = New(f.db.Pool, f.r.Client, f.stock, f.svc.exists, f.r.Prefix, f.svc.log, prometheus.NewRegistry(),
-		WithPaymentTTL(d), WithPayments(p))
+		Options{PaymentTTL: d, Payments: p})
 	return p
 }
 

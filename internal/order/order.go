@@ -6,6 +6,7 @@
 package order
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -111,62 +112,48 @@ type Service struct {
 	quiet bool
 }
 
-// Option sets an optional part of the Service.
-type Option func(*Service)
-
-// WithPaymentTTL sets the payment window of the orders this instance
-// accepts (0, the default: none, orders never expire).
-func WithPaymentTTL(d time.Duration) Option { return func(s *Service) { s.paymentTTL = max(d, 0) } }
-
-// WithPayments sets the payment provider (default: the test provider).
-func WithPayments(p PaymentProvider) Option { return func(s *Service) { s.payments = p } }
-
-// WithStockChanged sets the hook called with the SKUs whose available
-// stock a cancellation (or an expiry found by a payment) gave units back
-// to, after the step: where live-stock events are published. It must not
-// block for long; it may be nil.
-func WithStockChanged(f StockChanged) Option { return func(s *Service) { s.life.changed = f } }
-
-// WithReserveRedis runs the reserve script on c, an auto-pipeliner of the
-// service's Redis client (nil: the client itself); every other command
-// stays on the client.
-func WithReserveRedis(c redis.Scripter) Option {
-	return func(s *Service) {
-		if c != nil {
-			s.reserveRdb = c
-		}
-	}
-}
-
-// WithHoldLifetime sets how long a cross-shard saga's hold waits for its
-// commit before the sweeper's repair may undo it (Redis Cluster only;
-// DefaultHoldLifetime when d is not positive). It bounds how long a crash
-// between hold and commit keeps units out of stock, and must stay above
-// the few seconds a placement may take: a hold that outlives its deadline
-// mid-placement is undone and the placement answers 503.
-func WithHoldLifetime(d time.Duration) Option {
-	return func(s *Service) {
-		if d > 0 {
-			s.holdLifetime = d
-		}
-	}
+// Options are the optional parts of the Service; the zero value is the
+// defaults.
+type Options struct {
+	// PaymentTTL is the payment window of the orders this instance
+	// accepts (0: none, orders never expire).
+	PaymentTTL time.Duration
+	// Payments is the payment provider (nil: the test provider).
+	Payments PaymentProvider
+	// StockChanged is called with the SKUs whose available stock a
+	// cancellation (or an expiry found by a payment) gave units back to,
+	// after the step: where live-stock events are published. It must not
+	// block for long; it may be nil.
+	StockChanged StockChanged
+	// ReserveRedis runs the reserve script: an auto-pipeliner of the
+	// service's Redis client (nil: the client itself); every other command
+	// stays on the client.
+	ReserveRedis redis.Scripter
+	// HoldLifetime is how long a cross-shard saga's hold waits for its
+	// commit before the sweeper's repair may undo it (Redis Cluster only;
+	// DefaultHoldLifetime when not positive). It bounds how long a crash
+	// between hold and commit keeps units out of stock, and must stay
+	// above the few seconds a placement may take: a hold that outlives its
+	// deadline mid-placement is undone and the placement answers 503.
+	HoldLifetime time.Duration
 }
 
 // New returns the order service. Its metrics are registered on reg.
 func New(db *pgxpool.Pool, rdb redis.UniversalClient, stock *inventory.Stock, exists ProductExists,
-	prefix string, log *slog.Logger, reg prometheus.Registerer, opts ...Option) *Service {
+	prefix string, log *slog.Logger, reg prometheus.Registerer, o Options) *Service {
 	s := &Service{
-		db: db, rdb: rdb, reserveRdb: rdb, stock: stock, exists: exists, holdLifetime: DefaultHoldLifetime,
-		keys: keys{prefix, stock.Partitions()}, log: log, metrics: newPlaceMetrics(reg),
-		life: &lifecycle{log: log, rdb: rdb, stock: stock, keys: keys{prefix, stock.Partitions()}},
+		db: db, rdb: rdb, reserveRdb: cmp.Or[redis.Scripter](o.ReserveRedis, rdb), stock: stock, exists: exists,
+		holdLifetime: DefaultHoldLifetime, keys: keys{prefix, stock.Partitions()}, log: log,
+		metrics: newPlaceMetrics(reg), paymentTTL: max(o.PaymentTTL, 0), payments: o.Payments,
+		life: &lifecycle{log: log, rdb: rdb, stock: stock, keys: keys{prefix, stock.Partitions()}, changed: o.StockChanged},
 	}
-	s.placer = placerFor(s)
-	for _, o := range opts {
-		o(s)
+	if o.HoldLifetime > 0 {
+		s.holdLifetime = o.HoldLifetime
 	}
 	if s.payments == nil {
 		s.payments = NewTestProvider()
 	}
+	s.placer = placerFor(s)
 	return s
 }
 

@@ -33,7 +33,7 @@ func newReserveFixture(t testing.TB) *reserveFixture {
 	r := testenv.NewRedis(t)
 	stock := inventory.NewStock(r.Client, r.Prefix)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc := New(nil, r.Client, stock, nil, r.Prefix, log, prometheus.NewRegistry())
+	svc := New(nil, r.Client, stock, nil, r.Prefix, log, prometheus.NewRegistry(), Options{})
 	return &reserveFixture{Stock: stock, svc: svc, r: r}
 }
 

@@ -38,7 +38,7 @@ func newClusterFixture(t *testing.T) *clusterFixture {
 	f := newFixture(t)
 	f.parts = keyspace.NewPartitions(12, true)
 	f.stock = inventory.NewPartitionedStock(rdb, c.Prefix, f.parts)
-	f.svc = New(f.db.Pool, rdb, f.stock, f.svc.exists, c.Prefix, f.svc.log, prometheus.NewRegistry())
+	f.svc = New(f.db.Pool, rdb, f.stock, f.svc.exists, c.Prefix, f.svc.log, prometheus.NewRegistry(), Options{})
 	return &clusterFixture{fixture: f, c: c, rdb: rdb}
 }
 

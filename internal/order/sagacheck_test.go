@@ -183,7 +183,7 @@ func TestFailedCheckAfterTheRepairReleasesNothingTwice(t *testing.T) {
 		}
 		x.refuseWrites(t)
 	}}
-	svc := New(x.db.Pool, x.rdb, x.stock, x.svc.exists, x.clusterFixture.c.Prefix, x.svc.log, prometheus.NewRegistry(), WithReserveRedis(hooked))
+	svc := New(x.db.Pool, x.rdb, x.stock, x.svc.exists, x.clusterFixture.c.Prefix, x.svc.log, prometheus.NewRegistry(), Options{ReserveRedis: hooked})
 	_, err := svc.Place(ctx, x.user, x.lines, PlaceOptions{IdemKey: "chk"})
 	var e *apperr.Error
 	if !errors.As(err, &e) || e.Code != apperr.CodeUnavailable || !outage.Is(err) || id == "" {

@@ -22,7 +22,7 @@ func BenchmarkSweeperExpiry(b *testing.B) {
 	db, r := testenv.NewDatabase(b), testenv.NewRedis(b)
 	stock := inventory.NewStock(r.Client, r.Prefix)
 	log := slog.New(slog.DiscardHandler)
-	svc := New(db.Pool, r.Client, stock, nil, r.Prefix, log, prometheus.NewRegistry(), WithPaymentTTL(time.Millisecond))
+	svc := New(db.Pool, r.Client, stock, nil, r.Prefix, log, prometheus.NewRegistry(), Options{PaymentTTL: time.Millisecond})
 	users := benchUsers(b, svc, 100)
 	openSale(b, db.Pool, stock, r, "sweep", 1<<30, 0, 100)
 	fillStream(b, svc, users, "sweep", b.N)

@@ -15,9 +15,9 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/shop-oss/shop/internal/apitest"
 	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/lock"
+	"github.com/shop-oss/shop/internal/openapitest"
 	"github.com/shop-oss/shop/internal/server"
 	"github.com/shop-oss/shop/internal/testenv"
 )
@@ -46,9 +46,9 @@ func adminOnly(c *fiber.Ctx) error {
 	return c.Next()
 }
 
-func (f *fixture) do(t *testing.T, method, path, body string) apitest.Reply {
+func (f *fixture) do(t *testing.T, method, path, body string) openapitest.Reply {
 	t.Helper()
-	return apitest.Do(t, f.app, method, path, "", body, "X-Test-Role", "admin")
+	return openapitest.Do(t, f.app, method, path, "", body, "X-Test-Role", "admin")
 }
 
 // Stores around Paris: Louvre, Notre-Dame (≈ 1.9 km away), La Défense
@@ -70,7 +70,7 @@ func (f *fixture) put(t *testing.T, st Store) {
 
 func (f *fixture) nearby(t *testing.T, query string) []Nearby {
 	t.Helper()
-	r := apitest.Do(t, f.app, http.MethodGet, "/api/v1/stores/nearby?"+query, "", "")
+	r := openapitest.Do(t, f.app, http.MethodGet, "/api/v1/stores/nearby?"+query, "", "")
 	if r.Status != http.StatusOK {
 		t.Fatalf("nearby %s: %d %s", query, r.Status, r.Body)
 	}
@@ -117,7 +117,7 @@ func TestStoresNearestFirst(t *testing.T) {
 	// Replace, read back from PostgreSQL, delete.
 	moved := Store{"louvre", "Louvre (moved)", "", 2.2950, 48.8740}
 	f.put(t, moved)
-	r := apitest.Do(t, f.app, http.MethodGet, "/api/v1/stores/louvre", "", "")
+	r := openapitest.Do(t, f.app, http.MethodGet, "/api/v1/stores/louvre", "", "")
 	var st Store
 	_ = json.Unmarshal(r.Body, &st)
 	if r.Status != http.StatusOK || st != moved {
@@ -129,8 +129,8 @@ func TestStoresNearestFirst(t *testing.T) {
 	if r := f.do(t, http.MethodDelete, "/api/v1/admin/stores/louvre", ""); r.Status != http.StatusNoContent {
 		t.Fatalf("delete: %d", r.Status)
 	}
-	apitest.WantProblem(t, f.do(t, http.MethodDelete, "/api/v1/admin/stores/louvre", ""), http.StatusNotFound, "not_found")
-	apitest.WantProblem(t, apitest.Do(t, f.app, http.MethodGet, "/api/v1/stores/louvre", "", ""), http.StatusNotFound, "not_found")
+	openapitest.WantProblem(t, f.do(t, http.MethodDelete, "/api/v1/admin/stores/louvre", ""), http.StatusNotFound, "not_found")
+	openapitest.WantProblem(t, openapitest.Do(t, f.app, http.MethodGet, "/api/v1/stores/louvre", "", ""), http.StatusNotFound, "not_found")
 	if got := f.nearby(t, fromLouvre); !slices.Equal(ids(got), []string{"notre-dame", "la-defense"}) {
 		t.Fatalf("after delete: %v", ids(got))
 	}
@@ -185,15 +185,15 @@ func TestStoresRefuseBadInput(t *testing.T) {
 		"limit_over":     "lng=1&lat=1&limit=51",
 		"limit_fraction": "lng=1&lat=1&limit=1.5",
 	} {
-		r := apitest.Do(t, f.app, http.MethodGet, "/api/v1/stores/nearby?"+q, "", "")
-		apitest.WantProblem(t, r, http.StatusBadRequest, "invalid_request")
+		r := openapitest.Do(t, f.app, http.MethodGet, "/api/v1/stores/nearby?"+q, "", "")
+		openapitest.WantProblem(t, r, http.StatusBadRequest, "invalid_request")
 		_ = name
 	}
 	if got := f.nearby(t, "lng=180&lat=85.05112878&radius_km=1000&limit=50"); len(got) != 1 {
 		t.Fatalf("edge search: %v", ids(got))
 	}
-	apitest.WantProblem(t, apitest.Do(t, f.app, http.MethodGet, "/api/v1/stores/a%20b", "", ""), http.StatusNotFound, "not_found")
-	apitest.WantProblem(t, apitest.Do(t, f.app, http.MethodPut, "/api/v1/admin/stores/s1", "", `{"name":"n","lng":1,"lat":1}`),
+	openapitest.WantProblem(t, openapitest.Do(t, f.app, http.MethodGet, "/api/v1/stores/a%20b", "", ""), http.StatusNotFound, "not_found")
+	openapitest.WantProblem(t, openapitest.Do(t, f.app, http.MethodPut, "/api/v1/admin/stores/s1", "", `{"name":"n","lng":1,"lat":1}`),
 		http.StatusUnauthorized, "unauthorized")
 }
 

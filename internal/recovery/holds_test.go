@@ -32,8 +32,7 @@ func newSagaShop(t *testing.T, holdLifetime time.Duration) *sagaShop {
 	t.Helper()
 	s := &sagaShop{clusterShop: newClusterShop(t), stopped: make(chan struct{}), resume: make(chan struct{})}
 	exists := func(context.Context, string) (bool, error) { return true, nil }
-	s.orders = order.New(s.db.Pool, s.rdb, s.stock, exists, s.prefix, s.log, prometheus.NewRegistry(),
-		order.WithHoldLifetime(holdLifetime))
+	s.orders = order.New(s.db.Pool, s.rdb, s.stock, exists, s.prefix, s.log, prometheus.NewRegistry(), order.Options{HoldLifetime: holdLifetime})
 	s.orders.InjectSagaFault(func(p order.SagaPoint) {
 		if at := s.armed.Load(); at != nil && *at == p && s.armed.CompareAndSwap(at, nil) {
 			s.stopped <- struct{}{}

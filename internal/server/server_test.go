@@ -13,7 +13,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
-	"github.com/shop-oss/shop/internal/apitest"
+	"github.com/shop-oss/shop/internal/openapitest"
 	"github.com/shop-oss/shop/internal/server"
 	"github.com/shop-oss/shop/internal/testenv"
 )
@@ -64,7 +64,7 @@ func do(t *testing.T, app *fiber.App, req *http.Request, check bool) result {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	if check {
-		apitest.Check(t, req, reqBody, resp, body)
+		openapitest.Check(t, req, reqBody, resp, body)
 	}
 	return result{resp.StatusCode, resp.Header, body}
 }

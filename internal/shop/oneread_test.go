@@ -16,10 +16,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/shop-oss/shop/internal/apitest"
 	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/database/dbtest"
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/openapitest"
 	"github.com/shop-oss/shop/internal/shop/shoptest"
 	"github.com/shop-oss/shop/internal/testenv"
 )
@@ -187,14 +187,14 @@ func counted(t *testing.T, a *shoptest.App) int64 {
 	return n
 }
 
-func getProduct(t *testing.T, a *shoptest.App, sku string) apitest.Reply {
+func getProduct(t *testing.T, a *shoptest.App, sku string) openapitest.Reply {
 	t.Helper()
 	return a.Do(t, http.MethodGet, "/api/v1/products/"+sku, "", "")
 }
 
 // wantProduct fails t unless r is the product sku named name with
 // available units.
-func wantProduct(t *testing.T, r apitest.Reply, sku, name string, available float64) {
+func wantProduct(t *testing.T, r openapitest.Reply, sku, name string, available float64) {
 	t.Helper()
 	shoptest.WantStatus(t, r, http.StatusOK)
 	p := r.JSON(t)
@@ -215,7 +215,7 @@ func TestOneTripReadHit(t *testing.T) {
 	wantProduct(t, getProduct(t, a, "rd"), "rd", "Product rd", 10)
 	before := cacheCountsOf(t, a)
 	for i := range 3 {
-		var r apitest.Reply
+		var r openapitest.Reply
 		trips, combined := spy.during(func() { r = getProduct(t, a, "rd") })
 		wantProduct(t, r, "rd", "Product rd", 10)
 		if trips != 1 || combined != 1 {
@@ -245,9 +245,9 @@ func TestOneTripReadLimitedReadsNothing(t *testing.T) {
 	}
 	before := cacheCountsOf(t, a)
 	for _, sku := range []string{"rd", "no-such", "bad%20sku"} {
-		var r apitest.Reply
+		var r openapitest.Reply
 		trips, _ := spy.during(func() { r = getProduct(t, a, sku) })
-		apitest.WantProblem(t, r, http.StatusTooManyRequests, "rate_limited")
+		openapitest.WantProblem(t, r, http.StatusTooManyRequests, "rate_limited")
 		if r.Header.Get("X-RateLimit-Remaining") != "0" || r.Header.Get("X-RateLimit-Limit") != "2" {
 			t.Fatalf("429 for %s: headers %v", sku, r.Header)
 		}
@@ -283,8 +283,8 @@ func TestOneTripReadSeesWrites(t *testing.T) {
 	if err := a.Catalog.Delete(ctx, "rd"); err != nil {
 		t.Fatal(err)
 	}
-	apitest.WantProblem(t, getProduct(t, a, "rd"), http.StatusNotFound, "not_found")
-	apitest.WantProblem(t, getProduct(t, a, "rd"), http.StatusNotFound, "not_found") // the cached not found
+	openapitest.WantProblem(t, getProduct(t, a, "rd"), http.StatusNotFound, "not_found")
+	openapitest.WantProblem(t, getProduct(t, a, "rd"), http.StatusNotFound, "not_found") // the cached not found
 	a.Sale(t, "rd", 100, 4, 0)
 	wantProduct(t, getProduct(t, a, "rd"), "rd", "Product rd", 4)
 	if err := a.Redis.Client.HSet(ctx, a.Stock.SaleKey("rd"), "available", 3).Err(); err != nil {
@@ -408,7 +408,7 @@ func TestOneTripReadRedisDown(t *testing.T) {
 		t.Fatalf("cache read errors %v, want 1", n)
 	}
 	pproxy.Down()
-	apitest.WantProblem(t, getProduct(t, a, "rd"), http.StatusServiceUnavailable, "unavailable")
+	openapitest.WantProblem(t, getProduct(t, a, "rd"), http.StatusServiceUnavailable, "unavailable")
 }
 
 // On a Redis Cluster the read keeps its steps (the window's, the cache's
@@ -427,7 +427,7 @@ func TestOneTripReadOnACluster(t *testing.T) {
 	for range 2 {
 		wantProduct(t, getProduct(t, a, "rd"), "rd", "Product rd", 10)
 	}
-	apitest.WantProblem(t, getProduct(t, a, "rd"), http.StatusTooManyRequests, "rate_limited")
+	openapitest.WantProblem(t, getProduct(t, a, "rd"), http.StatusTooManyRequests, "rate_limited")
 	for _, m := range []struct{ name, label, value string }{
 		{"shop_ratelimit_decisions_total", "decision", "error"},
 		{"shop_cache_errors_total", "op", "get"},

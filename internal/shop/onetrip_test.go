@@ -13,8 +13,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/shop-oss/shop/internal/apitest"
 	"github.com/shop-oss/shop/internal/config"
+	"github.com/shop-oss/shop/internal/openapitest"
 	"github.com/shop-oss/shop/internal/shop/shoptest"
 )
 
@@ -81,7 +81,7 @@ func wantTally(t *testing.T, got, want tally) {
 	}
 }
 
-func purchase(t *testing.T, a *shoptest.App, token, body string, headers ...string) apitest.Reply {
+func purchase(t *testing.T, a *shoptest.App, token, body string, headers ...string) openapitest.Reply {
 	t.Helper()
 	return a.Do(t, http.MethodPost, "/api/v1/products/ot/purchase", token, body, headers...)
 }
@@ -99,7 +99,7 @@ func TestOneTripLimitedPurchaseReservesNothing(t *testing.T) {
 	}
 	for _, body := range []string{`{"quantity":1}`, `{"quantity":0}`, `not json`} {
 		r := purchase(t, a, token, body, "Idempotency-Key", "k-"+body)
-		apitest.WantProblem(t, r, http.StatusTooManyRequests, "rate_limited")
+		openapitest.WantProblem(t, r, http.StatusTooManyRequests, "rate_limited")
 		if r.Header.Get("X-RateLimit-Remaining") != "0" || r.Header.Get("X-RateLimit-Limit") != "2" {
 			t.Fatalf("429 headers: %v", r.Header)
 		}
@@ -118,7 +118,7 @@ func TestOneTripRevokedSessionReservesNothing(t *testing.T) {
 	shoptest.WantStatus(t, a.Do(t, http.MethodPost, "/api/v1/auth/logout", token, ""), http.StatusNoContent)
 	for _, body := range []string{`{"quantity":1}`, `{"quantity":0}`} {
 		r := purchase(t, a, token, body, "Idempotency-Key", "k")
-		apitest.WantProblem(t, r, http.StatusUnauthorized, "unauthorized")
+		openapitest.WantProblem(t, r, http.StatusUnauthorized, "unauthorized")
 		if r.Header.Get("X-RateLimit-Limit") != "100" {
 			t.Fatalf("401 without the limiter's headers: %v", r.Header)
 		}
@@ -167,10 +167,10 @@ func TestOneTripRefusedBeforeReservingCountsOnce(t *testing.T) {
 	a, spy := oneTrip(t, 100)
 	a.Sale(t, "ot", 100, 10, 0)
 	_, token := a.Shopper(t, "ot-bad@example.com")
-	apitest.WantProblem(t, purchase(t, a, token, `{"quantity":0}`), http.StatusBadRequest, "invalid_request")
-	apitest.WantProblem(t, purchase(t, a, token, `{"quantity":1}`, "Idempotency-Key", "bad key"), http.StatusBadRequest, "invalid_request")
-	apitest.WantProblem(t, purchase(t, a, "", `{"quantity":1}`), http.StatusUnauthorized, "unauthorized")
-	apitest.WantProblem(t, a.Do(t, http.MethodPost, "/api/v1/products/no-such/purchase", token, `{"quantity":1}`),
+	openapitest.WantProblem(t, purchase(t, a, token, `{"quantity":0}`), http.StatusBadRequest, "invalid_request")
+	openapitest.WantProblem(t, purchase(t, a, token, `{"quantity":1}`, "Idempotency-Key", "bad key"), http.StatusBadRequest, "invalid_request")
+	openapitest.WantProblem(t, purchase(t, a, "", `{"quantity":1}`), http.StatusUnauthorized, "unauthorized")
+	openapitest.WantProblem(t, a.Do(t, http.MethodPost, "/api/v1/products/no-such/purchase", token, `{"quantity":1}`),
 		http.StatusNotFound, "not_found")
 	wantTally(t, tallyOf(t, a, "ot"), tally{available: 10, counted: 4})
 	if spy.combined.Load() != 1 { // the unknown SKU's: reserve.lua says no sale
@@ -243,7 +243,7 @@ func cartOf(t *testing.T, a *shoptest.App, user string) int64 {
 	return a.Redis.Client.HLen(context.Background(), a.Redis.Prefix+"cart:{"+user+"}").Val()
 }
 
-func checkout(t *testing.T, a *shoptest.App, token string, headers ...string) apitest.Reply {
+func checkout(t *testing.T, a *shoptest.App, token string, headers ...string) openapitest.Reply {
 	t.Helper()
 	return a.Do(t, http.MethodPost, "/api/v1/cart/checkout", token, "", headers...)
 }
@@ -276,13 +276,13 @@ func TestOneTripCheckout(t *testing.T) {
 
 	// A revoked session: 401, the cart kept.
 	other, token2 := a.Shopper(t, "ot-checkout2@example.com")
-	add(token2)                                                                                                       // 4
-	shoptest.WantStatus(t, a.Do(t, http.MethodPost, "/api/v1/auth/logout", token2, ""), http.StatusNoContent)         // 5
-	apitest.WantProblem(t, checkout(t, a, token2, "Idempotency-Key", "co2"), http.StatusUnauthorized, "unauthorized") // 6
+	add(token2)                                                                                                           // 4
+	shoptest.WantStatus(t, a.Do(t, http.MethodPost, "/api/v1/auth/logout", token2, ""), http.StatusNoContent)             // 5
+	openapitest.WantProblem(t, checkout(t, a, token2, "Idempotency-Key", "co2"), http.StatusUnauthorized, "unauthorized") // 6
 	// Over the limit (6 a minute): 429 first, for the live session's
 	// replay and for the revoked one alike.
-	apitest.WantProblem(t, checkout(t, a, token, "Idempotency-Key", "co"), http.StatusTooManyRequests, "rate_limited")
-	apitest.WantProblem(t, checkout(t, a, token2, "Idempotency-Key", "co2"), http.StatusTooManyRequests, "rate_limited")
+	openapitest.WantProblem(t, checkout(t, a, token, "Idempotency-Key", "co"), http.StatusTooManyRequests, "rate_limited")
+	openapitest.WantProblem(t, checkout(t, a, token2, "Idempotency-Key", "co2"), http.StatusTooManyRequests, "rate_limited")
 	wantTally(t, tallyOf(t, a, "ot"), tally{available: 7, events: 1, statuses: 1, counted: 6})
 	if n := cartOf(t, a, other); n != 1 {
 		t.Fatalf("refused checkouts left %d cart lines, want 1", n)

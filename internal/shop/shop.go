@@ -139,14 +139,13 @@ const indexStartTimeout = 10 * time.Second
 func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Registry) *App {
 	a := &App{Auth: auth.New(st.DB, st.Redis, AuthConfig(cfg), log, reg)}
 	a.view, a.near = inventory.NewStockView(cfg.NearCacheTTL, cfg.NearCacheSize), cfg.NearCacheTTL > 0
-	a.Catalog, a.catalogCache = newCatalog(st, cfg, log, reg, inventory.WithStockView(a.view))
+	a.Catalog, a.catalogCache = newCatalog(st, cfg, log, reg, inventory.CatalogOptions{View: a.view})
 	purchases := purchaseRedis(cfg, st, log)
 	a.Stock = NewStock(st, cfg)
 	a.Sales = inventory.NewSales(st.DB, a.Stock)
 	a.Orders = order.New(st.DB, st.Redis, a.Stock, a.Catalog.Exists, cfg.KeyPrefix, log, reg,
-		order.WithPaymentTTL(cfg.PaymentTTL), order.WithPayments(PaymentProvider(cfg)),
-		order.WithStockChanged(StockChanged), order.WithReserveRedis(purchases),
-		order.WithHoldLifetime(cfg.SagaHoldTTL))
+		order.Options{PaymentTTL: cfg.PaymentTTL, Payments: PaymentProvider(cfg), StockChanged: StockChanged,
+			ReserveRedis: purchases, HoldLifetime: cfg.SagaHoldTTL})
 	a.Carts = cart.New(st.Redis, a.Catalog, a.Orders, cfg.KeyPrefix, log, reg)
 	a.Locks = lock.New(st.Redis, cfg.KeyPrefix)
 	a.Sweeper = NewSweeper(st, cfg, a.Stock, a.Locks, log, reg)
@@ -254,17 +253,18 @@ func (a *App) rebuildStoreIndex(ctx context.Context) {
 // its subscription: a command's reads go to Redis, and its writes still
 // reach the serving instances' near caches.
 func NewCatalog(st Stores, cfg *config.Config, log *slog.Logger, reg prometheus.Registerer) *inventory.Catalog {
-	c, _ := newCatalog(st, cfg, log, reg)
+	c, _ := newCatalog(st, cfg, log, reg, inventory.CatalogOptions{})
 	return c
 }
 
-func newCatalog(st Stores, cfg *config.Config, log *slog.Logger, reg prometheus.Registerer, opts ...inventory.CatalogOption) (*inventory.Catalog, *cache.Cache) {
+func newCatalog(st Stores, cfg *config.Config, log *slog.Logger, reg prometheus.Registerer,
+	o inventory.CatalogOptions) (*inventory.Catalog, *cache.Cache) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
 	c := cache.New(st.cache(), cache.Options{Prefix: cfg.KeyPrefix + "cache:", TTL: CatalogTTL, Jitter: 0.1,
 		NearTTL: cfg.NearCacheTTL, NearSize: cfg.NearCacheSize}, reg)
-	return inventory.NewCatalogOn(st.DB, NewStock(st, cfg), c, log, opts...), c
+	return inventory.NewCatalogOn(st.DB, NewStock(st, cfg), c, log, o), c
 }
 
 // NewStock is the live stock on st as cfg lays it out: its key prefix and

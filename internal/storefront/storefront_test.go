@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shop-oss/shop/internal/apitest"
 	"github.com/shop-oss/shop/internal/config"
+	"github.com/shop-oss/shop/internal/openapitest"
 	"github.com/shop-oss/shop/internal/shop/shoptest"
 )
 
@@ -36,6 +36,6 @@ func TestPageIsServed(t *testing.T) {
 		}
 	}
 	for _, p := range []string{"/assets/nope.js", "/assets/..%2fstorefront.go", "/assets/.."} {
-		apitest.WantProblem(t, a.Do(t, http.MethodGet, p, "", ""), http.StatusNotFound, "not_found")
+		openapitest.WantProblem(t, a.Do(t, http.MethodGet, p, "", ""), http.StatusNotFound, "not_found")
 	}
 }

@@ -13,11 +13,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
-	"github.com/shop-oss/shop/internal/apitest"
 	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/auth"
 	"github.com/shop-oss/shop/internal/cache"
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/openapitest"
 	"github.com/shop-oss/shop/internal/server"
 	"github.com/shop-oss/shop/internal/testenv"
 )
@@ -92,12 +92,12 @@ func (f *fixture) token(t *testing.T, email string) (string, string) {
 // read gets a product page from ip, with token when not empty.
 func (f *fixture) read(t *testing.T, sku, ip, token string) int {
 	t.Helper()
-	return apitest.Do(t, f.app, http.MethodGet, "/api/v1/products/"+sku, token, "", "X-Forwarded-For", ip).Status
+	return openapitest.Do(t, f.app, http.MethodGet, "/api/v1/products/"+sku, token, "", "X-Forwarded-For", ip).Status
 }
 
 func (f *fixture) report(t *testing.T, path string) Report {
 	t.Helper()
-	r := apitest.Do(t, f.app, http.MethodGet, path, "", "", "X-Test-Role", "admin")
+	r := openapitest.Do(t, f.app, http.MethodGet, path, "", "", "X-Test-Role", "admin")
 	if r.Status != http.StatusOK {
 		t.Fatalf("%s: %d %s", path, r.Status, r.Body)
 	}

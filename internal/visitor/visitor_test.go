@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/shop-oss/shop/internal/apitest"
+	"github.com/shop-oss/shop/internal/openapitest"
 )
 
 func TestProductReadsCountViewsAndVisitors(t *testing.T) {
@@ -21,7 +21,7 @@ func TestProductReadsCountViewsAndVisitors(t *testing.T) {
 	f.product(t, "p2")
 	ann, annToken := f.token(t, "ann@example.com")
 	_, bobToken := f.token(t, "bob@example.com")
-	if r := apitest.Do(t, f.app, http.MethodPost, "/api/v1/auth/logout", bobToken, ""); r.Status != http.StatusNoContent {
+	if r := openapitest.Do(t, f.app, http.MethodPost, "/api/v1/auth/logout", bobToken, ""); r.Status != http.StatusNoContent {
 		t.Fatalf("logout: %d", r.Status)
 	}
 	reads := []struct {
@@ -181,8 +181,8 @@ func TestReportRefusesBadRanges(t *testing.T) {
 			"both_bad":       "?from=x&to=y",
 			"datetime":       "?from=2026-01-01T00:00:00Z",
 		} {
-			r := apitest.Do(t, f.app, http.MethodGet, path+q, "", "", "X-Test-Role", "admin")
-			apitest.WantProblem(t, r, http.StatusBadRequest, "invalid_request")
+			r := openapitest.Do(t, f.app, http.MethodGet, path+q, "", "", "X-Test-Role", "admin")
+			openapitest.WantProblem(t, r, http.StatusBadRequest, "invalid_request")
 			_ = name
 		}
 		if rep := f.report(t, path+"?from=2026-01-01&to=2026-04-02"); len(rep.Days) != 92 {
@@ -190,11 +190,11 @@ func TestReportRefusesBadRanges(t *testing.T) {
 		}
 	}
 	for _, sku := range []string{"nope", "not%20a%20sku"} {
-		r := apitest.Do(t, f.app, http.MethodGet, "/api/v1/admin/products/"+sku+"/visitors", "", "", "X-Test-Role", "admin")
-		apitest.WantProblem(t, r, http.StatusNotFound, "not_found")
+		r := openapitest.Do(t, f.app, http.MethodGet, "/api/v1/admin/products/"+sku+"/visitors", "", "", "X-Test-Role", "admin")
+		openapitest.WantProblem(t, r, http.StatusNotFound, "not_found")
 	}
-	r := apitest.Do(t, f.app, http.MethodGet, "/api/v1/admin/visitors", "", "")
-	apitest.WantProblem(t, r, http.StatusUnauthorized, "unauthorized")
+	r := openapitest.Do(t, f.app, http.MethodGet, "/api/v1/admin/visitors", "", "")
+	openapitest.WantProblem(t, r, http.StatusUnauthorized, "unauthorized")
 }
 
 // cmdCounter counts the counting commands a client sends inside

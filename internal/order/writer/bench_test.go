@@ -28,7 +28,7 @@ func BenchmarkWriterDrain(b *testing.B) {
 	ctx := context.Background()
 	db, r := testenv.NewDatabase(b), testenv.NewRedis(b)
 	stock := inventory.NewStock(r.Client, r.Prefix)
-	svc := order.New(db.Pool, r.Client, stock, nil, r.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	svc := order.New(db.Pool, r.Client, stock, nil, r.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), order.Options{})
 	users := benchUsers(b, db.Pool, 100)
 	openSale(b, db.Pool, stock, r, "drain", 1<<30, 0, 100)
 	fillStream(b, svc, users, "drain", b.N)

@@ -46,7 +46,7 @@ func newPartitionedFixture(t testing.TB, parts keyspace.Partitions) *fixture {
 	stock := inventory.NewPartitionedStock(r.Client, r.Prefix, parts)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	exists := func(context.Context, string) (bool, error) { return false, nil }
-	svc := order.New(db.Pool, r.Client, stock, exists, r.Prefix, log, prometheus.NewRegistry())
+	svc := order.New(db.Pool, r.Client, stock, exists, r.Prefix, log, prometheus.NewRegistry(), order.Options{})
 	return &fixture{svc: svc, log: log, keys: newKeys(r.Prefix, parts), stock: stock, db: db, r: r,
 		skus: map[int64]string{}, parts: parts}
 }

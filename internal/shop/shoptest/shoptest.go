@@ -19,10 +19,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/shop-oss/shop/internal/apitest"
 	"github.com/shop-oss/shop/internal/auth"
 	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/openapitest"
 	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/order/writer"
 	"github.com/shop-oss/shop/internal/server"
@@ -159,10 +159,10 @@ func (a *App) Serve(t testing.TB) string {
 }
 
 // Do sends one request through the app in process and checks the exchange
-// against openapi.yaml (see apitest.Do).
-func (a *App) Do(t testing.TB, method, path, token, body string, headers ...string) apitest.Reply {
+// against openapi.yaml (see openapitest.Do).
+func (a *App) Do(t testing.TB, method, path, token, body string, headers ...string) openapitest.Reply {
 	t.Helper()
-	return apitest.Do(t, a.Fiber, method, path, token, body, headers...)
+	return openapitest.Do(t, a.Fiber, method, path, token, body, headers...)
 }
 
 // User creates a user with role and returns its id and an access token.
@@ -277,7 +277,7 @@ func drained(ctx context.Context, rdb redis.UniversalClient, stream string) bool
 }
 
 // WantStatus fails t unless r has status.
-func WantStatus(t testing.TB, r apitest.Reply, status int) {
+func WantStatus(t testing.TB, r openapitest.Reply, status int) {
 	t.Helper()
 	if r.Status != status {
 		t.Fatalf("got %d %s, want %d %s", r.Status, r.Body, status, http.StatusText(status))

@@ -1,7 +1,7 @@
-// Package apitest checks HTTP exchanges against the shop's OpenAPI document,
+// Package openapitest checks HTTP exchanges against the shop's OpenAPI document,
 // so a handler that drifts from openapi.yaml fails its tests. It is used by
 // in-process handler tests (app.Test) and by e2e/ alike.
-package apitest
+package openapitest
 
 import (
 	"bytes"
