@@ -75,10 +75,15 @@ type Sales struct {
 	db    *pgxpool.Pool
 	stock *Stock
 
-	// afterRecord, for tests, is called between an opening round's
-	// PostgreSQL record and its Redis step.
+	// afterRecord, for fault drills, is called between an opening round's
+	// PostgreSQL record and its Redis step (InjectAfterRecord).
 	afterRecord func()
 }
+
+// InjectAfterRecord makes Open call f between an opening round's
+// PostgreSQL record and its Redis step (nil: nothing), for the fault
+// drills: set it before Open runs, or from f itself.
+func (s *Sales) InjectAfterRecord(f func()) { s.afterRecord = f }
 
 // NewSales returns the sale-round service.
 func NewSales(db *pgxpool.Pool, stock *Stock) *Sales { return &Sales{db: db, stock: stock} }

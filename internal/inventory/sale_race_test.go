@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/shop-oss/shop/internal/inventory"
 )
@@ -24,14 +25,13 @@ func TestAdminWriteDuringAnOpenIsOrderedAfterIt(t *testing.T) {
 	for _, write := range []string{"update", "delete"} {
 		t.Run(write, func(t *testing.T) {
 			t.Parallel()
-			st := newStores(t)
-			in := newInstance(t, st)
+			in := newServices(t)
 			ctx := context.Background()
 			in.create(t, "p", "c", 100)
-			in.seed(t, "p", `{"quantity":5}`)
+			in.seed(t, "p", 5)
 			done := make(chan error, 1)
-			inventory.SetAfterRecord(in.Sales, func() {
-				inventory.SetAfterRecord(in.Sales, nil)
+			in.Sales.InjectAfterRecord(func() {
+				in.Sales.InjectAfterRecord(nil)
 				go func() {
 					if write == "update" {
 						_, err := in.Catalog.Update(ctx, "p", inventory.ProductInput{Name: "n", Category: "c", PriceCents: 250})
@@ -40,7 +40,7 @@ func TestAdminWriteDuringAnOpenIsOrderedAfterIt(t *testing.T) {
 					}
 					done <- in.Catalog.Delete(ctx, "p")
 				}()
-				waitDoneOrLocked(t, st, done)
+				waitDoneOrLocked(t, in.db.Pool, done)
 			})
 			if _, err := in.Sales.Open(ctx, "p", inventory.Seed{Quantity: 7}); err != nil {
 				t.Fatalf("open: %v", err)
@@ -53,7 +53,7 @@ func TestAdminWriteDuringAnOpenIsOrderedAfterIt(t *testing.T) {
 				t.Fatal(err)
 			}
 			var price int64
-			err = st.db.QueryRow(ctx, `SELECT price_cents FROM products WHERE sku = 'p'`).Scan(&price)
+			err = in.db.Pool.QueryRow(ctx, `SELECT price_cents FROM products WHERE sku = 'p'`).Scan(&price)
 			switch {
 			case write == "delete" && !errors.Is(err, pgx.ErrNoRows):
 				t.Fatalf("not deleted: %v", err)
@@ -76,7 +76,7 @@ AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`
 // waitDoneOrLocked waits until the write is done (its error put back for
 // the caller) or waits for the sale lock of "p", in the process or on an
 // advisory lock in the test's database.
-func waitDoneOrLocked(t *testing.T, st stores, done chan error) {
+func waitDoneOrLocked(t *testing.T, db *pgxpool.Pool, done chan error) {
 	t.Helper()
 	ctx := context.Background()
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); { // a bound on a hang
@@ -87,11 +87,11 @@ func waitDoneOrLocked(t *testing.T, st stores, done chan error) {
 		default:
 		}
 		var waiting int
-		if err := st.db.QueryRow(ctx, waitingForAdvisoryLocks).Scan(&waiting); err != nil {
+		if err := db.QueryRow(ctx, waitingForAdvisoryLocks).Scan(&waiting); err != nil {
 			t.Error(err)
 			return
 		}
-		if waiting > 0 || inventory.SaleWaiters(st.db, "p") > 0 {
+		if waiting > 0 || inventory.SaleWaiters(db, "p") > 0 {
 			return
 		}
 		time.Sleep(time.Millisecond)
@@ -106,12 +106,11 @@ func waitDoneOrLocked(t *testing.T, st stores, done chan error) {
 // price is the catalog's.
 func TestAdminWritesOfOneSKUQueueInTheInstance(t *testing.T) {
 	t.Parallel()
-	st := newStores(t)
-	in := newInstance(t, st)
+	in := newServices(t)
 	ctx := context.Background()
 	in.create(t, "q", "c", 100)
-	in.seed(t, "q", `{"quantity":5}`)
-	watcher, err := pgx.Connect(ctx, st.DB.URL)
+	in.seed(t, "q", 5)
+	watcher, err := pgx.Connect(ctx, in.db.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +153,7 @@ func TestAdminWritesOfOneSKUQueueInTheInstance(t *testing.T) {
 	live, _, err := in.stock.Live(ctx, "q")
 	var price int64
 	if err == nil {
-		err = st.db.QueryRow(ctx, `SELECT price_cents FROM products WHERE sku = 'q'`).Scan(&price)
+		err = in.db.Pool.QueryRow(ctx, `SELECT price_cents FROM products WHERE sku = 'q'`).Scan(&price)
 	}
 	if err != nil || live.PriceCents != price {
 		t.Fatalf("live price %d, catalog %d (%v)", live.PriceCents, price, err)

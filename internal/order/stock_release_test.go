@@ -1,4 +1,4 @@
-package inventory_test
+package order_test
 
 import (
 	"context"

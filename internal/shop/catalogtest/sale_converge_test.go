@@ -1,4 +1,4 @@
-package inventory_test
+package catalogtest
 
 import (
 	"context"
@@ -38,7 +38,7 @@ type seedFaults struct {
 
 func newSeedFaults(t *testing.T, fault func() seedFault) seedFaults {
 	t.Helper()
-	src, err := os.ReadFile("seed.lua")
+	src, err := os.ReadFile("../../inventory/seed.lua") // the script whose calls it spots
 	if err != nil {
 		t.Fatal(err)
 	}

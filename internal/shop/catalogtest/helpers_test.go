@@ -1,4 +1,7 @@
-package inventory_test
+// Package catalogtest holds the catalog's and the sales' tests through the
+// whole application (HTTP, the near cache, several instances, outages), so
+// internal/inventory's own tests build only inventory and what it imports.
+package catalogtest
 
 import (
 	"bytes"

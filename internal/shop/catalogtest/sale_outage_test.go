@@ -1,4 +1,4 @@
-package inventory_test
+package catalogtest
 
 import (
 	"context"
@@ -138,8 +138,8 @@ func TestSeedRetryAfterRedisHangConverges(t *testing.T) {
 
 	// Redis hangs once the round is recorded (before, the session check
 	// would refuse the request with nothing recorded).
-	inventory.SetAfterRecord(in.Sales, func() {
-		inventory.SetAfterRecord(in.Sales, nil)
+	in.Sales.InjectAfterRecord(func() {
+		in.Sales.InjectAfterRecord(nil)
 		rs.Pause(t)
 	})
 	in.do(t, http.MethodPut, "/api/v1/admin/products/hang-3/stock", `{"quantity":99}`).

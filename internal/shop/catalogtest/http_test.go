@@ -1,4 +1,4 @@
-package inventory_test
+package catalogtest
 
 import (
 	"fmt"
