@@ -15,16 +15,12 @@ import (
 const checkoutAttempts = 3
 
 // Checkout reserves every line of user's cart and enqueues one order, all
-// or nothing, emptying the cart in the same atomic step (see the package
-// doc). With an Idempotency-Key (idemKey != "") a repeat returns the first
-// answer, Replayed, and buys nothing more, also once the first emptied the
-// cart. checks are the request's checks deferred to its reservation
-// (order.ChecksOf; nil: none): they run first, in the same call.
+// or nothing, emptying the cart in the same atomic step. A repeat with the
+// same idemKey returns the first answer, Replayed. checks (order.ChecksOf;
+// nil: none) run first, in the reservation's call.
 //
 // Errors: the checks' refusal; ErrCartEmpty; order.ErrOutOfStock,
-// ErrLimitExceeded or ErrSaleNotActive naming the SKUs (the cart is left
-// as it was); ErrCartBusy when the cart changed under every attempt; or a
-// 503.
+// ErrLimitExceeded or ErrSaleNotActive naming the SKUs; ErrCartBusy; a 503.
 func (s *Service) Checkout(ctx context.Context, user, idemKey string, checks *ratelimit.Deferred) (order.Placed, error) {
 	p, err := s.checkout(ctx, user, idemKey, checks)
 	s.metrics.checkout(p, err)

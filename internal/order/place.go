@@ -140,14 +140,11 @@ func isAPIError(err error) bool {
 
 // Replay returns the answer an earlier checkout by user with the
 // Idempotency-Key key gave, while its record lasts (idemTTL); ok is false
-// when there was none. A checkout asks it when the cart is empty: the
-// first checkout with the key may be what emptied it. Deferred checks
-// (nil: none) run first: their refusal comes before a replay.
+// when there was none. A checkout of an empty cart asks it, after its
+// deferred checks (nil: none).
 //
-// Errors: the checks' refusal; ErrIdempotencyKeyReused when the key was
-// used for another request (a buy-now); a 503 when Redis does not answer,
-// or (on a cluster) while the repair decides the key's order
-// (errDeciding).
+// Errors: the checks' refusal; ErrIdempotencyKeyReused (the key was a
+// buy-now's); a 503 when Redis does not answer, or while a repair decides.
 func (s *Service) Replay(ctx context.Context, user, key string, checks *ratelimit.Deferred) (p Placed, ok bool, err error) {
 	if checks != nil {
 		if err := checks.Settle(); err != nil {

@@ -16,17 +16,15 @@ import (
 // route runs Script, the check and its own first step in one call
 // (Deferred.Run). Name tells the route which script the request's check
 // carries (DeferredOf).
-//
-// Script keeps this contract. KEYS: the window's key, the companion's
-// keys (ARGV[4] of them; -1: no companion ran), the route's. ARGV: the
-// window's three, the companion's key and argument counts, its
-// arguments, the route's. It answers the window's triple when the window
-// refuses; {1, remaining, 0, companion reply} when the companion does not
-// admit the request; {1, remaining, 0, companion reply or false, route's
-// reply} when the route's step ran; an error reply as it is.
 type Deferral struct {
-	Name   string
-	Match  func(*fiber.Ctx) bool
+	Name  string
+	Match func(*fiber.Ctx) bool
+	// Script's KEYS: the window's key, the companion's (ARGV[4] of them;
+	// -1: none), the route's. ARGV: the window's three, the companion's
+	// key and argument counts and arguments, the route's. It answers the
+	// window's triple when the window refuses, {1, remaining, 0, companion
+	// reply} when the companion does not admit the request, else {1,
+	// remaining, 0, companion reply or false, the route's reply}.
 	Script string
 }
 

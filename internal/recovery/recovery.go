@@ -37,10 +37,15 @@ type Recoverer struct {
 	parts  keyspace.Partitions
 	keys   []order.StreamKeys // by partition
 	log    *slog.Logger
-	// betweenReads, when set (tests), runs in each attempt after the holds
-	// are read and before the streams are: where a checkout may commit.
+	// betweenReads, when set (InjectBetweenReads), runs in each attempt
+	// after the holds are read and before the streams are.
 	betweenReads func()
 }
+
+// InjectBetweenReads makes Run call f in each attempt after it reads the
+// holds and before it reads the streams, where a checkout may commit: for
+// the fault drills. Set it before Run.
+func (r *Recoverer) InjectBetweenReads(f func()) { r.betweenReads = f }
 
 // New returns a recoverer of the stores under prefix.
 func New(db *pgxpool.Pool, rdb redis.UniversalClient, stock *inventory.Stock, prefix string, log *slog.Logger) *Recoverer {

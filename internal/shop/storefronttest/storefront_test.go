@@ -1,4 +1,6 @@
-package storefront_test
+// Package storefronttest holds internal/storefront's tests through the whole application
+// (shoptest), so storefront's own tests build only storefront and what it imports.
+package storefronttest
 
 import (
 	"net/http"

@@ -1,4 +1,4 @@
-package cart_test
+package carttest
 
 import (
 	"bytes"

@@ -1,4 +1,6 @@
-package audit_test
+// Package audittest holds internal/audit's tests through the whole application
+// (shoptest), so audit's own tests build only audit and what it imports.
+package audittest
 
 import (
 	"context"

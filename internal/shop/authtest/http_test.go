@@ -1,4 +1,6 @@
-package auth_test
+// Package authtest holds internal/auth's tests through the whole application
+// (shoptest), so auth's own tests build only auth and what it imports.
+package authtest
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package recovery_test
+package recoverytest
 
 import (
 	"context"
@@ -299,7 +299,7 @@ func TestRecoverCountsAHoldCommittedWhileItRuns(t *testing.T) {
 
 	rec := recovery.New(s.db.Pool, s.rdb, s.stock, s.prefix, s.log)
 	var committed bool
-	recovery.BetweenReads(rec, func() {
+	rec.InjectBetweenReads(func() {
 		if committed {
 			return
 		}

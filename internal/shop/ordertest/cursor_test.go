@@ -1,4 +1,6 @@
-package order_test
+// Package ordertest holds internal/order's tests through the whole application
+// (shoptest), so order's own tests build only order and what it imports.
+package ordertest
 
 import (
 	"encoding/base64"

@@ -1,4 +1,6 @@
-package recovery_test
+// Package recoverytest holds internal/recovery's tests through the whole application
+// (shoptest), so recovery's own tests build only recovery and what it imports.
+package recoverytest
 
 import (
 	"context"

@@ -1,4 +1,6 @@
-package live_test
+// Package livetest holds internal/live's tests through the whole application
+// (shoptest), so live's own tests build only live and what it imports.
+package livetest
 
 import (
 	"context"

@@ -1,4 +1,6 @@
-package cart_test
+// Package carttest holds internal/cart's tests through the whole application
+// (shoptest), so cart's own tests build only cart and what it imports.
+package carttest
 
 import (
 	"maps"
