@@ -8,38 +8,13 @@ import (
 	"time"
 )
 
-// Stock changes: every script that changes a SKU's live stock (seed.lua,
-// release.lua, restore.lua, the order package's reserve script) and Close
-// publish the state it left on the SKU's changes channel, in the same
-// atomic step as the change:
-//
-//	channel  <prefix>sale:{<sku>}:changed (on a cluster
-//	         <prefix>sale:{<partition tag>}<sku>:changed, see stock.go)
-//	message  "<round> <available> <starts_ms> <ends_ms>"  (integers; round 0:
-//	         no sale, the SKU's live state is gone)
-//	command  PublishCommand: PUBLISH on a single Redis, SPUBLISH (a sharded
-//	         channel) on a cluster
-//
-// Publishing inside the script costs no extra round trip, and since Redis
-// delivers a connection's messages in the order they were published, the
-// last message a subscriber got is the SKU's current state. Pub/Sub is
-// fire-and-forget: a subscriber that was away rebuilds its picture from
-// Live, never from the messages it missed.
-//
-// # Sharded channels on a cluster
-//
-// A PUBLISH on a Redis Cluster is broadcast over the cluster bus to every
-// node, so each message costs every master, and the bus traffic grows with
-// the cluster. SPUBLISH delivers on the master of the channel's slot only.
-// The channel carries the hash tag of the SKU's keys, so it is in their
-// slot: a script may SPUBLISH only to a channel its node serves (Redis
-// checks the channel as it checks a key), which this makes true. Sharded
-// channels have no pattern form: subscribers SSUBSCRIBE to each SKU's
-// channel (internal/live does, per watched SKU).
+// Stock changes: every script that changes a SKU's live stock publishes
+// the state it left on the SKU's changes channel, in the same atomic step.
+// More in docs/design/inventory.md ("changes.go").
 
 // ChangesChannel is the Pub/Sub channel of sku's stock changes. The order
-// package's reserve script publishes on it (in the format above), with
-// PublishCommand.
+// package's reserve script publishes on it, with PublishCommand, in the
+// format of docs/design/inventory.md ("changes.go").
 func (s *Stock) ChangesChannel(sku string) string { return s.SaleKey(sku) + ":changed" }
 
 // ShardedChanges reports whether the changes channels are sharded

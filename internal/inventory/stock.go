@@ -14,32 +14,7 @@ import (
 )
 
 // Live stock: the state of each SKU's current sale round in Redis.
-//
-//	<prefix>sale:{<sku>}           hash: round, quantity, available, limit,
-//	                               starts_ms, ends_ms (0 = no end), price_cents,
-//	                               released (units given back this round)
-//	<prefix>sale:{<sku>}:buyers    hash: user id -> units bought this round
-//	<prefix>sale:{<sku>}:released  set: order ids released this round
-//
-// Inventory owns these keys and their format. The order package's reserve
-// script reads and changes the first two, handed to it by SaleKey and
-// BuyersKey: it takes stock and counts the buyer in the same atomic step
-// as the order event. Release (release.lua) is the inverse. Restore
-// (restore.lua) replaces all three with a state rebuilt from PostgreSQL and
-// the order stream after Redis lost writes (`shop recover`). Every change
-// is published on the SKU's changes channel (changes.go).
-//
-// The {<sku>} hash tag keeps a SKU's keys in one cluster slot. On a Redis
-// Cluster (a Stock built by NewPartitionedStock with grouped partitions)
-// the tag is the SKU's order-stream partition instead, so that a purchase
-// takes stock and appends its order event in one slot:
-//
-//	<prefix>sale:{<partition tag>}<sku>   (and :buyers, :released, :changed)
-//
-// See internal/keyspace. The sale hash
-// is the live record of what is left to sell, so it expires only when the
-// round has an end (a week after it); an open-ended round keeps its state
-// until the next seeding replaces it.
+// More in docs/design/inventory.md ("stock.go").
 
 var (
 	//go:embed seed.lua
@@ -72,7 +47,7 @@ func NewPartitionedStock(rdb redis.UniversalClient, prefix string, parts keyspac
 func (s *Stock) Partitions() keyspace.Partitions { return s.parts }
 
 // SaleKey is the key of sku's sale state hash. The order package's reserve
-// script reads and changes it (see the Live stock format above); nothing
+// script reads and changes it (its format: docs/design/inventory.md); nothing
 // else outside this package may.
 func (s *Stock) SaleKey(sku string) string {
 	if s.parts.Grouped() {

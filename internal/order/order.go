@@ -97,7 +97,7 @@ type Service struct {
 	paymentTTL time.Duration
 	payments   PaymentProvider
 	// holdLifetime is how long a saga's hold waits for its commit
-	// (WithHoldLifetime).
+	// (Options.HoldLifetime).
 	holdLifetime time.Duration
 	// sagaFault, for the fault drills, is called at each SagaPoint a
 	// placement reaches (InjectSagaFault); nil otherwise.

@@ -15,39 +15,7 @@ import (
 
 // Cancel and expiry of an order whose lines lie in several partitions of a
 // Redis Cluster (a cross-shard checkout).
-//
-// A release's keys must share a slot. An order's status hash, its home
-// stream and its home partition's SKUs do (keyspace), so an order in one
-// partition is cancelled or expired in one step (giveBack). The lines of
-// other partitions live in other slots, on other masters, so such an order
-// gives its units back in steps:
-//
-//  1. The order joins its home partition's owed set (orders:{home}:owed,
-//     scored by when a sweeper may finish it: owedGrace on).
-//  2. The decision: inventory's Release of the home's lines, guarded by the
-//     status and carrying the transition event, as for an order in one
-//     partition. Of a cancel, an expiry and a payment racing, this step
-//     (against pay.lua, on the same status) is where exactly one wins. The
-//     final status it leaves, cancelled or expired, is the record that the
-//     other partitions' units are owed; the status hash holds the lines.
-//  3. The other partitions' lines, one unguarded Release per partition:
-//     Release gives an order's units back once per order id (its released
-//     set), so a repeat (a retry, a sweeper finishing it) gives nothing
-//     twice.
-//  4. The order leaves the owed set.
-//
-// The owed entry comes before the decision, not in it, because the decision
-// is inventory's release, whose one write of the caller's is the outbox
-// entry; an entry is judged by the status, so one written for a decision
-// that never came costs a look, not a unit. A stop anywhere leaves the
-// order in the owed set, and the Sweeper's owed step (finishOwed, under the
-// sweepers' lock) settles it by its status: cancelled or expired, it
-// finishes the other partitions' releases; pending or confirmed (a stop
-// before the decision, or a decision still on its way to Redis), it leaves
-// it for a later look (the claim's lease); paid, rejected or gone, nothing
-// is owed. Units go back only under a cancelled or expired status, which no
-// step changes again (on a cluster the writer's dead-letter step keeps a
-// final status too), so never for a paid order and never twice.
+// More in docs/design/order.md ("owed.go").
 
 // owedGrace is how long after a spread order's decision a sweeper may take
 // it up: well past the few seconds the steps after it take (each bounded by

@@ -13,42 +13,11 @@ import (
 	"github.com/shop-oss/shop/internal/apperr"
 )
 
-// A purchase on a Redis Cluster (grouped partitions) is a saga: its keys
-// live in several slots, and a script's keys must share one.
-//
-//  1. Claim (user slot, only with an Idempotency-Key): idemClaimScript
-//     records '<new id> <fingerprint>' or hands back the id claimed before
-//     for the same request. A repeat reruns the saga under that id, which
-//     is idempotent by order id: a status present answers "replayed".
-//  2. Hold (hold.lua), for each partition other than the order's home that
-//     holds lines, in ascending order: take that partition's lines and
-//     record what was taken in a hold, indexed by a deadline.
-//  3. Commit (commit.lua, the home's slot): take the home's own lines and
-//     append the whole order event, status and due entry. This is the one
-//     point where the order exists. The holds are then dropped.
-//  4. Finish (finishScript, user slot): the pending index and, for a
-//     checkout, the bought lines out of the cart.
-//
-// A refusal anywhere gives back every hold taken (unholdScript) and
-// answers as a single Redis would. After a refusal the remaining steps only
-// check (they rank it), and a check writes nothing: one that fails (the
-// home down, or its state unreadable) gives every hold back at once too,
-// and answers its error. Only a commit that fails may have happened, so
-// its holds are left to the repair. A crash between hold and commit leaves
-// holds past their deadline, which the sweeper's repair (repair.go)
-// settles: on the home, the order committed (drop the hold) or it gets a
-// tombstone status that refuses a late commit (give the hold back; while
-// the repair asks PostgreSQL whether a failover lost the status of a
-// written order, the tombstone is marked deciding, and a commit or a
-// repeat meeting it is told to retry).
-//
-// The order's home is its id's (keyspace's Home), normally its first
-// SKU's partition; a checkout repeated with its Idempotency-Key keeps the
-// first id, whose home may hold none of the new cart's lines: then every
-// line is held and the commit takes none.
+// A purchase on a Redis Cluster (grouped partitions) is a saga: claim,
+// hold, commit, finish. More in docs/design/order.md ("saga.go").
 
 // DefaultHoldLifetime is how long a hold waits for its commit before the
-// repair may undo the saga (WithHoldLifetime sets another). A placement
+// repair may undo the saga (Options.HoldLifetime sets another). A placement
 // gives up after placeTimeout, far sooner.
 const DefaultHoldLifetime = 30 * time.Second
 

@@ -12,29 +12,7 @@ import (
 )
 
 // The writer's acknowledgements on a Redis Cluster.
-//
-// On a single Redis the writer acks a batch, confirms its orders and takes
-// them off their buyers' pending indexes in one script. On a cluster an
-// order's status lives in its home partition's slot, the stream's (the id
-// names its home: keyspace's Stamp), but its buyer's pending index lives in
-// the buyer's slot. So two steps, the buyer's first:
-//
-//  1. The pending indexes (ZREM, one pipeline over the masters). The orders
-//     are committed by then, so a listing finds them in PostgreSQL.
-//  2. The stream and the statuses, one script in the partition's slot:
-//     XACK, and pending → confirmed (a final status is kept, as on a
-//     single Redis).
-//
-// A stop between the two leaves the entries and the statuses pending: the
-// redelivery writes nothing twice and runs both steps again (a ZREM of an
-// absent member changes nothing). The other order would leave a stop's
-// orders acked and confirmed but still in the pending index until it
-// expires, crowding the buyer's real pending orders out of a listing's
-// window (pendingBefore reads a bounded range of it).
-//
-// A status outside the stream's slot (an id stamped with another partition:
-// never one this package made) is confirmed on its own before the script,
-// status first, so a stop in between is repaired by the redelivery too.
+// More in docs/design/writer.md ("writer_cluster.go").
 
 // confirmLocalScript: KEYS[1] the stream, then the statuses in its slot;
 // ARGV[1] the group, then the entry ids to ack.
