@@ -154,7 +154,7 @@ func (f *lifeFixture) writeAll(t *testing.T) {
 	t.Helper()
 	w := start(f.writer("w", WriterOptions{}))
 	f.drained(t)
-	w.stop(t)
+	w.Stop(t)
 }
 
 func (f *lifeFixture) sweeper() *Sweeper {
@@ -268,7 +268,7 @@ func TestWriterConfirmsOnEveryMasterOfACluster(t *testing.T) {
 	// Restarted under its name, it finds its own entries first.
 	r := start(f.writer("w1", WriterOptions{}))
 	f.drained(t)
-	r.stop(t)
+	r.Stop(t)
 	if rows := f.count(t, `SELECT count(*) FROM orders`); rows != int64(len(ids)) {
 		t.Fatalf("%d rows, want %d", rows, len(ids))
 	}
@@ -323,7 +323,7 @@ func TestWriterStoppedBetweenItsAckStepsOnACluster(t *testing.T) {
 	}
 	r := start(f.writer("w1", WriterOptions{}))
 	f.drained(t)
-	r.stop(t)
+	r.Stop(t)
 	for _, id := range ids {
 		if st := f.status(t, id); st != StatusConfirmed {
 			t.Fatalf("order %s: %q after the redelivery, want confirmed", id, st)
@@ -372,7 +372,7 @@ func TestDeadLetterOnACluster(t *testing.T) {
 	}
 	w := start(f.writer("w", WriterOptions{MaxDeliveries: 1}))
 	f.drained(t)
-	w.stop(t)
+	w.Stop(t)
 	var dead int64
 	for p := range f.parts.Count() {
 		dead += f.rdb.XLen(ctx, f.svc.keys.dead(p)).Val()

@@ -32,7 +32,7 @@ func (f *fixture) writeAll(t *testing.T) {
 	t.Helper()
 	w := start(f.writer("w", WriterOptions{}))
 	f.drained(t)
-	w.stop(t)
+	w.Stop(t)
 }
 
 func (f *fixture) available(t *testing.T, sku string) int64 {
@@ -273,7 +273,7 @@ func TestCancelRacesExpiry(t *testing.T) {
 	var wg sync.WaitGroup
 	var cancelled, expired atomic.Int64
 	for i := range ids {
-		wg.Add(2)
+		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			<-start
@@ -284,15 +284,7 @@ func TestCancelRacesExpiry(t *testing.T) {
 				t.Errorf("cancel: %v", err)
 			}
 		}()
-		go func() {
-			defer wg.Done()
-			<-start
-			k, err := sw.Sweep(context.Background())
-			if err != nil {
-				t.Errorf("sweep: %v", err)
-			}
-			expired.Add(int64(k))
-		}()
+		sweepAfter(t, sw, start, &wg, &expired)
 	}
 	close(start)
 	wg.Wait()
@@ -317,6 +309,21 @@ func TestCancelRacesExpiry(t *testing.T) {
 	}
 }
 
+// sweepAfter sweeps once with sw when start closes, in a goroutine wg
+// counts, and adds the orders it expired to expired.
+func sweepAfter(t *testing.T, sw *Sweeper, start <-chan struct{}, wg *sync.WaitGroup, expired *atomic.Int64) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		<-start
+		k, err := sw.Sweep(context.Background())
+		if err != nil {
+			t.Errorf("sweep: %v", err)
+		}
+		expired.Add(int64(k))
+	}()
+}
+
 // Two sweepers at once, without the lock, expire each order once.
 func TestTwoSweepersReleaseEachOrderOnce(t *testing.T) {
 	t.Parallel()
@@ -332,16 +339,7 @@ func TestTwoSweepersReleaseEachOrderOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	var expired atomic.Int64
 	for _, sw := range sweepers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			k, err := sw.Sweep(context.Background())
-			if err != nil {
-				t.Errorf("sweep: %v", err)
-			}
-			expired.Add(int64(k))
-		}()
+		sweepAfter(t, sw, start, &wg, &expired)
 	}
 	close(start)
 	wg.Wait()

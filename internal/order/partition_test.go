@@ -103,8 +103,8 @@ func TestPartitionedWritersWriteEachOrderOnce(t *testing.T) {
 	w1 := start(f.writer("w1", WriterOptions{Concurrency: 2, Batch: 7}))
 	w2 := start(f.writer("w2", WriterOptions{Concurrency: 2, Batch: 5}))
 	f.drained(t)
-	w1.stop(t)
-	w2.stop(t)
+	w1.Stop(t)
+	w2.Stop(t)
 	if rows := f.orderRows(t); rows != int64(len(placed)) {
 		t.Fatalf("rows %d, want %d", rows, len(placed))
 	}
@@ -143,7 +143,7 @@ func TestPartitionedWriterCrashBetweenCommitAndAck(t *testing.T) {
 	}
 	r := start(f.writer("w1", WriterOptions{}))
 	f.drained(t)
-	r.stop(t)
+	r.Stop(t)
 	if rows := f.orderRows(t); rows != 18 || f.count(t, `SELECT count(*) FROM order_items`) != 18 {
 		t.Fatalf("after redelivery: %d rows, want 18", rows)
 	}

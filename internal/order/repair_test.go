@@ -19,7 +19,7 @@ func (f *clusterFixture) writeOrder(t *testing.T, id string) {
 	w := NewWriter(f.db.Pool, f.rdb, f.c.Prefix, f.svc.log, prometheus.NewRegistry(),
 		WriterOptions{Consumer: "w", Partitions: f.parts, Block: 20 * time.Millisecond})
 	running := start(w)
-	defer running.stop(t)
+	defer running.Stop(t)
 	for deadline := time.Now().Add(30 * time.Second); f.count(t, `SELECT count(*) FROM orders WHERE id = $1`, id) == 0; {
 		if time.Now().After(deadline) {
 			t.Fatal("the order was not written within 30s")
@@ -46,18 +46,10 @@ func TestRepairGivesBackTheHoldOfAnotherAttemptOfAPersistedOrder(t *testing.T) {
 		tag := fmt.Sprintf("reuse-%v", restored)
 		a, b, c := f.skuIn(t, tag+"-a", 1, 10), f.skuIn(t, tag+"-b", 5, 10), f.skuIn(t, tag+"-c", 9, 10)
 		first := []Line{{SKU: a, Quantity: 1}, {SKU: b, Quantity: 4}}
-		id, err := f.svc.newOrderID(first)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, fail, err := f.svc.hold(ctx, 5, id, u, "a1", "take", 1, first[1:]); err != nil || fail != nil {
-			t.Fatalf("hold of a1: %v %v", fail, err)
-		}
+		id := f.orderID(t, first)
+		f.take(t, 5, id, u, "a1", first[1:])
 		repeat := []Line{{SKU: a, Quantity: 1}, {SKU: c, Quantity: 2}}
-		items, fail, err := f.svc.hold(ctx, 9, id, u, "a2", "take", 1, repeat[1:])
-		if err != nil || fail != nil {
-			t.Fatalf("hold of a2: %v %v", fail, err)
-		}
+		items := f.take(t, 9, id, u, "a2", repeat[1:])
 		held := []heldPart{{p: 9, items: items}}
 		res, fail, err := f.svc.commit(ctx, id, u, "a2", 1, "commit", repeat, held)
 		if err != nil || fail != nil {
@@ -128,10 +120,7 @@ func TestRepairTombstonesBeforeItAsksPostgreSQL(t *testing.T) {
 	lines := []Line{{SKU: a, Quantity: 1}, {SKU: b, Quantity: 4}}
 	fp := fingerprint(lines, false)
 	newOrder := func(key string) (string, string) {
-		id, err := f.svc.newOrderID(lines)
-		if err != nil {
-			t.Fatal(err)
-		}
+		id := f.orderID(t, lines)
 		idem := f.svc.keys.idem(u, key)
 		if got, _, err := f.svc.claim(ctx, idem, fp, id, ""); err != nil || got != id {
 			t.Fatalf("claim: %s %v", got, err)
@@ -139,10 +128,7 @@ func TestRepairTombstonesBeforeItAsksPostgreSQL(t *testing.T) {
 		return id, idem
 	}
 	written, writtenIdem := newOrder("written")
-	items, fail, err := f.svc.hold(ctx, 5, written, u, "a1", "take", 1, lines[1:])
-	if err != nil || fail != nil {
-		t.Fatalf("hold: %v %v", fail, err)
-	}
+	items := f.take(t, 5, written, u, "a1", lines[1:])
 	if _, fail, err := f.svc.commit(ctx, written, u, "a1", 1, "commit", lines, []heldPart{{p: 5, items: items}}); err != nil || fail != nil {
 		t.Fatalf("commit: %v %v", fail, err)
 	}
@@ -214,9 +200,7 @@ func TestRepairTombstonesBeforeItAsksPostgreSQL(t *testing.T) {
 	// An order no store has: the hold goes back and the tombstone is final.
 	aborted, abortedIdem := newOrder("aborted")
 	idems[aborted] = abortedIdem
-	if _, fail, err := f.svc.hold(ctx, 5, aborted, u, "a1", "take", 1, lines[1:]); err != nil || fail != nil {
-		t.Fatalf("hold: %v %v", fail, err)
-	}
+	f.take(t, 5, aborted, u, "a1", lines[1:])
 	f.rdb.ZAdd(ctx, f.svc.keys.holds(5), redis.Z{Score: 1, Member: aborted})
 	if _, err := sw.Sweep(ctx); err != nil {
 		t.Fatal(err)

@@ -58,15 +58,30 @@ func (f *clusterFixture) holdOnFive(t *testing.T, prefix string, quantity int) h
 	t.Helper()
 	u := f.user(t)
 	lines := []Line{{SKU: f.skuIn(t, prefix, 1, 10), Quantity: 1}, {SKU: f.skuIn(t, prefix, 5, 10), Quantity: quantity}}
+	id := f.orderID(t, lines)
+	items := f.take(t, 5, id, u, "attempt-1", lines[1:])
+	return heldSaga{user: u, lines: lines, id: id, items: items}
+}
+
+// orderID is a new order id for lines.
+func (f *clusterFixture) orderID(t *testing.T, lines []Line) string {
+	t.Helper()
 	id, err := f.svc.newOrderID(lines)
 	if err != nil {
 		t.Fatal(err)
 	}
-	items, fail, err := f.svc.hold(context.Background(), 5, id, u, "attempt-1", "take", 1, lines[1:])
+	return id
+}
+
+// take holds lines on partition p for order id of user u, as attempt, and
+// fails t unless they are held.
+func (f *clusterFixture) take(t *testing.T, p int, id, u, attempt string, lines []Line) []ReservedItem {
+	t.Helper()
+	items, fail, err := f.svc.hold(context.Background(), p, id, u, attempt, "take", 1, lines)
 	if err != nil || fail != nil {
-		t.Fatalf("hold: %v %v", fail, err)
+		t.Fatalf("hold of %s: %v %v", attempt, fail, err)
 	}
-	return heldSaga{user: u, lines: lines, id: id, items: items}
+	return items
 }
 
 // skuIn returns a SKU (named after prefix) in partition p, with a sale of
@@ -710,15 +725,9 @@ func TestRepairKeepsTheUnitsOfARestoredOrder(t *testing.T) {
 	a, b := f.skuIn(t, "rest", 1, 10), f.skuIn(t, "rest", 5, 10)
 	lines := []Line{{SKU: a, Quantity: 1}, {SKU: b, Quantity: 4}}
 	for _, tombstoned := range []bool{false, true} {
-		id, err := f.svc.newOrderID(lines)
-		if err != nil {
-			t.Fatal(err)
-		}
+		id := f.orderID(t, lines)
 		before := f.available(t, b)
-		items, fail, err := f.svc.hold(ctx, 5, id, u, "attempt-1", "take", 1, lines[1:])
-		if err != nil || fail != nil {
-			t.Fatalf("hold: %v %v", fail, err)
-		}
+		items := f.take(t, 5, id, u, "attempt-1", lines[1:])
 		res, fail, err := f.svc.commit(ctx, id, u, "attempt-1", 1, "commit", lines, []heldPart{{p: 5, items: items}})
 		if err != nil || fail != nil {
 			t.Fatalf("commit: %v %v", fail, err)
@@ -779,7 +788,7 @@ func TestRepairAsksPostgreSQLBeforeTheTombstone(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	running.stop(t)
+	running.Stop(t)
 	f.rdb.Del(ctx, f.svc.keys.status(id)) // the failover
 	f.rdb.ZAdd(ctx, f.svc.keys.holds(5), redis.Z{Score: 1, Member: id})
 	sw := NewSweeper(f.rdb, f.stock, f.c.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry(),

@@ -8,8 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/shop-oss/shop/internal/inventory"
-	"github.com/shop-oss/shop/internal/testenv"
+	"github.com/shop-oss/shop/internal/order/ordertesting"
 )
 
 // BenchmarkSweeperExpiry measures how fast one sweeper expires due
@@ -19,15 +18,12 @@ import (
 // One op is one order; releases/s is the sweeper's throughput. Run it with
 // a fixed count, e.g. -benchtime 20000x. Results: BENCHMARKS.md.
 func BenchmarkSweeperExpiry(b *testing.B) {
-	db, r := testenv.NewDatabase(b), testenv.NewRedis(b)
-	stock := inventory.NewStock(r.Client, r.Prefix)
+	e := ordertesting.NewBench(b, "sweep")
 	log := slog.New(slog.DiscardHandler)
-	svc := New(db.Pool, r.Client, stock, nil, r.Prefix, log, prometheus.NewRegistry(), Options{PaymentTTL: time.Millisecond})
-	users := benchUsers(b, svc, 100)
-	openSale(b, db.Pool, stock, r, "sweep", 1<<30, 0, 100)
-	fillStream(b, svc, users, "sweep", b.N)
+	svc := New(e.DB.Pool, e.R.Client, e.Stock, nil, e.R.Prefix, log, prometheus.NewRegistry(), Options{PaymentTTL: time.Millisecond})
+	fillStream(b, svc, e.Users, "sweep", b.N)
 	time.Sleep(10 * time.Millisecond)
-	sw := NewSweeper(r.Client, stock, r.Prefix, log, prometheus.NewRegistry(), SweeperOptions{})
+	sw := NewSweeper(e.R.Client, e.Stock, e.R.Prefix, log, prometheus.NewRegistry(), SweeperOptions{})
 
 	b.ResetTimer()
 	start := time.Now()

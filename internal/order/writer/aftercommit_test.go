@@ -56,14 +56,9 @@ func TestAfterCommitSeesEachInsertedOrderOnce(t *testing.T) {
 	f := newFixture(t)
 	f.sale(t, "s", 100, 0, 100)
 	u := f.user(t)
-	var placed []order.Placed
-	for range 40 {
-		placed = append(placed, f.place(t, u, "s", 2))
-	}
+	placed := f.placeN(t, u, "s", 40, 2)
 	s := newSeen()
-	r := start(f.writer("w1", Options{Batch: 7, Concurrency: 3, AfterCommit: s.hook}))
-	f.drained(t)
-	r.stop(t)
+	f.drain(t, "w1", Options{Batch: 7, Concurrency: 3, AfterCommit: s.hook})
 	s.check(t, placed)
 	if s.units != 80 {
 		t.Fatalf("the hook saw %d units, want 80", s.units)
@@ -78,10 +73,7 @@ func TestAfterCommitNotCalledForARedelivery(t *testing.T) {
 	f := newFixture(t)
 	f.sale(t, "s", 10, 0, 100)
 	u := f.user(t)
-	var placed []order.Placed
-	for range 5 {
-		placed = append(placed, f.place(t, u, "s", 1))
-	}
+	placed := f.placeN(t, u, "s", 5, 1)
 	s := newSeen()
 	w := f.writer("w1", Options{AfterCommit: s.hook})
 	w.faultAfterCommit = crashOnce()
@@ -91,9 +83,7 @@ func TestAfterCommitNotCalledForARedelivery(t *testing.T) {
 	if f.pendingCount(t) != 5 {
 		t.Fatalf("pending %d, want the 5 entries unacknowledged", f.pendingCount(t))
 	}
-	r := start(f.writer("w1", Options{AfterCommit: s.hook}))
-	f.drained(t)
-	r.stop(t)
+	f.drain(t, "w1", Options{AfterCommit: s.hook})
 	s.check(t, placed)
 	if f.orderRows(t) != 5 {
 		t.Fatalf("rows %d, want 5", f.orderRows(t))
@@ -116,9 +106,7 @@ func TestAfterCommitFailureNeverLosesAnOrder(t *testing.T) {
 		}
 		return nil
 	}
-	r := start(f.writer("w1", Options{AfterCommit: flaky}))
-	f.drained(t)
-	r.stop(t)
+	f.drain(t, "w1", Options{AfterCommit: flaky})
 	if calls.Load() != afterCommitAttempts {
 		t.Fatalf("flaky hook called %d times, want %d", calls.Load(), afterCommitAttempts)
 	}
@@ -126,9 +114,7 @@ func TestAfterCommitFailureNeverLosesAnOrder(t *testing.T) {
 	second := f.place(t, u, "s", 1)
 	calls.Store(0)
 	broken := func(context.Context, []Persisted) error { calls.Add(1); return errors.New("hook down for good") }
-	r = start(f.writer("w1", Options{AfterCommit: broken}))
-	f.drained(t)
-	r.stop(t)
+	f.drain(t, "w1", Options{AfterCommit: broken})
 	if calls.Load() != afterCommitAttempts {
 		t.Fatalf("broken hook called %d times, want %d", calls.Load(), afterCommitAttempts)
 	}
@@ -151,19 +137,14 @@ func TestAfterCommitAfterALostCommitAnswer(t *testing.T) {
 	f := newFixture(t)
 	f.sale(t, "s", 10, 0, 100)
 	u := f.user(t)
-	var placed []order.Placed
-	for range 5 {
-		placed = append(placed, f.place(t, u, "s", 1))
-	}
+	placed := f.placeN(t, u, "s", 5, 1)
 	cc := f.db.Pool.Config().ConnConfig
 	proxy := testenv.NewToxiProxy(t, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))))
 	cut := proxy.Add(t, testenv.Toxic{Name: "cut", Type: "commit_cut", Stream: "upstream",
 		Attributes: map[string]any{"times": 1}}).(*testenv.CommitCut)
 	f.writerDB = poolAt(t, proxy.Addr(), f.db.URL)
 	s := newSeen()
-	r := start(f.writer("w1", Options{AfterCommit: s.hook}))
-	f.drained(t)
-	r.stop(t)
+	f.drain(t, "w1", Options{AfterCommit: s.hook})
 	if cut.Fired() != 1 {
 		t.Fatalf("%d COMMITs cut, want 1: the test tested nothing", cut.Fired())
 	}

@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/ordertesting"
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
@@ -26,12 +26,10 @@ import (
 // drain / COPY. Results: BENCHMARKS.md.
 func BenchmarkWriterCopy(b *testing.B) {
 	ctx := context.Background()
-	db, r := testenv.NewDatabase(b), testenv.NewRedis(b)
-	stock := inventory.NewStock(r.Client, r.Prefix)
-	svc := order.New(db.Pool, r.Client, stock, nil, r.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), order.Options{})
-	users := benchUsers(b, db.Pool, 100)
-	openSale(b, db.Pool, stock, r, "copy", 1<<30, 0, 100)
-	fillStream(b, svc, users, "copy", b.N)
+	e := ordertesting.NewBench(b, "copy")
+	db, r := e.DB, e.R
+	svc := order.New(db.Pool, r.Client, e.Stock, nil, r.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), order.Options{})
+	fillStream(b, svc, e.Users, "copy", b.N)
 	drainOnce(b, db, r)
 	orders, items := writtenRows(b, db)
 	if len(orders) != b.N {

@@ -47,7 +47,7 @@ func TestDeadLetteredOrderIsRejectedEvenWhenItsEntryDoesNotParse(t *testing.T) {
 	w := f.writer("w1", Options{MaxDeliveries: 2})
 	r := start(w)
 	f.drained(t)
-	r.stop(t)
+	r.Stop(t)
 	o, err := f.svc.Get(ctx, u, bad.OrderID)
 	if err != nil || o.Status != order.StatusRejected {
 		t.Fatalf("the dead-lettered order reads %+v, %v; want rejected", o, err)
@@ -84,7 +84,7 @@ func TestUnownedEntryIsDeadLetteredWhole(t *testing.T) {
 	w := f.writer("w1", Options{MaxDeliveries: 2})
 	r := start(w)
 	f.drained(t)
-	r.stop(t)
+	r.Stop(t)
 	dead := f.r.Client.XRange(ctx, f.keys.dead(0), "-", "+").Val()
 	if len(dead) != 2 || dead[0].Values["event_order_id"] != "nope" || dead[0].Values["event_qty"] != "x" ||
 		dead[1].Values["event_user_id"] != "someone" {

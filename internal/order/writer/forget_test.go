@@ -44,9 +44,7 @@ func TestWriterForgetsIdleConsumersHoldingNothing(t *testing.T) {
 	ctx := context.Background()
 	f.sale(t, "s", 10, 0, 100)
 	u := f.user(t)
-	for range 2 {
-		f.place(t, u, "s", 1)
-	}
+	f.placeN(t, u, "s", 2, 1)
 	stream := f.keys.stream(0)
 	if err := f.r.Client.XGroupCreateMkStream(ctx, stream, group, "0").Err(); err != nil {
 		t.Fatal(err)
@@ -79,7 +77,7 @@ func TestWriterForgetsIdleConsumersHoldingNothing(t *testing.T) {
 	w := f.writer("live", Options{ForgetIdle: 300 * time.Millisecond, Housekeeping: 50 * time.Millisecond,
 		ClaimIdle: 200 * time.Millisecond})
 	r := start(w)
-	defer r.stop(t)
+	defer r.Stop(t)
 	f.drained(t)
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		got := f.consumers(t)

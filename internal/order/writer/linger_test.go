@@ -42,7 +42,7 @@ func TestWriterLingerGathersATrickleIntoOneBatch(t *testing.T) {
 	u := f.user(t)
 	b := &batches{first: make(chan struct{})}
 	w := start(f.writer("w1", Options{Concurrency: 1, Linger: 5 * time.Second, AfterCommit: b.hook}))
-	defer w.stop(t)
+	defer w.Stop(t)
 	f.place(t, u, "sku-l", 1)
 	select {
 	case <-b.first:

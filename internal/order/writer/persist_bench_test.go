@@ -7,9 +7,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/order"
-	"github.com/shop-oss/shop/internal/testenv"
+	"github.com/shop-oss/shop/internal/order/ordertesting"
 )
 
 // BenchmarkPersist is the writer's PostgreSQL transaction alone (persist:
@@ -20,21 +19,18 @@ import (
 // see what the batches cost apart from the stream; BENCHMARKS.md has the
 // variants measured against it (staging tables, one statement, COPY).
 func BenchmarkPersist(b *testing.B) {
-	db, r := testenv.NewDatabase(b), testenv.NewRedis(b)
-	stock := inventory.NewStock(r.Client, r.Prefix)
-	users := benchUsers(b, db.Pool, 100)
-	round := openSale(b, db.Pool, stock, r, "persist", 1<<30, 0, 100)
+	e := ordertesting.NewBench(b, "persist")
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	events := make([]event, b.N)
 	for i := range events {
-		events[i] = event{streamID: "1-1", orderID: uuid.New(), userID: uuid.MustParse(users[i%len(users)]),
-			createdAt: now, totalCents: 100, items: []order.ReservedItem{{SKU: "persist", Quantity: 1, PriceCents: 100, RoundID: round}}}
+		events[i] = event{streamID: "1-1", orderID: uuid.New(), userID: uuid.MustParse(e.Users[i%len(e.Users)]),
+			createdAt: now, totalCents: 100, items: []order.ReservedItem{{SKU: "persist", Quantity: 1, PriceCents: 100, RoundID: e.Round}}}
 	}
 	const batch = 1000
 	b.ResetTimer()
 	start := time.Now()
 	for i := 0; i < b.N; i += batch {
-		fresh, _, err := persist(context.Background(), db.Pool, events[i:min(i+batch, b.N)], nil)
+		fresh, _, err := persist(context.Background(), e.DB.Pool, events[i:min(i+batch, b.N)], nil)
 		if err != nil || len(fresh) != min(batch, b.N-i) {
 			b.Fatalf("persist: %d fresh, %v", len(fresh), err)
 		}

@@ -42,12 +42,8 @@ func TestConcurrentWriterWritesEachOrderOnce(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	w := start(f.writer("w", Options{Concurrency: 3, Batch: 7}))
-	f.drained(t)
-	w.stop(t)
-	if rows, sold := f.orderRows(t), f.sold(t, round); rows != 300 || sold != 300 {
-		t.Fatalf("rows %d sold %d, want 300 and 300", rows, sold)
-	}
+	f.drain(t, "w", Options{Concurrency: 3, Batch: 7})
+	f.wantWritten(t, round, 300, 300)
 	for id, u := range buyer {
 		if o, err := f.svc.Get(context.Background(), u, id); err != nil || o.Status != order.StatusConfirmed {
 			t.Fatalf("order %s: %+v, %v; want confirmed", id, o, err)
@@ -93,7 +89,7 @@ func TestConcurrentWriterOverlapsBatchesOnlyWhenBehind(t *testing.T) {
 	w := f.writer("w", Options{Concurrency: 3, Batch: 50})
 	w.InjectFaults(hold, nil)
 	r := start(w)
-	defer r.stop(t)
+	defer r.Stop(t)
 
 	// A trickle: an order every 20 ms, a few per transaction.
 	seen := f.pendingOwners(t)
@@ -119,9 +115,7 @@ func TestConcurrentWriterOverlapsBatchesOnlyWhenBehind(t *testing.T) {
 	if got := seen(); len(got) < 2 {
 		t.Fatalf("loops that held entries with a backlog: %v, want two or three", got)
 	}
-	if rows, sold := f.orderRows(t), f.sold(t, round); rows != 220 || sold != 220 {
-		t.Fatalf("rows %d sold %d, want 220 and 220", rows, sold)
-	}
+	f.wantWritten(t, round, 220, 220)
 }
 
 // pendingOwners samples, every 5 ms until the function it returns is
@@ -162,9 +156,7 @@ func TestConcurrentWriterStopsTogether(t *testing.T) {
 	f := newFixture(t)
 	round := f.sale(t, "s", 100, 0, 100)
 	u := f.user(t)
-	for range 40 {
-		f.place(t, u, "s", 1)
-	}
+	f.placeN(t, u, "s", 40, 1)
 	w := f.writer("w", Options{Concurrency: 2, Batch: 5})
 	w.faultAfterCommit = crashOnce()
 	done := make(chan error, 1)
@@ -177,9 +169,7 @@ func TestConcurrentWriterStopsTogether(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("Run did not return after one loop crashed")
 	}
-	again := start(f.writer("w", Options{Concurrency: 2, Batch: 5}))
-	f.drained(t)
-	again.stop(t)
+	f.drain(t, "w", Options{Concurrency: 2, Batch: 5})
 	if rows, sold := f.orderRows(t), f.sold(t, round); rows != 40 || sold != 40 {
 		t.Fatalf("rows %d sold %d after the restart, want 40 and 40", rows, sold)
 	}

@@ -28,12 +28,8 @@ func TestWriterPersistsAndConfirms(t *testing.T) {
 	if o, err := f.svc.Get(context.Background(), u, p1.OrderID); err != nil || o.Status != order.StatusPending || o.TotalCents != 600 {
 		t.Fatalf("before the writer: %+v %v", o, err)
 	}
-	w := start(f.writer("w1", Options{}))
-	f.drained(t)
-	w.stop(t)
-	if f.orderRows(t) != 2 || f.sold(t, round) != 3 {
-		t.Fatalf("rows %d sold %d, want 2 and 3", f.orderRows(t), f.sold(t, round))
-	}
+	f.drain(t, "w1", Options{})
+	f.wantWritten(t, round, 2, 3)
 	for _, p := range []order.Placed{p1, p2} {
 		o, err := f.svc.Get(context.Background(), u, p.OrderID)
 		if err != nil || o.Status != order.StatusConfirmed || len(o.Items) != 1 || o.Items[0].PriceCents != 300 {
@@ -52,9 +48,7 @@ func TestWriterCrashBetweenCommitAndAck(t *testing.T) {
 	f := newFixture(t)
 	round := f.sale(t, "s", 5, 0, 100)
 	u := f.user(t)
-	for range 5 {
-		f.place(t, u, "s", 1)
-	}
+	f.placeN(t, u, "s", 5, 1)
 	w := f.writer("w1", Options{})
 	w.faultAfterCommit = crashOnce()
 	if err := w.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "simulated crash") {
@@ -64,9 +58,7 @@ func TestWriterCrashBetweenCommitAndAck(t *testing.T) {
 		t.Fatalf("after the crash: rows %d pending %d, want 5 and 5", f.orderRows(t), f.pendingCount(t))
 	}
 	// Restarted under the same name: it reads its own pending entries first.
-	r := start(f.writer("w1", Options{}))
-	f.drained(t)
-	r.stop(t)
+	f.drain(t, "w1", Options{})
 	if f.orderRows(t) != 5 || f.sold(t, round) != 5 || f.count(t, `SELECT count(*) FROM order_items`) != 5 {
 		t.Fatalf("after redelivery: rows %d sold %d, want 5 and 5", f.orderRows(t), f.sold(t, round))
 	}
@@ -78,9 +70,7 @@ func TestWriterCrashBeforeCommit(t *testing.T) {
 	f := newFixture(t)
 	round := f.sale(t, "s", 5, 0, 100)
 	u := f.user(t)
-	for range 4 {
-		f.place(t, u, "s", 1)
-	}
+	f.placeN(t, u, "s", 4, 1)
 	w := f.writer("w1", Options{})
 	w.faultBeforeCommit = crashOnce()
 	if err := w.Run(context.Background()); err == nil {
@@ -89,12 +79,8 @@ func TestWriterCrashBeforeCommit(t *testing.T) {
 	if f.orderRows(t) != 0 || f.sold(t, round) != 0 {
 		t.Fatalf("a batch was committed before the crash point")
 	}
-	r := start(f.writer("w1", Options{}))
-	f.drained(t)
-	r.stop(t)
-	if f.orderRows(t) != 4 || f.sold(t, round) != 4 {
-		t.Fatalf("rows %d sold %d, want 4 and 4", f.orderRows(t), f.sold(t, round))
-	}
+	f.drain(t, "w1", Options{})
+	f.wantWritten(t, round, 4, 4)
 }
 
 // A writer that dies holding entries: a second writer, under another name,
@@ -104,21 +90,15 @@ func TestSecondWriterClaimsDeadWritersEntries(t *testing.T) {
 	f := newFixture(t)
 	round := f.sale(t, "s", 6, 0, 100)
 	u := f.user(t)
-	for range 6 {
-		f.place(t, u, "s", 1)
-	}
+	f.placeN(t, u, "s", 6, 1)
 	dead := f.writer("dead", Options{})
 	dead.faultBeforeCommit = crashOnce()
 	_ = dead.Run(context.Background())
 	if f.pendingCount(t) != 6 {
 		t.Fatalf("the dead writer holds %d entries, want 6", f.pendingCount(t))
 	}
-	r := start(f.writer("alive", Options{ClaimIdle: 300 * time.Millisecond}))
-	f.drained(t)
-	r.stop(t)
-	if f.orderRows(t) != 6 || f.sold(t, round) != 6 {
-		t.Fatalf("rows %d sold %d, want 6 and 6", f.orderRows(t), f.sold(t, round))
-	}
+	f.drain(t, "alive", Options{ClaimIdle: 300 * time.Millisecond})
+	f.wantWritten(t, round, 6, 6)
 }
 
 // Entries that can never be written (malformed; a round already full in
@@ -146,10 +126,8 @@ func TestPoisonEntriesAreDeadLettered(t *testing.T) {
 	w := f.writer("w1", Options{MaxDeliveries: 3})
 	r := start(w)
 	f.drained(t)
-	r.stop(t)
-	if f.orderRows(t) != 3 || f.sold(t, round) != 3 {
-		t.Fatalf("rows %d sold %d, want 3 and 3", f.orderRows(t), f.sold(t, round))
-	}
+	r.Stop(t)
+	f.wantWritten(t, round, 3, 3)
 	dead := f.r.Client.XRange(ctx, f.keys.dead(0), "-", "+").Val()
 	if len(dead) != 2 {
 		t.Fatalf("dead letters = %d, want 2: %v", len(dead), dead)
@@ -177,9 +155,7 @@ func TestWriterRidesOutDatabaseOutage(t *testing.T) {
 	proxy := testenv.NewProxy(t, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))))
 	f.writerDB = poolVia(t, proxy, f.db.URL)
 	proxy.Down()
-	for range 10 {
-		f.place(t, u, "s", 1)
-	}
+	f.placeN(t, u, "s", 10, 1)
 	w := f.writer("w1", Options{})
 	r := start(w)
 	time.Sleep(800 * time.Millisecond)
@@ -190,14 +166,10 @@ func TestWriterRidesOutDatabaseOutage(t *testing.T) {
 		t.Fatal("no transient error counted during the outage")
 	}
 	proxy.Up(t)
-	for range 5 {
-		f.place(t, u, "s", 1)
-	}
+	f.placeN(t, u, "s", 5, 1)
 	f.drained(t)
-	r.stop(t)
-	if f.orderRows(t) != 15 || f.sold(t, round) != 15 {
-		t.Fatalf("rows %d sold %d, want 15 and 15", f.orderRows(t), f.sold(t, round))
-	}
+	r.Stop(t)
+	f.wantWritten(t, round, 15, 15)
 }
 
 // Trimming removes only acknowledged entries: never a pending one, never
@@ -208,18 +180,14 @@ func TestTrimNeverRemovesUnwrittenEntries(t *testing.T) {
 	ctx := context.Background()
 	f.sale(t, "s", 100, 0, 100)
 	u := f.user(t)
-	for range 10 {
-		f.place(t, u, "s", 1)
-	}
+	f.placeN(t, u, "s", 10, 1)
 	first := f.writer("first", Options{Batch: 4})
 	first.faultBeforeCommit = crashOnce() // 4 entries delivered, then "dies"
 	_ = first.Run(ctx)
 	if n, err := first.Trim(ctx); err != nil || n != 0 {
 		t.Fatalf("trim with nothing acked removed %d (%v)", n, err)
 	}
-	r := start(f.writer("second", Options{ClaimIdle: 200 * time.Millisecond}))
-	f.drained(t)
-	r.stop(t)
+	f.drain(t, "second", Options{ClaimIdle: 200 * time.Millisecond})
 	for range 3 {
 		f.place(t, u, "s", 1) // undelivered: no writer runs now
 	}
@@ -267,7 +235,7 @@ func TestRaceThenDrainMatchesRedis(t *testing.T) {
 	close(startGun)
 	wg.Wait()
 	f.drained(t)
-	r.stop(t)
+	r.Stop(t)
 	avail, _ := f.stock.Available(context.Background(), "hot")
 	if accepted.Load() != units || avail[0] != 0 || f.orderRows(t) != units || f.sold(t, round) != units {
 		t.Fatalf("accepted %d, available %d, rows %d, sold %d; want %d, 0, %d, %d",
@@ -285,9 +253,7 @@ func TestWriterStopFinishesTheBatchInHand(t *testing.T) {
 	f := newFixture(t)
 	round := f.sale(t, "s", 5, 0, 100)
 	u := f.user(t)
-	for range 5 {
-		f.place(t, u, "s", 1)
-	}
+	f.placeN(t, u, "s", 5, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	w := f.writer("w1", Options{})
 	w.faultBeforeCommit = func() error { cancel(); return nil } // the stop lands mid-transaction
@@ -317,7 +283,7 @@ func TestWriterRereadsOwnPendingAfterLostReply(t *testing.T) {
 	f.writerRedis = proxied
 	w := f.writer("w1", Options{ClaimIdle: time.Hour, Block: 300 * time.Millisecond})
 	r := start(w)
-	defer r.stop(t)
+	defer r.Stop(t)
 	f.place(t, u, "s", 1)
 	f.drained(t) // the writer is up and reading
 
@@ -329,7 +295,5 @@ func TestWriterRereadsOwnPendingAfterLostReply(t *testing.T) {
 	time.Sleep(800 * time.Millisecond) // delivered to w1; the reply is lost
 	proxy.Blackhole(false)
 	f.drained(t)
-	if f.orderRows(t) != 6 || f.sold(t, round) != 6 {
-		t.Fatalf("rows %d sold %d, want 6 and 6", f.orderRows(t), f.sold(t, round))
-	}
+	f.wantWritten(t, round, 6, 6)
 }
