@@ -40,6 +40,15 @@ func (s *liveStock) open(t *testing.T, sku string, round int64, quantity int64, 
 	}
 }
 
+// newBought is a liveStock with round 1 of "s" open (quantity units, limit
+// per buyer) and u1's order of units of it, which it returns.
+func newBought(t *testing.T, quantity int64, limit, units int) (*liveStock, inventory.Release) {
+	t.Helper()
+	s := newLiveStock(t)
+	s.open(t, "s", 1, quantity, limit)
+	return s, s.mustBuy(t, "u1", order.Line{SKU: "s", Quantity: units})
+}
+
 // buy places an order and returns what releasing it would hand back.
 func (s *liveStock) buy(user string, lines ...order.Line) (inventory.Release, error) {
 	ctx := context.Background()
@@ -67,6 +76,15 @@ func (s *liveStock) mustBuy(t *testing.T, user string, lines ...order.Line) inve
 	return rel
 }
 
+// wantState fails t unless sku's stock is available, released, and
+// bought by user; when says at what point.
+func (s *liveStock) wantState(t *testing.T, when, sku, user string, available, released, bought int64) {
+	t.Helper()
+	if a, r, b := s.state(t, sku, user); a != available || r != released || b != bought {
+		t.Fatalf("%s: available %d released %d bought %d, want %d %d %d", when, a, r, b, available, released, bought)
+	}
+}
+
 func (s *liveStock) state(t *testing.T, sku, user string) (available, released, bought int64) {
 	t.Helper()
 	live, _, err := s.Live(context.Background(), sku)
@@ -92,9 +110,7 @@ func TestReleaseGivesTheUnitsBackOnce(t *testing.T) {
 	if err != nil || got != (inventory.Released{Units: 5}) {
 		t.Fatalf("release = %+v %v, want 5 units back", got, err)
 	}
-	if a, r, b := s.state(t, "a", "u1"); a != 5 || r != 2 || b != 0 {
-		t.Fatalf("a: available %d released %d bought %d, want 5 2 0", a, r, b)
-	}
+	s.wantState(t, "a", "a", "u1", 5, 2, 0)
 	if a, r, _ := s.state(t, "b", "u1"); a != 5 || r != 3 {
 		t.Fatalf("b: available %d released %d, want 5 3", a, r)
 	}
@@ -105,18 +121,14 @@ func TestReleaseGivesTheUnitsBackOnce(t *testing.T) {
 	if err != nil || again != (inventory.Released{Before: 2}) {
 		t.Fatalf("second release = %+v %v, want nothing back", again, err)
 	}
-	if a, r, b := s.state(t, "a", "u1"); a != 3 || r != 2 || b != 2 {
-		t.Fatalf("after the repeat: available %d released %d bought %d, want 3 2 2", a, r, b)
-	}
+	s.wantState(t, "after the repeat", "a", "u1", 3, 2, 2)
 }
 
 // A release after a re-seed gives nothing to the new round: its stock and
 // counts are not the old round's.
 func TestReleaseAfterReseedGivesNothingBack(t *testing.T) {
 	t.Parallel()
-	s := newLiveStock(t)
-	s.open(t, "s", 1, 5, 1)
-	rel := s.mustBuy(t, "u1", order.Line{SKU: "s", Quantity: 1})
+	s, rel := newBought(t, 5, 1, 1)
 	s.open(t, "s", 2, 10, 1)
 	s.mustBuy(t, "u1", order.Line{SKU: "s", Quantity: 1})
 
@@ -124,9 +136,7 @@ func TestReleaseAfterReseedGivesNothingBack(t *testing.T) {
 	if err != nil || got != (inventory.Released{Stale: 1}) {
 		t.Fatalf("release = %+v %v, want one stale line", got, err)
 	}
-	if a, r, b := s.state(t, "s", "u1"); a != 9 || r != 0 || b != 1 {
-		t.Fatalf("new round: available %d released %d bought %d, want 9 0 1", a, r, b)
-	}
+	s.wantState(t, "new round", "s", "u1", 9, 0, 1)
 }
 
 func TestReleaseGuardMovesTheCallersStateOnce(t *testing.T) {
@@ -164,9 +174,7 @@ func TestReleaseGuardMovesTheCallersStateOnce(t *testing.T) {
 
 func TestReleaseRejectsBadInputBeforeWriting(t *testing.T) {
 	t.Parallel()
-	s := newLiveStock(t)
-	s.open(t, "s", 1, 5, 0)
-	good := s.mustBuy(t, "u1", order.Line{SKU: "s", Quantity: 2})
+	s, good := newBought(t, 5, 0, 2)
 	line := good.Lines[0]
 	bad := map[string]inventory.Release{
 		"no_order_id":     {UserID: "u1", Lines: good.Lines},
@@ -184,18 +192,14 @@ func TestReleaseRejectsBadInputBeforeWriting(t *testing.T) {
 			t.Errorf("%s: accepted (%+v)", name, got)
 		}
 	}
-	if a, r, b := s.state(t, "s", "u1"); a != 3 || r != 0 || b != 2 {
-		t.Fatalf("bad input changed the stock: available %d released %d bought %d", a, r, b)
-	}
+	s.wantState(t, "bad input changed the stock", "s", "u1", 3, 0, 2)
 }
 
 // The same release run by many callers at once (two sweepers, a retry
 // racing its original) gives the units back exactly once.
 func TestReleaseRaceSameOrderOnce(t *testing.T) {
 	t.Parallel()
-	s := newLiveStock(t)
-	s.open(t, "s", 1, 10, 0)
-	rel := s.mustBuy(t, "u1", order.Line{SKU: "s", Quantity: 4})
+	s, rel := newBought(t, 10, 0, 4)
 	var units atomic.Int64
 	start := make(chan struct{})
 	var wg sync.WaitGroup

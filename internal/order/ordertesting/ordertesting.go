@@ -8,6 +8,7 @@ package ordertesting
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 	"testing"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/shop-oss/shop/internal/cache"
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
@@ -211,4 +213,64 @@ func NewBench(b *testing.B, sku string) *Bench {
 	users := Users(b, db.Pool, 100)
 	round := OpenSale(b, db.Pool, stock, r, sku, 1<<30, 0, 100)
 	return &Bench{DB: db, R: r, Stock: stock, Users: users, Round: round}
+}
+
+// Env is what a fixture of the orders stands on: a database, Redis, the
+// stock of orders that go to Parts, and the rounds Sale opened.
+type Env struct {
+	DB    *testenv.Database
+	R     *testenv.Redis
+	Stock *inventory.Stock
+	Log   *slog.Logger
+	Parts keyspace.Partitions
+	// The writer's own connections, when a test routes them through a
+	// proxy; nil: the fixture's.
+	WriterDB    *pgxpool.Pool
+	WriterRedis redis.UniversalClient
+	Skus        map[int64]string // round id -> sku, of the rounds Sale opened
+}
+
+// NewEnv is an Env whose orders go to parts.
+func NewEnv(t testing.TB, parts keyspace.Partitions) *Env {
+	t.Helper()
+	db := testenv.NewDatabase(t)
+	r := testenv.NewRedis(t)
+	return &Env{DB: db, R: r, Stock: inventory.NewPartitionedStock(r.Client, r.Prefix, parts),
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Parts: parts, Skus: map[int64]string{}}
+}
+
+// User inserts a user row (orders reference users) and returns its id.
+func (e *Env) User(t testing.TB) string {
+	t.Helper()
+	return User(t, e.DB.Pool)
+}
+
+// Sale creates a product and opens a sale round for it through inventory,
+// which owns both; it returns the round id.
+func (e *Env) Sale(t testing.TB, sku string, quantity, limit int, price int64) int64 {
+	t.Helper()
+	round := OpenSale(t, e.DB.Pool, e.Stock, e.R, sku, quantity, limit, price)
+	e.Skus[round] = sku
+	return round
+}
+
+// Conns are the connections a writer uses.
+func (e *Env) Conns() (*pgxpool.Pool, redis.UniversalClient) {
+	return Conns(e.DB.Pool, e.WriterDB, e.R.Client, e.WriterRedis)
+}
+
+// Count is the one integer query returns.
+func (e *Env) Count(t testing.TB, query string, args ...any) int64 {
+	t.Helper()
+	return Count(t, e.DB.Pool, query, args...)
+}
+
+// OrderRows is the rows of the orders table.
+func (e *Env) OrderRows(t testing.TB) int64 {
+	return e.Count(t, `SELECT count(*) FROM orders`)
+}
+
+// Sold is the units of round confirmed sold.
+func (e *Env) Sold(t testing.TB, round int64) int64 {
+	return Sold(t, e.DB.Pool, e.Stock, e.Skus[round], round)
 }

@@ -53,9 +53,7 @@ func (s *seen) check(t *testing.T, placed []order.Placed) {
 // concurrent loops of one writer.
 func TestAfterCommitSeesEachInsertedOrderOnce(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.sale(t, "s", 100, 0, 100)
-	u := f.user(t)
+	f, _, u := newSale(t, 100)
 	placed := f.placeN(t, u, "s", 40, 2)
 	s := newSeen()
 	f.drain(t, "w1", Options{Batch: 7, Concurrency: 3, AfterCommit: s.hook})
@@ -70,9 +68,7 @@ func TestAfterCommitSeesEachInsertedOrderOnce(t *testing.T) {
 // again.
 func TestAfterCommitNotCalledForARedelivery(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.sale(t, "s", 10, 0, 100)
-	u := f.user(t)
+	f, _, u := newSale(t, 10)
 	placed := f.placeN(t, u, "s", 5, 1)
 	s := newSeen()
 	w := f.writer("w1", Options{AfterCommit: s.hook})
@@ -85,8 +81,8 @@ func TestAfterCommitNotCalledForARedelivery(t *testing.T) {
 	}
 	f.drain(t, "w1", Options{AfterCommit: s.hook})
 	s.check(t, placed)
-	if f.orderRows(t) != 5 {
-		t.Fatalf("rows %d, want 5", f.orderRows(t))
+	if f.OrderRows(t) != 5 {
+		t.Fatalf("rows %d, want 5", f.OrderRows(t))
 	}
 }
 
@@ -94,9 +90,7 @@ func TestAfterCommitNotCalledForARedelivery(t *testing.T) {
 // the orders are acknowledged and confirmed all the same.
 func TestAfterCommitFailureNeverLosesAnOrder(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.sale(t, "s", 10, 0, 100)
-	u := f.user(t)
+	f, _, u := newSale(t, 10)
 	first := f.place(t, u, "s", 1)
 
 	var calls atomic.Int64
@@ -123,8 +117,8 @@ func TestAfterCommitFailureNeverLosesAnOrder(t *testing.T) {
 			t.Fatalf("order %s: %+v %v, want confirmed", p.OrderID, o, err)
 		}
 	}
-	if f.orderRows(t) != 2 || f.pendingCount(t) != 0 {
-		t.Fatalf("rows %d pending %d, want 2 and 0", f.orderRows(t), f.pendingCount(t))
+	if f.OrderRows(t) != 2 || f.pendingCount(t) != 0 {
+		t.Fatalf("rows %d pending %d, want 2 and 0", f.OrderRows(t), f.pendingCount(t))
 	}
 }
 
@@ -134,22 +128,20 @@ func TestAfterCommitFailureNeverLosesAnOrder(t *testing.T) {
 // best-seller counts would be lost for good.
 func TestAfterCommitAfterALostCommitAnswer(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.sale(t, "s", 10, 0, 100)
-	u := f.user(t)
+	f, _, u := newSale(t, 10)
 	placed := f.placeN(t, u, "s", 5, 1)
-	cc := f.db.Pool.Config().ConnConfig
+	cc := f.DB.Pool.Config().ConnConfig
 	proxy := testenv.NewToxiProxy(t, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))))
 	cut := proxy.Add(t, testenv.Toxic{Name: "cut", Type: "commit_cut", Stream: "upstream",
 		Attributes: map[string]any{"times": 1}}).(*testenv.CommitCut)
-	f.writerDB = poolAt(t, proxy.Addr(), f.db.URL)
+	f.WriterDB = poolAt(t, proxy.Addr(), f.DB.URL)
 	s := newSeen()
 	f.drain(t, "w1", Options{AfterCommit: s.hook})
 	if cut.Fired() != 1 {
 		t.Fatalf("%d COMMITs cut, want 1: the test tested nothing", cut.Fired())
 	}
 	s.check(t, placed)
-	if f.orderRows(t) != 5 {
-		t.Fatalf("rows %d, want 5", f.orderRows(t))
+	if f.OrderRows(t) != 5 {
+		t.Fatalf("rows %d, want 5", f.OrderRows(t))
 	}
 }

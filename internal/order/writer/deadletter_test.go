@@ -16,7 +16,7 @@ func (f *fixture) corrupt(t *testing.T, p order.Placed) {
 	t.Helper()
 	ctx := context.Background()
 	stream := f.keys.stream(0)
-	msgs, err := f.r.Client.XRange(ctx, stream, "-", "+").Result()
+	msgs, err := f.R.Client.XRange(ctx, stream, "-", "+").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,8 +25,8 @@ func (f *fixture) corrupt(t *testing.T, p order.Placed) {
 			continue
 		}
 		m.Values["items"] = "[{not json"
-		f.r.Client.XDel(ctx, stream, m.ID)
-		f.r.Client.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: m.Values})
+		f.R.Client.XDel(ctx, stream, m.ID)
+		f.R.Client.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: m.Values})
 		return
 	}
 	t.Fatalf("no stream entry for order %s", p.OrderID)
@@ -37,22 +37,17 @@ func (f *fixture) corrupt(t *testing.T, p order.Placed) {
 // longer finds it among the pending ones.
 func TestDeadLetteredOrderIsRejectedEvenWhenItsEntryDoesNotParse(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
+	f, _, u := newSale(t, 3)
 	ctx := context.Background()
-	f.sale(t, "s", 3, 0, 100)
-	u := f.user(t)
 	bad := f.place(t, u, "s", 1)
 	good := f.place(t, u, "s", 1)
 	f.corrupt(t, bad)
-	w := f.writer("w1", Options{MaxDeliveries: 2})
-	r := start(w)
-	f.drained(t)
-	r.Stop(t)
+	w := f.drain(t, "w1", Options{MaxDeliveries: 2})
 	o, err := f.svc.Get(ctx, u, bad.OrderID)
 	if err != nil || o.Status != order.StatusRejected {
 		t.Fatalf("the dead-lettered order reads %+v, %v; want rejected", o, err)
 	}
-	if _, err := f.r.Client.ZScore(ctx, f.keys.pending(u), bad.OrderID).Result(); err != redis.Nil {
+	if _, err := f.R.Client.ZScore(ctx, f.keys.pending(u), bad.OrderID).Result(); err != redis.Nil {
 		t.Errorf("the rejected order is still in its buyer's pending index (%v)", err)
 	}
 	if o, err := f.svc.Get(ctx, u, good.OrderID); err != nil || o.Status != order.StatusConfirmed {
@@ -74,23 +69,20 @@ func TestUnownedEntryIsDeadLetteredWhole(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	stream := f.keys.stream(0)
-	u := f.user(t)
+	u := f.User(t)
 	for _, v := range []map[string]any{
 		{"order_id": "nope", "user_id": u, "qty": "x"},
 		{"order_id": "6f1c1fd4-8a54-4f5b-9d3e-5d43b6e1f6a1", "user_id": "someone"},
 	} {
-		f.r.Client.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: v})
+		f.R.Client.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: v})
 	}
-	w := f.writer("w1", Options{MaxDeliveries: 2})
-	r := start(w)
-	f.drained(t)
-	r.Stop(t)
-	dead := f.r.Client.XRange(ctx, f.keys.dead(0), "-", "+").Val()
+	w := f.drain(t, "w1", Options{MaxDeliveries: 2})
+	dead := f.R.Client.XRange(ctx, f.keys.dead(0), "-", "+").Val()
 	if len(dead) != 2 || dead[0].Values["event_order_id"] != "nope" || dead[0].Values["event_qty"] != "x" ||
 		dead[1].Values["event_user_id"] != "someone" {
 		t.Fatalf("dead letters = %v, want both entries whole", dead)
 	}
-	if n := f.r.Client.Exists(ctx, f.keys.status("6f1c1fd4-8a54-4f5b-9d3e-5d43b6e1f6a1")).Val(); n != 0 {
+	if n := f.R.Client.Exists(ctx, f.keys.status("6f1c1fd4-8a54-4f5b-9d3e-5d43b6e1f6a1")).Val(); n != 0 {
 		t.Errorf("a status was written for an entry with no readable buyer")
 	}
 	if got := counterValue(t, w.m.unowned); got != 2 {

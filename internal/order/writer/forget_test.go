@@ -12,7 +12,7 @@ import (
 // consumers lists the group's consumers and what each holds.
 func (f *fixture) consumers(t *testing.T) map[string]int64 {
 	t.Helper()
-	list, err := f.r.Client.XInfoConsumers(context.Background(), f.keys.stream(0), group).Result()
+	list, err := f.R.Client.XInfoConsumers(context.Background(), f.keys.stream(0), group).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +26,7 @@ func (f *fixture) consumers(t *testing.T) map[string]int64 {
 // deliver has consumer read one new entry of the group, as a writer would.
 func (f *fixture) deliver(t *testing.T, consumer string) redis.XMessage {
 	t.Helper()
-	res, err := f.r.Client.XReadGroup(context.Background(), &redis.XReadGroupArgs{
+	res, err := f.R.Client.XReadGroup(context.Background(), &redis.XReadGroupArgs{
 		Group: group, Consumer: consumer, Streams: []string{f.keys.stream(0), ">"}, Count: 1, Block: -1,
 	}).Result()
 	if err != nil || len(res) == 0 || len(res[0].Messages) != 1 {
@@ -40,24 +40,22 @@ func (f *fixture) deliver(t *testing.T, consumer string) redis.XMessage {
 // for ForgetIdle, never one that still holds entries, never its own.
 func TestWriterForgetsIdleConsumersHoldingNothing(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
+	f, _, u := newSale(t, 10)
 	ctx := context.Background()
-	f.sale(t, "s", 10, 0, 100)
-	u := f.user(t)
 	f.placeN(t, u, "s", 2, 1)
 	stream := f.keys.stream(0)
-	if err := f.r.Client.XGroupCreateMkStream(ctx, stream, group, "0").Err(); err != nil {
+	if err := f.R.Client.XGroupCreateMkStream(ctx, stream, group, "0").Err(); err != nil {
 		t.Fatal(err)
 	}
 	// "done" read an entry and acked it; "holding" died with one in hand.
-	f.r.Client.XAck(ctx, stream, group, f.deliver(t, "done").ID)
+	f.R.Client.XAck(ctx, stream, group, f.deliver(t, "done").ID)
 	f.deliver(t, "holding")
 
 	// Called directly on a writer that has not run: its own consumers are
 	// spared however idle they are; "holding" keeps its entry.
 	idle := f.writer("w", Options{ForgetIdle: time.Millisecond, Concurrency: 2, ClaimIdle: time.Hour})
 	for _, own := range idle.own {
-		f.r.Client.XGroupCreateConsumer(ctx, stream, group, own)
+		f.R.Client.XGroupCreateConsumer(ctx, stream, group, own)
 	}
 	time.Sleep(5 * time.Millisecond)
 	gone, err := idle.forgetConsumers(ctx, 0)
@@ -73,7 +71,7 @@ func TestWriterForgetsIdleConsumersHoldingNothing(t *testing.T) {
 
 	// Running, with a claim-idle short enough to take "holding"'s entry
 	// over: its housekeeping then removes "holding" too.
-	f.r.Client.XGroupCreateConsumer(ctx, stream, group, "done-again")
+	f.R.Client.XGroupCreateConsumer(ctx, stream, group, "done-again")
 	w := f.writer("live", Options{ForgetIdle: 300 * time.Millisecond, Housekeeping: 50 * time.Millisecond,
 		ClaimIdle: 200 * time.Millisecond})
 	r := start(w)

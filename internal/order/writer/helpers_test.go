@@ -2,35 +2,20 @@ package writer
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 
-	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/order/ordertesting"
-	"github.com/shop-oss/shop/internal/testenv"
 )
 
 type fixture struct {
-	svc   *order.Service
-	log   *slog.Logger
-	keys  keys // the order package's key names, as the writer sees them
-	stock *inventory.Stock
-	db    *testenv.Database
-	r     *testenv.Redis
-	// The writer's own connections, when a test routes them through a
-	// proxy; nil: the fixture's.
-	writerDB    *pgxpool.Pool
-	writerRedis redis.UniversalClient
-	skus        map[int64]string // round id -> sku, of the rounds sale opened
-	parts       keyspace.Partitions
+	*ordertesting.Env
+	svc  *order.Service
+	keys keys // the order package's key names, as the writer sees them
 }
 
 func newFixture(t testing.TB) *fixture { return newPartitionedFixture(t, keyspace.Partitions{}) }
@@ -38,29 +23,10 @@ func newFixture(t testing.TB) *fixture { return newPartitionedFixture(t, keyspac
 // newPartitionedFixture is a fixture whose orders go to parts.
 func newPartitionedFixture(t testing.TB, parts keyspace.Partitions) *fixture {
 	t.Helper()
-	db := testenv.NewDatabase(t)
-	r := testenv.NewRedis(t)
-	stock := inventory.NewPartitionedStock(r.Client, r.Prefix, parts)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	e := ordertesting.NewEnv(t, parts)
 	exists := func(context.Context, string) (bool, error) { return false, nil }
-	svc := order.New(db.Pool, r.Client, stock, exists, r.Prefix, log, prometheus.NewRegistry(), order.Options{})
-	return &fixture{svc: svc, log: log, keys: newKeys(r.Prefix, parts), stock: stock, db: db, r: r,
-		skus: map[int64]string{}, parts: parts}
-}
-
-// user inserts a user row (orders reference users) and returns its id.
-func (f *fixture) user(t testing.TB) string {
-	t.Helper()
-	return ordertesting.User(t, f.db.Pool)
-}
-
-// sale creates a product and opens a sale round for it through inventory,
-// which owns both; it returns the round id.
-func (f *fixture) sale(t testing.TB, sku string, quantity, limit int, price int64) int64 {
-	t.Helper()
-	round := ordertesting.OpenSale(t, f.db.Pool, f.stock, f.r, sku, quantity, limit, price)
-	f.skus[round] = sku
-	return round
+	svc := order.New(e.DB.Pool, e.R.Client, e.Stock, exists, e.R.Prefix, e.Log, prometheus.NewRegistry(), order.Options{})
+	return &fixture{Env: e, svc: svc, keys: newKeys(e.R.Prefix, parts)}
 }
 
 func (f *fixture) place(t testing.TB, user, sku string, qty int) order.Placed {
@@ -74,12 +40,20 @@ func (f *fixture) place(t testing.TB, user, sku string, qty int) order.Placed {
 
 func (f *fixture) writer(name string, o Options) *Writer {
 	o.Consumer = name
-	o.Partitions = f.parts
+	o.Partitions = f.Parts
 	if o.Block == 0 {
 		o.Block = 50 * time.Millisecond
 	}
-	db, rdb := ordertesting.Conns(f.db.Pool, f.writerDB, f.r.Client, f.writerRedis)
-	return New(db, rdb, f.r.Prefix, f.log, prometheus.NewRegistry(), o)
+	db, rdb := f.Conns()
+	return New(db, rdb, f.R.Prefix, f.Log, prometheus.NewRegistry(), o)
+}
+
+// newSale is a fixture with a round of units of "s" at 100 cents, and
+// a buyer.
+func newSale(t *testing.T, units int) (f *fixture, round int64, u string) {
+	t.Helper()
+	f = newFixture(t)
+	return f, f.Sale(t, "s", units, 0, 100), f.User(t)
 }
 
 // start runs w in the background.
@@ -88,27 +62,14 @@ func start(w *Writer) *ordertesting.Running { return ordertesting.Start(w.Run) }
 // drained waits until every entry of every partition is acknowledged.
 func (f *fixture) drained(t *testing.T) {
 	t.Helper()
-	ordertesting.Drained(t, f.r.Client, f.parts.Count(), f.keys.stream)
-}
-
-func (f *fixture) count(t *testing.T, query string, args ...any) int64 {
-	t.Helper()
-	return ordertesting.Count(t, f.db.Pool, query, args...)
-}
-
-func (f *fixture) orderRows(t *testing.T) int64 {
-	return f.count(t, `SELECT count(*) FROM orders`)
-}
-
-func (f *fixture) sold(t *testing.T, round int64) int64 {
-	return ordertesting.Sold(t, f.db.Pool, f.stock, f.skus[round], round)
+	ordertesting.Drained(t, f.R.Client, f.Parts.Count(), f.keys.stream)
 }
 
 // pendingCount is the entries delivered and not acknowledged, over every
 // partition.
 func (f *fixture) pendingCount(t *testing.T) int64 {
 	t.Helper()
-	return ordertesting.Pending(t, f.r.Client, f.parts.Count(), f.keys.stream, group)
+	return ordertesting.Pending(t, f.R.Client, f.Parts.Count(), f.keys.stream, group)
 }
 
 // crashOnce returns a hook that fails the first call only.
@@ -116,11 +77,13 @@ var crashOnce = ordertesting.CrashOnce
 
 // drain runs the writer name with o until every entry is acknowledged,
 // then stops it.
-func (f *fixture) drain(t *testing.T, name string, o Options) {
+func (f *fixture) drain(t *testing.T, name string, o Options) *Writer {
 	t.Helper()
-	r := start(f.writer(name, o))
+	w := f.writer(name, o)
+	r := start(w)
 	f.drained(t)
 	r.Stop(t)
+	return w
 }
 
 // placeN places n orders of qty units of sku for u.
@@ -137,7 +100,7 @@ func (f *fixture) placeN(t *testing.T, u, sku string, n, qty int) []order.Placed
 // has sold units confirmed.
 func (f *fixture) wantWritten(t *testing.T, round, rows, sold int64) {
 	t.Helper()
-	if r, s := f.orderRows(t), f.sold(t, round); r != rows || s != sold {
+	if r, s := f.OrderRows(t), f.Sold(t, round); r != rows || s != sold {
 		t.Fatalf("rows %d sold %d, want %d and %d", r, s, rows, sold)
 	}
 }

@@ -38,8 +38,8 @@ func (b *batches) seen() []int {
 func TestWriterLingerGathersATrickleIntoOneBatch(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.sale(t, "sku-l", 100, 0, 100)
-	u := f.user(t)
+	f.Sale(t, "sku-l", 100, 0, 100)
+	u := f.User(t)
 	b := &batches{first: make(chan struct{})}
 	w := start(f.writer("w1", Options{Concurrency: 1, Linger: 5 * time.Second, AfterCommit: b.hook}))
 	defer w.Stop(t)
@@ -57,7 +57,7 @@ func TestWriterLingerGathersATrickleIntoOneBatch(t *testing.T) {
 	if got := b.seen(); len(got) != 2 || got[0] != 1 || got[1] != 9 {
 		t.Fatalf("batches %v, want [1 9]: the trickle in one transaction", got)
 	}
-	if f.orderRows(t) != 10 {
-		t.Fatalf("rows %d, want 10", f.orderRows(t))
+	if f.OrderRows(t) != 10 {
+		t.Fatalf("rows %d, want 10", f.OrderRows(t))
 	}
 }

@@ -19,8 +19,8 @@ import (
 func TestConcurrentWriterWritesEachOrderOnce(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	round := f.sale(t, "sku-c", 1000, 0, 100)
-	users := []string{f.user(t), f.user(t), f.user(t)}
+	round := f.Sale(t, "sku-c", 1000, 0, 100)
+	users := []string{f.User(t), f.User(t), f.User(t)}
 	buyer := map[string]string{} // order id -> user
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -49,7 +49,7 @@ func TestConcurrentWriterWritesEachOrderOnce(t *testing.T) {
 			t.Fatalf("order %s: %+v, %v; want confirmed", id, o, err)
 		}
 	}
-	consumers, err := f.r.Client.XInfoConsumers(context.Background(), f.keys.stream(0), group).Result()
+	consumers, err := f.R.Client.XInfoConsumers(context.Background(), f.keys.stream(0), group).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,8 +74,8 @@ func TestConcurrentWriterWritesEachOrderOnce(t *testing.T) {
 func TestConcurrentWriterOverlapsBatchesOnlyWhenBehind(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	round := f.sale(t, "sku-p", 1000, 0, 100)
-	u := f.user(t)
+	round := f.Sale(t, "sku-p", 1000, 0, 100)
+	u := f.User(t)
 	var paused atomic.Pointer[chan struct{}] // while set, transactions wait for it to close
 	hold := func() error {
 		if p := paused.Load(); p != nil {
@@ -129,8 +129,8 @@ func (f *fixture) pendingOwners(t *testing.T) func() []string {
 	go func() {
 		defer close(done)
 		for ctx.Err() == nil {
-			for p := range f.parts.Count() {
-				if s, err := f.r.Client.XPending(ctx, f.keys.stream(p), group).Result(); err == nil {
+			for p := range f.Parts.Count() {
+				if s, err := f.R.Client.XPending(ctx, f.keys.stream(p), group).Result(); err == nil {
 					for c, n := range s.Consumers {
 						if n > 0 {
 							names[c] = true
@@ -153,9 +153,7 @@ func (f *fixture) pendingOwners(t *testing.T) func() []string {
 // left pending for the next start, which writes it once.
 func TestConcurrentWriterStopsTogether(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	round := f.sale(t, "s", 100, 0, 100)
-	u := f.user(t)
+	f, round, u := newSale(t, 100)
 	f.placeN(t, u, "s", 40, 1)
 	w := f.writer("w", Options{Concurrency: 2, Batch: 5})
 	w.faultAfterCommit = crashOnce()
@@ -170,7 +168,7 @@ func TestConcurrentWriterStopsTogether(t *testing.T) {
 		t.Fatal("Run did not return after one loop crashed")
 	}
 	f.drain(t, "w", Options{Concurrency: 2, Batch: 5})
-	if rows, sold := f.orderRows(t), f.sold(t, round); rows != 40 || sold != 40 {
+	if rows, sold := f.OrderRows(t), f.Sold(t, round); rows != 40 || sold != 40 {
 		t.Fatalf("rows %d sold %d after the restart, want 40 and 40", rows, sold)
 	}
 }

@@ -21,8 +21,8 @@ import (
 func TestWriterPersistsAndConfirms(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	round := f.sale(t, "sku-a", 10, 0, 300)
-	u := f.user(t)
+	round := f.Sale(t, "sku-a", 10, 0, 300)
+	u := f.User(t)
 	p1 := f.place(t, u, "sku-a", 2)
 	p2 := f.place(t, u, "sku-a", 1)
 	if o, err := f.svc.Get(context.Background(), u, p1.OrderID); err != nil || o.Status != order.StatusPending || o.TotalCents != 600 {
@@ -36,7 +36,7 @@ func TestWriterPersistsAndConfirms(t *testing.T) {
 			t.Fatalf("after the writer: %+v %v", o, err)
 		}
 	}
-	if n := f.r.Client.ZCard(context.Background(), f.keys.pending(u)).Val(); n != 0 {
+	if n := f.R.Client.ZCard(context.Background(), f.keys.pending(u)).Val(); n != 0 {
 		t.Errorf("pending index still holds %d orders", n)
 	}
 }
@@ -45,38 +45,34 @@ func TestWriterPersistsAndConfirms(t *testing.T) {
 // them again inserts nothing and adds nothing to the sold count.
 func TestWriterCrashBetweenCommitAndAck(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	round := f.sale(t, "s", 5, 0, 100)
-	u := f.user(t)
+	f, round, u := newSale(t, 5)
 	f.placeN(t, u, "s", 5, 1)
 	w := f.writer("w1", Options{})
 	w.faultAfterCommit = crashOnce()
 	if err := w.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "simulated crash") {
 		t.Fatalf("Run = %v, want the simulated crash", err)
 	}
-	if f.orderRows(t) != 5 || f.pendingCount(t) != 5 {
-		t.Fatalf("after the crash: rows %d pending %d, want 5 and 5", f.orderRows(t), f.pendingCount(t))
+	if f.OrderRows(t) != 5 || f.pendingCount(t) != 5 {
+		t.Fatalf("after the crash: rows %d pending %d, want 5 and 5", f.OrderRows(t), f.pendingCount(t))
 	}
 	// Restarted under the same name: it reads its own pending entries first.
 	f.drain(t, "w1", Options{})
-	if f.orderRows(t) != 5 || f.sold(t, round) != 5 || f.count(t, `SELECT count(*) FROM order_items`) != 5 {
-		t.Fatalf("after redelivery: rows %d sold %d, want 5 and 5", f.orderRows(t), f.sold(t, round))
+	if f.OrderRows(t) != 5 || f.Sold(t, round) != 5 || f.Count(t, `SELECT count(*) FROM order_items`) != 5 {
+		t.Fatalf("after redelivery: rows %d sold %d, want 5 and 5", f.OrderRows(t), f.Sold(t, round))
 	}
 }
 
 // A crash before COMMIT: nothing is written, and after the restart all is.
 func TestWriterCrashBeforeCommit(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	round := f.sale(t, "s", 5, 0, 100)
-	u := f.user(t)
+	f, round, u := newSale(t, 5)
 	f.placeN(t, u, "s", 4, 1)
 	w := f.writer("w1", Options{})
 	w.faultBeforeCommit = crashOnce()
 	if err := w.Run(context.Background()); err == nil {
 		t.Fatal("Run should stop at the simulated crash")
 	}
-	if f.orderRows(t) != 0 || f.sold(t, round) != 0 {
+	if f.OrderRows(t) != 0 || f.Sold(t, round) != 0 {
 		t.Fatalf("a batch was committed before the crash point")
 	}
 	f.drain(t, "w1", Options{})
@@ -87,9 +83,7 @@ func TestWriterCrashBeforeCommit(t *testing.T) {
 // claims them once they have been idle long enough.
 func TestSecondWriterClaimsDeadWritersEntries(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	round := f.sale(t, "s", 6, 0, 100)
-	u := f.user(t)
+	f, round, u := newSale(t, 6)
 	f.placeN(t, u, "s", 6, 1)
 	dead := f.writer("dead", Options{})
 	dead.faultBeforeCommit = crashOnce()
@@ -106,13 +100,11 @@ func TestSecondWriterClaimsDeadWritersEntries(t *testing.T) {
 // good ones around them are written.
 func TestPoisonEntriesAreDeadLettered(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
+	f, round, u := newSale(t, 3)
 	ctx := context.Background()
-	round := f.sale(t, "s", 3, 0, 100)
-	u := f.user(t)
 	f.place(t, u, "s", 1)
 	stream := f.keys.stream(0)
-	f.r.Client.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: map[string]any{"order_id": "nope", "qty": "x"}})
+	f.R.Client.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: map[string]any{"order_id": "nope", "qty": "x"}})
 	f.place(t, u, "s", 1)
 	// Two forged events past what the round holds in PostgreSQL (3): the
 	// CHECK (sold <= quantity) refuses one of them.
@@ -121,14 +113,11 @@ func TestPoisonEntriesAreDeadLettered(t *testing.T) {
 			"order_id": uuid.NewString(), "user_id": u, "created_ms": "1700000000000", "total_cents": "100",
 			"items": `[{"sku":"s","quantity":1,"price_cents":100,"round_id":` + itoa(round) + `}]`,
 		}
-		f.r.Client.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: forged})
+		f.R.Client.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: forged})
 	}
-	w := f.writer("w1", Options{MaxDeliveries: 3})
-	r := start(w)
-	f.drained(t)
-	r.Stop(t)
+	w := f.drain(t, "w1", Options{MaxDeliveries: 3})
 	f.wantWritten(t, round, 3, 3)
-	dead := f.r.Client.XRange(ctx, f.keys.dead(0), "-", "+").Val()
+	dead := f.R.Client.XRange(ctx, f.keys.dead(0), "-", "+").Val()
 	if len(dead) != 2 {
 		t.Fatalf("dead letters = %d, want 2: %v", len(dead), dead)
 	}
@@ -148,19 +137,17 @@ func TestPoisonEntriesAreDeadLettered(t *testing.T) {
 // did not commit, and writes everything once when it is back.
 func TestWriterRidesOutDatabaseOutage(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	round := f.sale(t, "s", 20, 0, 100)
-	u := f.user(t)
-	cc := f.db.Pool.Config().ConnConfig
+	f, round, u := newSale(t, 20)
+	cc := f.DB.Pool.Config().ConnConfig
 	proxy := testenv.NewProxy(t, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))))
-	f.writerDB = poolVia(t, proxy, f.db.URL)
+	f.WriterDB = poolVia(t, proxy, f.DB.URL)
 	proxy.Down()
 	f.placeN(t, u, "s", 10, 1)
 	w := f.writer("w1", Options{})
 	r := start(w)
 	time.Sleep(800 * time.Millisecond)
-	if f.orderRows(t) != 0 || f.pendingCount(t) != 10 {
-		t.Fatalf("during the outage: rows %d pending %d, want 0 and 10", f.orderRows(t), f.pendingCount(t))
+	if f.OrderRows(t) != 0 || f.pendingCount(t) != 10 {
+		t.Fatalf("during the outage: rows %d pending %d, want 0 and 10", f.OrderRows(t), f.pendingCount(t))
 	}
 	if counterVecValue(t, w.m.errors, "transient") == 0 {
 		t.Fatal("no transient error counted during the outage")
@@ -176,10 +163,8 @@ func TestWriterRidesOutDatabaseOutage(t *testing.T) {
 // one not yet delivered.
 func TestTrimNeverRemovesUnwrittenEntries(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
+	f, _, u := newSale(t, 100)
 	ctx := context.Background()
-	f.sale(t, "s", 100, 0, 100)
-	u := f.user(t)
 	f.placeN(t, u, "s", 10, 1)
 	first := f.writer("first", Options{Batch: 4})
 	first.faultBeforeCommit = crashOnce() // 4 entries delivered, then "dies"
@@ -192,12 +177,12 @@ func TestTrimNeverRemovesUnwrittenEntries(t *testing.T) {
 		f.place(t, u, "s", 1) // undelivered: no writer runs now
 	}
 	// The second writer's own housekeeping may have trimmed some already.
-	written := f.r.Client.XLen(ctx, f.keys.stream(0)).Val() - 3
+	written := f.R.Client.XLen(ctx, f.keys.stream(0)).Val() - 3
 	n, err := first.Trim(ctx)
 	if err != nil || n != written {
 		t.Fatalf("trim removed %d (%v), want the %d written entries left", n, err, written)
 	}
-	if l := f.r.Client.XLen(ctx, f.keys.stream(0)).Val(); l != 3 {
+	if l := f.R.Client.XLen(ctx, f.keys.stream(0)).Val(); l != 3 {
 		t.Fatalf("stream holds %d entries, want the 3 undelivered", l)
 	}
 }
@@ -208,10 +193,10 @@ func TestRaceThenDrainMatchesRedis(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	const units, buyers, tries = 40, 60, 3
-	round := f.sale(t, "hot", units, 1, 500)
+	round := f.Sale(t, "hot", units, 1, 500)
 	users := make([]string, buyers)
 	for i := range users {
-		users[i] = f.user(t)
+		users[i] = f.User(t)
 	}
 	r := start(f.writer("w1", Options{Batch: 16}))
 	var accepted atomic.Int64
@@ -236,12 +221,12 @@ func TestRaceThenDrainMatchesRedis(t *testing.T) {
 	wg.Wait()
 	f.drained(t)
 	r.Stop(t)
-	avail, _ := f.stock.Available(context.Background(), "hot")
-	if accepted.Load() != units || avail[0] != 0 || f.orderRows(t) != units || f.sold(t, round) != units {
+	avail, _ := f.Stock.Available(context.Background(), "hot")
+	if accepted.Load() != units || avail[0] != 0 || f.OrderRows(t) != units || f.Sold(t, round) != units {
 		t.Fatalf("accepted %d, available %d, rows %d, sold %d; want %d, 0, %d, %d",
-			accepted.Load(), avail[0], f.orderRows(t), f.sold(t, round), units, units, units)
+			accepted.Load(), avail[0], f.OrderRows(t), f.Sold(t, round), units, units, units)
 	}
-	if n := f.count(t, `SELECT count(*) FROM (SELECT user_id FROM orders GROUP BY user_id HAVING count(*) > 1) d`); n != 0 {
+	if n := f.Count(t, `SELECT count(*) FROM (SELECT user_id FROM orders GROUP BY user_id HAVING count(*) > 1) d`); n != 0 {
 		t.Fatalf("%d buyers have more than the limit of 1", n)
 	}
 }
@@ -250,9 +235,7 @@ func TestRaceThenDrainMatchesRedis(t *testing.T) {
 // acked before Run returns; nothing is left half done.
 func TestWriterStopFinishesTheBatchInHand(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	round := f.sale(t, "s", 5, 0, 100)
-	u := f.user(t)
+	f, round, u := newSale(t, 5)
 	f.placeN(t, u, "s", 5, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	w := f.writer("w1", Options{})
@@ -260,8 +243,8 @@ func TestWriterStopFinishesTheBatchInHand(t *testing.T) {
 	if err := w.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if f.orderRows(t) != 5 || f.sold(t, round) != 5 || f.pendingCount(t) != 0 {
-		t.Fatalf("rows %d sold %d pending %d, want 5, 5, 0", f.orderRows(t), f.sold(t, round), f.pendingCount(t))
+	if f.OrderRows(t) != 5 || f.Sold(t, round) != 5 || f.pendingCount(t) != 0 {
+		t.Fatalf("rows %d sold %d pending %d, want 5, 5, 0", f.OrderRows(t), f.Sold(t, round), f.pendingCount(t))
 	}
 }
 
@@ -272,15 +255,13 @@ func TestWriterStopFinishesTheBatchInHand(t *testing.T) {
 // hour here, so only the re-read can drain the stream within the test).
 func TestWriterRereadsOwnPendingAfterLostReply(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	round := f.sale(t, "s", 20, 0, 100)
-	u := f.user(t)
-	proxy := testenv.NewProxy(t, f.r.Client.Options().Addr)
-	opts := *f.r.Client.Options()
+	f, round, u := newSale(t, 20)
+	proxy := testenv.NewProxy(t, f.R.Client.Options().Addr)
+	opts := *f.R.Client.Options()
 	opts.Addr, opts.ReadTimeout, opts.MaxRetries = proxy.Addr(), 500*time.Millisecond, -1
 	proxied := redis.NewClient(&opts)
 	t.Cleanup(func() { _ = proxied.Close() })
-	f.writerRedis = proxied
+	f.WriterRedis = proxied
 	w := f.writer("w1", Options{ClaimIdle: time.Hour, Block: 300 * time.Millisecond})
 	r := start(w)
 	defer r.Stop(t)
