@@ -4,10 +4,8 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/shop-oss/shop/internal/database/dbtest"
 	"github.com/shop-oss/shop/internal/inventory"
-	"github.com/shop-oss/shop/internal/keyspace"
-	"github.com/shop-oss/shop/internal/testenv"
+	"github.com/shop-oss/shop/internal/order/ordertesting"
 )
 
 // On a cluster a partition's stream, due set and dead letters share the
@@ -16,9 +14,7 @@ import (
 // TestWriterStreamsOnACluster.
 func TestPartitionKeysOnACluster(t *testing.T) {
 	t.Parallel()
-	c := testenv.StartCluster(t, 3)
-	rdb := dbtest.OpenCluster(t, c)
-	parts := keyspace.NewPartitions(6, true)
+	c, rdb, parts := ordertesting.Cluster(t, 6)
 	stock := inventory.NewPartitionedStock(rdb, c.Prefix, parts)
 	k := keys{c.Prefix, parts}
 	for i := range 30 {

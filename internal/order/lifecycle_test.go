@@ -183,6 +183,18 @@ func dueOrders(t *testing.T, f *fixture, sku string, n int) (ids, users []string
 	return ids, users
 }
 
+// newDue is a fixture with a payment window of d (its provider returned)
+// and n written one-unit orders, each of its own buyer, of a round of n
+// units of sku at 100 cents.
+func newDue(t *testing.T, d time.Duration, sku string, n int) (f *fixture, provider *TestProvider, ids, users []string) {
+	t.Helper()
+	f = newFixture(t)
+	provider = f.withPaymentTTL(d)
+	f.sale(t, sku, n, 0, 100)
+	ids, users = dueOrders(t, f, sku, n)
+	return f, provider, ids, users
+}
+
 // waitUntil sleeps until the order's payment window closes.
 func (f *fixture) waitUntilDue(t *testing.T, id string) {
 	t.Helper()
@@ -197,38 +209,16 @@ func (f *fixture) waitUntilDue(t *testing.T, id string) {
 // both, and only the paid ones stay charged and keep their units.
 func TestPayRacesExpiry(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	provider := f.withPaymentTTL(3 * time.Second)
 	const n = 20
-	f.sale(t, "race", n, 0, 100)
-	ids, users := dueOrders(t, f, "race", n)
-	sw := f.sweeper(SweeperOptions{Batch: 3})
-	f.waitUntilDue(t, ids[0])
-
-	start := make(chan struct{})
-	var wg sync.WaitGroup
+	f, provider, ids, users := newDue(t, 3*time.Second, "race", n)
 	var paid atomic.Int64
-	for i := range ids {
-		wg.Add(2)
-		go func() {
-			defer wg.Done()
-			<-start
-			if o, err := f.svc.Pay(context.Background(), users[i], ids[i], "tok_ok"); err == nil && o.Status == StatusPaid {
-				paid.Add(1)
-			} else if err != nil && !errors.Is(err, ErrNotPayable) {
-				t.Errorf("pay: %v", err)
-			}
-		}()
-		go func() {
-			defer wg.Done()
-			<-start
-			if _, err := sw.Sweep(context.Background()); err != nil {
-				t.Errorf("sweep: %v", err)
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
+	sw, _ := f.raceSweeps(t, ids, SweeperOptions{Batch: 3}, func(i int) {
+		if o, err := f.svc.Pay(context.Background(), users[i], ids[i], "tok_ok"); err == nil && o.Status == StatusPaid {
+			paid.Add(1)
+		} else if err != nil && !errors.Is(err, ErrNotPayable) {
+			t.Errorf("pay: %v", err)
+		}
+	})
 	if _, err := sw.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -261,33 +251,17 @@ func TestPayRacesExpiry(t *testing.T) {
 // Cancel races expiry: each order is given back once.
 func TestCancelRacesExpiry(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.withPaymentTTL(3 * time.Second)
 	const n = 20
-	f.sale(t, "cx", n, 0, 100)
-	ids, users := dueOrders(t, f, "cx", n)
-	sw := f.sweeper(SweeperOptions{Batch: 2})
-	f.waitUntilDue(t, ids[0])
-
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	var cancelled, expired atomic.Int64
-	for i := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			_, err := f.svc.Cancel(context.Background(), users[i], ids[i])
-			if err == nil {
-				cancelled.Add(1)
-			} else if !errors.Is(err, ErrNotCancellable) {
-				t.Errorf("cancel: %v", err)
-			}
-		}()
-		sweepAfter(t, sw, start, &wg, &expired)
-	}
-	close(start)
-	wg.Wait()
+	f, _, ids, users := newDue(t, 3*time.Second, "cx", n)
+	var cancelled atomic.Int64
+	_, expired := f.raceSweeps(t, ids, SweeperOptions{Batch: 2}, func(i int) {
+		_, err := f.svc.Cancel(context.Background(), users[i], ids[i])
+		if err == nil {
+			cancelled.Add(1)
+		} else if !errors.Is(err, ErrNotCancellable) {
+			t.Errorf("cancel: %v", err)
+		}
+	})
 	var nCancelled int64
 	for _, id := range ids {
 		switch st := f.status(t, id); st {
@@ -299,14 +273,38 @@ func TestCancelRacesExpiry(t *testing.T) {
 		}
 	}
 	// Exactly one step won each order, and its answer says so.
-	if cancelled.Load() != nCancelled || cancelled.Load()+expired.Load() != n {
+	if cancelled.Load() != nCancelled || cancelled.Load()+expired != n {
 		t.Fatalf("%d cancels and %d expiries answered success, %d orders ended cancelled, of %d",
-			cancelled.Load(), expired.Load(), nCancelled, n)
+			cancelled.Load(), expired, nCancelled, n)
 	}
 	live, _, _ := f.stock.Live(context.Background(), "cx")
 	if live.Available != n || live.Released != n {
 		t.Fatalf("available %d released %d, want %d each: every unit back exactly once", live.Available, live.Released, n)
 	}
+}
+
+// raceSweeps makes a sweeper of o and, once the first of ids is due, runs
+// op(i) for every order i, each alongside a sweep, all from one start; it
+// waits for them and returns the sweeper and the orders its sweeps
+// expired.
+func (f *fixture) raceSweeps(t *testing.T, ids []string, o SweeperOptions, op func(i int)) (*Sweeper, int64) {
+	sw := f.sweeper(o)
+	f.waitUntilDue(t, ids[0])
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	var expired atomic.Int64
+	for i := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			op(i)
+		}()
+		sweepAfter(t, sw, start, &wg, &expired)
+	}
+	close(start)
+	wg.Wait()
+	return sw, expired.Load()
 }
 
 // sweepAfter sweeps once with sw when start closes, in a goroutine wg
@@ -327,11 +325,8 @@ func sweepAfter(t *testing.T, sw *Sweeper, start <-chan struct{}, wg *sync.WaitG
 // Two sweepers at once, without the lock, expire each order once.
 func TestTwoSweepersReleaseEachOrderOnce(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.withPaymentTTL(2 * time.Second)
 	const n = 60
-	f.sale(t, "two", n, 0, 100)
-	ids, _ := dueOrders(t, f, "two", n)
+	f, _, ids, _ := newDue(t, 2*time.Second, "two", n)
 	f.waitUntilDue(t, ids[n-1])
 
 	sweepers := []*Sweeper{f.sweeper(SweeperOptions{Batch: 5}), f.sweeper(SweeperOptions{Batch: 5})}
@@ -357,10 +352,7 @@ func TestTwoSweepersReleaseEachOrderOnce(t *testing.T) {
 // sweep once the lease is over; they expire once.
 func TestSweeperCrashAfterClaimIsRepaired(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.withPaymentTTL(2 * time.Second)
-	f.sale(t, "crash", 4, 0, 100)
-	ids, _ := dueOrders(t, f, "crash", 4)
+	f, _, ids, _ := newDue(t, 2*time.Second, "crash", 4)
 	f.waitUntilDue(t, ids[3])
 
 	dying := f.sweeper(SweeperOptions{Lease: time.Second})
@@ -385,10 +377,7 @@ func TestSweeperCrashAfterClaimIsRepaired(t *testing.T) {
 // would leave it) is not expired: the release is guarded by the status.
 func TestSweeperLeavesAPaidOrder(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.withPaymentTTL(time.Hour)
-	f.sale(t, "pd", 1, 0, 100)
-	ids, users := dueOrders(t, f, "pd", 1)
+	f, _, ids, users := newDue(t, time.Hour, "pd", 1)
 	if _, err := f.svc.Pay(context.Background(), users[0], ids[0], "tok_ok"); err != nil {
 		t.Fatal(err)
 	}

@@ -12,22 +12,8 @@ import (
 // BenchmarkReserve measures the reserve-and-enqueue script round trip on
 // the buy path (every call succeeds: stock never runs out, no limit).
 func BenchmarkReserve(b *testing.B) {
-	f := newReserveFixture(b)
-	if err := f.OpenRound(context.Background(), "bench", inventory.LiveRound{Round: 1, Quantity: 1 << 40, PriceCents: 100}); err != nil {
-		b.Fatal(err)
-	}
-	var n atomic.Int64
-	b.ReportAllocs()
-	b.SetParallelism(25) // 50 callers on 2 cores, like redis-benchmark -c 50
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			u := "u" + strconv.FormatInt(n.Add(1), 10)
-			if _, err := f.svc.reserve(context.Background(), f.enqueue(u, ""), []Line{{"bench", 1}}); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+	f := newBenchFixture(b)
+	reserveParallel(b, f, nil)
 }
 
 // BenchmarkReserveEvents is the purchase path's cost of publishing the
@@ -40,10 +26,7 @@ func BenchmarkReserve(b *testing.B) {
 func BenchmarkReserveEvents(b *testing.B) {
 	for _, mode := range []string{"off", "in_script", "async_queue"} {
 		b.Run(mode, func(b *testing.B) {
-			f := newReserveFixture(b)
-			if err := f.OpenRound(context.Background(), "bench", inventory.LiveRound{Round: 1, Quantity: 1 << 40, PriceCents: 100}); err != nil {
-				b.Fatal(err)
-			}
+			f := newBenchFixture(b)
 			after := func(string) {}
 			if mode != "off" {
 				drainChanges(b, f)
@@ -54,19 +37,7 @@ func BenchmarkReserveEvents(b *testing.B) {
 			if mode == "async_queue" {
 				after = asyncPublisher(b, f)
 			}
-			var n atomic.Int64
-			b.ReportAllocs()
-			b.SetParallelism(25)
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					u := "u" + strconv.FormatInt(n.Add(1), 10)
-					if _, err := f.svc.reserve(context.Background(), f.enqueue(u, ""), []Line{{"bench", 1}}); err != nil {
-						b.Fatal(err)
-					}
-					after("bench")
-				}
-			})
+			reserveParallel(b, f, after)
 		})
 	}
 }
@@ -112,4 +83,36 @@ func asyncPublisher(b *testing.B, f *reserveFixture) func(string) {
 		default: // full: the change is dropped, as Pub/Sub may drop it
 		}
 	}
+}
+
+// newBenchFixture is a reserveFixture with a round of "bench" open that
+// no benchmark runs out of.
+func newBenchFixture(b *testing.B) *reserveFixture {
+	b.Helper()
+	f := newReserveFixture(b)
+	if err := f.OpenRound(context.Background(), "bench", inventory.LiveRound{Round: 1, Quantity: 1 << 40, PriceCents: 100}); err != nil {
+		b.Fatal(err)
+	}
+	return f
+}
+
+// reserveParallel times b.N reserves of a unit of "bench", each by a new
+// buyer, from 50 callers (on 2 cores, like redis-benchmark -c 50),
+// calling after, when set, after each.
+func reserveParallel(b *testing.B, f *reserveFixture, after func(sku string)) {
+	var n atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(25)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			u := "u" + strconv.FormatInt(n.Add(1), 10)
+			if _, err := f.svc.reserve(context.Background(), f.enqueue(u, ""), []Line{{"bench", 1}}); err != nil {
+				b.Fatal(err)
+			}
+			if after != nil {
+				after("bench")
+			}
+		}
+	})
 }

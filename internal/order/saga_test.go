@@ -16,9 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/shop-oss/shop/internal/apperr"
-	"github.com/shop-oss/shop/internal/database/dbtest"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/keyspace"
+	"github.com/shop-oss/shop/internal/order/ordertesting"
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
@@ -33,10 +33,9 @@ type clusterFixture struct {
 
 func newClusterFixture(t *testing.T) *clusterFixture {
 	t.Helper()
-	c := testenv.StartCluster(t, 3)
-	rdb := dbtest.OpenCluster(t, c)
+	c, rdb, parts := ordertesting.Cluster(t, 12)
 	f := newFixture(t)
-	f.parts = keyspace.NewPartitions(12, true)
+	f.parts = parts
 	f.stock = inventory.NewPartitionedStock(rdb, c.Prefix, f.parts)
 	f.svc = New(f.db.Pool, rdb, f.stock, f.svc.exists, c.Prefix, f.svc.log, prometheus.NewRegistry(), Options{})
 	return &clusterFixture{fixture: f, c: c, rdb: rdb}

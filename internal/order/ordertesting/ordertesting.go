@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/cache"
+	"github.com/shop-oss/shop/internal/database/dbtest"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/testenv"
@@ -273,4 +274,12 @@ func (e *Env) OrderRows(t testing.TB) int64 {
 // Sold is the units of round confirmed sold.
 func (e *Env) Sold(t testing.TB, round int64) int64 {
 	return Sold(t, e.DB.Pool, e.Stock, e.Skus[round], round)
+}
+
+// Cluster starts a Redis cluster of three masters and returns it, a
+// client of it, and n partitions spread over its masters.
+func Cluster(t testing.TB, n int) (*testenv.RedisCluster, *redis.ClusterClient, keyspace.Partitions) {
+	t.Helper()
+	c := testenv.StartCluster(t, 3)
+	return c, dbtest.OpenCluster(t, c), keyspace.NewPartitions(n, true)
 }

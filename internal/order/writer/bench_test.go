@@ -23,10 +23,8 @@ import (
 // -benchtime 200000x. Results: BENCHMARKS.md.
 func BenchmarkWriterDrain(b *testing.B) {
 	ctx := context.Background()
-	e := ordertesting.NewBench(b, "drain")
+	e := filledBench(b, "drain")
 	db, r := e.DB, e.R
-	svc := order.New(db.Pool, r.Client, e.Stock, nil, r.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), order.Options{})
-	fillStream(b, svc, e.Users, "drain", b.N)
 
 	w := New(db.Pool, r.Client, r.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), Options{Consumer: "bench", Batch: 1000, Concurrency: 3})
 	wctx, stop := context.WithCancel(ctx)
@@ -46,6 +44,16 @@ func BenchmarkWriterDrain(b *testing.B) {
 		b.Fatalf("%d order rows for %d orders (%v)", rows, b.N, err)
 	}
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "orders/s")
+}
+
+// filledBench is a Bench whose stream holds b.N orders of sku, placed
+// through the order service.
+func filledBench(b *testing.B, sku string) *ordertesting.Bench {
+	b.Helper()
+	e := ordertesting.NewBench(b, sku)
+	svc := order.New(e.DB.Pool, e.R.Client, e.Stock, nil, e.R.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), order.Options{})
+	fillStream(b, svc, e.Users, sku, b.N)
+	return e
 }
 
 // fillStream places n orders of sku, spread over users, from 32 goroutines.

@@ -10,10 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/shop-oss/shop/internal/database/dbtest"
-	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/order"
-	"github.com/shop-oss/shop/internal/testenv"
+	"github.com/shop-oss/shop/internal/order/ordertesting"
 )
 
 // On a cluster the writer's per-partition work (group creation, reads,
@@ -21,10 +19,8 @@ import (
 // The slots of the keys it works on: order's TestPartitionKeysOnACluster.
 func TestWriterStreamsOnACluster(t *testing.T) {
 	t.Parallel()
-	c := testenv.StartCluster(t, 3)
+	c, rdb, parts := ordertesting.Cluster(t, 6)
 	ctx := context.Background()
-	rdb := dbtest.OpenCluster(t, c)
-	parts := keyspace.NewPartitions(6, true)
 	k := newKeys(c.Prefix, parts)
 
 	w := New(nil, rdb, c.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry(),

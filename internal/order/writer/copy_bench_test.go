@@ -10,8 +10,6 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/shop-oss/shop/internal/order"
-	"github.com/shop-oss/shop/internal/order/ordertesting"
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
@@ -26,26 +24,23 @@ import (
 // drain / COPY. Results: BENCHMARKS.md.
 func BenchmarkWriterCopy(b *testing.B) {
 	ctx := context.Background()
-	e := ordertesting.NewBench(b, "copy")
-	db, r := e.DB, e.R
-	svc := order.New(db.Pool, r.Client, e.Stock, nil, r.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), order.Options{})
-	fillStream(b, svc, e.Users, "copy", b.N)
-	drainOnce(b, db, r)
-	orders, items := writtenRows(b, db)
+	e := filledBench(b, "copy")
+	drainOnce(b, e.DB, e.R)
+	orders, items := writtenRows(b, e.DB)
 	if len(orders) != b.N {
 		b.Fatalf("%d order rows for %d orders", len(orders), b.N)
 	}
-	if _, err := db.Pool.Exec(ctx, `TRUNCATE order_items, orders`); err != nil {
+	if _, err := e.DB.Pool.Exec(ctx, `TRUNCATE order_items, orders`); err != nil {
 		b.Fatal(err)
 	}
 
 	b.ResetTimer()
 	start := time.Now()
-	copyRows(b, db, orders, items)
+	copyRows(b, e.DB, orders, items)
 	elapsed := time.Since(start)
 	b.StopTimer()
 	var n int
-	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM orders`).Scan(&n); err != nil || n != b.N {
+	if err := e.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM orders`).Scan(&n); err != nil || n != b.N {
 		b.Fatalf("%d order rows after COPY for %d orders (%v)", n, b.N, err)
 	}
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "orders/s")
