@@ -51,23 +51,12 @@ func TestRepairGivesBackTheHoldOfAnotherAttemptOfAPersistedOrder(t *testing.T) {
 		repeat := []Line{{SKU: a, Quantity: 1}, {SKU: c, Quantity: 2}}
 		items := f.take(t, 9, id, u, "a2", repeat[1:])
 		held := []heldPart{{p: 9, items: items}}
-		res, fail, err := f.svc.commit(ctx, id, u, "a2", 1, "commit", repeat, held)
-		if err != nil || fail != nil {
-			t.Fatalf("commit of a2: %v %v", fail, err)
-		}
+		res := f.commitOf(t, id, u, "a2", repeat, held)
 		f.svc.dropAll(ctx, id, "a2", held)
 		f.writeOrder(t, id)
 		f.rdb.Del(ctx, f.svc.keys.status(id)) // the failover
 		if restored {
-			items, err := res.items()
-			if err != nil {
-				t.Fatal(err)
-			}
-			n, err := RestoreStatuses(ctx, f.rdb, f.c.Prefix, f.parts, []Confirmed{{OrderID: id, UserID: u,
-				TotalCents: res.totalCents, CreatedAt: res.createdAt, Items: items}})
-			if err != nil || n != 1 {
-				t.Fatalf("restore: %d %v", n, err)
-			}
+			f.restore(t, id, u, res)
 		}
 		settledBefore := f.rdb.ZRange(ctx, f.svc.keys.settled(5), 0, -1).Val()
 		f.rdb.ZAdd(ctx, f.svc.keys.holds(5), redis.Z{Score: 1, Member: id}) // a1's deadline passed
@@ -129,9 +118,7 @@ func TestRepairTombstonesBeforeItAsksPostgreSQL(t *testing.T) {
 	}
 	written, writtenIdem := newOrder("written")
 	items := f.take(t, 5, written, u, "a1", lines[1:])
-	if _, fail, err := f.svc.commit(ctx, written, u, "a1", 1, "commit", lines, []heldPart{{p: 5, items: items}}); err != nil || fail != nil {
-		t.Fatalf("commit: %v %v", fail, err)
-	}
+	f.commitOf(t, written, u, "a1", lines, []heldPart{{p: 5, items: items}})
 	f.writeOrder(t, written)
 	f.rdb.Del(ctx, f.svc.keys.status(written)) // the failover
 	f.rdb.ZAdd(ctx, f.svc.keys.holds(5), redis.Z{Score: 1, Member: written})

@@ -37,6 +37,15 @@ func newReserveFixture(t testing.TB) *reserveFixture {
 	return &reserveFixture{Stock: stock, svc: svc, r: r}
 }
 
+// seedEach opens a round of quantity units of each of skus, without a
+// limit per buyer.
+func (f *reserveFixture) seedEach(t testing.TB, quantity int64, skus ...string) {
+	t.Helper()
+	for _, sku := range skus {
+		f.seed(t, sku, inventory.LiveRound{Quantity: quantity, PerUserLimit: 0})
+	}
+}
+
 func (f *reserveFixture) seed(t testing.TB, sku string, r inventory.LiveRound) {
 	t.Helper()
 	if r.Round == 0 {
@@ -337,8 +346,7 @@ func TestReserveCheckoutEmptiesTheCartOrRefusesAChangedOne(t *testing.T) {
 	t.Parallel()
 	f := newReserveFixture(t)
 	ctx := context.Background()
-	f.seed(t, "a", inventory.LiveRound{Quantity: 10, PerUserLimit: 0})
-	f.seed(t, "b", inventory.LiveRound{Quantity: 10, PerUserLimit: 0})
+	f.seedEach(t, 10, "a", "b")
 	cart := f.r.Prefix + "cart:{u1}"
 	f.r.Client.HSet(ctx, cart, "a", 2, "b", 1)
 	lines := []Line{{"a", 2}, {"b", 1}}
@@ -371,8 +379,7 @@ func TestReserveIdempotencyKeyIsTiedToItsRequest(t *testing.T) {
 	t.Parallel()
 	f := newReserveFixture(t)
 	ctx := context.Background()
-	f.seed(t, "s", inventory.LiveRound{Quantity: 10, PerUserLimit: 0})
-	f.seed(t, "t", inventory.LiveRound{Quantity: 10, PerUserLimit: 0})
+	f.seedEach(t, 10, "s", "t")
 	buy := func(checkout bool, lines ...Line) (reservation, error) {
 		e := f.enqueue("u1", "key-1")
 		e.fingerprint = fingerprint(lines, checkout)
@@ -414,8 +421,7 @@ func TestReserveRefusesUnreadableSaleStateBeforeWriting(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			f := newReserveFixture(t)
-			f.seed(t, "ok", inventory.LiveRound{Quantity: 5, PerUserLimit: 0})
-			f.seed(t, "s", inventory.LiveRound{Quantity: 5, PerUserLimit: 0})
+			f.seedEach(t, 5, "ok", "s")
 			corrupt(f)
 			if _, err := f.buy(t, "u1", Line{"ok", 1}, Line{"s", 2}); err == nil {
 				t.Fatal("a corrupt sale state was bought from")

@@ -83,6 +83,33 @@ func (f *clusterFixture) take(t *testing.T, p int, id, u, attempt string, lines 
 	return items
 }
 
+// commitOf commits order id of user u, as attempt, with its lines held as
+// held, and fails t unless it commits.
+func (f *clusterFixture) commitOf(t *testing.T, id, u, attempt string, lines []Line, held []heldPart) reservation {
+	t.Helper()
+	res, fail, err := f.svc.commit(context.Background(), id, u, attempt, 1, "commit", lines, held)
+	if err != nil || fail != nil {
+		t.Fatalf("commit of %s: %v %v", attempt, fail, err)
+	}
+	return res
+}
+
+// restore writes the status of order id of user u, committed as res,
+// back as recover does from PostgreSQL, and fails t unless it restores
+// that one order.
+func (f *clusterFixture) restore(t *testing.T, id, u string, res reservation) {
+	t.Helper()
+	items, err := res.items()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := RestoreStatuses(context.Background(), f.rdb, f.c.Prefix, f.parts, []Confirmed{{OrderID: id, UserID: u,
+		TotalCents: res.totalCents, CreatedAt: res.createdAt, Items: items}})
+	if err != nil || n != 1 {
+		t.Fatalf("restore of %s: %d %v", id, n, err)
+	}
+}
+
 // skuIn returns a SKU (named after prefix) in partition p, with a sale of
 // units opened.
 func (f *clusterFixture) skuIn(t *testing.T, prefix string, p, units int) string {
@@ -727,25 +754,14 @@ func TestRepairKeepsTheUnitsOfARestoredOrder(t *testing.T) {
 		id := f.orderID(t, lines)
 		before := f.available(t, b)
 		items := f.take(t, 5, id, u, "attempt-1", lines[1:])
-		res, fail, err := f.svc.commit(ctx, id, u, "attempt-1", 1, "commit", lines, []heldPart{{p: 5, items: items}})
-		if err != nil || fail != nil {
-			t.Fatalf("commit: %v %v", fail, err)
-		}
+		res := f.commitOf(t, id, u, "attempt-1", lines, []heldPart{{p: 5, items: items}})
 		f.rdb.Del(ctx, f.svc.keys.status(id)) // the failover
 		if tombstoned {
 			if _, err := abortScript.Run(ctx, f.rdb, []string{f.svc.keys.status(id)}, time.Hour.Milliseconds()).Result(); err != nil {
 				t.Fatal(err)
 			}
 		}
-		reserved, err := res.items()
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, err := RestoreStatuses(ctx, f.rdb, f.c.Prefix, f.parts, []Confirmed{{OrderID: id, UserID: u,
-			TotalCents: res.totalCents, CreatedAt: res.createdAt, Items: reserved}})
-		if err != nil || n != 1 {
-			t.Fatalf("restore (tombstone %v): %d %v", tombstoned, n, err)
-		}
+		f.restore(t, id, u, res)
 		f.rdb.ZAdd(ctx, f.svc.keys.holds(5), redis.Z{Score: 1, Member: id}) // the deadline passed
 		if _, err := f.clusterSweeper().Sweep(ctx); err != nil {
 			t.Fatal(err)
@@ -775,9 +791,7 @@ func TestRepairAsksPostgreSQLBeforeTheTombstone(t *testing.T) {
 	h := f.holdOnFive(t, "lost", 4)
 	u, lines, id, items := h.user, h.lines, h.id, h.items
 	b := lines[1].SKU
-	if _, fail, err := f.svc.commit(ctx, id, u, "attempt-1", 1, "commit", lines, []heldPart{{p: 5, items: items}}); err != nil || fail != nil {
-		t.Fatalf("commit: %v %v", fail, err)
-	}
+	f.commitOf(t, id, u, "attempt-1", lines, []heldPart{{p: 5, items: items}})
 	w := NewWriter(f.db.Pool, f.rdb, f.c.Prefix, f.svc.log, prometheus.NewRegistry(),
 		WriterOptions{Consumer: "w", Partitions: f.parts, Block: 20 * time.Millisecond})
 	running := start(w)
