@@ -19,6 +19,7 @@ import (
 	"github.com/shop-oss/shop/internal/database"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/keyspace"
+	"github.com/shop-oss/shop/internal/order/ordertesting"
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
@@ -54,7 +55,7 @@ func newLifeFixture(t *testing.T) *lifeFixture {
 	return f
 }
 
-func (f *lifeFixture) user(t *testing.T) string { return (&fixture{db: f.db}).user(t) }
+func (f *lifeFixture) user(t *testing.T) string { return ordertesting.User(t, f.db.Pool) }
 
 // skuIn returns a SKU of partition p, the first of "<name>-<p>-<i>".
 func (f *lifeFixture) skuIn(name string, p int) string {
@@ -135,19 +136,7 @@ func (f *lifeFixture) writer(name string, o WriterOptions) Writer {
 // drained waits until every entry of every partition is acknowledged.
 func (f *lifeFixture) drained(t *testing.T) {
 	t.Helper()
-	ctx := context.Background()
-	deadline := time.Now().Add(30 * time.Second)
-	for p := 0; p < f.parts.Count(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("partition %d not drained within 30s", p)
-		}
-		groups, err := f.rdb.XInfoGroups(ctx, f.svc.keys.stream(p)).Result()
-		if err == nil && len(groups) == 1 && groups[0].Pending == 0 && groups[0].Lag == 0 {
-			p++
-			continue
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	ordertesting.Drained(t, f.rdb, f.parts.Count(), f.svc.keys.stream)
 }
 
 func (f *lifeFixture) writeAll(t *testing.T) {
@@ -183,11 +172,7 @@ func (f *lifeFixture) bought(t *testing.T, sku, user string) int64 {
 
 func (f *lifeFixture) count(t *testing.T, query string, args ...any) int64 {
 	t.Helper()
-	var n int64
-	if err := f.db.Pool.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", query, err)
-	}
-	return n
+	return ordertesting.Count(t, f.db.Pool, query, args...)
 }
 
 // masterOf is the address of the master holding partition p.

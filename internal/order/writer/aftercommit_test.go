@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -71,11 +70,7 @@ func TestAfterCommitNotCalledForARedelivery(t *testing.T) {
 	f, _, u := newSale(t, 10)
 	placed := f.placeN(t, u, "s", 5, 1)
 	s := newSeen()
-	w := f.writer("w1", Options{AfterCommit: s.hook})
-	w.faultAfterCommit = crashOnce()
-	if err := w.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "simulated crash") {
-		t.Fatalf("Run = %v, want the simulated crash", err)
-	}
+	f.crashAfterCommit(t, "w1", Options{AfterCommit: s.hook})
 	if f.pendingCount(t) != 5 {
 		t.Fatalf("pending %d, want the 5 entries unacknowledged", f.pendingCount(t))
 	}

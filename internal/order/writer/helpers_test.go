@@ -2,6 +2,7 @@ package writer
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,6 +71,25 @@ func (f *fixture) drained(t *testing.T) {
 func (f *fixture) pendingCount(t *testing.T) int64 {
 	t.Helper()
 	return ordertesting.Pending(t, f.R.Client, f.Parts.Count(), f.keys.stream, group)
+}
+
+// crashAfterCommit runs the writer name with o until a simulated crash
+// right after its first COMMIT, and fails t unless Run returns that crash.
+func (f *fixture) crashAfterCommit(t *testing.T, name string, o Options) {
+	t.Helper()
+	w := f.writer(name, o)
+	w.faultAfterCommit = crashOnce()
+	if err := w.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "simulated crash") {
+		t.Fatalf("Run = %v, want the simulated crash", err)
+	}
+}
+
+// crashBeforeCommit runs the writer name with o until a simulated crash
+// before its first COMMIT; it returns the writer and what Run returned.
+func (f *fixture) crashBeforeCommit(name string, o Options) (*Writer, error) {
+	w := f.writer(name, o)
+	w.faultBeforeCommit = crashOnce()
+	return w, w.Run(context.Background())
 }
 
 // crashOnce returns a hook that fails the first call only.

@@ -47,11 +47,7 @@ func TestWriterCrashBetweenCommitAndAck(t *testing.T) {
 	t.Parallel()
 	f, round, u := newSale(t, 5)
 	f.placeN(t, u, "s", 5, 1)
-	w := f.writer("w1", Options{})
-	w.faultAfterCommit = crashOnce()
-	if err := w.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "simulated crash") {
-		t.Fatalf("Run = %v, want the simulated crash", err)
-	}
+	f.crashAfterCommit(t, "w1", Options{})
 	if f.OrderRows(t) != 5 || f.pendingCount(t) != 5 {
 		t.Fatalf("after the crash: rows %d pending %d, want 5 and 5", f.OrderRows(t), f.pendingCount(t))
 	}
@@ -67,9 +63,7 @@ func TestWriterCrashBeforeCommit(t *testing.T) {
 	t.Parallel()
 	f, round, u := newSale(t, 5)
 	f.placeN(t, u, "s", 4, 1)
-	w := f.writer("w1", Options{})
-	w.faultBeforeCommit = crashOnce()
-	if err := w.Run(context.Background()); err == nil {
+	if _, err := f.crashBeforeCommit("w1", Options{}); err == nil {
 		t.Fatal("Run should stop at the simulated crash")
 	}
 	if f.OrderRows(t) != 0 || f.Sold(t, round) != 0 {
@@ -85,9 +79,7 @@ func TestSecondWriterClaimsDeadWritersEntries(t *testing.T) {
 	t.Parallel()
 	f, round, u := newSale(t, 6)
 	f.placeN(t, u, "s", 6, 1)
-	dead := f.writer("dead", Options{})
-	dead.faultBeforeCommit = crashOnce()
-	_ = dead.Run(context.Background())
+	_, _ = f.crashBeforeCommit("dead", Options{})
 	if f.pendingCount(t) != 6 {
 		t.Fatalf("the dead writer holds %d entries, want 6", f.pendingCount(t))
 	}
@@ -166,9 +158,7 @@ func TestTrimNeverRemovesUnwrittenEntries(t *testing.T) {
 	f, _, u := newSale(t, 100)
 	ctx := context.Background()
 	f.placeN(t, u, "s", 10, 1)
-	first := f.writer("first", Options{Batch: 4})
-	first.faultBeforeCommit = crashOnce() // 4 entries delivered, then "dies"
-	_ = first.Run(ctx)
+	first, _ := f.crashBeforeCommit("first", Options{Batch: 4}) // 4 entries delivered, then "dies"
 	if n, err := first.Trim(ctx); err != nil || n != 0 {
 		t.Fatalf("trim with nothing acked removed %d (%v)", n, err)
 	}
