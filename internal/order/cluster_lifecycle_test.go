@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -157,11 +156,7 @@ func (f *lifeFixture) status(t *testing.T, id string) string {
 
 func (f *lifeFixture) available(t *testing.T, sku string) int64 {
 	t.Helper()
-	live, _, err := f.stock.Live(context.Background(), sku)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return live.Available
+	return ordertesting.Available(t, f.stock, sku)
 }
 
 func (f *lifeFixture) bought(t *testing.T, sku, user string) int64 {
@@ -655,35 +650,24 @@ func TestCancelPayExpiryRaceOnACluster(t *testing.T) {
 		f.rdb.ZAdd(ctx, f.svc.keys.due(f.parts.Home(id)), redis.Z{Score: 1, Member: id})
 	}
 	sw := f.sweeper()
-	start := make(chan struct{})
-	var wg sync.WaitGroup
+	var ops []func()
 	for id := range lines {
-		wg.Add(3)
-		go func() {
-			defer wg.Done()
-			<-start
+		ops = append(ops, func() {
 			if _, err := f.svc.Cancel(ctx, u, id); err != nil && !errors.Is(err, ErrNotCancellable) {
 				t.Errorf("cancel %s: %v", id, err)
 			}
-		}()
-		go func() {
-			defer wg.Done()
-			<-start
+		}, func() {
 			if _, err := f.svc.Pay(ctx, u, id, "tok_ok"); err != nil && !errors.Is(err, ErrNotPayable) {
 				t.Errorf("pay %s: %v", id, err)
 			}
-		}()
-		go func() {
-			defer wg.Done()
-			<-start
+		}, func() {
 			// The sweeper's work on an order it claimed.
 			if _, err := sw.expire(ctx, f.parts.Home(id), id); err != nil {
 				t.Errorf("expire %s: %v", id, err)
 			}
-		}()
+		})
 	}
-	close(start)
-	wg.Wait()
+	ordertesting.Together(ops...)
 	if _, err := sw.Sweep(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"github.com/shop-oss/shop/internal/order/ordertesting"
 )
 
 // withPaymentTTL rebuilds the fixture's service with a payment window and
@@ -37,11 +38,7 @@ func (f *fixture) writeAll(t *testing.T) {
 
 func (f *fixture) available(t *testing.T, sku string) int64 {
 	t.Helper()
-	live, _, err := f.stock.Live(context.Background(), sku)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return live.Available
+	return ordertesting.Available(t, f.stock, sku)
 }
 
 func (f *fixture) status(t *testing.T, id string) string {
@@ -290,36 +287,23 @@ func TestCancelRacesExpiry(t *testing.T) {
 func (f *fixture) raceSweeps(t *testing.T, ids []string, o SweeperOptions, op func(i int)) (*Sweeper, int64) {
 	sw := f.sweeper(o)
 	f.waitUntilDue(t, ids[0])
-	start := make(chan struct{})
-	var wg sync.WaitGroup
 	var expired atomic.Int64
+	var ops []func()
 	for i := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			op(i)
-		}()
-		sweepAfter(t, sw, start, &wg, &expired)
+		ops = append(ops, func() { op(i) }, func() { sweepCounting(t, sw, &expired) })
 	}
-	close(start)
-	wg.Wait()
+	ordertesting.Together(ops...)
 	return sw, expired.Load()
 }
 
-// sweepAfter sweeps once with sw when start closes, in a goroutine wg
-// counts, and adds the orders it expired to expired.
-func sweepAfter(t *testing.T, sw *Sweeper, start <-chan struct{}, wg *sync.WaitGroup, expired *atomic.Int64) {
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		<-start
-		k, err := sw.Sweep(context.Background())
-		if err != nil {
-			t.Errorf("sweep: %v", err)
-		}
-		expired.Add(int64(k))
-	}()
+// sweepCounting sweeps once with sw and adds the orders it expired to
+// expired.
+func sweepCounting(t *testing.T, sw *Sweeper, expired *atomic.Int64) {
+	k, err := sw.Sweep(context.Background())
+	if err != nil {
+		t.Errorf("sweep: %v", err)
+	}
+	expired.Add(int64(k))
 }
 
 // Two sweepers at once, without the lock, expire each order once.
@@ -330,14 +314,8 @@ func TestTwoSweepersReleaseEachOrderOnce(t *testing.T) {
 	f.waitUntilDue(t, ids[n-1])
 
 	sweepers := []*Sweeper{f.sweeper(SweeperOptions{Batch: 5}), f.sweeper(SweeperOptions{Batch: 5})}
-	start := make(chan struct{})
-	var wg sync.WaitGroup
 	var expired atomic.Int64
-	for _, sw := range sweepers {
-		sweepAfter(t, sw, start, &wg, &expired)
-	}
-	close(start)
-	wg.Wait()
+	ordertesting.Together(func() { sweepCounting(t, sweepers[0], &expired) }, func() { sweepCounting(t, sweepers[1], &expired) })
 	live, _, _ := f.stock.Live(context.Background(), "two")
 	if expired.Load() != n || live.Available != n || live.Released != n {
 		t.Fatalf("expired %d, available %d, released %d; want %d each", expired.Load(), live.Available, live.Released, n)

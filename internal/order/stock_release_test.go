@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -13,6 +13,7 @@ import (
 
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/ordertesting"
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
@@ -201,22 +202,14 @@ func TestReleaseRaceSameOrderOnce(t *testing.T) {
 	t.Parallel()
 	s, rel := newBought(t, 10, 0, 4)
 	var units atomic.Int64
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 20 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			got, err := s.Release(context.Background(), rel)
-			if err != nil {
-				t.Error(err)
-			}
-			units.Add(got.Units)
-		}()
+	release := func() {
+		got, err := s.Release(context.Background(), rel)
+		if err != nil {
+			t.Error(err)
+		}
+		units.Add(got.Units)
 	}
-	close(start)
-	wg.Wait()
+	ordertesting.Together(slices.Repeat([]func(){release}, 20)...)
 	if a, r, b := s.state(t, "s", "u1"); units.Load() != 4 || a != 10 || r != 4 || b != 0 {
 		t.Fatalf("given back %d, available %d, released %d, bought %d; want 4 10 4 0", units.Load(), a, r, b)
 	}
@@ -233,21 +226,13 @@ func TestReleaseRaceWithPurchaseOfTheLastUnit(t *testing.T) {
 		s.open(t, sku, 1, 1, 1)
 		rel := s.mustBuy(t, "holder", order.Line{SKU: sku, Quantity: 1})
 		var won atomic.Int64
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
+		ops := []func(){func() {
 			if got, err := s.Release(context.Background(), rel); err != nil || got.Units != 1 {
 				t.Errorf("release = %+v %v", got, err)
 			}
-		}()
+		}}
 		for b := range 20 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
+			ops = append(ops, func() {
 				_, err := s.buy("buyer-"+strconv.Itoa(b), order.Line{SKU: sku, Quantity: 1})
 				switch {
 				case err == nil:
@@ -255,10 +240,9 @@ func TestReleaseRaceWithPurchaseOfTheLastUnit(t *testing.T) {
 				case !errors.Is(err, order.ErrOutOfStock):
 					t.Error(err)
 				}
-			}()
+			})
 		}
-		close(start)
-		wg.Wait()
+		ordertesting.Together(ops...)
 		a, r, _ := s.state(t, sku, "holder")
 		if won.Load()+a != 1 || won.Load() > 1 || r != 1 {
 			t.Fatalf("%s: %d buyers won, available %d, released %d: the released unit must be sold at most once", sku, won.Load(), a, r)

@@ -283,3 +283,30 @@ func Cluster(t testing.TB, n int) (*testenv.RedisCluster, *redis.ClusterClient, 
 	c := testenv.StartCluster(t, 3)
 	return c, dbtest.OpenCluster(t, c), keyspace.NewPartitions(n, true)
 }
+
+// Available is the units of sku's live round still for sale.
+func Available(t testing.TB, stock *inventory.Stock, sku string) int64 {
+	t.Helper()
+	live, _, err := stock.Live(context.Background(), sku)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return live.Available
+}
+
+// Together runs every op in a goroutine of its own, all released at
+// once, and waits for them all.
+func Together(ops ...func()) {
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, op := range ops {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			op()
+		}()
+	}
+	close(start)
+	wg.Wait()
+}
