@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/order/ordertesting"
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
@@ -286,28 +287,22 @@ func TestReserveRaceNeverOversells(t *testing.T) {
 	f.seed(t, "hot", inventory.LiveRound{Quantity: units, PerUserLimit: limit})
 	var sold atomic.Int64
 	perUser := make([]atomic.Int64, users)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
+	var ops []func()
 	for u := range users {
-		for range tries {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				_, err := f.buy(t, "user-"+strconv.Itoa(u), Line{"hot", 1})
-				switch {
-				case err == nil:
-					sold.Add(1)
-					perUser[u].Add(1)
-				case errors.Is(err, ErrOutOfStock), errors.Is(err, ErrLimitExceeded):
-				default:
-					t.Error(err)
-				}
-			}()
+		buy := func() {
+			_, err := f.buy(t, "user-"+strconv.Itoa(u), Line{"hot", 1})
+			switch {
+			case err == nil:
+				sold.Add(1)
+				perUser[u].Add(1)
+			case errors.Is(err, ErrOutOfStock), errors.Is(err, ErrLimitExceeded):
+			default:
+				t.Error(err)
+			}
 		}
+		ops = append(ops, slices.Repeat([]func(){buy}, tries)...)
 	}
-	close(start)
-	wg.Wait()
+	ordertesting.Together(ops...)
 	if sold.Load() != units || f.available(t, "hot") != 0 || f.streamLen(t) != units {
 		t.Fatalf("sold %d, available %d, events %d; want %d, 0, %d",
 			sold.Load(), f.available(t, "hot"), f.streamLen(t), units, units)

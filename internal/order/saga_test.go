@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -657,28 +658,20 @@ func TestIdempotencyKeyRaceOnACluster(t *testing.T) {
 	} {
 		var mu sync.Mutex
 		ids := map[string]int{}
-		begin := make(chan struct{})
-		var wg sync.WaitGroup
-		for range 12 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-begin
-				p, err := f.svc.Place(context.Background(), u, tc.lines, PlaceOptions{IdemKey: tc.key})
-				var e *apperr.Error
-				switch {
-				case errors.As(err, &e) && e.Code == apperr.CodeUnavailable:
-				case err != nil:
-					t.Error(err)
-				default:
-					mu.Lock()
-					ids[p.OrderID]++
-					mu.Unlock()
-				}
-			}()
+		place := func() {
+			p, err := f.svc.Place(context.Background(), u, tc.lines, PlaceOptions{IdemKey: tc.key})
+			var e *apperr.Error
+			switch {
+			case errors.As(err, &e) && e.Code == apperr.CodeUnavailable:
+			case err != nil:
+				t.Error(err)
+			default:
+				mu.Lock()
+				ids[p.OrderID]++
+				mu.Unlock()
+			}
 		}
-		close(begin)
-		wg.Wait()
+		ordertesting.Together(slices.Repeat([]func(){place}, 12)...)
 		if len(ids) != 1 {
 			t.Fatalf("%s: answers name %d orders: %v", tc.key, len(ids), ids)
 		}
