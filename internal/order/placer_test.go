@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/shop-oss/shop/internal/apperr"
+	"github.com/shop-oss/shop/internal/order/ordertesting"
 )
 
 // The placers' contract (placer.go): every case runs against the one-script
@@ -154,13 +154,9 @@ func TestPlacerContract(t *testing.T) {
 				users[i] = c.user(t)
 			}
 			var sold atomic.Int64
-			start := make(chan struct{})
-			var wg sync.WaitGroup
+			var buys []func()
 			for _, u := range users {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					<-start
+				buys = append(buys, func() {
 					_, err := c.buy(u, Line{a, 1}, Line{b, 1})
 					switch {
 					case err == nil:
@@ -168,10 +164,9 @@ func TestPlacerContract(t *testing.T) {
 					case !errors.Is(err, ErrOutOfStock):
 						t.Error(err)
 					}
-				}()
+				})
 			}
-			close(start)
-			wg.Wait()
+			ordertesting.Together(buys...)
 			if got := c.available(t, a, b); sold.Load() != units || got[0] != 0 || got[1] != 1000-units {
 				t.Fatalf("sold %d, available %v; want %d and [0 %d]", sold.Load(), got, units, 1000-units)
 			}

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/ordertesting"
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
@@ -190,25 +191,19 @@ func TestRaceThenDrainMatchesRedis(t *testing.T) {
 	}
 	r := start(f.writer("w1", Options{Batch: 16}))
 	var accepted atomic.Int64
-	startGun := make(chan struct{})
-	var wg sync.WaitGroup
+	var buys []func()
 	for _, u := range users {
-		for range tries {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-startGun
-				_, err := f.svc.Place(context.Background(), u, []order.Line{{SKU: "hot", Quantity: 1}}, order.PlaceOptions{})
-				if err == nil {
-					accepted.Add(1)
-				} else if !errors.Is(err, order.ErrOutOfStock) && !errors.Is(err, order.ErrLimitExceeded) {
-					t.Error(err)
-				}
-			}()
+		buy := func() {
+			_, err := f.svc.Place(context.Background(), u, []order.Line{{SKU: "hot", Quantity: 1}}, order.PlaceOptions{})
+			if err == nil {
+				accepted.Add(1)
+			} else if !errors.Is(err, order.ErrOutOfStock) && !errors.Is(err, order.ErrLimitExceeded) {
+				t.Error(err)
+			}
 		}
+		buys = append(buys, slices.Repeat([]func(){buy}, tries)...)
 	}
-	close(startGun)
-	wg.Wait()
+	ordertesting.Together(buys...)
 	f.drained(t)
 	r.Stop(t)
 	avail, _ := f.Stock.Available(context.Background(), "hot")
