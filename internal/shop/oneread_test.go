@@ -2,12 +2,10 @@ package shop_test
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -451,39 +449,13 @@ func TestOneTripReadRaceExactTotals(t *testing.T) {
 	wantProduct(t, getProduct(t, a, "rd"), "rd", "Product rd", 10)
 	before, combined0 := cacheCountsOf(t, a), spy.combined.Load()
 	base := a.Serve(t)
-	var ok, limited atomic.Int64
-	var wg sync.WaitGroup
-	release := make(chan struct{})
-	errs := make(chan error, readers)
-	for i := range readers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-release
-			res, err := http.Get(base + "/api/v1/products/rd")
-			if err != nil {
-				errs <- err
-				return
-			}
-			_ = res.Body.Close()
-			switch res.StatusCode {
-			case http.StatusOK:
-				ok.Add(1)
-			case http.StatusTooManyRequests:
-				limited.Add(1)
-			default:
-				errs <- fmt.Errorf("reader %d: status %d", i, res.StatusCode)
-			}
-		}()
-	}
-	close(release)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
-	if ok.Load() != limit || limited.Load() != readers-limit {
-		t.Fatalf("read %d, limited %d; want %d and %d", ok.Load(), limited.Load(), limit, readers-limit)
+	got := burst(t, readers, "reader", []int{http.StatusOK, http.StatusTooManyRequests}, func(int) *http.Request {
+		req, _ := http.NewRequest(http.MethodGet, base+"/api/v1/products/rd", nil)
+		return req
+	})
+	ok, limited := got[http.StatusOK], got[http.StatusTooManyRequests]
+	if ok != limit || limited != readers-limit {
+		t.Fatalf("read %d, limited %d; want %d and %d", ok, limited, limit, readers-limit)
 	}
 	if got := cacheCountsOf(t, a); got != (cacheCounts{before.hits + limit, before.misses, before.loads}) {
 		t.Fatalf("cache counts %+v, want exactly %d hits more than %+v", got, limit, before)

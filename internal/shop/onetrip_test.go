@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -191,34 +191,47 @@ func TestOneTripRaceExactTotals(t *testing.T) {
 		_, tokens[i] = a.Shopper(t, fmt.Sprintf("ot-race%d@example.com", i))
 	}
 	base := a.Serve(t)
-	var accepted, soldOut, limited atomic.Int64
+	got := burst(t, shoppers, "purchase", []int{http.StatusAccepted, http.StatusConflict, http.StatusTooManyRequests},
+		func(i int) *http.Request { return purchaseRequest(base, "ot", tokens[i]) })
+	accepted, soldOut, limited := got[http.StatusAccepted], got[http.StatusConflict], got[http.StatusTooManyRequests]
+	if accepted != units || soldOut != limit-units || limited != shoppers-limit {
+		t.Fatalf("accepted %d, sold out %d, limited %d; want %d, %d, %d",
+			accepted, soldOut, limited, units, limit-units, shoppers-limit)
+	}
+	wantTally(t, tallyOf(t, a, "ot"), tally{available: 0, events: units, statuses: units, counted: limit})
+	if spy.combined.Load() < shoppers {
+		t.Fatalf("combined calls %d, want one per purchase (%d)", spy.combined.Load(), shoppers)
+	}
+}
+
+// burst sends n requests at once, req(i) the i-th, and counts the
+// replies by status; a request that fails, or a status not in want, fails
+// the test (what names the request in the message).
+func burst(t *testing.T, n int, what string, want []int, req func(i int) *http.Request) map[int]int64 {
+	t.Helper()
+	var mu sync.Mutex
+	counts := map[int]int64{}
 	var wg sync.WaitGroup
 	release := make(chan struct{})
-	errs := make(chan error, shoppers)
-	for i := range shoppers {
+	errs := make(chan error, n)
+	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			<-release
-			req, _ := http.NewRequest(http.MethodPost, base+"/api/v1/products/ot/purchase", strings.NewReader(`{"quantity":1}`))
-			req.Header.Set("Authorization", "Bearer "+tokens[i])
-			req.Header.Set("Content-Type", "application/json")
-			res, err := http.DefaultClient.Do(req)
+			res, err := http.DefaultClient.Do(req(i))
 			if err != nil {
 				errs <- err
 				return
 			}
 			_ = res.Body.Close()
-			switch res.StatusCode {
-			case http.StatusAccepted:
-				accepted.Add(1)
-			case http.StatusConflict:
-				soldOut.Add(1)
-			case http.StatusTooManyRequests:
-				limited.Add(1)
-			default:
-				errs <- fmt.Errorf("purchase %d: status %d", i, res.StatusCode)
+			if !slices.Contains(want, res.StatusCode) {
+				errs <- fmt.Errorf("%s %d: status %d", what, i, res.StatusCode)
+				return
 			}
+			mu.Lock()
+			counts[res.StatusCode]++
+			mu.Unlock()
 		}()
 	}
 	close(release)
@@ -227,14 +240,15 @@ func TestOneTripRaceExactTotals(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	if accepted.Load() != units || soldOut.Load() != limit-units || limited.Load() != shoppers-limit {
-		t.Fatalf("accepted %d, sold out %d, limited %d; want %d, %d, %d",
-			accepted.Load(), soldOut.Load(), limited.Load(), units, limit-units, shoppers-limit)
-	}
-	wantTally(t, tallyOf(t, a, "ot"), tally{available: 0, events: units, statuses: units, counted: limit})
-	if spy.combined.Load() < shoppers {
-		t.Fatalf("combined calls %d, want one per purchase (%d)", spy.combined.Load(), shoppers)
-	}
+	return counts
+}
+
+// purchaseRequest buys one unit of sku at the server at base.
+func purchaseRequest(base, sku, token string) *http.Request {
+	req, _ := http.NewRequest(http.MethodPost, base+"/api/v1/products/"+sku+"/purchase", strings.NewReader(`{"quantity":1}`))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	return req
 }
 
 // cartOf is how many lines the user's cart holds.

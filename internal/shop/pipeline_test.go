@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -104,42 +103,11 @@ func TestPipelinedPurchasesSellExactlyTheStock(t *testing.T) {
 	}
 	base := a.Serve(t)
 
-	var accepted, soldOut atomic.Int64
-	var wg sync.WaitGroup
-	release := make(chan struct{})
-	errs := make(chan error, shoppers)
-	for i := range shoppers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-release
-			req, _ := http.NewRequest("POST", base+"/api/v1/products/pipe/purchase", strings.NewReader(`{"quantity":1}`))
-			req.Header.Set("Authorization", "Bearer "+tokens[i])
-			req.Header.Set("Content-Type", "application/json")
-			res, err := http.DefaultClient.Do(req)
-			if err != nil {
-				errs <- err
-				return
-			}
-			_ = res.Body.Close()
-			switch res.StatusCode {
-			case http.StatusAccepted:
-				accepted.Add(1)
-			case http.StatusConflict:
-				soldOut.Add(1)
-			default:
-				errs <- fmt.Errorf("purchase %d: status %d", i, res.StatusCode)
-			}
-		}()
-	}
-	close(release)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
-	if accepted.Load() != units || soldOut.Load() != shoppers-units {
-		t.Fatalf("accepted %d, sold out %d; want %d and %d", accepted.Load(), soldOut.Load(), units, shoppers-units)
+	got := burst(t, shoppers, "purchase", []int{http.StatusAccepted, http.StatusConflict},
+		func(i int) *http.Request { return purchaseRequest(base, "pipe", tokens[i]) })
+	accepted, soldOut := got[http.StatusAccepted], got[http.StatusConflict]
+	if accepted != units || soldOut != shoppers-units {
+		t.Fatalf("accepted %d, sold out %d; want %d and %d", accepted, soldOut, units, shoppers-units)
 	}
 	// One script per purchase: the limiter's window, the session check
 	// and the reservation in one call, through the auto-pipeliner (a
