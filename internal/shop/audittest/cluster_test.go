@@ -3,8 +3,6 @@ package audittest
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"slices"
 	"sort"
 	"strings"
@@ -13,84 +11,77 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/audit"
-	"github.com/shop-oss/shop/internal/database/dbtest"
-	"github.com/shop-oss/shop/internal/inventory"
-	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/order/writer"
 	"github.com/shop-oss/shop/internal/recovery"
-	"github.com/shop-oss/shop/internal/testenv"
+	"github.com/shop-oss/shop/internal/shop/shoptest"
 )
 
-// clusterSale is a sale on a private 3-master Redis Cluster with 6 order
-// partitions grouped as serve groups them: skus[p] are partition p's, and
-// orders are placed, cancelled and expired by the order package itself
-// (the saga for an order spanning partitions).
+// clusterSale is shoptest's cluster sale (a private 3-master Redis
+// Cluster with 6 order partitions grouped as serve groups them: SKUs[p]
+// are partition p's), and orders are placed, cancelled and expired by the
+// order package itself (the saga for an order spanning partitions).
 type clusterSale struct {
-	rdb    *redis.ClusterClient
-	db     *testenv.Database
-	prefix string
-	parts  keyspace.Partitions
-	stock  *inventory.Stock
+	*shoptest.ClusterSale
 	orders *order.Service
-	skus   [][]string
-	log    *slog.Logger
 }
 
 const clusterUnits = 400
 
 func newClusterSale(t *testing.T, paymentTTL time.Duration) *clusterSale {
 	t.Helper()
-	c := testenv.StartCluster(t, 3)
-	ctx := context.Background()
-	rdb := dbtest.OpenCluster(t, c)
-	s := &clusterSale{rdb: rdb, db: testenv.NewDatabase(t), prefix: c.Prefix, parts: keyspace.NewPartitions(6, true),
-		log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	if err := order.SettlePartitions(ctx, rdb, s.prefix, s.parts); err != nil {
-		t.Fatal(err)
-	}
-	s.stock = inventory.NewPartitionedStock(rdb, s.prefix, s.parts)
-	exists := func(context.Context, string) (bool, error) { return true, nil }
-	s.orders = order.New(s.db.Pool, rdb, s.stock, exists, s.prefix, s.log, prometheus.NewRegistry(), order.Options{PaymentTTL: paymentTTL})
-	sales := inventory.NewSales(s.db.Pool, s.stock)
-	s.skus = make([][]string, s.parts.Count())
-	for i := 0; slices.ContainsFunc(s.skus, func(x []string) bool { return len(x) < 2 }); i++ {
-		sku := fmt.Sprintf("x-%d", i)
-		p := s.parts.Of(sku)
-		if len(s.skus[p]) == 2 {
-			continue
-		}
-		s.exec(t, `INSERT INTO products (sku, name, category, price_cents) VALUES ($1, $1, 'c', 100)`, sku)
-		if _, err := sales.Open(ctx, sku, inventory.Seed{Quantity: clusterUnits}); err != nil {
-			t.Fatal(err)
-		}
-		s.skus[p] = append(s.skus[p], sku)
-	}
+	s := &clusterSale{ClusterSale: shoptest.NewClusterSale(t, "x", clusterUnits)}
+	s.orders = s.Orders(order.Options{PaymentTTL: paymentTTL})
 	return s
 }
 
-func (s *clusterSale) exec(t *testing.T, sql string, args ...any) {
-	t.Helper()
-	if _, err := s.db.Pool.Exec(context.Background(), sql, args...); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (s *clusterSale) user(t *testing.T) string {
-	id := uuid.NewString()
-	s.exec(t, `INSERT INTO users (id, email, password_hash) VALUES ($1, $2, 'x')`, id, id+"@example.com")
-	return id
-}
-
 func (s *clusterSale) auditor() *audit.Auditor {
-	a := audit.New(s.db.Pool, s.rdb, s.stock, s.prefix, s.log)
+	a := audit.New(s.DB.Pool, s.RDB, s.Stock, s.Prefix, s.Log)
 	a.LagBound = 0
 	return a
+}
+
+// crossShard places, for user, an order homed in partition p: a unit of
+// SKUs[p][0], and 2 units of SKUs[p+1][1] held outside its home.
+func (s *clusterSale) crossShard(t *testing.T, user string, p int) string {
+	t.Helper()
+	o, err := s.orders.Place(context.Background(), user, []order.Line{{SKU: s.SKUs[p][0], Quantity: 1},
+		{SKU: s.SKUs[(p+1)%6][1], Quantity: 2}}, order.PlaceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o.OrderID
+}
+
+// crossShardsWritten places a crossShard order homed in every partition,
+// for one new buyer, and writes them all: the buyer, and the order ids by
+// home partition.
+func (s *clusterSale) crossShardsWritten(t *testing.T) (user string, ids []string) {
+	t.Helper()
+	user = s.User(t)
+	for p := range s.SKUs {
+		ids = append(ids, s.crossShard(t, user, p))
+	}
+	s.writeAll(t)
+	return user, ids
+}
+
+// startWriter runs the order writer on every partition until stopped.
+func (s *clusterSale) startWriter(t *testing.T) (stop func()) {
+	return run(t, writer.New(s.DB.Pool, s.RDB, s.Prefix, s.Log, prometheus.NewRegistry(),
+		writer.Options{Consumer: "w", Partitions: s.Parts, Block: 20 * time.Millisecond}).Run)
+}
+
+// writeAll has the writer write everything placed so far.
+func (s *clusterSale) writeAll(t *testing.T) {
+	t.Helper()
+	stop := s.startWriter(t)
+	s.Drained(t)
+	stop()
 }
 
 // run starts f in the background; stop cancels it and waits.
@@ -106,25 +97,6 @@ func run(t *testing.T, f func(context.Context) error) (stop func()) {
 	}
 }
 
-// drained waits until every partition's entries are written and acked.
-func (s *clusterSale) drained(t *testing.T) {
-	t.Helper()
-	ctx := context.Background()
-	keys := order.PartitionKeys(s.prefix, s.parts)
-	deadline := time.Now().Add(60 * time.Second)
-	for p := 0; p < len(keys); {
-		if time.Now().After(deadline) {
-			t.Fatalf("partition %d not drained within 60s", p)
-		}
-		groups, err := s.rdb.XInfoGroups(ctx, keys[p].Stream).Result()
-		if err == nil && len(groups) == 1 && groups[0].Pending == 0 && groups[0].Lag == 0 {
-			p++
-			continue
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // On a 3-master cluster, buyers released together place cross-shard
 // checkouts (every order's lines in two or three partitions, so most lines
 // are held in a partition other than the order's home) and buy-nows,
@@ -137,14 +109,13 @@ func (s *clusterSale) drained(t *testing.T) {
 func TestExactAuditWhileCrossShardCheckoutsRun(t *testing.T) {
 	t.Parallel()
 	s := newClusterSale(t, 400*time.Millisecond)
-	all := slices.Concat(s.skus...)
+	all := slices.Concat(s.SKUs...)
 	users := make([]string, 8)
 	for i := range users {
-		users[i] = s.user(t)
+		users[i] = s.User(t)
 	}
-	stopWriter := run(t, writer.New(s.db.Pool, s.rdb, s.prefix, s.log, prometheus.NewRegistry(),
-		writer.Options{Consumer: "w", Partitions: s.parts, Block: 20 * time.Millisecond}).Run)
-	stopSweeper := run(t, order.NewSweeper(s.rdb, s.stock, s.prefix, s.log, prometheus.NewRegistry(),
+	stopWriter := s.startWriter(t)
+	stopSweeper := run(t, order.NewSweeper(s.RDB, s.Stock, s.Prefix, s.Log, prometheus.NewRegistry(),
 		order.SweeperOptions{Interval: 20 * time.Millisecond}).Run)
 
 	start := make(chan struct{})
@@ -160,12 +131,12 @@ func TestExactAuditWhileCrossShardCheckoutsRun(t *testing.T) {
 				// Lines in partitions g+i, g+i+1 (and g+i+3): a checkout
 				// whose other lines are held outside its home.
 				p := g + i
-				lines := []order.Line{{SKU: s.skus[p%6][i%2], Quantity: 1}}
+				lines := []order.Line{{SKU: s.SKUs[p%6][i%2], Quantity: 1}}
 				if i%4 != 3 {
-					lines = append(lines, order.Line{SKU: s.skus[(p+1)%6][(i+1)%2], Quantity: 2})
+					lines = append(lines, order.Line{SKU: s.SKUs[(p+1)%6][(i+1)%2], Quantity: 2})
 				}
 				if i%2 == 0 {
-					lines = append(lines, order.Line{SKU: s.skus[(p+3)%6][i%2], Quantity: 1})
+					lines = append(lines, order.Line{SKU: s.SKUs[(p+3)%6][i%2], Quantity: 1})
 				}
 				o, err := s.orders.Place(ctx, u, lines, order.PlaceOptions{})
 				if err != nil {
@@ -185,48 +156,36 @@ func TestExactAuditWhileCrossShardCheckoutsRun(t *testing.T) {
 		}()
 	}
 	stop := make(chan struct{})
-	var audits sync.WaitGroup
 	var mu sync.Mutex
 	var ran, flagged int
 	kinds := map[string]int{}
-	for range 2 {
-		audits.Add(1)
-		go func() {
-			defer audits.Done()
-			<-start
-			// The lag bound as shipped: orders in flight are not yet due
-			// in PostgreSQL.
-			a := audit.New(s.db.Pool, s.rdb, s.stock, s.prefix, s.log)
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				rep, err := a.Run(context.Background())
-				if err != nil {
-					t.Errorf("audit: %v", err)
-					return
-				}
-				mu.Lock()
-				ran++
-				if !rep.OK {
-					flagged++
-					for _, p := range rep.Problems {
-						kinds[p.Kind]++
-					}
-					if flagged <= 3 {
-						t.Logf("audit %d during the sale: %+v", ran, rep.Problems)
-					}
-				}
-				mu.Unlock()
+	// The lag bound as shipped: orders in flight are not yet due in
+	// PostgreSQL.
+	waitAudits := shoptest.Audits(2, start, stop, func() *audit.Auditor {
+		return audit.New(s.DB.Pool, s.RDB, s.Stock, s.Prefix, s.Log)
+	}, func(rep audit.Report, err error) bool {
+		if err != nil {
+			t.Errorf("audit: %v", err)
+			return false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		ran++
+		if !rep.OK {
+			flagged++
+			for _, p := range rep.Problems {
+				kinds[p.Kind]++
 			}
-		}()
-	}
+			if flagged <= 3 {
+				t.Logf("audit %d during the sale: %+v", ran, rep.Problems)
+			}
+		}
+		return true
+	})
 	close(start)
 	buyers.Wait()
 	close(stop)
-	audits.Wait()
+	waitAudits()
 	t.Logf("%d orders placed (%d spread over partitions, %d cancelled); %d audits during the sale, %d flagged: %v",
 		placed.Load(), spread.Load(), cancelled.Load(), ran, flagged, kinds)
 	if flagged > 0 {
@@ -238,7 +197,7 @@ func TestExactAuditWhileCrossShardCheckoutsRun(t *testing.T) {
 
 	// Every unpaid order expires; then the rounds add up exactly.
 	waitNoDue(t, s)
-	s.drained(t)
+	s.Drained(t)
 	stopSweeper()
 	stopWriter()
 	rep, err := s.auditor().Run(context.Background())
@@ -253,7 +212,7 @@ func TestExactAuditWhileCrossShardCheckoutsRun(t *testing.T) {
 		held += r.HeldRedis
 	}
 	var kept int64
-	if err := s.db.Pool.QueryRow(context.Background(), `SELECT coalesce(sum(i.quantity), 0)
+	if err := s.DB.Pool.QueryRow(context.Background(), `SELECT coalesce(sum(i.quantity), 0)
 		FROM order_items i LEFT JOIN order_transitions t ON t.order_id = i.order_id
 		WHERE t.status IS NULL OR t.status NOT IN ('cancelled', 'expired')`).Scan(&kept); err != nil {
 		t.Fatal(err)
@@ -267,11 +226,11 @@ func TestExactAuditWhileCrossShardCheckoutsRun(t *testing.T) {
 func waitNoDue(t *testing.T, s *clusterSale) {
 	t.Helper()
 	ctx := context.Background()
-	keys := order.PartitionKeys(s.prefix, s.parts)
+	keys := order.PartitionKeys(s.Prefix, s.Parts)
 	deadline := time.Now().Add(60 * time.Second)
 	for _, k := range keys {
 		owed := strings.TrimSuffix(k.Due, ":due") + ":owed"
-		for s.rdb.ZCard(ctx, k.Due).Val()+s.rdb.ZCard(ctx, owed).Val() > 0 {
+		for s.RDB.ZCard(ctx, k.Due).Val()+s.RDB.ZCard(ctx, owed).Val() > 0 {
 			if time.Now().After(deadline) {
 				t.Fatalf("partition %d: orders still due or owed after 60s", k.Partition)
 			}
@@ -293,20 +252,7 @@ func TestClusterAuditReportsAForeignLineDifference(t *testing.T) {
 	t.Parallel()
 	s := newClusterSale(t, 0)
 	ctx := context.Background()
-	u := s.user(t)
-	var ids []string
-	for p := range s.skus {
-		o, err := s.orders.Place(ctx, u, []order.Line{{SKU: s.skus[p][0], Quantity: 1},
-			{SKU: s.skus[(p+1)%6][1], Quantity: 2}}, order.PlaceOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, o.OrderID)
-	}
-	stopWriter := run(t, writer.New(s.db.Pool, s.rdb, s.prefix, s.log, prometheus.NewRegistry(),
-		writer.Options{Consumer: "w", Partitions: s.parts, Block: 20 * time.Millisecond}).Run)
-	s.drained(t)
-	stopWriter()
+	u, ids := s.crossShardsWritten(t)
 	a := s.auditor()
 	if rep, err := a.Run(ctx); err != nil || !rep.OK {
 		t.Fatalf("audit before: %v %+v", err, rep.Problems)
@@ -314,11 +260,11 @@ func TestClusterAuditReportsAForeignLineDifference(t *testing.T) {
 
 	// The foreign line of the order placed in partition 1: 2 units of
 	// skus[2][1], held in partition 2; and a unit of skus[4][1].
-	foreign, gone := s.skus[2][1], s.skus[4][1]
+	foreign, gone := s.SKUs[2][1], s.SKUs[4][1]
 	corrupt := func(sign int64) {
-		s.rdb.HIncrBy(ctx, s.stock.SaleKey(foreign), "available", 2*sign)
-		s.rdb.HIncrBy(ctx, s.stock.BuyersKey(foreign), u, -2*sign)
-		s.rdb.HIncrBy(ctx, s.stock.SaleKey(gone), "available", -sign)
+		s.RDB.HIncrBy(ctx, s.Stock.SaleKey(foreign), "available", 2*sign)
+		s.RDB.HIncrBy(ctx, s.Stock.BuyersKey(foreign), u, -2*sign)
+		s.RDB.HIncrBy(ctx, s.Stock.SaleKey(gone), "available", -sign)
 	}
 	reported := func(how string) {
 		t.Helper()
@@ -328,7 +274,7 @@ func TestClusterAuditReportsAForeignLineDifference(t *testing.T) {
 		}
 		got := map[string][]string{}
 		for _, p := range rep.Problems {
-			if p.SKU == "" || p.Partition == nil || *p.Partition != s.parts.Of(p.SKU) {
+			if p.SKU == "" || p.Partition == nil || *p.Partition != s.Parts.Of(p.SKU) {
 				t.Errorf("%s: problem %+v: want it named with its SKU's partition", how, p)
 			}
 			got[p.SKU] = append(got[p.SKU], p.Kind)
@@ -348,13 +294,13 @@ func TestClusterAuditReportsAForeignLineDifference(t *testing.T) {
 	reported("settled log")
 	corrupt(-1)
 
-	keys := order.PartitionKeys(s.prefix, s.parts)
+	keys := order.PartitionKeys(s.Prefix, s.Parts)
 	for _, k := range keys {
-		s.rdb.Del(ctx, k.Settled)
+		s.RDB.Del(ctx, k.Settled)
 	}
 	// The orders are older than the fence: their rows say they were
 	// accepted an hour ago, so no clock need pass.
-	s.exec(t, `UPDATE orders SET created_at = created_at - interval '1 hour'`)
+	s.Exec(t, `UPDATE orders SET created_at = created_at - interval '1 hour'`)
 	if rep, err := a.Run(ctx); err != nil || !rep.OK {
 		t.Fatalf("audit with the settled log trimmed: %v %+v", err, rep.Problems)
 	}
@@ -373,43 +319,33 @@ func TestRecoverRestoresTheSettledLog(t *testing.T) {
 	t.Parallel()
 	s := newClusterSale(t, 0)
 	ctx := context.Background()
-	u := s.user(t)
-	place := func(p int) string {
-		o, err := s.orders.Place(ctx, u, []order.Line{{SKU: s.skus[p][0], Quantity: 1},
-			{SKU: s.skus[(p+1)%6][1], Quantity: 2}}, order.PlaceOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return o.OrderID
-	}
+	u := s.User(t)
+	place := func(p int) string { return s.crossShard(t, u, p) }
 	var accepted []string
-	for p := range s.skus {
+	for p := range s.SKUs {
 		accepted = append(accepted, place(p))
 	}
-	stopWriter := run(t, writer.New(s.db.Pool, s.rdb, s.prefix, s.log, prometheus.NewRegistry(),
-		writer.Options{Consumer: "w", Partitions: s.parts, Block: 20 * time.Millisecond}).Run)
-	s.drained(t)
-	stopWriter()
+	s.writeAll(t)
 	lost := place(3) // never written
 	accepted = append(accepted, lost)
-	a := audit.New(s.db.Pool, s.rdb, s.stock, s.prefix, s.log) // the lag bound as shipped: lost is recent
+	a := audit.New(s.DB.Pool, s.RDB, s.Stock, s.Prefix, s.Log) // the lag bound as shipped: lost is recent
 	if rep, err := a.Run(ctx); err != nil || !rep.OK {
 		t.Fatalf("audit before: %v %+v", err, rep.Problems)
 	}
 
-	keys := order.PartitionKeys(s.prefix, s.parts)
-	s.rdb.Del(ctx, keys[2].Settled)
-	last := s.rdb.XRevRangeN(ctx, keys[3].Stream, "+", "-", 1).Val()
+	keys := order.PartitionKeys(s.Prefix, s.Parts)
+	s.RDB.Del(ctx, keys[2].Settled)
+	last := s.RDB.XRevRangeN(ctx, keys[3].Stream, "+", "-", 1).Val()
 	if len(last) != 1 || last[0].Values["order_id"] != lost {
 		t.Fatalf("partition 3's last entry %v, want order %s's", last, lost)
 	}
-	s.rdb.XDel(ctx, keys[3].Stream, last[0].ID)
-	s.rdb.Del(ctx, keys[3].StatusKey(lost))
+	s.RDB.XDel(ctx, keys[3].Stream, last[0].ID)
+	s.RDB.Del(ctx, keys[3].StatusKey(lost))
 	if rep, err := a.Run(ctx); err != nil || rep.OK {
 		t.Fatalf("audit after the failover: %v, want problems, got none", err)
 	}
 
-	rec := recovery.New(s.db.Pool, s.rdb, s.stock, s.prefix, s.log)
+	rec := recovery.New(s.DB.Pool, s.RDB, s.Stock, s.Prefix, s.Log)
 	rep, err := rec.Run(ctx, accepted)
 	if err != nil {
 		t.Fatal(err)
@@ -436,27 +372,14 @@ func TestClusterAuditPagesTheSettledLog(t *testing.T) {
 	t.Parallel()
 	s := newClusterSale(t, 0)
 	ctx := context.Background()
-	u := s.user(t)
-	var ids []string
-	for p := range s.skus {
-		o, err := s.orders.Place(ctx, u, []order.Line{{SKU: s.skus[p][0], Quantity: 1},
-			{SKU: s.skus[(p+1)%6][1], Quantity: 2}}, order.PlaceOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, o.OrderID)
-	}
-	stopWriter := run(t, writer.New(s.db.Pool, s.rdb, s.prefix, s.log, prometheus.NewRegistry(),
-		writer.Options{Consumer: "w", Partitions: s.parts, Block: 20 * time.Millisecond}).Run)
-	s.drained(t)
-	stopWriter()
+	u, ids := s.crossShardsWritten(t)
 
-	now, err := s.rdb.Time(ctx).Result()
+	now, err := s.RDB.Time(ctx).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	old := now.UnixMilli() - 60000 // before every drop of this test's orders
-	for p, k := range order.PartitionKeys(s.prefix, s.parts) {
+	for p, k := range order.PartitionKeys(s.Prefix, s.Parts) {
 		var zs []redis.Z
 		filler := func(i int, score int64) {
 			zs = append(zs, redis.Z{Score: float64(score), Member: fmt.Sprintf(
@@ -468,7 +391,7 @@ func TestClusterAuditPagesTheSettledLog(t *testing.T) {
 		for i := 1500; i < 3700; i++ { // many ms
 			filler(i, old+int64(i))
 		}
-		if err := s.rdb.ZAdd(ctx, k.Settled, zs...).Err(); err != nil {
+		if err := s.RDB.ZAdd(ctx, k.Settled, zs...).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -486,9 +409,9 @@ func TestClusterAuditPagesTheSettledLog(t *testing.T) {
 	}
 	// Two of the units of the order homed in partition 1, held in 2, go
 	// back behind the shop's back: the audit names that order.
-	foreign := s.skus[2][1]
-	s.rdb.HIncrBy(ctx, s.stock.SaleKey(foreign), "available", 2)
-	s.rdb.HIncrBy(ctx, s.stock.BuyersKey(foreign), u, -2)
+	foreign := s.SKUs[2][1]
+	s.RDB.HIncrBy(ctx, s.Stock.SaleKey(foreign), "available", 2)
+	s.RDB.HIncrBy(ctx, s.Stock.BuyersKey(foreign), u, -2)
 	rep, err = a.Run(ctx)
 	if err != nil {
 		t.Fatal(err)

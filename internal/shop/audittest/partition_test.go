@@ -108,34 +108,22 @@ func TestAuditOfAPartitionedSaleWhileItRuns(t *testing.T) {
 			}
 		}()
 	}
-	var audits sync.WaitGroup
 	stop := make(chan struct{})
 	var clean atomic.Int64
-	for range 2 {
-		audits.Add(1)
-		go func() {
-			defer audits.Done()
-			<-start
-			a := audit.New(s.DB.Pool, s.Redis.Client, s.Stock, s.Config.KeyPrefix, s.Log)
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				rep, err := a.Run(context.Background())
-				if err != nil || !rep.OK {
-					t.Errorf("audit during the sale: %v %+v", err, rep.Problems)
-					return
-				}
-				clean.Add(1)
-			}
-		}()
-	}
+	waitAudits := shoptest.Audits(2, start, stop, func() *audit.Auditor {
+		return audit.New(s.DB.Pool, s.Redis.Client, s.Stock, s.Config.KeyPrefix, s.Log)
+	}, func(rep audit.Report, err error) bool {
+		if err != nil || !rep.OK {
+			t.Errorf("audit during the sale: %v %+v", err, rep.Problems)
+			return false
+		}
+		clean.Add(1)
+		return true
+	})
 	close(start)
 	buyers.Wait()
 	close(stop)
-	audits.Wait()
+	waitAudits()
 	stopWriter()
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -4,8 +4,6 @@ package recoverytest
 
 import (
 	"context"
-	"fmt"
-	"log/slog"
 	"slices"
 	"strconv"
 	"sync"
@@ -17,13 +15,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/audit"
-	"github.com/shop-oss/shop/internal/database/dbtest"
 	"github.com/shop-oss/shop/internal/inventory"
-	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/order/writer"
 	"github.com/shop-oss/shop/internal/recovery"
-	"github.com/shop-oss/shop/internal/testenv"
+	"github.com/shop-oss/shop/internal/shop/shoptest"
 )
 
 // clusterShop is a sale on a 3-master Redis Cluster with 6 order
@@ -35,15 +31,9 @@ import (
 // through inventory's release with its outbox entry, and write them to
 // PostgreSQL as the writer does (rows, then XACK, then the status).
 type clusterShop struct {
-	rdb    *redis.ClusterClient
-	db     *testenv.Database
-	prefix string
-	parts  keyspace.Partitions
-	stock  *inventory.Stock
-	keys   []order.StreamKeys
-	skus   [][]string
-	units  int64
-	log    *slog.Logger
+	*shoptest.ClusterSale
+	keys  []order.StreamKeys
+	units int64
 
 	mu     sync.Mutex
 	orders []*clusterOrder
@@ -59,49 +49,14 @@ type clusterOrder struct {
 
 func newClusterShop(t *testing.T) *clusterShop {
 	t.Helper()
-	c := testenv.StartCluster(t, 3)
-	ctx := context.Background()
-	rdb := dbtest.OpenCluster(t, c)
-	s := &clusterShop{rdb: rdb, db: testenv.NewDatabase(t), prefix: c.Prefix, parts: keyspace.NewPartitions(6, true),
-		units: 40, log: slog.New(slog.DiscardHandler)}
-	if err := order.SettlePartitions(ctx, rdb, s.prefix, s.parts); err != nil {
-		t.Fatal(err)
-	}
-	s.stock = inventory.NewPartitionedStock(rdb, s.prefix, s.parts)
-	s.keys = order.PartitionKeys(s.prefix, s.parts)
+	s := &clusterShop{ClusterSale: shoptest.NewClusterSale(t, "c", 40), units: 40}
+	s.keys = order.PartitionKeys(s.Prefix, s.Parts)
 	for _, k := range s.keys {
-		if err := rdb.XGroupCreateMkStream(ctx, k.Stream, k.Group, "0").Err(); err != nil {
+		if err := s.RDB.XGroupCreateMkStream(context.Background(), k.Stream, k.Group, "0").Err(); err != nil {
 			t.Fatal(err)
 		}
-	}
-	sales := inventory.NewSales(s.db.Pool, s.stock)
-	s.skus = make([][]string, s.parts.Count())
-	for i := 0; slices.ContainsFunc(s.skus, func(x []string) bool { return len(x) < 2 }); i++ {
-		sku := fmt.Sprintf("c-%d", i)
-		p := s.parts.Of(sku)
-		if len(s.skus[p]) == 2 {
-			continue
-		}
-		s.exec(t, `INSERT INTO products (sku, name, category, price_cents) VALUES ($1, $1, 'c', 100)`, sku)
-		if _, err := sales.Open(ctx, sku, inventory.Seed{Quantity: int(s.units)}); err != nil {
-			t.Fatal(err)
-		}
-		s.skus[p] = append(s.skus[p], sku)
 	}
 	return s
-}
-
-func (s *clusterShop) exec(t *testing.T, sql string, args ...any) {
-	t.Helper()
-	if _, err := s.db.Pool.Exec(context.Background(), sql, args...); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (s *clusterShop) user(t *testing.T) string {
-	id := uuid.NewString()
-	s.exec(t, `INSERT INTO users (id, email, password_hash) VALUES ($1, $2, 'x')`, id, id+"@example.com")
-	return id
 }
 
 // reserveScript is a one-line reservation as reserve.lua makes it, on the
@@ -124,10 +79,10 @@ return {id, items, now}`)
 
 // place buys qty of sku for user; nil when sold out.
 func (s *clusterShop) place(t *testing.T, user, sku string, qty int) *clusterOrder {
-	ctx, p := context.Background(), s.parts.Of(sku)
+	ctx, p := context.Background(), s.Parts.Of(sku)
 	// The id names its home partition, as the order service stamps it.
-	o := &clusterOrder{id: s.parts.Stamp(uuid.Must(uuid.NewV7()), p).String(), user: user, sku: sku, qty: qty}
-	out, err := reserveScript.Run(ctx, s.rdb, []string{s.keys[p].Stream, s.stock.SaleKey(sku), s.stock.BuyersKey(sku)},
+	o := &clusterOrder{id: s.Parts.Stamp(uuid.Must(uuid.NewV7()), p).String(), user: user, sku: sku, qty: qty}
+	out, err := reserveScript.Run(ctx, s.RDB, []string{s.keys[p].Stream, s.Stock.SaleKey(sku), s.Stock.BuyersKey(sku)},
 		o.id, user, qty, sku).StringSlice()
 	if err != nil {
 		t.Error(err)
@@ -137,12 +92,12 @@ func (s *clusterShop) place(t *testing.T, user, sku string, qty int) *clusterOrd
 		return nil
 	}
 	o.items, o.at = out[1], out[2]
-	lr, _, err := s.stock.Live(ctx, sku)
+	lr, _, err := s.Stock.Live(ctx, sku)
 	if err != nil {
 		t.Error(err)
 	}
 	o.round = lr.Round
-	if err := s.rdb.HSet(ctx, s.keys[p].StatusKey(o.id), "user_id", user, "status", order.StatusPending, "items", o.items,
+	if err := s.RDB.HSet(ctx, s.keys[p].StatusKey(o.id), "user_id", user, "status", order.StatusPending, "items", o.items,
 		"total_cents", strconv.Itoa(qty*100), "created_ms", o.at, "expires_ms", "0", "partition", strconv.Itoa(p)).Err(); err != nil {
 		t.Error(err)
 	}
@@ -155,9 +110,9 @@ func (s *clusterShop) place(t *testing.T, user, sku string, qty int) *clusterOrd
 // cancel gives o's units back with its transition event in its partition's
 // stream, as the lifecycle's release does, then marks its status.
 func (s *clusterShop) cancel(t *testing.T, o *clusterOrder) {
-	ctx, p := context.Background(), s.parts.Of(o.sku)
+	ctx, p := context.Background(), s.Parts.Of(o.sku)
 	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
-	r, err := s.stock.Release(ctx, inventory.Release{OrderID: o.id, UserID: o.user,
+	r, err := s.Stock.Release(ctx, inventory.Release{OrderID: o.id, UserID: o.user,
 		Lines: []inventory.ReleaseLine{{SKU: o.sku, Quantity: o.qty, RoundID: o.round}},
 		Outbox: &inventory.Outbox{Stream: s.keys[p].Stream, Values: []string{"kind", "transition", "order_id", o.id,
 			"user_id", o.user, "status", order.StatusCancelled, "at_ms", now, "payment_ref", "", "created_ms", o.at, "items", o.items}}})
@@ -165,7 +120,7 @@ func (s *clusterShop) cancel(t *testing.T, o *clusterOrder) {
 		t.Errorf("cancel %s: %+v %v", o.id, r, err)
 		return
 	}
-	s.rdb.HSet(ctx, s.keys[p].StatusKey(o.id), "status", order.StatusCancelled)
+	s.RDB.HSet(ctx, s.keys[p].StatusKey(o.id), "status", order.StatusCancelled)
 	s.mu.Lock()
 	o.cancelled = true
 	s.mu.Unlock()
@@ -176,7 +131,7 @@ func (s *clusterShop) cancel(t *testing.T, o *clusterOrder) {
 // trimmed when trim is set. With ack false the entries stay pending.
 func (s *clusterShop) write(t *testing.T, p int, ack, trim bool) {
 	ctx, k := context.Background(), s.keys[p]
-	res, err := s.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: k.Group, Consumer: "w", Streams: []string{k.Stream, ">"},
+	res, err := s.RDB.XReadGroup(ctx, &redis.XReadGroupArgs{Group: k.Group, Consumer: "w", Streams: []string{k.Stream, ">"},
 		Count: 1000, Block: -1}).Result()
 	if err == redis.Nil || (err == nil && len(res) == 0) {
 		return
@@ -209,28 +164,28 @@ func (s *clusterShop) write(t *testing.T, p int, ack, trim bool) {
 	if !ack {
 		return
 	}
-	s.rdb.XAck(ctx, k.Stream, k.Group, ids...)
+	s.RDB.XAck(ctx, k.Stream, k.Group, ids...)
 	for _, m := range res[0].Messages {
 		if e, _ := writer.ParseEntry(m); e.Transition == "" {
 			status := k.StatusKey(e.OrderID)
-			if s.rdb.HGet(ctx, status, "status").Val() == order.StatusPending {
-				s.rdb.HSet(ctx, status, "status", order.StatusConfirmed)
+			if s.RDB.HGet(ctx, status, "status").Val() == order.StatusPending {
+				s.RDB.HSet(ctx, status, "status", order.StatusConfirmed)
 			}
 		}
 	}
 	if trim {
-		s.rdb.XDel(ctx, k.Stream, ids...)
+		s.RDB.XDel(ctx, k.Stream, ids...)
 	}
 }
 
 func (s *clusterShop) execErr(t *testing.T, sql string, args ...any) {
-	if _, err := s.db.Pool.Exec(context.Background(), sql, args...); err != nil {
+	if _, err := s.DB.Pool.Exec(context.Background(), sql, args...); err != nil {
 		t.Error(err)
 	}
 }
 
 func (s *clusterShop) auditor() *audit.Auditor {
-	return audit.New(s.db.Pool, s.rdb, s.stock, s.prefix, s.log)
+	return audit.New(s.DB.Pool, s.RDB, s.Stock, s.Prefix, s.Log)
 }
 
 func (s *clusterShop) audit(t *testing.T, lagBound time.Duration) audit.Report {
@@ -246,7 +201,7 @@ func (s *clusterShop) audit(t *testing.T, lagBound time.Duration) audit.Report {
 
 func (s *clusterShop) recover(t *testing.T, accepted []string) recovery.Report {
 	t.Helper()
-	rep, err := recovery.New(s.db.Pool, s.rdb, s.stock, s.prefix, s.log).Run(context.Background(), accepted)
+	rep, err := recovery.New(s.DB.Pool, s.RDB, s.Stock, s.Prefix, s.Log).Run(context.Background(), accepted)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +213,7 @@ func (s *clusterShop) recover(t *testing.T, accepted []string) recovery.Report {
 func (s *clusterShop) expect(t *testing.T, lost string) {
 	t.Helper()
 	ctx := context.Background()
-	for _, sku := range slices.Concat(s.skus...) {
+	for _, sku := range slices.Concat(s.SKUs...) {
 		want := map[string]string{}
 		held := map[string]int64{}
 		var units int64
@@ -271,8 +226,8 @@ func (s *clusterShop) expect(t *testing.T, lost string) {
 		for u, n := range held {
 			want[u] = strconv.FormatInt(n, 10)
 		}
-		lr, ok, err := s.stock.Live(ctx, sku)
-		got := s.rdb.HGetAll(ctx, s.stock.BuyersKey(sku)).Val()
+		lr, ok, err := s.Stock.Live(ctx, sku)
+		got := s.RDB.HGetAll(ctx, s.Stock.BuyersKey(sku)).Val()
 		if err != nil || !ok || lr.Available != s.units-units || len(got) != len(want) {
 			t.Fatalf("%s: live %+v %v %v, buyers %v; want available %d, buyers %v", sku, lr, ok, err, got, s.units-units, want)
 		}
@@ -298,16 +253,16 @@ func TestAuditAndRecoverOnACluster(t *testing.T) {
 	t.Parallel()
 	s := newClusterShop(t)
 	ctx := context.Background()
-	users := []string{s.user(t), s.user(t), s.user(t)}
+	users := []string{s.User(t), s.User(t), s.User(t)}
 	start := make(chan struct{})
 	var buyers sync.WaitGroup
-	for p := range s.skus {
+	for p := range s.SKUs {
 		buyers.Add(1)
 		go func() {
 			defer buyers.Done()
 			<-start
 			for i := range 16 {
-				o := s.place(t, users[(p+i)%len(users)], s.skus[p][i%2], 1+i%3)
+				o := s.place(t, users[(p+i)%len(users)], s.SKUs[p][i%2], 1+i%3)
 				if o != nil && i%4 == 1 {
 					s.cancel(t, o)
 				}
@@ -318,33 +273,19 @@ func TestAuditAndRecoverOnACluster(t *testing.T) {
 		}()
 	}
 	stop := make(chan struct{})
-	var audits sync.WaitGroup
 	var clean atomic.Int64
-	for range 2 {
-		audits.Add(1)
-		go func() {
-			defer audits.Done()
-			<-start
-			a := s.auditor()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				rep, err := a.Run(ctx)
-				if err != nil || !rep.OK {
-					t.Errorf("audit during the sale: %v %+v", err, rep.Problems)
-					return
-				}
-				clean.Add(1)
-			}
-		}()
-	}
+	waitAudits := shoptest.Audits(2, start, stop, s.auditor, func(rep audit.Report, err error) bool {
+		if err != nil || !rep.OK {
+			t.Errorf("audit during the sale: %v %+v", err, rep.Problems)
+			return false
+		}
+		clean.Add(1)
+		return true
+	})
 	close(start)
 	buyers.Wait()
 	close(stop)
-	audits.Wait()
+	waitAudits()
 	if t.Failed() {
 		t.FailNow()
 	}
@@ -359,7 +300,7 @@ func TestAuditAndRecoverOnACluster(t *testing.T) {
 	// The orders left pending above are delivered again to another
 	// consumer, as the writer claims a dead one's.
 	for _, k := range s.keys {
-		msgs, _, err := s.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: k.Stream, Group: k.Group, Consumer: "w2",
+		msgs, _, err := s.RDB.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: k.Stream, Group: k.Group, Consumer: "w2",
 			Start: "0-0", Count: 1000}).Result()
 		if err != nil {
 			t.Fatal(err)
@@ -369,10 +310,10 @@ func TestAuditAndRecoverOnACluster(t *testing.T) {
 			for i, m := range msgs {
 				ids[i] = m.ID
 			}
-			s.rdb.XAck(ctx, k.Stream, k.Group, ids...)
+			s.RDB.XAck(ctx, k.Stream, k.Group, ids...)
 			for _, m := range msgs {
-				if e, _ := writer.ParseEntry(m); e.Transition == "" && s.rdb.HGet(ctx, k.StatusKey(e.OrderID), "status").Val() == order.StatusPending {
-					s.rdb.HSet(ctx, k.StatusKey(e.OrderID), "status", order.StatusConfirmed)
+				if e, _ := writer.ParseEntry(m); e.Transition == "" && s.RDB.HGet(ctx, k.StatusKey(e.OrderID), "status").Val() == order.StatusPending {
+					s.RDB.HSet(ctx, k.StatusKey(e.OrderID), "status", order.StatusConfirmed)
 				}
 			}
 		}
@@ -383,28 +324,28 @@ func TestAuditAndRecoverOnACluster(t *testing.T) {
 	s.expect(t, "")
 
 	// A unit from nowhere in partition 4.
-	bad := s.skus[4][1]
-	s.rdb.HIncrBy(ctx, s.stock.SaleKey(bad), "available", 1)
+	bad := s.SKUs[4][1]
+	s.RDB.HIncrBy(ctx, s.Stock.SaleKey(bad), "available", 1)
 	rep := s.audit(t, 0)
 	if rep.OK || !slices.ContainsFunc(rep.Problems, func(p audit.Problem) bool {
 		return p.Kind == "stock_redis" && p.SKU == bad && p.Partition != nil && *p.Partition == 4
 	}) {
 		t.Fatalf("a unit from nowhere in %s (partition 4): %+v", bad, rep.Problems)
 	}
-	s.rdb.HIncrBy(ctx, s.stock.SaleKey(bad), "available", -1)
+	s.RDB.HIncrBy(ctx, s.Stock.SaleKey(bad), "available", -1)
 
 	// The failover.
-	lost := s.place(t, users[0], s.skus[5][0], 2)
-	s.rdb.XDel(ctx, s.keys[5].Stream, s.rdb.XRevRangeN(ctx, s.keys[5].Stream, "+", "-", 1).Val()[0].ID)
-	s.rdb.Del(ctx, s.keys[3].Stream)
-	gone := s.skus[2][0]
-	s.rdb.Unlink(ctx, s.stock.SaleKey(gone), s.stock.BuyersKey(gone), s.stock.SaleKey(gone)+":released")
-	s.rdb.HSet(ctx, s.stock.SaleKey(s.skus[1][1]), "available", s.units)
-	s.rdb.Del(ctx, s.stock.BuyersKey(s.skus[1][1]))
+	lost := s.place(t, users[0], s.SKUs[5][0], 2)
+	s.RDB.XDel(ctx, s.keys[5].Stream, s.RDB.XRevRangeN(ctx, s.keys[5].Stream, "+", "-", 1).Val()[0].ID)
+	s.RDB.Del(ctx, s.keys[3].Stream)
+	gone := s.SKUs[2][0]
+	s.RDB.Unlink(ctx, s.Stock.SaleKey(gone), s.Stock.BuyersKey(gone), s.Stock.SaleKey(gone)+":released")
+	s.RDB.HSet(ctx, s.Stock.SaleKey(s.SKUs[1][1]), "available", s.units)
+	s.RDB.Del(ctx, s.Stock.BuyersKey(s.SKUs[1][1]))
 	var statusesLost int
 	for _, o := range s.orders {
-		if p := s.parts.Of(o.sku); (p == 1 || p == 3) && !o.cancelled {
-			s.rdb.Del(ctx, s.keys[p].StatusKey(o.id))
+		if p := s.Parts.Of(o.sku); (p == 1 || p == 3) && !o.cancelled {
+			s.RDB.Del(ctx, s.keys[p].StatusKey(o.id))
 			statusesLost++
 		}
 	}
@@ -426,8 +367,8 @@ func TestAuditAndRecoverOnACluster(t *testing.T) {
 	}
 	s.expect(t, lost.id)
 	for _, o := range s.orders {
-		if p := s.parts.Of(o.sku); (p == 1 || p == 3) && !o.cancelled {
-			m := s.rdb.HGetAll(ctx, s.keys[p].StatusKey(o.id)).Val()
+		if p := s.Parts.Of(o.sku); (p == 1 || p == 3) && !o.cancelled {
+			m := s.RDB.HGetAll(ctx, s.keys[p].StatusKey(o.id)).Val()
 			if home, ok := order.StatusPartition(m); !ok || home != p || m["status"] != order.StatusConfirmed {
 				t.Fatalf("restored status of %s: %v, want confirmed in partition %d", o.id, m, p)
 			}

@@ -31,8 +31,7 @@ type sagaShop struct {
 func newSagaShop(t *testing.T, holdLifetime time.Duration) *sagaShop {
 	t.Helper()
 	s := &sagaShop{clusterShop: newClusterShop(t), stopped: make(chan struct{}), resume: make(chan struct{})}
-	exists := func(context.Context, string) (bool, error) { return true, nil }
-	s.orders = order.New(s.db.Pool, s.rdb, s.stock, exists, s.prefix, s.log, prometheus.NewRegistry(), order.Options{HoldLifetime: holdLifetime})
+	s.orders = s.Orders(order.Options{HoldLifetime: holdLifetime})
 	s.orders.InjectSagaFault(func(p order.SagaPoint) {
 		if at := s.armed.Load(); at != nil && *at == p && s.armed.CompareAndSwap(at, nil) {
 			s.stopped <- struct{}{}
@@ -66,22 +65,21 @@ func (s *sagaShop) stopAt(t *testing.T, point order.SagaPoint, user string, line
 // partition, so that the rounds recover rebuilds are not empty.
 func (s *sagaShop) others(t *testing.T) {
 	t.Helper()
-	u := s.user(t)
-	for p := range s.skus {
-		if _, err := s.orders.Place(context.Background(), u, []order.Line{{SKU: s.skus[p][1], Quantity: 1},
-			{SKU: s.skus[(p+2)%6][1], Quantity: 2}}, order.PlaceOptions{}); err != nil {
+	u := s.User(t)
+	for p := range s.SKUs {
+		if _, err := s.orders.Place(context.Background(), u, []order.Line{{SKU: s.SKUs[p][1], Quantity: 1},
+			{SKU: s.SKUs[(p+2)%6][1], Quantity: 2}}, order.PlaceOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 }
 
-// writer runs the order writer until the test ends; drained waits until
-// every partition's entries are written and acked.
+// writer runs the order writer until the test ends.
 func (s *sagaShop) writer(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	w := writer.New(s.db.Pool, s.rdb, s.prefix, s.log, prometheus.NewRegistry(),
-		writer.Options{Consumer: "w", Partitions: s.parts, Block: 20 * time.Millisecond})
+	w := writer.New(s.DB.Pool, s.RDB, s.Prefix, s.Log, prometheus.NewRegistry(),
+		writer.Options{Consumer: "w", Partitions: s.Parts, Block: 20 * time.Millisecond})
 	go func() { done <- w.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
@@ -91,37 +89,20 @@ func (s *sagaShop) writer(t *testing.T) {
 	})
 }
 
-func (s *sagaShop) drained(t *testing.T) {
-	t.Helper()
-	ctx := context.Background()
-	deadline := time.Now().Add(60 * time.Second)
-	for p := 0; p < len(s.keys); {
-		if time.Now().After(deadline) {
-			t.Fatalf("partition %d not drained within 60s", p)
-		}
-		groups, err := s.rdb.XInfoGroups(ctx, s.keys[p].Stream).Result()
-		if err == nil && len(groups) == 1 && groups[0].Pending == 0 && groups[0].Lag == 0 {
-			p++
-			continue
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // exact checks, once every order is written, that every SKU's live stock
 // adds up with PostgreSQL's orders: available + sold == seeded, and each
 // buyer's count is the units of their orders not cancelled or expired;
 // and that the audit is clean.
 func (s *sagaShop) exact(t *testing.T) {
 	t.Helper()
-	s.drained(t)
+	s.Drained(t)
 	ctx := context.Background()
 	for _, sku := range s.allSKUs() {
-		lr, ok, err := s.stock.Live(ctx, sku)
+		lr, ok, err := s.Stock.Live(ctx, sku)
 		if err != nil || !ok {
 			t.Fatalf("%s: live %v %v", sku, ok, err)
 		}
-		rows, err := s.db.Pool.Query(ctx, `SELECT o.user_id::text, sum(i.quantity)
+		rows, err := s.DB.Pool.Query(ctx, `SELECT o.user_id::text, sum(i.quantity)
 			FROM order_items i JOIN orders o ON o.id = i.order_id LEFT JOIN order_transitions t ON t.order_id = o.id
 			WHERE i.sku = $1 AND i.round_id = $2 AND (t.status IS NULL OR t.status NOT IN ('cancelled', 'expired'))
 			GROUP BY o.user_id`, sku, lr.Round)
@@ -138,7 +119,7 @@ func (s *sagaShop) exact(t *testing.T) {
 			want[u], sold = strconv.FormatInt(n, 10), sold+n
 		}
 		rows.Close()
-		got := s.rdb.HGetAll(ctx, s.stock.BuyersKey(sku)).Val()
+		got := s.RDB.HGetAll(ctx, s.Stock.BuyersKey(sku)).Val()
 		if lr.Available+sold != s.units || fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("%s: available %d + sold %d != seeded %d, or buyer counts %v, want %v",
 				sku, lr.Available, sold, s.units, got, want)
@@ -151,7 +132,7 @@ func (s *sagaShop) exact(t *testing.T) {
 
 func (s *sagaShop) allSKUs() []string {
 	var out []string
-	for _, skus := range s.skus {
+	for _, skus := range s.SKUs {
 		out = append(out, skus...)
 	}
 	return out
@@ -161,8 +142,8 @@ func (s *sagaShop) allSKUs() []string {
 func (s *sagaShop) taken(t *testing.T, sku, user string, available int64, count string) {
 	t.Helper()
 	ctx := context.Background()
-	lr, _, err := s.stock.Live(ctx, sku)
-	got := s.rdb.HGet(ctx, s.stock.BuyersKey(sku), user).Val()
+	lr, _, err := s.Stock.Live(ctx, sku)
+	got := s.RDB.HGet(ctx, s.Stock.BuyersKey(sku), user).Val()
 	if err != nil || lr.Available != available || got != count {
 		t.Fatalf("%s: available %d, buyer's count %q (%v); want %d and %q", sku, lr.Available, got, err, available, count)
 	}
@@ -187,8 +168,8 @@ func TestRecoverCountsAHoldThatCommitsAfterward(t *testing.T) {
 	s := newSagaShop(t, order.DefaultHoldLifetime)
 	s.writer(t)
 	s.others(t)
-	home, foreign := s.skus[0][0], s.skus[1][0]
-	u := s.user(t)
+	home, foreign := s.SKUs[0][0], s.SKUs[1][0]
+	u := s.User(t)
 	done := s.stopAt(t, order.SagaAfterHold, u, order.Line{SKU: home, Quantity: 1}, order.Line{SKU: foreign, Quantity: 2})
 
 	rep := s.recover(t, nil)
@@ -222,18 +203,18 @@ func TestRecoverCountsAHoldTheRepairGivesBack(t *testing.T) {
 	s := newSagaShop(t, 200*time.Millisecond)
 	s.writer(t)
 	s.others(t)
-	home, foreign := s.skus[0][0], s.skus[1][0]
-	u := s.user(t)
+	home, foreign := s.SKUs[0][0], s.SKUs[1][0]
+	u := s.User(t)
 	done := s.stopAt(t, order.SagaAfterHold, u, order.Line{SKU: home, Quantity: 1}, order.Line{SKU: foreign, Quantity: 2})
 
 	s.recover(t, nil)
 	s.taken(t, foreign, u, s.units-2, "2")
 
 	ctx := context.Background()
-	sweeper := order.NewSweeper(s.rdb, s.stock, s.prefix, s.log, prometheus.NewRegistry(),
-		order.SweeperOptions{Persisted: order.PersistedIn(s.db.Pool)})
+	sweeper := order.NewSweeper(s.RDB, s.Stock, s.Prefix, s.Log, prometheus.NewRegistry(),
+		order.SweeperOptions{Persisted: order.PersistedIn(s.DB.Pool)})
 	holds := s.keys[1].Holds
-	for deadline := time.Now().Add(30 * time.Second); s.rdb.ZCard(ctx, holds).Val() > 0; {
+	for deadline := time.Now().Add(30 * time.Second); s.RDB.ZCard(ctx, holds).Val() > 0; {
 		if time.Now().After(deadline) {
 			t.Fatal("the hold was not repaired within 30s")
 		}
@@ -262,10 +243,10 @@ func TestRecoverCountsAHoldOfAPersistedOrderOnce(t *testing.T) {
 	s := newSagaShop(t, order.DefaultHoldLifetime)
 	s.writer(t)
 	s.others(t)
-	home, foreign := s.skus[0][0], s.skus[1][0]
-	u := s.user(t)
+	home, foreign := s.SKUs[0][0], s.SKUs[1][0]
+	u := s.User(t)
 	done := s.stopAt(t, order.SagaAfterCommit, u, order.Line{SKU: home, Quantity: 1}, order.Line{SKU: foreign, Quantity: 2})
-	s.drained(t)
+	s.Drained(t)
 
 	rep := s.recover(t, nil)
 	s.taken(t, foreign, u, s.units-2, "2")
@@ -278,7 +259,7 @@ func TestRecoverCountsAHoldOfAPersistedOrderOnce(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("the placement: %v", err)
 	}
-	if n := s.rdb.ZCard(context.Background(), s.keys[1].Holds).Val(); n != 0 {
+	if n := s.RDB.ZCard(context.Background(), s.keys[1].Holds).Val(); n != 0 {
 		t.Fatalf("%d holds left after the drop", n)
 	}
 	s.exact(t)
@@ -293,11 +274,11 @@ func TestRecoverCountsAHoldCommittedWhileItRuns(t *testing.T) {
 	t.Parallel()
 	s := newSagaShop(t, order.DefaultHoldLifetime)
 	s.others(t) // the writer starts after recover: only the stream has the order then
-	home, foreign := s.skus[0][0], s.skus[1][0]
-	u := s.user(t)
+	home, foreign := s.SKUs[0][0], s.SKUs[1][0]
+	u := s.User(t)
 	done := s.stopAt(t, order.SagaAfterHold, u, order.Line{SKU: home, Quantity: 1}, order.Line{SKU: foreign, Quantity: 2})
 
-	rec := recovery.New(s.db.Pool, s.rdb, s.stock, s.prefix, s.log)
+	rec := recovery.New(s.DB.Pool, s.RDB, s.Stock, s.Prefix, s.Log)
 	var committed bool
 	rec.InjectBetweenReads(func() {
 		if committed {
@@ -308,7 +289,7 @@ func TestRecoverCountsAHoldCommittedWhileItRuns(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Errorf("the commit while recover runs: %v", err)
 		}
-		if n := s.rdb.ZCard(context.Background(), s.keys[1].Holds).Val(); n != 0 {
+		if n := s.RDB.ZCard(context.Background(), s.keys[1].Holds).Val(); n != 0 {
 			t.Errorf("%d holds left after the commit", n)
 		}
 	})
