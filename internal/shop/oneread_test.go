@@ -138,27 +138,8 @@ func oneReadWith(t *testing.T, limit int, cfg func(*config.Config), o shoptest.O
 // counter is a counter of a's registry, 0 when it has not counted.
 func counter(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
 	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range f.GetMetric() {
-			for i := 0; i+1 < len(labels); i += 2 {
-				found := false
-				for _, l := range m.GetLabel() {
-					found = found || (l.GetName() == labels[i] && l.GetValue() == labels[i+1])
-				}
-				if !found {
-					continue metrics
-				}
-			}
-			return m.GetCounter().GetValue()
-		}
+	if vs := shoptest.Counters(t, reg, name, labels...); len(vs) > 0 {
+		return vs[0]
 	}
 	return 0
 }

@@ -109,27 +109,19 @@ func TestAuditOfAPartitionedSaleWhileItRuns(t *testing.T) {
 		}()
 	}
 	stop := make(chan struct{})
-	var clean atomic.Int64
-	waitAudits := shoptest.Audits(2, start, stop, func() *audit.Auditor {
+	waitAudits := shoptest.CleanAudits(t, start, stop, func() *audit.Auditor {
 		return audit.New(s.DB.Pool, s.Redis.Client, s.Stock, s.Config.KeyPrefix, s.Log)
-	}, func(rep audit.Report, err error) bool {
-		if err != nil || !rep.OK {
-			t.Errorf("audit during the sale: %v %+v", err, rep.Problems)
-			return false
-		}
-		clean.Add(1)
-		return true
 	})
 	close(start)
 	buyers.Wait()
 	close(stop)
-	waitAudits()
+	clean := waitAudits()
 	stopWriter()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d orders placed (%d cancelled), %d clean audits during the sale", placed.Load(), cancelled.Load(), clean.Load())
-	if clean.Load() == 0 || placed.Load() == 0 {
+	t.Logf("%d orders placed (%d cancelled), %d clean audits during the sale", placed.Load(), cancelled.Load(), clean)
+	if clean == 0 || placed.Load() == 0 {
 		t.Fatal("no audit or no order during the sale: the race tested nothing")
 	}
 	s.Drain(t)

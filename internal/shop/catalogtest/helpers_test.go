@@ -176,28 +176,9 @@ func (st stores) exec(t testing.TB, sql string, args ...any) {
 // metric sums the counters named name whose labels include the pairs.
 func (in *instance) metric(t testing.TB, name string, labels ...string) float64 {
 	t.Helper()
-	families, err := in.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var sum float64
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range f.GetMetric() {
-			for i := 0; i+1 < len(labels); i += 2 {
-				found := false
-				for _, l := range m.GetLabel() {
-					found = found || (l.GetName() == labels[i] && l.GetValue() == labels[i+1])
-				}
-				if !found {
-					continue next
-				}
-			}
-			sum += m.GetCounter().GetValue()
-		}
+	for _, v := range shoptest.Counters(t, in.reg, name, labels...) {
+		sum += v
 	}
 	return sum
 }

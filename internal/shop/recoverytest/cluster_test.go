@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -273,24 +272,16 @@ func TestAuditAndRecoverOnACluster(t *testing.T) {
 		}()
 	}
 	stop := make(chan struct{})
-	var clean atomic.Int64
-	waitAudits := shoptest.Audits(2, start, stop, s.auditor, func(rep audit.Report, err error) bool {
-		if err != nil || !rep.OK {
-			t.Errorf("audit during the sale: %v %+v", err, rep.Problems)
-			return false
-		}
-		clean.Add(1)
-		return true
-	})
+	waitAudits := shoptest.CleanAudits(t, start, stop, s.auditor)
 	close(start)
 	buyers.Wait()
 	close(stop)
-	waitAudits()
+	clean := waitAudits()
 	if t.Failed() {
 		t.FailNow()
 	}
-	t.Logf("%d orders, %d clean audits during the sale", len(s.orders), clean.Load())
-	if clean.Load() == 0 {
+	t.Logf("%d orders, %d clean audits during the sale", len(s.orders), clean)
+	if clean == 0 {
 		t.Fatal("no audit ran during the sale: the race tested nothing")
 	}
 	for p := range s.keys {

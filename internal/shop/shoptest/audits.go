@@ -3,6 +3,8 @@ package shoptest
 import (
 	"context"
 	"sync"
+	"sync/atomic"
+	"testing"
 
 	"github.com/shop-oss/shop/internal/audit"
 )
@@ -33,4 +35,23 @@ func Audits(n int, start, stop <-chan struct{}, auditor func() *audit.Auditor,
 		}()
 	}
 	return audits.Wait
+}
+
+// CleanAudits runs two Audits that fail the test at the first audit
+// that errs or is not clean (an audit during the sale); wait returns how
+// many clean audits ran.
+func CleanAudits(t testing.TB, start, stop <-chan struct{}, auditor func() *audit.Auditor) (wait func() int64) {
+	var clean atomic.Int64
+	waitAudits := Audits(2, start, stop, auditor, func(rep audit.Report, err error) bool {
+		if err != nil || !rep.OK {
+			t.Errorf("audit during the sale: %v %+v", err, rep.Problems)
+			return false
+		}
+		clean.Add(1)
+		return true
+	})
+	return func() int64 {
+		waitAudits()
+		return clean.Load()
+	}
 }
