@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/shop-oss/shop/internal/config"
-	"github.com/shop-oss/shop/internal/database/dbtest"
 	"github.com/shop-oss/shop/internal/shop/shoptest"
 	"github.com/shop-oss/shop/internal/testenv"
 )
@@ -15,12 +13,7 @@ import (
 // accepted (202) and read back as pending orders.
 func TestPurchaseAndCheckoutOnACluster(t *testing.T) {
 	t.Parallel()
-	c := testenv.StartCluster(t, 3)
-	rdb := dbtest.OpenCluster(t, c)
-	a := shoptest.New(t, shoptest.Options{Redis: rdb, Config: func(cfg *config.Config) {
-		cfg.RedisCluster = true
-		cfg.KeyPrefix = c.Prefix
-	}})
+	a := shoptest.OnCluster(t, testenv.StartCluster(t, 3), nil, nil)
 	parts := a.Config.Partitions()
 	if !parts.Grouped() || parts.Count() != 12 {
 		t.Fatalf("partitions %+v", parts)

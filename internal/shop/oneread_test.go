@@ -15,7 +15,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/config"
-	"github.com/shop-oss/shop/internal/database/dbtest"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/openapitest"
 	"github.com/shop-oss/shop/internal/shop/shoptest"
@@ -395,13 +394,9 @@ func TestOneTripReadRedisDown(t *testing.T) {
 // still limits, and nothing fails.
 func TestOneTripReadOnACluster(t *testing.T) {
 	t.Parallel()
-	c := testenv.StartCluster(t, 3)
-	rdb := dbtest.OpenCluster(t, c)
-	a := shoptest.New(t, shoptest.Options{Redis: rdb, Config: func(cfg *config.Config) {
-		cfg.RedisCluster = true
-		cfg.KeyPrefix = c.Prefix
+	a := shoptest.OnCluster(t, testenv.StartCluster(t, 3), nil, func(cfg *config.Config) {
 		cfg.RateLimit = config.RateLimit{Limit: 2, Window: time.Minute}
-	}})
+	})
 	a.Sale(t, "rd", 100, 10, 0)
 	for range 2 {
 		wantProduct(t, getProduct(t, a, "rd"), "rd", "Product rd", 10)

@@ -26,13 +26,20 @@ import (
 // whose Redis client counts the scripts it runs (pipelineSpy).
 func oneTrip(t *testing.T, limit int) (*shoptest.App, *pipelineSpy) {
 	t.Helper()
+	return spiedApp(t, config.RateLimit{Limit: limit, Window: time.Minute})
+}
+
+// spiedApp is an app with the rate limit rl whose Redis client counts the
+// scripts it runs (pipelineSpy); the app's Redis field is the test's own.
+func spiedApp(t *testing.T, rl config.RateLimit) (*shoptest.App, *pipelineSpy) {
+	t.Helper()
 	stores := shoptest.NewStores(t)
 	spy := &pipelineSpy{prefix: stores.Redis.Prefix}
 	rdb := redis.NewClient(stores.Redis.Client.Options())
 	t.Cleanup(func() { _ = rdb.Close() })
 	rdb.AddHook(spy)
 	a := shoptest.New(t, shoptest.Options{Stores: stores, Redis: rdb, Config: func(c *config.Config) {
-		c.RateLimit = config.RateLimit{Limit: limit, Window: time.Minute}
+		c.RateLimit = rl
 	}})
 	return a, spy
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/config"
-	"github.com/shop-oss/shop/internal/shop/shoptest"
 )
 
 // pipelineSpy counts the scripts a client runs by their keys: the reserve
@@ -87,14 +86,7 @@ func (s *pipelineSpy) count(c redis.Cmder, pipelined bool) {
 // sells exactly the stock: every reply reached its own caller.
 func TestPipelinedPurchasesSellExactlyTheStock(t *testing.T) {
 	t.Parallel()
-	stores := shoptest.NewStores(t)
-	spy := &pipelineSpy{prefix: stores.Redis.Prefix}
-	rdb := redis.NewClient(stores.Redis.Client.Options())
-	t.Cleanup(func() { _ = rdb.Close() })
-	rdb.AddHook(spy)
-	a := shoptest.New(t, shoptest.Options{Stores: stores, Redis: rdb, Config: func(c *config.Config) {
-		c.RateLimit = config.RateLimit{Limit: 1 << 20, Window: 10 * time.Second}
-	}})
+	a, spy := spiedApp(t, config.RateLimit{Limit: 1 << 20, Window: 10 * time.Second})
 	const units, shoppers = 40, 120
 	a.Sale(t, "pipe", 100, units, 1)
 	tokens := make([]string, shoppers)
@@ -125,7 +117,7 @@ func TestPipelinedPurchasesSellExactlyTheStock(t *testing.T) {
 	if err := a.DB.Pool.QueryRow(ctx, `SELECT sold FROM sale_rounds WHERE sku = 'pipe'`).Scan(&sold); err != nil {
 		t.Fatal(err)
 	}
-	left, err := stores.Redis.Client.HGet(ctx, a.Stock.SaleKey("pipe"), "available").Int64()
+	left, err := a.Redis.Client.HGet(ctx, a.Stock.SaleKey("pipe"), "available").Int64()
 	if err != nil {
 		t.Fatal(err)
 	}

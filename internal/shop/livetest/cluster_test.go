@@ -12,9 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/database"
-	"github.com/shop-oss/shop/internal/database/dbtest"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/openapitest"
 	"github.com/shop-oss/shop/internal/shop/shoptest"
@@ -29,10 +27,7 @@ import (
 func TestLiveStockOnACluster(t *testing.T) {
 	t.Parallel()
 	c := testenv.StartCluster(t, 3)
-	rdb := dbtest.OpenCluster(t, c)
-	a := shoptest.New(t, shoptest.Options{Redis: rdb, Config: func(cfg *config.Config) {
-		cfg.RedisCluster, cfg.KeyPrefix = true, c.Prefix
-	}})
+	a := shoptest.OnCluster(t, c, nil, nil)
 	if r := a.Do(t, http.MethodGet, "/readyz", "", ""); r.Status != http.StatusOK {
 		t.Fatalf("readyz: %d %s", r.Status, r.Body)
 	}
@@ -71,10 +66,7 @@ func TestShardedSubscriptionsFollowTheWatchers(t *testing.T) {
 	t.Parallel()
 	c := testenv.StartCluster(t, 3)
 	ctx := context.Background()
-	rdb := dbtest.OpenCluster(t, c)
-	a := shoptest.New(t, shoptest.Options{Redis: rdb, Config: func(cfg *config.Config) {
-		cfg.RedisCluster, cfg.KeyPrefix = true, c.Prefix
-	}})
+	a := shoptest.OnCluster(t, c, nil, nil)
 	base := a.Serve(t)
 	skus, owners := skusOnEveryMaster(t, c, a.Stock)
 	for _, sku := range skus {
@@ -188,13 +180,12 @@ func skusOnEveryMaster(t *testing.T, c *testenv.RedisCluster, stock *inventory.S
 	return skus, owners
 }
 
-// watching is the app on cluster c through rdb, a shopper's token, and a
-// live stream of sku, a sale of 5 units whose first event has arrived.
+// watching is the app on cluster c through rdb (nil: a client of the
+// cluster's own), a shopper's token, and a live stream of sku, a sale of
+// 5 units whose first event has arrived.
 func watching(t *testing.T, c *testenv.RedisCluster, rdb redis.UniversalClient, email, sku string) (*shoptest.App, string, *openapitest.Stream) {
 	t.Helper()
-	a := shoptest.New(t, shoptest.Options{Redis: rdb, Config: func(cfg *config.Config) {
-		cfg.RedisCluster, cfg.KeyPrefix = true, c.Prefix
-	}})
+	a := shoptest.OnCluster(t, c, rdb, nil)
 	base := a.Serve(t)
 	_, tok := a.Shopper(t, email)
 	a.Sale(t, sku, 100, 5, 0)
@@ -214,8 +205,7 @@ func TestShardedSubscriptionFollowsAMovedSlot(t *testing.T) {
 	t.Parallel()
 	c := testenv.StartCluster(t, 3)
 	ctx := context.Background()
-	rdb := dbtest.OpenCluster(t, c)
-	a, tok, s := watching(t, c, rdb, "moved@shop.test", "m1")
+	a, tok, s := watching(t, c, nil, "moved@shop.test", "m1")
 	const sku = "m1"
 	channel := a.Stock.ChangesChannel(sku)
 	subscribedOn := func(m *testenv.RedisProcess) bool {
@@ -258,8 +248,7 @@ func TestShardedSubscriptionFollowsAFailover(t *testing.T) {
 	t.Parallel()
 	c := testenv.StartClusterWithReplicas(t, 3)
 	ctx := context.Background()
-	rdb := dbtest.OpenCluster(t, c)
-	a, tok, s := watching(t, c, rdb, "failover@shop.test", "f1")
+	a, tok, s := watching(t, c, nil, "failover@shop.test", "f1")
 	const sku = "f1"
 	channel := a.Stock.ChangesChannel(sku)
 	waitFor(t, func() bool {

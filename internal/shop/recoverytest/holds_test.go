@@ -61,6 +61,16 @@ func (s *sagaShop) stopAt(t *testing.T, point order.SagaPoint, user string, line
 	}
 }
 
+// stoppedCheckout has a new buyer check out a unit of SKUs[0][0] (home,
+// in partition 0) and 2 of SKUs[1][0] (foreign, held in partition 1),
+// stopped at point as stopAt does.
+func (s *sagaShop) stoppedCheckout(t *testing.T, point order.SagaPoint) (home, foreign, user string, done <-chan error) {
+	t.Helper()
+	home, foreign = s.SKUs[0][0], s.SKUs[1][0]
+	user = s.User(t)
+	return home, foreign, user, s.stopAt(t, point, user, order.Line{SKU: home, Quantity: 1}, order.Line{SKU: foreign, Quantity: 2})
+}
+
 // others places committed cross-shard orders of another buyer in every
 // partition, so that the rounds recover rebuilds are not empty.
 func (s *sagaShop) others(t *testing.T) {
@@ -168,9 +178,7 @@ func TestRecoverCountsAHoldThatCommitsAfterward(t *testing.T) {
 	s := newSagaShop(t, order.DefaultHoldLifetime)
 	s.writer(t)
 	s.others(t)
-	home, foreign := s.SKUs[0][0], s.SKUs[1][0]
-	u := s.User(t)
-	done := s.stopAt(t, order.SagaAfterHold, u, order.Line{SKU: home, Quantity: 1}, order.Line{SKU: foreign, Quantity: 2})
+	home, foreign, u, done := s.stoppedCheckout(t, order.SagaAfterHold)
 
 	rep := s.recover(t, nil)
 	s.taken(t, foreign, u, s.units-2, "2")
@@ -203,9 +211,7 @@ func TestRecoverCountsAHoldTheRepairGivesBack(t *testing.T) {
 	s := newSagaShop(t, 200*time.Millisecond)
 	s.writer(t)
 	s.others(t)
-	home, foreign := s.SKUs[0][0], s.SKUs[1][0]
-	u := s.User(t)
-	done := s.stopAt(t, order.SagaAfterHold, u, order.Line{SKU: home, Quantity: 1}, order.Line{SKU: foreign, Quantity: 2})
+	home, foreign, u, done := s.stoppedCheckout(t, order.SagaAfterHold)
 
 	s.recover(t, nil)
 	s.taken(t, foreign, u, s.units-2, "2")
@@ -243,9 +249,7 @@ func TestRecoverCountsAHoldOfAPersistedOrderOnce(t *testing.T) {
 	s := newSagaShop(t, order.DefaultHoldLifetime)
 	s.writer(t)
 	s.others(t)
-	home, foreign := s.SKUs[0][0], s.SKUs[1][0]
-	u := s.User(t)
-	done := s.stopAt(t, order.SagaAfterCommit, u, order.Line{SKU: home, Quantity: 1}, order.Line{SKU: foreign, Quantity: 2})
+	home, foreign, u, done := s.stoppedCheckout(t, order.SagaAfterCommit)
 	s.Drained(t)
 
 	rep := s.recover(t, nil)
@@ -274,9 +278,7 @@ func TestRecoverCountsAHoldCommittedWhileItRuns(t *testing.T) {
 	t.Parallel()
 	s := newSagaShop(t, order.DefaultHoldLifetime)
 	s.others(t) // the writer starts after recover: only the stream has the order then
-	home, foreign := s.SKUs[0][0], s.SKUs[1][0]
-	u := s.User(t)
-	done := s.stopAt(t, order.SagaAfterHold, u, order.Line{SKU: home, Quantity: 1}, order.Line{SKU: foreign, Quantity: 2})
+	home, foreign, u, done := s.stoppedCheckout(t, order.SagaAfterHold)
 
 	rec := recovery.New(s.DB.Pool, s.RDB, s.Stock, s.Prefix, s.Log)
 	var committed bool

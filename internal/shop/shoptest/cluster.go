@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/database/dbtest"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/keyspace"
@@ -103,4 +104,20 @@ func (s *ClusterSale) Drained(t testing.TB) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// OnCluster is the application on cluster c (SHOP_REDIS_CLUSTER, the
+// cluster's key prefix), through rdb, or a client of the cluster's own
+// when rdb is nil; cfg, when set, edits the configuration further.
+func OnCluster(t testing.TB, c *testenv.RedisCluster, rdb redis.UniversalClient, cfg func(*config.Config)) *App {
+	t.Helper()
+	if rdb == nil {
+		rdb = dbtest.OpenCluster(t, c)
+	}
+	return New(t, Options{Redis: rdb, Config: func(conf *config.Config) {
+		conf.RedisCluster, conf.KeyPrefix = true, c.Prefix
+		if cfg != nil {
+			cfg(conf)
+		}
+	}})
 }
