@@ -33,10 +33,33 @@ const benchShoppers = 200
 // X-Forwarded-For from a trusted proxy (app.Handler()'s requests come from
 // 0.0.0.0), and log as its logger.
 func benchApp(b *testing.B, log *slog.Logger) *shoptest.App {
-	return shoptest.New(b, shoptest.Options{Log: log, Config: func(c *config.Config) {
+	return benchAppWith(b, shoptest.Options{Log: log}, nil)
+}
+
+// benchAppWith is benchApp on o's stores and logger, with cfg's edits
+// (when set) after benchApp's.
+func benchAppWith(b *testing.B, o shoptest.Options, cfg func(*config.Config)) *shoptest.App {
+	b.Helper()
+	o.Config = func(c *config.Config) {
 		c.RateLimit = config.RateLimit{Limit: 1 << 30, Window: 10 * time.Second}
 		c.TrustedProxies = []string{"0.0.0.0"}
-	}})
+		if cfg != nil {
+			cfg(c)
+		}
+	}
+	return shoptest.New(b, o)
+}
+
+// privateRedis is a client of a redis-server of the benchmark's own.
+func privateRedis(b *testing.B) *redis.Client {
+	rs := testenv.StartRedis(b)
+	opts, err := redis.ParseURL(rs.URL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rdb := redis.NewClient(opts)
+	b.Cleanup(func() { _ = rdb.Close() })
+	return rdb
 }
 
 // accessLogs are the loggers the request benchmarks compare: JSON lines
@@ -91,18 +114,10 @@ func BenchmarkPurchaseOneTrip(b *testing.B) {
 	for _, pipe := range []bool{true, false} {
 		for _, one := range []bool{true, false} {
 			b.Run(fmt.Sprintf("pipeline=%v/one_trip=%v", pipe, one), func(b *testing.B) {
-				rs := testenv.StartRedis(b)
-				opts, err := redis.ParseURL(rs.URL)
-				if err != nil {
-					b.Fatal(err)
-				}
-				rdb := redis.NewClient(opts)
-				b.Cleanup(func() { _ = rdb.Close() })
-				a := shoptest.New(b, shoptest.Options{Redis: rdb, Log: accessLogs[1].log(b), Config: func(c *config.Config) {
-					c.RateLimit = config.RateLimit{Limit: 1 << 30, Window: 10 * time.Second}
-					c.TrustedProxies = []string{"0.0.0.0"}
+				rdb := privateRedis(b)
+				a := benchAppWith(b, shoptest.Options{Redis: rdb, Log: accessLogs[1].log(b)}, func(c *config.Config) {
 					c.RedisPipeline, c.RedisOneTrip = pipe, one
-				}})
+				})
 				calls, usec := scriptStats(b, rdb)
 				benchPurchase(b, a)
 				calls2, usec2 := scriptStats(b, rdb)
@@ -201,11 +216,7 @@ func BenchmarkGetProduct(b *testing.B) {
 func BenchmarkGetProductNear(b *testing.B) {
 	for _, ttl := range []time.Duration{time.Second, 0} {
 		b.Run(fmt.Sprintf("near=%v", ttl), func(b *testing.B) {
-			a := shoptest.New(b, shoptest.Options{Log: accessLogs[1].log(b), Config: func(c *config.Config) {
-				c.RateLimit = config.RateLimit{Limit: 1 << 30, Window: 10 * time.Second}
-				c.TrustedProxies = []string{"0.0.0.0"}
-				c.NearCacheTTL = ttl
-			}})
+			a := benchAppWith(b, shoptest.Options{Log: accessLogs[1].log(b)}, func(c *config.Config) { c.NearCacheTTL = ttl })
 			a.Sale(b, "bench", 100, 1000, 0)
 			benchGet(b, a, "/api/v1/products/bench")
 		})
@@ -225,20 +236,12 @@ func BenchmarkGetProductNear(b *testing.B) {
 func BenchmarkGetProductOneTrip(b *testing.B) {
 	for _, one := range []bool{true, false} {
 		b.Run(fmt.Sprintf("one_trip=%v", one), func(b *testing.B) {
-			rs := testenv.StartRedis(b)
-			opts, err := redis.ParseURL(rs.URL)
-			if err != nil {
-				b.Fatal(err)
-			}
-			rdb := redis.NewClient(opts)
-			b.Cleanup(func() { _ = rdb.Close() })
+			rdb := privateRedis(b)
 			var sends sendCounter
 			rdb.AddHook(&sends)
-			a := shoptest.New(b, shoptest.Options{Redis: rdb, Log: accessLogs[1].log(b), Config: func(c *config.Config) {
-				c.RateLimit = config.RateLimit{Limit: 1 << 30, Window: 10 * time.Second}
-				c.TrustedProxies = []string{"0.0.0.0"}
+			a := benchAppWith(b, shoptest.Options{Redis: rdb, Log: accessLogs[1].log(b)}, func(c *config.Config) {
 				c.NearCacheTTL, c.RedisOneTrip = 0, one
-			}})
+			})
 			a.Sale(b, "bench", 100, 1000, 0)
 			calls, _ := scriptStats(b, rdb)
 			cpu := serverCPU(b, rdb)

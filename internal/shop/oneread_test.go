@@ -165,6 +165,15 @@ func counted(t *testing.T, a *shoptest.App) int64 {
 	return n
 }
 
+// wantCounted fails unless the limiter holds want requests in every
+// window together.
+func wantCounted(t *testing.T, a *shoptest.App, want int64) {
+	t.Helper()
+	if n := counted(t, a); n != want {
+		t.Fatalf("the limiter counted %d requests, want %d", n, want)
+	}
+}
+
 func getProduct(t *testing.T, a *shoptest.App, sku string) openapitest.Reply {
 	t.Helper()
 	return a.Do(t, http.MethodGet, "/api/v1/products/"+sku, "", "")
@@ -206,9 +215,7 @@ func TestOneTripReadHit(t *testing.T) {
 	if got := cacheCountsOf(t, a); got != (cacheCounts{before.hits + 3, before.misses, before.loads}) {
 		t.Fatalf("cache counts %+v, want 3 hits more than %+v", got, before)
 	}
-	if n := counted(t, a); n != 4 {
-		t.Fatalf("the limiter counted %d requests, want 4", n)
-	}
+	wantCounted(t, a, 4)
 }
 
 // A read over the limit gets 429 with Retry-After before anything else
@@ -236,9 +243,7 @@ func TestOneTripReadLimitedReadsNothing(t *testing.T) {
 	if got := cacheCountsOf(t, a); got != before {
 		t.Fatalf("limited reads moved the cache counts from %+v to %+v", before, got)
 	}
-	if n := counted(t, a); n != 2 {
-		t.Fatalf("the limiter counted %d requests, want 2", n)
-	}
+	wantCounted(t, a, 2)
 }
 
 // A write is seen by the next one-trip read: an update written through,
@@ -439,7 +444,5 @@ func TestOneTripReadRaceExactTotals(t *testing.T) {
 	if n := spy.combined.Load() - combined0; n != readers {
 		t.Fatalf("%d one-trip scripts, want one per reader (%d)", n, readers)
 	}
-	if n := counted(t, a); n != limit+1 {
-		t.Fatalf("the limiter counted %d requests, want %d", n, limit+1)
-	}
+	wantCounted(t, a, limit+1)
 }
