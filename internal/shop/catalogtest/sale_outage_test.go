@@ -60,10 +60,7 @@ func TestStockRoutesWhilePostgresHangs(t *testing.T) {
 // script refuses to open the round: the old round stays live.
 func TestSeedWhileRedisHangs(t *testing.T) {
 	t.Parallel()
-	rs, rdb := pausableRedis(t)
-	st := newStores(t)
-	st.rdb = rdb
-	in := newInstance(t, st)
+	rs, rdb, _, in := pausableInstance(t)
 	in.create(t, "hang-2", "c", 100)
 	first := in.seed(t, "hang-2", `{"quantity":10}`) // the script is loaded
 
@@ -129,10 +126,7 @@ func roundRows(t *testing.T, db *pgxpool.Pool, sku string) []string {
 // round per attempt, and Redis and PostgreSQL agree on the live round.
 func TestSeedRetryAfterRedisHangConverges(t *testing.T) {
 	t.Parallel()
-	rs, rdb := pausableRedis(t)
-	st := newStores(t)
-	st.rdb = rdb
-	in := newInstance(t, st)
+	rs, rdb, st, in := pausableInstance(t)
 	in.create(t, "hang-3", "c", 100)
 	first := in.seed(t, "hang-3", `{"quantity":10}`)
 
@@ -209,4 +203,15 @@ func pausableRedis(t *testing.T) (*testenv.RedisProcess, redis.UniversalClient) 
 	}
 	t.Cleanup(func() { _ = rdb.Close() })
 	return rs, rdb
+}
+
+// pausableInstance is an instance on the test's stores but for Redis, a
+// pausableRedis: the Redis process, its client, the stores and the
+// instance.
+func pausableInstance(t *testing.T) (*testenv.RedisProcess, redis.UniversalClient, stores, *instance) {
+	t.Helper()
+	rs, rdb := pausableRedis(t)
+	st := newStores(t)
+	st.rdb = rdb
+	return rs, rdb, st, newInstance(t, st)
 }
