@@ -296,24 +296,5 @@ func TestClusterFlashSale(t *testing.T) {
 func TestClusterLoadtestPayRatio(t *testing.T) {
 	t.Parallel()
 	e, _ := clusterEnv(t, 3)
-	e["SHOP_PAYMENT_TTL"] = "5s"
-	addAdmin(t, e)
-	s := startServer(t, e)
-	r, stderr, err := runLoadtest(t, e, s, "--redis-cluster", "--users", "20", "--units", "10", "--per-user-limit", "1", "--pay-ratio", "0.5")
-	if err != nil {
-		t.Fatalf("loadtest failed: %v\n%s", err, stderr)
-	}
-	for _, inv := range r.Invariants {
-		if !inv.OK || inv.Skipped {
-			t.Errorf("%+v", inv)
-		}
-	}
-	lc := r.Lifecycle
-	if lc == nil || lc.Payers != 5 || lc.Paid == 0 || lc.Paid+lc.Late != 5 || lc.Expiring != 10-lc.Paid ||
-		lc.Expired != lc.Expiring || lc.ReleasedUnits != int64(lc.Expiring) || !lc.Released {
-		t.Fatalf("lifecycle %+v", lc)
-	}
-	if paid := int64(lc.Paid); r.Stock.Available != 10-paid || r.Stock.Paid != paid || r.Stock.Released != 10-paid || r.Stock.Confirmed != 10 {
-		t.Errorf("stock %+v", r.Stock)
-	}
+	payRatioLoadtest(t, e, "--redis-cluster")
 }

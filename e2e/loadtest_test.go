@@ -62,6 +62,35 @@ func runLoadtest(t *testing.T, e env, s *server, args ...string) (loadtestReport
 	return r, stderr, err
 }
 
+// payRatioLoadtest serves e with a payment TTL of 5s and runs a loadtest
+// (args first) in which 20 buyers of one unit each, 10 units, half of
+// those who got one pay: the invariants hold, the unpaid orders expire and
+// their units are released once, and the stock adds up.
+func payRatioLoadtest(t *testing.T, e env, args ...string) loadtestReport {
+	t.Helper()
+	e["SHOP_PAYMENT_TTL"] = "5s"
+	addAdmin(t, e)
+	s := startServer(t, e)
+	r, stderr, err := runLoadtest(t, e, s, append(args, "--users", "20", "--units", "10", "--per-user-limit", "1", "--pay-ratio", "0.5")...)
+	if err != nil {
+		t.Fatalf("loadtest failed: %v\n%s", err, stderr)
+	}
+	for _, inv := range r.Invariants {
+		if !inv.OK || inv.Skipped {
+			t.Errorf("%+v", inv)
+		}
+	}
+	lc := r.Lifecycle
+	if lc == nil || lc.Payers != 5 || lc.Paid == 0 || lc.Paid+lc.Late != 5 || lc.Expiring != 10-lc.Paid ||
+		lc.Expired != lc.Expiring || lc.ReleasedUnits != int64(lc.Expiring) || !lc.Released {
+		t.Fatalf("lifecycle %+v", lc)
+	}
+	if paid := int64(lc.Paid); r.Stock.Available != 10-paid || r.Stock.Paid != paid || r.Stock.Released != 10-paid || r.Stock.Confirmed != 10 {
+		t.Errorf("stock %+v", r.Stock)
+	}
+	return r
+}
+
 func addAdmin(t *testing.T, e env) {
 	t.Helper()
 	if _, stderr, err := runShop(t, e, "user", "add", "--email", "lt-admin@example.com", "--password", "correct horse", "--role", "admin"); err != nil {
@@ -127,26 +156,7 @@ func TestLoadtest(t *testing.T) {
 func TestLoadtestPayRatio(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e["SHOP_PAYMENT_TTL"] = "5s"
-	addAdmin(t, e)
-	s := startServer(t, e)
-	r, stderr, err := runLoadtest(t, e, s, "--users", "20", "--units", "10", "--per-user-limit", "1", "--pay-ratio", "0.5")
-	if err != nil {
-		t.Fatalf("loadtest failed: %v\n%s", err, stderr)
-	}
-	for _, inv := range r.Invariants {
-		if !inv.OK || inv.Skipped {
-			t.Errorf("%+v", inv)
-		}
-	}
-	lc := r.Lifecycle
-	if lc == nil || lc.Payers != 5 || lc.Paid == 0 || lc.Paid+lc.Late != 5 || lc.Expiring != 10-lc.Paid ||
-		lc.Expired != lc.Expiring || lc.ReleasedUnits != int64(lc.Expiring) || !lc.Released {
-		t.Fatalf("lifecycle %+v", lc)
-	}
-	if paid := int64(lc.Paid); r.Stock.Available != 10-paid || r.Stock.Paid != paid || r.Stock.Released != 10-paid || r.Stock.Confirmed != 10 {
-		t.Errorf("stock %+v", r.Stock)
-	}
+	r := payRatioLoadtest(t, e)
 	if out, stderr, err := runShop(t, e, "audit"); err != nil || !strings.Contains(out, `"ok": true`) {
 		t.Fatalf("audit after the sale: %v\n%s\n%s", err, out, stderr)
 	}
