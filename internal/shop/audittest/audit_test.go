@@ -40,12 +40,8 @@ func newSale(t *testing.T) *sale {
 		s.users, s.orders = append(s.users, u), append(s.orders, p.OrderID)
 	}
 	s.Drain(t)
-	if _, err := s.Orders.Pay(ctx, s.users[0], s.orders[0], "tok_ok"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Orders.Cancel(ctx, s.users[1], s.orders[1]); err != nil {
-		t.Fatal(err)
-	}
+	s.Pay(t, s.users[0], s.orders[0])
+	s.Cancel(t, s.users[1], s.orders[1])
 	s.Drain(t)
 	if _, err := s.Orders.Place(ctx, s.users[2], []order.Line{{SKU: "b", Quantity: 2}}, order.PlaceOptions{}); err != nil {
 		t.Fatal(err)

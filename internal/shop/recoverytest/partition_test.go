@@ -76,9 +76,7 @@ func TestRecoverPartitionedStock(t *testing.T) {
 	}
 	s.Drain(t)
 	for _, o := range []*placedOrder{orders[0], orders[5]} { // one-line in 0, two-line in 1
-		if _, err := s.Orders.Cancel(ctx, o.user, o.id); err != nil {
-			t.Fatal(err)
-		}
+		s.Cancel(t, o.user, o.id)
 		o.final = order.StatusCancelled
 	}
 	s.Drain(t)

@@ -35,7 +35,6 @@ func newSale(t *testing.T) *sale {
 	s := &sale{App: shoptest.New(t, shoptest.Options{})}
 	s.Sale(t, "a", 100, 10, 0)
 	s.Sale(t, "b", 100, 5, 0)
-	ctx := context.Background()
 	for i := range 3 {
 		u, _ := s.Shopper(t, fmt.Sprintf("buyer%d@example.com", i))
 		s.users = append(s.users, u)
@@ -43,12 +42,8 @@ func newSale(t *testing.T) *sale {
 	}
 	s.place(t, s.users[0], "b", 1)
 	s.Drain(t)
-	if _, err := s.Orders.Pay(ctx, s.users[0], s.orders[0], "tok_ok"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Orders.Cancel(ctx, s.users[1], s.orders[1]); err != nil {
-		t.Fatal(err)
-	}
+	s.Pay(t, s.users[0], s.orders[0])
+	s.Cancel(t, s.users[1], s.orders[1])
 	s.Drain(t)
 	s.place(t, s.users[2], "b", 2)
 	return s

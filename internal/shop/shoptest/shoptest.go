@@ -213,6 +213,22 @@ func (a *App) Round(t testing.TB, sku string, seed inventory.Seed) int64 {
 	return *rep.RoundID
 }
 
+// Pay pays user's order with a card the payment stub accepts.
+func (a *App) Pay(t testing.TB, user, orderID string) {
+	t.Helper()
+	if _, err := a.Orders.Pay(context.Background(), user, orderID, "tok_ok"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Cancel cancels user's order.
+func (a *App) Cancel(t testing.TB, user, orderID string) {
+	t.Helper()
+	if _, err := a.Orders.Cancel(context.Background(), user, orderID); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Writer returns an order writer on the test's stores, with the
 // after-commit work production wires unless o has its own.
 func (a *App) Writer(o writer.Options) *writer.Writer {
