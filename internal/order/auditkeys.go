@@ -121,7 +121,7 @@ func HomeOf(parts keyspace.Partitions, id string, skus []string) (home int, cert
 
 // LiveStatus reads a status hash's status and creation time (Unix ms).
 func LiveStatus(m map[string]string) (status string, createdMS int64) {
-	return m["status"], msTime(m["created_ms"]).UnixMilli()
+	return m["status"], MillisTime(m["created_ms"]).UnixMilli()
 }
 
 // StatusPartition reads a status hash's home partition (no field: an

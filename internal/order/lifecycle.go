@@ -280,7 +280,7 @@ func (s *Service) markPaid(ctx context.Context, o Order, ref string) (Order, err
 	}
 	switch {
 	case reply[0] == "ok" && len(reply) == 2:
-		t := msTime(reply[1])
+		t := MillisTime(reply[1])
 		o.Status, o.PaidAt = StatusPaid, &t
 		s.metrics.transition(StatusPaid, 0)
 		s.metrics.pay("paid")

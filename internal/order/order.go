@@ -37,8 +37,13 @@ const (
 const (
 	statusTTL = 7 * 24 * time.Hour
 	idemTTL   = 24 * time.Hour
-	group     = "writers"
 )
+
+// StreamGroup is the consumer group the order writers share on every
+// partition's stream.
+const StreamGroup = "writers"
+
+const group = StreamGroup
 
 // StatusTTL is how long a status hash lives unless a payment window asks
 // for longer: the writer keeps it on the orders it marks rejected.

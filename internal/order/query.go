@@ -122,18 +122,19 @@ func parseLive(id string, m map[string]string) (Order, bool, error) {
 		o.Items[i] = Item{SKU: l.SKU, Quantity: l.Quantity, PriceCents: l.PriceCents}
 	}
 	o.TotalCents, _ = strconv.ParseInt(m["total_cents"], 10, 64)
-	o.CreatedAt = msTime(m["created_ms"])
-	if t := msTime(m["expires_ms"]); !t.IsZero() {
+	o.CreatedAt = MillisTime(m["created_ms"])
+	if t := MillisTime(m["expires_ms"]); !t.IsZero() {
 		o.ExpiresAt = &t
 	}
-	if t := msTime(m["paid_ms"]); !t.IsZero() {
+	if t := MillisTime(m["paid_ms"]); !t.IsZero() {
 		o.PaidAt = &t
 	}
 	return o, true, nil
 }
 
-// msTime reads Unix milliseconds; "" or 0 is the zero time.
-func msTime(s string) time.Time {
+// MillisTime reads a Unix-millisecond field of an order entry or status
+// hash; "" or 0 is the zero time.
+func MillisTime(s string) time.Time {
 	ms, _ := strconv.ParseInt(s, 10, 64)
 	if ms <= 0 {
 		return time.Time{}
@@ -227,7 +228,7 @@ func (s *Service) overlay(ctx context.Context, orders []Order) {
 			orders[i].Status = st
 		}
 		if ms, ok := v[1].(string); ok {
-			if t := msTime(ms); !t.IsZero() {
+			if t := MillisTime(ms); !t.IsZero() {
 				orders[i].PaidAt = &t
 			}
 		}

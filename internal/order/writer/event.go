@@ -65,7 +65,7 @@ func parseTransition(m redis.XMessage) (Transition, error) {
 	default:
 		return t, fmt.Errorf("%w: transition to %q", errMalformed, t.Status)
 	}
-	if t.At, t.CreatedAt = msTime(field("at_ms")), msTime(field("created_ms")); t.At.IsZero() || t.CreatedAt.IsZero() {
+	if t.At, t.CreatedAt = order.MillisTime(field("at_ms")), order.MillisTime(field("created_ms")); t.At.IsZero() || t.CreatedAt.IsZero() {
 		return t, fmt.Errorf("%w: transition times %q %q", errMalformed, field("at_ms"), field("created_ms"))
 	}
 	if err := json.Unmarshal([]byte(field("items")), &t.Items); err != nil || len(t.Items) == 0 {
@@ -124,7 +124,7 @@ func parseEventWith(m redis.XMessage, texts itemsTexts) (event, error) {
 		return e, fmt.Errorf("%w: created_ms %q", errMalformed, field("created_ms"))
 	}
 	e.createdAt = time.UnixMilli(ms).UTC()
-	e.expiresAt = msTime(field("expires_ms"))
+	e.expiresAt = order.MillisTime(field("expires_ms"))
 	if e.totalCents, err = strconv.ParseInt(field("total_cents"), 10, 64); err != nil || e.totalCents < 0 {
 		return e, fmt.Errorf("%w: total_cents %q", errMalformed, field("total_cents"))
 	}
@@ -199,13 +199,4 @@ func ParseEntry(m redis.XMessage) (Entry, error) {
 	}
 	return Entry{OrderID: e.orderID.String(), UserID: e.userID.String(), Items: e.items,
 		CreatedMS: e.createdAt.UnixMilli()}, err
-}
-
-// msTime reads Unix milliseconds; "" or 0 is the zero time.
-func msTime(s string) time.Time {
-	ms, _ := strconv.ParseInt(s, 10, 64)
-	if ms <= 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(ms).UTC()
 }

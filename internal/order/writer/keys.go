@@ -22,6 +22,4 @@ func (k keys) releases(p int) string      { return k.p[p].Releases }
 func (k keys) status(id string) string    { return k.p[0].StatusKey(id) }
 func (k keys) pending(user string) string { return k.p[0].PendingKey(user) }
 
-// group is the consumer group the writers share on every partition's
-// stream.
-var group = order.AuditKeys("").Group
+const group = order.StreamGroup
