@@ -4,7 +4,6 @@
 package catalogtest
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -181,12 +180,6 @@ func (in *instance) metric(t testing.TB, name string, labels ...string) float64 
 		sum += v
 	}
 	return sum
-}
-
-func jsonBody(v any) string {
-	var buf bytes.Buffer
-	_ = json.NewEncoder(&buf).Encode(v)
-	return buf.String()
 }
 
 func inventoryInput(category string, price int64) inventory.ProductInput {
