@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +27,7 @@ type fixture struct {
 	// proxy; nil: the fixture's.
 	writerDB    *pgxpool.Pool
 	writerRedis redis.UniversalClient
+	skusMu      sync.Mutex       // the contract tests open sales in parallel
 	skus        map[int64]string // round id -> sku, of the rounds sale opened
 	parts       keyspace.Partitions
 }
@@ -55,7 +57,9 @@ func (f *fixture) user(t testing.TB) string {
 func (f *fixture) sale(t testing.TB, sku string, quantity, limit int, price int64) int64 {
 	t.Helper()
 	round := ordertesting.OpenSale(t, f.db.Pool, f.stock, f.r, sku, quantity, limit, price)
+	f.skusMu.Lock()
 	f.skus[round] = sku
+	f.skusMu.Unlock()
 	return round
 }
 
@@ -97,7 +101,10 @@ func (f *fixture) orderRows(t *testing.T) int64 {
 }
 
 func (f *fixture) sold(t *testing.T, round int64) int64 {
-	return ordertesting.Sold(t, f.db.Pool, f.stock, f.skus[round], round)
+	f.skusMu.Lock()
+	sku := f.skus[round]
+	f.skusMu.Unlock()
+	return ordertesting.Sold(t, f.db.Pool, f.stock, sku, round)
 }
 
 // pendingCount is the entries delivered and not acknowledged, over every
