@@ -73,7 +73,24 @@ for tool in redis-benchmark redis-cli psql curl; do
 done
 HAVE_WRK=
 command -v wrk >/dev/null && HAVE_WRK=1
-REDIS_URL=${SHOP_REDIS_URL:-$(ensure_redis 0)}
+# The bench's Redis is a redis-server of its own with the AOF on and
+# appendfsync always (BENCH_REDIS_FSYNC), as production must run it
+# (docs/configuration.md): every write pays its fsync here as there.
+# BENCH_REDIS_FSYNC=shared uses the machine's Redis as found instead.
+FSYNC=${BENCH_REDIS_FSYNC:-always}
+OWN_REDIS=
+if [ -n "${SHOP_REDIS_URL:-}" ]; then
+  REDIS_URL=$SHOP_REDIS_URL; FSYNC="as SHOP_REDIS_URL has it"
+elif [ "$FSYNC" = shared ]; then
+  REDIS_URL=$(ensure_redis 0); FSYNC="the machine's Redis as found"
+else
+  BENCH_REDIS_PORT=${BENCH_REDIS_PORT:-$((PORT + 9))}
+  rm -rf "$OUT/redis" && mkdir -p "$OUT/redis"
+  redis-server --daemonize yes --bind 127.0.0.1 --port "$BENCH_REDIS_PORT" --dir "$PWD/$OUT/redis" --save "" \
+    --appendonly yes --appendfsync "$FSYNC" --maxmemory-policy noeviction --logfile "$PWD/$OUT/redis/redis.log" >/dev/null
+  wait_port "$BENCH_REDIS_PORT" || { echo "bench: redis-server on $BENCH_REDIS_PORT did not start" >&2; exit 1; }
+  REDIS_URL=redis://127.0.0.1:$BENCH_REDIS_PORT/0; OWN_REDIS=1; FSYNC="its own, AOF with appendfsync $FSYNC"
+fi
 PG_ADMIN_URL=$(ensure_postgres postgres)
 [ -n "$REDIS_URL" ] && [ -n "$PG_ADMIN_URL" ] || { echo "bench: need Redis and PostgreSQL (see make run)" >&2; exit 1; }
 DB_URL=${PG_ADMIN_URL/\/postgres\?/\/shop_bench?}
@@ -147,8 +164,12 @@ cleanup() {
   if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
     kill "$server_pid"; wait "$server_pid" 2>/dev/null || true
   fi
-  # Every key this run wrote starts with its prefix (server and script).
-  rcli --scan --pattern "${PREFIX}*" | xargs -r -n 500 redis-cli -h "$RHOST" -p "$RPORT" -n "$RDB" unlink >/dev/null
+  if [ -n "$OWN_REDIS" ]; then
+    rcli shutdown nosave >/dev/null 2>&1 || true; OWN_REDIS=
+  else
+    # Every key this run wrote starts with its prefix (server and script).
+    rcli --scan --pattern "${PREFIX}*" | xargs -r -n 500 redis-cli -h "$RHOST" -p "$RPORT" -n "$RDB" unlink >/dev/null
+  fi
   PGOPTIONS='-c client_min_messages=warning' psql "$PG_ADMIN_URL" -qc 'DROP DATABASE IF EXISTS shop_bench' >/dev/null || true
 }
 trap cleanup EXIT
@@ -162,6 +183,7 @@ TICKS=$(getconf CLK_TCK)
 steal() { awk -v t="$TICKS" '/^cpu / {printf "%.1f", $9 / t}' /proc/stat; }
 STEAL_START=$(steal)
 echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load $LOAD_START"
+echo "== Redis: $FSYNC"
 echo "== $(go version | cut -d' ' -f3), $(redis-server --version | cut -d' ' -f3), $(psql -V | cut -d' ' -f3-)${HAVE_WRK:+, $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2)}"
 [ -n "$HAVE_WRK" ] || echo "== wrk not installed: purchases, their p99 at half rate and the product reads are measured with shop loadtest only (apt-get install wrk adds the second client)"
 
@@ -317,7 +339,10 @@ cpu_report() {
 }
 
 loadtest_args=(--target "http://127.0.0.1:$PORT" --admin-email "$ADMIN_EMAIL" --admin-password "$ADMIN_PASSWORD"
-  --users "$USERS" --units 1000000 --per-user-limit 0 --connections "$CONNS" --forwarded-for --procs 1 --json)
+  --users "$USERS" --units 1000000 --per-user-limit 0 --connections "$CONNS" --forwarded-for --json)
+# The load generator's cores (GOMAXPROCS): 1, like the one-threaded
+# redis-benchmark and wrk -t1; plain_client sets 0 (all) for its runs.
+LT_PROCS=1
 
 # profile_attack FILE SECONDS: the server's CPU profile of SECONDS of the
 # attack that is starting, taken once its purchases have begun (the
@@ -336,10 +361,12 @@ profile_attack() {
 }
 reserve_calls() { curl -sf "http://127.0.0.1:$PORT/metrics" | awk '/^shop_reserve_script_seconds_count/ {print $NF}'; }
 
-# purchases RUN: the HTTP attack, then the bare script; appends to
-# purchases.tsv: run, attempts/s, p50, p99, ok, script ops/s, ratio, sku.
+# purchases RUN: the HTTP attack, then the bare scripts (reserve.lua,
+# then the minimal purchase: scripts/bench-minimal.lua); appends to
+# purchases.tsv: run, attempts/s, p50, p99, ok, reserve.lua ops/s, ratio,
+# sku, minimal script ops/s, ratio.
 purchases() {
-  local i=$1 lt="$OUT/loadtest-$1.json" rb="$OUT/redis-benchmark-$1.csv"
+  local i=$1 lt="$OUT/loadtest-$1.json" rb="$OUT/redis-benchmark-$1.csv" rm="$OUT/redis-benchmark-minimal-$1.csv"
   if [ "$i" = 1 ] && [ "${BENCH_PROFILE:-}" = 1 ]; then
     # Profile the middle of the attack, after the shoppers are set up.
     profile_attack "$OUT/cpu.pprof" 10 &
@@ -348,7 +375,7 @@ purchases() {
   [ "$i" = 1 ] && [ -n "${BENCH_LOADTEST_PROFILE:-}" ] && prof=(--cpuprofile "$OUT/loadtest-cpu.pprof")
   local start; start=$(now)
   [ "$i" = 1 ] && cmdstats >"$OUT/cmdstats-before.txt"
-  bin/shop loadtest "${loadtest_args[@]}" --rate 0 --duration "$DURATION" "${prof[@]}" >"$lt" ||
+  bin/shop loadtest "${loadtest_args[@]}" --procs "$LT_PROCS" --rate 0 --duration "$DURATION" "${prof[@]}" >"$lt" ||
     echo "bench: loadtest run $i reported a failure (see $lt)" >&2
   attack_phase "$i" purchases "$start" "$lt" attempts_per_sec
   [ "$i" = 1 ] && cmdstats >"$OUT/cmdstats-after.txt" && redis_per_purchase "$(json_first requests "$lt")"
@@ -364,14 +391,27 @@ purchases() {
   inner_phase "$i" bare "$(awk -F'","' 'NR==2 {print $2}' "$rb")" "$bstart" "$(now)"
   # The bare script's keys (200k status hashes with a week's TTL) go now.
   rcli --scan --pattern "${RBP}*" | xargs -r -n 500 redis-cli -h "$RHOST" -p "$RPORT" -n "$RDB" unlink >/dev/null
-  local http script
+  # The minimal purchase (GET, HGET, DECRBY, HINCRBY, XADD) on a stock
+  # that never runs out, random buyers: the floor of any purchase script.
+  local msha; msha=$(rcli SCRIPT LOAD "$(cat scripts/bench-minimal.lua)")
+  rcli set "${RBP}min:stock" 1000000000000 >/dev/null
+  bstart=$(now)
+  redis-benchmark -h "$RHOST" -p "$RPORT" --dbnum "$RDB" -c "$RB_CLIENTS" -n "$RB_REQUESTS" -r 1000000000 --csv \
+    EVALSHA "$msha" 3 "${RBP}min:stock" "${RBP}min:buyers" "${RBP}min:orders" __rand_int__ 1 >"$rm"
+  inner_phase "$i" bare-minimal "$(awk -F'","' 'NR==2 {print $2}' "$rm")" "$bstart" "$(now)"
+  rcli unlink "${RBP}min:stock" "${RBP}min:buyers" "${RBP}min:orders" >/dev/null
+  local http script minimal
   http=$(json_field attempts_per_sec "$lt"); script=$(awk -F'","' 'NR==2 {print $2}' "$rb")
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$i" "$http" "$(json_field p50 "$lt")" "$(json_field p99 "$lt")" \
-    "$(json_field ok "$lt")" "$script" "$(ratio "$http" "$script")" "$(json_string sku "$lt")" >>"$OUT/purchases.tsv"
+  minimal=$(awk -F'","' 'NR==2 {print $2}' "$rm")
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$i" "$http" "$(json_field p50 "$lt")" "$(json_field p99 "$lt")" \
+    "$(json_field ok "$lt")" "$script" "$(ratio "$http" "$script")" "$(json_string sku "$lt")" \
+    "$minimal" "$(ratio "$http" "$minimal")" >>"$OUT/purchases.tsv"
 }
 
 # fixed_rate RUN RATE FILE [PHASE]: purchases at RATE/s, same connections, 15 s;
-# appends run, rate, attempts/s, p50, p90, p99, max, ok to FILE.
+# appends run, rate, attempts/s, p50, p90, p99, max, ok to FILE. A PHASE
+# of half or half-* also takes the server's and Redis's view of the
+# window (server_view into server.tsv, or server-PHASE.tsv).
 fixed_rate() {
   local rt="$OUT/loadtest-rate-$1-$2.json"
   if [ "$1" = 1 ] && [ "${4:-}" = half ] && [ "${BENCH_PROFILE:-}" = 1 ]; then
@@ -380,14 +420,16 @@ fixed_rate() {
     profile_attack "$OUT/cpu-half.pprof" 8 &
   fi
   local start; start=$(now)
-  if [ "${4:-}" = half ]; then server_snapshot >"$OUT/server-before.txt"; redis_window_start; fi
-  bin/shop loadtest "${loadtest_args[@]}" --rate "$2" --duration 15s >"$rt" ||
+  local viewed=; case ${4:-} in half | half-*) viewed=1 ;; esac
+  if [ -n "$viewed" ]; then server_snapshot >"$OUT/server-before.txt"; redis_window_start; fi
+  bin/shop loadtest "${loadtest_args[@]}" --procs "$LT_PROCS" --rate "$2" --duration 15s >"$rt" ||
     echo "bench: the loadtest at $2/s reported a failure (see $rt)" >&2
-  if [ "${4:-}" = half ]; then
+  if [ -n "$viewed" ]; then
     local w; read -r -a w <<<"$(attack_window "$start" "$rt")"
-    redis_window_end "$1" half "${w[0]:-0}" "${w[1]:-9999999999}"
+    redis_window_end "$1" "$4" "${w[0]:-0}" "${w[1]:-9999999999}"
     server_snapshot >"$OUT/server-after.txt"
-    server_view "$1" "$(json_first requests "$rt")"
+    local sv="$OUT/server.tsv"; [ "$4" = half ] || sv="$OUT/server-$4.tsv"
+    server_view "$1" "$(json_first requests "$rt")" >>"$sv"
   fi
   attack_phase "$1" "${4:-rate-$2}" "$start" "$rt" attempts_per_sec
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$(json_field attempts_per_sec "$rt")" "$(json_field p50 "$rt")" \
@@ -400,7 +442,7 @@ fixed_rate() {
 # server_snapshot prints the purchase route's latency buckets, the
 # writer's batch sizes and PostgreSQL's commits so far; server_view RUN
 # REQUESTS diffs the two snapshots around the half-rate attack (with its
-# shoppers' set-up) into server.tsv: run, the server's p50, p90, p99 (ms,
+# shoppers' set-up) into a line: run, the server's p50, p90, p99 (ms,
 # interpolated within the histogram's buckets), the share of purchases
 # over 10 ms inside the server, orders per writer batch, PostgreSQL
 # commits per purchase, and the p50 and p99 of the purchase's one script
@@ -440,7 +482,7 @@ server_view() {
       printf "%s\t%s\t%s\t%s\t%.4f\t%.1f\t%.2f\t%s\t%s\n", run, pct("B", 0.5), pct("B", 0.9), pct("B", 0.99),
         (total - (h[2, "B", "0.01"] - h[1, "B", "0.01"])) / total,
         (batches > 0 ? entries / batches : 0), (n > 0 ? (c[2] - c[1]) / n : 0), pct("S", 0.5), pct("S", 0.99)
-    }' "$OUT/server-before.txt" "$OUT/server-after.txt" >>"$OUT/server.tsv"
+    }' "$OUT/server-before.txt" "$OUT/server-after.txt"
 }
 
 # get_load RUN NAME PATH: `shop loadtest get`; prints requests/s and p99.
@@ -451,6 +493,46 @@ get_load() {
     --addresses "$USERS" --procs 1 --json >"$f" || echo "bench: loadtest get $3 reported a failure (see $f)" >&2
   attack_phase "$1" "$2-loadtest" "$start" "$f" requests_per_sec
   echo "$(json_field requests_per_sec "$f") $(json_field p99 "$f")"
+}
+
+# healthz_at RUN NAME RATE: GET /healthz at RATE/s for 15 s from the
+# purchases' client (`shop loadtest get`, LT_PROCS cores), the same
+# connections and addresses: the server's floor at a purchase phase's
+# rate; prints its p99 (ms).
+healthz_at() {
+  local f="$OUT/get-$1-$2.json" start; start=$(now)
+  bin/shop loadtest get --target "http://127.0.0.1:$PORT" --path /healthz --rate "$3" --connections "$CONNS" --duration 15s \
+    --addresses "$USERS" --procs "$LT_PROCS" --json >"$f" || echo "bench: /healthz at $3/s reported a failure (see $f)" >&2
+  attack_phase "$1" "$2" "$start" "$f" requests_per_sec
+  json_field p99 "$f"
+}
+
+# plain_client RUN: the purchases as an outside Go client sends them:
+# `shop loadtest` at the default GOMAXPROCS (--procs 0: vegeta's net/http
+# client, one shared transport, on both cores, as a client on a host of
+# its own would be), at full speed, then at half of that with the
+# server's and Redis's view of the window, then GET /healthz at that
+# rate from the same client. Appends run, purchases/s, p99, the ratio to
+# the minimal script, to reserve.lua, the half rate, its p50 and p99,
+# /healthz's p99 at that rate and the two p99s' ratio to plain.tsv.
+plain_client() {
+  local i=$1 lt="$OUT/loadtest-plain-$1.json" LT_PROCS=0 start
+  start=$(now)
+  bin/shop loadtest "${loadtest_args[@]}" --procs 0 --rate 0 --duration "$DURATION" >"$lt" ||
+    echo "bench: the plain client's loadtest run $i reported a failure (see $lt)" >&2
+  attack_phase "$i" purchases-plain "$start" "$lt" attempts_per_sec
+  local http rate script minimal p50 p99 hz
+  http=$(json_field attempts_per_sec "$lt"); rate=$(half "${http:-0}")
+  script=$(awk -F'\t' -v r="$i" '$1 == r {print $6}' "$OUT/purchases.tsv")
+  minimal=$(awk -F'\t' -v r="$i" '$1 == r {print $9}' "$OUT/purchases.tsv")
+  if [ "$rate" -gt 0 ]; then
+    fixed_rate "$i" "$rate" "$OUT/halfrate-plain.tsv" half-plain
+    IFS=$'\t' read -r _ _ _ p50 _ p99 _ _ < <(tail -1 "$OUT/halfrate-plain.tsv")
+    hz=$(healthz_at "$i" healthz-half-plain "$rate")
+  fi
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$i" "${http:-n/a}" "$(json_field p99 "$lt")" \
+    "$(ratio "${http:-0}" "${minimal:-0}")" "$(ratio "${http:-0}" "${script:-0}")" "$rate" "${p50:-n/a}" "${p99:-n/a}" \
+    "${hz:-n/a}" "$(ratio "${p99:-0}" "${hz:-0}")" >>"$OUT/plain.tsv"
 }
 
 # wrk_ms PERCENTILE FILE: that latency percentile of a wrk --latency report, in ms.
@@ -590,12 +672,15 @@ echo "   purchases at half that rate; GET product vs GET /healthz ($READ_DURATIO
 for i in $(seq 1 "$RUNS"); do
   echo "-- run $i, load $(load)"
   purchases "$i"
-  IFS=$'\t' read -r _ http p50 p99 ok script r sku < <(tail -1 "$OUT/purchases.tsv")
-  printf '   purchases %s/s (p50 %s ms, p99 %s ms, invariants ok: %s), bare script %s ops/s: ratio %s\n' "$http" "$p50" "$p99" "$ok" "$script" "$r"
+  IFS=$'\t' read -r _ http p50 p99 ok script r sku minimal rmin < <(tail -1 "$OUT/purchases.tsv")
+  printf '   purchases %s/s (p50 %s ms, p99 %s ms, invariants ok: %s), bare script %s ops/s: ratio %s; minimal script %s ops/s: ratio %s\n' \
+    "$http" "$p50" "$p99" "$ok" "$script" "$r" "$minimal" "$rmin"
   if [ "$(half "${http:-0}")" -gt 0 ]; then
     fixed_rate "$i" "$(half "$http")" "$OUT/halfrate.tsv" half
     IFS=$'\t' read -r _ rate got _ _ p99h _ okh < <(tail -1 "$OUT/halfrate.tsv")
-    printf '   at %s/s (half): %s/s, p99 %s ms (invariants ok: %s)\n' "$rate" "$got" "$p99h" "$okh"
+    hz=$(healthz_at "$i" healthz-half "$rate")
+    printf '%s\t%s\t%s\t%s\n' "$i" "$rate" "$hz" "$(ratio "${p99h:-0}" "${hz:-0}")" >>"$OUT/healthz-half.tsv"
+    printf '   at %s/s (half): %s/s, p99 %s ms (invariants ok: %s); GET /healthz at that rate: p99 %s ms\n' "$rate" "$got" "$p99h" "$okh" "$hz"
     if [ -s "$OUT/server.tsv" ] && [ "$(tail -1 "$OUT/server.tsv" | cut -f1)" = "$i" ]; then
       IFS=$'\t' read -r _ s50 _ s99 sover sbatch scommit r50 r99 < <(tail -1 "$OUT/server.tsv")
       printf '      inside the server: p50 %s ms, p99 %s ms, %s over 10 ms; its script call p50 %s ms, p99 %s ms\n' \
@@ -611,6 +696,16 @@ for i in $(seq 1 "$RUNS"); do
       "${wr:-n/a}" "${wp50:-n/a}" "${wp99:-n/a}" "${wacc:-n/a}" "${wok:-n/a}" "${wratio:-n/a}"
     printf '   wrk      at %s/s (half): %s/s, p50 %s ms, p99 %s ms (%s requests over 1 ms behind their slot, the latest by %s ms)\n' \
       "${whr:-n/a}" "${whg:-n/a}" "${wh50:-n/a}" "${wh99:-n/a}" "${wlate:-n/a}" "${wlatemax:-n/a}"
+  fi
+  plain_client "$i"
+  IFS=$'\t' read -r _ pl pl99 plmin plres plrate pl50h pl99h plhz plratio < <(tail -1 "$OUT/plain.tsv")
+  printf '   plain    purchases %s/s (p99 %s ms): ratio to the minimal script %s, to reserve.lua %s\n' "$pl" "$pl99" "$plmin" "$plres"
+  printf '   plain    at %s/s (half): p50 %s ms, p99 %s ms; GET /healthz at that rate: p99 %s ms (ratio %s)\n' \
+    "$plrate" "$pl50h" "$pl99h" "$plhz" "$plratio"
+  if [ -s "$OUT/server-half-plain.tsv" ] && [ "$(tail -1 "$OUT/server-half-plain.tsv" | cut -f1)" = "$i" ]; then
+    IFS=$'\t' read -r _ s50 _ s99 sover _ _ r50 r99 < <(tail -1 "$OUT/server-half-plain.tsv")
+    printf '      inside the server: p50 %s ms, p99 %s ms, %s over 10 ms; its script call p50 %s ms, p99 %s ms\n' \
+      "$s50" "$s99" "$sover" "$r50" "$r99"
   fi
   while IFS=$'\t' read -r run client pr pp hr hp rr; do
     if [ "$run" = "$i" ]; then
@@ -666,12 +761,35 @@ STOLEN=$(awk -v a="$STEAL_START" -v b="$(steal)" 'BEGIN {printf "%.1f", b - a}')
   printf '%-58s %14s %14s %9s %8s\n' "" "measured" "baseline" "ratio" target
   printf '%-58s %14s %14s %9s %8s\n' "HTTP purchases/s / bare reserve script (redis-benchmark -c $RB_CLIENTS)" \
     "$(median "$OUT/purchases.tsv" 2)" "$(median "$OUT/purchases.tsv" 6)" "$(median "$OUT/purchases.tsv" 7)" ">= 0.35"
+  printf '%-58s %14s %14s %9s %8s\n' "  the same / bare minimal purchase script (bench-minimal.lua)" \
+    "$(median "$OUT/purchases.tsv" 2)" "$(median "$OUT/purchases.tsv" 9)" "$(median "$OUT/purchases.tsv" 10)" ""
+  if [ -s "$OUT/plain.tsv" ]; then
+    printf '%-58s %14s %14s %9s %8s\n' "  plain client (shop loadtest --procs 0) / minimal script" \
+      "$(median "$OUT/plain.tsv" 2)" "$(median "$OUT/purchases.tsv" 9)" "$(median "$OUT/plain.tsv" 4)" ">= 0.35"
+    printf '%-58s %14s %14s %9s %8s\n' "  plain client / bare reserve script" \
+      "$(median "$OUT/plain.tsv" 2)" "$(median "$OUT/purchases.tsv" 6)" "$(median "$OUT/plain.tsv" 5)" ""
+  fi
   if [ -s "$OUT/purchases-wrk.tsv" ]; then
     printf '%-58s %14s %14s %9s %8s\n' "  the same, wrk -t1 as the client (invariants: $(cut -f6 "$OUT/purchases-wrk.tsv" | sort -u | tr '\n' ' '| sed 's/ $//'))" \
       "$(median "$OUT/purchases-wrk.tsv" 2)" "$(median "$OUT/purchases.tsv" 6)" "$(median "$OUT/purchases-wrk.tsv" 7)" ">= 0.35"
   fi
   printf '%-58s %14s %14s %9s %8s\n' "p99 ms of purchases at half the measured maximum" \
     "$(median "$OUT/halfrate.tsv" 6)" "at $(median "$OUT/halfrate.tsv" 2)/s" "" "<= 10"
+  if [ -s "$OUT/healthz-half.tsv" ]; then
+    printf '%-58s %14s %14s %9s %8s\n' "  GET /healthz's p99 ms at that rate; purchases' / its" \
+      "$(median "$OUT/healthz-half.tsv" 3)" "" "$(median "$OUT/healthz-half.tsv" 4)" "<= 5"
+  fi
+  if [ -s "$OUT/plain.tsv" ]; then
+    printf '%-58s %14s %14s %9s %8s\n' "  the same, plain client at half its own maximum" \
+      "$(median "$OUT/plain.tsv" 8)" "at $(median "$OUT/plain.tsv" 6)/s" "" "<= 10"
+    printf '%-58s %14s %14s %9s %8s\n' "  GET /healthz's p99 ms at that rate (plain); purchases' / its" \
+      "$(median "$OUT/plain.tsv" 9)" "" "$(median "$OUT/plain.tsv" 10)" "<= 5"
+  fi
+  if [ -s "$OUT/server-half-plain.tsv" ]; then
+    printf '  %-56s %14s %14s\n' "the plain client's inside the server: p50 / p99 ms" \
+      "$(median "$OUT/server-half-plain.tsv" 2) / $(median "$OUT/server-half-plain.tsv" 4)" "$(median "$OUT/server-half-plain.tsv" 5) over 10 ms"
+    printf '  %-56s %14s\n' "  its one script call: p50 / p99 ms" "$(median "$OUT/server-half-plain.tsv" 8) / $(median "$OUT/server-half-plain.tsv" 9)"
+  fi
   if [ -s "$OUT/purchases-wrk.tsv" ]; then
     printf '%-58s %14s %14s %9s %8s\n' "  the same, wrk -t1 paced at half its own maximum" \
       "$(median "$OUT/purchases-wrk.tsv" 11)" "at $(median "$OUT/purchases-wrk.tsv" 8)/s" "" "<= 10"
@@ -684,7 +802,7 @@ STOLEN=$(awk -v a="$STEAL_START" -v b="$(steal)" 'BEGIN {printf "%.1f", b - a}')
       "$(median "$OUT/server.tsv" 6)" "$(median "$OUT/server.tsv" 7)"
   fi
   if [ -s "$OUT/redis-tail.tsv" ]; then
-    for ph in half half-wrk; do
+    for ph in half half-plain half-wrk; do
       awk -F'\t' -v ph="$ph" '$2 == ph' "$OUT/redis-tail.tsv" >"$OUT/redis-tail-$ph.tsv"
       [ -s "$OUT/redis-tail-$ph.tsv" ] || continue
       printf '  %-56s %14s %14s\n' "Redis's own clock ($ph): script calls, mean µs of one" \
@@ -706,10 +824,12 @@ STOLEN=$(awk -v a="$STEAL_START" -v b="$(steal)" 'BEGIN {printf "%.1f", b - a}')
     printf '%-58s %14s %14s %9s %8s\n' "order writer drain orders/s / COPY of the same rows" "$d" "$c" "$(ratio "$d" "$c")" ">= 0.8"
   fi
   if [ -s "$OUT/cpu.tsv" ]; then
+    PHASES="purchases purchases-plain purchases-wrk bare bare-minimal half healthz-half half-plain healthz-half-plain half-wrk"
+    PHASES+=" product-loadtest healthz-loadtest product-wrk healthz-wrk"
     echo
     echo "== where the two cores go: cores busy per kind of process (medians of $RUNS run(s); in brackets, core-µs per request at the phase's rate)"
     printf '%-18s %10s %13s %13s %13s %13s %13s %7s\n' phase "req/s" server "client" redis postgres other idle
-    for ph in purchases purchases-wrk bare half half-wrk product-loadtest healthz-loadtest product-wrk healthz-wrk; do
+    for ph in $PHASES; do
       awk -F'\t' -v ph="$ph" '$2 == ph' "$OUT/cpu.tsv" >"$OUT/cpu-$ph.tsv"
       [ -s "$OUT/cpu-$ph.tsv" ] || continue
       awk -F'\t' 'BEGIN {OFS = "\t"} {r = $3 > 0 ? $3 : 0; o = $1 "\t" $3; for (c = 5; c <= 10; c++) o = o "\t" (r ? $c * 1e6 / r : "n/a"); print o}' \
@@ -724,7 +844,7 @@ STOLEN=$(awk -v a="$STEAL_START" -v b="$(steal)" 'BEGIN {printf "%.1f", b - a}')
     echo
     echo "== runnable but waiting for a core (schedstat; s per s, in brackets µs per request): where the tail comes from"
     printf '%-18s %10s %13s %13s %13s %13s\n' phase "req/s" server "client" redis postgres
-    for ph in purchases purchases-wrk bare half half-wrk product-loadtest healthz-loadtest product-wrk healthz-wrk; do
+    for ph in $PHASES; do
       [ -s "$OUT/cpu-$ph.tsv" ] || continue
       awk -F'\t' 'BEGIN {OFS = "\t"} {r = $3 > 0 ? $3 : 0; o = $1 "\t" $3; for (c = 11; c <= 14; c++) o = o "\t" (r ? $c * 1e6 / r : "n/a"); print o}' \
         "$OUT/cpu-$ph.tsv" >"$OUT/waitus-$ph.tsv"
