@@ -132,3 +132,29 @@ func TestReadStoreCatchesCorruptedState(t *testing.T) {
 		})
 	}
 }
+
+// Run's stores read the layout the server recorded: with 16 order
+// partitions recorded under the prefix, they read 16 (on a single Redis,
+// untagged), and without a record the one partition of before.
+func TestOpenStoresReadsRecordedPartitions(t *testing.T) {
+	ctx := context.Background()
+	db, r := testenv.NewDatabase(t), testenv.NewRedis(t)
+	cfg := Config{RedisURL: r.URL, DatabaseURL: db.URL, KeyPrefix: r.Prefix}
+	for _, n := range []int{0, 16} {
+		if n > 0 {
+			if err := r.Client.Set(ctx, r.Prefix+"orders:partitions", n, 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st, err := openStores(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := st.layout
+		st.close()
+		if want := max(n, 1); l.Prefix != r.Prefix || l.Partitions.Count() != want || l.Partitions.Grouped() {
+			t.Errorf("recorded %d: the load test reads %d partitions under %q (grouped %v), want %d under %q",
+				n, l.Partitions.Count(), l.Prefix, l.Partitions.Grouped(), want, r.Prefix)
+		}
+	}
+}
