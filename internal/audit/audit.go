@@ -35,12 +35,12 @@ const maxEntries = 100000
 
 // Auditor runs audits.
 type Auditor struct {
-	db    *pgxpool.Pool
-	rdb   redis.UniversalClient
-	stock *inventory.Stock
-	parts keyspace.Partitions
-	keys  []order.StreamKeys // by partition
-	log   *slog.Logger
+	db     *pgxpool.Pool
+	rdb    redis.UniversalClient
+	stock  *inventory.Stock
+	parts  keyspace.Partitions
+	ledger *order.Ledger // order's keys and status hashes
+	log    *slog.Logger
 	// LagBound: see DefaultLagBound.
 	LagBound time.Duration
 	// SettledWindow is the settled log's retention as the cluster audit's
@@ -52,7 +52,7 @@ type Auditor struct {
 // New returns an auditor of the stores under prefix.
 func New(db *pgxpool.Pool, rdb redis.UniversalClient, stock *inventory.Stock, prefix string, log *slog.Logger) *Auditor {
 	parts := stock.Partitions()
-	return &Auditor{db: db, rdb: rdb, stock: stock, parts: parts, keys: order.PartitionKeys(prefix, parts),
+	return &Auditor{db: db, rdb: rdb, stock: stock, parts: parts, ledger: order.NewLedger(rdb, prefix, parts),
 		log: log, LagBound: DefaultLagBound, SettledWindow: order.SettledRetention}
 }
 

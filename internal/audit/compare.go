@@ -238,12 +238,12 @@ func (a *Auditor) streamProblems(ctx context.Context, s snap) ([]Problem, error)
 		for _, e := range st.pending {
 			if e.msg == nil {
 				out = append(out, Problem{Kind: "pending_missing", Partition: partition(st.partition),
-					Detail: fmt.Sprintf("entry %s of %s is pending for the writers but gone from the stream", e.id, a.keys[st.partition].Stream)})
+					Detail: fmt.Sprintf("entry %s of %s is pending for the writers but gone from the stream", e.id, a.ledger.Keys(st.partition).Stream)})
 			}
 		}
 		if st.truncated {
 			out = append(out, Problem{Kind: "backlog", Partition: partition(st.partition),
-				Detail: fmt.Sprintf("over %d entries of %s unrecorded", maxEntries, a.keys[st.partition].Stream)})
+				Detail: fmt.Sprintf("over %d entries of %s unrecorded", maxEntries, a.ledger.Keys(st.partition).Stream)})
 		}
 	}
 	for p, f := range s.foreign {
@@ -252,7 +252,7 @@ func (a *Auditor) streamProblems(ctx context.Context, s snap) ([]Problem, error)
 				"over %d holds, or settled log entries of one ms, in partition %d: its foreign lines are not all accounted", maxEntries, p)})
 		}
 	}
-	for _, k := range a.keys {
+	for _, k := range a.ledger.Partitions() {
 		dead, err := a.deadLetters(ctx, k)
 		if err != nil {
 			return nil, err
@@ -318,12 +318,12 @@ func (a *Auditor) notPersisted(ctx context.Context) ([]Problem, error) {
 func (a *Auditor) oldOrders(ctx context.Context, cutoff int64) ([]string, error) {
 	var mu sync.Mutex
 	var out []string
-	err := a.scan(ctx, a.keys[0].StatusPattern, func(ctx context.Context, batch []string) error {
+	err := a.scan(ctx, a.ledger.Keys(0).StatusPattern, func(ctx context.Context, batch []string) error {
 		var ids []string
 		pipe := a.rdb.Pipeline()
 		var cmds []*redis.MapStringStringCmd
 		for _, k := range batch {
-			if id, ok := a.keys[0].StatusID(k); ok { // the pattern may match other keys
+			if id, ok := a.ledger.Keys(0).StatusID(k); ok { // the pattern may match other keys
 				ids = append(ids, id)
 				cmds = append(cmds, pipe.HGetAll(ctx, k))
 			}
@@ -337,7 +337,7 @@ func (a *Auditor) oldOrders(ctx context.Context, cutoff int64) ([]string, error)
 		mu.Lock()
 		defer mu.Unlock()
 		for i, c := range cmds {
-			status, created := order.LiveStatus(c.Val())
+			status, created := order.StatusHash(c.Val()).Live()
 			if status != "" && status != order.StatusRejected && created > 0 && created < cutoff {
 				out = append(out, ids[i])
 			}
@@ -382,8 +382,8 @@ func (a *Auditor) scan(ctx context.Context, pattern string, fn func(context.Cont
 
 // lastIDs reads every partition's last stream id now (after PostgreSQL).
 func (a *Auditor) lastIDs(ctx context.Context) ([]streamID, error) {
-	out := make([]streamID, len(a.keys))
-	for p, k := range a.keys {
+	out := make([]streamID, a.parts.Count())
+	for p, k := range a.ledger.Partitions() {
 		info, err := a.rdb.XInfoStream(ctx, k.Stream).Result()
 		switch {
 		case err == nil:

@@ -249,7 +249,7 @@ func (a *Auditor) snapshot(ctx context.Context, skus []string) (snap, error) {
 func (a *Auditor) snapshotGroup(ctx context.Context, parts []int, bySKU map[int][]string, s *snap) error {
 	var keys, skus []string
 	for _, p := range parts {
-		keys = append(keys, a.keys[p].Stream)
+		keys = append(keys, a.ledger.Keys(p).Stream)
 	}
 	for _, p := range parts {
 		for _, sku := range bySKU[p] {
@@ -257,9 +257,9 @@ func (a *Auditor) snapshotGroup(ctx context.Context, parts []int, bySKU map[int]
 			skus = append(skus, sku)
 		}
 	}
-	args := []any{a.keys[0].Group, maxEntries, len(parts)}
+	args := []any{a.ledger.Keys(0).Group, maxEntries, len(parts)}
 	if s.foreign != nil { // one partition per group
-		k := a.keys[parts[0]]
+		k := a.ledger.Keys(parts[0])
 		keys = append(keys, k.Holds, k.Settled, k.Releases)
 		args = append(args, len(skus), k.HoldPrefix)
 	}
@@ -276,7 +276,7 @@ func (a *Auditor) snapshotGroup(ctx context.Context, parts []int, bySKU map[int]
 			len(raw.Streams), len(raw.Rounds), len(parts), len(skus)))
 	}
 	if s.foreign != nil {
-		f, err := a.readForeign(ctx, a.keys[parts[0]], raw, skus)
+		f, err := a.readForeign(ctx, a.ledger.Keys(parts[0]), raw, skus)
 		if err != nil {
 			return wrap("redis snapshot", err)
 		}
@@ -540,13 +540,13 @@ func pgxForEach(rows pgx.Rows, dest any, fn func()) (any, error) {
 }
 
 // homes are the partitions each order's entries may have gone to (its
-// home, see order.HomeOf): one when known, else every partition its lines
-// fall in. A row is cut by its home's stream: an order whose home is not
-// certain from its SKUs and whose entries fall between its candidates'
-// cuts (in any of cuts) is looked up in its status hash, which names the
-// home. A home still unsure is cut only when every candidate cuts it (an
-// order that old lost its status hash to its week's expiry, or to a
-// failover that recover repairs).
+// home, see order.Ledger.HomeOf): one when known, else every partition
+// its lines fall in. A row is cut by its home's stream: an order whose
+// home is not certain from its SKUs and whose entries fall between its
+// candidates' cuts (in any of cuts) is looked up in its status hash,
+// which names the home. A home still unsure is cut only when every
+// candidate cuts it (an order that old lost its status hash to its week's
+// expiry, or to a failover that recover repairs).
 type homes map[string][]int
 
 func (a *Auditor) homes(ctx context.Context, rows []heldRow, cuts ...[]streamID) (homes, error) {
@@ -556,7 +556,7 @@ func (a *Auditor) homes(ctx context.Context, rows []heldRow, cuts ...[]streamID)
 		if _, ok := out[r.orderID]; ok {
 			continue
 		}
-		home, certain := order.HomeOf(a.parts, r.orderID, r.skus)
+		home, certain := a.ledger.HomeOf(r.orderID, r.skus)
 		if certain {
 			out[r.orderID] = []int{home}
 			continue
@@ -602,13 +602,13 @@ func (a *Auditor) lookUpHomes(ctx context.Context, ids []string, out homes) erro
 	pipe := a.rdb.Pipeline()
 	cmds := make([]*redis.MapStringStringCmd, len(ids))
 	for i, id := range ids {
-		cmds[i] = pipe.HGetAll(ctx, a.keys[0].StatusKey(id))
+		cmds[i] = pipe.HGetAll(ctx, a.ledger.Keys(0).StatusKey(id))
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return wrap("order statuses", err)
 	}
 	for i, c := range cmds {
-		if p, ok := order.StatusPartition(c.Val()); ok && p < a.parts.Count() {
+		if p, ok := order.StatusHash(c.Val()).Home(); ok && p < a.parts.Count() {
 			out[ids[i]] = []int{p}
 		}
 	}

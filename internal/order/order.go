@@ -1,6 +1,7 @@
 // Package order places orders and carries them through the order stream
 // and their lifecycle; package writer (internal/order/writer) persists the
-// stream to PostgreSQL exactly once.
+// stream to PostgreSQL exactly once. Ledger is its Redis state as an audit
+// or a recovery reads and restores it.
 //
 // The reasoning behind it is in docs/design/order.md.
 package order

@@ -104,7 +104,7 @@ func (f *clusterFixture) restore(t *testing.T, id, u string, res reservation) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := RestoreStatuses(context.Background(), f.rdb, f.c.Prefix, f.parts, []Confirmed{{OrderID: id, UserID: u,
+	n, err := NewLedger(f.rdb, f.c.Prefix, f.parts).RestoreStatuses(context.Background(), []Confirmed{{OrderID: id, UserID: u,
 		TotalCents: res.totalCents, CreatedAt: res.createdAt, Items: items}})
 	if err != nil || n != 1 {
 		t.Fatalf("restore of %s: %d %v", id, n, err)

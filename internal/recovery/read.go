@@ -102,7 +102,7 @@ type scan struct {
 
 func (r *Recoverer) scanStreams(ctx context.Context) (*scan, error) {
 	sc := &scan{ids: map[string]bool{}}
-	for _, k := range r.keys {
+	for _, k := range r.ledger.Partitions() {
 		if err := r.readStream(ctx, k.Stream, "", sc); err != nil {
 			return nil, err
 		}
@@ -173,8 +173,8 @@ type holding struct {
 // a single Redis), each partition's at one instant.
 func (r *Recoverer) readHolds(ctx context.Context) ([]order.Hold, error) {
 	var out []order.Hold
-	for _, k := range r.keys {
-		h, err := order.ReadHolds(ctx, r.rdb, r.parts, k)
+	for _, k := range r.ledger.Partitions() {
+		h, err := r.ledger.ReadHolds(ctx, k)
 		if err != nil {
 			return nil, wrap("holds", err)
 		}
@@ -316,11 +316,11 @@ func roundReport(lr liveRound, st inventory.Restored, orders map[string]*holding
 }
 
 // advance moves every partition's stream's last id past every entry
-// PostgreSQL recorded (see order.AdvanceStream). The newest recorded id of
-// any partition will do for each: PostgreSQL does not say which partition
-// an entry was in (an order's home is its first line's, and its lines are
-// kept by SKU), and an id PostgreSQL recorded is in the past, so new
-// entries of every partition are numbered past it anyway.
+// PostgreSQL recorded (see order.Ledger.AdvanceStream). The newest
+// recorded id of any partition will do for each: PostgreSQL does not say
+// which partition an entry was in (an order's home is its first line's,
+// and its lines are kept by SKU), and an id PostgreSQL recorded is in the
+// past, so new entries of every partition are numbered past it anyway.
 func (r *Recoverer) advance(ctx context.Context) error {
 	var last string
 	err := r.db.QueryRow(ctx, lastRecordedSQL).Scan(&last)
@@ -330,8 +330,8 @@ func (r *Recoverer) advance(ctx context.Context) error {
 	if err != nil {
 		return wrap("last recorded stream id", err)
 	}
-	for _, k := range r.keys {
-		if _, err := order.AdvanceStream(ctx, r.rdb, k, last); err != nil {
+	for _, k := range r.ledger.Partitions() {
+		if _, err := r.ledger.AdvanceStream(ctx, k, last); err != nil {
 			return err
 		}
 	}
@@ -377,7 +377,7 @@ func (r *Recoverer) statuses(ctx context.Context, lost []Lost) error {
 	pipe := r.rdb.Pipeline()
 	cmds := make([]*redis.StringCmd, len(lost))
 	for i, l := range lost {
-		cmds[i] = pipe.HGet(ctx, r.keys[0].StatusKey(l.OrderID), "status")
+		cmds[i] = pipe.HGet(ctx, r.ledger.Keys(0).StatusKey(l.OrderID), "status")
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return wrap("order statuses", err)
@@ -389,7 +389,7 @@ func (r *Recoverer) statuses(ctx context.Context, lost []Lost) error {
 }
 
 // restoreStatuses gives the live rounds' confirmed orders whose Redis
-// status was lost their status back (order.RestoreStatuses).
+// status was lost their status back (order.Ledger.RestoreStatuses).
 func (r *Recoverer) restoreStatuses(ctx context.Context, rounds []liveRound) (int, error) {
 	ids := make([]int64, len(rounds))
 	for i, lr := range rounds {
@@ -421,7 +421,7 @@ func (r *Recoverer) restoreStatuses(ctx context.Context, rounds []liveRound) (in
 	if err != nil {
 		return 0, err
 	}
-	return order.RestoreStatuses(ctx, r.rdb, r.prefix, r.parts, missing)
+	return r.ledger.RestoreStatuses(ctx, missing)
 }
 
 // withoutStatus keeps the orders whose status hash is gone, looked up in
@@ -433,7 +433,7 @@ func (r *Recoverer) withoutStatus(ctx context.Context, orders []order.Confirmed)
 		pipe := r.rdb.Pipeline()
 		cmds := make([]*redis.IntCmd, len(batch))
 		for i, o := range batch {
-			cmds[i] = pipe.Exists(ctx, r.keys[0].StatusKey(o.OrderID))
+			cmds[i] = pipe.Exists(ctx, r.ledger.Keys(0).StatusKey(o.OrderID))
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			return nil, wrap("order statuses", err)
@@ -449,11 +449,12 @@ func (r *Recoverer) withoutStatus(ctx context.Context, orders []order.Confirmed)
 
 // restoreSettled brings every partition's settled log (a cluster's: the
 // audit's record of the lines taken there for orders homed elsewhere,
-// order.ReadSettled) in step with the rounds just rebuilt, for a failover
-// may have lost some of a log's entries with the units they name, or kept
-// entries of orders it lost. The logs (and holds) are read before the
-// streams and PostgreSQL: a drop writes its entry after its order's event,
-// so every order a log names is known then, unless the failover lost it.
+// order.Ledger.ReadSettled) in step with the rounds just rebuilt, for a
+// failover may have lost some of a log's entries with the units they
+// name, or kept entries of orders it lost. The logs (and holds) are read
+// before the streams and PostgreSQL: a drop writes its entry after its
+// order's event, so every order a log names is known then, unless the
+// failover lost it.
 // Each order recover counts as holding units of a partition other than
 // its home gets an entry there if it has none; an entry naming a live
 // round none of whose orders it is (a lost order) goes. It returns the
@@ -462,10 +463,10 @@ func (r *Recoverer) restoreSettled(ctx context.Context, rounds []liveRound) (int
 	if !r.parts.Grouped() || len(rounds) == 0 {
 		return 0, nil
 	}
-	logs := make([]order.Settled, len(r.keys))
-	for p, k := range r.keys {
+	logs := make([]order.Settled, r.parts.Count())
+	for p, k := range r.ledger.Partitions() {
 		var err error
-		if logs[p], err = order.ReadSettled(ctx, r.rdb, r.parts, k); err != nil {
+		if logs[p], err = r.ledger.ReadSettled(ctx, k); err != nil {
 			return 0, err
 		}
 	}
@@ -482,10 +483,10 @@ func (r *Recoverer) restoreSettled(ctx context.Context, rounds []liveRound) (int
 		return 0, err
 	}
 	changed := 0
-	for p, k := range r.keys {
+	for p, k := range r.ledger.Partitions() {
 		add := r.settledToAdd(p, rounds, held, logs[p])
 		remove := settledToRemove(held, logs[p])
-		if err := order.RestoreSettled(ctx, r.rdb, k, remove, add); err != nil {
+		if err := r.ledger.RestoreSettled(ctx, k, remove, add); err != nil {
 			return changed, err
 		}
 		changed += len(add) + len(remove)

@@ -33,9 +33,8 @@ type Recoverer struct {
 	db     *pgxpool.Pool
 	rdb    redis.UniversalClient
 	stock  *inventory.Stock
-	prefix string
 	parts  keyspace.Partitions
-	keys   []order.StreamKeys // by partition
+	ledger *order.Ledger // order's keys and status hashes
 	log    *slog.Logger
 	// betweenReads, when set (InjectBetweenReads), runs in each attempt
 	// after the holds are read and before the streams are.
@@ -50,8 +49,8 @@ func (r *Recoverer) InjectBetweenReads(f func()) { r.betweenReads = f }
 // New returns a recoverer of the stores under prefix.
 func New(db *pgxpool.Pool, rdb redis.UniversalClient, stock *inventory.Stock, prefix string, log *slog.Logger) *Recoverer {
 	parts := stock.Partitions()
-	return &Recoverer{db: db, rdb: rdb, stock: stock, prefix: prefix, parts: parts,
-		keys: order.PartitionKeys(prefix, parts), log: log}
+	return &Recoverer{db: db, rdb: rdb, stock: stock, parts: parts,
+		ledger: order.NewLedger(rdb, prefix, parts), log: log}
 }
 
 // Report is what a recovery did and found.
@@ -66,7 +65,8 @@ type Report struct {
 	// expired.
 	StatusesRestored int `json:"statuses_restored"`
 	// SettledRestored counts the settled log entries (a cluster's, see
-	// order.ReadSettled) written or removed to match the rebuilt stock.
+	// order.Ledger.ReadSettled) written or removed to match the rebuilt
+	// stock.
 	SettledRestored int `json:"settled_restored"`
 	// Attempts is how many times the stores were read: more than one
 	// when stock moved meanwhile.

@@ -13,7 +13,8 @@ type keys struct {
 }
 
 func newKeys(prefix string, parts keyspace.Partitions) keys {
-	return keys{parts: parts, p: order.PartitionKeys(prefix, parts)}
+	// Only the key names: the ledger needs no client for them.
+	return keys{parts: parts, p: order.NewLedger(nil, prefix, parts).Partitions()}
 }
 
 func (k keys) stream(p int) string        { return k.p[p].Stream }

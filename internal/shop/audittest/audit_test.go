@@ -112,18 +112,18 @@ func TestAuditNamesEachViolation(t *testing.T) {
 			return ""
 		}, []string{"quantity"}},
 		{"pending_entry_gone", func(t *testing.T, s *sale) string {
-			ctx, k := context.Background(), order.AuditKeys(s.Config.KeyPrefix)
+			ctx, k := context.Background(), s.OrderKeys()
 			id := s.Redis.Client.XAdd(ctx, &redis.XAddArgs{Stream: k.Stream, Values: []string{"x", "1"}}).Val()
 			s.Redis.Client.XReadGroup(ctx, &redis.XReadGroupArgs{Group: k.Group, Consumer: "gone", Streams: []string{k.Stream, ">"}})
 			s.Redis.Client.XDel(ctx, k.Stream, id)
 			return ""
 		}, []string{"pending_missing"}},
 		{"stream_lost_in_a_failover", func(t *testing.T, s *sale) string {
-			s.Redis.Client.Del(context.Background(), order.AuditKeys(s.Config.KeyPrefix).Stream)
+			s.Redis.Client.Del(context.Background(), s.OrderKeys().Stream)
 			return s.orders[2]
 		}, []string{"stock_postgres", "buyer", "stream_behind"}},
 		{"dead_letter", func(t *testing.T, s *sale) string {
-			k := order.AuditKeys(s.Config.KeyPrefix)
+			k := s.OrderKeys()
 			s.Redis.Client.XAdd(context.Background(), &redis.XAddArgs{Stream: k.Dead,
 				Values: []string{"source_id", "1-1", "reason", "test", "event_order_id", s.orders[0]}})
 			return s.orders[0]

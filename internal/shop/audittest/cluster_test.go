@@ -226,7 +226,7 @@ func TestExactAuditWhileCrossShardCheckoutsRun(t *testing.T) {
 func waitNoDue(t *testing.T, s *clusterSale) {
 	t.Helper()
 	ctx := context.Background()
-	keys := order.PartitionKeys(s.Prefix, s.Parts)
+	keys := order.NewLedger(s.RDB, s.Prefix, s.Parts).Partitions()
 	deadline := time.Now().Add(60 * time.Second)
 	for _, k := range keys {
 		owed := strings.TrimSuffix(k.Due, ":due") + ":owed"
@@ -294,7 +294,7 @@ func TestClusterAuditReportsAForeignLineDifference(t *testing.T) {
 	reported("settled log")
 	corrupt(-1)
 
-	keys := order.PartitionKeys(s.Prefix, s.Parts)
+	keys := order.NewLedger(s.RDB, s.Prefix, s.Parts).Partitions()
 	for _, k := range keys {
 		s.RDB.Del(ctx, k.Settled)
 	}
@@ -333,7 +333,7 @@ func TestRecoverRestoresTheSettledLog(t *testing.T) {
 		t.Fatalf("audit before: %v %+v", err, rep.Problems)
 	}
 
-	keys := order.PartitionKeys(s.Prefix, s.Parts)
+	keys := order.NewLedger(s.RDB, s.Prefix, s.Parts).Partitions()
 	s.RDB.Del(ctx, keys[2].Settled)
 	last := s.RDB.XRevRangeN(ctx, keys[3].Stream, "+", "-", 1).Val()
 	if len(last) != 1 || last[0].Values["order_id"] != lost {
@@ -379,7 +379,7 @@ func TestClusterAuditPagesTheSettledLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := now.UnixMilli() - 60000 // before every drop of this test's orders
-	for p, k := range order.PartitionKeys(s.Prefix, s.Parts) {
+	for p, k := range order.NewLedger(s.RDB, s.Prefix, s.Parts).Partitions() {
 		var zs []redis.Z
 		filler := func(i int, score int64) {
 			zs = append(zs, redis.Z{Score: float64(score), Member: fmt.Sprintf(

@@ -33,7 +33,7 @@ func newPartitionedSale(t *testing.T) *partitionedSale {
 	t.Helper()
 	s := &partitionedSale{App: shoptest.New(t, shoptest.Options{Config: func(c *config.Config) { c.OrderPartitions = 3 }})}
 	s.parts = s.Config.Partitions()
-	s.keys = order.PartitionKeys(s.Config.KeyPrefix, s.parts)
+	s.keys = order.NewLedger(s.Redis.Client, s.Config.KeyPrefix, s.parts).Partitions()
 	s.skus = make([][]string, s.parts.Count())
 	for i := 0; slices.ContainsFunc(s.skus, func(skus []string) bool { return len(skus) < 3 }); i++ {
 		sku := fmt.Sprintf("p-%d", i)

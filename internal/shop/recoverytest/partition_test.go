@@ -36,7 +36,7 @@ func TestRecoverPartitionedStock(t *testing.T) {
 	t.Parallel()
 	s := &sale{App: shoptest.New(t, shoptest.Options{Config: func(c *config.Config) { c.OrderPartitions = 3 }})}
 	parts := s.Config.Partitions()
-	keys := order.PartitionKeys(s.Config.KeyPrefix, parts)
+	keys := order.NewLedger(s.Redis.Client, s.Config.KeyPrefix, parts).Partitions()
 	skus := make([][]string, parts.Count())
 	for i := 0; slices.ContainsFunc(skus, func(x []string) bool { return len(x) < 2 }); i++ {
 		sku := fmt.Sprintf("r-%d", i)
@@ -151,7 +151,7 @@ func TestRecoverPartitionedStock(t *testing.T) {
 			continue
 		}
 		m := rdb.HGetAll(ctx, keys[0].StatusKey(o.id)).Val()
-		p, ok := order.StatusPartition(m)
+		p, ok := order.StatusHash(m).Home()
 		homes := []int{}
 		for _, l := range o.lines {
 			homes = append(homes, parts.Of(l.SKU))

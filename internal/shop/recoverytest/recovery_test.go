@@ -100,7 +100,7 @@ func TestRecoverRebuildsLostStock(t *testing.T) {
 	rdb.Del(ctx, s.Stock.BuyersKey("b"))
 	// The stream as a replica far behind has it: only b's unwritten
 	// entry, under an id older than every entry PostgreSQL recorded.
-	k := order.AuditKeys(s.Config.KeyPrefix)
+	k := s.OrderKeys()
 	all := rdb.XRange(ctx, k.Stream, "-", "+").Val()
 	rdb.Del(ctx, k.Stream)
 	rdb.XAdd(ctx, &redis.XAddArgs{Stream: k.Stream, ID: "1-1", Values: all[len(all)-1].Values})
@@ -176,7 +176,7 @@ func TestRecoverReportsLostOrders(t *testing.T) {
 	t.Parallel()
 	s := newSale(t)
 	ctx, rdb := context.Background(), s.Redis.Client
-	k := order.AuditKeys(s.Config.KeyPrefix)
+	k := s.OrderKeys()
 	// A third "b" order, accepted and then lost with its event (as a
 	// failover loses it), and its status hash surviving.
 	s.place(t, s.users[1], "b", 1)

@@ -91,7 +91,7 @@ func (s *ClusterSale) Orders(o order.Options) *order.Service {
 func (s *ClusterSale) Drained(t testing.TB) {
 	t.Helper()
 	ctx := context.Background()
-	keys := order.PartitionKeys(s.Prefix, s.Parts)
+	keys := order.NewLedger(s.RDB, s.Prefix, s.Parts).Partitions()
 	deadline := time.Now().Add(60 * time.Second)
 	for p := 0; p < len(keys); {
 		if time.Now().After(deadline) {

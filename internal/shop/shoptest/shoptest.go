@@ -22,6 +22,7 @@ import (
 	"github.com/shop-oss/shop/internal/auth"
 	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/openapitest"
 	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/order/writer"
@@ -266,6 +267,13 @@ func (a *App) Drain(t testing.TB) {
 	if err := a.waitDrained(30 * time.Second); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// OrderKeys are order's keys of the one partition of a single Redis with
+// the default layout (partition 0, the untagged stream), for a test that
+// changes order's state by hand.
+func (a *App) OrderKeys() order.StreamKeys {
+	return order.NewLedger(a.Redis.Client, a.Config.KeyPrefix, keyspace.Partitions{}).Keys(0)
 }
 
 func (a *App) waitDrained(limit time.Duration) error {

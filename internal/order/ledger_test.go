@@ -19,13 +19,14 @@ func TestAdvanceStreamRefusesABadIDBeforeWriting(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	if _, err := AdvanceStream(ctx, f.r.Client, AuditKeys(f.r.Prefix), "not-an-id"); err == nil {
+	l := NewLedger(f.r.Client, f.r.Prefix, keyspace.Partitions{})
+	if _, err := l.AdvanceStream(ctx, l.Keys(0), "not-an-id"); err == nil {
 		t.Fatal("a bad id was accepted")
 	}
 	if n := f.r.Client.Exists(ctx, keys{prefix: f.r.Prefix}.stream(0)).Val(); n != 0 {
 		t.Fatalf("the stream was created by a refused call")
 	}
-	last, err := AdvanceStream(ctx, f.r.Client, AuditKeys(f.r.Prefix), "1700000000000-3")
+	last, err := l.AdvanceStream(ctx, l.Keys(0), "1700000000000-3")
 	if err != nil || last != "1700000000000-3" {
 		t.Fatalf("advance: %q, %v", last, err)
 	}
@@ -41,7 +42,7 @@ func TestRestoredStatusOutlivesItsPaymentWindow(t *testing.T) {
 	ctx := context.Background()
 	week, month := uuid.NewString(), uuid.NewString()
 	now := time.Now()
-	n, err := RestoreStatuses(ctx, f.r.Client, f.r.Prefix, keyspace.Partitions{}, []Confirmed{
+	n, err := NewLedger(f.r.Client, f.r.Prefix, keyspace.Partitions{}).RestoreStatuses(ctx, []Confirmed{
 		{OrderID: week, UserID: uuid.NewString(), CreatedAt: now, ExpiresAt: now.Add(time.Hour)},
 		{OrderID: month, UserID: uuid.NewString(), CreatedAt: now, ExpiresAt: now.Add(20 * 24 * time.Hour)},
 	})
@@ -81,7 +82,8 @@ func TestRestoreStatusesInTheirHomePartition(t *testing.T) {
 	slices.Sort(homes)
 	one, two := uuid.NewString(), uuid.NewString()
 	now := time.Now()
-	n, err := RestoreStatuses(ctx, f.r.Client, f.r.Prefix, parts, []Confirmed{
+	l := NewLedger(f.r.Client, f.r.Prefix, parts)
+	n, err := l.RestoreStatuses(ctx, []Confirmed{
 		{OrderID: one, UserID: uuid.NewString(), CreatedAt: now, ExpiresAt: now.Add(time.Hour),
 			Items: []ReservedItem{{SKU: bySKU[homes[0]], Quantity: 1, RoundID: 1}}},
 		{OrderID: two, UserID: uuid.NewString(), CreatedAt: now, ExpiresAt: now.Add(time.Hour),
@@ -90,9 +92,9 @@ func TestRestoreStatusesInTheirHomePartition(t *testing.T) {
 	if err != nil || n != 2 {
 		t.Fatalf("restored %d, %v", n, err)
 	}
-	k := PartitionKeys(f.r.Prefix, parts)
+	k := l.Partitions()
 	for id, want := range map[string][]int{one: {homes[0]}, two: {homes[1], homes[2]}} {
-		got, ok := StatusPartition(f.r.Client.HGetAll(ctx, k[0].StatusKey(id)).Val())
+		got, ok := StatusHash(f.r.Client.HGetAll(ctx, k[0].StatusKey(id)).Val()).Home()
 		if !ok || !slices.Contains(want, got) {
 			t.Fatalf("order %s restored in partition %d (%v), want one of %v", id, got, ok, want)
 		}
@@ -112,7 +114,7 @@ func TestRestoreStatusesInTheirHomePartition(t *testing.T) {
 // A status key names its order; other keys matching the pattern do not.
 func TestStatusIDReadsStatusKeys(t *testing.T) {
 	parts := keyspace.NewPartitions(3, true)
-	k := PartitionKeys("p:", parts)
+	k := NewLedger(nil, "p:", parts).Partitions()
 	id := uuid.NewString()
 	if got, ok := k[2].StatusID(k[1].StatusKey(id)); !ok || got != id {
 		t.Fatalf("StatusID(%q) = %q %v", k[1].StatusKey(id), got, ok)

@@ -5,14 +5,163 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/keyspace"
 )
 
-// advanceLua moves the order stream's last generated id up to ARGV[2] if it
+// Ledger is order's Redis state as an audit or a recovery reads and
+// restores it: the keys of every partition, the status hashes, and the
+// few writes a recovery makes through them.
+type Ledger struct {
+	rdb   redis.UniversalClient
+	k     keys         // the prefix and the partitions
+	parts []StreamKeys // by partition
+}
+
+// NewLedger returns the ledger of order's keys under prefix on rdb,
+// partitioned as parts. rdb may be nil for a ledger asked only for key
+// names (Partitions, Keys, HomeOf).
+func NewLedger(rdb redis.UniversalClient, prefix string, parts keyspace.Partitions) *Ledger {
+	k := keys{prefix: prefix, parts: parts}
+	out := make([]StreamKeys, parts.Count())
+	pattern := k.statusPattern()
+	for p := range out {
+		out[p] = StreamKeys{Partition: p, Stream: k.stream(p), Group: group, Dead: k.dead(p), Due: k.due(p),
+			Holds: k.holds(p), HoldPrefix: k.hold(p, ""), Settled: k.settled(p), Releases: k.releases(p), StatusPattern: pattern, k: k}
+	}
+	return &Ledger{rdb: rdb, k: k, parts: out}
+}
+
+// Partitions returns the keys of every partition, in partition order (the
+// ledger's own slice: callers do not modify it).
+func (l *Ledger) Partitions() []StreamKeys { return l.parts }
+
+// Keys returns the keys of partition p (partition 0 alone on a single
+// Redis with the default layout).
+func (l *Ledger) Keys(p int) StreamKeys { return l.parts[p] }
+
+// StreamKeys are the order package's keys of one order partition that an
+// audit or a recovery reads: the partition's stream and its group, its
+// dead letters and due set, and (for every partition alike) the status
+// hashes. Only Ledger's AdvanceStream and RestoreStatuses write through them.
+type StreamKeys struct {
+	// Partition is the partition's number (keyspace.Partitions).
+	Partition           int
+	Stream, Group, Dead string
+	Due                 string
+	// On a cluster, the lines held in this partition for orders homed
+	// elsewhere: Holds indexes the hold records (order ids), HoldPrefix
+	// and an order id name one; Settled is the settled log of the holds
+	// dropped because their order committed (zset of {order_id, user,
+	// items} by when, kept SettledRetention).
+	Holds, HoldPrefix, Settled string
+	// Releases is the releases log: a stream entry {order_id, skus} for
+	// each release here of an order homed elsewhere that gave units back.
+	Releases string
+	// StatusPattern matches every order status hash (for SCAN, on every
+	// master of a cluster); StatusKey names one, StatusID reads one's name.
+	StatusPattern string
+	k             keys
+}
+
+// StatusKey is the key of order id's status hash.
+func (k StreamKeys) StatusKey(id string) string { return k.k.status(id) }
+
+// PendingKey is the key of user's pending index: the orders not yet
+// persisted, which the writer takes them off.
+func (k StreamKeys) PendingKey(user string) string { return k.k.pending(user) }
+
+// StatusID is the order id a status hash's key names (a key SCAN found
+// with StatusPattern); ok is false for a key that names no order.
+func (k StreamKeys) StatusID(key string) (id string, ok bool) {
+	// An order id is a UUID at the end of the name; the name must be the
+	// one StatusKey gives it, whatever tag it carries.
+	const n = 36
+	if len(key) < n {
+		return "", false
+	}
+	u, err := uuid.Parse(key[len(key)-n:])
+	if err != nil || k.StatusKey(u.String()) != key {
+		return "", false
+	}
+	return u.String(), true
+}
+
+// HomeOf is the home partition (where its events go) of order id with
+// lines of skus, and whether that is certain. On a cluster the id names it
+// (keyspace's Stamp). On a single Redis an order's home is its first
+// line's partition as it was placed, which PostgreSQL does not keep (its
+// lines are keyed by SKU), so only an order whose lines all fall in one
+// partition is certain from its SKUs; the status hash knows the home of
+// the others (StatusHash.Home). Else the answer is the partition of the
+// first SKU given, a right home on a single Redis, where any partition's
+// stream and due set reach the writers and sweepers.
+func (l *Ledger) HomeOf(id string, skus []string) (home int, certain bool) {
+	return homeOf(l.k.parts, id, skus)
+}
+
+// homeOf is HomeOf for callers holding keys, not a Ledger (restoreStatus).
+func homeOf(parts keyspace.Partitions, id string, skus []string) (home int, certain bool) {
+	if parts.Grouped() {
+		return parts.Home(id), true
+	}
+	if len(skus) == 0 {
+		return 0, parts.Count() == 1
+	}
+	home = parts.Of(skus[0])
+	for _, s := range skus[1:] {
+		if parts.Of(s) != home {
+			return home, false
+		}
+	}
+	return home, true
+}
+
+// StatusHash is an order's status hash as HGETALL reads it.
+type StatusHash map[string]string
+
+// Live reads the hash's status and creation time (Unix ms).
+func (m StatusHash) Live() (status string, createdMS int64) {
+	return m["status"], MillisTime(m["created_ms"]).UnixMilli()
+}
+
+// Home reads the hash's home partition (no field: an order of before
+// partitions, in partition 0); ok is false for an empty hash (no such
+// order).
+func (m StatusHash) Home() (partition int, ok bool) {
+	if len(m) == 0 {
+		return 0, false
+	}
+	p, _ := strconv.Atoi(m["partition"])
+	return p, true
+}
+
+// statusPattern matches the status hash of an order of any partition: the
+// part every partition's status names share (on a cluster they differ by
+// their home's tag, which the id names), then anything. It may match
+// other keys too; StatusID tells the status hashes apart.
+func (k keys) statusPattern() string {
+	var common string
+	for p := range k.parts.Count() {
+		id := k.parts.Stamp(uuid.UUID{}, p).String()
+		pre := strings.TrimSuffix(k.status(id), id)
+		if p == 0 {
+			common = pre
+		}
+		for !strings.HasPrefix(pre, common) {
+			common = common[:len(common)-1]
+		}
+	}
+	return common + "*"
+}
+
+// advanceScript moves the order stream's last generated id up to ARGV[2] if it
 // is below (XSETID), creating the stream and the writers' group first when
 // a failover lost them. KEYS[1] the stream; ARGV[1] the group, ARGV[2] the
 // id. Returns the stream's last id afterwards.
@@ -45,8 +194,8 @@ return last`)
 // are taken for orders accepted after its snapshot). New entries are
 // numbered past id anyway, since ids follow the clock; this only closes
 // the gap until one comes. It returns the stream's last id.
-func AdvanceStream(ctx context.Context, rdb redis.UniversalClient, k StreamKeys, id string) (string, error) {
-	last, err := advanceScript.Run(ctx, rdb, []string{k.Stream}, k.Group, id).Text()
+func (l *Ledger) AdvanceStream(ctx context.Context, k StreamKeys, id string) (string, error) {
+	last, err := advanceScript.Run(ctx, l.rdb, []string{k.Stream}, k.Group, id).Text()
 	if err != nil {
 		return "", fmt.Errorf("advance the order stream %s to %s: %w", k.Stream, id, err)
 	}
@@ -91,13 +240,12 @@ return 1`)
 // wrote; callers pass only the orders whose status they found missing
 // (StatusKey), since each is a round trip. The status and the due set are
 // separate steps, each idempotent, so they never need one slot. The
-// status names the order's home partition (HomeOf), whose due set gets
-// its payment due time and whose stream its transitions.
-func RestoreStatuses(ctx context.Context, rdb redis.UniversalClient, prefix string, parts keyspace.Partitions, orders []Confirmed) (int, error) {
-	k := keys{prefix: prefix, parts: parts}
+// status names the order's home partition (Ledger.HomeOf), whose due set
+// gets its payment due time and whose stream its transitions.
+func (l *Ledger) RestoreStatuses(ctx context.Context, orders []Confirmed) (int, error) {
 	n := 0
 	for _, o := range orders {
-		wrote, err := restoreStatus(ctx, rdb, k, o, "confirmed")
+		wrote, err := restoreStatus(ctx, l.rdb, l.k, o, "confirmed")
 		if err != nil {
 			return n, err
 		}
@@ -123,7 +271,7 @@ func restoreStatus(ctx context.Context, rdb redis.UniversalClient, k keys, o Con
 		expires = o.ExpiresAt.UnixMilli()
 		ttl = max(ttl, time.Until(o.ExpiresAt)+24*time.Hour)
 	}
-	home, _ := HomeOf(k.parts, o.OrderID, skusOf(o.Items))
+	home, _ := homeOf(k.parts, o.OrderID, skusOf(o.Items))
 	wrote, err := restoreStatusScript.Run(ctx, rdb, []string{k.status(o.OrderID)}, o.UserID, string(items),
 		o.TotalCents, o.CreatedAt.UnixMilli(), expires, ttl.Milliseconds(), home, state).Int()
 	if err != nil {
@@ -148,7 +296,7 @@ func skusOf(items []ReservedItem) []string {
 // Settled is what partition k's holds and settled log name (a cluster's,
 // for recover): Orders are the order ids the log or a hold names, Entries
 // the log's entries by order id (their exact text, to remove), Holds the
-// holds standing when they were read (ReadHolds).
+// holds standing when they were read (Ledger.ReadHolds).
 type Settled struct {
 	Orders  map[string]bool
 	Entries map[string][]SettledEntry
@@ -192,12 +340,12 @@ type SettledEntry struct {
 
 // ReadSettled reads partition k's settled log and holds (nothing on a
 // single Redis, which has neither).
-func ReadSettled(ctx context.Context, rdb redis.UniversalClient, parts keyspace.Partitions, k StreamKeys) (Settled, error) {
+func (l *Ledger) ReadSettled(ctx context.Context, k StreamKeys) (Settled, error) {
 	out := Settled{Orders: map[string]bool{}, Entries: map[string][]SettledEntry{}}
-	if !parts.Grouped() {
+	if !l.k.parts.Grouped() {
 		return out, nil
 	}
-	log, err := rdb.ZRange(ctx, k.Settled, 0, -1).Result()
+	log, err := l.rdb.ZRange(ctx, k.Settled, 0, -1).Result()
 	if err != nil {
 		return out, fmt.Errorf("read the settled log %s: %w", k.Settled, err)
 	}
@@ -210,7 +358,7 @@ func ReadSettled(ctx context.Context, rdb redis.UniversalClient, parts keyspace.
 		out.Orders[e.OrderID] = true
 		out.Entries[e.OrderID] = append(out.Entries[e.OrderID], e)
 	}
-	if out.Holds, err = ReadHolds(ctx, rdb, parts, k); err != nil {
+	if out.Holds, err = l.ReadHolds(ctx, k); err != nil {
 		return out, err
 	}
 	for _, h := range out.Holds {
@@ -222,11 +370,11 @@ func ReadSettled(ctx context.Context, rdb redis.UniversalClient, parts keyspace.
 // ReadHolds reads partition k's standing holds, at one instant (nothing
 // on a single Redis, which has none). A record this package did not write
 // is an error: recover must not rebuild the stock without its lines.
-func ReadHolds(ctx context.Context, rdb redis.UniversalClient, parts keyspace.Partitions, k StreamKeys) ([]Hold, error) {
-	if !parts.Grouped() {
+func (l *Ledger) ReadHolds(ctx context.Context, k StreamKeys) ([]Hold, error) {
+	if !l.k.parts.Grouped() {
 		return nil, nil
 	}
-	raw, err := readHoldsScript.Run(ctx, rdb, []string{k.Holds}, k.HoldPrefix).StringSlice()
+	raw, err := readHoldsScript.Run(ctx, l.rdb, []string{k.Holds}, k.HoldPrefix).StringSlice()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("read the holds %s: %w", k.Holds, err)
 	}
@@ -246,15 +394,15 @@ func ReadHolds(ctx context.Context, rdb redis.UniversalClient, parts keyspace.Pa
 // store knows them, so no unit is theirs any more) and add's are written
 // (orders whose units recover counted as taken in this partition, whose
 // log entry the failover lost), with the log's retention from now.
-func RestoreSettled(ctx context.Context, rdb redis.UniversalClient, k StreamKeys, remove, add []SettledEntry) error {
+func (l *Ledger) RestoreSettled(ctx context.Context, k StreamKeys, remove, add []SettledEntry) error {
 	if len(remove) == 0 && len(add) == 0 {
 		return nil
 	}
-	now, err := rdb.Time(ctx).Result()
+	now, err := l.rdb.Time(ctx).Result()
 	if err != nil {
 		return fmt.Errorf("restore the settled log %s: %w", k.Settled, err)
 	}
-	pipe := rdb.TxPipeline() // one slot: the log's
+	pipe := l.rdb.TxPipeline() // one slot: the log's
 	for _, e := range remove {
 		pipe.ZRem(ctx, k.Settled, e.raw)
 	}
