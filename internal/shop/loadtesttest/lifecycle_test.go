@@ -134,7 +134,7 @@ func TestRunOnPartitionedOrders(t *testing.T) {
 	}
 	// The dead letter goes where the server's writer puts one: the SKU's
 	// partition's dead letters, by the order package's own key names.
-	rdb.XAdd(ctx, &redis.XAddArgs{Stream: order.PartitionKeys(cfg.KeyPrefix, parts)[parts.Of(sku)].Dead, Values: map[string]any{
+	rdb.XAdd(ctx, &redis.XAddArgs{Stream: order.NewLedger(rdb, cfg.KeyPrefix, parts).Keys(parts.Of(sku)).Dead, Values: map[string]any{
 		"event_order_id": id, "event_user_id": user,
 		"event_items": `[{"sku":"` + sku + `","quantity":1,"price_cents":100,"round_id":` + round + `}]`,
 	}})
@@ -188,7 +188,7 @@ func TestReadStoreCatchesLifecycleCorruption(t *testing.T) {
 	}
 	// The corruptions are written where the server keeps the state, by
 	// inventory's and order's own key names.
-	saleKey, releasedKey, dead := a.Stock.SaleKey(sku), a.Stock.ReleasedKey(sku), order.AuditKeys(prefix).Dead
+	saleKey, releasedKey, dead := a.Stock.SaleKey(sku), a.Stock.ReleasedKey(sku), a.OrderKeys().Dead
 	tests := []struct {
 		name            string
 		corrupt, repair func()
