@@ -34,7 +34,9 @@ type Options struct {
 }
 
 // Middleware limits every request it sees. It sets X-RateLimit-Limit and
-// X-RateLimit-Remaining on every answer.
+// X-RateLimit-Remaining on every answer, unless the limiter is off: then
+// it only serves the deferred checks, and the other requests pass as if
+// it were not there.
 func (l *Limiter) Middleware(o Options) fiber.Handler {
 	if o.Timeout == 0 {
 		o.Timeout = time.Second
@@ -44,6 +46,9 @@ func (l *Limiter) Middleware(o Options) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		if g := deferralOf(deferrals, c); g != nil {
 			return g.serve(c, &o)
+		}
+		if l.Off() {
+			return c.Next()
 		}
 		ctx, cancel := context.WithTimeout(c.UserContext(), o.Timeout)
 		res, err := l.check(ctx, c, o.Key(c), withC)
@@ -68,8 +73,10 @@ func (o *Options) decide(c *fiber.Ctx, res Result, err error) (pass bool, answer
 		}
 		return false, o.Unavailable(c, err)
 	}
-	c.Set("X-RateLimit-Limit", strconv.Itoa(res.Limit))
-	c.Set("X-RateLimit-Remaining", strconv.Itoa(res.Remaining))
+	if res.Limit > 0 { // 0: the limiter is off, and says nothing
+		c.Set("X-RateLimit-Limit", strconv.Itoa(res.Limit))
+		c.Set("X-RateLimit-Remaining", strconv.Itoa(res.Remaining))
+	}
 	if !res.Allowed {
 		secs := res.RetryAfterSeconds()
 		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(secs))

@@ -38,14 +38,20 @@ type Limiter struct {
 	boot string
 }
 
-// New returns a limiter whose keys start with prefix. limit must be > 0 and
-// window at least a millisecond.
+// New returns a limiter whose keys start with prefix. window must be at
+// least a millisecond when limit > 0. A limit of 0 is the limiter off: it
+// counts nothing and allows every request without a call to Redis, and
+// its middleware still serves deferred checks, so a deferred route's
+// session check and step stay one script call.
 func New(rdb redis.UniversalClient, prefix string, limit int, window time.Duration) *Limiter {
 	return &Limiter{
 		rdb: rdb, run: rdb, prefix: prefix, limit: limit, window: window,
 		boot: strconv.FormatInt(time.Now().UnixNano(), 36),
 	}
 }
+
+// Off says whether the limiter counts nothing (a limit of 0).
+func (l *Limiter) Off() bool { return l.limit == 0 }
 
 // RunOn makes the limiter run its script (and a companion's) on c, an
 // auto-pipeliner of the limiter's client, and returns l. Its other
@@ -86,6 +92,9 @@ type Attempt struct {
 // Take is Allow that also returns the attempt, for Refund. When the request
 // is not allowed nothing was counted, and the Attempt is zero.
 func (l *Limiter) Take(ctx context.Context, client string) (Result, Attempt, error) {
+	if l.Off() {
+		return Result{Allowed: true}, Attempt{}, nil
+	}
 	a := Attempt{key: l.key(client), member: l.member()}
 	vals, err := windowScript.Run(ctx, l.run, []string{a.key}, l.window.Milliseconds(), l.limit, a.member).Slice()
 	if err != nil {

@@ -116,3 +116,25 @@ func TestRefundGivesTheAttemptBack(t *testing.T) {
 		t.Fatalf("after a refund: %+v, want allowed with 0 remaining", res)
 	}
 }
+
+// A limit of 0 is the limiter off: it allows everything, writes nothing,
+// and its window script, run as a one-trip script's first step, allows
+// without touching the window's key.
+func TestLimitZeroIsOff(t *testing.T) {
+	t.Parallel()
+	r := testenv.NewRedis(t)
+	l := ratelimit.New(r.Client, r.Prefix, 0, 0)
+	ctx := context.Background()
+	for range 3 {
+		if res, err := l.Allow(ctx, "c"); err != nil || !res.Allowed || res.Limit != 0 {
+			t.Fatalf("off: %+v %v", res, err)
+		}
+	}
+	vals, err := r.Client.Eval(ctx, ratelimit.WindowLua(), []string{r.Prefix + "w"}, 0, 0, "m").Slice()
+	if err != nil || len(vals) != 3 || vals[0] != int64(1) {
+		t.Fatalf("window script with limit 0: %v %v", vals, err)
+	}
+	if keys, err := r.Client.Keys(ctx, r.Prefix+"*").Result(); err != nil || len(keys) > 0 {
+		t.Fatalf("the limiter off wrote %v (%v)", keys, err)
+	}
+}

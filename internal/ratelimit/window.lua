@@ -4,11 +4,14 @@
 --
 -- KEYS[1] = the client's window (a sorted set)
 -- ARGV[1] = window in milliseconds (positive integer)
--- ARGV[2] = limit (positive integer)
+-- ARGV[2] = limit (positive integer; 0: the limiter is off and counts nothing)
 -- ARGV[3] = a member unique to this request
 -- Returns {allowed (1|0), remaining, retry_after_ms}.
 local window = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
+if limit == 0 then
+  return {1, 0, 0} -- off: a one-trip script's window step allows all
+end
 if not window or window < 1 or not limit or limit < 1 or not ARGV[3] or ARGV[3] == '' then
   return redis.error_reply('ERR ratelimit: bad arguments')
 end

@@ -137,6 +137,33 @@ func TestOneTripRevokedSessionReservesNothing(t *testing.T) {
 	}
 }
 
+// With the limiter off (SHOP_RATE_LIMIT=0) a purchase is still one script
+// call, its session check with its reservation: nothing is counted, no
+// X-RateLimit header is sent, and a revoked session gets 401 having
+// reserved nothing.
+func TestOneTripWithTheLimiterOff(t *testing.T) {
+	t.Parallel()
+	a, spy := spiedApp(t, config.RateLimit{})
+	a.Sale(t, "ot", 100, 10, 0)
+	_, token := a.Shopper(t, "ot-off@example.com")
+	_, revoked := a.Shopper(t, "ot-off-revoked@example.com")
+	shoptest.WantStatus(t, a.Do(t, http.MethodPost, "/api/v1/auth/logout", revoked, ""), http.StatusNoContent)
+	r := purchase(t, a, token, `{"quantity":2}`, "Idempotency-Key", "off")
+	shoptest.WantStatus(t, r, http.StatusAccepted)
+	openapitest.WantProblem(t, purchase(t, a, revoked, `{"quantity":1}`, "Idempotency-Key", "off"),
+		http.StatusUnauthorized, "unauthorized")
+	for _, r := range []openapitest.Reply{r, a.Do(t, http.MethodGet, "/api/v1/me", token, "")} {
+		if h := r.Header.Get("X-RateLimit-Limit") + r.Header.Get("X-RateLimit-Remaining"); h != "" {
+			t.Fatalf("the limiter off sent X-RateLimit headers: %v", r.Header)
+		}
+	}
+	wantTally(t, tallyOf(t, a, "ot"), tally{available: 8, events: 1, statuses: 1})
+	if spy.combined.Load() != 2 || spy.reserve.Load() != 0 || spy.limiter.Load() != 0 {
+		t.Fatalf("scripts: combined %d, reserve alone %d, limiter alone %d; want 2, 0, 0",
+			spy.combined.Load(), spy.reserve.Load(), spy.limiter.Load())
+	}
+}
+
 // A purchase reserves exactly once, in one script call: a repeat with its
 // Idempotency-Key answers the same order and reserves nothing more, and
 // each request is counted once.

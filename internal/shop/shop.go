@@ -122,8 +122,8 @@ func purchaseRedis(cfg *config.Config, st Stores, log *slog.Logger) redis.Script
 // reads only when the document and the stock come from the limiter's
 // Redis in a script call, not from the cache's own Redis
 // (SHOP_CACHE_REDIS_URL) nor from memory (SHOP_NEAR_CACHE_TTL > 0).
-// Where the keys cannot share a call (a cluster, the limiter off) the
-// limiter defers nothing.
+// Where the keys cannot share a call (a cluster) the limiter defers
+// nothing; with the limit off it counts nothing and defers these.
 func oneTripRoutes(cfg *config.Config, st Stores) []ratelimit.Deferral {
 	if !cfg.RedisOneTrip {
 		return nil
@@ -159,7 +159,10 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 		MaxStreams: cfg.LiveMaxStreams, MaxPerClient: cfg.LiveMaxStreamsPerIP, View: a.view}, log, reg)
 	a.log = log
 	var limiter *ratelimit.Limiter
-	if !cfg.RateLimit.Off() {
+	deferred := oneTripRoutes(cfg, st)
+	// With the limit off the limiter counts nothing, but still runs the
+	// one-trip routes' checks with their step: one script call, not two.
+	if !cfg.RateLimit.Off() || len(deferred) > 0 {
 		limiter = ratelimit.New(st.Redis, cfg.KeyPrefix, cfg.RateLimit.Limit, cfg.RateLimit.Window)
 		if purchases != nil {
 			limiter.RunOn(purchases)
@@ -169,7 +172,7 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 	a.Fiber = server.New(server.Deps{
 		Limiter:          limiter,
 		LimiterCompanion: a.Auth.LimiterCompanion(),
-		LimiterDefer:     oneTripRoutes(cfg, st),
+		LimiterDefer:     deferred,
 		Log:              log,
 		Redis:            st.Redis,
 		DB:               st.DB,
