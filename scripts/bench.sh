@@ -73,9 +73,9 @@ for tool in redis-benchmark redis-cli psql curl; do
 done
 HAVE_WRK=
 command -v wrk >/dev/null && HAVE_WRK=1
-# The bench's Redis is a redis-server of its own with the AOF on and
-# appendfsync always (BENCH_REDIS_FSYNC), as production must run it
-# (docs/configuration.md): every write pays its fsync here as there.
+# The bench's Redis is a redis-server of its own with deploy/redis.conf,
+# the production settings: the AOF on with appendfsync always
+# (BENCH_REDIS_FSYNC), so every write pays its fsync here as there.
 # BENCH_REDIS_FSYNC=shared uses the machine's Redis as found instead.
 FSYNC=${BENCH_REDIS_FSYNC:-always}
 OWN_REDIS=
@@ -86,10 +86,10 @@ elif [ "$FSYNC" = shared ]; then
 else
   BENCH_REDIS_PORT=${BENCH_REDIS_PORT:-$((PORT + 9))}
   rm -rf "$OUT/redis" && mkdir -p "$OUT/redis"
-  redis-server --daemonize yes --bind 127.0.0.1 --port "$BENCH_REDIS_PORT" --dir "$PWD/$OUT/redis" --save "" \
-    --appendonly yes --appendfsync "$FSYNC" --maxmemory-policy noeviction --logfile "$PWD/$OUT/redis/redis.log" >/dev/null
+  redis-server deploy/redis.conf --daemonize yes --bind 127.0.0.1 --port "$BENCH_REDIS_PORT" --dir "$PWD/$OUT/redis" \
+    --save "" --appendfsync "$FSYNC" --logfile "$PWD/$OUT/redis/redis.log" >/dev/null
   wait_port "$BENCH_REDIS_PORT" || { echo "bench: redis-server on $BENCH_REDIS_PORT did not start" >&2; exit 1; }
-  REDIS_URL=redis://127.0.0.1:$BENCH_REDIS_PORT/0; OWN_REDIS=1; FSYNC="its own, AOF with appendfsync $FSYNC"
+  REDIS_URL=redis://127.0.0.1:$BENCH_REDIS_PORT/0; OWN_REDIS=1; FSYNC="its own, deploy/redis.conf with appendfsync $FSYNC"
 fi
 PG_ADMIN_URL=$(ensure_postgres postgres)
 [ -n "$REDIS_URL" ] && [ -n "$PG_ADMIN_URL" ] || { echo "bench: need Redis and PostgreSQL (see make run)" >&2; exit 1; }

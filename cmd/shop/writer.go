@@ -43,12 +43,11 @@ func (f *writerFlags) register(cmd *cobra.Command) {
 	// on two cores; three beat two in 6 of 8 alternating runs on the loaded
 	// machine (median +28 %), four was no better (BENCHMARKS.md).
 	cmd.Flags().IntVar(&f.concurrency, "concurrency", 3, "most batches written at once (consumers <consumer>-1..n in this process; all but the first read only while the stream is behind)")
-	// Off by default: at half the maximum purchase rate on two cores,
-	// 50 ms cut PostgreSQL's CPU per order from ~100 µs to 43 µs but the
-	// purchases' p99 rose from ~13 ms to 23 ms (median of 5 runs): each
-	// loop's larger batch is a burst of work that purchases queue behind
-	// (BENCHMARKS.md). For a PostgreSQL short of CPU at moderate rates.
-	cmd.Flags().DurationVar(&f.linger, "linger", 0, "after a batch smaller than --batch, wait this long from its read before reading again "+
+	// 50 ms: with Redis at appendfsync always, each PostgreSQL commit's
+	// flush queues Redis's own fsyncs on the same disk; at 3,000
+	// purchases/s linger cut the writer's commits from ~250/s to ~20/s and
+	// the purchases' p99 from 42-56 ms to 24-27 ms (BENCHMARKS.md).
+	cmd.Flags().DurationVar(&f.linger, "linger", 50*time.Millisecond, "after a batch smaller than --batch, wait this long from its read before reading again "+
 		"(fewer, larger transactions at moderate rates; adds at most this to the persistence lag; 0: read again at once)")
 }
 

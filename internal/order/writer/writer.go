@@ -63,10 +63,9 @@ type Options struct {
 	// full batch (a backlog) is followed at once, and the first order
 	// after a quiet spell is written as soon as it arrives: the wait adds
 	// at most Linger to the persistence lag of the orders that come
-	// during it. Default 0: read again at once. On cores shared with the
-	// API each larger batch is a burst the purchases queue behind: 50 ms
-	// halved PostgreSQL's CPU per order and raised the purchases' p99
-	// (BENCHMARKS.md), so `shop serve` leaves it off unless asked.
+	// during it. Default 0: read again at once; the commands set 50 ms,
+	// since each commit's flush also delays Redis's fsyncs on a shared
+	// disk (BENCHMARKS.md).
 	Linger time.Duration
 	// AfterCommit, when set, is called with the orders a transaction
 	// actually inserted, after COMMIT and before XACK: never for an entry
