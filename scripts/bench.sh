@@ -5,6 +5,8 @@
 # benchmarks. Loopback only; every step is bounded in time and the script
 # stops what it started.
 #
+#   0. starts a redis-server of its own from deploy/redis.conf (AOF,
+#      appendfsync always), which every step uses;
 #   1. builds shop, starts a private `shop serve` on 127.0.0.1:$BENCH_PORT
 #      over a fresh database shop_bench and a key prefix of its own, with the
 #      rate limiter on (a limit no client reaches, keyed per client through
@@ -25,6 +27,13 @@
 #         round, `available` read live) against GET /healthz, same client,
 #         same connections, with `shop loadtest get` and with wrk when it is
 #         installed (apt-get install wrk; skipped with a note otherwise);
+#      d. the plain client: the purchases again from `shop loadtest --procs
+#         0` (vegeta's net/http client at the default GOMAXPROCS), at full
+#         speed and at half of it, each half-rate attack beside GET
+#         /healthz at the same rate from the same client; and the minimal
+#         purchase script (scripts/bench-minimal.lua) as a second bare
+#         reference beside reserve.lua; before each purchase attack the
+#         AOF is rewritten (aof_settle);
 #   3. the order writer: BenchmarkWriterDrain against BenchmarkWriterCopy
 #      (the same orders and items COPYed into the same tables) in one
 #      `go test`, -count BENCH_RUNS;
@@ -47,7 +56,10 @@
 # BENCH_SERVER_ENV (NAME=VALUE words for the server only, to try a setting:
 # e.g. "GOGC=200 SHOP_REDIS_PIPELINE_DELAY=50us"), BENCH_SERVER_ARGS (flags
 # of shop serve, e.g. "--linger 10ms"), BENCH_WRITER_NICE=N (the order
-# writer as a `shop writer` process of its own at nice N).
+# writer as a `shop writer` process of its own at nice N),
+# BENCH_REDIS_FSYNC (always: the bench's own redis-server on
+# BENCH_REDIS_PORT, default BENCH_PORT + 9, started from deploy/redis.conf
+# with this appendfsync; shared: the machine's Redis as found).
 # Output files go to .run/bench/; the summary also to .run/bench/summary.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -373,11 +385,13 @@ purchases() {
   fi
   local prof=()
   [ "$i" = 1 ] && [ -n "${BENCH_LOADTEST_PROFILE:-}" ] && prof=(--cpuprofile "$OUT/loadtest-cpu.pprof")
-  local start; start=$(now)
+  aof_settle
+  local start rw; start=$(now); rw=$(aof_rewrites)
   [ "$i" = 1 ] && cmdstats >"$OUT/cmdstats-before.txt"
   bin/shop loadtest "${loadtest_args[@]}" --procs "$LT_PROCS" --rate 0 --duration "$DURATION" "${prof[@]}" >"$lt" ||
     echo "bench: loadtest run $i reported a failure (see $lt)" >&2
   attack_phase "$i" purchases "$start" "$lt" attempts_per_sec
+  rewrites_since "$rw" purchases "$i"
   [ "$i" = 1 ] && cmdstats >"$OUT/cmdstats-after.txt" && redis_per_purchase "$(json_first requests "$lt")"
   rb_reset
   local bstart; bstart=$(now)
@@ -419,7 +433,8 @@ fixed_rate() {
     # batches (pipeliner, writer) are smaller.
     profile_attack "$OUT/cpu-half.pprof" 8 &
   fi
-  local start; start=$(now)
+  aof_settle
+  local start rw; start=$(now); rw=$(aof_rewrites)
   local viewed=; case ${4:-} in half | half-*) viewed=1 ;; esac
   if [ -n "$viewed" ]; then server_snapshot >"$OUT/server-before.txt"; redis_window_start; fi
   bin/shop loadtest "${loadtest_args[@]}" --procs "$LT_PROCS" --rate "$2" --duration 15s >"$rt" ||
@@ -432,6 +447,7 @@ fixed_rate() {
     server_view "$1" "$(json_first requests "$rt")" >>"$sv"
   fi
   attack_phase "$1" "${4:-rate-$2}" "$start" "$rt" attempts_per_sec
+  rewrites_since "$rw" "${4:-rate-$2}" "$1"
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$(json_field attempts_per_sec "$rt")" "$(json_field p50 "$rt")" \
     "$(json_field p90 "$rt")" "$(json_field p99 "$rt")" "$(json_field max "$rt")" "$(json_field ok "$rt")" >>"$3"
 }
@@ -495,6 +511,32 @@ get_load() {
   echo "$(json_field requests_per_sec "$f") $(json_field p99 "$f")"
 }
 
+# aof_settle: on the bench's own Redis, rewrite the AOF now and wait for
+# the rewrite to end (BGREWRITEAOF), so that the next phase starts with a
+# fresh AOF and Redis's automatic rewrite (from 1gb, deploy/redis.conf)
+# does not fall in its seconds: a rewrite forks and writes the whole
+# dataset while every fsync waits, and took one phase's p99 to 434 ms.
+# Operators schedule rewrites outside a sale the same way
+# (docs/operations.md). rewrites_since N PHASE RUN notes in rewrites.tsv
+# a phase that saw one all the same (N: aof_rewrites before it).
+aof_rewrites() { rcli info persistence | tr -d '\r' | awk -F: '$1 == "aof_rewrites" {print $2}'; }
+aof_settle() {
+  [ -n "$OWN_REDIS" ] || return 0
+  rcli bgrewriteaof >/dev/null 2>&1 || true
+  local info
+  for _ in $(seq 1 1200); do
+    info=$(rcli info persistence | tr -d '\r')
+    grep -q '^aof_rewrite_in_progress:0' <<<"$info" && grep -q '^aof_rewrite_scheduled:0' <<<"$info" && return 0
+    sleep 0.1
+  done
+  echo "bench: the AOF rewrite before a phase did not end in 120 s" >&2
+}
+rewrites_since() {
+  [ -n "$OWN_REDIS" ] || return 0
+  local n; n=$(( $(aof_rewrites) - $1 ))
+  [ "$n" -le 0 ] || { printf '%s\t%s\t%s\n' "$3" "$2" "$n" >>"$OUT/rewrites.tsv"; echo "   (an automatic AOF rewrite fell in $2)"; }
+}
+
 # healthz_at RUN NAME RATE: GET /healthz at RATE/s for 15 s from the
 # purchases' client (`shop loadtest get`, LT_PROCS cores), the same
 # connections and addresses: the server's floor at a purchase phase's
@@ -516,11 +558,13 @@ healthz_at() {
 # the minimal script, to reserve.lua, the half rate, its p50 and p99,
 # /healthz's p99 at that rate and the two p99s' ratio to plain.tsv.
 plain_client() {
-  local i=$1 lt="$OUT/loadtest-plain-$1.json" LT_PROCS=0 start
-  start=$(now)
+  local i=$1 lt="$OUT/loadtest-plain-$1.json" LT_PROCS=0 start rw
+  aof_settle
+  start=$(now); rw=$(aof_rewrites)
   bin/shop loadtest "${loadtest_args[@]}" --procs 0 --rate 0 --duration "$DURATION" >"$lt" ||
     echo "bench: the plain client's loadtest run $i reported a failure (see $lt)" >&2
   attack_phase "$i" purchases-plain "$start" "$lt" attempts_per_sec
+  rewrites_since "$rw" purchases-plain "$i"
   local http rate script minimal p50 p99 hz
   http=$(json_field attempts_per_sec "$lt"); rate=$(half "${http:-0}")
   script=$(awk -F'\t' -v r="$i" '$1 == r {print $6}' "$OUT/purchases.tsv")
@@ -860,6 +904,9 @@ STOLEN=$(awk -v a="$STEAL_START" -v b="$(steal)" 'BEGIN {printf "%.1f", b - a}')
     echo "== Redis's commands per purchase (run 1, INFO commandstats; a script's commands also count inside its EVALSHA)"
     printf '%-22s %8s %8s\n' command calls "µs"
     head -15 "$OUT/redis-commands.txt"
+  fi
+  if [ -s "$OUT/rewrites.tsv" ]; then
+    echo "automatic AOF rewrites inside measured phases (run, phase, count): $(tr '\t\n' ' ;' <"$OUT/rewrites.tsv")"
   fi
   echo "per run: $OUT/purchases.tsv, halfrate.tsv, reads.tsv, writer.tsv, cpu.tsv; reports in $OUT/"
 } | tee "$OUT/summary.txt"
