@@ -1,6 +1,8 @@
 package server
 
 import (
+	"time"
+
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shop-oss/shop/internal/apperr"
@@ -12,6 +14,9 @@ import (
 // its round trip, and the deferred routes (if any).
 func limiterMiddleware(d Deps, who clients) fiber.Handler {
 	l, log, reg := d.Limiter, d.Log, d.Registry
+	if l.Off() {
+		return offMiddleware(d, who)
+	}
 	decisions := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "shop_ratelimit_decisions_total",
 		Help: "Rate-limit decisions: allowed, limited, or error (Redis did not answer).",
@@ -36,4 +41,28 @@ func limiterMiddleware(d Deps, who clients) fiber.Handler {
 		},
 	})
 	return mw
+}
+
+// offDeadline is the deferred routes' one trip with the limit off: the
+// deadline each of its parts had alone (the session check's, the
+// reservation's), not the limiter's second.
+const offDeadline = 2 * time.Second
+
+// offMiddleware is the limiter with the limit off: it decides nothing, so
+// it counts no decision and logs no limiter error; it only carries the
+// deferred routes' session check into their step's script call, and a
+// Redis error there is the session store's.
+func offMiddleware(d Deps, who clients) fiber.Handler {
+	return d.Limiter.Middleware(ratelimit.Options{
+		Companion: d.LimiterCompanion,
+		Defer:     d.LimiterDefer,
+		Key:       who.key,
+		Timeout:   offDeadline,
+		Limited: func(_ *fiber.Ctx, retryAfter int) error { // never: a limit of 0 allows all
+			return &apperr.Error{Code: apperr.CodeRateLimited, Detail: "too many requests from this address", RetryAfter: retryAfter}
+		},
+		Unavailable: func(*fiber.Ctx, error) error {
+			return apperr.Unavailable("the session store is unreachable; retry shortly")
+		},
+	})
 }

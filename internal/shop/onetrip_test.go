@@ -3,7 +3,9 @@ package shop_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -158,6 +160,15 @@ func TestOneTripWithTheLimiterOff(t *testing.T) {
 		}
 	}
 	wantTally(t, tallyOf(t, a, "ot"), tally{available: 8, events: 1, statuses: 1})
+	// A limiter that decides nothing counts no decision.
+	res, err := a.Fiber.Test(httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK || strings.Contains(string(metrics), "shop_ratelimit_decisions_total") {
+		t.Fatalf("/metrics %d with the limiter off counts rate-limit decisions", res.StatusCode)
+	}
 	if spy.combined.Load() != 2 || spy.reserve.Load() != 0 || spy.limiter.Load() != 0 {
 		t.Fatalf("scripts: combined %d, reserve alone %d, limiter alone %d; want 2, 0, 0",
 			spy.combined.Load(), spy.reserve.Load(), spy.limiter.Load())
