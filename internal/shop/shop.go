@@ -123,12 +123,14 @@ func purchaseRedis(cfg *config.Config, st Stores, log *slog.Logger) redis.Script
 // Redis in a script call, not from the cache's own Redis
 // (SHOP_CACHE_REDIS_URL) nor from memory (SHOP_NEAR_CACHE_TTL > 0).
 // Where the keys cannot share a call (a cluster) the limiter defers
-// nothing; with the limit off it counts nothing and defers these.
+// nothing; with the limit off it counts nothing and defers the purchases.
 func oneTripRoutes(cfg *config.Config, st Stores) []ratelimit.Deferral {
 	if !cfg.RedisOneTrip {
 		return nil
 	}
-	return onetrip.Deferrals(st.Cache == nil && cfg.NearCacheTTL <= 0)
+	// With the limit off a product read has no check to carry: it keeps
+	// its own reads and their deadlines.
+	return onetrip.Deferrals(st.Cache == nil && cfg.NearCacheTTL <= 0 && !cfg.RateLimit.Off())
 }
 
 // indexStartTimeout bounds the pickup store index rebuild at start.
