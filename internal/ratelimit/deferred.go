@@ -156,7 +156,11 @@ func (d *Deferred) Run(ctx context.Context, keys []string, args []any) (reply an
 	allKeys := make([]string, 0, 1+len(d.keys)+len(keys))
 	allKeys = append(append(append(allKeys, l.key(d.client)), d.keys...), keys...)
 	allArgs := make([]any, 0, 5+len(d.args)+len(args))
-	allArgs = append(allArgs, l.window.Milliseconds(), l.limit, l.member(), nk, na)
+	member := "" // the limit off: the window step reads no member
+	if !l.Off() {
+		member = l.member()
+	}
+	allArgs = append(allArgs, l.window.Milliseconds(), l.limit, member, nk, na)
 	allArgs = append(append(allArgs, d.args...), args...)
 	vals, err := d.g.script.Run(ctx, l.run, allKeys, allArgs...).Slice()
 	if err != nil {

@@ -28,9 +28,9 @@ func limiterMiddleware(d Deps, who clients) fiber.Handler {
 		Companion: d.LimiterCompanion,
 		Defer:     d.LimiterDefer,
 		Key:       who.key,
-		Limited: func(_ *fiber.Ctx, retryAfter int) error {
+		Limited: func(c *fiber.Ctx, retryAfter int) error {
 			limited.Inc()
-			return &apperr.Error{Code: apperr.CodeRateLimited, Detail: "too many requests from this address", RetryAfter: retryAfter}
+			return rateLimited(c, retryAfter)
 		},
 		Unavailable: func(*fiber.Ctx, error) error {
 			return apperr.Unavailable("rate limiter unavailable")
@@ -41,6 +41,11 @@ func limiterMiddleware(d Deps, who clients) fiber.Handler {
 		},
 	})
 	return mw
+}
+
+// rateLimited is the answer to a client over its limit.
+func rateLimited(_ *fiber.Ctx, retryAfter int) error {
+	return &apperr.Error{Code: apperr.CodeRateLimited, Detail: "too many requests from this address", RetryAfter: retryAfter}
 }
 
 // offDeadline is the deferred routes' one trip with the limit off: the
@@ -58,9 +63,7 @@ func offMiddleware(d Deps, who clients) fiber.Handler {
 		Defer:     d.LimiterDefer,
 		Key:       who.key,
 		Timeout:   offDeadline,
-		Limited: func(_ *fiber.Ctx, retryAfter int) error { // never: a limit of 0 allows all
-			return &apperr.Error{Code: apperr.CodeRateLimited, Detail: "too many requests from this address", RetryAfter: retryAfter}
-		},
+		Limited:   rateLimited, // never called: a limit of 0 allows all
 		Unavailable: func(*fiber.Ctx, error) error {
 			return apperr.Unavailable("the session store is unreachable; retry shortly")
 		},
