@@ -25,6 +25,8 @@ const (
 	CodeOutOfStock         = "out_of_stock"
 	CodeLimitExceeded      = "limit_exceeded"
 	CodeSaleNotActive      = "sale_not_active"
+	CodePassRequired       = "pass_required"
+	CodeChallengeFailed    = "challenge_failed"
 	CodeCartEmpty          = "cart_empty"
 	CodeIdempotencyReused  = "idempotency_key_reused"
 	CodePaymentDeclined    = "payment_declined"

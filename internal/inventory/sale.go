@@ -21,14 +21,16 @@ import (
 const (
 	insertRoundSQL = `
 WITH p AS (SELECT price_cents FROM products WHERE sku = $1 FOR SHARE)
-INSERT INTO sale_rounds (sku, quantity, per_user_limit, price_cents, starts_at, ends_at)
-SELECT $1, $2, $3, p.price_cents, $4, $5 FROM p
+INSERT INTO sale_rounds (sku, quantity, per_user_limit, price_cents, starts_at, ends_at,
+    room_admit_per_second, room_pass_ttl_seconds, room_challenge_bits, room_seed, room_secret)
+SELECT $1, $2, $3, p.price_cents, $4, $5, $6, $7, $8, $9, $10 FROM p
 RETURNING id, price_cents, seeded_at`
 
 	// paid reads the order package's tables (read only): the units of the
 	// round's orders whose recorded final state is paid.
 	selectRoundSQL = `
 SELECT r.id, r.quantity, r.sold, r.per_user_limit, r.starts_at, r.ends_at,
+       r.room_admit_per_second, r.room_pass_ttl_seconds, r.room_challenge_bits, r.room_seed,
        (SELECT coalesce(sum(i.quantity), 0) FROM order_items i
         JOIN order_transitions t ON t.order_id = i.order_id AND t.status = 'paid'
         WHERE i.round_id = r.id)
@@ -41,15 +43,17 @@ ORDER BY r.id DESC LIMIT 1`
 	// so a seed of it still waiting in a stalled Redis can no longer apply.
 	// sold > 0: orders of it were persisted, so it went live.
 	latestRoundSQL = `
-SELECT id, quantity, per_user_limit, starts_at, ends_at, opened_at IS NOT NULL, sold > 0,
-       now() - seeded_at > make_interval(secs => $2::float8)
+SELECT id, quantity, per_user_limit, starts_at, ends_at,
+       room_admit_per_second, room_pass_ttl_seconds, room_challenge_bits,
+       opened_at IS NOT NULL, sold > 0, now() - seeded_at > make_interval(secs => $2::float8)
 FROM sale_rounds WHERE sku = $1 ORDER BY id DESC LIMIT 1`
 
 	// A round that never went live takes the new seeding's parameters.
 	reuseRoundSQL = `
 WITH p AS (SELECT price_cents FROM products WHERE sku = $1 FOR SHARE)
 UPDATE sale_rounds r SET quantity = $3, per_user_limit = $4, price_cents = p.price_cents,
-       starts_at = $5, ends_at = $6, seeded_at = now()
+       starts_at = $5, ends_at = $6, room_admit_per_second = $7, room_pass_ttl_seconds = $8,
+       room_challenge_bits = $9, room_seed = $10, room_secret = $11, seeded_at = now()
 FROM p WHERE r.id = $2 AND r.opened_at IS NULL
 RETURNING r.id, r.price_cents`
 
@@ -75,6 +79,9 @@ type Sales struct {
 	db    *pgxpool.Pool
 	stock *Stock
 
+	countRoom RoomCounter                                           // nil: rooms count 0
+	afterOpen func(ctx context.Context, sku string, r LiveRound) error // nil: none
+
 	// afterRecord, for fault drills, is called between an opening round's
 	// PostgreSQL record and its Redis step (InjectAfterRecord).
 	afterRecord func()
@@ -93,7 +100,8 @@ type Seed struct {
 	Quantity     int
 	PerUserLimit int       // 0: unlimited
 	StartsAt     time.Time // zero: open now
-	EndsAt       time.Time // zero: no end
+	EndsAt       time.Time     // zero: no end
+	Room         *RoomSettings // nil: no waiting room
 }
 
 // StockReport is the state of a SKU's current sale round.
@@ -108,7 +116,8 @@ type StockReport struct {
 	PerUserLimit int        `json:"per_user_limit"`
 	StartsAt     *time.Time `json:"starts_at"`
 	EndsAt       *time.Time `json:"ends_at"`
-	RoundID      *int64     `json:"round_id"`
+	RoundID      *int64      `json:"round_id"`
+	WaitingRoom  *RoomReport `json:"waiting_room"`
 }
 
 // Open records a new round for sku and opens it: available becomes the
@@ -125,7 +134,13 @@ func (s *Sales) Open(ctx context.Context, sku string, seed Seed) (StockReport, e
 		return StockReport{}, err
 	}
 	defer unlock()
-	round, price, done, err := s.roundFor(ctx, conn, sku, seed)
+	var room *LiveRoom
+	if seed.Room != nil {
+		if room, err = newLiveRoom(*seed.Room); err != nil {
+			return StockReport{}, err
+		}
+	}
+	round, price, done, err := s.roundFor(ctx, conn, sku, seed, room)
 	switch {
 	case err != nil:
 		return StockReport{}, err
@@ -138,6 +153,7 @@ func (s *Sales) Open(ctx context.Context, sku string, seed Seed) (StockReport, e
 	live := LiveRound{
 		Round: round, Quantity: int64(seed.Quantity), Available: int64(seed.Quantity),
 		PerUserLimit: seed.PerUserLimit, StartsAt: seed.StartsAt, EndsAt: seed.EndsAt, PriceCents: price,
+		Room: room,
 	}
 	rctx, cancel := context.WithTimeout(ctx, redisTimeout)
 	defer cancel()
@@ -152,7 +168,16 @@ func (s *Sales) Open(ctx context.Context, sku string, seed Seed) (StockReport, e
 	if err := s.markOpened(ctx, conn, round); err != nil {
 		return StockReport{}, fmt.Errorf("open sale round: %w: %w", errMarkOpened, err)
 	}
-	return report(sku, live, 0), nil
+	if s.afterOpen != nil {
+		if err := s.afterOpen(ctx, sku, live); err != nil {
+			return StockReport{}, unavailable("open the waiting room", err)
+		}
+	}
+	rep := report(sku, live, 0)
+	if rep.WaitingRoom, err = s.roomReport(ctx, sku, round, room); err != nil {
+		return StockReport{}, err
+	}
+	return rep, nil
 }
 
 // roundFor returns the round a seeding of sku opens: the SKU's newest
@@ -160,7 +185,7 @@ func (s *Sales) Open(ctx context.Context, sku string, seed Seed) (StockReport, e
 // done means the newest round went live after all (its answer was lost)
 // with this very seed: the retry converged, and there is nothing to open.
 // Errors: ErrProductNotFound, errSeedSettling, or a 503.
-func (s *Sales) roundFor(ctx context.Context, q rowQuerier, sku string, seed Seed) (round, price int64, done bool, err error) {
+func (s *Sales) roundFor(ctx context.Context, q rowQuerier, sku string, seed Seed, room *LiveRoom) (round, price int64, done bool, err error) {
 	prev, found, err := s.latest(ctx, q, sku)
 	if err != nil {
 		return 0, 0, false, err
@@ -185,11 +210,11 @@ func (s *Sales) roundFor(ctx context.Context, q rowQuerier, sku string, seed See
 		case !prev.settled:
 			return 0, 0, false, errSeedSettling
 		default:
-			round, price, err = s.reuse(ctx, q, sku, prev.id, seed)
+			round, price, err = s.reuse(ctx, q, sku, prev.id, seed, room)
 			return round, price, false, err
 		}
 	}
-	round, price, err = s.record(ctx, q, sku, seed)
+	round, price, err = s.record(ctx, q, sku, seed, room)
 	return round, price, false, err
 }
 
@@ -205,8 +230,9 @@ func (s *Sales) latest(ctx context.Context, q rowQuerier, sku string) (r recorde
 	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
 	defer cancel()
 	var starts, ends *time.Time
+	var rate, ttl, bits *int
 	err = q.QueryRow(ctx, latestRoundSQL, sku, settleAfter.Seconds()).Scan(&r.id, &r.seed.Quantity,
-		&r.seed.PerUserLimit, &starts, &ends, &r.opened, &r.sold, &r.settled)
+		&r.seed.PerUserLimit, &starts, &ends, &rate, &ttl, &bits, &r.opened, &r.sold, &r.settled)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, false, nil
 	}
@@ -214,15 +240,17 @@ func (s *Sales) latest(ctx context.Context, q rowQuerier, sku string) (r recorde
 		return r, false, unavailable("sale round", err)
 	}
 	r.seed.StartsAt, r.seed.EndsAt = deref(starts), deref(ends)
+	r.seed.Room = roomSettings(rate, ttl, bits)
 	return r, true, nil
 }
 
 // reuse gives the never-live round id the seed's parameters.
-func (s *Sales) reuse(ctx context.Context, q rowQuerier, sku string, id int64, seed Seed) (round, price int64, err error) {
+func (s *Sales) reuse(ctx context.Context, q rowQuerier, sku string, id int64, seed Seed, room *LiveRoom) (round, price int64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
 	defer cancel()
-	err = q.QueryRow(ctx, reuseRoundSQL, sku, id, seed.Quantity, seed.PerUserLimit,
-		nullTime(seed.StartsAt), nullTime(seed.EndsAt)).Scan(&round, &price)
+	args := append([]any{sku, id, seed.Quantity, seed.PerUserLimit, nullTime(seed.StartsAt), nullTime(seed.EndsAt)},
+		room.columns()...)
+	err = q.QueryRow(ctx, reuseRoundSQL, args...).Scan(&round, &price)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, 0, ErrProductNotFound
 	}
@@ -247,18 +275,19 @@ func (s *Sales) markOpened(ctx context.Context, q rowQuerier, round int64) error
 // same tells whether two seeds ask for the same round (PostgreSQL keeps
 // times to the microsecond).
 func (a Seed) same(b Seed) bool {
-	return a.Quantity == b.Quantity && a.PerUserLimit == b.PerUserLimit &&
+	return a.Quantity == b.Quantity && a.PerUserLimit == b.PerUserLimit && sameRoom(a.Room, b.Room) &&
 		a.StartsAt.Truncate(time.Microsecond).Equal(b.StartsAt.Truncate(time.Microsecond)) &&
 		a.EndsAt.Truncate(time.Microsecond).Equal(b.EndsAt.Truncate(time.Microsecond))
 }
 
 // record inserts the round's row and returns its id and unit price.
-func (s *Sales) record(ctx context.Context, q rowQuerier, sku string, seed Seed) (round, price int64, err error) {
+func (s *Sales) record(ctx context.Context, q rowQuerier, sku string, seed Seed, room *LiveRoom) (round, price int64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
 	defer cancel()
 	var seededAt time.Time
-	err = q.QueryRow(ctx, insertRoundSQL, sku, seed.Quantity, seed.PerUserLimit,
-		nullTime(seed.StartsAt), nullTime(seed.EndsAt)).Scan(&round, &price, &seededAt)
+	args := append([]any{sku, seed.Quantity, seed.PerUserLimit, nullTime(seed.StartsAt), nullTime(seed.EndsAt)},
+		room.columns()...)
+	err = q.QueryRow(ctx, insertRoundSQL, args...).Scan(&round, &price, &seededAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, 0, ErrProductNotFound
 	}
@@ -283,8 +312,10 @@ func (s *Sales) Report(ctx context.Context, sku string) (StockReport, error) {
 	var r LiveRound
 	var confirmed, paid int64
 	var starts, ends *time.Time
+	var rate, ttl, bits *int
+	var roomSeed *string
 	err = s.db.QueryRow(ctx, selectRoundSQL, sku, live.Round).
-		Scan(&r.Round, &r.Quantity, &confirmed, &r.PerUserLimit, &starts, &ends, &paid)
+		Scan(&r.Round, &r.Quantity, &confirmed, &r.PerUserLimit, &starts, &ends, &rate, &ttl, &bits, &roomSeed, &paid)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return s.noRound(ctx, sku)
@@ -299,6 +330,16 @@ func (s *Sales) Report(ctx context.Context, sku string) (StockReport, error) {
 	}
 	rep := report(sku, r, confirmed)
 	rep.Paid = paid
+	if settings := roomSettings(rate, ttl, bits); settings != nil && roomSeed != nil {
+		room := &LiveRoom{RoomSettings: *settings, SeedSHA: SeedSHA(*roomSeed)}
+		counted := int64(0) // a round no longer live has its counts in its record
+		if ok && live.Round == r.Round {
+			counted = r.Round
+		}
+		if rep.WaitingRoom, err = s.roomReport(ctx, sku, counted, room); err != nil {
+			return StockReport{}, err
+		}
+	}
 	return rep, nil
 }
 

@@ -27,6 +27,46 @@ type seedBody struct {
 	PerUserLimit *int64  `json:"per_user_limit"`
 	StartsAt     *string `json:"starts_at"`
 	EndsAt       *string `json:"ends_at"`
+	// WaitingRoom: null or absent for none.
+	WaitingRoom *roomBody `json:"waiting_room"`
+}
+
+type roomBody struct {
+	AdmitPerSecond *int64 `json:"admit_per_second"`
+	PassTTLSeconds *int64 `json:"pass_ttl_seconds"`
+	ChallengeBits  *int64 `json:"challenge_bits"`
+}
+
+// validate reads a room's settings, reporting each bad field under
+// waiting_room.
+func (b *roomBody) validate(bad func(field, msg string)) *RoomSettings {
+	if b == nil {
+		return nil
+	}
+	r := RoomSettings{PassTTL: DefaultPassTTL}
+	switch {
+	case b.AdmitPerSecond == nil:
+		bad("waiting_room.admit_per_second", "is required")
+	case *b.AdmitPerSecond < MinAdmitPerSecond || *b.AdmitPerSecond > MaxAdmitPerSecond:
+		bad("waiting_room.admit_per_second", admitRateRule)
+	default:
+		r.AdmitPerSecond = int(*b.AdmitPerSecond)
+	}
+	if t := b.PassTTLSeconds; t != nil {
+		if *t < int64(MinPassTTL/time.Second) || *t > int64(MaxPassTTL/time.Second) {
+			bad("waiting_room.pass_ttl_seconds", "must be an integer from 10 to 3600")
+		} else {
+			r.PassTTL = time.Duration(*t) * time.Second
+		}
+	}
+	if c := b.ChallengeBits; c != nil {
+		if *c < 0 || *c > MaxChallengeBits {
+			bad("waiting_room.challenge_bits", "must be an integer from 0 to 24")
+		} else {
+			r.ChallengeBits = int(*c)
+		}
+	}
+	return &r
 }
 
 func (h handler) putStock(c *fiber.Ctx) error {
@@ -83,6 +123,7 @@ func (b seedBody) validate(now time.Time) (Seed, error) {
 	}
 	seed.StartsAt = parseTime(b.StartsAt, "starts_at", bad)
 	seed.EndsAt = parseTime(b.EndsAt, "ends_at", bad)
+	seed.Room = b.WaitingRoom.validate(bad)
 	errs = append(errs, seed.checkWindow(now)...)
 	if len(errs) > 0 {
 		return Seed{}, apperr.Invalid(errs...)

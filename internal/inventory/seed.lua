@@ -15,8 +15,14 @@
 -- not open the round after that answer).
 -- ARGV: round, quantity, per_user_limit, starts_ms (0 = now), ends_ms
 --       (0 = no end), price_cents, ttl_ms (0 = no expiry), apply_by_ms
---       (0 = no deadline), changes channel, publish command
-for i = 1, 8 do
+--       (0 = no deadline), changes channel, publish command, then the
+--       waiting room: admit_per_second (0 = no room), pass_ttl_ms,
+--       challenge_bits, seed, seed_sha, secret (room.go: the room_*
+--       fields of the sale hash; a round without a room has none)
+if #ARGV ~= 16 then
+  return redis.error_reply('ERR seed: want 16 arguments')
+end
+for _, i in ipairs({1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13}) do
   local v = tonumber(ARGV[i])
   if not v or v < 0 or v ~= math.floor(v) then
     return redis.error_reply('ERR seed: argument ' .. i .. ' must be a non-negative integer')
@@ -40,6 +46,13 @@ end
 redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3])
 redis.call('HSET', KEYS[1], 'round', ARGV[1], 'quantity', ARGV[2], 'available', ARGV[2],
   'limit', ARGV[3], 'starts_ms', ARGV[4], 'ends_ms', ARGV[5], 'price_cents', ARGV[6])
+if tonumber(ARGV[11]) > 0 then
+  if ARGV[14] == '' or ARGV[15] == '' or ARGV[16] == '' then
+    return redis.error_reply('ERR seed: a room needs its seed, seed hash and secret')
+  end
+  redis.call('HSET', KEYS[1], 'room_rate', ARGV[11], 'room_pass_ttl_ms', ARGV[12],
+    'room_bits', ARGV[13], 'room_seed', ARGV[14], 'room_seed_sha', ARGV[15], 'room_secret', ARGV[16])
+end
 if tonumber(ARGV[7]) > 0 then
   redis.call('PEXPIRE', KEYS[1], ARGV[7])
 end

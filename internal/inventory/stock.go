@@ -76,7 +76,8 @@ type LiveRound struct {
 	StartsAt     time.Time // zero: open from seeding
 	EndsAt       time.Time // zero: no end
 	PriceCents   int64
-	Released     int64 // units given back by released orders this round
+	Released     int64     // units given back by released orders this round
+	Room         *LiveRoom // nil: no waiting room
 }
 
 // OpenRound replaces the live state of sku with a fresh round: available is
@@ -97,9 +98,10 @@ func (s *Stock) OpenRound(ctx context.Context, sku string, r LiveRound) error {
 	if d, ok := ctx.Deadline(); ok {
 		applyBy = d.UnixMilli()
 	}
+	args := append([]any{r.Round, r.Quantity, r.PerUserLimit, unixMilli(r.StartsAt), unixMilli(r.EndsAt),
+		r.PriceCents, ttlMs, applyBy, s.ChangesChannel(sku), s.PublishCommand()}, r.Room.args()...)
 	opened, err := seedScript.Run(ctx, s.rdb, []string{s.SaleKey(sku), s.BuyersKey(sku), s.releasedKey(sku)},
-		r.Round, r.Quantity, r.PerUserLimit, unixMilli(r.StartsAt), unixMilli(r.EndsAt),
-		r.PriceCents, ttlMs, applyBy, s.ChangesChannel(sku), s.PublishCommand()).Int()
+		args...).Int()
 	switch {
 	case err != nil:
 		return fmt.Errorf("open sale round %d for %s: %w", r.Round, sku, err)
@@ -137,6 +139,7 @@ func (s *Stock) Live(ctx context.Context, sku string) (r LiveRound, ok bool, err
 		EndsAt:       fromMilli(num("ends_ms")),
 		PriceCents:   num("price_cents"),
 		Released:     num("released"),
+		Room:         liveRoom(m),
 	}, true, nil
 }
 

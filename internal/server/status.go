@@ -20,6 +20,8 @@ var statusOf = map[string]int{
 	apperr.CodeSKUTaken:           http.StatusConflict,
 	apperr.CodeOutOfStock:         http.StatusConflict,
 	apperr.CodeLimitExceeded:      http.StatusConflict,
+	apperr.CodePassRequired:       http.StatusForbidden,
+	apperr.CodeChallengeFailed:    http.StatusForbidden,
 	apperr.CodeSaleNotActive:      http.StatusConflict,
 	apperr.CodeCartEmpty:          http.StatusConflict,
 	apperr.CodeIdempotencyReused:  http.StatusUnprocessableEntity,

@@ -1,0 +1,46 @@
+package room
+
+import (
+	"strconv"
+
+	"github.com/shop-oss/shop/internal/inventory"
+)
+
+// Keys names a room's Redis keys. Each SKU's are its sale hash's name and
+// a suffix, so they share the sale's hash tag (one slot on a cluster, with
+// the keys the purchase scripts take). Formats in docs/design/room.md.
+type Keys struct{ stock *inventory.Stock }
+
+// NewKeys returns the room keys of stock's SKUs.
+func NewKeys(stock *inventory.Stock) Keys { return Keys{stock: stock} }
+
+// Passes is sku's pass hash: user id -> "round pass expires_ms
+// admitted_ms", one field per admitted shopper of the live room (a
+// field of an older round's is dead: its round no longer matches). The
+// purchase scripts read it (order's lines.lua); only the admitter writes it.
+func (k Keys) Passes(sku string) string { return k.stock.SaleKey(sku) + ":room:passes" }
+
+// round is the prefix of round's own keys for sku.
+func (k Keys) round(sku string, round int64) string {
+	return k.stock.SaleKey(sku) + ":room:" + strconv.FormatInt(round, 10)
+}
+
+// State is the room's counters for round: admitted, the token bucket
+// (tokens, last_ms), the late joiners' sequence, and, from the shuffle,
+// early_entries and early_sha.
+func (k Keys) State(sku string, round int64) string { return k.round(sku, round) }
+
+// Early holds those who joined before starts_at: every score 0, so the
+// order is the members' bytes: SHA-256(seed ":" entry_id), then the user
+// id's 16 bytes, then the join time (6 bytes, ms, big-endian).
+func (k Keys) Early(sku string, round int64) string { return k.round(sku, round) + ":early" }
+
+// Late holds those who joined from starts_at on: member the user id's 16
+// bytes, score join_ms*1024 + a sequence within the ms (arrival order).
+func (k Keys) Late(sku string, round int64) string { return k.round(sku, round) + ":late" }
+
+// Challenge is an issued challenge's key: its value the shopper it was
+// issued to, gone after 2 minutes or once presented.
+func (k Keys) Challenge(sku, challenge string) string {
+	return k.stock.SaleKey(sku) + ":room:challenge:" + challenge
+}
