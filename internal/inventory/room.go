@@ -147,7 +147,9 @@ func (s *Sales) CountRoomsWith(f RoomCounter) { s.countRoom = f }
 // AfterOpen makes Open call f once a round is live (the room's admitter
 // learns of a new room from it); an error of f is only returned to the
 // logs, for the round is open.
-func (s *Sales) AfterOpen(f func(ctx context.Context, sku string, r LiveRound) error) { s.afterOpen = f }
+func (s *Sales) AfterOpen(f func(ctx context.Context, sku string, r LiveRound) error) {
+	s.afterOpen = f
+}
 
 // roomReport makes the report's room part for round (nil: no room).
 func (s *Sales) roomReport(ctx context.Context, sku string, round int64, r *LiveRoom) (*RoomReport, error) {

@@ -79,7 +79,7 @@ type Sales struct {
 	db    *pgxpool.Pool
 	stock *Stock
 
-	countRoom RoomCounter                                           // nil: rooms count 0
+	countRoom RoomCounter                                              // nil: rooms count 0
 	afterOpen func(ctx context.Context, sku string, r LiveRound) error // nil: none
 
 	// afterRecord, for fault drills, is called between an opening round's
@@ -98,24 +98,24 @@ func NewSales(db *pgxpool.Pool, stock *Stock) *Sales { return &Sales{db: db, sto
 // Seed is an admin's request to open a sale round.
 type Seed struct {
 	Quantity     int
-	PerUserLimit int       // 0: unlimited
-	StartsAt     time.Time // zero: open now
+	PerUserLimit int           // 0: unlimited
+	StartsAt     time.Time     // zero: open now
 	EndsAt       time.Time     // zero: no end
 	Room         *RoomSettings // nil: no waiting room
 }
 
 // StockReport is the state of a SKU's current sale round.
 type StockReport struct {
-	SKU          string     `json:"sku"`
-	Quantity     int64      `json:"quantity"`
-	Available    int64      `json:"available"`
-	Sold         int64      `json:"sold"`
-	Confirmed    int64      `json:"confirmed"`
-	Paid         int64      `json:"paid"`
-	Released     int64      `json:"released"`
-	PerUserLimit int        `json:"per_user_limit"`
-	StartsAt     *time.Time `json:"starts_at"`
-	EndsAt       *time.Time `json:"ends_at"`
+	SKU          string      `json:"sku"`
+	Quantity     int64       `json:"quantity"`
+	Available    int64       `json:"available"`
+	Sold         int64       `json:"sold"`
+	Confirmed    int64       `json:"confirmed"`
+	Paid         int64       `json:"paid"`
+	Released     int64       `json:"released"`
+	PerUserLimit int         `json:"per_user_limit"`
+	StartsAt     *time.Time  `json:"starts_at"`
+	EndsAt       *time.Time  `json:"ends_at"`
 	RoundID      *int64      `json:"round_id"`
 	WaitingRoom  *RoomReport `json:"waiting_room"`
 }
