@@ -145,6 +145,11 @@ func (s *Sales) Open(ctx context.Context, sku string, seed Seed) (StockReport, e
 	case err != nil:
 		return StockReport{}, err
 	case done:
+		// The retry of a seeding whose answer was lost: the round is
+		// live, but the hook may not have run.
+		if err := s.hookOpened(ctx, sku); err != nil {
+			return StockReport{}, err
+		}
 		return s.Report(ctx, sku)
 	}
 	if s.afterRecord != nil {
@@ -178,6 +183,23 @@ func (s *Sales) Open(ctx context.Context, sku string, seed Seed) (StockReport, e
 		return StockReport{}, err
 	}
 	return rep, nil
+}
+
+// hookOpened runs the AfterOpen hook on sku's live round.
+func (s *Sales) hookOpened(ctx context.Context, sku string) error {
+	if s.afterOpen == nil {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, redisTimeout)
+	live, ok, err := s.stock.Live(rctx, sku)
+	cancel()
+	if err == nil && ok {
+		err = s.afterOpen(ctx, sku, live)
+	}
+	if err != nil {
+		return unavailable("open the waiting room", err)
+	}
+	return nil
 }
 
 // roundFor returns the round a seeding of sku opens: the SKU's newest

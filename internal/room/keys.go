@@ -44,3 +44,7 @@ func (k Keys) Late(sku string, round int64) string { return k.round(sku, round) 
 func (k Keys) Challenge(sku, challenge string) string {
 	return k.stock.SaleKey(sku) + ":room:challenge:" + challenge
 }
+
+// Admissions is round's admission log: one "admitted_after ms" per turn
+// that admitted anyone.
+func (k Keys) Admissions(sku string, round int64) string { return k.round(sku, round) + ":admits" }

@@ -36,6 +36,7 @@ import (
 	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/pickup"
 	"github.com/shop-oss/shop/internal/ratelimit"
+	"github.com/shop-oss/shop/internal/room"
 	"github.com/shop-oss/shop/internal/server"
 	"github.com/shop-oss/shop/internal/storefront"
 	"github.com/shop-oss/shop/internal/visitor"
@@ -76,6 +77,8 @@ type App struct {
 	Bestsellers *bestseller.Service
 	Visits      *visitor.Service
 	Stores      *pickup.Service
+	// Rooms runs the sale rounds' waiting rooms; Start runs its admitter.
+	Rooms *room.Service
 	// Sweeper expires unpaid orders; Start runs it.
 	Sweeper *order.Sweeper
 	Audit   *audit.Auditor
@@ -145,6 +148,9 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 	purchases := purchaseRedis(cfg, st, log)
 	a.Stock = NewStock(st, cfg)
 	a.Sales = inventory.NewSales(st.DB, a.Stock)
+	a.Rooms = room.New(st.DB, st.Redis, a.Stock, a.Sales, cfg.KeyPrefix, log, room.Options{})
+	a.Sales.CountRoomsWith(a.Rooms.Counters)
+	a.Sales.AfterOpen(a.Rooms.Track)
 	a.Orders = order.New(st.DB, st.Redis, a.Stock, a.Catalog.Exists, cfg.KeyPrefix, log, reg,
 		order.Options{PaymentTTL: cfg.PaymentTTL, Payments: PaymentProvider(cfg), StockChanged: StockChanged,
 			ReserveRedis: purchases, HoldLifetime: cfg.SagaHoldTTL})
@@ -191,6 +197,7 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 			a.Bestsellers.Routes,
 			func(r fiber.Router) { a.Stores.Routes(r, admin) },
 			func(r fiber.Router) { a.Sales.Routes(r, admin) },
+			func(r fiber.Router) { a.Rooms.Routes(r, user, admin) },
 			func(r fiber.Router) { a.Orders.Routes(r, user) },
 			func(r fiber.Router) { a.Carts.Routes(r, user) },
 			func(r fiber.Router) { a.Audit.Routes(r, admin) },
@@ -205,7 +212,8 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 // Start runs the application's background work: the pickup store index
 // rebuilt from PostgreSQL (unless another instance is at it), the visitor
 // counts' queue drained, the expiry sweeper (every instance runs one; the
-// lock lets one work at a time), the live stock subscription (which also
+// lock lets one work at a time), the waiting rooms' admitter (every
+// instance runs one), the live stock subscription (which also
 // keeps the product reads' stock view) and the near cache's subscription
 // to catalog invalidations. The
 // returned function stops it, writing what is queued, ends the live
@@ -214,7 +222,8 @@ func (a *App) Start(ctx context.Context) (stop func()) {
 	a.rebuildStoreIndex(ctx)
 	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Add(4)
+	wg.Add(5)
+	go func() { defer wg.Done(); a.Rooms.Run(bctx) }()
 	go func() { defer wg.Done(); a.Visits.Run(bctx) }()
 	go func() { defer wg.Done(); _ = a.Sweeper.Run(bctx) }()
 	go func() { defer wg.Done(); a.Live.Run(bctx) }()
@@ -236,6 +245,7 @@ const streamsStopTimeout = 2 * time.Second
 func (a *App) StopStreams() {
 	ctx, cancel := context.WithTimeout(context.Background(), streamsStopTimeout)
 	defer cancel()
+	a.Rooms.Close()
 	a.Live.Shutdown(ctx)
 }
 

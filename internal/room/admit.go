@@ -1,0 +1,88 @@
+package room
+
+import (
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed admit.lua
+	admitLua    string
+	admitScript = redis.NewScript(admitLua)
+)
+
+// maxAdmitPerCall bounds one admit turn's work in Redis; a faster rate
+// is kept by more turns.
+const maxAdmitPerCall = 5_000
+
+// Turn is what one admit turn found.
+type Turn struct {
+	Status   string // ok, waiting, sold_out, ended, no_room
+	Admitted int64  // now
+	Total    int64  // admitted so far
+}
+
+// AdmitTurn runs one turn of sku's admitter: the entries the round's
+// rate allows now get their passes. Any number of instances may run it
+// at once; each token of the bucket admits one entry.
+func (s *Service) AdmitTurn(ctx context.Context, sku string) (Turn, error) {
+	for attempt := 0; ; attempt++ {
+		live, ok, err := s.live(ctx, sku, attempt > 0)
+		if err != nil {
+			return Turn{}, err
+		}
+		if !ok || live.Room == nil {
+			return Turn{Status: "no_room"}, nil
+		}
+		nonce := make([]byte, 32)
+		if _, err := rand.Read(nonce); err != nil {
+			return Turn{}, fmt.Errorf("admit: %w", err)
+		}
+		rctx, cancel := context.WithTimeout(ctx, redisTimeout)
+		reply, err := admitScript.Run(rctx, s.rdb, s.roomKeys(sku, live.Round), live.Round,
+			hex.EncodeToString(nonce), maxAdmitPerCall).StringSlice()
+		cancel()
+		if err != nil {
+			return Turn{}, storeError("admit", err)
+		}
+		t := Turn{Status: reply[0]}
+		switch {
+		case t.Status == "stale" && attempt == 0:
+			continue
+		case t.Status == "stale":
+			return Turn{Status: "no_room"}, nil
+		case t.Status == "ok" && len(reply) == 3:
+			t.Admitted, _ = strconv.ParseInt(reply[1], 10, 64)
+			t.Total, _ = strconv.ParseInt(reply[2], 10, 64)
+		case t.Status == "sold_out" && len(reply) == 2:
+			t.Total, _ = strconv.ParseInt(reply[1], 10, 64)
+		}
+		return t, nil
+	}
+}
+
+// Counters reads the room of sku's round: entries not yet admitted, and
+// admitted so far (the stock report's and the admin view's counters).
+func (s *Service) Counters(ctx context.Context, sku string, round int64) (waiting, admitted int64, err error) {
+	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
+	defer cancel()
+	pipe := s.rdb.Pipeline()
+	e := pipe.ZCard(ctx, s.keys.Early(sku, round))
+	l := pipe.ZCard(ctx, s.keys.Late(sku, round))
+	a := pipe.HGet(ctx, s.keys.State(sku, round), "admitted")
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		return 0, 0, storeError("counters", err)
+	}
+	admitted, _ = a.Int64()
+	return e.Val() + l.Val() - admitted, admitted, nil
+}
+
+// Tick is how often an instance's admitter takes a turn in each room.
+const Tick = 100 * time.Millisecond

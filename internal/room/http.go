@@ -1,0 +1,260 @@
+package room
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/shop-oss/shop/internal/apperr"
+	"github.com/shop-oss/shop/internal/auth"
+	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/server"
+)
+
+// Bounds of the entry list's pages (API.md).
+const (
+	DefaultEntries = 100
+	MaxEntries     = 1000
+)
+
+// Routes registers the room's routes: the shopper's behind requireUser,
+// the admin's behind requireAdmin; the fairness answer and the ticket
+// stream (its URL is its credential) are public.
+func (s *Service) Routes(r fiber.Router, requireUser, requireAdmin fiber.Handler) {
+	h := handler{s}
+	r.Get("/products/:sku/queue/challenge", requireUser, h.challenge)
+	r.Post("/products/:sku/queue", requireUser, h.join)
+	r.Get("/products/:sku/queue", requireUser, h.ticket)
+	r.Get("/products/:sku/queue/fairness", h.fairness)
+	r.Get("/products/:sku/queue/events/:token", h.events)
+	r.Get("/admin/products/:sku/queue", requireAdmin, h.adminView)
+	r.Patch("/admin/products/:sku/queue", requireAdmin, h.setRate)
+	r.Get("/admin/products/:sku/queue/entries", requireAdmin, h.entryList)
+}
+
+type handler struct{ svc *Service }
+
+// sku reads the {sku} parameter; one that cannot exist is a 404.
+func sku(c *fiber.Ctx) (string, error) {
+	s := strings.Clone(c.Params("sku"))
+	if !inventory.ValidSKU(s) {
+		return "", inventory.ErrProductNotFound
+	}
+	return s, nil
+}
+
+// notFound tells a room that is missing because the product is from one
+// that is missing because the round has none: the first answers as the
+// product's 404.
+func (h handler) notFound(ctx context.Context, sku string, err error) error {
+	if err != ErrNoRoom && err != ErrSaleNotActive {
+		return err
+	}
+	exists, perr := h.svc.sales.ProductExists(ctx, sku)
+	switch {
+	case perr != nil:
+		return storeError("product", perr)
+	case !exists:
+		return inventory.ErrProductNotFound
+	}
+	return err
+}
+
+func (h handler) challenge(c *fiber.Ctx) error {
+	sku, err := sku(c)
+	if err != nil {
+		return err
+	}
+	ch, err := h.svc.IssueChallenge(c.UserContext(), sku, auth.MustUser(c).ID)
+	if err != nil {
+		return h.notFound(c.UserContext(), sku, err)
+	}
+	return c.JSON(ch)
+}
+
+type joinBody struct {
+	Challenge *string `json:"challenge"`
+	Nonce     *string `json:"nonce"`
+}
+
+func (h handler) join(c *fiber.Ctx) error {
+	sku, err := sku(c)
+	if err != nil {
+		return err
+	}
+	var b joinBody
+	if err := server.DecodeOptional(c, &b); err != nil {
+		return err
+	}
+	var proof *Proof
+	if b.Challenge != nil || b.Nonce != nil {
+		proof = &Proof{}
+		if b.Challenge != nil {
+			proof.Challenge = *b.Challenge
+		}
+		if b.Nonce != nil {
+			proof.Nonce = *b.Nonce
+		}
+	}
+	t, created, err := h.svc.Join(c.UserContext(), sku, auth.MustUser(c).ID, proof)
+	if err != nil {
+		return h.notFound(c.UserContext(), sku, err)
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	return c.Status(status).JSON(t)
+}
+
+func (h handler) ticket(c *fiber.Ctx) error {
+	sku, err := sku(c)
+	if err != nil {
+		return err
+	}
+	t, err := h.svc.TicketOf(c.UserContext(), sku, auth.MustUser(c).ID)
+	if err != nil {
+		return h.notFound(c.UserContext(), sku, err)
+	}
+	return c.JSON(t)
+}
+
+func (h handler) fairness(c *fiber.Ctx) error {
+	sku, err := sku(c)
+	if err != nil {
+		return err
+	}
+	f, err := h.svc.Fairness(c.UserContext(), sku)
+	if err != nil {
+		return h.notFound(c.UserContext(), sku, err)
+	}
+	return c.JSON(f)
+}
+
+func (h handler) events(c *fiber.Ctx) error {
+	sku, err := sku(c)
+	if err != nil {
+		return err
+	}
+	user, err := h.svc.streamUser(c.UserContext(), sku, strings.Clone(c.Params("token")))
+	if err != nil {
+		return err
+	}
+	first, err := h.svc.TicketOf(c.UserContext(), sku, user)
+	if err != nil {
+		if err == ErrNotInRoom {
+			return errNoStream
+		}
+		return err
+	}
+	c.Set(fiber.HeaderContentType, "text/event-stream")
+	c.Set(fiber.HeaderCacheControl, "no-cache")
+	c.Set("X-Accel-Buffering", "no")
+	c.Context().Response.SetConnectionClose()
+	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) { h.svc.stream(w, sku, user, first) })
+	return nil
+}
+
+// View is the admin's view of a live room.
+type View struct {
+	SKU            string `json:"sku"`
+	RoundID        int64  `json:"round_id"`
+	AdmitPerSecond int    `json:"admit_per_second"`
+	PassTTLSeconds int    `json:"pass_ttl_seconds"`
+	ChallengeBits  int    `json:"challenge_bits"`
+	Waiting        int64  `json:"waiting"`
+	Admitted       int64  `json:"admitted"`
+	SeedSHA256     string `json:"seed_sha256"`
+}
+
+// AdminView reads sku's live room. Errors: ErrNoRoom, or a 503.
+func (s *Service) AdminView(ctx context.Context, sku string) (View, error) {
+	live, ok, err := s.live(ctx, sku, true)
+	if err != nil {
+		return View{}, err
+	}
+	if !ok || live.Room == nil {
+		return View{}, ErrNoRoom
+	}
+	v := View{SKU: sku, RoundID: live.Round, AdmitPerSecond: live.Room.AdmitPerSecond,
+		PassTTLSeconds: int(live.Room.PassTTL.Seconds()), ChallengeBits: live.Room.ChallengeBits,
+		SeedSHA256: live.Room.SeedSHA}
+	if v.Waiting, v.Admitted, err = s.Counters(ctx, sku, live.Round); err != nil {
+		return View{}, err
+	}
+	return v, nil
+}
+
+func (h handler) adminView(c *fiber.Ctx) error {
+	sku, err := sku(c)
+	if err != nil {
+		return err
+	}
+	v, err := h.svc.AdminView(c.UserContext(), sku)
+	if err != nil {
+		return h.notFound(c.UserContext(), sku, err)
+	}
+	return c.JSON(v)
+}
+
+type rateBody struct {
+	AdmitPerSecond *int64 `json:"admit_per_second"`
+}
+
+func (h handler) setRate(c *fiber.Ctx) error {
+	sku, err := sku(c)
+	if err != nil {
+		return err
+	}
+	var b rateBody
+	if err := server.Decode(c, &b); err != nil {
+		return err
+	}
+	if b.AdmitPerSecond == nil || *b.AdmitPerSecond < inventory.MinAdmitPerSecond ||
+		*b.AdmitPerSecond > inventory.MaxAdmitPerSecond {
+		return apperr.Invalid(apperr.FieldError{Field: "admit_per_second", Message: "must be an integer from 1 to 100000"})
+	}
+	if err := h.svc.sales.SetAdmitRate(c.UserContext(), sku, int(*b.AdmitPerSecond)); err != nil {
+		return err
+	}
+	h.svc.forget(sku)
+	return h.adminView(c)
+}
+
+// EntryPage is one page of a room's entry list.
+type EntryPage struct {
+	Items      []Entry `json:"items"`
+	NextCursor *string `json:"next_cursor"`
+}
+
+func (h handler) entryList(c *fiber.Ctx) error {
+	sku, err := sku(c)
+	if err != nil {
+		return err
+	}
+	p, ferr := server.PageQuery(c, DefaultEntries, MaxEntries)
+	var errs []apperr.FieldError
+	if ferr != nil {
+		errs = append(errs, *ferr)
+	}
+	from := int64(0)
+	if p.Cursor != "" {
+		n, err := strconv.ParseInt(p.Cursor, 10, 64)
+		if err != nil || n < 0 || strconv.FormatInt(n, 10) != p.Cursor {
+			errs = append(errs, apperr.FieldError{Field: "cursor", Message: "is not a cursor this list gave"})
+		}
+		from = n
+	}
+	if len(errs) > 0 {
+		return apperr.Invalid(errs...)
+	}
+	page, err := h.svc.EntryList(c.UserContext(), sku, from, int64(p.Limit))
+	if err != nil {
+		return h.notFound(c.UserContext(), sku, err)
+	}
+	return c.JSON(page)
+}

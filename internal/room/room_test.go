@@ -1,0 +1,399 @@
+package room_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"slices"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shop-oss/shop/internal/cache"
+	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/room"
+	"github.com/shop-oss/shop/internal/testenv"
+)
+
+// fixture is a room service on a test's own PostgreSQL and Redis.
+type fixture struct {
+	rooms *room.Service
+	sales *inventory.Sales
+	stock *inventory.Stock
+	cat   *inventory.Catalog
+	r     *testenv.Redis
+	db    *testenv.Database
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	db, r := testenv.NewDatabase(t), testenv.NewRedis(t)
+	c := cache.New(r.Client, cache.Options{Prefix: r.Prefix + "cache:", TTL: time.Minute}, prometheus.NewRegistry())
+	stock := inventory.NewStock(r.Client, r.Prefix)
+	log := slog.New(slog.DiscardHandler)
+	sales := inventory.NewSales(db.Pool, stock)
+	f := &fixture{
+		rooms: room.New(db.Pool, r.Client, stock, sales, r.Prefix, log, room.Options{}),
+		sales: sales, stock: stock, r: r, db: db,
+		cat: inventory.NewCatalogOn(db.Pool, stock, c, log, inventory.CatalogOptions{}),
+	}
+	sales.CountRoomsWith(f.rooms.Counters)
+	sales.AfterOpen(f.rooms.Track)
+	return f
+}
+
+// open creates sku and opens a roomed round of quantity units.
+func (f *fixture) open(t *testing.T, sku string, quantity int, starts time.Time, room inventory.RoomSettings) inventory.StockReport {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := f.cat.Create(ctx, sku, inventory.ProductInput{Name: sku, Category: "c", PriceCents: 100}); err != nil &&
+		!errors.Is(err, inventory.ErrSKUTaken) {
+		t.Fatal(err)
+	}
+	rep, err := f.sales.Open(ctx, sku, inventory.Seed{Quantity: quantity, PerUserLimit: 1, StartsAt: starts, Room: &room})
+	if err != nil {
+		t.Fatalf("open %s: %v", sku, err)
+	}
+	return rep
+}
+
+func users(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = uuid.NewString()
+	}
+	return out
+}
+
+// joinAll joins every user at once (released together) and returns the
+// tickets in users' order.
+func (f *fixture) joinAll(t *testing.T, sku string, us []string) []room.Ticket {
+	t.Helper()
+	tickets := make([]room.Ticket, len(us))
+	errs := make([]error, len(us))
+	created := make([]bool, len(us))
+	var start, done sync.WaitGroup
+	start.Add(1)
+	for i, u := range us {
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			start.Wait()
+			tickets[i], created[i], errs[i] = f.rooms.Join(context.Background(), sku, u, nil)
+		}()
+	}
+	start.Done()
+	done.Wait()
+	for i := range us {
+		if errs[i] != nil || !created[i] {
+			t.Fatalf("join %d: created %v, %v", i, created[i], errs[i])
+		}
+	}
+	return tickets
+}
+
+func TestFiveHundredJoinAtOnceEachOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.open(t, "drop", 10, time.Time{}, inventory.RoomSettings{AdmitPerSecond: 1, PassTTL: time.Minute})
+	us := users(500)
+	tickets := f.joinAll(t, "drop", us)
+	// Every position 1..500 once: a permutation.
+	var got []int64
+	ids := map[string]bool{}
+	for _, tk := range tickets {
+		if tk.Position == nil || tk.State != room.StateWaiting {
+			t.Fatalf("ticket %+v", tk)
+		}
+		got = append(got, *tk.Position)
+		ids[tk.EntryID] = true
+	}
+	slices.Sort(got)
+	for i, p := range got {
+		if p != int64(i+1) {
+			t.Fatalf("positions are not 1..500: %v", got)
+		}
+	}
+	if len(ids) != 500 {
+		t.Fatalf("%d distinct entry ids, want 500", len(ids))
+	}
+	// A repeat answers the same ticket, makes nothing.
+	again, created, err := f.rooms.Join(context.Background(), "drop", us[7], nil)
+	if err != nil || created || again.EntryID != tickets[7].EntryID || *again.Position != *tickets[7].Position {
+		t.Fatalf("repeat join: %+v created %v %v; first %+v", again, created, err, tickets[7])
+	}
+	w, a, err := f.rooms.Counters(context.Background(), "drop", 1)
+	if err != nil || w != 500 || a != 0 {
+		t.Fatalf("counters: waiting %d admitted %d %v", w, a, err)
+	}
+}
+
+func TestEarlyJoinersAreShuffledBySeed(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	starts := time.Now().Add(1500 * time.Millisecond)
+	f.open(t, "hype", 100, starts, inventory.RoomSettings{AdmitPerSecond: 1000, PassTTL: time.Minute})
+	us := users(60)
+	tickets := f.joinAll(t, "hype", us)
+	for _, tk := range tickets {
+		if tk.Position != nil {
+			t.Fatalf("a position before the shuffle: %+v", tk)
+		}
+	}
+	fair, err := f.rooms.Fairness(ctx, "hype")
+	if err != nil || fair.Seed != nil || fair.EarlyOrderSHA256 != nil || fair.EarlyEntries != 60 {
+		t.Fatalf("fairness before the shuffle: %+v %v", fair, err)
+	}
+	time.Sleep(time.Until(starts) + 1100*time.Millisecond)
+	late := users(3)
+	for _, u := range late {
+		if _, _, err := f.rooms.Join(ctx, "hype", u, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fair, err = f.rooms.Fairness(ctx, "hype")
+	if err != nil || fair.Seed == nil || fair.EarlyOrderSHA256 == nil {
+		t.Fatalf("fairness after the shuffle: %+v %v", fair, err)
+	}
+	if inventory.SeedSHA(*fair.Seed) != fair.SeedSHA256 {
+		t.Fatal("the seed does not hash to the committed seed_sha256")
+	}
+	// Recompute the early order from the entry ids and the seed alone.
+	ids := make([]string, len(tickets))
+	for i, tk := range tickets {
+		ids[i] = tk.EntryID
+	}
+	sort.Slice(ids, func(i, j int) bool {
+		a, b := room.OrderKey(*fair.Seed, ids[i]), room.OrderKey(*fair.Seed, ids[j])
+		return bytes.Compare(a[:], b[:]) < 0
+	})
+	if room.EarlyOrderSHA(ids) != *fair.EarlyOrderSHA256 {
+		t.Fatal("early_order_sha256 is not the digest of the seed's order")
+	}
+	page, err := f.rooms.EntryList(ctx, "hype", 0, 1000)
+	if err != nil || len(page.Items) != 63 {
+		t.Fatalf("entries: %d %v", len(page.Items), err)
+	}
+	for i, e := range page.Items[:60] {
+		if e.EntryID != ids[i] || !e.Early || e.Position != int64(i+1) {
+			t.Fatalf("entry %d: %+v, want id %s", i, e, ids[i])
+		}
+		tk, err := f.rooms.TicketOf(ctx, "hype", e.UserID)
+		if err != nil || tk.Position == nil {
+			t.Fatalf("ticket of %s: %+v %v", e.UserID, tk, err)
+		}
+	}
+	for i, e := range page.Items[60:] {
+		if e.Early || e.UserID != late[i] {
+			t.Fatalf("late entry %d: %+v, want user %s", i, e, late[i])
+		}
+	}
+}
+
+func TestTwoAdmittersHoldTheRate(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	const rate = 40
+	f.open(t, "rate", 1000, time.Time{}, inventory.RoomSettings{AdmitPerSecond: rate, PassTTL: time.Minute})
+	us := users(300)
+	f.joinAll(t, "rate", us)
+	// A second service is a second instance.
+	other := room.New(f.db.Pool, f.r.Client, f.stock, f.sales, f.r.Prefix, slog.New(slog.DiscardHandler), room.Options{})
+	begin := time.Now()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	total := int64(0)
+	for _, svc := range []*room.Service{f.rooms, other, f.rooms, other} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Since(begin) < 2*time.Second {
+				tr, err := svc.AdmitTurn(ctx, "rate")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				total += tr.Admitted
+				mu.Unlock()
+				time.Sleep(5 * time.Millisecond)
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(begin).Seconds()
+	_, admitted, err := f.rooms.Counters(ctx, "rate", 1)
+	if err != nil || admitted != total {
+		t.Fatalf("admitted %d, turns said %d (%v)", admitted, total, err)
+	}
+	if limit := int64(rate * (elapsed + 1)); admitted > limit || admitted < int64(rate*(elapsed-0.5)) {
+		t.Fatalf("admitted %d in %.2fs at %d/s", admitted, elapsed, rate)
+	}
+	// Admitted in order: exactly positions 1..admitted hold passes.
+	page, err := f.rooms.EntryList(ctx, "rate", 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	passes, err := f.r.Client.HGetAll(ctx, f.rooms.Keys().Passes("rate")).Result()
+	if err != nil || int64(len(passes)) != admitted {
+		t.Fatalf("%d passes for %d admitted (%v)", len(passes), admitted, err)
+	}
+	for _, e := range page.Items {
+		_, hasPass := passes[e.UserID]
+		if (e.Position <= admitted) != hasPass || (e.AdmittedAt != nil) != hasPass {
+			t.Fatalf("entry %+v: pass %v with %d admitted", e, hasPass, admitted)
+		}
+	}
+	tk, err := f.rooms.TicketOf(ctx, "rate", page.Items[0].UserID)
+	if err != nil || tk.State != room.StateAdmitted || tk.Pass == nil || *tk.Pass == "" || tk.PassExpiresAt == nil {
+		t.Fatalf("first ticket: %+v %v", tk, err)
+	}
+	if passes[page.Items[0].UserID][:2] != "1 " || len(*tk.Pass) != 32 {
+		t.Fatalf("pass record %q, ticket pass %q", passes[page.Items[0].UserID], *tk.Pass)
+	}
+}
+
+func TestSoldOutPausesAdmission(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	f.open(t, "none", 0, time.Time{}, inventory.RoomSettings{AdmitPerSecond: 1000, PassTTL: time.Minute})
+	us := users(5)
+	f.joinAll(t, "none", us)
+	time.Sleep(50 * time.Millisecond)
+	tr, err := f.rooms.AdmitTurn(ctx, "none")
+	if err != nil || tr.Status != "sold_out" || tr.Total != 0 {
+		t.Fatalf("turn: %+v %v", tr, err)
+	}
+	tk, err := f.rooms.TicketOf(ctx, "none", us[0])
+	if err != nil || tk.State != room.StateSoldOut {
+		t.Fatalf("ticket: %+v %v", tk, err)
+	}
+}
+
+func TestChallengeGatesTheJoin(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	f.open(t, "pow", 10, time.Time{}, inventory.RoomSettings{AdmitPerSecond: 10, PassTTL: time.Minute, ChallengeBits: 8})
+	u, other := uuid.NewString(), uuid.NewString()
+	join := func(user string, p *room.Proof) error {
+		_, _, err := f.rooms.Join(ctx, "pow", user, p)
+		return err
+	}
+	if err := join(u, nil); !errors.Is(err, room.ErrChallengeFailed) {
+		t.Fatalf("no challenge: %v", err)
+	}
+	c, err := f.rooms.IssueChallenge(ctx, "pow", u)
+	if err != nil || c.Bits != 8 || len(c.Challenge) != 32 {
+		t.Fatalf("challenge %+v %v", c, err)
+	}
+	good := room.Solve(c.Challenge, 8)
+	bad := "x"
+	for room.Solves(c.Challenge, bad, 8) {
+		bad += "x"
+	}
+	// A wrong answer uses the challenge up: the right one then fails.
+	if err := join(u, &room.Proof{Challenge: c.Challenge, Nonce: bad}); !errors.Is(err, room.ErrChallengeFailed) {
+		t.Fatalf("wrong nonce: %v", err)
+	}
+	if err := join(u, &room.Proof{Challenge: c.Challenge, Nonce: good}); !errors.Is(err, room.ErrChallengeFailed) {
+		t.Fatalf("a presented challenge again: %v", err)
+	}
+	// Another shopper's challenge fails, and is used up.
+	c2, _ := f.rooms.IssueChallenge(ctx, "pow", u)
+	if err := join(other, &room.Proof{Challenge: c2.Challenge, Nonce: room.Solve(c2.Challenge, 8)}); !errors.Is(err, room.ErrChallengeFailed) {
+		t.Fatalf("another's challenge: %v", err)
+	}
+	c3, _ := f.rooms.IssueChallenge(ctx, "pow", u)
+	if err := join(u, &room.Proof{Challenge: c3.Challenge, Nonce: room.Solve(c3.Challenge, 8)}); err != nil {
+		t.Fatalf("the right answer: %v", err)
+	}
+	// In the room: the ticket without a challenge.
+	if err := join(u, nil); err != nil {
+		t.Fatalf("repeat without a challenge: %v", err)
+	}
+	if w, _, _ := f.rooms.Counters(ctx, "pow", 1); w != 1 {
+		t.Fatalf("%d entries, want 1", w)
+	}
+}
+
+func TestRecordedRoomOutlivesRedis(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	rep := f.open(t, "rec", 100, time.Time{}, inventory.RoomSettings{AdmitPerSecond: 1000, PassTTL: time.Minute})
+	us := users(20)
+	f.joinAll(t, "rec", us)
+	time.Sleep(20 * time.Millisecond)
+	if _, err := f.rooms.AdmitTurn(ctx, "rec"); err != nil {
+		t.Fatal(err)
+	}
+	before, err := f.rooms.EntryList(ctx, "rec", 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fairBefore, err := f.rooms.Fairness(ctx, "rec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A new round without a room replaces it; the old one is recorded.
+	if _, err := f.sales.Open(ctx, "rec", inventory.Seed{Quantity: 5, PerUserLimit: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // twice: the second changes nothing
+		if err := f.rooms.Record(ctx, "rec", *rep.RoundID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after, err := f.rooms.EntryList(ctx, "rec", 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after.Items) != 20 || !slices.EqualFunc(before.Items, after.Items, func(a, b room.Entry) bool {
+		return a.EntryID == b.EntryID && a.Position == b.Position && a.UserID == b.UserID &&
+			a.JoinedAt.Equal(b.JoinedAt) && (a.AdmittedAt == nil) == (b.AdmittedAt == nil)
+	}) {
+		t.Fatalf("recorded entries differ:\n%+v\n%+v", before.Items, after.Items)
+	}
+	fair, err := f.rooms.Fairness(ctx, "rec")
+	if err != nil || fair.Seed == nil || *fair.EarlyOrderSHA256 != *fairBefore.EarlyOrderSHA256 || fair.RoundID != *rep.RoundID {
+		t.Fatalf("recorded fairness %+v %v, live was %+v", fair, err, fairBefore)
+	}
+	n, err := f.r.Client.Exists(ctx, f.rooms.Keys().Late("rec", *rep.RoundID), f.rooms.Keys().Early("rec", *rep.RoundID),
+		f.rooms.Keys().Admissions("rec", *rep.RoundID)).Result()
+	if err != nil || n != 0 {
+		t.Fatalf("%d room keys left in Redis (%v)", n, err)
+	}
+	// The new round has no room: joining it is a 404 of its own.
+	if _, _, err := f.rooms.Join(ctx, "rec", us[0], nil); !errors.Is(err, room.ErrNoRoom) {
+		t.Fatalf("join a round without a room: %v", err)
+	}
+}
+
+func TestLeadingZeroBits(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		hex  string
+		want int
+	}{{"80", 0}, {"7f", 1}, {"00ff", 8}, {"0001", 15}, {"000000", 24}} {
+		var d [32]byte
+		b, _ := hex.DecodeString(c.hex)
+		copy(d[:], b)
+		if c.hex == "000000" {
+			d[3] = 1
+			c.want = 31
+		}
+		if got := room.LeadingZeroBits(d); got != c.want {
+			t.Errorf("%s: %d, want %d", c.hex, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,67 @@
+package room
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// recordEvery spaces an instance's attempts to record one room.
+const recordEvery = 5 * time.Second
+
+// Run is an instance's admitter: every Tick, a turn in each live room,
+// and the recording of each room that is over, until ctx ends. Every
+// instance runs it; the rooms' scripts keep the admissions exact.
+func (s *Service) Run(ctx context.Context) {
+	tick := time.NewTicker(Tick)
+	defer tick.Stop()
+	tried := map[string]time.Time{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		rooms, err := s.tracked(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("waiting rooms: read the index", "err", err)
+			}
+			continue
+		}
+		for _, t := range rooms {
+			s.turn(ctx, t, tried)
+		}
+	}
+}
+
+// turn admits in t's room, or records it once it is over.
+func (s *Service) turn(ctx context.Context, t trackedRoom, tried map[string]time.Time) {
+	over, err := s.over(ctx, t)
+	if err != nil {
+		return // a store outage: the next tick tries again
+	}
+	if !over {
+		if _, err := s.AdmitTurn(ctx, t.sku); err != nil && ctx.Err() == nil {
+			s.log.Warn("waiting room: admit", "sku", t.sku, "round", t.round, "err", err)
+		}
+		return
+	}
+	if time.Since(tried[t.member]) < recordEvery {
+		return
+	}
+	tried[t.member] = time.Now()
+	if err := s.Record(ctx, t.sku, t.round); err != nil && ctx.Err() == nil {
+		s.log.Warn("waiting room: record", "sku", t.sku, "round", t.round, "err", err)
+		return
+	}
+	delete(tried, t.member)
+}
+
+func redisMember(round int64, sku string) string { return strconv.FormatInt(round, 10) + " " + sku }
+
+func redisZ(round int64, sku string) redis.Z {
+	return redis.Z{Score: float64(time.Now().UnixMilli()), Member: redisMember(round, sku)}
+}

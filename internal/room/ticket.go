@@ -1,0 +1,176 @@
+package room
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/inventory"
+)
+
+var (
+	//go:embed join.lua
+	joinLua    string
+	joinScript = redis.NewScript(joinLua)
+)
+
+// Ticket states (API.md).
+const (
+	StateWaiting  = "waiting"
+	StateAdmitted = "admitted"
+	StateExpired  = "expired"
+	StateSoldOut  = "sold_out"
+)
+
+// Ticket is a shopper's view of its entry.
+type Ticket struct {
+	EntryID       string     `json:"entry_id"`
+	State         string     `json:"state"`
+	Position      *int64     `json:"position"`
+	ETASeconds    *int64     `json:"eta_seconds"`
+	JoinedAt      time.Time  `json:"joined_at"`
+	Pass          *string    `json:"pass"`
+	PassExpiresAt *time.Time `json:"pass_expires_at"`
+	EventsURL     string     `json:"events_url"`
+
+	// rank is the entry's place in admission order from 0 (-1: not known
+	// before the shuffle); round the room's.
+	rank  int64
+	round int64
+}
+
+// Proof is a join's answer to its challenge.
+type Proof struct {
+	Challenge, Nonce string
+}
+
+// Join enters user in the room of sku's live round, or answers the entry
+// it has (created false). Errors: ErrProductNotFound (via the caller),
+// ErrNoRoom, ErrSaleNotActive, ErrChallengeFailed, or a 503.
+func (s *Service) Join(ctx context.Context, sku, user string, proof *Proof) (Ticket, bool, error) {
+	return s.entry(ctx, sku, user, "join", proof)
+}
+
+// TicketOf answers user's entry in the room of sku's live round.
+// Errors: ErrNoRoom, ErrNotInRoom, or a 503.
+func (s *Service) TicketOf(ctx context.Context, sku, user string) (Ticket, error) {
+	t, _, err := s.entry(ctx, sku, user, "read", nil)
+	return t, err
+}
+
+// entry runs join.lua once, or twice when the instance's view of the
+// live round was stale.
+func (s *Service) entry(ctx context.Context, sku, user, mode string, proof *Proof) (Ticket, bool, error) {
+	u, err := parseUser(user)
+	if err != nil {
+		return Ticket{}, false, err
+	}
+	for attempt := 0; ; attempt++ {
+		live, ok, err := s.live(ctx, sku, attempt > 0)
+		if err != nil {
+			return Ticket{}, false, err
+		}
+		if !ok {
+			if mode == "join" {
+				return Ticket{}, false, ErrSaleNotActive
+			}
+			return Ticket{}, false, ErrNoRoom
+		}
+		if live.Room == nil {
+			return Ticket{}, false, ErrNoRoom
+		}
+		keys := append(s.roomKeys(sku, live.Round), s.keys.Challenge(sku, "none"))
+		work := ""
+		if proof != nil && mode == "join" {
+			keys[len(keys)-1] = s.keys.Challenge(sku, proof.Challenge)
+			work = "bad"
+			if validChallenge(proof.Challenge) && Solves(proof.Challenge, proof.Nonce, live.Room.ChallengeBits) {
+				work = "ok"
+			}
+		}
+		rctx, cancel := context.WithTimeout(ctx, redisTimeout)
+		reply, err := joinScript.Run(rctx, s.rdb, keys, live.Round, mode, u[:], user,
+			earlyPrefix(live.Room, u), work).StringSlice()
+		cancel()
+		if err != nil {
+			return Ticket{}, false, storeError("join", err)
+		}
+		switch reply[0] {
+		case "stale":
+			if attempt == 0 {
+				continue
+			}
+			return Ticket{}, false, errUnavailable
+		case "no_room":
+			s.forget(sku)
+			return Ticket{}, false, ErrNoRoom
+		case "ended":
+			return Ticket{}, false, ErrSaleNotActive
+		case "none":
+			return Ticket{}, false, ErrNotInRoom
+		case "challenge":
+			return Ticket{}, false, ErrChallengeFailed
+		case "ok":
+			t, err := s.ticket(sku, user, live, reply)
+			return t, reply[1] == "1", err
+		}
+		return Ticket{}, false, fmt.Errorf("waiting room: join answered %q", reply)
+	}
+}
+
+// ticket reads join.lua's answer.
+func (s *Service) ticket(sku, user string, live inventory.LiveRound, r []string) (Ticket, error) {
+	if len(r) != 12 {
+		return Ticket{}, fmt.Errorf("waiting room: join answered %q", r)
+	}
+	n := func(i int) int64 { v, _ := strconv.ParseInt(r[i], 10, 64); return v }
+	early, joined, rank, earlyN, admitted, available, now := r[2] == "1", n(3), n(4), n(5), n(6), n(7), n(8)
+	t := Ticket{
+		EntryID:   EntryID(live.Room.Secret, user),
+		JoinedAt:  time.UnixMilli(joined).UTC(),
+		EventsURL: s.eventsURL(sku, user, live.Room),
+		round:     live.Round, rank: rank,
+	}
+	starts := live.StartsAt.UnixMilli()
+	if live.StartsAt.IsZero() {
+		starts = 0
+	}
+	if !early {
+		t.rank = earlyN + rank
+	} else if now < starts {
+		t.rank = -1 // the shuffle has not happened: no position yet
+	}
+	pass, passRound, exp := r[9], r[10], n(11)
+	switch {
+	case t.rank >= 0 && t.rank < admitted:
+		// Admitted: the pass hash outlives the last pass by a minute, so a
+		// missing pass is one that expired.
+		t.State = StateExpired
+		if pass != "" && passRound == strconv.FormatInt(live.Round, 10) {
+			expires := time.UnixMilli(exp).UTC()
+			t.PassExpiresAt = &expires
+			if now < exp {
+				t.State, t.Pass = StateAdmitted, &pass
+				zero := int64(0)
+				t.ETASeconds = &zero
+			}
+		}
+	case available <= 0:
+		t.State = StateSoldOut
+	default:
+		t.State = StateWaiting
+		wait := max(starts-now, 0) / 1000 // the shuffle and the first admission
+		if t.rank >= 0 {
+			pos := t.rank - admitted + 1
+			t.Position = &pos
+			wait += int64(math.Ceil(float64(pos) / float64(live.Room.AdmitPerSecond)))
+		}
+		t.ETASeconds = &wait
+	}
+	return t, nil
+}
