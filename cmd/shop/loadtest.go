@@ -27,6 +27,8 @@ func newLoadtestCmd(a *app) *cobra.Command {
 	var asJSON bool
 	var procs int
 	var cpuProfile string
+	var roomRate int
+	var room loadtest.RoomConfig
 	cmd := &cobra.Command{
 		Use:   "loadtest --admin-email E --admin-password P [flags]",
 		Short: "Run a flash sale against a running server and check that it added up",
@@ -38,6 +40,10 @@ func newLoadtestCmd(a *app) *cobra.Command {
 			"no duplicates, units conserved, nothing left pending, releases once and statuses agreeing). " +
 			"With --pay-ratio R a share R of the winners then pay and the rest let their orders expire: the run " +
 			"waits until the server has given their units back and checks that it did, once each. " +
+			"With --waiting-room RATE the round gets a waiting room admitting RATE shoppers a second: every shopper " +
+			"joins (solving --challenge-bits), reads its ticket until admitted and buys with its pass; the run then " +
+			"checks the early order against the published seed, the admissions against the rate, and that purchases " +
+			"without a pass were refused. " +
 			"Exits 1 when an invariant fails.\n\n" +
 			"The admin comes from `shop user add --role admin`. Run the server with SHOP_RATE_LIMIT=0 (or a high " +
 			"limit) for a load test: every shopper shares this machine's address. Only loopback targets are " +
@@ -59,6 +65,10 @@ func newLoadtestCmd(a *app) *cobra.Command {
 					return err
 				}
 				defer stop()
+			}
+			if roomRate > 0 {
+				room.AdmitPerSecond = roomRate
+				cfg.Room = &room
 			}
 			cfg.Progress = terminal(a.stderr)
 			cfg.Warn = a.stderr
@@ -108,6 +118,10 @@ func newLoadtestCmd(a *app) *cobra.Command {
 		"On a machine shared with the server, 1 leaves the rest to the server, like the single-threaded redis-benchmark")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write the load generator's own CPU profile to this file (go tool pprof), "+
 		"to tell its cost from the server's")
+	f.IntVar(&roomRate, "waiting-room", 0, "put the round behind a waiting room admitting this many shoppers a second (0: none)")
+	f.IntVar(&room.ChallengeBits, "challenge-bits", 0, "the waiting room's proof-of-work bits (solved here, by the load generator)")
+	f.DurationVar(&room.JoinWindow, "join-window", 3*time.Second, "how long before the sale the waiting room opens (who joins in it is shuffled)")
+	f.DurationVar(&room.PassTTL, "pass-ttl", 2*time.Minute, "how long an admitted shopper's pass lasts")
 	cmd.AddCommand(newLoadtestGetCmd(a))
 	return cmd
 }

@@ -82,6 +82,9 @@ type Config struct {
 	Progress io.Writer
 	// Warn receives warnings, such as rate-limited answers.
 	Warn io.Writer
+	// Room, when set, puts the round behind a waiting room: the shoppers
+	// join, wait and buy with their passes (room.go).
+	Room *RoomConfig
 }
 
 // Validate checks every bound and reports the first one broken, by flag name.
@@ -107,6 +110,11 @@ func (c *Config) Validate() error {
 		{c.SetupWorkers < 1 || c.SetupWorkers > 64, "--setup-workers must be 1 to 64"},
 		{(c.RedisURL == "") != (c.DatabaseURL == ""), "--redis-url and --database-url go together"},
 		{c.RedisCluster && c.RedisURL == "", "--redis-cluster needs --redis-url"},
+		{c.Room != nil && (c.Room.AdmitPerSecond < 1 || c.Room.AdmitPerSecond > 100_000), "--waiting-room must be 1 to 100000 admissions a second"},
+		{c.Room != nil && (c.Room.ChallengeBits < 0 || c.Room.ChallengeBits > 24), "--challenge-bits must be 0 to 24"},
+		{c.Room != nil && (c.Room.JoinWindow < 0 || c.Room.JoinWindow > time.Minute), "--join-window must be 0 to 1m"},
+		{c.Room != nil && (c.Room.PassTTL < 10*time.Second || c.Room.PassTTL > time.Hour), "--pass-ttl must be 10s to 1h"},
+		{c.Room != nil && c.PayRatio > 0, "--pay-ratio does not go with --waiting-room"},
 	}
 	for _, ch := range checks {
 		if ch.bad {
@@ -144,7 +152,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	setupTime := time.Since(setupStart)
 	sampler := st.sample(cfg, fx.sku)
-	res, err := attack(ctx, tgt, cfg, fx)
+	var res *attackResult
+	var rr *roomRun
+	if cfg.Room != nil {
+		res, rr, err = roomAttack(ctx, tgt, cfg, fx, fx.startsAt)
+	} else {
+		res, err = attack(ctx, tgt, cfg, fx)
+	}
 	samples := sampler.stopped()
 	if err != nil {
 		return nil, err
@@ -158,5 +172,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newReport(cfg, tgt, fx, setupTime, res, v), nil
+	var room *RoomStats
+	if rr != nil {
+		var inv []Invariant
+		if room, inv, err = checkRoom(ctx, c, cfg, fx, rr); err != nil {
+			return nil, err
+		}
+		v.invariants = append(v.invariants, inv...)
+	}
+	rep := newReport(cfg, tgt, fx, setupTime, res, v)
+	rep.Room = room
+	return rep, nil
 }

@@ -25,9 +25,11 @@ type Report struct {
 	Attack       AttackStats `json:"attack"`
 	Stock        StockStats  `json:"stock"`
 	// Lifecycle is the payment phase (--pay-ratio); absent without one.
-	Lifecycle  *LifecycleStats `json:"lifecycle,omitempty"`
-	Invariants []Invariant     `json:"invariants"`
-	OK         bool            `json:"ok"`
+	Lifecycle *LifecycleStats `json:"lifecycle,omitempty"`
+	// Room is the waiting room's figures (--waiting-room); absent without.
+	Room       *RoomStats  `json:"room,omitempty"`
+	Invariants []Invariant `json:"invariants"`
+	OK         bool        `json:"ok"`
 }
 
 // AttackStats are the attack's figures.
@@ -206,6 +208,12 @@ func (r *Report) WriteText(w io.Writer) error {
 			lc.Paid, lc.Payers, lc.PayRatio, lc.PaySeconds, lc.Late, lc.PendingRetries)
 		fmt.Fprintf(tw, "expiry\t%d of %d unpaid orders expired, %d units released (all in time: %s) after %.2fs; %d without a payment window\n",
 			lc.Expired, lc.Expiring, lc.ReleasedUnits, yesNo(lc.Released), lc.WaitSeconds, lc.NoWindow)
+	}
+	if rm := r.Room; rm != nil {
+		fmt.Fprintf(tw, "room\t%d joined (%d early), %d admitted at %.1f/s (set %d/s), challenge %d bits (%.2fms a solve here)\n",
+			rm.Joined, rm.Early, rm.Admitted, rm.AdmittedPerSec, rm.AdmitPerSecond, rm.ChallengeBits, rm.SolveMs)
+		fmt.Fprintf(tw, "room latency\tjoin p50 %.2fms p99 %.2fms; ticket read p50 %.2fms p99 %.2fms (%d reads)\n",
+			rm.JoinMs.P50, rm.JoinMs.P99, rm.TicketMs.P50, rm.TicketMs.P99, rm.TicketReads)
 	}
 	for i, k := range slices.Sorted(maps.Keys(a.Outcomes)) {
 		fmt.Fprintf(tw, "%s\t%8d  %s\n", label(i == 0, "outcomes"), a.Outcomes[k], k)

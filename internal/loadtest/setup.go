@@ -20,6 +20,7 @@ type fixture struct {
 	sku      string
 	admin    string // the admin's access token
 	shoppers []shopper
+	startsAt time.Time // a waiting-room run's sale start
 }
 
 type shopper struct {
@@ -59,11 +60,18 @@ func setup(ctx context.Context, c *client, cfg Config) (*fixture, error) {
 	if err := createProduct(ctx, c, fx); err != nil {
 		return nil, err
 	}
-	if err := seed(ctx, c, fx, cfg.Units, cfg.PerUserLimit); err != nil {
-		return nil, err
+	if cfg.Room == nil {
+		if err := seed(ctx, c, fx, cfg.Units, cfg.PerUserLimit); err != nil {
+			return nil, err
+		}
 	}
 	if fx.shoppers, err = makeShoppers(ctx, c, cfg, fx.run); err != nil {
 		return nil, err
+	}
+	if cfg.Room != nil { // after the shoppers: the room opens JoinWindow before the sale
+		if fx.startsAt, err = seedRoom(ctx, c, fx, cfg); err != nil {
+			return nil, err
+		}
 	}
 	return fx, nil
 }

@@ -1,0 +1,460 @@
+package loadtest
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+	"golang.org/x/sync/errgroup"
+)
+
+// A waiting-room run (--waiting-room RATE): the round gets a room that
+// opens JoinWindow before the sale, every shopper joins (solving the
+// challenge when there is one), reads its ticket until admitted, and
+// buys with its pass; a few first try without one. Afterwards the early
+// order is checked against the published seed and the entry list.
+
+// RoomConfig is a waiting-room run's settings.
+type RoomConfig struct {
+	AdmitPerSecond int
+	ChallengeBits  int
+	PassTTL        time.Duration
+	// JoinWindow is how long before the sale starts the room opens: who
+	// joins in it is early (shuffled).
+	JoinWindow time.Duration
+}
+
+// ticketPoll is how often a waiting shopper reads its ticket.
+const ticketPoll = 250 * time.Millisecond
+
+// passlessTries is how many shoppers first try to buy without a pass
+// (each must be refused 403 pass_required, buying nothing).
+const passlessTries = 10
+
+// RoomStats is what the room did, for the report.
+type RoomStats struct {
+	AdmitPerSecond int     `json:"admit_per_second"`
+	ChallengeBits  int     `json:"challenge_bits"`
+	Joined         int     `json:"joined"`
+	Early          int     `json:"early"`
+	JoinMs         Latency `json:"join_latency_ms"`
+	TicketReads    uint64  `json:"ticket_reads"`
+	TicketMs       Latency `json:"ticket_latency_ms"`
+	// SolveMs is the load generator's time per challenge solved.
+	SolveMs  float64 `json:"solve_ms"`
+	Admitted int     `json:"admitted"`
+	// AdmittedPerSec is the admissions over the span from starts_at to
+	// the last admission, as the server's entry list dates them.
+	AdmittedPerSec float64 `json:"admitted_per_sec"`
+	// PasslessRefused counts purchases without a pass answered 403
+	// pass_required, of PasslessTries.
+	PasslessTries   int  `json:"passless_tries"`
+	PasslessRefused int  `json:"passless_refused"`
+	FairOrder       bool `json:"fair_order"`
+}
+
+// roomRun carries the room phase's measurements.
+type roomRun struct {
+	mu                   sync.Mutex
+	join, ticket         vegeta.Metrics
+	solve                time.Duration
+	solved               int
+	passless, refusedNP  int
+	startsAt             time.Time
+	joined, admittedSeen int
+}
+
+func seedRoom(ctx context.Context, c *client, fx *fixture, cfg Config) (time.Time, error) {
+	starts := time.Now().Add(cfg.Room.JoinWindow).UTC().Truncate(time.Second).Add(time.Second)
+	room := map[string]any{"admit_per_second": cfg.Room.AdmitPerSecond, "challenge_bits": cfg.Room.ChallengeBits,
+		"pass_ttl_seconds": int(cfg.Room.PassTTL / time.Second)}
+	body := map[string]any{"quantity": cfg.Units, "per_user_limit": cfg.PerUserLimit,
+		"starts_at": starts.Format(time.RFC3339), "waiting_room": room}
+	var s stock
+	if err := c.do(ctx, http.MethodPut, stockPath(fx.sku), fx.admin, body, &s); err != nil {
+		return starts, fmt.Errorf("seed stock with a waiting room: %w", explainLimited(err))
+	}
+	return starts, nil
+}
+
+// roomTicket is the part of a ticket the shoppers read.
+type roomTicket struct {
+	EntryID  string  `json:"entry_id"`
+	State    string  `json:"state"`
+	Position *int64  `json:"position"`
+	Pass     *string `json:"pass"`
+}
+
+type roomChallenge struct {
+	Challenge string `json:"challenge"`
+	Bits      int    `json:"bits"`
+}
+
+// roomAttack runs every shopper through the room and its purchases, at
+// most Connections at once, and tallies the purchases as attack does.
+func roomAttack(ctx context.Context, tgt target, cfg Config, fx *fixture, starts time.Time) (*attackResult, *roomRun, error) {
+	res := &attackResult{tally: newTally(len(fx.shoppers), cfg.PerUserLimit, cfg.Sample), stoppedBy: stopDuration}
+	rr := &roomRun{startsAt: starts}
+	hc := &http.Client{Transport: tgt.transport(cfg.Connections), Timeout: cfg.Timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	deadline := starts.Add(cfg.Duration)
+	var mu sync.Mutex // guards res
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(cfg.Connections)
+	begin := time.Now()
+	for i := range fx.shoppers {
+		g.Go(func() error {
+			return shopperInRoom(gctx, hc, tgt, cfg, fx, i, deadline, rr, func(v *vegeta.Result) {
+				mu.Lock()
+				defer mu.Unlock()
+				res.add(v)
+			})
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, nil, err
+	}
+	res.metrics.Close()
+	rr.join.Close()
+	rr.ticket.Close()
+	res.elapsed = time.Since(begin)
+	if res.tally.soldOut {
+		res.stoppedBy = stopSoldOut
+	}
+	warnLimited(cfg.Warn, res.tally.limited)
+	return res, rr, nil
+}
+
+// shopperInRoom is one shopper: join, wait, buy with the pass.
+func shopperInRoom(ctx context.Context, hc *http.Client, tgt target, cfg Config, fx *fixture, i int,
+	deadline time.Time, rr *roomRun, purchase func(*vegeta.Result)) error {
+	s := fx.shoppers[i]
+	call := func(method, path string, body any, header http.Header) (*vegeta.Result, error) {
+		return roomCall(ctx, hc, tgt, s, i, cfg.ForwardedFor, method, path, body, header)
+	}
+	queue := "/api/v1/products/" + fx.sku + "/queue"
+	var join map[string]any
+	if cfg.Room.ChallengeBits > 0 {
+		r, err := call(http.MethodGet, queue+"/challenge", nil, nil)
+		if err != nil || r.Code != http.StatusOK {
+			return fmt.Errorf("shopper %d: challenge: %v %s", i, err, bodyOf(r))
+		}
+		var ch roomChallenge
+		_ = json.Unmarshal(r.Body, &ch)
+		t0 := time.Now()
+		nonce := solveChallenge(ch.Challenge, ch.Bits)
+		rr.mu.Lock()
+		rr.solve += time.Since(t0)
+		rr.solved++
+		rr.mu.Unlock()
+		join = map[string]any{"challenge": ch.Challenge, "nonce": nonce}
+	}
+	r, err := call(http.MethodPost, queue, join, nil)
+	if err != nil || (r.Code != http.StatusCreated && r.Code != http.StatusOK) {
+		return fmt.Errorf("shopper %d: join: %v %s", i, err, bodyOf(r))
+	}
+	rr.mu.Lock()
+	rr.join.Add(r)
+	rr.joined++
+	rr.mu.Unlock()
+	if i < passlessTries { // must be refused, and buys nothing
+		r, err := call(http.MethodPost, "/api/v1/products/"+fx.sku+"/purchase", map[string]int{"quantity": 1}, nil)
+		if err != nil {
+			return err
+		}
+		rr.mu.Lock()
+		rr.passless++
+		if r.Code == http.StatusForbidden && problemCode(r.Body) == "pass_required" {
+			rr.refusedNP++
+		}
+		rr.mu.Unlock()
+		if r.Code == http.StatusAccepted {
+			purchase(r) // counted, so the invariants see the unit it took
+		}
+	}
+	for time.Now().Before(deadline) {
+		r, err := call(http.MethodGet, queue, nil, nil)
+		if err != nil {
+			return err
+		}
+		rr.mu.Lock()
+		rr.ticket.Add(r)
+		rr.mu.Unlock()
+		var t roomTicket
+		if r.Code == http.StatusOK && json.Unmarshal(r.Body, &t) == nil {
+			switch t.State {
+			case "admitted":
+				rr.mu.Lock()
+				rr.admittedSeen++
+				rr.mu.Unlock()
+				return buyWithPass(ctx, cfg, fx, i, *t.Pass, call, purchase)
+			case "sold_out", "expired":
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(ticketPoll):
+		}
+	}
+	return nil
+}
+
+// buyWithPass buys one unit at a time with the pass until a refusal.
+func buyWithPass(ctx context.Context, cfg Config, fx *fixture, i int, pass string,
+	call func(string, string, any, http.Header) (*vegeta.Result, error), purchase func(*vegeta.Result)) error {
+	for n := 0; cfg.PerUserLimit == 0 || n < cfg.PerUserLimit; n++ {
+		h := http.Header{"X-Queue-Pass": {pass}, "Idempotency-Key": {fx.run + "-r" + strconv.Itoa(i) + "-" + strconv.Itoa(n)}}
+		r, err := call(http.MethodPost, "/api/v1/products/"+fx.sku+"/purchase", map[string]int{"quantity": 1}, h)
+		if err != nil {
+			return err
+		}
+		purchase(r)
+		if r.Code != http.StatusAccepted || ctx.Err() != nil {
+			return nil
+		}
+	}
+	return nil
+}
+
+// roomCall sends one request as shopper s and returns it as a vegeta
+// result (its latency, status and body), tagged with the shopper.
+func roomCall(ctx context.Context, hc *http.Client, tgt target, s shopper, i int, forwardedFor bool,
+	method, path string, body any, header http.Header) (*vegeta.Result, error) {
+	var in io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		in = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, tgt.url(path), in)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if forwardedFor {
+		req.Header.Set("X-Forwarded-For", s.addr)
+	}
+	start := time.Now()
+	resp, err := hc.Do(req)
+	r := &vegeta.Result{Method: method, URL: path, Timestamp: start, Headers: http.Header{shopperHeader: {strconv.Itoa(i)}}}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		r.Latency, r.Error = time.Since(start), err.Error()
+		return r, nil
+	}
+	defer resp.Body.Close()
+	r.Body, _ = io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	r.Latency, r.Code = time.Since(start), uint16(resp.StatusCode)
+	return r, nil
+}
+
+func bodyOf(r *vegeta.Result) string {
+	if r == nil {
+		return ""
+	}
+	return strconv.Itoa(int(r.Code)) + " " + string(r.Body)
+}
+
+func problemCode(body []byte) string {
+	var p problem
+	_ = json.Unmarshal(body, &p)
+	return p.Code
+}
+
+// solveChallenge finds a nonce: SHA-256(challenge ":" nonce) starts
+// with bits zero bits (API.md). It costs this process, not the server.
+func solveChallenge(challenge string, bits int) string {
+	for n := uint64(0); ; n++ {
+		nonce := strconv.FormatUint(n, 36)
+		if zeroBits(sha256.Sum256([]byte(challenge+":"+nonce))) >= bits {
+			return nonce
+		}
+	}
+}
+
+func zeroBits(d [32]byte) int {
+	n := 0
+	for _, b := range d {
+		for m := byte(0x80); m != 0; m >>= 1 {
+			if b&m != 0 {
+				return n
+			}
+			n++
+		}
+	}
+	return n
+}
+
+// roomEntry is one item of the admin's entry list.
+type roomEntry struct {
+	EntryID    string     `json:"entry_id"`
+	Position   int64      `json:"position"`
+	Early      bool       `json:"early"`
+	JoinedAt   time.Time  `json:"joined_at"`
+	AdmittedAt *time.Time `json:"admitted_at"`
+}
+
+type roomFairness struct {
+	SeedSHA256       string  `json:"seed_sha256"`
+	Seed             *string `json:"seed"`
+	EarlyEntries     int     `json:"early_entries"`
+	EarlyOrderSHA256 *string `json:"early_order_sha256"`
+}
+
+// checkRoom reads the entry list and the fairness answer and judges the
+// room: the early order is the seed's, admissions kept to the rate, and
+// no purchase went through without a pass.
+func checkRoom(ctx context.Context, c *client, cfg Config, fx *fixture, rr *roomRun) (*RoomStats, []Invariant, error) {
+	var entries []roomEntry
+	cursor := ""
+	for {
+		var page struct {
+			Items      []roomEntry `json:"items"`
+			NextCursor *string     `json:"next_cursor"`
+		}
+		path := "/api/v1/admin/products/" + fx.sku + "/queue/entries?limit=1000"
+		if cursor != "" {
+			path += "&cursor=" + cursor
+		}
+		if err := c.do(ctx, http.MethodGet, path, fx.admin, nil, &page); err != nil {
+			return nil, nil, fmt.Errorf("room entries: %w", err)
+		}
+		entries = append(entries, page.Items...)
+		if page.NextCursor == nil {
+			break
+		}
+		cursor = *page.NextCursor
+	}
+	var fair roomFairness
+	if err := c.do(ctx, http.MethodGet, "/api/v1/products/"+fx.sku+"/queue/fairness", "", nil, &fair); err != nil {
+		return nil, nil, fmt.Errorf("room fairness: %w", err)
+	}
+	st := &RoomStats{AdmitPerSecond: cfg.Room.AdmitPerSecond, ChallengeBits: cfg.Room.ChallengeBits,
+		Joined: len(entries), TicketReads: rr.ticket.Requests,
+		JoinMs: latencyOf(rr.join), TicketMs: latencyOf(rr.ticket),
+		PasslessTries: rr.passless, PasslessRefused: rr.refusedNP}
+	if rr.solved > 0 {
+		st.SolveMs = ms(rr.solve / time.Duration(rr.solved))
+	}
+	fairOK, fairDetail := fairOrder(entries, fair)
+	st.FairOrder = fairOK
+	var last time.Time
+	admittedPerSecond := map[int64]int{} // admissions per second since starts_at
+	for _, e := range entries {
+		if e.Early {
+			st.Early++
+		}
+		if e.AdmittedAt != nil {
+			st.Admitted++
+			if e.AdmittedAt.After(last) {
+				last = *e.AdmittedAt
+			}
+			admittedPerSecond[int64(e.AdmittedAt.Sub(rr.startsAt)/time.Second)]++
+		}
+	}
+	span := last.Sub(rr.startsAt).Seconds()
+	if span > 0 {
+		st.AdmittedPerSec = round(float64(st.Admitted) / span)
+	}
+	bound := boundHeld(admittedPerSecond, cfg.Room.AdmitPerSecond)
+	inv := []Invariant{
+		{Name: "R1 early order is the seed's", OK: fairOK, Detail: fairDetail},
+		{Name: "R2 admissions within the rate", OK: bound == "", Detail: orDefault(bound,
+			fmt.Sprintf("%d admitted over %.1fs at %d/s; no span of T s above rate x (T+1)", st.Admitted, span, cfg.Room.AdmitPerSecond))},
+		{Name: "R3 no purchase without a pass", OK: rr.refusedNP == rr.passless,
+			Detail: fmt.Sprintf("%d of %d pass-less purchases refused 403 pass_required", rr.refusedNP, rr.passless)},
+	}
+	return st, inv, nil
+}
+
+// fairOrder recomputes the early order from the published seed.
+func fairOrder(entries []roomEntry, f roomFairness) (bool, string) {
+	if f.Seed == nil || f.EarlyOrderSHA256 == nil {
+		return false, "the seed is not published"
+	}
+	if sum := sha256.Sum256([]byte(*f.Seed)); hex.EncodeToString(sum[:]) != f.SeedSHA256 {
+		return false, "the seed does not hash to seed_sha256"
+	}
+	var early []string
+	for _, e := range entries {
+		if e.Early {
+			early = append(early, e.EntryID)
+		}
+	}
+	want := append([]string(nil), early...)
+	key := func(id string) string {
+		s := sha256.Sum256([]byte(*f.Seed + ":" + id))
+		return hex.EncodeToString(s[:])
+	}
+	sort.Slice(want, func(i, j int) bool { return key(want[i]) < key(want[j]) })
+	h := sha256.New()
+	for i, id := range want {
+		if early[i] != id {
+			return false, fmt.Sprintf("early position %d holds %s, the seed puts %s there", i+1, early[i], id)
+		}
+		h.Write([]byte(id + "\n"))
+	}
+	if hex.EncodeToString(h.Sum(nil)) != *f.EarlyOrderSHA256 || len(early) != f.EarlyEntries {
+		return false, "early_order_sha256 or early_entries differ from the entry list"
+	}
+	for i := len(early) + 1; i < len(entries); i++ {
+		if entries[i].JoinedAt.Before(entries[i-1].JoinedAt) {
+			return false, fmt.Sprintf("late position %d joined before position %d", i+1, i)
+		}
+	}
+	return true, fmt.Sprintf("%d early entries in the seed's order; later ones by arrival", len(early))
+}
+
+// boundHeld checks that no span of T whole seconds admitted more than
+// rate x (T + 1); "" when none did.
+func boundHeld(perSecond map[int64]int, rate int) string {
+	var secs []int64
+	for s := range perSecond {
+		secs = append(secs, s)
+	}
+	sort.Slice(secs, func(i, j int) bool { return secs[i] < secs[j] })
+	for i := range secs {
+		sum := 0
+		for j := i; j < len(secs); j++ {
+			sum += perSecond[secs[j]]
+			if t := secs[j] - secs[i] + 1; sum > rate*int(t+1) {
+				return fmt.Sprintf("%d admitted in the %d s from second %d", sum, t, secs[i])
+			}
+		}
+	}
+	return ""
+}
+
+func latencyOf(m vegeta.Metrics) Latency {
+	return Latency{P50: ms(m.Latencies.P50), P90: ms(m.Latencies.P90), P99: ms(m.Latencies.P99),
+		Max: ms(m.Latencies.Max), Mean: ms(m.Latencies.Mean)}
+}
+
+func orDefault(s, def string) string {
+	if s != "" {
+		return s
+	}
+	return def
+}

@@ -1,0 +1,66 @@
+package shop_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"testing"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/shop/shoptest"
+)
+
+// BenchmarkRoom is what waiting costs next to a product read, in one
+// run on one application (shop serve's wiring, the access log batched):
+// GET /api/v1/products/{sku} anonymous; POST .../queue, a repeat join of
+// one of 200 shoppers already in the room (200, the same ticket); and
+// GET .../queue, the ticket read. The bar: a join and a ticket
+// read each at least 0.8 x the product read's throughput. Results:
+// BENCHMARKS.md.
+func BenchmarkRoom(b *testing.B) {
+	a := benchAppWith(b, shoptest.Options{Log: accessLogs[1].log(b)}, nil)
+	a.Product(b, "bench", 100)
+	a.Round(b, "bench", inventory.Seed{Quantity: 1000, PerUserLimit: 1,
+		Room: &inventory.RoomSettings{AdmitPerSecond: 1, PassTTL: inventory.DefaultPassTTL}})
+	bearers := make([]string, benchShoppers)
+	for i := range bearers {
+		id, tok := a.Shopper(b, fmt.Sprintf("room-%d@example.com", i))
+		bearers[i] = "Bearer " + tok
+		if _, _, err := a.Rooms.Join(context.Background(), "bench", id, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("op=product", func(b *testing.B) { benchGet(b, a, "/api/v1/products/bench") })
+	b.Run("op=join", func(b *testing.B) { benchRoom(b, a, http.MethodPost, bearers) })
+	b.Run("op=ticket", func(b *testing.B) { benchRoom(b, a, http.MethodGet, bearers) })
+}
+
+// benchRoom is benchGet for the room's shopper routes.
+func benchRoom(b *testing.B, a *shoptest.App, method string, bearers []string) {
+	var seq atomic.Uint64
+	h := a.Fiber.Handler()
+	b.ReportAllocs()
+	b.SetParallelism(25)
+	defer cpuPerOp(b)()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		var rc fasthttp.RequestCtx
+		for pb.Next() {
+			i := seq.Add(1) % benchShoppers
+			rc.ResetUserValues()
+			rc.Request.Reset()
+			rc.Response.Reset()
+			rc.Request.Header.SetMethod(method)
+			rc.Request.SetRequestURI("/api/v1/products/bench/queue")
+			rc.Request.Header.Set("Authorization", bearers[i])
+			rc.Request.Header.Set("X-Forwarded-For", fmt.Sprintf("198.18.0.%d", i+1))
+			h(&rc)
+			if rc.Response.StatusCode() != http.StatusOK {
+				b.Fatalf("status %d: %s", rc.Response.StatusCode(), rc.Response.Body())
+			}
+		}
+	})
+}
