@@ -11,6 +11,8 @@ import (
 
 	"github.com/shop-oss/shop/internal/audit"
 	"github.com/shop-oss/shop/internal/config"
+	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/room"
 	"github.com/shop-oss/shop/internal/shop"
 )
 
@@ -38,8 +40,10 @@ func newAuditCmd(a *app) *cobra.Command {
 // runAudit runs the checks and prints the report; a violation is an error
 // (exit 1) naming the first problem.
 func (a *app) runAudit(ctx context.Context, cfg *config.Config, log *slog.Logger, st *stores, lagBound time.Duration) error {
-	aud := audit.New(st.db, st.redis, shop.NewStock(st.shop(), cfg), cfg.KeyPrefix, log)
+	stock := shop.NewStock(st.shop(), cfg)
+	aud := audit.New(st.db, st.redis, stock, cfg.KeyPrefix, log)
 	aud.LagBound = lagBound
+	aud.Rooms = room.New(st.db, st.redis, stock, inventory.NewSales(st.db, stock), cfg.KeyPrefix, log, room.Options{})
 	rep, err := aud.Run(ctx)
 	if err != nil {
 		return err

@@ -22,6 +22,7 @@ import (
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/room"
 )
 
 // DefaultLagBound is how long an accepted order may go unrecorded in
@@ -47,6 +48,8 @@ type Auditor struct {
 	// time fence reads it (package doc): order.SettledRetention, or any
 	// shorter span still far above the masters' clock differences.
 	SettledWindow time.Duration
+	// Rooms, when set, has every waiting room checked too (room.Audit).
+	Rooms *room.Service
 }
 
 // New returns an auditor of the stores under prefix.
@@ -94,7 +97,8 @@ type Round struct {
 // Problem is one violation.
 type Problem struct {
 	// Kind: stock_redis, stock_postgres, quantity, buyer, not_persisted,
-	// pending_missing, dead_letter, backlog, stream_behind.
+	// pending_missing, dead_letter, backlog, stream_behind; and the
+	// waiting rooms': room_rate, room_pass, room_order.
 	Kind string `json:"kind"`
 	// Partition is the order partition the problem is in (a stream's, or
 	// the SKU's).
@@ -102,7 +106,9 @@ type Problem struct {
 	SKU       string   `json:"sku,omitempty"`
 	RoundID   int64    `json:"round_id,omitempty"`
 	OrderIDs  []string `json:"order_ids,omitempty"`
-	Detail    string   `json:"detail"`
+	// UserIDs are a room problem's shoppers.
+	UserIDs []string `json:"user_ids,omitempty"`
+	Detail  string   `json:"detail"`
 }
 
 // Run audits everything now. Its error is a store's (the audit could not
@@ -139,6 +145,16 @@ func (a *Auditor) Run(ctx context.Context) (Report, error) {
 	rep.Problems = append(rep.Problems, more...)
 	if rep.NeverLive, err = a.neverLive(ctx, snap.liveRoundIDs()); err != nil {
 		return Report{}, err
+	}
+	if a.Rooms != nil {
+		found, err := a.Rooms.Audit(ctx)
+		if err != nil {
+			return Report{}, wrap("waiting rooms", err)
+		}
+		for _, f := range found {
+			rep.Problems = append(rep.Problems, Problem{Kind: f.Kind, SKU: f.SKU, RoundID: f.RoundID,
+				UserIDs: f.Users, Detail: f.Detail})
+		}
 	}
 	rep.OK = len(rep.Problems) == 0
 	if rep.Problems == nil {

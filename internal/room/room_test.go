@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sort"
@@ -395,5 +396,75 @@ func TestLeadingZeroBits(t *testing.T) {
 		if got := room.LeadingZeroBits(d); got != c.want {
 			t.Errorf("%s: %d, want %d", c.hex, got, c.want)
 		}
+	}
+}
+
+func TestAuditFindsWhatBrokeARoom(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	rep := f.open(t, "aud", 100, time.Time{}, inventory.RoomSettings{AdmitPerSecond: 5, PassTTL: time.Minute})
+	round := *rep.RoundID
+	us := f.joinAll(t, "aud", users(12))
+	_ = us
+	time.Sleep(300 * time.Millisecond)
+	if _, err := f.rooms.AdmitTurn(ctx, "aud"); err != nil {
+		t.Fatal(err)
+	}
+	page, err := f.rooms.EntryList(ctx, "aud", 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admitted, waiting := page.Items[0].UserID, page.Items[11].UserID
+	buyers := f.stock.BuyersKey("aud")
+	f.r.Client.HIncrBy(ctx, buyers, admitted, 1) // a buyer with a pass
+	if found, err := f.rooms.Audit(ctx); err != nil || len(found) != 0 {
+		t.Fatalf("a healthy room: %+v %v", found, err)
+	}
+	// A buyer who was never admitted: a purchase without a pass.
+	f.r.Client.HIncrBy(ctx, buyers, waiting, 1)
+	// An admission log that admitted 40 in one second at 5/s.
+	f.r.Client.RPush(ctx, f.rooms.Keys().Admissions("aud", round), fmt.Sprintf("40 %d", time.Now().UnixMilli()))
+	found, err := f.rooms.Audit(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]room.Finding{}
+	for _, x := range found {
+		kinds[x.Kind] = x
+	}
+	if p := kinds["room_pass"]; len(p.Users) != 1 || p.Users[0] != waiting {
+		t.Errorf("room_pass: %+v", p)
+	}
+	if _, ok := kinds["room_rate"]; !ok {
+		t.Errorf("no room_rate in %+v", found)
+	}
+	f.r.Client.RPop(ctx, f.rooms.Keys().Admissions("aud", round))
+	f.r.Client.HDel(ctx, buyers, waiting)
+
+	// Recorded: a swap of two early positions in PostgreSQL breaks the order.
+	starts := time.Now().Add(time.Second)
+	rep2 := f.open(t, "aud2", 10, starts, inventory.RoomSettings{AdmitPerSecond: 5, PassTTL: time.Minute})
+	f.joinAll(t, "aud2", users(5))
+	time.Sleep(time.Until(starts) + 1100*time.Millisecond)
+	if _, err := f.sales.Open(ctx, "aud2", inventory.Seed{Quantity: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.rooms.Record(ctx, "aud2", *rep2.RoundID); err != nil {
+		t.Fatal(err)
+	}
+	if found, err := f.rooms.Audit(ctx); err != nil || len(found) != 0 {
+		t.Fatalf("recorded, untouched: %+v %v", found, err)
+	}
+	for _, swap := range [][2]int{{1, 1000}, {2, 1}, {1000, 2}} {
+		_, err = f.db.Pool.Exec(ctx, `UPDATE queue_entries SET position = $3 WHERE round_id = $1 AND position = $2`,
+			*rep2.RoundID, swap[0], swap[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	found, err = f.rooms.Audit(ctx)
+	if err != nil || len(found) != 1 || found[0].Kind != "room_order" || found[0].RoundID != *rep2.RoundID {
+		t.Fatalf("swapped early positions: %+v %v", found, err)
 	}
 }

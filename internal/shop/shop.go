@@ -158,6 +158,7 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 	a.Locks = lock.New(st.Redis, cfg.KeyPrefix)
 	a.Sweeper = NewSweeper(st, cfg, a.Stock, a.Locks, log, reg)
 	a.Audit = audit.New(st.DB, st.Redis, a.Stock, cfg.KeyPrefix, log)
+	a.Audit.Rooms = a.Rooms
 	a.Bestsellers = bestseller.New(st.Redis, st.DB, a.Catalog, a.Locks, cfg.KeyPrefix, log, reg)
 	clientIP := server.ClientIP(cfg.TrustedProxies, cfg.RateLimitIPv6Prefix)
 	a.Visits = visitor.New(st.Redis, visitor.Options{Prefix: cfg.KeyPrefix, Exists: a.Catalog.Exists,
