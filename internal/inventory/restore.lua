@@ -21,7 +21,9 @@
 -- ARGV[11] changes channel ('' for none)
 -- ARGV[12] number of buyers b, then b pairs user id, units
 -- ARGV[13 + 2b] number of released order ids r, then r ids
--- ARGV[14 + 2b + r] the publish command, PUBLISH or SPUBLISH (inventory's
+-- ARGV[14 + 2b + r .. 19 + 2b + r] the waiting room, as seed.lua takes it
+--         (admit_per_second 0: none)
+-- ARGV[20 + 2b + r] the publish command, PUBLISH or SPUBLISH (inventory's
 --         PublishCommand: SPUBLISH for the sharded channels of a cluster)
 -- Returns {'ok', 1 changed | 0 unchanged} or {'moved', current fence}
 local function bad(msg) return redis.error_reply('ERR restore: ' .. msg) end
@@ -50,8 +52,19 @@ if held ~= quantity - available then
   return bad(string.format('quantity %d != available %d + %d units held', quantity, available, held))
 end
 local nr = tonumber(ARGV[13 + 2 * nb])
-if not nr or nr < 0 or nr ~= math.floor(nr) or #ARGV ~= 14 + 2 * nb + nr then return bad('bad released count') end
+if not nr or nr < 0 or nr ~= math.floor(nr) or #ARGV ~= 20 + 2 * nb + nr then return bad('bad released count') end
 local publish, last = ARGV[#ARGV], 13 + 2 * nb + nr -- last: the last released id's index
+-- The round's waiting room comes back with it: without its fields the
+-- purchase scripts would sell it without passes.
+local room = {}
+local r = last + 1
+local rate = tonumber(ARGV[r])
+if not rate or rate < 0 or rate ~= math.floor(rate) then return bad('bad room rate') end
+if rate > 0 then
+  if ARGV[r + 3] == '' or ARGV[r + 4] == '' or ARGV[r + 5] == '' then return bad('a room needs its seed and secret') end
+  room = {room_rate = ARGV[r], room_pass_ttl_ms = ARGV[r + 1], room_bits = ARGV[r + 2],
+    room_seed = ARGV[r + 3], room_seed_sha = ARGV[r + 4], room_secret = ARGV[r + 5]}
+end
 if publish ~= 'PUBLISH' and publish ~= 'SPUBLISH' then return bad('bad publish command') end
 
 local cur = redis.call('HMGET', KEYS[1], 'round', 'available', 'released')
@@ -65,10 +78,12 @@ local want = {round = ARGV[2], quantity = ARGV[3], limit = ARGV[4], starts_ms = 
 local flat = redis.call('HGETALL', KEYS[1])
 local have = {released = '0'} -- a round nothing was released from yet has no field
 for i = 1, #flat, 2 do have[flat[i]] = flat[i + 1] end
+local fields = 8
+for k, v in pairs(room) do want[k] = v; fields = fields + 1 end
 for k, v in pairs(want) do
   if have[k] ~= v then same = false end
 end
-if #flat > 16 then same = false end -- a field this script does not write
+if #flat > 2 * fields then same = false end -- a field this script does not write
 if same and redis.call('HLEN', KEYS[2]) ~= nb then same = false end
 if same then
   for user, units in pairs(buyers) do
@@ -86,6 +101,7 @@ if same then return {'ok', 0} end
 redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3])
 redis.call('HSET', KEYS[1], 'round', ARGV[2], 'quantity', ARGV[3], 'available', ARGV[9],
   'limit', ARGV[4], 'starts_ms', ARGV[5], 'ends_ms', ARGV[6], 'price_cents', ARGV[7], 'released', ARGV[10])
+for k, v in pairs(room) do redis.call('HSET', KEYS[1], k, v) end
 for user, units in pairs(buyers) do
   redis.call('HSET', KEYS[2], user, units)
 end

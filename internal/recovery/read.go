@@ -21,8 +21,10 @@ import (
 // it, and a price change updates the live round (Stock.SetPrice).
 const (
 	liveRoundsSQL = `
-SELECT id, sku, quantity, per_user_limit, price_cents, starts_at, ends_at FROM (
-  SELECT DISTINCT ON (r.sku) r.id, r.sku, r.quantity, r.per_user_limit, p.price_cents, r.starts_at, r.ends_at
+SELECT id, sku, quantity, per_user_limit, price_cents, starts_at, ends_at,
+       room_admit_per_second, room_pass_ttl_seconds, room_challenge_bits, room_seed, room_secret FROM (
+  SELECT DISTINCT ON (r.sku) r.id, r.sku, r.quantity, r.per_user_limit, p.price_cents, r.starts_at, r.ends_at,
+         r.room_admit_per_second, r.room_pass_ttl_seconds, r.room_challenge_bits, r.room_seed, r.room_secret
   FROM sale_rounds r JOIN products p ON p.sku = r.sku
   -- A round whose seeding failed never went live; one that sold did.
   WHERE r.opened_at IS NOT NULL OR EXISTS (SELECT 1 FROM order_items i WHERE i.round_id = r.id)
@@ -67,6 +69,7 @@ type liveRound struct {
 	limit        int
 	price        int64
 	starts, ends time.Time
+	room         *inventory.LiveRoom // nil: no waiting room
 }
 
 func (r *Recoverer) liveRounds(ctx context.Context) ([]liveRound, error) {
@@ -77,7 +80,16 @@ func (r *Recoverer) liveRounds(ctx context.Context) ([]liveRound, error) {
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (liveRound, error) {
 		var lr liveRound
 		var starts, ends *time.Time
-		err := row.Scan(&lr.id, &lr.sku, &lr.quantity, &lr.limit, &lr.price, &starts, &ends)
+		var rate, ttl, bits *int
+		var seed, secret *string
+		err := row.Scan(&lr.id, &lr.sku, &lr.quantity, &lr.limit, &lr.price, &starts, &ends,
+			&rate, &ttl, &bits, &seed, &secret)
+		if rate != nil && ttl != nil && bits != nil && seed != nil && secret != nil {
+			lr.room = &inventory.LiveRoom{
+				RoomSettings: inventory.RoomSettings{AdmitPerSecond: *rate, PassTTL: time.Duration(*ttl) * time.Second, ChallengeBits: *bits},
+				Seed:         *seed, SeedSHA: inventory.SeedSHA(*seed), Secret: *secret,
+			}
+		}
 		if starts != nil {
 			lr.starts = *starts
 		}
@@ -281,7 +293,7 @@ func (r *Recoverer) recordedFinals(ctx context.Context, ids []string) (map[strin
 func rebuild(lr liveRound, orders map[string]*holding) (inventory.Restored, error) {
 	st := inventory.Restored{
 		LiveRound: inventory.LiveRound{Round: lr.id, Quantity: lr.quantity, PerUserLimit: lr.limit,
-			StartsAt: lr.starts, EndsAt: lr.ends, PriceCents: lr.price},
+			StartsAt: lr.starts, EndsAt: lr.ends, PriceCents: lr.price, Room: lr.room},
 		Buyers: map[string]int64{},
 	}
 	var held int64
