@@ -19,6 +19,7 @@ import (
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/ratelimit"
+	"github.com/shop-oss/shop/internal/room"
 )
 
 //go:embed trip.lua
@@ -32,6 +33,10 @@ var Purchase = assemble(order.ReserveLua())
 // and the live stock (inventory's ProductReadLua). Only anonymous reads
 // take it, so its session check never runs (ProductReadRoute says why).
 var ProductRead = assemble(inventory.ProductReadLua())
+
+// Queue is a waiting room join's or ticket read's: the window, the
+// session check, then join.lua (room's).
+var Queue = assemble(room.JoinLua())
 
 // assemble fills trip.lua's slots with each part's own script; a part's
 // shebang line is dropped, since only the first line of the whole may be
@@ -57,7 +62,10 @@ func dropShebang(lua string) string {
 // and anonymous product reads when reads is true (when the document and
 // the stock live in the limiter's Redis and not in memory).
 func Deferrals(reads bool) []ratelimit.Deferral {
-	d := []ratelimit.Deferral{{Name: order.OneTrip, Match: PurchaseRoute, Script: Purchase}}
+	d := []ratelimit.Deferral{
+		{Name: order.OneTrip, Match: PurchaseRoute, Script: Purchase},
+		{Name: room.OneTrip, Match: QueueRoute, Script: Queue},
+	}
 	if reads {
 		d = append(d, ratelimit.Deferral{Name: inventory.OneTripRead, Match: ProductReadRoute, Script: ProductRead})
 	}
@@ -81,6 +89,21 @@ func PurchaseRoute(c *fiber.Ctx) bool {
 		return false
 	}
 	sku, ok = strings.CutSuffix(sku, "/purchase")
+	return ok && sku != "" && !strings.Contains(sku, "/")
+}
+
+// QueueRoute names the requests whose check rides with join.lua: a join
+// (POST) or a ticket read (GET) of /api/v1/products/{sku}/queue
+// (room.Service.Routes); neither changes anything before the script.
+func QueueRoute(c *fiber.Ctx) bool {
+	if m := c.Method(); m != fiber.MethodPost && m != fiber.MethodGet {
+		return false
+	}
+	sku, ok := strings.CutPrefix(c.Path(), "/api/v1/products/")
+	if !ok {
+		return false
+	}
+	sku, ok = strings.CutSuffix(sku, "/queue")
 	return ok && sku != "" && !strings.Contains(sku, "/")
 }
 

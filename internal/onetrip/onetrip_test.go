@@ -12,6 +12,7 @@ import (
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/ratelimit"
+	"github.com/shop-oss/shop/internal/room"
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
@@ -86,10 +87,11 @@ func TestRoutes(t *testing.T) {
 
 func TestDeferrals(t *testing.T) {
 	t.Parallel()
-	if d := Deferrals(false); len(d) != 1 || d[0].Name != order.OneTrip || d[0].Script != Purchase {
+	if d := Deferrals(false); len(d) != 2 || d[0].Name != order.OneTrip || d[0].Script != Purchase ||
+		d[1].Name != room.OneTrip || d[1].Script != Queue {
 		t.Fatalf("Deferrals(false) = %+v", d)
 	}
-	if d := Deferrals(true); len(d) != 2 || d[1].Name != inventory.OneTripRead || d[1].Script != ProductRead {
+	if d := Deferrals(true); len(d) != 3 || d[2].Name != inventory.OneTripRead || d[2].Script != ProductRead {
 		t.Fatalf("Deferrals(true) = %+v", d)
 	}
 }

@@ -105,7 +105,7 @@ func (s *Service) auditLive(ctx context.Context, t trackedRoom) ([]Finding, erro
 	}
 	var unadmitted []string
 	for _, b := range buyers {
-		tk, _, err := s.entry(ctx, t.sku, b, "read", nil)
+		tk, _, err := s.entry(ctx, t.sku, b, "read", nil, nil)
 		if err != nil && err != ErrNotInRoom {
 			return nil, err
 		}

@@ -104,7 +104,7 @@ func (s *Service) stream(w *bufio.Writer, sku, user string, first Ticket) {
 		case <-time.After(wait):
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), redisTimeout)
-		t, err := s.TicketOf(ctx, sku, user)
+		t, err := s.TicketOf(ctx, sku, user, nil)
 		cancel()
 		switch {
 		case errors.Is(err, ErrNotInRoom), errors.Is(err, ErrNoRoom):

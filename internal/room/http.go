@@ -100,7 +100,7 @@ func (h handler) join(c *fiber.Ctx) error {
 			proof.Nonce = *b.Nonce
 		}
 	}
-	t, created, err := h.svc.Join(c.UserContext(), sku, auth.MustUser(c).ID, proof)
+	t, created, err := h.svc.Join(c.UserContext(), sku, auth.MustUser(c).ID, proof, ChecksOf(c))
 	if err != nil {
 		return h.notFound(c.UserContext(), sku, err)
 	}
@@ -116,7 +116,7 @@ func (h handler) ticket(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	t, err := h.svc.TicketOf(c.UserContext(), sku, auth.MustUser(c).ID)
+	t, err := h.svc.TicketOf(c.UserContext(), sku, auth.MustUser(c).ID, ChecksOf(c))
 	if err != nil {
 		return h.notFound(c.UserContext(), sku, err)
 	}
@@ -144,7 +144,7 @@ func (h handler) events(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	first, err := h.svc.TicketOf(c.UserContext(), sku, user)
+	first, err := h.svc.TicketOf(c.UserContext(), sku, user, nil)
 	if err != nil {
 		if err == ErrNotInRoom {
 			return errNoStream

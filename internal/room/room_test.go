@@ -86,7 +86,7 @@ func (f *fixture) joinAll(t *testing.T, sku string, us []string) []room.Ticket {
 		go func() {
 			defer done.Done()
 			start.Wait()
-			tickets[i], created[i], errs[i] = f.rooms.Join(context.Background(), sku, u, nil)
+			tickets[i], created[i], errs[i] = f.rooms.Join(context.Background(), sku, u, nil, nil)
 		}()
 	}
 	start.Done()
@@ -125,7 +125,7 @@ func TestFiveHundredJoinAtOnceEachOnce(t *testing.T) {
 		t.Fatalf("%d distinct entry ids, want 500", len(ids))
 	}
 	// A repeat answers the same ticket, makes nothing.
-	again, created, err := f.rooms.Join(context.Background(), "drop", us[7], nil)
+	again, created, err := f.rooms.Join(context.Background(), "drop", us[7], nil, nil)
 	if err != nil || created || again.EntryID != tickets[7].EntryID || *again.Position != *tickets[7].Position {
 		t.Fatalf("repeat join: %+v created %v %v; first %+v", again, created, err, tickets[7])
 	}
@@ -155,7 +155,7 @@ func TestEarlyJoinersAreShuffledBySeed(t *testing.T) {
 	time.Sleep(time.Until(starts) + 1100*time.Millisecond)
 	late := users(3)
 	for _, u := range late {
-		if _, _, err := f.rooms.Join(ctx, "hype", u, nil); err != nil {
+		if _, _, err := f.rooms.Join(ctx, "hype", u, nil, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -186,7 +186,7 @@ func TestEarlyJoinersAreShuffledBySeed(t *testing.T) {
 		if e.EntryID != ids[i] || !e.Early || e.Position != int64(i+1) {
 			t.Fatalf("entry %d: %+v, want id %s", i, e, ids[i])
 		}
-		tk, err := f.rooms.TicketOf(ctx, "hype", e.UserID)
+		tk, err := f.rooms.TicketOf(ctx, "hype", e.UserID, nil)
 		if err != nil || tk.Position == nil {
 			t.Fatalf("ticket of %s: %+v %v", e.UserID, tk, err)
 		}
@@ -253,7 +253,7 @@ func TestTwoAdmittersHoldTheRate(t *testing.T) {
 			t.Fatalf("entry %+v: pass %v with %d admitted", e, hasPass, admitted)
 		}
 	}
-	tk, err := f.rooms.TicketOf(ctx, "rate", page.Items[0].UserID)
+	tk, err := f.rooms.TicketOf(ctx, "rate", page.Items[0].UserID, nil)
 	if err != nil || tk.State != room.StateAdmitted || tk.Pass == nil || *tk.Pass == "" || tk.PassExpiresAt == nil {
 		t.Fatalf("first ticket: %+v %v", tk, err)
 	}
@@ -274,7 +274,7 @@ func TestSoldOutPausesAdmission(t *testing.T) {
 	if err != nil || tr.Status != "sold_out" || tr.Total != 0 {
 		t.Fatalf("turn: %+v %v", tr, err)
 	}
-	tk, err := f.rooms.TicketOf(ctx, "none", us[0])
+	tk, err := f.rooms.TicketOf(ctx, "none", us[0], nil)
 	if err != nil || tk.State != room.StateSoldOut {
 		t.Fatalf("ticket: %+v %v", tk, err)
 	}
@@ -287,7 +287,7 @@ func TestChallengeGatesTheJoin(t *testing.T) {
 	f.open(t, "pow", 10, time.Time{}, inventory.RoomSettings{AdmitPerSecond: 10, PassTTL: time.Minute, ChallengeBits: 8})
 	u, other := uuid.NewString(), uuid.NewString()
 	join := func(user string, p *room.Proof) error {
-		_, _, err := f.rooms.Join(ctx, "pow", user, p)
+		_, _, err := f.rooms.Join(ctx, "pow", user, p, nil)
 		return err
 	}
 	if err := join(u, nil); !errors.Is(err, room.ErrChallengeFailed) {
@@ -375,7 +375,7 @@ func TestRecordedRoomOutlivesRedis(t *testing.T) {
 		t.Fatalf("%d room keys left in Redis (%v)", n, err)
 	}
 	// The new round has no room: joining it is a 404 of its own.
-	if _, _, err := f.rooms.Join(ctx, "rec", us[0], nil); !errors.Is(err, room.ErrNoRoom) {
+	if _, _, err := f.rooms.Join(ctx, "rec", us[0], nil, nil); !errors.Is(err, room.ErrNoRoom) {
 		t.Fatalf("join a round without a room: %v", err)
 	}
 }

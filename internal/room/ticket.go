@@ -3,14 +3,17 @@ package room
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"time"
 
+	"github.com/gofiber/fiber/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/ratelimit"
 )
 
 var (
@@ -49,23 +52,37 @@ type Proof struct {
 	Challenge, Nonce string
 }
 
+// OneTrip names the limiter's deferral whose script runs a join's or a
+// ticket read's checks and then join.lua (internal/onetrip's Queue).
+const OneTrip = "queue"
+
+// JoinLua is join.lua, for internal/onetrip to run after the checks.
+func JoinLua() string { return joinLua }
+
+// ChecksOf returns c's rate-limit window and session check when the
+// limiter deferred them to run in the same script call as join.lua, or
+// nil when they ran up front.
+func ChecksOf(c *fiber.Ctx) *ratelimit.Deferred { return ratelimit.DeferredOf(c, OneTrip) }
+
 // Join enters user in the room of sku's live round, or answers the entry
-// it has (created false). Errors: ErrProductNotFound (via the caller),
-// ErrNoRoom, ErrSaleNotActive, ErrChallengeFailed, or a 503.
-func (s *Service) Join(ctx context.Context, sku, user string, proof *Proof) (Ticket, bool, error) {
-	return s.entry(ctx, sku, user, "join", proof)
+// it has (created false). checks, when set, run in the same script call
+// (ChecksOf). Errors: ErrNoRoom, ErrSaleNotActive, ErrChallengeFailed, a
+// refusal of the checks, or a 503.
+func (s *Service) Join(ctx context.Context, sku, user string, proof *Proof, checks *ratelimit.Deferred) (Ticket, bool, error) {
+	return s.entry(ctx, sku, user, "join", proof, checks)
 }
 
-// TicketOf answers user's entry in the room of sku's live round.
-// Errors: ErrNoRoom, ErrNotInRoom, or a 503.
-func (s *Service) TicketOf(ctx context.Context, sku, user string) (Ticket, error) {
-	t, _, err := s.entry(ctx, sku, user, "read", nil)
+// TicketOf answers user's entry in the room of sku's live round (checks
+// as for Join). Errors: ErrNoRoom, ErrNotInRoom, a refusal of the
+// checks, or a 503.
+func (s *Service) TicketOf(ctx context.Context, sku, user string, checks *ratelimit.Deferred) (Ticket, error) {
+	t, _, err := s.entry(ctx, sku, user, "read", nil, checks)
 	return t, err
 }
 
 // entry runs join.lua once, or twice when the instance's view of the
 // live round was stale.
-func (s *Service) entry(ctx context.Context, sku, user, mode string, proof *Proof) (Ticket, bool, error) {
+func (s *Service) entry(ctx context.Context, sku, user, mode string, proof *Proof, checks *ratelimit.Deferred) (Ticket, bool, error) {
 	u, err := parseUser(user)
 	if err != nil {
 		return Ticket{}, false, err
@@ -93,12 +110,9 @@ func (s *Service) entry(ctx context.Context, sku, user, mode string, proof *Proo
 				work = "ok"
 			}
 		}
-		rctx, cancel := context.WithTimeout(ctx, redisTimeout)
-		reply, err := joinScript.Run(rctx, s.rdb, keys, live.Round, mode, u[:], user,
-			earlyPrefix(live.Room, u), work).StringSlice()
-		cancel()
+		reply, err := s.runJoin(ctx, checks, keys, []any{live.Round, mode, u[:], user, earlyPrefix(live.Room, u), work})
 		if err != nil {
-			return Ticket{}, false, storeError("join", err)
+			return Ticket{}, false, err
 		}
 		switch reply[0] {
 		case "stale":
@@ -121,6 +135,45 @@ func (s *Service) entry(ctx context.Context, sku, user, mode string, proof *Proo
 		}
 		return Ticket{}, false, fmt.Errorf("waiting room: join answered %q", reply)
 	}
+}
+
+// runJoin runs join.lua: after checks in the same call when they have
+// not run, else alone.
+func (s *Service) runJoin(ctx context.Context, checks *ratelimit.Deferred, keys []string, args []any) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
+	defer cancel()
+	if checks != nil {
+		reply, ran, err := checks.Run(ctx, keys, args)
+		if ran {
+			if r := checks.Refusal(); r != nil && errors.Is(err, r) {
+				return nil, r // the window's or the session's answer
+			}
+			if err != nil {
+				return nil, storeError("join", err)
+			}
+			return replyStrings(reply)
+		}
+	}
+	reply, err := joinScript.Run(ctx, s.rdb, keys, args...).StringSlice()
+	if err != nil {
+		return nil, storeError("join", err)
+	}
+	return reply, nil
+}
+
+// strings reads a script reply of strings, as StringSlice does.
+func replyStrings(reply any) ([]string, error) {
+	vals, ok := reply.([]any)
+	if !ok {
+		return nil, fmt.Errorf("waiting room: join answered %v", reply)
+	}
+	out := make([]string, len(vals))
+	for i, v := range vals {
+		if out[i], ok = v.(string); !ok {
+			return nil, fmt.Errorf("waiting room: join answered %v", reply)
+		}
+	}
+	return out, nil
 }
 
 // ticket reads join.lua's answer.
