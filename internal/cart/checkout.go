@@ -17,17 +17,19 @@ const checkoutAttempts = 3
 // Checkout reserves every line of user's cart and enqueues one order, all
 // or nothing, emptying the cart in the same atomic step. A repeat with the
 // same idemKey returns the first answer, Replayed. checks (order.ChecksOf;
-// nil: none) run first, in the reservation's call.
+// nil: none) run first, in the reservation's call. passes are the buyer's
+// waiting room passes: a line of a round with a room needs its own.
 //
 // Errors: the checks' refusal; ErrCartEmpty; order.ErrOutOfStock,
-// ErrLimitExceeded or ErrSaleNotActive naming the SKUs; ErrCartBusy; a 503.
-func (s *Service) Checkout(ctx context.Context, user, idemKey string, checks *ratelimit.Deferred) (order.Placed, error) {
-	p, err := s.checkout(ctx, user, idemKey, checks)
+// ErrLimitExceeded, ErrPassRequired or ErrSaleNotActive naming the SKUs;
+// ErrCartBusy; a 503.
+func (s *Service) Checkout(ctx context.Context, user, idemKey string, checks *ratelimit.Deferred, passes ...string) (order.Placed, error) {
+	p, err := s.checkout(ctx, user, idemKey, checks, passes)
 	s.metrics.checkout(p, err)
 	return p, err
 }
 
-func (s *Service) checkout(ctx context.Context, user, idemKey string, checks *ratelimit.Deferred) (order.Placed, error) {
+func (s *Service) checkout(ctx context.Context, user, idemKey string, checks *ratelimit.Deferred, passes []string) (order.Placed, error) {
 	for range checkoutAttempts {
 		lines, err := s.lines(ctx, user)
 		if err != nil {
@@ -39,7 +41,7 @@ func (s *Service) checkout(ctx context.Context, user, idemKey string, checks *ra
 		if s.beforePlace != nil {
 			s.beforePlace()
 		}
-		p, err := s.orders.Place(ctx, user, lines, order.PlaceOptions{IdemKey: idemKey, CartKey: s.key(user), Checks: checks})
+		p, err := s.orders.Place(ctx, user, lines, order.PlaceOptions{IdemKey: idemKey, CartKey: s.key(user), Checks: checks, Passes: passes})
 		if !errors.Is(err, order.ErrCartChanged) {
 			return p, wrap("checkout", err)
 		}

@@ -144,7 +144,8 @@ func (h handler) checkoutCart(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	placed, err := h.svc.Checkout(c.UserContext(), auth.MustUser(c).ID, key, order.ChecksOf(c))
+	placed, err := h.svc.Checkout(c.UserContext(), auth.MustUser(c).ID, key, order.ChecksOf(c),
+		order.ParsePasses(c.Get(order.HeaderQueuePass))...)
 	if err != nil {
 		return err
 	}

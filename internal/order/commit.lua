@@ -8,15 +8,17 @@
 --
 -- KEYS[1] the home's order stream   KEYS[2] order status (hash)
 -- KEYS[3] the home's due set (touched only when ARGV[4] > 0)
--- KEYS[4 + 2(j-1)] sale state of the j-th home line, KEYS[5 + 2(j-1)] its
---         buyer counts
+-- KEYS[4 + 3(j-1)] sale state of the j-th home line, KEYS[5 + 3(j-1)] its
+--         buyer counts, KEYS[6 + 3(j-1)] its room passes
 -- ARGV[1] order id   ARGV[2] user id   ARGV[3] status TTL (ms)
 -- ARGV[4] payment window (ms; 0: none)   ARGV[5] the home partition
 -- ARGV[6] the attempt (kept in the status: the repair drops only its holds)
 -- ARGV[7] 'commit', or 'check' (judge the home lines only)
 -- ARGV[8] number of lines n, then per line, in the order's line order:
 --         sku, qty, changes channel, and the held item's JSON ('' for a
---         home line, whose keys are the next pair of KEYS)
+--         home line, whose keys are the next three KEYS)
+-- ARGV[9 + 4n] the waiting room passes the buyer presented,
+--         comma-separated ('' for none)
 --
 -- Returns {'ok', items_json, total_cents, created_ms, expires_ms} (also
 --         for a resent commit of the same attempt: the status's answer)
@@ -35,7 +37,8 @@ if mode ~= 'commit' and mode ~= 'check' then return bad('bad mode') end
 if not status_ttl or status_ttl < 1 then return bad('bad ttl') end
 if not pay_ttl or pay_ttl < 0 or pay_ttl ~= math.floor(pay_ttl) then return bad('bad payment window') end
 if not tonumber(ARGV[5]) then return bad('bad partition') end
-if not n or n < 1 or n ~= math.floor(n) or #ARGV ~= 8 + 4 * n then return bad('bad line count') end
+if not n or n < 1 or n ~= math.floor(n) or #ARGV ~= 9 + 4 * n then return bad('bad line count') end
+local passes = pass_set(ARGV[9 + 4 * n])
 
 -- Every line in order; the home's are read from KEYS, the others' items
 -- from their holds.
@@ -47,8 +50,9 @@ for i = 1, n do
   if not qty or qty < 1 or qty ~= math.floor(qty) then return bad('bad quantity') end
   seen[sku] = true
   if held == '' then
-    local k = 4 + 2 * #home
-    local l = {sku = sku, qty = qty, channel = ARGV[j + 2], sale = KEYS[k], buyers = KEYS[k + 1]}
+    local k = 4 + 3 * #home
+    local l = {sku = sku, qty = qty, channel = ARGV[j + 2], sale = KEYS[k], buyers = KEYS[k + 1],
+      passes = KEYS[k + 2]}
     home[#home + 1] = l
     all[i] = l
   else
@@ -57,7 +61,7 @@ for i = 1, n do
     all[i] = {item = it}
   end
 end
-if #KEYS ~= 3 + 2 * #home then return bad('bad key count') end
+if #KEYS ~= 3 + 3 * #home then return bad('bad key count') end
 
 -- The order's status first, in both modes: a run refused on its holds
 -- (check mode) may be the repeat of a run that committed meanwhile (the
@@ -72,7 +76,7 @@ if st[1] and st[2] == attempt and mode == 'commit' then return {'ok', st[3], st[
 if st[1] or redis.call('EXISTS', KEYS[2]) == 1 then return {'dup', order_id} end
 
 local now = now_ms()
-local worst, failed, unreadable = check_lines(home, user, now)
+local worst, failed, unreadable = check_lines(home, user, now, passes)
 if unreadable then return bad(unreadable) end
 if worst then return refusal(worst, failed) end
 if mode == 'check' then return {'ok'} end

@@ -7,12 +7,15 @@
 --
 -- KEYS[1] the hold record (hash: attempt, user, home, items, deadline_ms)
 -- KEYS[2] the partition's holds index (zset: order id by deadline_ms)
--- KEYS[3 + 2(i-1)] sale state of line i, KEYS[4 + 2(i-1)] its buyer counts
+-- KEYS[3 + 3(i-1)] sale state of line i, KEYS[4 + 3(i-1)] its buyer
+--         counts, KEYS[5 + 3(i-1)] its room passes
 -- ARGV[1] order id   ARGV[2] user id   ARGV[3] the attempt (a nonce of
 --         this run of the saga)   ARGV[4] 'take', or 'check' (judge the
 --         lines only: a refusal elsewhere is being ranked)
 -- ARGV[5] the order's home partition   ARGV[6] the hold's lifetime (ms)
 -- ARGV[7] number of lines n, then per line sku, qty, changes channel
+-- ARGV[8 + 3n] the waiting room passes the buyer presented,
+--         comma-separated ('' for none)
 --
 -- Returns {'ok', items_json}: taken now, or by this attempt before (a
 --         resent call: the record's items again); '' in check mode
@@ -25,11 +28,12 @@ local function bad(msg) return redis.error_reply('ERR hold: ' .. msg) end
 if order_id == '' or user == '' or attempt == '' then return bad('empty order, user or attempt') end
 if mode ~= 'take' and mode ~= 'check' then return bad('bad mode') end
 if not home or home < 0 or not life or life < 1 then return bad('bad home or lifetime') end
-if not n or n < 1 or n ~= math.floor(n) or #KEYS ~= 2 + 2 * n or #ARGV ~= 7 + 3 * n then
+if not n or n < 1 or n ~= math.floor(n) or #KEYS ~= 2 + 3 * n or #ARGV ~= 8 + 3 * n then
   return bad('bad line count')
 end
 local lines, err = read_lines(n, 8, 3)
 if not lines then return bad(err) end
+local passes = pass_set(ARGV[8 + 3 * n])
 
 if mode == 'take' then
   local had = redis.call('HMGET', KEYS[1], 'attempt', 'items')
@@ -38,7 +42,7 @@ if mode == 'take' then
 end
 
 local now = now_ms()
-local worst, failed, unreadable = check_lines(lines, user, now)
+local worst, failed, unreadable = check_lines(lines, user, now, passes)
 if unreadable then return bad(unreadable) end
 if worst then return refusal(worst, failed) end
 if mode == 'check' then return {'ok', ''} end

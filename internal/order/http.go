@@ -54,7 +54,7 @@ func (h handler) purchase(c *fiber.Ctx) error {
 		return err
 	}
 	placed, err := h.svc.Place(c.UserContext(), user.ID, []Line{{SKU: sku, Quantity: int(qty)}},
-		PlaceOptions{IdemKey: key, Checks: ChecksOf(c)})
+		PlaceOptions{IdemKey: key, Checks: ChecksOf(c), Passes: ParsePasses(c.Get(HeaderQueuePass))})
 	if err != nil {
 		return err
 	}

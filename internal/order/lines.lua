@@ -7,20 +7,41 @@
 -- on a single Redis.
 --
 -- read_lines reads n lines: ARGV[a + 3(i-1)] sku, qty, changes channel;
--- KEYS[k + 2(i-1)] sale state, buyer counts (inventory's keys and format).
+-- KEYS[k + 3(i-1)] sale state, buyer counts (inventory's keys and format),
+-- and the round's room passes (room's Keys.Passes: user id -> 'round pass
+-- expires_ms admitted_ms'; read only when the sale has a room).
 -- It returns nil and a message for a malformed line.
 local function read_lines(n, a, k)
   local lines, seen = {}, {}
   for i = 1, n do
-    local j = a + 3 * (i - 1)
+    local j, kk = a + 3 * (i - 1), k + 3 * (i - 1)
     local sku, qty = ARGV[j], tonumber(ARGV[j + 1])
     if not sku or sku == '' or seen[sku] then return nil, 'empty or duplicate sku' end
     if not qty or qty < 1 or qty ~= math.floor(qty) then return nil, 'bad quantity' end
     seen[sku] = true
     lines[i] = {sku = sku, qty = qty, channel = ARGV[j + 2],
-      sale = KEYS[k + 2 * (i - 1)], buyers = KEYS[k + 1 + 2 * (i - 1)]}
+      sale = KEYS[kk], buyers = KEYS[kk + 1], passes = KEYS[kk + 2]}
   end
   return lines
+end
+
+-- pass_set is the set of the waiting room passes the buyer presented:
+-- text is the ARGV of them, comma-separated ('' for none).
+local function pass_set(text)
+  local set = {}
+  for p in string.gmatch(text or '', '[^,]+') do set[p] = true end
+  return set
+end
+
+-- has_pass says whether user holds a live pass of round, the sale's
+-- current one, among the presented passes (a pass_set): the field of an
+-- older round's room is dead, and so is one past its expires_ms.
+local function has_pass(key, user, round, passes, now)
+  local v = redis.call('HGET', key, user)
+  if not v then return false end
+  local r, p, exp = string.match(v, '^(%S+) (%S+) (%S+)')
+  exp = tonumber(exp)
+  return tonumber(r) == round and passes[p] == true and exp ~= nil and now < exp
 end
 
 local function now_ms()
@@ -30,19 +51,20 @@ end
 
 -- check_lines judges every line and returns the refusal of the most
 -- important kind and its SKUs (nil when all pass), or nil, nil, an error
--- for a sale state it cannot read. It notes each line's round, price and
--- released units for take_lines. It only reads: a script calls it before
--- its first write, for a script that fails midway keeps its earlier
--- writes.
-local rank = {no_sale = 4, not_active = 3, limit = 2, stock = 1}
-local function check_lines(lines, user, now)
+-- for a sale state it cannot read. A line of a round with a waiting room
+-- (room_rate set) needs the buyer's pass among passes (a pass_set), else
+-- it fails 'pass'. It notes each line's round, price and released units
+-- for take_lines. It only reads: a script calls it before its first
+-- write, for a script that fails midway keeps its earlier writes.
+local rank = {no_sale = 5, not_active = 4, pass = 3, limit = 2, stock = 1}
+local function check_lines(lines, user, now, passes)
   local worst, failed = nil, {}
   local function fail(reason, sku)
     if not worst or rank[reason] > rank[worst] then worst, failed = reason, {} end
     if reason == worst then failed[#failed + 1] = sku end
   end
   for _, l in ipairs(lines) do
-    local s = redis.call('HMGET', l.sale, 'round', 'available', 'limit', 'starts_ms', 'ends_ms', 'price_cents', 'released')
+    local s = redis.call('HMGET', l.sale, 'round', 'available', 'limit', 'starts_ms', 'ends_ms', 'price_cents', 'released', 'room_rate')
     if not s[1] then
       fail('no_sale', l.sku)
     else
@@ -57,6 +79,8 @@ local function check_lines(lines, user, now)
       local bought = tonumber(redis.call('HGET', l.buyers, user) or '0')
       if now < starts or (ends > 0 and now >= ends) then
         fail('not_active', l.sku)
+      elseif s[8] and not has_pass(l.passes, user, round, passes, now) then
+        fail('pass', l.sku)
       elseif limit > 0 and bought + l.qty > limit then
         fail('limit', l.sku)
       elseif avail < l.qty then

@@ -39,11 +39,15 @@ type PlaceOptions struct {
 	// Checks, when set, are the request's checks deferred to run with its
 	// reservation (ChecksOf); nil: they ran up front.
 	Checks *ratelimit.Deferred
+	// Passes are the buyer's waiting room passes (the X-Queue-Pass
+	// header): a line of a round with a room needs the buyer's live pass
+	// of it among them, else the placement is refused ErrPassRequired.
+	Passes []string
 }
 
 // Place reserves every line for user and enqueues the order, all or nothing.
-// Errors: ErrSaleNotActive, ErrLimitExceeded, ErrOutOfStock (naming the
-// SKUs), ErrProductNotFound (buy-now of an unknown SKU), ErrCartChanged (a
+// Errors: ErrSaleNotActive, ErrPassRequired, ErrLimitExceeded,
+// ErrOutOfStock (naming the SKUs), ErrProductNotFound (buy-now of an unknown SKU), ErrCartChanged (a
 // checkout whose cart changed: read it again), or a 503 when Redis does not
 // answer. On a Redis Cluster (grouped partitions) it is a saga (saga.go): the
 // order is still all or nothing, but a checkout buys the cart as it was read
@@ -74,7 +78,7 @@ func (s *Service) placeOne(ctx context.Context, user string, lines []Line, o Pla
 	if err != nil {
 		return reservation{}, err
 	}
-	e := enqueue{orderID: id, userID: user, cartKey: o.CartKey, checks: o.Checks}
+	e := enqueue{orderID: id, userID: user, cartKey: o.CartKey, checks: o.Checks, passes: passArg(o.Passes)}
 	if o.IdemKey != "" {
 		e.idemKey = s.keys.idem(user, o.IdemKey)
 		e.fingerprint = fingerprint(lines, o.CartKey != "")

@@ -136,7 +136,7 @@ func TestRepairTombstonesBeforeItAsksPostgreSQL(t *testing.T) {
 		l := look{status: f.rdb.HGet(ctx, f.svc.keys.status(id), "status").Val(), available: f.available(t, b)}
 		// Another run of the order committing, and a repeat of its key
 		// arriving, while PostgreSQL is asked.
-		_, _, l.lateCommit = f.svc.commit(ctx, id, u, "a3", 1, "commit", lines[:1], nil)
+		_, _, l.lateCommit = f.svc.commit(ctx, id, u, "", "a3", 1, "commit", lines[:1], nil)
 		fresh, _ := f.svc.newOrderID(lines)
 		_, _, l.repeat = f.svc.claimOrderID(ctx, idems[id], fp, fresh, lines)
 		looks[id] = l
@@ -202,7 +202,7 @@ func TestRepairTombstonesBeforeItAsksPostgreSQL(t *testing.T) {
 	if st := f.rdb.HGetAll(ctx, f.svc.keys.status(aborted)).Val(); len(st) != 1 || st["status"] != statusAborted {
 		t.Fatalf("status %v after the repair, want the tombstone alone", st)
 	}
-	if _, _, err := f.svc.commit(ctx, aborted, u, "a4", 1, "commit", lines[:1], nil); !errors.Is(err, errSagaAborted) {
+	if _, _, err := f.svc.commit(ctx, aborted, u, "", "a4", 1, "commit", lines[:1], nil); !errors.Is(err, errSagaAborted) {
 		t.Fatalf("a late commit: %v, want aborted", err)
 	}
 	if got, replayed, err := f.svc.claimOrderID(ctx, abortedIdem, fp, "x", lines); err != nil || got == aborted || replayed {

@@ -90,6 +90,7 @@ type enqueue struct {
 	idemKey         string              // the idempotency record; "" for none
 	fingerprint     string              // of the request, kept with idemKey
 	cartKey         string              // for a checkout, the buyer's cart; "" for a buy-now
+	passes          string              // the waiting room passes presented (passArg)
 	checks          *ratelimit.Deferred // deferred to run first in the same call; nil: none
 }
 
@@ -112,7 +113,7 @@ type reservation struct {
 
 // reserve checks and takes stock for every line and enqueues the order, all
 // or nothing, in one atomic script. It returns ErrSaleNotActive,
-// ErrLimitExceeded or ErrOutOfStock naming the SKUs, ErrCartChanged, or a
+// ErrPassRequired, ErrLimitExceeded or ErrOutOfStock naming the SKUs, ErrCartChanged, or a
 // *noSaleError; any other error means Redis failed and nothing is known to
 // have happened beyond what an idempotent retry will tell.
 func (s *Service) reserve(ctx context.Context, e enqueue, lines []Line) (reservation, error) {
@@ -130,16 +131,16 @@ func (s *Service) reserve(ctx context.Context, e enqueue, lines []Line) (reserva
 		}
 	}
 	home := s.keys.home(lines)
-	keys := make([]string, 0, 6+2*len(lines))
+	keys := make([]string, 0, 6+3*len(lines))
 	keys = append(keys, s.keys.stream(home), status, s.keys.pending(e.userID), idemKey, cartKey, s.keys.due(home))
-	args := make([]any, 0, 10+3*len(lines))
+	args := make([]any, 0, 11+3*len(lines))
 	args = append(args, e.orderID, e.userID, s.statusTTL().Milliseconds(), idemTTL.Milliseconds(),
 		fingerprint, useCart, s.paymentTTL.Milliseconds(), home, len(lines))
 	for _, l := range lines {
-		keys = append(keys, s.stock.SaleKey(l.SKU), s.stock.BuyersKey(l.SKU))
+		keys = append(keys, s.stock.SaleKey(l.SKU), s.stock.BuyersKey(l.SKU), s.passesKey(l.SKU))
 		args = append(args, l.SKU, l.Quantity, s.changesChannel(l.SKU))
 	}
-	args = append(args, reserveDeadline(ctx))
+	args = append(args, reserveDeadline(ctx), e.passes)
 	reply, err := s.runReserve(ctx, e.checks, keys, args)
 	if err != nil {
 		return reservation{}, fmt.Errorf("reserve order %s: %w", e.orderID, err)
@@ -234,6 +235,8 @@ func rejection(reason string, skus []string) error {
 		return ErrIdempotencyKeyReused
 	case "not_active":
 		return withSKUs(ErrSaleNotActive, skus)
+	case "pass":
+		return withSKUs(ErrPassRequired, skus)
 	case "limit":
 		return withSKUs(ErrLimitExceeded, skus)
 	case "stock":

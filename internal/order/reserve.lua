@@ -3,7 +3,8 @@
 -- the shebang makes Redis check memory before the script starts, so under
 -- maxmemory the script is refused whole instead of failing midway.
 --
--- For every line: is the sale open, is the buyer within the per-user limit,
+-- For every line: is the sale open, does the buyer hold a pass of its
+-- waiting room (a round with one), is the buyer within the per-user limit,
 -- is there stock? Only when every line passes: take the stock, count the
 -- buyer, XADD one order event with every line (price and round read here,
 -- at this moment), store the pending status, index it for the buyer, and
@@ -22,9 +23,11 @@
 -- KEYS[5] the buyer's cart      (touched only when ARGV[6] == '1': checkout)
 -- KEYS[6] orders due for payment, the partition's (sorted set by
 --         expires_ms; touched only when ARGV[7] > 0)
--- KEYS[7 + 2(i-1)]  sale state of line i (hash: round, available, limit,
---                   starts_ms, ends_ms, price_cents, released)
--- KEYS[8 + 2(i-1)]  buyer counts of line i (hash: user id -> units)
+-- KEYS[7 + 3(i-1)]  sale state of line i (hash: round, available, limit,
+--                   starts_ms, ends_ms, price_cents, released, room_rate)
+-- KEYS[8 + 3(i-1)]  buyer counts of line i (hash: user id -> units)
+-- KEYS[9 + 3(i-1)]  room passes of line i (room's; only read, and only
+--                   when the sale has a room)
 -- ARGV[1] order id   ARGV[2] user id   ARGV[3] status TTL (ms)
 -- ARGV[4] idempotency TTL (ms)
 -- ARGV[5] the request's fingerprint, to record with the idempotency key
@@ -43,11 +46,13 @@
 -- ARGV[10 + 3n] the caller's deadline in ms since the epoch (0: none): a
 --         call that runs past it (it waited in a stalled Redis while the
 --         buyer was answered 503) reserves nothing
+-- ARGV[11 + 3n] the waiting room passes the buyer presented,
+--         comma-separated ('' for none)
 --
 -- Returns {'ok', items_json, total_cents, created_ms, expires_ms (0: none)}
 --      or {'dup', order_id}         (idempotent repeat, or a second run)
---      or {'fail', reason, sku...}  reason: no_sale | not_active | limit |
---         stock | cart_changed (the cart changed since it was read: retry) |
+--      or {'fail', reason, sku...}  reason: no_sale | not_active | pass |
+--         limit | stock | cart_changed (the cart changed since it was read: retry) |
 --         idem_reused (the key was used for a different request) |
 --         late (the deadline passed: nothing was reserved)
 -- The idempotency record is 'order_id fingerprint'.
@@ -65,7 +70,7 @@ if not status_ttl or status_ttl < 1 or not idem_ttl or idem_ttl < 1 then return 
 if string.find(idem_fp, '%s') then return bad('bad fingerprint') end
 if not pay_ttl or pay_ttl < 0 or pay_ttl ~= math.floor(pay_ttl) then return bad('bad payment window') end
 if not partition or partition < 0 or partition ~= math.floor(partition) then return bad('bad partition') end
-if not n or n < 1 or n ~= math.floor(n) or #KEYS ~= 6 + 2 * n or #ARGV ~= 10 + 3 * n then
+if not n or n < 1 or n ~= math.floor(n) or #KEYS ~= 6 + 3 * n or #ARGV ~= 11 + 3 * n then
   return bad('bad line count')
 end
 
@@ -73,6 +78,7 @@ local lines, err = read_lines(n, 10, 7)
 if not lines then return bad(err) end
 local deadline = tonumber(ARGV[10 + 3 * n])
 if not deadline or deadline < 0 then return bad('bad deadline') end
+local passes = pass_set(ARGV[11 + 3 * n])
 
 -- The order id is made before the script runs: a second run of the same
 -- call (resent after its reply was lost, by any layer) finds the order's
@@ -106,7 +112,7 @@ local now = now_ms()
 -- After the repeat checks (a repeat tells the truth even late), before
 -- any write: the caller has answered 503 by now.
 if deadline > 0 and now > deadline then return {'fail', 'late'} end
-local worst, failed, unreadable = check_lines(lines, user, now)
+local worst, failed, unreadable = check_lines(lines, user, now, passes)
 if unreadable then return bad(unreadable) end
 if worst then return refusal(worst, failed) end
 

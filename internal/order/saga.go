@@ -63,12 +63,13 @@ func (s *Service) placeSaga(ctx context.Context, user string, lines []Line, o Pl
 			return reservation{orderID: id, replayed: replayed}, err
 		}
 	}
-	res, err := s.saga(ctx, id, user, lines)
+	passes := passArg(o.Passes)
+	res, err := s.saga(ctx, id, user, passes, lines)
 	if errors.Is(err, errSagaAborted) && idem != "" {
 		// The repair undid this id while the claim pointed at it (it
 		// decided between our claim and our commit): start afresh once.
 		if id, err = s.reclaim(ctx, idem, fp, id, lines); err == nil {
-			res, err = s.saga(ctx, id, user, lines)
+			res, err = s.saga(ctx, id, user, passes, lines)
 		}
 	}
 	if errors.Is(err, errSagaAborted) {
@@ -179,8 +180,9 @@ type heldPart struct {
 	items []ReservedItem
 }
 
-// saga holds the lines outside the home, then commits on the home.
-func (s *Service) saga(ctx context.Context, id, user string, lines []Line) (reservation, error) {
+// saga holds the lines outside the home, then commits on the home; passes
+// are the buyer's waiting room passes (passArg).
+func (s *Service) saga(ctx context.Context, id, user, passes string, lines []Line) (reservation, error) {
 	home := s.keys.parts.Home(id)
 	attempt := uuid.NewString()
 	groups := s.groupLines(lines, home)
@@ -191,7 +193,7 @@ func (s *Service) saga(ctx context.Context, id, user string, lines []Line) (rese
 		if refused.reason != "" {
 			mode = "check" // only to rank the refusal as a single Redis would
 		}
-		items, fail, err := s.hold(ctx, g.p, id, user, attempt, mode, home, g.lines)
+		items, fail, err := s.hold(ctx, g.p, id, user, passes, attempt, mode, home, g.lines)
 		if err != nil {
 			s.unholdAll(ctx, id, attempt, append(held, heldPart{p: g.p, items: asItems(g.lines)}))
 			return reservation{}, err
@@ -205,7 +207,7 @@ func (s *Service) saga(ctx context.Context, id, user string, lines []Line) (rese
 		mode = "check"
 	}
 	s.fault(SagaAfterHold)
-	res, fail, err := s.commit(ctx, id, user, attempt, home, mode, lines, held)
+	res, fail, err := s.commit(ctx, id, user, passes, attempt, home, mode, lines, held)
 	refused.add(fail)
 	switch {
 	case err == nil && refused.reason == "" && !res.replayed:
@@ -282,13 +284,14 @@ func asItems(lines []Line) []ReservedItem {
 }
 
 // hold runs hold.lua on partition p; fail is its refusal (reason, SKUs).
-func (s *Service) hold(ctx context.Context, p int, id, user, attempt, mode string, home int, lines []Line) ([]ReservedItem, []string, error) {
+func (s *Service) hold(ctx context.Context, p int, id, user, passes, attempt, mode string, home int, lines []Line) ([]ReservedItem, []string, error) {
 	keys := []string{s.keys.hold(p, id), s.keys.holds(p)}
 	args := []any{id, user, attempt, mode, home, s.holdLifetime.Milliseconds(), len(lines)}
 	for _, l := range lines {
-		keys = append(keys, s.stock.SaleKey(l.SKU), s.stock.BuyersKey(l.SKU))
+		keys = append(keys, s.stock.SaleKey(l.SKU), s.stock.BuyersKey(l.SKU), s.passesKey(l.SKU))
 		args = append(args, l.SKU, l.Quantity, s.changesChannel(l.SKU))
 	}
+	args = append(args, passes)
 	reply, err := holdScript.Run(ctx, s.reserveRdb, keys, args...).StringSlice()
 	switch {
 	case err != nil:
@@ -310,7 +313,7 @@ func (s *Service) hold(ctx context.Context, p int, id, user, attempt, mode strin
 }
 
 // commit runs commit.lua on the home; fail is its refusal.
-func (s *Service) commit(ctx context.Context, id, user, attempt string, home int, mode string,
+func (s *Service) commit(ctx context.Context, id, user, passes, attempt string, home int, mode string,
 	lines []Line, held []heldPart) (reservation, []string, error) {
 	items := map[string]ReservedItem{}
 	for _, h := range held {
@@ -333,10 +336,11 @@ func (s *Service) commit(ctx context.Context, id, user, attempt string, home int
 			}
 			heldJSON = string(b)
 		} else {
-			keys = append(keys, s.stock.SaleKey(l.SKU), s.stock.BuyersKey(l.SKU))
+			keys = append(keys, s.stock.SaleKey(l.SKU), s.stock.BuyersKey(l.SKU), s.passesKey(l.SKU))
 		}
 		args = append(args, l.SKU, l.Quantity, s.changesChannel(l.SKU), heldJSON)
 	}
+	args = append(args, passes)
 	reply, err := commitScript.Run(ctx, s.reserveRdb, keys, args...).StringSlice()
 	switch {
 	case err != nil:
@@ -361,7 +365,7 @@ type refusal struct {
 	skus   []string
 }
 
-var refusalRank = map[string]int{"no_sale": 4, "not_active": 3, "limit": 2, "stock": 1}
+var refusalRank = map[string]int{"no_sale": 5, "not_active": 4, "pass": 3, "limit": 2, "stock": 1}
 
 // add merges one step's refusal (reason, SKUs...; nil: none).
 func (r *refusal) add(fail []string) {

@@ -77,7 +77,7 @@ func (f *clusterFixture) orderID(t *testing.T, lines []Line) string {
 // fails t unless they are held.
 func (f *clusterFixture) take(t *testing.T, p int, id, u, attempt string, lines []Line) []ReservedItem {
 	t.Helper()
-	items, fail, err := f.svc.hold(context.Background(), p, id, u, attempt, "take", 1, lines)
+	items, fail, err := f.svc.hold(context.Background(), p, id, u, "", attempt, "take", 1, lines)
 	if err != nil || fail != nil {
 		t.Fatalf("hold of %s: %v %v", attempt, fail, err)
 	}
@@ -88,7 +88,7 @@ func (f *clusterFixture) take(t *testing.T, p int, id, u, attempt string, lines 
 // held, and fails t unless it commits.
 func (f *clusterFixture) commitOf(t *testing.T, id, u, attempt string, lines []Line, held []heldPart) reservation {
 	t.Helper()
-	res, fail, err := f.svc.commit(context.Background(), id, u, attempt, 1, "commit", lines, held)
+	res, fail, err := f.svc.commit(context.Background(), id, u, "", attempt, 1, "commit", lines, held)
 	if err != nil || fail != nil {
 		t.Fatalf("commit of %s: %v %v", attempt, fail, err)
 	}
@@ -558,7 +558,7 @@ func TestSagaCrashRepairedBySweeper(t *testing.T) {
 		t.Fatalf("%s still counts the buyer", b)
 	}
 	f.noHolds(t)
-	if _, _, err := f.svc.commit(ctx, id, u, "attempt-1", 1, "commit", lines, held); !errors.Is(err, errSagaAborted) {
+	if _, _, err := f.svc.commit(ctx, id, u, "", "attempt-1", 1, "commit", lines, held); !errors.Is(err, errSagaAborted) {
 		t.Fatalf("late commit: %v, want aborted", err)
 	}
 	if av := f.available(t, a); av != 10 {
@@ -581,11 +581,11 @@ func TestSagaCrashRepairedBySweeper(t *testing.T) {
 
 	// Committed, then the crash: the repair drops the hold, units stay sold.
 	id2, _ := f.svc.newOrderID(lines)
-	items, _, err := f.svc.hold(ctx, 5, id2, u, "attempt-2", "take", 1, lines[1:])
+	items, _, err := f.svc.hold(ctx, 5, id2, u, "", "attempt-2", "take", 1, lines[1:])
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := f.svc.commit(ctx, id2, u, "attempt-2", 1, "commit", lines, []heldPart{{p: 5, items: items}}); err != nil {
+	if _, _, err := f.svc.commit(ctx, id2, u, "", "attempt-2", 1, "commit", lines, []heldPart{{p: 5, items: items}}); err != nil {
 		t.Fatal(err)
 	}
 	f.rdb.ZAdd(ctx, f.svc.keys.holds(5), redis.Z{Score: 1, Member: id2})
@@ -718,7 +718,7 @@ func TestRepeatRacingItsCommittedRunAnswersTheOrder(t *testing.T) {
 		}
 		before := map[string]int64{home: f.available(t, home), lines[1].SKU: f.available(t, lines[1].SKU)}
 		// What the repeat does once it has found the claim and no status.
-		again, err := f.svc.saga(ctx, first.OrderID, u, lines)
+		again, err := f.svc.saga(ctx, first.OrderID, u, "", lines)
 		if err != nil || !again.replayed || again.orderID != first.OrderID {
 			t.Fatalf("the repeat of %s: %+v %v, want the same order replayed", first.OrderID, again, err)
 		}
