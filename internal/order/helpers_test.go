@@ -56,7 +56,13 @@ func (f *fixture) user(t testing.TB) string {
 // which owns both; it returns the round id.
 func (f *fixture) sale(t testing.TB, sku string, quantity, limit int, price int64) int64 {
 	t.Helper()
-	round := ordertesting.OpenSale(t, f.db.Pool, f.stock, f.r, sku, quantity, limit, price)
+	return f.saleWith(t, sku, price, inventory.Seed{Quantity: quantity, PerUserLimit: limit})
+}
+
+// saleWith is sale of any seed (a waiting room's, say).
+func (f *fixture) saleWith(t testing.TB, sku string, price int64, seed inventory.Seed) int64 {
+	t.Helper()
+	round := ordertesting.OpenSaleWith(t, f.db.Pool, f.stock, f.r, sku, price, seed)
 	f.skusMu.Lock()
 	f.skus[round] = sku
 	f.skusMu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/shop-oss/shop/internal/apperr"
+	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/order/ordertesting"
 )
 
@@ -26,12 +27,18 @@ type contract struct {
 // name, on the partition after the previous SKU's.
 func (c *contract) sku(t *testing.T, name string, units, limit int) string {
 	t.Helper()
+	sku, _ := c.open(t, name, inventory.Seed{Quantity: units, PerUserLimit: limit})
+	return sku
+}
+
+// open is sku of any seed; it returns the SKU and its round.
+func (c *contract) open(t *testing.T, name string, seed inventory.Seed) (string, int64) {
+	t.Helper()
 	want := int(c.n.Add(1)) % max(c.parts.Count(), 1)
 	for i := 0; ; i++ {
 		sku := fmt.Sprintf("%s-%d", name, i)
 		if !c.parts.Grouped() || c.parts.Of(sku) == want {
-			c.sale(t, sku, units, limit, 100)
-			return sku
+			return sku, c.saleWith(t, sku, 100, seed)
 		}
 	}
 }
@@ -80,7 +87,7 @@ func wantSKUs(t *testing.T, err error, code string, skus ...string) {
 }
 
 func TestPlacerContract(t *testing.T) {
-	forEachPlacer(t, map[string]func(*testing.T, *contract){
+	forEachPlacer(t, withRoomCases(map[string]func(*testing.T, *contract){
 		"takes every line": func(t *testing.T, c *contract) {
 			a, b := c.sku(t, "take-a", 10, 0), c.sku(t, "take-b", 10, 0)
 			p, err := c.buy(c.user(t), Line{a, 3}, Line{b, 2})
@@ -171,5 +178,5 @@ func TestPlacerContract(t *testing.T) {
 				t.Fatalf("sold %d, available %v; want %d and [0 %d]", sold.Load(), got, units, 1000-units)
 			}
 		},
-	})
+	}))
 }

@@ -43,13 +43,19 @@ func User(tb testing.TB, db *pgxpool.Pool) string {
 // returns the round id.
 func OpenSale(tb testing.TB, db *pgxpool.Pool, stock *inventory.Stock, r *testenv.Redis, sku string, quantity, limit int, price int64) int64 {
 	tb.Helper()
+	return OpenSaleWith(tb, db, stock, r, sku, price, inventory.Seed{Quantity: quantity, PerUserLimit: limit})
+}
+
+// OpenSaleWith is OpenSale of any seed (a waiting room's, say).
+func OpenSaleWith(tb testing.TB, db *pgxpool.Pool, stock *inventory.Stock, r *testenv.Redis, sku string, price int64, seed inventory.Seed) int64 {
+	tb.Helper()
 	ctx := context.Background()
 	c := cache.New(r.Client, cache.Options{Prefix: r.Prefix + "cache:", TTL: time.Minute}, prometheus.NewRegistry())
 	catalog := inventory.NewCatalog(db, r.Client, c, r.Prefix, slog.New(slog.DiscardHandler))
 	if _, err := catalog.Create(ctx, sku, inventory.ProductInput{Name: sku, Category: "c", PriceCents: price}); err != nil {
 		tb.Fatalf("create %s: %v", sku, err)
 	}
-	rep, err := inventory.NewSales(db, stock).Open(ctx, sku, inventory.Seed{Quantity: quantity, PerUserLimit: limit})
+	rep, err := inventory.NewSales(db, stock).Open(ctx, sku, seed)
 	if err != nil {
 		tb.Fatalf("open sale of %s: %v", sku, err)
 	}

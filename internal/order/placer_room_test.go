@@ -1,0 +1,178 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+	"github.com/shop-oss/shop/internal/apperr"
+	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/order/ordertesting"
+	"github.com/shop-oss/shop/internal/room"
+)
+
+// The pass (API.md, "The pass"): a line of a round with a waiting room
+// needs the buyer's live pass, checked in the stock-taking step. The
+// admitter is room's; these tests write its pass hash directly, in its
+// format (room.Keys.Passes).
+
+// roomed opens a sale of units (limit per user) with a waiting room; it
+// returns the SKU and its round.
+func (c *contract) roomed(t *testing.T, name string, units, limit int) (string, int64) {
+	t.Helper()
+	return c.open(t, name, inventory.Seed{Quantity: units, PerUserLimit: limit,
+		Room: &inventory.RoomSettings{AdmitPerSecond: 10, PassTTL: 2 * time.Minute}})
+}
+
+// admit writes user's pass of round for sku as the admitter would, and
+// returns the pass.
+func (c *contract) admit(t *testing.T, sku, user string, round int64, expires time.Time) string {
+	t.Helper()
+	pass := uuid.NewString()
+	field := fmt.Sprintf("%d %s %d %d", round, pass, expires.UnixMilli(), time.Now().UnixMilli())
+	if err := c.svc.rdb.HSet(context.Background(), room.NewKeys(c.stock).Passes(sku), user, field).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return pass
+}
+
+func (c *contract) buyWith(user string, passes []string, lines ...Line) (Placed, error) {
+	return c.svc.Place(context.Background(), user, lines, PlaceOptions{Passes: passes})
+}
+
+// untouched fails t unless sku still has available units and user bought
+// none of it and has no pending order.
+func (c *contract) untouched(t *testing.T, sku, user string, available int64) {
+	t.Helper()
+	ctx := context.Background()
+	if got := c.available(t, sku); got[0] != available {
+		t.Errorf("available %v, want [%d]: nothing reserved", got, available)
+	}
+	if n, err := c.svc.rdb.HGet(ctx, c.stock.BuyersKey(sku), user).Result(); !errors.Is(err, redis.Nil) {
+		t.Errorf("buyer count %q (%v), want none", n, err)
+	}
+	if n, err := c.svc.rdb.ZCard(ctx, c.svc.keys.pending(user)).Result(); err != nil || n != 0 {
+		t.Errorf("%d pending orders (%v), want none", n, err)
+	}
+}
+
+// withRoomCases adds the waiting room's cases to the placers' contract.
+func withRoomCases(cases map[string]func(*testing.T, *contract)) map[string]func(*testing.T, *contract) {
+	later := time.Now().Add(time.Hour)
+	maps.Copy(cases, map[string]func(*testing.T, *contract){
+		"room: no pass": func(t *testing.T, c *contract) {
+			a, _ := c.roomed(t, "room-none", 10, 0)
+			u := c.user(t)
+			_, err := c.buy(u, Line{a, 1})
+			wantSKUs(t, err, apperr.CodePassRequired, a)
+			if !errors.Is(err, ErrPassRequired) {
+				t.Errorf("err %v, want ErrPassRequired", err)
+			}
+			_, err = c.buyWith(u, []string{"", "not-a-pass"}, Line{a, 1})
+			wantSKUs(t, err, apperr.CodePassRequired, a)
+			c.untouched(t, a, u, 10)
+		},
+		"room: another's pass": func(t *testing.T, c *contract) {
+			a, round := c.roomed(t, "room-other", 10, 0)
+			owner, u := c.user(t), c.user(t)
+			theirs := c.admit(t, a, owner, round, later)
+			_, err := c.buyWith(u, []string{theirs}, Line{a, 1})
+			wantSKUs(t, err, apperr.CodePassRequired, a)
+			c.admit(t, a, u, round, later) // admitted too, with a pass of their own
+			_, err = c.buyWith(u, []string{theirs}, Line{a, 1})
+			wantSKUs(t, err, apperr.CodePassRequired, a)
+			c.untouched(t, a, u, 10)
+		},
+		"room: an older round's pass": func(t *testing.T, c *contract) {
+			a, round := c.roomed(t, "room-old", 10, 0)
+			u := c.user(t)
+			pass := c.admit(t, a, u, round-1, later)
+			_, err := c.buyWith(u, []string{pass}, Line{a, 1})
+			wantSKUs(t, err, apperr.CodePassRequired, a)
+			c.untouched(t, a, u, 10)
+		},
+		"room: an expired pass": func(t *testing.T, c *contract) {
+			a, round := c.roomed(t, "room-expired", 10, 0)
+			u := c.user(t)
+			pass := c.admit(t, a, u, round, time.Now().Add(-time.Second))
+			_, err := c.buyWith(u, []string{pass}, Line{a, 1})
+			wantSKUs(t, err, apperr.CodePassRequired, a)
+			c.untouched(t, a, u, 10)
+		},
+		"room: the pass buys": func(t *testing.T, c *contract) {
+			a, round := c.roomed(t, "room-pass", 10, 0)
+			u := c.user(t)
+			pass := c.admit(t, a, u, round, later)
+			_, err := c.buy(u, Line{a, 2}) // admitted, but the pass not shown
+			wantSKUs(t, err, apperr.CodePassRequired, a)
+			p, err := c.buyWith(u, []string{"junk", pass, "a,b"}, Line{a, 2})
+			if err != nil || p.OrderID == "" {
+				t.Fatalf("placed %+v, %v", p, err)
+			}
+			if got := c.available(t, a); got[0] != 8 {
+				t.Fatalf("available %v, want [8]", got)
+			}
+		},
+		"room: a pass outranks limit and stock, not a closed sale": func(t *testing.T, c *contract) {
+			a, _ := c.roomed(t, "room-rank-a", 10, 0)
+			b := c.sku(t, "room-rank-b", 1, 0)
+			u := c.user(t)
+			_, err := c.buy(u, Line{b, 2}, Line{a, 1})
+			wantSKUs(t, err, apperr.CodePassRequired, a)
+			_, err = c.buy(u, Line{a, 1}, Line{"never-on-sale", 1})
+			wantSKUs(t, err, apperr.CodeSaleNotActive, "never-on-sale")
+			c.untouched(t, a, u, 10)
+		},
+		"room: a checkout of two roomed SKUs, a pass each": func(t *testing.T, c *contract) {
+			a, ra := c.roomed(t, "room-two-a", 10, 0)
+			b, rb := c.roomed(t, "room-two-b", 10, 0)
+			u := c.user(t)
+			pa, pb := c.admit(t, a, u, ra, later), c.admit(t, b, u, rb, later)
+			_, err := c.buyWith(u, []string{pa}, Line{a, 1}, Line{b, 1})
+			wantSKUs(t, err, apperr.CodePassRequired, b)
+			if got := c.available(t, a, b); got[0] != 10 || got[1] != 10 {
+				t.Fatalf("available %v after a refusal, want [10 10]", got)
+			}
+			if _, err := c.buyWith(u, ParsePasses(pa+", "+pb), Line{a, 1}, Line{b, 3}); err != nil {
+				t.Fatal(err)
+			}
+			if got := c.available(t, a, b); got[0] != 9 || got[1] != 7 {
+				t.Fatalf("available %v, want [9 7]", got)
+			}
+		},
+		"room: one pass raced within the limit": func(t *testing.T, c *contract) {
+			const tries = 20
+			a, round := c.roomed(t, "room-race", 10, 1)
+			u := c.user(t)
+			pass := c.admit(t, a, u, round, later)
+			_, err := c.buyWith(u, []string{"x" + pass}, Line{a, 1})
+			wantSKUs(t, err, apperr.CodePassRequired, a)
+			var sold, limited atomic.Int64
+			var buys []func()
+			for range tries {
+				buys = append(buys, func() {
+					_, err := c.buyWith(u, []string{pass}, Line{a, 1})
+					switch {
+					case err == nil:
+						sold.Add(1)
+					case errors.Is(err, ErrLimitExceeded):
+						limited.Add(1)
+					default:
+						t.Error(err)
+					}
+				})
+			}
+			ordertesting.Together(buys...)
+			if got := c.available(t, a); sold.Load() != 1 || limited.Load() != tries-1 || got[0] != 9 {
+				t.Fatalf("sold %d, refused %d, available %v; want 1, %d, [9]", sold.Load(), limited.Load(), got, tries-1)
+			}
+		},
+	})
+	return cases
+}
