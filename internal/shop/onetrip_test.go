@@ -347,3 +347,22 @@ func TestOneTripCheckout(t *testing.T) {
 		t.Fatalf("refused checkouts left %d cart lines, want 1", n)
 	}
 }
+
+// A purchase of a round with a waiting room is judged in the one trip
+// too: without the pass 403 pass_required, reserving nothing but counted
+// by the limiter; with it, bought.
+func TestOneTripPurchaseNeedsThePass(t *testing.T) {
+	t.Parallel()
+	a, spy := oneTrip(t, 100)
+	round := a.RoomSale(t, "ot", 100, 10, 0)
+	u, token := a.Shopper(t, "ot-pass@example.com")
+	pass := a.Admit(t, "ot", u, round)
+	openapitest.WantProblem(t, purchase(t, a, token, `{"quantity":2}`), http.StatusForbidden, "pass_required")
+	openapitest.WantProblem(t, purchase(t, a, token, `{"quantity":2}`, "X-Queue-Pass", "x"+pass), http.StatusForbidden, "pass_required")
+	wantTally(t, tallyOf(t, a, "ot"), tally{available: 10, counted: 2})
+	shoptest.WantStatus(t, purchase(t, a, token, `{"quantity":2}`, "X-Queue-Pass", pass), http.StatusAccepted)
+	wantTally(t, tallyOf(t, a, "ot"), tally{available: 8, events: 1, statuses: 1, counted: 3})
+	if spy.combined.Load() != 3 || spy.reserve.Load() != 0 {
+		t.Fatalf("scripts: combined %d, reserve alone %d; want 3, 0", spy.combined.Load(), spy.reserve.Load())
+	}
+}
