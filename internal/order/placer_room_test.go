@@ -119,6 +119,24 @@ func withRoomCases(cases map[string]func(*testing.T, *contract)) map[string]func
 				t.Fatalf("available %v, want [8]", got)
 			}
 		},
+		"room: a repeat of the key needs no pass": func(t *testing.T, c *contract) {
+			a, round := c.roomed(t, "room-idem", 10, 0)
+			u := c.user(t)
+			pass := c.admit(t, a, u, round, later)
+			first, err := c.svc.Place(context.Background(), u, []Line{{a, 2}}, PlaceOptions{IdemKey: "k", Passes: []string{pass}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			again, err := c.svc.Place(context.Background(), u, []Line{{a, 2}}, PlaceOptions{IdemKey: "k"})
+			if err != nil || !again.Replayed || again.OrderID != first.OrderID {
+				t.Fatalf("repeat %+v %v, want the first order %s replayed", again, err, first.OrderID)
+			}
+			_, err = c.svc.Place(context.Background(), u, []Line{{a, 2}}, PlaceOptions{IdemKey: "k2"})
+			wantSKUs(t, err, apperr.CodePassRequired, a)
+			if got := c.available(t, a); got[0] != 8 {
+				t.Fatalf("available %v, want [8]: bought once", got)
+			}
+		},
 		"room: a pass outranks limit and stock, not a closed sale": func(t *testing.T, c *contract) {
 			a, _ := c.roomed(t, "room-rank-a", 10, 0)
 			b := c.sku(t, "room-rank-b", 1, 0)
