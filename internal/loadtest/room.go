@@ -37,8 +37,9 @@ type RoomConfig struct {
 // ticketPoll is how often a waiting shopper reads its ticket.
 const ticketPoll = 250 * time.Millisecond
 
-// passlessTries is how many shoppers first try to buy without a pass
-// (each must be refused 403 pass_required, buying nothing).
+// passlessTries is how many shoppers, once admitted, first try to buy
+// without their pass (each must be refused 403 pass_required, buying
+// nothing).
 const passlessTries = 10
 
 // RoomStats is what the room did, for the report.
@@ -167,21 +168,6 @@ func shopperInRoom(ctx context.Context, hc *http.Client, tgt target, cfg Config,
 	rr.join.Add(r)
 	rr.joined++
 	rr.mu.Unlock()
-	if i < passlessTries { // must be refused, and buys nothing
-		r, err := call(http.MethodPost, "/api/v1/products/"+fx.sku+"/purchase", map[string]int{"quantity": 1}, nil)
-		if err != nil {
-			return err
-		}
-		rr.mu.Lock()
-		rr.passless++
-		if r.Code == http.StatusForbidden && problemCode(r.Body) == "pass_required" {
-			rr.refusedNP++
-		}
-		rr.mu.Unlock()
-		if r.Code == http.StatusAccepted {
-			purchase(r) // counted, so the invariants see the unit it took
-		}
-	}
 	for time.Now().Before(deadline) {
 		r, err := call(http.MethodGet, queue, nil, nil)
 		if err != nil {
@@ -197,6 +183,11 @@ func shopperInRoom(ctx context.Context, hc *http.Client, tgt target, cfg Config,
 				rr.mu.Lock()
 				rr.admittedSeen++
 				rr.mu.Unlock()
+				if i < passlessTries { // while the sale is open: refused for want of the pass alone
+					if err := buyWithoutPass(fx, rr, call, purchase); err != nil {
+						return err
+					}
+				}
 				return buyWithPass(ctx, cfg, fx, i, *t.Pass, call, purchase)
 			case "sold_out", "expired":
 				return nil
@@ -207,6 +198,26 @@ func shopperInRoom(ctx context.Context, hc *http.Client, tgt target, cfg Config,
 			return ctx.Err()
 		case <-time.After(ticketPoll):
 		}
+	}
+	return nil
+}
+
+// buyWithoutPass tries to buy without the pass: it must be refused 403
+// pass_required and buy nothing.
+func buyWithoutPass(fx *fixture, rr *roomRun, call func(string, string, any, http.Header) (*vegeta.Result, error),
+	purchase func(*vegeta.Result)) error {
+	r, err := call(http.MethodPost, "/api/v1/products/"+fx.sku+"/purchase", map[string]int{"quantity": 1}, nil)
+	if err != nil {
+		return err
+	}
+	rr.mu.Lock()
+	rr.passless++
+	if r.Code == http.StatusForbidden && problemCode(r.Body) == "pass_required" {
+		rr.refusedNP++
+	}
+	rr.mu.Unlock()
+	if r.Code == http.StatusAccepted {
+		purchase(r) // counted, so the invariants see the unit it took
 	}
 	return nil
 }
