@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/inventory"
@@ -101,16 +102,8 @@ func (s *Service) entry(ctx context.Context, sku, user, mode string, proof *Proo
 		if live.Room == nil {
 			return Ticket{}, false, ErrNoRoom
 		}
-		keys := append(s.roomKeys(sku, live.Round), s.keys.Challenge(sku, "none"))
-		work := ""
-		if proof != nil && mode == "join" {
-			keys[len(keys)-1] = s.keys.Challenge(sku, proof.Challenge)
-			work = "bad"
-			if validChallenge(proof.Challenge) && Solves(proof.Challenge, proof.Nonce, live.Room.ChallengeBits) {
-				work = "ok"
-			}
-		}
-		reply, err := s.runJoin(ctx, checks, keys, []any{live.Round, mode, u[:], user, earlyPrefix(live.Room, u), work})
+		keys, args := s.joinCall(sku, live, u, user, mode, proof)
+		reply, err := s.runJoin(ctx, checks, keys, args)
 		if err != nil {
 			return Ticket{}, false, err
 		}
@@ -161,7 +154,7 @@ func (s *Service) runJoin(ctx context.Context, checks *ratelimit.Deferred, keys 
 	return reply, nil
 }
 
-// strings reads a script reply of strings, as StringSlice does.
+// replyStrings reads a script reply of strings, as StringSlice does.
 func replyStrings(reply any) ([]string, error) {
 	vals, ok := reply.([]any)
 	if !ok {
@@ -174,6 +167,21 @@ func replyStrings(reply any) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// joinCall is the KEYS and ARGV of join.lua for user in live's room.
+func (s *Service) joinCall(sku string, live inventory.LiveRound, u uuid.UUID, user, mode string,
+	proof *Proof) ([]string, []any) {
+	keys := append(s.roomKeys(sku, live.Round), s.keys.Challenge(sku, "none"))
+	work := ""
+	if proof != nil && mode == "join" {
+		keys[len(keys)-1] = s.keys.Challenge(sku, proof.Challenge)
+		work = "bad"
+		if validChallenge(proof.Challenge) && Solves(proof.Challenge, proof.Nonce, live.Room.ChallengeBits) {
+			work = "ok"
+		}
+	}
+	return keys, []any{live.Round, mode, u[:], user, earlyPrefix(live.Room, u), work}
 }
 
 // ticket reads join.lua's answer.
