@@ -34,7 +34,13 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	db, r := testenv.NewDatabase(t), testenv.NewRedis(t)
+	return newFixtureOn(t, testenv.NewRedis(t))
+}
+
+// newFixtureOn is newFixture on r (e.g. a private redis-server's).
+func newFixtureOn(t *testing.T, r *testenv.Redis) *fixture {
+	t.Helper()
+	db := testenv.NewDatabase(t)
 	c := cache.New(r.Client, cache.Options{Prefix: r.Prefix + "cache:", TTL: time.Minute}, prometheus.NewRegistry())
 	stock := inventory.NewStock(r.Client, r.Prefix)
 	log := slog.New(slog.DiscardHandler)
