@@ -97,7 +97,7 @@ func TestRoomMemoryPerEntry(t *testing.T) {
 				round := *rep.RoundID
 				// One shopper first: the keys and the script exist before
 				// the baseline, so the delta is the entries'.
-				if _, _, err := f.rooms.Join(ctx, "mem", users(1)[0], nil); err != nil {
+				if _, _, err := f.rooms.Join(ctx, "mem", users(1)[0], nil, nil); err != nil {
 					t.Fatal(err)
 				}
 				usedBefore, clientsBefore := infoMemory(t, rdb)
