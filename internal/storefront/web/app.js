@@ -23,6 +23,32 @@ const session = {
   clear() { ["shop.access", "shop.refresh", "shop.email"].forEach((k) => localStorage.removeItem(k)); },
 };
 
+// Waiting-room passes, per SKU, for this tab only (sessionStorage): a
+// purchase of a roomed SKU, and a checkout of a cart holding it, send
+// them in X-Queue-Pass. They belong to the shopper who got them, so they
+// go at log-in and log-out.
+const passes = {
+  all() {
+    try { return JSON.parse(sessionStorage.getItem("shop.passes") || "{}") || {}; } catch { return {}; }
+  },
+  save(all) { sessionStorage.setItem("shop.passes", JSON.stringify(all)); },
+  put(sku, pass, expiresAt) { const all = this.all(); all[sku] = { pass, expires_at: expiresAt }; this.save(all); },
+  drop(sku) { const all = this.all(); delete all[sku]; this.save(all); },
+  clear() { sessionStorage.removeItem("shop.passes"); },
+  // get answers sku's pass while it is good, else "".
+  get(sku) {
+    const p = this.all()[sku];
+    if (!p || !p.pass) return "";
+    if (p.expires_at && Date.parse(p.expires_at) <= Date.now()) { this.drop(sku); return ""; }
+    return p.pass;
+  },
+  // header answers the X-Queue-Pass header for skus ({} when none).
+  header(skus) {
+    const list = [...new Set(skus)].map((sku) => this.get(sku)).filter(Boolean);
+    return list.length ? { "X-Queue-Pass": list.join(",") } : {};
+  },
+};
+
 let refreshing = null;
 async function refreshTokens(stale) {
   if (!refreshing) {
@@ -69,6 +95,8 @@ function describe(status, doc) {
     order_pending: "This order is still being recorded; try again in a moment.",
     payment_declined: "The payment was declined.",
     idempotency_key_reused: "This request was already used for something else; please try again.",
+    pass_required: "This sale has a waiting room: join the queue, and buy once you are admitted.",
+    challenge_failed: "The waiting room's check did not go through; please join again.",
   };
   if (!doc) return "Something went wrong (HTTP " + status + ").";
   let text = friendly[doc.code] || doc.detail || doc.title || "Something went wrong (HTTP " + status + ").";
@@ -91,6 +119,7 @@ async function api(method, path, body, opts = {}) {
     if (body !== undefined) headers["Content-Type"] = "application/json";
     if (opts.auth && session.access) headers["Authorization"] = "Bearer " + session.access;
     if (opts.idempotencyKey) headers["Idempotency-Key"] = opts.idempotencyKey;
+    Object.assign(headers, opts.headers || {});
     return fetch(API + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   };
   const stale = session.access;
@@ -215,8 +244,10 @@ async function showProduct(sku) {
   ["product-name", "product-description", "product-price", "live-sale", "live-status"].forEach((id) => { $(id).textContent = ""; });
   $("live-available").textContent = "–";
   $("countdown").hidden = true;
-  let state = null, tick = null, events = null;
-  leave = () => { if (events) events.close(); clearInterval(tick); };
+  let state = null, tick = null, events = null, lastSale = null;
+  const room = waitingRoom(sku);
+  currentRoom = room;
+  leave = () => { if (events) events.close(); clearInterval(tick); room.stop(); };
   try {
     const p = await api("GET", "/products/" + encodeURIComponent(sku));
     $("product-name").textContent = p.name;
@@ -235,11 +266,16 @@ async function showProduct(sku) {
     cd.hidden = sale !== "upcoming";
     if (sale === "upcoming") cd.textContent = "Sale starts in " + span(starts - Date.now());
     $("buy-now").disabled = $("add-to-cart").disabled = false;
+    room.tick();
   };
   events = new EventSource(API + "/products/" + encodeURIComponent(sku) + "/events");
   events.addEventListener("stock", (ev) => {
     state = JSON.parse(ev.data);
     $("live-status").textContent = "Live";
+    // A new round may bring a room or take it away: look again when the
+    // sale's state changes (not on every unit sold).
+    if (lastSale !== null && state.sale !== lastSale) room.check();
+    lastSale = state.sale;
     render();
   });
   events.onerror = () => {
@@ -248,12 +284,175 @@ async function showProduct(sku) {
   };
   tick = setInterval(render, 1000);
   buyIntent = null;
+  room.check();
+}
+
+// waitingRoom runs the product page's waiting room for sku: whether the
+// sale has one (its public fairness answer exists), the shopper's ticket
+// live from its event stream, and the join with its proof of work. The
+// buy form shows only without a room or once admitted.
+const ticketWords = { waiting: "waiting", admitted: "admitted", expired: "pass expired", sold_out: "sold out" };
+function waitingRoom(sku) {
+  const path = "/products/" + encodeURIComponent(sku) + "/queue";
+  let stopped = false, roomed = false, ticket = null, stream = null, worker = null;
+  const el = $("queue");
+  el.hidden = true;
+  el.removeAttribute("data-solve-ms");
+  $("queue-ticket").hidden = true;
+  $("queue-work").hidden = true;
+  $("queue-join").hidden = false;
+  $("queue-join").disabled = false;
+  $("buy-form").hidden = false;
+
+  const render = () => {
+    el.hidden = !roomed;
+    const admitted = !!(ticket && ticket.state === "admitted" && passes.get(sku));
+    $("buy-form").hidden = roomed && !admitted;
+    $("queue-join").hidden = !roomed || !!ticket;
+    $("queue-ticket").hidden = !ticket;
+    $("queue-intro").hidden = !!ticket;
+    if (!ticket) return;
+    el.dataset.state = ticket.state;
+    $("queue-state").textContent = ticketWords[ticket.state] || ticket.state;
+    $("queue-state").className = "badge " + ticket.state;
+    const place = $("queue-place"), eta = $("queue-eta");
+    place.removeAttribute("data-position");
+    eta.textContent = "";
+    switch (ticket.state) {
+      case "waiting":
+        if (ticket.position == null) {
+          place.textContent = "Your place in line is drawn when the sale starts.";
+        } else {
+          place.dataset.position = String(ticket.position);
+          place.textContent = "Number " + ticket.position + " in line";
+        }
+        if (ticket.eta_seconds != null) eta.textContent = "Estimated wait " + span(ticket.eta_seconds * 1000) + ". Keep this page open.";
+        break;
+      case "admitted":
+        place.textContent = "You are in: buy now.";
+        if (ticket.pass_expires_at) eta.textContent = "Your pass is good for " + span(Date.parse(ticket.pass_expires_at) - Date.now()) + ".";
+        break;
+      case "expired":
+        place.textContent = "Your pass ran out.";
+        break;
+      case "sold_out":
+        place.textContent = "Sold out for now; admission resumes if units come back.";
+        break;
+    }
+  };
+
+  const show = (t) => {
+    if (stopped) return;
+    ticket = t;
+    if (t.state === "admitted" && t.pass) passes.put(sku, t.pass, t.pass_expires_at);
+    else if (t.state === "expired") passes.drop(sku);
+    render();
+  };
+
+  const follow = (t) => {
+    if (stream || stopped || !t.events_url) return;
+    stream = new EventSource(t.events_url);
+    stream.addEventListener("queue", (ev) => show(JSON.parse(ev.data)));
+    stream.onerror = () => {
+      if (stream && stream.readyState === EventSource.CLOSED) {
+        stream = null; // the room is over or the round changed: look again
+        if (!stopped) setTimeout(check, 2000);
+      }
+    };
+  };
+
+  // readTicket fetches the shopper's ticket, if it has one in this room.
+  const readTicket = async () => {
+    if (!session.access) return;
+    try {
+      const t = await api("GET", path, undefined, { auth: true });
+      show(t);
+      follow(t);
+    } catch (err) {
+      if (!(err instanceof Problem && err.status === 404)) throw err;
+    }
+  };
+
+  async function check() {
+    try {
+      await api("GET", path + "/fairness");
+      if (stopped) return;
+      roomed = true;
+    } catch (err) {
+      if (stopped) return;
+      if (!(err instanceof Problem && err.status === 404)) { fail(err); return; }
+      roomed = false;
+      ticket = null;
+      if (stream) { stream.close(); stream = null; }
+    }
+    render();
+    if (roomed) readTicket().catch(fail);
+  }
+
+  // solve finds the challenge's nonce in a worker, timed.
+  const solve = (challenge, bits) => new Promise((resolve, reject) => {
+    worker = new Worker("/assets/pow.js");
+    const started = performance.now();
+    worker.onmessage = (ev) => {
+      const ms = performance.now() - started;
+      worker.terminate();
+      worker = null;
+      if (ev.data.error) { reject(new Error(ev.data.error)); return; }
+      el.dataset.solveMs = ms.toFixed(1);
+      resolve(ev.data.nonce);
+    };
+    worker.onerror = (ev) => { worker.terminate(); worker = null; reject(new Error(ev.message || "the check failed")); };
+    worker.postMessage({ challenge, bits });
+  });
+
+  const join = async () => {
+    if (!needLogin()) return;
+    const button = $("queue-join"), work = $("queue-work");
+    button.disabled = true;
+    try {
+      const ch = await api("GET", path + "/challenge", undefined, { auth: true });
+      let body = {};
+      if (ch.bits > 0) {
+        work.hidden = false;
+        work.textContent = "Checking your browser (a short puzzle keeps bots out of the line)…";
+        body = { challenge: ch.challenge, nonce: await solve(ch.challenge, ch.bits) };
+        work.textContent = "Checked in " + (Number(el.dataset.solveMs) / 1000).toFixed(2) + " s.";
+      }
+      if (stopped) return;
+      const t = await api("POST", path, body, { auth: true });
+      show(t);
+      follow(t);
+      say("You are in the queue.");
+    } catch (err) {
+      if (stopped) return;
+      work.hidden = true;
+      if (err instanceof Problem) fail(err);
+      else say("The waiting room's check could not run: " + err.message, true);
+    } finally {
+      button.disabled = false;
+    }
+  };
+  $("queue-join").onclick = join;
+
+  return {
+    check,
+    tick() { if (ticket && ticket.state === "admitted") render(); },
+    // lost is told of a 403 pass_required: the pass is gone, read the
+    // ticket again.
+    lost() { passes.drop(sku); if (ticket) ticket = { ...ticket, state: "expired", pass: null }; render(); readTicket().catch(fail); },
+    stop() {
+      stopped = true;
+      if (stream) stream.close();
+      if (worker) worker.terminate();
+    },
+  };
 }
 
 // A buy intent keeps its Idempotency-Key until it is answered: a retry or
 // a second click of the same intent cannot buy twice, and the button stays
 // disabled while the request is out.
 let buyIntent = null;
+let currentRoom = null; // the product page's waiting room
 async function buyNow(ev) {
   ev.preventDefault();
   if (!needLogin()) return;
@@ -264,11 +463,13 @@ async function buyNow(ev) {
   const button = $("buy-now");
   button.disabled = true;
   try {
-    const r = await api("POST", "/products/" + encodeURIComponent(sku) + "/purchase", { quantity }, { auth: true, idempotencyKey: buyIntent.key });
+    const r = await api("POST", "/products/" + encodeURIComponent(sku) + "/purchase", { quantity },
+      { auth: true, idempotencyKey: buyIntent.key, headers: passes.header([sku]) });
     buyIntent = null;
     say("Order " + r.order_id + " placed (" + r.status + "). See it under Orders.");
   } catch (err) {
     if (err instanceof Problem) buyIntent = null; // answered: the next click is a new intent
+    if (err instanceof Problem && err.code === "pass_required" && currentRoom) currentRoom.lost();
     fail(err);
   } finally {
     button.disabled = false;
@@ -287,10 +488,12 @@ async function addToCart() {
 
 // Cart and checkout.
 let checkoutKey = null;
+let cartSkus = []; // the SKUs of the cart as last shown
 async function showCart() {
   show("cart");
   let cart;
   try { cart = await api("GET", "/cart", undefined, { auth: true }); } catch (err) { fail(err); return; }
+  cartSkus = cart.items.map((it) => it.sku);
   const body = $("cart-lines");
   body.textContent = "";
   for (const it of cart.items) {
@@ -337,7 +540,8 @@ async function checkout() {
   button.disabled = true;
   checkoutKey = checkoutKey || newKey();
   try {
-    const r = await api("POST", "/cart/checkout", undefined, { auth: true, idempotencyKey: checkoutKey });
+    const r = await api("POST", "/cart/checkout", undefined,
+      { auth: true, idempotencyKey: checkoutKey, headers: passes.header(cartSkus) });
     checkoutKey = null;
     say("Order " + r.order_id + " placed (" + r.status + ").");
     location.hash = "#/orders";
@@ -437,6 +641,7 @@ function tickExpiries(expiries) {
 async function login(email, password) {
   const pair = await api("POST", "/auth/login", { email, password, device: "storefront" });
   session.save(pair, email);
+  passes.clear();
   renderNav();
 }
 
@@ -473,6 +678,7 @@ async function onRegister(ev) {
 async function logout() {
   try { await api("POST", "/auth/logout", undefined, { auth: true }); } catch { /* logged out locally anyway */ }
   session.clear();
+  passes.clear();
   renderNav();
   say("You are logged out.");
   location.hash = "#/";
