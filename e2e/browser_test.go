@@ -2,11 +2,14 @@ package e2e
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
+	"math/bits"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -239,4 +242,169 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 	}
 	t.Logf("screenshot: %s", path)
 	fmt.Fprintln(os.Stderr, "browser test screenshot:", path)
+}
+
+// The storefront's waiting room in a real browser: an admin seeds a
+// roomed round (a 16-bit challenge, one admission a second) and a few
+// shoppers join through the API just before the browser's shopper, so it
+// has a place in line. The page shows "Join the queue" instead of buy,
+// solves the challenge in its Web Worker, joins, follows the ticket's
+// stream as the position falls, is admitted, and buys with its pass in
+// X-Queue-Pass (also at checkout of a cart holding the SKU); the orders
+// appear. The worker's solve time, measured in the page, is logged.
+func TestBrowserWaitingRoom(t *testing.T) {
+	t.Parallel()
+	const sku = "room-browser"
+	s := newShop(t, liveEnv(t))
+	admin := []string{"Authorization", "Bearer " + s.admin}
+	if r := bulk(t, http.MethodPost, s.api+"/admin/products", map[string]any{
+		"sku": sku, "name": "Product " + sku, "category": "e2e", "price_cents": 2500,
+	}, admin...); r.Status != http.StatusCreated {
+		t.Fatalf("create %s: %d %s", sku, r.Status, r.Body)
+	}
+	if r := bulk(t, http.MethodPut, s.api+"/admin/products/"+sku+"/stock", map[string]any{
+		"quantity": 50, "per_user_limit": 2,
+		"waiting_room": map[string]any{"admit_per_second": 1, "challenge_bits": 16},
+	}, admin...); r.Status != http.StatusOK {
+		t.Fatalf("seed %s: %d %s", sku, r.Status, r.Body)
+	}
+	s.watch.sample(t, sku)
+	ahead := s.shoppers(t, 8, "room-ahead")
+	ctx, noScriptErrors := browser(t)
+	defer noScriptErrors()
+	id := func(s string) chromedp.ID { return chromedp.ID(s) }
+
+	do(t, ctx, "sign up",
+		chromedp.Navigate(s.URL+"/#/register"),
+		chromedp.WaitVisible(id("register-email")),
+		chromedp.SendKeys(id("register-email"), "room@shop.test"),
+		chromedp.SendKeys(id("register-password"), "room-password"),
+		chromedp.Click(id("register-submit")),
+		chromedp.WaitVisible(id("nav-logout")),
+	)
+	do(t, ctx, "open the product", chromedp.Navigate(s.URL+"/#/p/"+sku))
+	visible := func(id string) string { return fmt.Sprintf("!document.getElementById(%q).hidden", id) }
+	hidden := func(id string) string { return fmt.Sprintf("document.getElementById(%q).hidden", id) }
+	until(t, ctx, `"Join the queue" instead of buy`,
+		visible("queue")+" && "+visible("queue-join")+" && "+hidden("buy-form"))
+
+	// The others join (their challenges solved here) just before the
+	// browser, so it waits behind them at one admission a second.
+	proofs := make([][2]string, len(ahead))
+	for i, tok := range ahead {
+		proofs[i] = solveChallenge(t, s.api, sku, tok)
+	}
+	for i, tok := range ahead {
+		r := bulk(t, http.MethodPost, s.api+"/products/"+sku+"/queue",
+			map[string]string{"challenge": proofs[i][0], "nonce": proofs[i][1]}, "Authorization", "Bearer "+tok)
+		if r.Status != http.StatusCreated {
+			t.Fatalf("shopper %d joins: %d %s", i, r.Status, r.Body)
+		}
+	}
+	do(t, ctx, "join the queue", chromedp.Click(id("queue-join")))
+
+	// The ticket: waiting with a place in line that falls, then admitted.
+	state := `document.getElementById('queue').dataset.state`
+	position := `Number(document.getElementById('queue-place').dataset.position)`
+	until(t, ctx, "the ticket shows a place in line", state+` === 'waiting' && `+position+` > 0`)
+	first, err := chromedp.Run(ctx, chromedp.Evaluate[int](position))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first > 1 {
+		until(t, ctx, "the place in line moves up",
+			fmt.Sprintf(`(%s === 'waiting' && %s > 0 && %s < %d) || %s === 'admitted'`, state, position, position, first, state))
+	}
+	eta, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById('queue-eta').textContent`))
+	until(t, ctx, "admitted, the buy form is back", state+` === 'admitted' && `+visible("buy-form")+" && "+hidden("queue-join"))
+	solveMs, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById('queue').dataset.solveMs || ''`))
+	if err != nil || solveMs == "" {
+		t.Fatalf("the page measured no challenge solve (%q, %v)", solveMs, err)
+	}
+	t.Logf("16-bit challenge solved in the browser's worker in %s ms (first place in line %d, %q)", solveMs, first, eta)
+
+	// The pass the server gave this shopper is the one the page sends.
+	access, err := chromedp.Run(ctx, chromedp.Evaluate[string](`localStorage.getItem('shop.access')`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ticket struct {
+		State string  `json:"state"`
+		Pass  *string `json:"pass"`
+	}
+	bulk(t, http.MethodGet, s.api+"/products/"+sku+"/queue", nil, "Authorization", "Bearer "+access).JSON(t, &ticket)
+	if ticket.State != "admitted" || ticket.Pass == nil || *ticket.Pass == "" {
+		t.Fatalf("the shopper's ticket: %+v", ticket)
+	}
+	// Record the headers of the page's purchases and checkouts.
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => {
+		window.sentPasses = [];
+		const f = window.fetch;
+		window.fetch = (url, opts) => {
+			if (/\/(purchase|checkout)$/.test(String(url))) window.sentPasses.push([String(url), ((opts && opts.headers) || {})['X-Queue-Pass'] || '']);
+			return f(url, opts);
+		};
+		return true;
+	})()`)); err != nil {
+		t.Fatal(err)
+	}
+	do(t, ctx, "buy with the pass", chromedp.Click(id("buy-now")))
+	until(t, ctx, "the order is placed", `document.getElementById('message').textContent.includes('placed')`)
+	do(t, ctx, "add one to the cart", chromedp.Click(id("add-to-cart")))
+	until(t, ctx, "added to the cart", `document.getElementById('message').textContent.includes('Added')`)
+	do(t, ctx, "open the cart", chromedp.Navigate(s.URL+"/#/cart"))
+	do(t, ctx, "check out", chromedp.WaitVisible(id("checkout")), chromedp.Click(id("checkout")))
+	until(t, ctx, "the checkout's order is placed", `location.hash === '#/orders'`)
+	sent, err := chromedp.Run(ctx, chromedp.Evaluate[[][]string](`window.sentPasses || []`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sent) != 2 {
+		t.Fatalf("the page sent %d purchases and checkouts, want 2: %q", len(sent), sent)
+	}
+	for _, req := range sent {
+		if req[1] != *ticket.Pass {
+			t.Errorf("%s sent X-Queue-Pass %q, want the shopper's pass", req[0], req[1])
+		}
+	}
+	lines := `[...document.querySelectorAll('#orders .order-lines')].map(e => e.textContent).join()`
+	until(t, ctx, "both orders are listed", fmt.Sprintf(`%s === '1 × %s,1 × %s'`, lines, sku, sku))
+	until(t, ctx, "both orders are confirmed",
+		`[...document.querySelectorAll('#orders .order-status')].map(e => e.textContent).join() === 'confirmed,confirmed'`)
+	if rep := s.waitConfirmed(t, sku, 2); rep.Sold != 2 {
+		t.Errorf("sold %d, want the browser's 2", rep.Sold)
+	}
+	screenshot(t, ctx, "storefront-waiting-room.png")
+}
+
+// solveChallenge gets a challenge for the shopper and finds its nonce.
+func solveChallenge(t *testing.T, api, sku, token string) [2]string {
+	t.Helper()
+	var ch struct {
+		Challenge string `json:"challenge"`
+		Bits      int    `json:"bits"`
+	}
+	r := bulk(t, http.MethodGet, api+"/products/"+sku+"/queue/challenge", nil, "Authorization", "Bearer "+token)
+	if r.Status != http.StatusOK {
+		t.Fatalf("challenge: %d %s", r.Status, r.Body)
+	}
+	r.JSON(t, &ch)
+	for n := 0; ; n++ {
+		nonce := strconv.Itoa(n)
+		sum := sha256.Sum256([]byte(ch.Challenge + ":" + nonce))
+		if leadingZeroBits(sum[:]) >= ch.Bits {
+			return [2]string{ch.Challenge, nonce}
+		}
+	}
+}
+
+func leadingZeroBits(b []byte) int {
+	n := 0
+	for _, c := range b {
+		if c != 0 {
+			return n + bits.LeadingZeros8(c)
+		}
+		n += 8
+	}
+	return n
 }
