@@ -283,8 +283,11 @@ func TestBrowserWaitingRoom(t *testing.T) {
 		chromedp.WaitVisible(id("nav-logout")),
 	)
 	do(t, ctx, "open the product", chromedp.Navigate(s.URL+"/#/p/"+sku))
-	visible := func(id string) string { return fmt.Sprintf("!document.getElementById(%q).hidden", id) }
-	hidden := func(id string) string { return fmt.Sprintf("document.getElementById(%q).hidden", id) }
+	// Shown or not as drawn, not as the hidden attribute says.
+	visible := func(id string) string {
+		return fmt.Sprintf("document.getElementById(%q).getClientRects().length > 0", id)
+	}
+	hidden := func(id string) string { return "!(" + visible(id) + ")" }
 	until(t, ctx, `"Join the queue" instead of buy`,
 		visible("queue")+" && "+visible("queue-join")+" && "+hidden("buy-form"))
 
@@ -311,17 +314,23 @@ func TestBrowserWaitingRoom(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	screenshot(t, ctx, "storefront-waiting-room-queue.png")
 	if first > 1 {
 		until(t, ctx, "the place in line moves up",
 			fmt.Sprintf(`(%s === 'waiting' && %s > 0 && %s < %d) || %s === 'admitted'`, state, position, position, first, state))
 	}
 	eta, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById('queue-eta').textContent`))
 	until(t, ctx, "admitted, the buy form is back", state+` === 'admitted' && `+visible("buy-form")+" && "+hidden("queue-join"))
-	solveMs, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById('queue').dataset.solveMs || ''`))
-	if err != nil || solveMs == "" {
-		t.Fatalf("the page measured no challenge solve (%q, %v)", solveMs, err)
+	solve, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](
+		`[document.getElementById('queue').dataset.solveMs || '', document.getElementById('queue').dataset.solveTries || '']`))
+	if err != nil || len(solve) != 2 || solve[0] == "" {
+		t.Fatalf("the page measured no challenge solve (%q, %v)", solve, err)
 	}
-	t.Logf("16-bit challenge solved in the browser's worker in %s ms (first place in line %d, %q)", solveMs, first, eta)
+	// Reported, not asserted: the issue asks that 16 bits solve within a
+	// second, and the figure varies with the machine and the luck of the
+	// draw (65,536 tries expected).
+	t.Logf("16-bit challenge solved in the browser's worker in %s ms, %s tries (first place in line %d, %q)",
+		solve[0], solve[1], first, eta)
 
 	// The pass the server gave this shopper is the one the page sends.
 	access, err := chromedp.Run(ctx, chromedp.Evaluate[string](`localStorage.getItem('shop.access')`))

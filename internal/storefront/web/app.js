@@ -298,6 +298,7 @@ function waitingRoom(sku) {
   const el = $("queue");
   el.hidden = true;
   el.removeAttribute("data-solve-ms");
+  el.removeAttribute("data-solve-tries");
   $("queue-ticket").hidden = true;
   $("queue-work").hidden = true;
   $("queue-join").hidden = false;
@@ -399,6 +400,7 @@ function waitingRoom(sku) {
       worker = null;
       if (ev.data.error) { reject(new Error(ev.data.error)); return; }
       el.dataset.solveMs = ms.toFixed(1);
+      el.dataset.solveTries = String(ev.data.tries);
       resolve(ev.data.nonce);
     };
     worker.onerror = (ev) => { worker.terminate(); worker = null; reject(new Error(ev.message || "the check failed")); };
