@@ -384,6 +384,24 @@ func TestBrowserWaitingRoom(t *testing.T) {
 		t.Errorf("sold %d, want the browser's 2", rep.Sold)
 	}
 	screenshot(t, ctx, "storefront-waiting-room.png")
+
+	// A new round without a room: the last room's fairness answer is still
+	// public, so the page offers the queue until the join finds none; then
+	// it sells directly.
+	if r := bulk(t, http.MethodPut, s.api+"/admin/products/"+sku+"/stock",
+		map[string]any{"quantity": 5}, admin...); r.Status != http.StatusOK {
+		t.Fatalf("reseed %s without a room: %d %s", sku, r.Status, r.Body)
+	}
+	do(t, ctx, "open the product again", chromedp.Navigate(s.URL+"/#/p/"+sku))
+	until(t, ctx, "live stock of the new round", text("live-available", "5"))
+	until(t, ctx, "the page looked for a room", `!!document.getElementById('queue').dataset.room`)
+	if ok, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](visible("queue-join"))); ok {
+		t.Logf("the page offers the last round's room; joining finds none")
+		do(t, ctx, "join a room that is over", chromedp.Click(id("queue-join")))
+	}
+	until(t, ctx, "no room: the buy form", hidden("queue")+" && "+visible("buy-form"))
+	do(t, ctx, "buy without a room", chromedp.Click(id("buy-now")))
+	until(t, ctx, "the order is placed", `document.getElementById('message').textContent.includes('placed')`)
 }
 
 // solveChallenge gets a challenge for the shopper and finds its nonce.

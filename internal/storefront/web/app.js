@@ -288,9 +288,12 @@ async function showProduct(sku) {
 }
 
 // waitingRoom runs the product page's waiting room for sku: whether the
-// sale has one (its public fairness answer exists), the shopper's ticket
-// live from its event stream, and the join with its proof of work. The
-// buy form shows only without a room or once admitted.
+// sale has one, the shopper's ticket live from its event stream, and the
+// join with its proof of work. The buy form shows only without a room or
+// once admitted. The public fairness answer exists (200) for the live
+// round's room and also for the last roomed round's after it is over; so
+// a 404 is "no room", a 200 "probably": the join's challenge, answered
+// only for a live room, settles it.
 const ticketWords = { waiting: "waiting", admitted: "admitted", expired: "pass expired", sold_out: "sold out" };
 function waitingRoom(sku) {
   const path = "/products/" + encodeURIComponent(sku) + "/queue";
@@ -299,6 +302,7 @@ function waitingRoom(sku) {
   el.hidden = true;
   el.removeAttribute("data-solve-ms");
   el.removeAttribute("data-solve-tries");
+  el.removeAttribute("data-room"); // until the first check
   $("queue-ticket").hidden = true;
   $("queue-work").hidden = true;
   $("queue-join").hidden = false;
@@ -307,6 +311,7 @@ function waitingRoom(sku) {
 
   const render = () => {
     el.hidden = !roomed;
+    el.dataset.room = roomed ? "yes" : "no";
     const admitted = !!(ticket && ticket.state === "admitted" && passes.get(sku));
     $("buy-form").hidden = roomed && !admitted;
     $("queue-join").hidden = !roomed || !!ticket;
@@ -428,6 +433,13 @@ function waitingRoom(sku) {
     } catch (err) {
       if (stopped) return;
       work.hidden = true;
+      if (err instanceof Problem && err.status === 404 && !ticket) {
+        // The room was an earlier round's: this one sells without.
+        roomed = false;
+        render();
+        say("This sale has no waiting room now: buy directly.");
+        return;
+      }
       if (err instanceof Problem) fail(err);
       else say("The waiting room's check could not run: " + err.message, true);
     } finally {
