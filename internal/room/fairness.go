@@ -19,6 +19,9 @@ type Fairness struct {
 	Seed             *string `json:"seed"`
 	EarlyEntries     int64   `json:"early_entries"`
 	EarlyOrderSHA256 *string `json:"early_order_sha256"`
+	// Live tells whether this is the room of the SKU's live round (a page
+	// shows "join the queue" then), not the last roomed round's.
+	Live bool `json:"live"`
 }
 
 // clockSlack is how long after starts_at, by this instance's clock, the
@@ -84,6 +87,7 @@ func (s *Service) Fairness(ctx context.Context, sku string) (Fairness, error) {
 	if err != nil {
 		return Fairness{}, err
 	}
+	f.Live = r.live != nil && !v.recorded
 	// Over (replaced or recorded): the early entries are final.
 	shuffled := r.live == nil || v.recorded || time.Now().After(r.starts.Add(clockSlack))
 	if r.live == nil || v.recorded {

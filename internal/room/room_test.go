@@ -372,7 +372,8 @@ func TestRecordedRoomOutlivesRedis(t *testing.T) {
 		t.Fatalf("recorded entries differ:\n%+v\n%+v", before.Items, after.Items)
 	}
 	fair, err := f.rooms.Fairness(ctx, "rec")
-	if err != nil || fair.Seed == nil || *fair.EarlyOrderSHA256 != *fairBefore.EarlyOrderSHA256 || fair.RoundID != *rep.RoundID {
+	if err != nil || fair.Seed == nil || *fair.EarlyOrderSHA256 != *fairBefore.EarlyOrderSHA256 || fair.RoundID != *rep.RoundID ||
+		fair.Live || !fairBefore.Live {
 		t.Fatalf("recorded fairness %+v %v, live was %+v", fair, err, fairBefore)
 	}
 	n, err := f.r.Client.Exists(ctx, f.rooms.Keys().Late("rec", *rep.RoundID), f.rooms.Keys().Early("rec", *rep.RoundID),
