@@ -1,7 +1,9 @@
 package inventory
 
 import (
+	"encoding/json"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -35,6 +37,34 @@ type roomBody struct {
 	AdmitPerSecond *int64 `json:"admit_per_second"`
 	PassTTLSeconds *int64 `json:"pass_ttl_seconds"`
 	ChallengeBits  *int64 `json:"challenge_bits"`
+	// unknown are the object's other members: a misspelt setting must
+	// not silently take its default (API.md: anything else is 400).
+	unknown []string
+}
+
+// roomMembers are the members a waiting_room object may have, spelt
+// exactly (encoding/json alone would also take "Admit_Per_Second").
+var roomMembers = []string{"admit_per_second", "pass_ttl_seconds", "challenge_bits"}
+
+// UnmarshalJSON reads the settings and notes any other member.
+func (b *roomBody) UnmarshalJSON(data []byte) error {
+	type plain roomBody
+	var p plain
+	if err := json.Unmarshal(data, &p); err != nil {
+		return err // encoding/json names the field from the body's root
+	}
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(data, &members); err != nil {
+		return err
+	}
+	for k := range members {
+		if !slices.Contains(roomMembers, k) {
+			p.unknown = append(p.unknown, k)
+		}
+	}
+	slices.Sort(p.unknown)
+	*b = roomBody(p)
+	return nil
 }
 
 // validate reads a room's settings, reporting each bad field under
@@ -44,6 +74,9 @@ func (b *roomBody) validate(bad func(field, msg string)) *RoomSettings {
 		return nil
 	}
 	r := RoomSettings{PassTTL: DefaultPassTTL}
+	for _, k := range b.unknown {
+		bad("waiting_room."+k, "is not a waiting room setting")
+	}
 	switch {
 	case b.AdmitPerSecond == nil:
 		bad("waiting_room.admit_per_second", "is required")
