@@ -1,0 +1,227 @@
+package roomtest
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+var hex64 = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+func sha(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// A roomed round over HTTP: the seeding's echo, joins and repeats, the
+// ticket, the admin's view and new rate, the entry list's pages, and the
+// fairness answer before and after the shuffle, recomputed from the list.
+func TestRoomOverHTTP(t *testing.T) {
+	f := newFixture(t)
+	starts := nextSecond(2 * time.Second)
+	rep := f.seed(t, "drop", `{"quantity":10,"starts_at":"`+stamp(starts)+
+		`","waiting_room":{"admit_per_second":1,"pass_ttl_seconds":60}}`)
+	wr := rep.WaitingRoom
+	if wr == nil || wr.AdmitPerSecond != 1 || wr.PassTTLSeconds != 60 || wr.ChallengeBits != 0 ||
+		wr.Waiting != 0 || wr.Admitted != 0 || !hex64.MatchString(wr.SeedSHA256) {
+		t.Fatalf("seeding's waiting_room %+v", wr)
+	}
+	round := *rep.RoundID
+
+	before := f.fairness(t, "drop")
+	if before.Seed != nil || before.EarlyOrderSHA256 != nil || before.SeedSHA256 != wr.SeedSHA256 ||
+		before.RoundID != round || before.SKU != "drop" || before.EarlyEntries != 0 {
+		t.Fatalf("fairness before the shuffle %+v, want seed and digest null, seed_sha256 %s", before, wr.SeedSHA256)
+	}
+
+	// Five join early, each once; a repeat answers the same ticket.
+	var tokens []string
+	tickets := map[string]ticket{}
+	for range 5 {
+		_, tok := f.shopper(t)
+		tk := f.join(t, "drop", tok, "", http.StatusCreated)
+		if tk.State != "waiting" || tk.Position != nil || tk.Pass != nil || tk.EntryID == "" ||
+			!strings.HasPrefix(tk.EventsURL, "/api/v1/products/drop/queue/events/") {
+			t.Fatalf("early ticket %+v", tk)
+		}
+		again := f.join(t, "drop", tok, `{}`, http.StatusOK)
+		if again.EntryID != tk.EntryID || again.EventsURL != tk.EventsURL || !again.JoinedAt.Equal(tk.JoinedAt) {
+			t.Fatalf("repeat join %+v, want the ticket %+v", again, tk)
+		}
+		if got := f.ticket(t, "drop", tok); got.EntryID != tk.EntryID || got.State != "waiting" {
+			t.Fatalf("GET ticket %+v, want %+v", got, tk)
+		}
+		if _, dup := tickets[tk.EntryID]; dup {
+			t.Fatalf("two shoppers share entry %s", tk.EntryID)
+		}
+		tokens = append(tokens, tok)
+		tickets[tk.EntryID] = tk
+	}
+	if wr := f.report(t, "drop").WaitingRoom; wr == nil || wr.Waiting != 5 || wr.Admitted != 0 {
+		t.Fatalf("report's room after five joins %+v", wr)
+	}
+	v := f.adminView(t, "drop")
+	if v.RoundID != round || v.AdmitPerSecond != 1 || v.Waiting != 5 || v.Admitted != 0 || v.SeedSHA256 != wr.SeedSHA256 {
+		t.Fatalf("admin view %+v", v)
+	}
+
+	// A new rate is in force at once, in every view.
+	var patched roomReport
+	f.Do(t, http.MethodPatch, "/api/v1/admin/products/drop/queue", f.admin, `{"admit_per_second":2}`).
+		Decode(t, http.StatusOK, &patched)
+	if patched.AdmitPerSecond != 2 || patched.RoundID != round || patched.Waiting != 5 {
+		t.Fatalf("PATCH answered %+v", patched)
+	}
+	if v := f.adminView(t, "drop"); v.AdmitPerSecond != 2 {
+		t.Fatalf("admin view after PATCH %+v", v)
+	}
+	if wr := f.report(t, "drop").WaitingRoom; wr == nil || wr.AdmitPerSecond != 2 {
+		t.Fatalf("report after PATCH %+v", wr)
+	}
+
+	// The list pages: 2 + 2 + 1, with a cursor until the last page.
+	var p1 entryPage
+	f.Do(t, http.MethodGet, "/api/v1/admin/products/drop/queue/entries?limit=2", f.admin, "").Decode(t, http.StatusOK, &p1)
+	if len(p1.Items) != 2 || p1.NextCursor == nil {
+		t.Fatalf("first page %+v", p1)
+	}
+	listed := f.allEntries(t, "drop", 2)
+	if len(listed) != 5 || listed[0] != p1.Items[0] {
+		t.Fatalf("entries %+v", listed)
+	}
+	if all := f.allEntries(t, "drop", 1000); !slices.Equal(all, listed) {
+		t.Fatalf("one page %+v, pages of two %+v", all, listed)
+	}
+	// A page that ends the list has no cursor.
+	var whole entryPage
+	f.Do(t, http.MethodGet, "/api/v1/admin/products/drop/queue/entries?limit=5", f.admin, "").Decode(t, http.StatusOK, &whole)
+	if len(whole.Items) != 5 || whole.NextCursor != nil {
+		t.Fatalf("a page of all five: %d entries, next_cursor %v", len(whole.Items), whole.NextCursor)
+	}
+	var past entryPage
+	f.Do(t, http.MethodGet, "/api/v1/admin/products/drop/queue/entries?cursor=5", f.admin, "").Decode(t, http.StatusOK, &past)
+	if len(past.Items) != 0 || past.NextCursor != nil {
+		t.Fatalf("past the end: %+v", past)
+	}
+	for i, e := range listed {
+		if e.Position != int64(i+1) || !e.Early || e.AdmittedAt != nil || tickets[e.EntryID].EntryID == "" {
+			t.Fatalf("entry %d: %+v", i, e)
+		}
+	}
+
+	// After starts_at: the seed is out and the order checks.
+	time.Sleep(time.Until(starts) + 1500*time.Millisecond)
+	after := f.fairness(t, "drop")
+	if after.Seed == nil || after.EarlyOrderSHA256 == nil || !hex64.MatchString(*after.Seed) {
+		t.Fatalf("fairness after the shuffle %+v", after)
+	}
+	if sha(*after.Seed) != wr.SeedSHA256 || after.SeedSHA256 != wr.SeedSHA256 || after.EarlyEntries != 5 {
+		t.Fatalf("fairness %+v: sha256(seed) %s, committed %s", after, sha(*after.Seed), wr.SeedSHA256)
+	}
+	listed = f.allEntries(t, "drop", 2)
+	ids := make([]string, len(listed))
+	for i, e := range listed {
+		ids[i] = e.EntryID
+	}
+	want := slices.Clone(ids)
+	slices.SortFunc(want, func(a, b string) int { return strings.Compare(sha(*after.Seed+":"+a), sha(*after.Seed+":"+b)) })
+	if !slices.Equal(ids, want) {
+		t.Fatalf("entries in order %v, the seed orders them %v", ids, want)
+	}
+	var digest strings.Builder
+	for _, id := range want {
+		digest.WriteString(id + "\n")
+	}
+	if sha(digest.String()) != *after.EarlyOrderSHA256 {
+		t.Fatalf("early_order_sha256 %s, recomputed %s", *after.EarlyOrderSHA256, sha(digest.String()))
+	}
+
+	// A late joiner follows the early ones; the admitter lets all in, in
+	// order, with passes.
+	_, late := f.shopper(t)
+	lt := f.join(t, "drop", late, "", http.StatusCreated)
+	tokens = append(tokens, late)
+	eventually(t, 15*time.Second, "everyone admitted", func() bool {
+		wr := f.report(t, "drop").WaitingRoom
+		return wr != nil && wr.Admitted == 6 && wr.Waiting == 0
+	})
+	for _, tok := range tokens {
+		tk := f.ticket(t, "drop", tok)
+		if tk.State != "admitted" || tk.Pass == nil || *tk.Pass == "" || tk.PassExpiresAt == nil ||
+			tk.PassExpiresAt.Before(time.Now().Add(30*time.Second)) {
+			t.Fatalf("ticket after admission %+v", tk)
+		}
+	}
+	listed = f.allEntries(t, "drop", 4)
+	if len(listed) != 6 || listed[5].EntryID != lt.EntryID || listed[5].Early {
+		t.Fatalf("entries %+v, want the late joiner sixth", listed)
+	}
+	for i, e := range listed {
+		if e.AdmittedAt == nil || e.AdmittedAt.Before(starts) || (i > 0 && e.AdmittedAt.Before(*listed[i-1].AdmittedAt)) {
+			t.Fatalf("entry %d admitted at %v (starts_at %v)", i, e.AdmittedAt, starts)
+		}
+	}
+	// At most rate × (T + 1) over any span: 2/s here.
+	if span := listed[5].AdmittedAt.Sub(*listed[0].AdmittedAt); span < 2*time.Second-100*time.Millisecond {
+		t.Errorf("six admitted within %s at 2 a second", span)
+	}
+}
+
+// A ticket's events_url streams `event: queue` with the ticket at once,
+// and a new event as soon as the entry is admitted.
+func TestTicketEvents(t *testing.T) {
+	f := newFixture(t)
+	base := f.Serve(t)
+	starts := nextSecond(2 * time.Second)
+	f.seed(t, "live", `{"quantity":3,"starts_at":"`+stamp(starts)+`","waiting_room":{"admit_per_second":1}}`)
+	_, tok := f.shopper(t)
+	tk := f.join(t, "live", tok, "", http.StatusCreated)
+
+	s := openQueueStream(t, base, tk.EventsURL)
+	first := s.next(t, 2*time.Second)
+	if first.EntryID != tk.EntryID || first.State != "waiting" || first.Pass != nil || first.EventsURL != tk.EventsURL {
+		t.Fatalf("first event %+v, want the ticket %+v", first, tk)
+	}
+	var admitted ticket
+	deadline := time.Now().Add(10 * time.Second)
+	for admitted.State != "admitted" {
+		if time.Now().After(deadline) {
+			t.Fatal("no admission event")
+		}
+		admitted = s.next(t, time.Until(deadline))
+		if admitted.EntryID != tk.EntryID {
+			t.Fatalf("event for entry %s, want %s", admitted.EntryID, tk.EntryID)
+		}
+	}
+	if admitted.Pass == nil || admitted.PassExpiresAt == nil {
+		t.Fatalf("admission event %+v", admitted)
+	}
+	// At once: within the admitter's turn and the stream's fast poll.
+	now := f.ticket(t, "live", tok)
+	if now.Pass == nil || *now.Pass != *admitted.Pass {
+		t.Fatalf("ticket %+v, event %+v", now, admitted)
+	}
+	if time.Since(starts) > 3*time.Second {
+		t.Errorf("admitted %s after starts_at", time.Since(starts))
+	}
+
+	// Another's stream URL is not this ticket's.
+	_, other := f.shopper(t)
+	ot := f.join(t, "live", other, "", http.StatusCreated)
+	if ot.EventsURL == tk.EventsURL {
+		t.Fatal("two shoppers share a stream URL")
+	}
+	r, err := http.Get(base + tk.EventsURL[:len(tk.EventsURL)-1] + "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	if r.StatusCode != http.StatusNotFound {
+		t.Fatalf("a forged token: %d", r.StatusCode)
+	}
+}
