@@ -76,12 +76,21 @@ func (s *Service) Counters(ctx context.Context, sku string, round int64) (waitin
 	pipe := s.rdb.Pipeline()
 	e := pipe.ZCard(ctx, s.keys.Early(sku, round))
 	l := pipe.ZCard(ctx, s.keys.Late(sku, round))
-	a := pipe.HGet(ctx, s.keys.State(sku, round), "admitted")
+	st := pipe.HMGet(ctx, s.keys.State(sku, round), "admitted", "recorded", "entries")
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return 0, 0, storeError("counters", err)
 	}
-	admitted, _ = a.Int64()
-	return e.Val() + l.Val() - admitted, admitted, nil
+	num := func(i int) int64 {
+		v, _ := st.Val()[i].(string)
+		n, _ := strconv.ParseInt(v, 10, 64)
+		return n
+	}
+	admitted, entries := num(0), e.Val()+l.Val()
+	if st.Val()[1] != nil {
+		// Recorded: the entries left Redis; the tombstone counts them.
+		entries = max(num(2), admitted)
+	}
+	return entries - admitted, admitted, nil
 }
 
 // Tick is how often an instance's admitter takes a turn in each room.

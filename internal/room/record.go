@@ -121,7 +121,7 @@ func (s *Service) Record(ctx context.Context, sku string, round int64) error {
 	state := s.keys.State(sku, round)
 	_, err = s.rdb.TxPipelined(rctx, func(p redis.Pipeliner) error {
 		p.Unlink(rctx, s.keys.Early(sku, round), s.keys.Late(sku, round), s.keys.Admissions(sku, round))
-		p.HSet(rctx, state, "recorded", "1")
+		p.HSet(rctx, state, "recorded", "1", "entries", total)
 		p.Expire(rctx, state, 24*time.Hour)
 		return nil
 	})

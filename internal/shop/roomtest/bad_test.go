@@ -240,4 +240,16 @@ func TestJoinAfterTheRoundEnded(t *testing.T) {
 		after.WaitingRoom.Waiting+after.WaitingRoom.Admitted != 1 {
 		t.Errorf("room before %+v, after %+v: want the one entry", before.WaitingRoom, after.WaitingRoom)
 	}
+	// Once the room is recorded (its entries leave Redis) the report's
+	// counters still count its one entry, admitted or not.
+	eventually(t, 15*time.Second, "the room recorded", func() bool {
+		var n int
+		err := f.DB.Pool.QueryRow(context.Background(), `SELECT count(*) FROM queue_rooms WHERE round_id = $1`, *after.RoundID).Scan(&n)
+		return err == nil && n == 1
+	})
+	time.Sleep(200 * time.Millisecond) // the Redis side follows the record
+	recorded := f.report(t, "brief").WaitingRoom
+	if recorded == nil || recorded.Waiting < 0 || recorded.Admitted < 0 || recorded.Waiting+recorded.Admitted != 1 {
+		t.Errorf("room once recorded %+v, want its one entry counted", recorded)
+	}
 }
