@@ -225,3 +225,31 @@ func TestTicketEvents(t *testing.T) {
 		t.Fatalf("a forged token: %d", r.StatusCode)
 	}
 }
+
+// With challenge_bits, a join answering its challenge gets in (201); its
+// repeat needs none (200); the used challenge cannot let another in.
+func TestChallengedJoin(t *testing.T) {
+	f := newFixture(t)
+	f.seed(t, "gated", `{"quantity":5,"starts_at":"`+stamp(nextSecond(time.Hour))+`","waiting_room":{"admit_per_second":5,"challenge_bits":6}}`)
+	_, tok := f.shopper(t)
+	var c struct {
+		Challenge string    `json:"challenge"`
+		Bits      int       `json:"bits"`
+		ExpiresAt time.Time `json:"expires_at"`
+	}
+	f.Do(t, http.MethodGet, "/api/v1/products/gated/queue/challenge", tok, "").Decode(t, http.StatusOK, &c)
+	if c.Bits != 6 || c.ExpiresAt.Before(time.Now().Add(time.Minute)) || c.ExpiresAt.After(time.Now().Add(2*time.Minute+time.Second)) {
+		t.Fatalf("challenge %+v", c)
+	}
+	body := `{"challenge":"` + c.Challenge + `","nonce":"` + solve(c.Challenge, 6) + `"}`
+	tk := f.join(t, "gated", tok, body, http.StatusCreated)
+	if again := f.join(t, "gated", tok, "", http.StatusOK); again.EntryID != tk.EntryID {
+		t.Fatalf("repeat %+v, want %+v", again, tk)
+	}
+	if again := f.join(t, "gated", tok, body, http.StatusOK); again.EntryID != tk.EntryID {
+		t.Fatalf("repeat with the used challenge %+v, want %+v", again, tk)
+	}
+	if wr := f.report(t, "gated").WaitingRoom; wr == nil || wr.Waiting != 1 || wr.ChallengeBits != 6 {
+		t.Fatalf("report %+v", wr)
+	}
+}
