@@ -3,7 +3,9 @@ package shop_test
 import (
 	"fmt"
 	"testing"
+	"time"
 
+	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/shop/shoptest"
 	"github.com/shop-oss/shop/internal/testenv"
 )
@@ -53,5 +55,39 @@ func TestPurchaseAndCheckoutOnACluster(t *testing.T) {
 	}
 	if again := a.Do(t, "POST", "/api/v1/cart/checkout", tok, "", "Idempotency-Key", "c1"); again.Status != 202 || again.JSON(t)["order_id"] != id {
 		t.Fatalf("repeated checkout: %d %s", again.Status, again.Body)
+	}
+}
+
+// A roomed sale over HTTP on the cluster: shoppers join, the app's own
+// admitter admits them, and only a pass buys.
+func TestWaitingRoomOnACluster(t *testing.T) {
+	t.Parallel()
+	a := shoptest.OnCluster(t, testenv.StartCluster(t, 3), nil, nil)
+	a.Product(t, "room", 100)
+	a.Round(t, "room", inventory.Seed{Quantity: 5, PerUserLimit: 1,
+		Room: &inventory.RoomSettings{AdmitPerSecond: 20, PassTTL: time.Minute}})
+	toks := make([]string, 3)
+	for i := range toks {
+		_, toks[i] = a.Shopper(t, fmt.Sprintf("room-%d@example.com", i))
+		if r := a.Do(t, "POST", "/api/v1/products/room/queue", toks[i], ""); r.Status != 201 {
+			t.Fatalf("join: %d %s", r.Status, r.Body)
+		}
+	}
+	if r := a.Do(t, "POST", "/api/v1/products/room/purchase", toks[0], `{}`); r.Status != 403 || r.JSON(t)["code"] != "pass_required" {
+		t.Fatalf("a purchase without a pass: %d %s", r.Status, r.Body)
+	}
+	for i, tok := range toks {
+		var pass string
+		for deadline := time.Now().Add(10 * time.Second); pass == ""; time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("shopper %d was not admitted", i)
+			}
+			if p, ok := a.Do(t, "GET", "/api/v1/products/room/queue", tok, "").JSON(t)["pass"].(string); ok {
+				pass = p
+			}
+		}
+		if r := a.Do(t, "POST", "/api/v1/products/room/purchase", tok, `{}`, "X-Queue-Pass", pass); r.Status != 202 {
+			t.Fatalf("shopper %d's purchase with the pass: %d %s", i, r.Status, r.Body)
+		}
 	}
 }
