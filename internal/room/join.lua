@@ -31,9 +31,13 @@ local starts, ends = tonumber(s[2]), tonumber(s[3])
 local function ticket(new, early, joined, rank)
   local a = redis.call('HGET', KEYS[2], 'admitted') or '0'
   local e = redis.call('ZCARD', KEYS[3])
-  local p = redis.call('HGET', KEYS[5], ARGV[4])
   local pass, pround, exp = '', '', ''
-  if p then pround, pass, exp = string.match(p, '^(%S+) (%S+) (%S+)') end
+  local place = rank
+  if early == 0 then place = e + rank end
+  if place < tonumber(a) then -- admitted: its pass, if it has not run out
+    local p = redis.call('HGET', KEYS[5], ARGV[4])
+    if p then pround, pass, exp = string.match(p, '^(%S+) (%S+) (%S+)') end
+  end
   return {'ok', tostring(new), tostring(early), string.format('%d', joined), tostring(rank), tostring(e), a, s[6] or '0',
     string.format('%d', now), pass or '', pround or '', exp or ''}
 end

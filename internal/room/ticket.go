@@ -123,7 +123,7 @@ func (s *Service) entry(ctx context.Context, sku, user, mode string, proof *Proo
 		case "challenge":
 			return Ticket{}, false, ErrChallengeFailed
 		case "ok":
-			t, err := s.ticket(sku, user, live, reply)
+			t, err := s.ticket(sku, u, live, reply)
 			return t, reply[1] == "1", err
 		}
 		return Ticket{}, false, fmt.Errorf("waiting room: join answered %q", reply)
@@ -181,20 +181,20 @@ func (s *Service) joinCall(sku string, live inventory.LiveRound, u uuid.UUID, us
 			work = "ok"
 		}
 	}
-	return keys, []any{live.Round, mode, u[:], user, earlyPrefix(live.Room, u), work}
+	return keys, []any{live.Round, mode, u[:], user, s.idsOf(sku, live, u).prefix, work}
 }
 
 // ticket reads join.lua's answer.
-func (s *Service) ticket(sku, user string, live inventory.LiveRound, r []string) (Ticket, error) {
+func (s *Service) ticket(sku string, u uuid.UUID, live inventory.LiveRound, r []string) (Ticket, error) {
 	if len(r) != 12 {
 		return Ticket{}, fmt.Errorf("waiting room: join answered %q", r)
 	}
 	n := func(i int) int64 { v, _ := strconv.ParseInt(r[i], 10, 64); return v }
 	early, joined, rank, earlyN, admitted, available, now := r[2] == "1", n(3), n(4), n(5), n(6), n(7), n(8)
 	t := Ticket{
-		EntryID:   EntryID(live.Room.Secret, user),
+		EntryID:   s.idsOf(sku, live, u).entryID,
 		JoinedAt:  time.UnixMilli(joined).UTC(),
-		EventsURL: s.eventsURL(sku, user, live.Room),
+		EventsURL: s.idsOf(sku, live, u).eventsURL,
 		round:     live.Round, rank: rank,
 	}
 	starts := live.StartsAt.UnixMilli()

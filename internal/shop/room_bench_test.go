@@ -18,7 +18,7 @@ import (
 // GET /api/v1/products/{sku} anonymous; POST .../queue, a repeat join of
 // one of 200 shoppers already in the room (200, the same ticket); and
 // GET .../queue, the ticket read; on a private redis-server, with its
-// scripts/op and trips/op (the client's sends). The bar: a join
+// scripts/op, trips/op (the client's sends) and redis-cpu-us/op. The bar: a join
 // and a ticket read each at least 0.8 x the product read's throughput.
 // Results: BENCHMARKS.md.
 func BenchmarkRoom(b *testing.B) {
@@ -41,8 +41,10 @@ func BenchmarkRoom(b *testing.B) {
 		return func(b *testing.B) {
 			calls, _ := scriptStats(b, rdb)
 			trips := sends.trips.Load()
+			cpu := serverCPU(b, rdb)
 			bench(b)
 			calls2, _ := scriptStats(b, rdb)
+			b.ReportMetric(float64(serverCPU(b, rdb)-cpu)/float64(b.N)/1e3, "redis-cpu-us/op")
 			b.ReportMetric(float64(calls2-calls)/float64(b.N), "scripts/op")
 			b.ReportMetric(float64(sends.trips.Load()-trips)/float64(b.N), "trips/op")
 		}
