@@ -918,6 +918,10 @@ go test -run '^$' -bench 'Reserve$|Allow$|VerifyToken$|AuthenticatedRequest|GetP
   grep -E '^(Benchmark|ok|FAIL)'
 
 if [ "${BENCH_SKIP_GO:-}" = 1 ] || [ "${BENCH_SKIP_HOT:-}" = 1 ]; then exit 0; fi
+echo; echo "== waiting room: go test -run '^\$' -bench 'Room\$' -benchtime 3s -count $RUNS ./internal/shop (a join and a ticket read against a product read, one run)"
+go test -run '^$' -bench 'Room$' -benchtime 3s -count "$RUNS" -timeout 10m ./internal/shop | grep -E '^(Benchmark|ok|FAIL)'
+
+if [ "${BENCH_SKIP_GO:-}" = 1 ] || [ "${BENCH_SKIP_HOT:-}" = 1 ]; then exit 0; fi
 echo; echo "== stock events on the purchase path: go test -run '^\$' -bench ReserveEvents -benchtime 3s ./internal/order (off / PUBLISH in the script / async queue)"
 go test -run '^$' -bench 'ReserveEvents' -benchtime 3s -timeout 10m ./internal/order | grep -E '^(Benchmark|ok|FAIL)'
 echo; echo "== idle live streams: SHOP_LIVE_IDLE_STREAMS=10000 go test -run TestLiveIdleStreamCost -v ./e2e (memory and CPU per stream)"
