@@ -64,6 +64,9 @@ var publicRoutes = map[string]bool{
 	// API.md: best sellers and store reads are public.
 	"GET /api/v1/best-sellers": true, "GET /api/v1/best-sellers/:sku": true,
 	"GET /api/v1/stores/:id": true, "GET /api/v1/stores/nearby": true,
+	// API.md: a room's fairness answer is public; a ticket's stream needs
+	// no header (its unguessable URL is the credential).
+	"GET /api/v1/products/:sku/queue/fairness": true, "GET /api/v1/products/:sku/queue/events/:token": true,
 }
 
 func routeClass(route string) string {
