@@ -175,10 +175,14 @@ func (s *Service) joinCall(sku string, live inventory.LiveRound, u uuid.UUID, us
 	keys := append(s.roomKeys(sku, live.Round), s.keys.Challenge(sku, "none"))
 	work := ""
 	if proof != nil && mode == "join" {
-		keys[len(keys)-1] = s.keys.Challenge(sku, proof.Challenge)
 		work = "bad"
-		if validChallenge(proof.Challenge) && Solves(proof.Challenge, proof.Nonce, live.Room.ChallengeBits) {
-			work = "ok"
+		// Only the form of an issued challenge names a key: another string
+		// is refused as one that was never issued.
+		if validChallenge(proof.Challenge) {
+			keys[len(keys)-1] = s.keys.Challenge(sku, proof.Challenge)
+			if Solves(proof.Challenge, proof.Nonce, live.Room.ChallengeBits) {
+				work = "ok"
+			}
 		}
 	}
 	return keys, []any{live.Round, mode, u[:], user, s.idsOf(sku, live, u).prefix, work}
