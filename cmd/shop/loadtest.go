@@ -41,7 +41,9 @@ func newLoadtestCmd(a *app) *cobra.Command {
 			"With --pay-ratio R a share R of the winners then pay and the rest let their orders expire: the run " +
 			"waits until the server has given their units back and checks that it did, once each. " +
 			"With --waiting-room RATE the round gets a waiting room admitting RATE shoppers a second: every shopper " +
-			"joins (solving --challenge-bits), reads its ticket until admitted and buys with its pass; the run then " +
+			"joins (solving --challenge-bits), reads its ticket until admitted (again about when its turn is due, by eta_seconds " +
+			"or position, between 100 ms and 2 s apart) and buys with its pass, up to --per-user-limit units; every shopper waits " +
+			"at once, and --connections caps the requests in flight; the run then " +
 			"checks the early order against the published seed, the admissions against the rate, and that purchases " +
 			"without a pass were refused. " +
 			"Exits 1 when an invariant fails.\n\n" +

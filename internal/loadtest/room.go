@@ -34,8 +34,16 @@ type RoomConfig struct {
 	JoinWindow time.Duration
 }
 
-// ticketPoll is how often a waiting shopper reads its ticket.
-const ticketPoll = 250 * time.Millisecond
+// A waiting shopper reads its ticket again after about the time its
+// turn is due (eta_seconds, or position / admit_per_second), at least
+// minTicketPoll and at most maxTicketPoll later: thousands of shoppers
+// polling every 250 ms were a load of their own, larger than the
+// purchases the room lets through. Before starts_at (no position yet) it
+// waits until the sale starts, at most maxTicketPoll.
+const (
+	minTicketPoll = 100 * time.Millisecond // the room admits on ticks of about this
+	maxTicketPoll = 2 * time.Second
+)
 
 // passlessTries is how many shoppers, once admitted, first try to buy
 // without their pass (each must be refused 403 pass_required, buying
@@ -90,10 +98,27 @@ func seedRoom(ctx context.Context, c *client, fx *fixture, cfg Config) (time.Tim
 
 // roomTicket is the part of a ticket the shoppers read.
 type roomTicket struct {
-	EntryID  string  `json:"entry_id"`
-	State    string  `json:"state"`
-	Position *int64  `json:"position"`
-	Pass     *string `json:"pass"`
+	EntryID    string   `json:"entry_id"`
+	State      string   `json:"state"`
+	Position   *int64   `json:"position"`
+	ETASeconds *float64 `json:"eta_seconds"`
+	Pass       *string  `json:"pass"`
+}
+
+// ticketWait is how long a waiting shopper waits before reading its
+// ticket t again, at now, in a room admitting admit a second whose sale
+// starts at starts.
+func ticketWait(t roomTicket, admit int, starts, now time.Time) time.Duration {
+	var d time.Duration
+	switch {
+	case t.ETASeconds != nil:
+		d = time.Duration(*t.ETASeconds * float64(time.Second))
+	case t.Position != nil && admit > 0:
+		d = time.Duration(*t.Position) * time.Second / time.Duration(admit)
+	default:
+		d = starts.Sub(now)
+	}
+	return min(max(d, minTicketPoll), maxTicketPoll)
 }
 
 type roomChallenge struct {
@@ -101,8 +126,10 @@ type roomChallenge struct {
 	Bits      int    `json:"bits"`
 }
 
-// roomAttack runs every shopper through the room and its purchases, at
-// most Connections at once, and tallies the purchases as attack does.
+// roomAttack runs every shopper through the room and its purchases, and
+// tallies the purchases as attack does. Every shopper waits at once (a
+// waiting shopper holds no connection); at most Connections requests are
+// in flight, over as many connections.
 func roomAttack(ctx context.Context, tgt target, cfg Config, fx *fixture, starts time.Time) (*attackResult, *roomRun, error) {
 	res := &attackResult{tally: newTally(len(fx.shoppers), cfg.PerUserLimit, cfg.Sample), stoppedBy: stopDuration}
 	rr := &roomRun{startsAt: starts}
@@ -111,7 +138,6 @@ func roomAttack(ctx context.Context, tgt target, cfg Config, fx *fixture, starts
 	deadline := starts.Add(cfg.Duration)
 	var mu sync.Mutex // guards res
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(cfg.Connections)
 	begin := time.Now()
 	for i := range fx.shoppers {
 		g.Go(func() error {
@@ -196,7 +222,7 @@ func shopperInRoom(ctx context.Context, hc *http.Client, tgt target, cfg Config,
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(ticketPoll):
+		case <-time.After(ticketWait(t, cfg.Room.AdmitPerSecond, rr.startsAt, time.Now())):
 		}
 	}
 	return nil
