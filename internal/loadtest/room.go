@@ -170,7 +170,7 @@ func shopperInRoom(ctx context.Context, hc *http.Client, tgt target, cfg Config,
 		return roomCall(ctx, hc, tgt, s, i, cfg.ForwardedFor, method, path, body, header)
 	}
 	queue := "/api/v1/products/" + fx.sku + "/queue"
-	var join map[string]any
+	join := map[string]any{} // the server wants a JSON object, empty without a challenge
 	if cfg.Room.ChallengeBits > 0 {
 		r, err := call(http.MethodGet, queue+"/challenge", nil, nil)
 		if err != nil || r.Code != http.StatusOK {
