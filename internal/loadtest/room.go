@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"sort"
 	"strconv"
@@ -39,7 +40,9 @@ type RoomConfig struct {
 // minTicketPoll and at most maxTicketPoll later: thousands of shoppers
 // polling every 250 ms were a load of their own, larger than the
 // purchases the room lets through. Before starts_at (no position yet) it
-// waits until the sale starts, at most maxTicketPoll.
+// waits until the sale starts plus its own share of maxTicketPoll, at
+// most maxTicketPoll: every early shopper reading at starts_at, just as
+// the first admitted ones buy, was a burst of thousands of reads.
 const (
 	minTicketPoll = 100 * time.Millisecond // the room admits on ticks of about this
 	maxTicketPoll = 2 * time.Second
@@ -107,19 +110,26 @@ type roomTicket struct {
 
 // ticketWait is how long a waiting shopper waits before reading its
 // ticket t again, at now, in a room admitting admit a second whose sale
-// starts at starts.
-func ticketWait(t roomTicket, admit int, starts, now time.Time) time.Duration {
-	var d time.Duration
+// starts at starts; spread (0 to 1) is the shopper's own share of
+// maxTicketPoll, added to the wait for starts_at.
+func ticketWait(t roomTicket, admit int, starts, now time.Time, spread float64) time.Duration {
 	switch {
 	case t.ETASeconds != nil:
-		d = time.Duration(*t.ETASeconds * float64(time.Second))
+		return clampPoll(time.Duration(*t.ETASeconds * float64(time.Second)))
 	case t.Position != nil && admit > 0:
-		d = time.Duration(*t.Position) * time.Second / time.Duration(admit)
+		return clampPoll(time.Duration(*t.Position) * time.Second / time.Duration(admit))
+	case now.Before(starts):
+		return min(starts.Sub(now)+time.Duration(spread*float64(maxTicketPoll)), maxTicketPoll)
 	default:
-		d = starts.Sub(now)
+		return minTicketPoll
 	}
-	return min(max(d, minTicketPoll), maxTicketPoll)
 }
+
+func clampPoll(d time.Duration) time.Duration { return min(max(d, minTicketPoll), maxTicketPoll) }
+
+// spreadOf is shopper i's share (0 to 1) of a spread: the same each run,
+// even over the shoppers whatever their number.
+func spreadOf(i int) float64 { return math.Mod(float64(i)*0.6180339887498949, 1) }
 
 type roomChallenge struct {
 	Challenge string `json:"challenge"`
@@ -222,7 +232,7 @@ func shopperInRoom(ctx context.Context, hc *http.Client, tgt target, cfg Config,
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(ticketWait(t, cfg.Room.AdmitPerSecond, rr.startsAt, time.Now())):
+		case <-time.After(ticketWait(t, cfg.Room.AdmitPerSecond, rr.startsAt, time.Now(), spreadOf(i))):
 		}
 	}
 	return nil

@@ -20,10 +20,11 @@ func TestTicketWait(t *testing.T) {
 		{"near the front", roomTicket{ETASeconds: f(0)}, now, minTicketPoll},
 		{"position", roomTicket{Position: i(300)}, now, 300 * time.Millisecond},
 		{"position far back", roomTicket{Position: i(100_000)}, now, maxTicketPoll},
-		{"before the sale", roomTicket{}, now.Add(700 * time.Millisecond), 700 * time.Millisecond},
+		{"before the sale", roomTicket{}, now.Add(700 * time.Millisecond), 700*time.Millisecond + maxTicketPoll/4},
+		{"long before the sale", roomTicket{}, now.Add(time.Minute), maxTicketPoll},
 		{"sale started, no position", roomTicket{}, now.Add(-time.Second), minTicketPoll},
 	} {
-		if got := ticketWait(c.t, 1000, c.starts, now); got != c.want {
+		if got := ticketWait(c.t, 1000, c.starts, now, 0.25); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}
