@@ -1,5 +1,5 @@
 # The two commands a new user needs: `make run` and `make test`.
-.PHONY: run test bench bench-cluster build vet fmt tidy clean-run
+.PHONY: run test bench bench-room bench-cluster build vet fmt tidy clean-run
 
 run: ## migrate and serve the API on :8080, starting Redis/PostgreSQL if needed
 	@scripts/run.sh
@@ -9,6 +9,9 @@ test: ## go vet + all tests with -race (unit, integration and e2e)
 
 bench: ## shop loadtest vs redis-benchmark on the same Redis, writer drain, hot-path benchmarks (BENCHMARKS.md)
 	@scripts/bench.sh
+
+bench-room: ## issue 33: purchases offered at 5x the maximum, with and without a waiting room, beside the unloaded p99 (BENCHMARKS.md)
+	@scripts/bench-room.sh
 
 bench-cluster: ## purchases/s on a plain Redis, a 1-master and a 3-master cluster in one run, and the reserve script per master (BENCHMARKS.md)
 	@scripts/bench-cluster.sh
