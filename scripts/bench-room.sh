@@ -29,7 +29,8 @@
 # Knobs: ROOM_MAX (purchases/s; measured when unset), ROOM_FACTOR (5),
 # ROOM_USERS (8000), ROOM_CONNS (1000), ROOM_DURATION (20s), ROOM_PROCS
 # (the load generator's GOMAXPROCS, 1 as in make bench; 0: all cores),
-# ROOM_JOIN_WINDOW (10s), ROOM_PORT (18190), ROOM_PROFILE=1 (an 8 s server CPU profile in each
+# ROOM_JOIN_WINDOW (10s), ROOM_POLL_MAX (2s: the longest a waiting
+# shopper goes between two ticket reads), ROOM_PORT (18190), ROOM_PROFILE=1 (an 8 s server CPU profile in each
 # overload phase, and its top). Output: .run/bench-room/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,6 +42,7 @@ CONNS=${ROOM_CONNS:-1000}
 MAX_CONNS=${ROOM_MAX_CONNS:-200}
 DURATION=${ROOM_DURATION:-20s}
 JOIN_WINDOW=${ROOM_JOIN_WINDOW:-10s}
+POLL_MAX=${ROOM_POLL_MAX:-2s}
 PROCS=${ROOM_PROCS:-1}
 PORT=${ROOM_PORT:-18190}
 RPORT=$((PORT + 9))
@@ -128,7 +130,7 @@ buckets() {
     END {for (l in c) print l, c[l]}' | sort -g
 }
 server_p99() {
-  awk 'FNR == NR {b[$1] = $2; next} {d[$1] = $2 - b[$1]; les[++n] = $1}
+  awk 'FILENAME ~ /hist0$/ {b[$1] = $2; next} {d[$1] = $2 - b[$1]; les[++n] = $1}
     END {total = d["+Inf"]; if (total <= 0) {print "n/a"; exit}
       want = 0.99 * total; prev = 0; pc = 0
       for (i = 1; i <= n; i++) {l = les[i]; if (l == "+Inf") {printf ">%.0f", prev * 1000; exit}
@@ -156,7 +158,7 @@ echo "== unloaded: $LIGHT/s, p99 $(j .attack.latency_ms.p99 unloaded) ms"
 run overload-noroom --users "$USERS" --per-user-limit 0 --connections "$CONNS" --rate "$OFFER" --duration "$DURATION"
 echo "== no room: offered $OFFER/s, sent $(j .attack.attempts_per_sec overload-noroom)/s, p99 $(j .attack.latency_ms.p99 overload-noroom) ms"
 run overload-room --users "$USERS" --per-user-limit 1 --connections "$CONNS" --duration "$DURATION" \
-  --waiting-room "$ADMIT" --join-window "$JOIN_WINDOW"
+  --waiting-room "$ADMIT" --join-window "$JOIN_WINDOW" --ticket-poll-max "$POLL_MAX"
 echo "== room: admitting $ADMIT/s, $(j .room.admitted overload-room) admitted, p99 $(j .attack.latency_ms.p99 overload-room) ms"
 
 U99=$(j .attack.latency_ms.p99 unloaded)

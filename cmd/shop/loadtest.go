@@ -42,7 +42,7 @@ func newLoadtestCmd(a *app) *cobra.Command {
 			"waits until the server has given their units back and checks that it did, once each. " +
 			"With --waiting-room RATE the round gets a waiting room admitting RATE shoppers a second: every shopper " +
 			"joins (solving --challenge-bits), reads its ticket until admitted (again about when its turn is due, by eta_seconds " +
-			"or position, between 100 ms and 2 s apart) and buys with its pass, up to --per-user-limit units; every shopper waits " +
+			"or position, between 100 ms and --ticket-poll-max apart) and buys with its pass, up to --per-user-limit units; every shopper waits " +
 			"at once, and --connections caps the requests in flight; the run then " +
 			"checks the early order against the published seed, the admissions against the rate, and that purchases " +
 			"without a pass were refused. " +
@@ -123,6 +123,8 @@ func newLoadtestCmd(a *app) *cobra.Command {
 	f.IntVar(&roomRate, "waiting-room", 0, "put the round behind a waiting room admitting this many shoppers a second (0: none)")
 	f.IntVar(&room.ChallengeBits, "challenge-bits", 0, "the waiting room's proof-of-work bits (solved here, by the load generator)")
 	f.DurationVar(&room.JoinWindow, "join-window", 3*time.Second, "how long before the sale the waiting room opens (who joins in it is shuffled)")
+	f.DurationVar(&room.MaxPoll, "ticket-poll-max", 2*time.Second, "with --waiting-room, the longest a waiting shopper goes "+
+		"between two reads of its ticket (it reads again about when its turn is due, by eta_seconds, at least 100 ms later)")
 	f.DurationVar(&room.PassTTL, "pass-ttl", 2*time.Minute, "how long an admitted shopper's pass lasts")
 	cmd.AddCommand(newLoadtestGetCmd(a))
 	return cmd

@@ -33,6 +33,9 @@ type RoomConfig struct {
 	// JoinWindow is how long before the sale starts the room opens: who
 	// joins in it is early (shuffled).
 	JoinWindow time.Duration
+	// MaxPoll is the longest a waiting shopper waits between two reads
+	// of its ticket (0: maxTicketPoll).
+	MaxPoll time.Duration
 }
 
 // A waiting shopper reads its ticket again after about the time its
@@ -40,11 +43,12 @@ type RoomConfig struct {
 // minTicketPoll and at most maxTicketPoll later: thousands of shoppers
 // polling every 250 ms were a load of their own, larger than the
 // purchases the room lets through. Before starts_at (no position yet) it
-// waits until the sale starts plus its own share of maxTicketPoll, at
-// most maxTicketPoll: every early shopper reading at starts_at, just as
+// waits until the sale starts plus its own share of the longest wait, at
+// most that wait: every early shopper reading at starts_at, just as
 // the first admitted ones buy, was a burst of thousands of reads.
 const (
 	minTicketPoll = 100 * time.Millisecond // the room admits on ticks of about this
+	// maxTicketPoll is the default of RoomConfig.MaxPoll.
 	maxTicketPoll = 2 * time.Second
 )
 
@@ -111,21 +115,23 @@ type roomTicket struct {
 // ticketWait is how long a waiting shopper waits before reading its
 // ticket t again, at now, in a room admitting admit a second whose sale
 // starts at starts; spread (0 to 1) is the shopper's own share of
-// maxTicketPoll, added to the wait for starts_at.
-func ticketWait(t roomTicket, admit int, starts, now time.Time, spread float64) time.Duration {
+// maxPoll, added to the wait for starts_at.
+// A maxPoll of 0 is maxTicketPoll.
+func ticketWait(t roomTicket, admit int, starts, now time.Time, spread float64, maxPoll time.Duration) time.Duration {
+	if maxPoll <= 0 {
+		maxPoll = maxTicketPoll
+	}
 	switch {
 	case t.ETASeconds != nil:
-		return clampPoll(time.Duration(*t.ETASeconds * float64(time.Second)))
+		return min(max(time.Duration(*t.ETASeconds*float64(time.Second)), minTicketPoll), maxPoll)
 	case t.Position != nil && admit > 0:
-		return clampPoll(time.Duration(*t.Position) * time.Second / time.Duration(admit))
+		return min(max(time.Duration(*t.Position)*time.Second/time.Duration(admit), minTicketPoll), maxPoll)
 	case now.Before(starts):
-		return min(starts.Sub(now)+time.Duration(spread*float64(maxTicketPoll)), maxTicketPoll)
+		return min(starts.Sub(now)+time.Duration(spread*float64(maxPoll)), maxPoll)
 	default:
 		return minTicketPoll
 	}
 }
-
-func clampPoll(d time.Duration) time.Duration { return min(max(d, minTicketPoll), maxTicketPoll) }
 
 // spreadOf is shopper i's share (0 to 1) of a spread: the same each run,
 // even over the shoppers whatever their number.
@@ -232,7 +238,7 @@ func shopperInRoom(ctx context.Context, hc *http.Client, tgt target, cfg Config,
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(ticketWait(t, cfg.Room.AdmitPerSecond, rr.startsAt, time.Now(), spreadOf(i))):
+		case <-time.After(ticketWait(t, cfg.Room.AdmitPerSecond, rr.startsAt, time.Now(), spreadOf(i), cfg.Room.MaxPoll)):
 		}
 	}
 	return nil

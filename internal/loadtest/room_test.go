@@ -24,8 +24,11 @@ func TestTicketWait(t *testing.T) {
 		{"long before the sale", roomTicket{}, now.Add(time.Minute), maxTicketPoll},
 		{"sale started, no position", roomTicket{}, now.Add(-time.Second), minTicketPoll},
 	} {
-		if got := ticketWait(c.t, 1000, c.starts, now, 0.25); got != c.want {
+		if got := ticketWait(c.t, 1000, c.starts, now, 0.25, 0); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
+	}
+	if got := ticketWait(roomTicket{Position: i(8000)}, 1000, now, now, 0, 10*time.Second); got != 8*time.Second {
+		t.Errorf("position with a 10 s cap: %v, want 8s", got)
 	}
 }
