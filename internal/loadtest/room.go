@@ -16,6 +16,8 @@ import (
 	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/shop-oss/shop/internal/room"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -92,10 +94,10 @@ type roomRun struct {
 
 func seedRoom(ctx context.Context, c *client, fx *fixture, cfg Config) (time.Time, error) {
 	starts := time.Now().Add(cfg.Room.JoinWindow).UTC().Truncate(time.Second).Add(time.Second)
-	room := map[string]any{"admit_per_second": cfg.Room.AdmitPerSecond, "challenge_bits": cfg.Room.ChallengeBits,
+	settings := map[string]any{"admit_per_second": cfg.Room.AdmitPerSecond, "challenge_bits": cfg.Room.ChallengeBits,
 		"pass_ttl_seconds": int(cfg.Room.PassTTL / time.Second)}
 	body := map[string]any{"quantity": cfg.Units, "per_user_limit": cfg.PerUserLimit,
-		"starts_at": starts.Format(time.RFC3339), "waiting_room": room}
+		"starts_at": starts.Format(time.RFC3339), "waiting_room": settings}
 	var s stock
 	if err := c.do(ctx, http.MethodPut, stockPath(fx.sku), fx.admin, body, &s); err != nil {
 		return starts, fmt.Errorf("seed stock with a waiting room: %w", explainLimited(err))
@@ -431,7 +433,7 @@ func checkRoom(ctx context.Context, c *client, cfg Config, fx *fixture, rr *room
 	if span > 0 {
 		st.AdmittedPerSec = round(float64(st.Admitted) / span)
 	}
-	bound := boundHeld(admittedPerSecond, cfg.Room.AdmitPerSecond)
+	bound := room.RateBound(admittedPerSecond, cfg.Room.AdmitPerSecond)
 	inv := []Invariant{
 		{Name: "R1 early order is the seed's", OK: fairOK, Detail: fairDetail},
 		{Name: "R2 admissions within the rate", OK: bound == "", Detail: orDefault(bound,
@@ -478,26 +480,6 @@ func fairOrder(entries []roomEntry, f roomFairness) (bool, string) {
 		}
 	}
 	return true, fmt.Sprintf("%d early entries in the seed's order; later ones by arrival", len(early))
-}
-
-// boundHeld checks that no span of T whole seconds admitted more than
-// rate x (T + 1); "" when none did.
-func boundHeld(perSecond map[int64]int, rate int) string {
-	var secs []int64
-	for s := range perSecond {
-		secs = append(secs, s)
-	}
-	sort.Slice(secs, func(i, j int) bool { return secs[i] < secs[j] })
-	for i := range secs {
-		sum := 0
-		for j := i; j < len(secs); j++ {
-			sum += perSecond[secs[j]]
-			if t := secs[j] - secs[i] + 1; sum > rate*int(t+1) {
-				return fmt.Sprintf("%d admitted in the %d s from second %d", sum, t, secs[i])
-			}
-		}
-	}
-	return ""
 }
 
 func latencyOf(m vegeta.Metrics) Latency {
