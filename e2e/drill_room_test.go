@@ -39,8 +39,9 @@ type queueEntry struct {
 	AdmittedAt *time.Time `json:"admitted_at"`
 }
 
-// roomSale is a roomed round and its shoppers. Its calls skip the
-// OpenAPI check: openapi.yaml does not describe the room's routes yet.
+// roomSale is a roomed round and its shoppers. Its calls are bulk ones
+// (no OpenAPI check): they are the drill's load, and internal/shop/roomtest
+// checks the same exchanges against openapi.yaml.
 type roomSale struct {
 	s      *shop
 	sku    string
