@@ -37,7 +37,9 @@ func TestRoomOnACluster(t *testing.T) {
 	ch := cache.New(rdb, cache.Options{Prefix: c.Prefix + "cache:", TTL: time.Minute}, prometheus.NewRegistry())
 	cat := inventory.NewCatalogOn(db.Pool, stock, ch, log, inventory.CatalogOptions{})
 	keys := rooms.Keys()
-	starts := time.Now().Add(time.Second)
+	// The joins below take about a second on a quiet machine; a loaded
+	// one may run past starts_at, and then the later joiners are late.
+	starts := time.Now().Add(3 * time.Second)
 	var rounds []int64
 	for i := range 4 {
 		sku := fmt.Sprintf("sku-%d", i)
@@ -73,6 +75,7 @@ func TestRoomOnACluster(t *testing.T) {
 			}
 		}
 	}
+	allEarly := time.Now().Before(starts)
 	time.Sleep(time.Until(starts) + 1100*time.Millisecond)
 	for range 5 {
 		for j := range 4 {
@@ -99,7 +102,8 @@ func TestRoomOnACluster(t *testing.T) {
 			t.Fatalf("%s first ticket: %+v %v", sku, tk, err)
 		}
 		fair, err := rooms.Fairness(ctx, sku)
-		if err != nil || fair.Seed == nil || fair.EarlyEntries != 20 || !fair.Live {
+		if err != nil || fair.Seed == nil || fair.EarlyEntries < 1 || fair.EarlyEntries > 20 ||
+			(allEarly && fair.EarlyEntries != 20) || !fair.Live {
 			t.Fatalf("%s fairness: %+v %v", sku, fair, err)
 		}
 	}
