@@ -83,13 +83,12 @@ type RoomStats struct {
 
 // roomRun carries the room phase's measurements.
 type roomRun struct {
-	mu                   sync.Mutex
-	join, ticket         vegeta.Metrics
-	solve                time.Duration
-	solved               int
-	passless, refusedNP  int
-	startsAt             time.Time
-	joined, admittedSeen int
+	mu                  sync.Mutex
+	join, ticket        vegeta.Metrics
+	solve               time.Duration
+	solved              int
+	passless, refusedNP int
+	startsAt            time.Time
 }
 
 func seedRoom(ctx context.Context, c *client, fx *fixture, cfg Config) (time.Time, error) {
@@ -197,7 +196,7 @@ func shopperInRoom(ctx context.Context, hc *http.Client, tgt target, cfg Config,
 		var ch roomChallenge
 		_ = json.Unmarshal(r.Body, &ch)
 		t0 := time.Now()
-		nonce := solveChallenge(ch.Challenge, ch.Bits)
+		nonce := room.Solve(ch.Challenge, ch.Bits) // this process pays, not the server
 		rr.mu.Lock()
 		rr.solve += time.Since(t0)
 		rr.solved++
@@ -210,7 +209,6 @@ func shopperInRoom(ctx context.Context, hc *http.Client, tgt target, cfg Config,
 	}
 	rr.mu.Lock()
 	rr.join.Add(r)
-	rr.joined++
 	rr.mu.Unlock()
 	for time.Now().Before(deadline) {
 		r, err := call(http.MethodGet, queue, nil, nil)
@@ -224,9 +222,6 @@ func shopperInRoom(ctx context.Context, hc *http.Client, tgt target, cfg Config,
 		if r.Code == http.StatusOK && json.Unmarshal(r.Body, &t) == nil {
 			switch t.State {
 			case "admitted":
-				rr.mu.Lock()
-				rr.admittedSeen++
-				rr.mu.Unlock()
 				if i < passlessTries { // while the sale is open: refused for want of the pass alone
 					if err := buyWithoutPass(fx, rr, call, purchase); err != nil {
 						return err
@@ -336,30 +331,6 @@ func problemCode(body []byte) string {
 	var p problem
 	_ = json.Unmarshal(body, &p)
 	return p.Code
-}
-
-// solveChallenge finds a nonce: SHA-256(challenge ":" nonce) starts
-// with bits zero bits (API.md). It costs this process, not the server.
-func solveChallenge(challenge string, bits int) string {
-	for n := uint64(0); ; n++ {
-		nonce := strconv.FormatUint(n, 36)
-		if zeroBits(sha256.Sum256([]byte(challenge+":"+nonce))) >= bits {
-			return nonce
-		}
-	}
-}
-
-func zeroBits(d [32]byte) int {
-	n := 0
-	for _, b := range d {
-		for m := byte(0x80); m != 0; m >>= 1 {
-			if b&m != 0 {
-				return n
-			}
-			n++
-		}
-	}
-	return n
 }
 
 // roomEntry is one item of the admin's entry list.

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math/bits"
+	"strconv"
 	"time"
 )
 
@@ -92,7 +93,7 @@ func LeadingZeroBits(d [32]byte) int {
 // shoppers, and tests): about 2^n hashes.
 func Solve(challenge string, n int) string {
 	for i := uint64(0); ; i++ {
-		nonce := fmt.Sprintf("%x", i)
+		nonce := strconv.FormatUint(i, 36)
 		if Solves(challenge, nonce, n) {
 			return nonce
 		}
