@@ -214,11 +214,13 @@ func (h handler) setRate(c *fiber.Ctx) error {
 	if err := server.Decode(c, &b); err != nil {
 		return err
 	}
-	if b.AdmitPerSecond == nil || *b.AdmitPerSecond < inventory.MinAdmitPerSecond ||
-		*b.AdmitPerSecond > inventory.MaxAdmitPerSecond {
-		return apperr.Invalid(apperr.FieldError{Field: "admit_per_second", Message: "must be an integer from 1 to 100000"})
+	if b.AdmitPerSecond == nil {
+		return apperr.Invalid(apperr.FieldError{Field: "admit_per_second", Message: "is required"})
 	}
-	if err := h.svc.sales.SetAdmitRate(c.UserContext(), sku, int(*b.AdmitPerSecond)); err != nil {
+	// The range is SetAdmitRate's to judge; clamping keeps an int64 far
+	// out of range from wrapping into it.
+	rate := int(max(min(*b.AdmitPerSecond, inventory.MaxAdmitPerSecond+1), 0))
+	if err := h.svc.sales.SetAdmitRate(c.UserContext(), sku, rate); err != nil {
 		return err
 	}
 	h.svc.forget(sku)
