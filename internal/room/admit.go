@@ -27,11 +27,15 @@ type Turn struct {
 	Status   string // ok, waiting, sold_out, ended, no_room
 	Admitted int64  // now
 	Total    int64  // admitted so far
+	// Early, Available and Now (Redis's clock, ms) are the rest of the
+	// room's shared state when Status is ok, waiting or sold_out.
+	Early, Available, Now int64
 }
 
 // AdmitTurn runs one turn of sku's admitter: the entries the round's
 // rate allows now get their passes. Any number of instances may run it
-// at once; each token of the bucket admits one entry.
+// at once; each token of the bucket admits one entry. What the turn read
+// becomes the instance's view of the room (snapshot.go).
 func (s *Service) AdmitTurn(ctx context.Context, sku string) (Turn, error) {
 	for attempt := 0; ; attempt++ {
 		live, ok, err := s.live(ctx, sku, attempt > 0)
@@ -39,6 +43,7 @@ func (s *Service) AdmitTurn(ctx context.Context, sku string) (Turn, error) {
 			return Turn{}, err
 		}
 		if !ok || live.Room == nil {
+			s.dropSnapshot(sku)
 			return Turn{Status: "no_room"}, nil
 		}
 		nonce := make([]byte, 32)
@@ -57,13 +62,14 @@ func (s *Service) AdmitTurn(ctx context.Context, sku string) (Turn, error) {
 		case t.Status == "stale" && attempt == 0:
 			continue
 		case t.Status == "stale":
-			return Turn{Status: "no_room"}, nil
-		case t.Status == "ok" && len(reply) == 3:
-			t.Admitted, _ = strconv.ParseInt(reply[1], 10, 64)
-			t.Total, _ = strconv.ParseInt(reply[2], 10, 64)
-		case t.Status == "sold_out" && len(reply) == 2:
-			t.Total, _ = strconv.ParseInt(reply[1], 10, 64)
+			t.Status = "no_room"
+		case len(reply) == 6:
+			n := func(i int) int64 { v, _ := strconv.ParseInt(reply[i], 10, 64); return v }
+			t.Admitted, t.Total, t.Early, t.Available, t.Now = n(1), n(2), n(3), n(4), n(5)
+			s.keepSnapshot(sku, live, t)
+			return t, nil
 		}
+		s.dropSnapshot(sku) // ended or gone: tickets are read from Redis again
 		return t, nil
 	}
 }

@@ -12,19 +12,25 @@
 -- ARGV[1] round   ARGV[2] a random nonce (hex) the passes are made from
 -- ARGV[3] the most entries to admit in this call
 --
--- Returns {'stale'}, {'no_room'}, {'ended'}, {'waiting'} (before
--- starts_at), {'sold_out', admitted}, or {'ok', admitted now, admitted}.
+-- Returns {'stale'}, {'no_room'}, {'ended'}, or {status, admitted now,
+-- admitted, early entries, available, now_ms} with status 'waiting'
+-- (before starts_at), 'sold_out' or 'ok': the room's shared state, which
+-- the instance's ticket streams and reads are computed from (view.go).
 local s = redis.call('HMGET', KEYS[1], 'round', 'available', 'starts_ms', 'ends_ms', 'room_rate', 'room_pass_ttl_ms')
 if s[1] ~= ARGV[1] then return {'stale'} end
 if not s[5] then return {'no_room'} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local starts, ends = tonumber(s[3]), tonumber(s[4])
-if now < starts then return {'waiting'} end
 if ends > 0 and now >= ends then return {'ended'} end
+local early = redis.call('ZCARD', KEYS[3])
+local function answer(status, k, admitted)
+  return {status, tostring(k), tostring(admitted), tostring(early), s[2] or '0', string.format('%d', now)}
+end
 
 local st = redis.call('HMGET', KEYS[2], 'admitted', 'tokens', 'last_ms')
 local admitted = tonumber(st[1] or '0')
+if now < starts then return answer('waiting', 0, admitted) end
 local tokens = tonumber(st[2] or '0')
 -- The bucket starts empty at starts_at: over any span of T seconds at
 -- most rate x (T + 1) are admitted.
@@ -40,15 +46,14 @@ local function save()
 end
 if tonumber(s[2] or '0') <= 0 then
   save()
-  return {'sold_out', tostring(admitted)}
+  return answer('sold_out', 0, admitted)
 end
 
-local early = redis.call('ZCARD', KEYS[3])
 local total = early + redis.call('ZCARD', KEYS[4])
 local k = math.min(math.floor(tokens), total - admitted, tonumber(ARGV[3]))
 if k <= 0 then
   save()
-  return {'ok', '0', tostring(admitted)}
+  return answer('ok', 0, admitted)
 end
 local users = {}
 if admitted < early then
@@ -79,4 +84,4 @@ admitted = admitted + #users
 tokens = tokens - #users
 redis.call('RPUSH', KEYS[6], string.format('%d', admitted) .. ' ' .. now_s)
 save()
-return {'ok', tostring(#users), tostring(admitted)}
+return answer('ok', #users, admitted)

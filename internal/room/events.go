@@ -9,9 +9,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/inventory"
@@ -59,10 +61,11 @@ func (s *Service) streamUser(ctx context.Context, sku, token string) (string, er
 	return u.String(), nil
 }
 
-// Stream timing: a waiting ticket is read at most once a second; near
+// Stream timing: a waiting ticket is sent at most once a second; near
 // the front, where an admission can come within the second (a turn
-// admits up to a second's rate at once), five times a second, so the
-// admission is sent at once.
+// admits up to a second's rate at once), it is worked out on every turn
+// of the admitter (or five times a second without one), so the admission
+// is sent at once.
 const (
 	streamSlow   = time.Second
 	streamFast   = 200 * time.Millisecond
@@ -72,7 +75,7 @@ const (
 // stream writes user's ticket as `queue` events: the current one first,
 // then each change, until the client leaves, the room ends, or Close.
 func (s *Service) stream(w *bufio.Writer, sku, user string, first Ticket) {
-	last, lastJSON := first, ""
+	cur, lastJSON := first, ""
 	var sent, wrote time.Time // the last event; the last write of any kind
 	write := func(format string, a ...any) bool {
 		if _, err := fmt.Fprintf(w, format, a...); err != nil || w.Flush() != nil {
@@ -86,34 +89,29 @@ func (s *Service) stream(w *bufio.Writer, sku, user string, first Ticket) {
 		if err != nil || string(b) == lastJSON {
 			return err == nil
 		}
-		lastJSON, last, sent = string(b), t, time.Now()
+		lastJSON, sent = string(b), time.Now()
 		return write("event: queue\ndata: %s\n\n", b)
 	}
 	if !event(first) {
 		return
 	}
 	for {
-		wait := streamSlow
-		if last.State == StateWaiting && last.Position != nil &&
-			*last.Position <= 2*int64(s.rateOf(sku))+1 {
-			wait = streamFast
-		}
 		select {
 		case <-s.done:
 			return
-		case <-time.After(wait):
+		case <-s.wake(sku, cur):
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), redisTimeout)
-		t, err := s.TicketOf(ctx, sku, user, nil)
-		cancel()
+		t, err := s.streamTicket(sku, user, cur)
 		switch {
 		case errors.Is(err, ErrNotInRoom), errors.Is(err, ErrNoRoom):
 			return // the room is over
 		case err != nil:
 			// An outage: try again.
-		case t.State != last.State || time.Since(sent) >= streamSlow:
+		default:
+			state := cur.State
+			cur = t
 			// While waiting, at most one event a second; a new state at once.
-			if !event(t) {
+			if (t.State != state || time.Since(sent) >= streamSlow) && !event(t) {
 				return
 			}
 		}
@@ -121,6 +119,84 @@ func (s *Service) stream(w *bufio.Writer, sku, user string, first Ticket) {
 			return
 		}
 	}
+}
+
+// wake is when a stream whose ticket is t works it out again: on the
+// admitter's next turn near the front, else a second on.
+func (s *Service) wake(sku string, t Ticket) <-chan struct{} {
+	near := t.State == StateWaiting && t.Position != nil && *t.Position <= 2*int64(s.rateOf(sku))+1
+	if near {
+		if v := s.snapshotOf(sku, t.round); v != nil {
+			return v.next
+		}
+	}
+	wait := streamSlow
+	if near {
+		wait = streamFast
+	}
+	c := make(chan struct{})
+	time.AfterFunc(wait, func() { close(c) })
+	return c
+}
+
+// streamTicket works out user's ticket, last worked out as last, from the
+// instance's snapshot of the room: its place is final after the shuffle
+// (one ZRANK finds an early entry's) and its pass was sent with its
+// admission. Without a fresh snapshot, or for the pass, it reads Redis.
+func (s *Service) streamTicket(sku, user string, last Ticket) (Ticket, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), redisTimeout)
+	defer cancel()
+	u, err := parseUser(user)
+	if err != nil {
+		return Ticket{}, err
+	}
+	live, ok, err := s.live(ctx, sku, false)
+	if err != nil {
+		return Ticket{}, err
+	}
+	v := (*snapshot)(nil)
+	if ok && live.Room != nil && live.Round == last.round {
+		v = s.snapshotOf(sku, live.Round)
+	}
+	if v == nil {
+		return s.TicketOf(ctx, sku, user, nil)
+	}
+	p, sh := last.at, v.shared()
+	if p.rank < 0 && sh.now >= v.starts {
+		if p, err = s.shuffled(ctx, sku, live, u, p); err != nil {
+			return Ticket{}, err
+		}
+	}
+	pass := passInfo{}
+	if p.rank >= 0 && p.rank < sh.admitted {
+		if last.PassExpiresAt == nil {
+			return s.TicketOf(ctx, sku, user, nil) // just admitted: its pass
+		}
+		pass = passInfo{round: strconv.FormatInt(live.Round, 10), expires: last.PassExpiresAt.UnixMilli()}
+		if last.Pass != nil {
+			pass.pass = *last.Pass
+		}
+	}
+	return s.build(sku, u, live, p, sh, pass), nil
+}
+
+// shuffled finds early entry p's rank once the shuffle is final: a ZRANK
+// of its member, which the place and the shopper's ids spell out.
+func (s *Service) shuffled(ctx context.Context, sku string, live inventory.LiveRound, u uuid.UUID, p place) (place, error) {
+	ms, b := p.joinedMs, make([]byte, 6)
+	for i := 5; i >= 0; i-- {
+		b[i], ms = byte(ms), ms>>8
+	}
+	r, err := s.rdb.ZRank(ctx, s.keys.Early(sku, live.Round), s.idsOf(sku, live, u).prefix+string(b)).Result()
+	if errors.Is(err, redis.Nil) {
+		return p, ErrNotInRoom // recorded, or never early
+	}
+	if err != nil {
+		return p, storeError("rank", err)
+	}
+	p.rank = r
+	s.placed(sku, live, u, p)
+	return p, nil
 }
 
 // rateOf is the admission rate of sku's live room as last read (1: none).

@@ -1,9 +1,12 @@
 package room
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -73,4 +76,43 @@ feed:
 		}
 	}
 	return first
+}
+
+// StreamTo writes user's ticket stream to w, as the events route does,
+// until a write fails or the room ends.
+func (s *Service) StreamTo(ctx context.Context, w io.Writer, sku, user string) error {
+	first, err := s.TicketOf(ctx, sku, user, nil)
+	if err != nil {
+		return err
+	}
+	s.stream(bufio.NewWriter(w), sku, user, first)
+	return nil
+}
+
+// RedisTicket reads user's ticket from Redis, never from the instance's
+// snapshot of the room.
+func (s *Service) RedisTicket(ctx context.Context, sku, user string) (Ticket, error) {
+	s.mu.Lock()
+	v := s.snaps[sku]
+	delete(s.snaps, sku)
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		if _, ok := s.snaps[sku]; !ok && v != nil {
+			s.snaps[sku] = v
+		}
+		s.mu.Unlock()
+	}()
+	return s.TicketOf(ctx, sku, user, nil)
+}
+
+// Freshen makes the instance's snapshot of sku's room as young as if its
+// turn had just answered.
+func (s *Service) Freshen(sku string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v := s.snaps[sku]; v != nil {
+		v.turn.Now += time.Since(v.at).Milliseconds()
+		v.at = time.Now()
+	}
 }

@@ -61,6 +61,7 @@ type Service struct {
 	mu    sync.Mutex
 	infos map[string]cachedInfo
 	ids   map[idsKey]derivedIDs // what a shopper's entry derives from the room's secrets
+	snaps map[string]*snapshot  // by SKU: what the admitter last read of its room (snapshot.go)
 }
 
 // idsKey names one shopper's entry in one round's room.
@@ -72,8 +73,12 @@ type idsKey struct {
 
 // derivedIDs are the HMACs and digests of a shopper's entry: the same for
 // every request of the round, and a tenth of a ticket read's CPU when
-// made anew each time.
-type derivedIDs struct{ entryID, prefix, eventsURL string }
+// made anew each time. at is the entry's place once a read has seen it
+// after starts_at (at.rank >= 0), from when it never changes.
+type derivedIDs struct {
+	entryID, prefix, eventsURL string
+	at                         place
+}
 
 // maxIDs bounds the derived ids kept (about 200 bytes each).
 const maxIDs = 200_000
@@ -89,7 +94,8 @@ func (s *Service) idsOf(sku string, live inventory.LiveRound, u uuid.UUID) deriv
 	}
 	id := EntryID(live.Room.Secret, u.String())
 	key := OrderKey(live.Room.Seed, id)
-	d = derivedIDs{entryID: id, prefix: string(key[:]) + string(u[:]), eventsURL: s.eventsURL(sku, u.String(), live.Room)}
+	d = derivedIDs{entryID: id, prefix: string(key[:]) + string(u[:]), eventsURL: s.eventsURL(sku, u.String(), live.Room),
+		at: place{rank: -1}}
 	s.mu.Lock()
 	if len(s.ids) >= maxIDs {
 		clear(s.ids)
@@ -97,6 +103,20 @@ func (s *Service) idsOf(sku string, live inventory.LiveRound, u uuid.UUID) deriv
 	s.ids[k] = d
 	s.mu.Unlock()
 	return d
+}
+
+// placed keeps p as user u's place in sku's live round once it is final.
+func (s *Service) placed(sku string, live inventory.LiveRound, u uuid.UUID, p place) {
+	if p.rank < 0 {
+		return
+	}
+	k := idsKey{sku: sku, round: live.Round, user: u}
+	s.mu.Lock()
+	if d, ok := s.ids[k]; ok {
+		d.at = p
+		s.ids[k] = d
+	}
+	s.mu.Unlock()
 }
 
 type cachedInfo struct {
@@ -113,7 +133,8 @@ type Options struct{}
 func New(db *pgxpool.Pool, rdb redis.UniversalClient, stock *inventory.Stock, sales *inventory.Sales,
 	prefix string, log *slog.Logger, _ Options) *Service {
 	return &Service{rdb: rdb, db: db, stock: stock, sales: sales, keys: NewKeys(stock), log: log,
-		rooms: prefix + "rooms", done: make(chan struct{}), infos: map[string]cachedInfo{}, ids: map[idsKey]derivedIDs{}}
+		rooms: prefix + "rooms", done: make(chan struct{}), infos: map[string]cachedInfo{}, ids: map[idsKey]derivedIDs{},
+		snaps: map[string]*snapshot{}}
 }
 
 // Close ends the event streams (the server is shutting down).

@@ -42,10 +42,28 @@ type Ticket struct {
 	PassExpiresAt *time.Time `json:"pass_expires_at"`
 	EventsURL     string     `json:"events_url"`
 
-	// rank is the entry's place in admission order from 0 (-1: not known
-	// before the shuffle); round the room's.
-	rank  int64
+	// at is the entry's place; round the room's.
+	at    place
 	round int64
+}
+
+// place is an entry's place: early or late, when it joined, and its rank
+// in admission order from 0 (-1 before the shuffle); final once rank is
+// known.
+type place struct {
+	early    bool
+	joinedMs int64
+	rank     int64
+}
+
+// shared is the room's state a ticket is read against: early entries,
+// admitted so far, units available, Redis's clock (ms).
+type shared struct{ early, admitted, available, now int64 }
+
+// passInfo is an admitted entry's pass as the pass hash holds it ("": none).
+type passInfo struct {
+	pass, round string
+	expires     int64
 }
 
 // Proof is a join's answer to its challenge.
@@ -102,6 +120,16 @@ func (s *Service) entry(ctx context.Context, sku, user, mode string, proof *Proo
 		if live.Room == nil {
 			return Ticket{}, false, ErrNoRoom
 		}
+		if t, ok := s.fromSnapshot(sku, u, live); ok {
+			// Far back: what Redis would answer is the snapshot's; only the
+			// request's checks need Redis.
+			if checks != nil {
+				if err := checks.Settle(); err != nil {
+					return Ticket{}, false, err
+				}
+			}
+			return t, false, nil
+		}
 		keys, args := s.joinCall(sku, live, u, user, mode, proof)
 		reply, err := s.runJoin(ctx, checks, keys, args)
 		if err != nil {
@@ -124,6 +152,9 @@ func (s *Service) entry(ctx context.Context, sku, user, mode string, proof *Proo
 			return Ticket{}, false, ErrChallengeFailed
 		case "ok":
 			t, err := s.ticket(sku, u, live, reply)
+			if err == nil {
+				s.placed(sku, live, u, t.at)
+			}
 			return t, reply[1] == "1", err
 		}
 		return Ticket{}, false, fmt.Errorf("waiting room: join answered %q", reply)
@@ -188,54 +219,79 @@ func (s *Service) joinCall(sku string, live inventory.LiveRound, u uuid.UUID, us
 	return keys, []any{live.Round, mode, u[:], user, s.idsOf(sku, live, u).prefix, work}
 }
 
+// fromSnapshot answers u's ticket from the instance's snapshot of the room when
+// the entry's place is known and too far back to have been admitted since
+// the snapshot was read, with units left.
+func (s *Service) fromSnapshot(sku string, u uuid.UUID, live inventory.LiveRound) (Ticket, bool) {
+	v := s.snapshotOf(sku, live.Round)
+	if v == nil || v.turn.Available <= 0 {
+		return Ticket{}, false
+	}
+	p := s.idsOf(sku, live, u).at
+	if !v.farBack(p) {
+		return Ticket{}, false
+	}
+	return s.build(sku, u, live, p, v.shared(), passInfo{}), true
+}
+
 // ticket reads join.lua's answer.
 func (s *Service) ticket(sku string, u uuid.UUID, live inventory.LiveRound, r []string) (Ticket, error) {
 	if len(r) != 12 {
 		return Ticket{}, fmt.Errorf("waiting room: join answered %q", r)
 	}
 	n := func(i int) int64 { v, _ := strconv.ParseInt(r[i], 10, 64); return v }
-	early, joined, rank, earlyN, admitted, available, now := r[2] == "1", n(3), n(4), n(5), n(6), n(7), n(8)
-	t := Ticket{
-		EntryID:   s.idsOf(sku, live, u).entryID,
-		JoinedAt:  time.UnixMilli(joined).UTC(),
-		EventsURL: s.idsOf(sku, live, u).eventsURL,
-		round:     live.Round, rank: rank,
+	sh := shared{early: n(5), admitted: n(6), available: n(7), now: n(8)}
+	p := place{early: r[2] == "1", joinedMs: n(3), rank: n(4)}
+	if !p.early {
+		p.rank += sh.early
+	} else if sh.now < startsMs(live) {
+		p.rank = -1 // the shuffle has not happened: no position yet
 	}
-	starts := live.StartsAt.UnixMilli()
+	return s.build(sku, u, live, p, sh, passInfo{pass: r[9], round: r[10], expires: n(11)}), nil
+}
+
+// startsMs is live's starts_at in ms (0: none).
+func startsMs(live inventory.LiveRound) int64 {
 	if live.StartsAt.IsZero() {
-		starts = 0
+		return 0
 	}
-	if !early {
-		t.rank = earlyN + rank
-	} else if now < starts {
-		t.rank = -1 // the shuffle has not happened: no position yet
+	return live.StartsAt.UnixMilli()
+}
+
+// build is the ticket of u's entry at p when the room is at sh.
+func (s *Service) build(sku string, u uuid.UUID, live inventory.LiveRound, p place, sh shared, ps passInfo) Ticket {
+	ids := s.idsOf(sku, live, u)
+	t := Ticket{
+		EntryID:   ids.entryID,
+		JoinedAt:  time.UnixMilli(p.joinedMs).UTC(),
+		EventsURL: ids.eventsURL,
+		round:     live.Round, at: p,
 	}
-	pass, passRound, exp := r[9], r[10], n(11)
 	switch {
-	case t.rank >= 0 && t.rank < admitted:
+	case p.rank >= 0 && p.rank < sh.admitted:
 		// Admitted: the pass hash outlives the last pass by a minute, so a
 		// missing pass is one that expired.
 		t.State = StateExpired
-		if pass != "" && passRound == strconv.FormatInt(live.Round, 10) {
-			expires := time.UnixMilli(exp).UTC()
+		if ps.pass != "" && ps.round == strconv.FormatInt(live.Round, 10) {
+			expires := time.UnixMilli(ps.expires).UTC()
 			t.PassExpiresAt = &expires
-			if now < exp {
-				t.State, t.Pass = StateAdmitted, &pass
+			if sh.now < ps.expires {
+				t.State, t.Pass = StateAdmitted, &ps.pass
 				zero := int64(0)
 				t.ETASeconds = &zero
 			}
 		}
-	case available <= 0:
+	case sh.available <= 0:
 		t.State = StateSoldOut
 	default:
 		t.State = StateWaiting
-		wait := max(starts-now, 0) / 1000 // the shuffle and the first admission
-		if t.rank >= 0 {
-			pos := t.rank - admitted + 1
+		wait := max(startsMs(live)-sh.now, 0) / 1000 // the shuffle and the first admission
+		if p.rank >= 0 {
+			pos := p.rank - sh.admitted + 1
 			t.Position = &pos
 			wait += int64(math.Ceil(float64(pos) / float64(live.Room.AdmitPerSecond)))
 		}
 		t.ETASeconds = &wait
 	}
-	return t, nil
+	return t
 }

@@ -1,0 +1,223 @@
+package room_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha1"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/room"
+)
+
+// scriptCalls counts the script calls a client sends, join.lua's among
+// them, and its ZRANKs.
+type scriptCalls struct{ scripts, joins, zranks atomic.Int64 }
+
+// joinSHA names join.lua's calls.
+var joinSHA = fmt.Sprintf("%x", sha1.Sum([]byte(room.JoinLua())))
+
+func (h *scriptCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *scriptCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+func (h *scriptCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			h.count(c)
+		}
+		return next(ctx, cmds)
+	}
+}
+func (h *scriptCalls) count(cmd redis.Cmder) {
+	switch cmd.Name() {
+	case "evalsha", "eval":
+		h.scripts.Add(1)
+		if cmd.Name() == "evalsha" && fmt.Sprint(cmd.Args()[1]) == joinSHA {
+			h.joins.Add(1)
+		}
+	case "zrank":
+		h.zranks.Add(1)
+	}
+}
+
+// Far from the front, a ticket read is worked out from the admitter's
+// last turn with no Redis call, and says what Redis would; near the front
+// it is read from Redis, so an admission shows at once.
+func TestFarBackTicketsComeFromTheAdmittersTurn(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	var calls scriptCalls
+	f.r.Client.AddHook(&calls)
+	ctx := context.Background()
+	f.open(t, "far", 100, time.Time{}, inventory.RoomSettings{AdmitPerSecond: 10, PassTTL: time.Minute})
+	us := users(60)
+	f.joinAll(t, "far", us)
+	time.Sleep(300 * time.Millisecond) // three tokens' worth
+	tr, err := f.rooms.AdmitTurn(ctx, "far")
+	if err != nil || tr.Status != "ok" || tr.Total < 1 {
+		t.Fatalf("turn: %+v %v", tr, err)
+	}
+	// Each ticket from Redis (which also learns its place), then as the
+	// instance answers it: the same. No admitter runs, so Redis stays as
+	// the turn left it; Freshen keeps the snapshot young on a slow machine.
+	fromRedis, last, lastPos := 0, "", int64(0)
+	for _, u := range us {
+		want, err := f.rooms.RedisTicket(ctx, "far", u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.rooms.Freshen("far")
+		n := calls.scripts.Load()
+		got, err := f.rooms.TicketOf(ctx, "far", u, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if calls.scripts.Load() != n {
+			fromRedis++
+		}
+		if want.Position != nil && *want.Position > lastPos {
+			last, lastPos = u, *want.Position
+		}
+		g, _ := json.Marshal(got)
+		w, _ := json.Marshal(want)
+		if string(g) != string(w) {
+			t.Fatalf("ticket as answered\n%s\nfrom Redis\n%s", g, w)
+		}
+	}
+	// Positions up to rate + rate x the snapshot's age + 1 behind the
+	// admitted ones are near: 10 + 3 + 1 = 14 of them, and the admitted.
+	if near := int(tr.Total) + 14; fromRedis != near {
+		t.Fatalf("%d of %d tickets read Redis, want the %d near the front", fromRedis, len(us), near)
+	}
+	// Sold out: even the last in line is read from Redis, and says so.
+	if err := f.r.Client.HSet(ctx, f.stock.SaleKey("far"), "available", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if tr, err := f.rooms.AdmitTurn(ctx, "far"); err != nil || tr.Status != "sold_out" {
+		t.Fatalf("turn: %+v %v", tr, err)
+	}
+	f.rooms.Freshen("far")
+	n := calls.scripts.Load()
+	tk, err := f.rooms.TicketOf(ctx, "far", last, nil)
+	if err != nil || tk.State != room.StateSoldOut || calls.scripts.Load() != n+1 {
+		t.Fatalf("sold out: %+v %v, %d script calls", tk, err, calls.scripts.Load()-n)
+	}
+}
+
+// A room's streams are worked out from the admitter's turns: while a
+// crowd waits they make no reads of their own but one ZRANK an early
+// entry after the shuffle and one read a shopper for the pass, and every
+// stream still sends its position and its admission with the pass Redis
+// holds.
+func TestStreamsShareTheAdmittersTurns(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	var calls scriptCalls
+	f.r.Client.AddHook(&calls)
+	ctx, cancel := context.WithCancel(context.Background())
+	const n, rate = 150, 75
+	starts := time.Now().Add(2500 * time.Millisecond).Truncate(time.Millisecond)
+	f.open(t, "crowd", n, starts, inventory.RoomSettings{AdmitPerSecond: rate, PassTTL: time.Minute})
+	us := users(n)
+	f.joinAll(t, "crowd", us)
+	var run sync.WaitGroup
+	run.Add(1)
+	go func() { defer run.Done(); f.rooms.Run(ctx) }()
+	defer func() { f.rooms.Close(); cancel(); run.Wait() }()
+
+	type seen struct {
+		positions []int64
+		pass      string
+		err       error
+	}
+	out := make([]seen, n)
+	var wg sync.WaitGroup
+	joins := calls.joins.Load()
+	for i, u := range us {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i].positions, out[i].pass, out[i].err = followStream(ctx, f.rooms, "crowd", u)
+		}()
+	}
+	wg.Wait()
+	streamJoins := calls.joins.Load() - joins
+
+	for i, u := range us {
+		s := out[i]
+		if s.err != nil {
+			t.Fatalf("stream %d: %v", i, s.err)
+		}
+		tk, err := f.rooms.RedisTicket(context.Background(), "crowd", u)
+		if err != nil || tk.State != room.StateAdmitted || tk.Pass == nil || *tk.Pass != s.pass {
+			t.Fatalf("stream %d sent pass %q; Redis has %+v %v", i, s.pass, tk, err)
+		}
+		for j := 1; j < len(s.positions); j++ {
+			if s.positions[j] > s.positions[j-1] {
+				t.Fatalf("stream %d: position went back: %v", i, s.positions)
+			}
+		}
+	}
+	// The back of the crowd was sent its position after the shuffle.
+	placed := 0
+	for _, s := range out {
+		if len(s.positions) > 0 {
+			placed++
+		}
+	}
+	if placed < n/2 {
+		t.Fatalf("%d of %d streams sent a position", placed, n)
+	}
+	// join.lua while streaming: each stream's first ticket, and one read
+	// for its pass (a few more where a turn came late). Each stream reading
+	// its own ticket, every second and near the front five times a second,
+	// was over 5n here.
+	if max := int64(2*n + n/4); streamJoins > max {
+		t.Fatalf("join.lua ran %d times while %d streams waited, want at most %d", streamJoins, n, max)
+	}
+	// Every entry is early: each stream ZRANKs once after the shuffle.
+	if z := calls.zranks.Load(); z != n {
+		t.Fatalf("%d ZRANKs, want one a stream (%d)", z, n)
+	}
+}
+
+// followStream reads user's ticket stream until its admission and
+// returns the positions it was sent and its pass. The stream itself ends
+// at its next write, or when the service closes.
+func followStream(ctx context.Context, rooms *room.Service, sku, user string) ([]int64, string, error) {
+	r, w := io.Pipe()
+	go func() { _ = w.CloseWithError(rooms.StreamTo(ctx, w, sku, user)) }()
+	defer r.Close()
+	var positions []int64
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var t room.Ticket
+		if err := json.Unmarshal([]byte(data), &t); err != nil {
+			return positions, "", err
+		}
+		switch {
+		case t.State == room.StateAdmitted && t.Pass != nil:
+			return positions, *t.Pass, nil
+		case t.Position != nil:
+			positions = append(positions, *t.Position)
+		}
+	}
+	return positions, "", io.ErrUnexpectedEOF
+}
