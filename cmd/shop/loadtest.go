@@ -41,9 +41,10 @@ func newLoadtestCmd(a *app) *cobra.Command {
 			"With --pay-ratio R a share R of the winners then pay and the rest let their orders expire: the run " +
 			"waits until the server has given their units back and checks that it did, once each. " +
 			"With --waiting-room RATE the round gets a waiting room admitting RATE shoppers a second: every shopper " +
-			"joins (solving --challenge-bits), reads its ticket until admitted (again about when its turn is due, by eta_seconds " +
-			"or position, between 100 ms and --ticket-poll-max apart) and buys with its pass, up to --per-user-limit units; every shopper waits " +
-			"at once, and --connections caps the requests in flight; the run then " +
+			"joins (solving --challenge-bits), follows its ticket's event stream until admitted (with --room-wait poll: reads " +
+			"its ticket again about when its turn is due, by eta_seconds or position, between 100 ms and --ticket-poll-max apart) " +
+			"and buys with its pass, up to --per-user-limit units; every shopper waits at once (a stream is a connection of " +
+			"its own), and --connections caps the requests in flight; the run then " +
 			"checks the early order against the published seed, the admissions against the rate, and that purchases " +
 			"without a pass were refused. " +
 			"Exits 1 when an invariant fails.\n\n" +
@@ -123,8 +124,11 @@ func newLoadtestCmd(a *app) *cobra.Command {
 	f.IntVar(&roomRate, "waiting-room", 0, "put the round behind a waiting room admitting this many shoppers a second (0: none)")
 	f.IntVar(&room.ChallengeBits, "challenge-bits", 0, "the waiting room's proof-of-work bits (solved here, by the load generator)")
 	f.DurationVar(&room.JoinWindow, "join-window", 3*time.Second, "how long before the sale the waiting room opens (who joins in it is shuffled)")
-	f.DurationVar(&room.MaxPoll, "ticket-poll-max", 2*time.Second, "with --waiting-room, the longest a waiting shopper goes "+
-		"between two reads of its ticket (it reads again about when its turn is due, by eta_seconds, at least 100 ms later)")
+	f.DurationVar(&room.MaxPoll, "ticket-poll-max", 2*time.Second, "with --waiting-room, the longest a polling shopper "+
+		"(--room-wait poll, or one whose stream keeps failing) goes between two reads of its ticket "+
+		"(it reads again about when its turn is due, by eta_seconds, at least 100 ms later)")
+	f.StringVar(&room.Wait, "room-wait", loadtest.WaitEvents, "with --waiting-room, how a waiting shopper learns of its turn: "+
+		"events (follow the ticket's event stream, one connection each, no reads) or poll (read the ticket again and again)")
 	f.DurationVar(&room.PassTTL, "pass-ttl", 2*time.Minute, "how long an admitted shopper's pass lasts")
 	cmd.AddCommand(newLoadtestGetCmd(a))
 	return cmd

@@ -114,6 +114,7 @@ func (c *Config) Validate() error {
 		{c.Room != nil && (c.Room.ChallengeBits < 0 || c.Room.ChallengeBits > 24), "--challenge-bits must be 0 to 24"},
 		{c.Room != nil && (c.Room.JoinWindow < 0 || c.Room.JoinWindow > time.Minute), "--join-window must be 0 to 1m"},
 		{c.Room != nil && (c.Room.MaxPoll < 0 || c.Room.MaxPoll > time.Minute), "--ticket-poll-max must be 0 to 1m"},
+		{c.Room != nil && c.Room.Wait != "" && c.Room.Wait != WaitEvents && c.Room.Wait != WaitPoll, "--room-wait must be events or poll"},
 		{c.Room != nil && (c.Room.PassTTL < 10*time.Second || c.Room.PassTTL > time.Hour), "--pass-ttl must be 10s to 1h"},
 		{c.Room != nil && c.PayRatio > 0, "--pay-ratio does not go with --waiting-room"},
 	}

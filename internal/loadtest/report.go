@@ -214,6 +214,8 @@ func (r *Report) WriteText(w io.Writer) error {
 			rm.Joined, rm.Early, rm.Admitted, rm.AdmittedPerSec, rm.AdmitPerSecond, rm.ChallengeBits, rm.SolveMs)
 		fmt.Fprintf(tw, "room latency\tjoin p50 %.2fms p99 %.2fms; ticket read p50 %.2fms p99 %.2fms (%d reads)\n",
 			rm.JoinMs.P50, rm.JoinMs.P99, rm.TicketMs.P50, rm.TicketMs.P99, rm.TicketReads)
+		fmt.Fprintf(tw, "room wait\t%s: %d streams opened, %d events; first event p50 %.2fms p99 %.2fms\n",
+			rm.Wait, rm.StreamOpens, rm.StreamEvents, rm.FirstEventMs.P50, rm.FirstEventMs.P99)
 	}
 	for i, k := range slices.Sorted(maps.Keys(a.Outcomes)) {
 		fmt.Fprintf(tw, "%s\t%8d  %s\n", label(i == 0, "outcomes"), a.Outcomes[k], k)

@@ -23,7 +23,8 @@ import (
 
 // A waiting-room run (--waiting-room RATE): the round gets a room that
 // opens JoinWindow before the sale, every shopper joins (solving the
-// challenge when there is one), reads its ticket until admitted, and
+// challenge when there is one), follows its ticket's event stream (or
+// reads its ticket again and again, Wait "poll") until admitted, and
 // buys with its pass; a few first try without one. Afterwards the early
 // order is checked against the published seed and the entry list.
 
@@ -38,7 +39,18 @@ type RoomConfig struct {
 	// MaxPoll is the longest a waiting shopper waits between two reads
 	// of its ticket (0: maxTicketPoll).
 	MaxPoll time.Duration
+	// Wait is how a waiting shopper learns of its turn: WaitEvents (also
+	// "") or WaitPoll.
+	Wait string
 }
+
+// RoomConfig.Wait's values.
+const (
+	// WaitEvents follows the ticket's event stream (events_url).
+	WaitEvents = "events"
+	// WaitPoll reads the ticket again about when its turn is due.
+	WaitPoll = "poll"
+)
 
 // A waiting shopper reads its ticket again after about the time its
 // turn is due (eta_seconds, or position / admit_per_second), at least
@@ -68,6 +80,13 @@ type RoomStats struct {
 	JoinMs         Latency `json:"join_latency_ms"`
 	TicketReads    uint64  `json:"ticket_reads"`
 	TicketMs       Latency `json:"ticket_latency_ms"`
+	// Wait is RoomConfig.Wait; StreamOpens and StreamEvents count the
+	// ticket streams opened and the events they brought, FirstEventMs the
+	// time from opening a stream to its first event.
+	Wait         string  `json:"wait"`
+	StreamOpens  int     `json:"stream_opens"`
+	StreamEvents int     `json:"stream_events"`
+	FirstEventMs Latency `json:"first_event_latency_ms"`
 	// SolveMs is the load generator's time per challenge solved.
 	SolveMs  float64 `json:"solve_ms"`
 	Admitted int     `json:"admitted"`
@@ -85,6 +104,8 @@ type RoomStats struct {
 type roomRun struct {
 	mu                  sync.Mutex
 	join, ticket        vegeta.Metrics
+	firstEvent          vegeta.Metrics
+	opens, events       int
 	solve               time.Duration
 	solved              int
 	passless, refusedNP int
@@ -111,6 +132,12 @@ type roomTicket struct {
 	Position   *int64   `json:"position"`
 	ETASeconds *float64 `json:"eta_seconds"`
 	Pass       *string  `json:"pass"`
+	EventsURL  string   `json:"events_url"`
+}
+
+// ended says whether t is final: nothing more to wait for.
+func ended(t roomTicket) bool {
+	return t.State == "admitted" || t.State == "sold_out" || t.State == "expired"
 }
 
 // ticketWait is how long a waiting shopper waits before reading its
@@ -144,21 +171,25 @@ type roomChallenge struct {
 }
 
 // roomAttack runs every shopper through the room and its purchases, and
-// tallies the purchases as attack does. Every shopper waits at once (a
-// waiting shopper holds no connection); at most Connections requests are
-// in flight, over as many connections.
+// tallies the purchases as attack does. Every shopper waits at once; at
+// most Connections requests are in flight, over as many connections. A
+// shopper following its ticket's stream also holds a connection of its
+// own while it waits, on the streams' own transport, so that thousands
+// of streams never take the requests' connections.
 func roomAttack(ctx context.Context, tgt target, cfg Config, fx *fixture, starts time.Time) (*attackResult, *roomRun, error) {
 	res := &attackResult{tally: newTally(len(fx.shoppers), cfg.PerUserLimit, cfg.Sample), stoppedBy: stopDuration}
 	rr := &roomRun{startsAt: starts}
-	hc := &http.Client{Transport: tgt.transport(cfg.Connections), Timeout: cfg.Timeout,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	hc := &http.Client{Transport: tgt.transport(cfg.Connections), Timeout: cfg.Timeout, CheckRedirect: noRedirect}
+	// No Timeout: a stream lasts the whole wait, bounded by the deadline.
+	streams := &http.Client{Transport: tgt.transport(len(fx.shoppers)), CheckRedirect: noRedirect}
 	deadline := starts.Add(cfg.Duration)
 	var mu sync.Mutex // guards res
 	g, gctx := errgroup.WithContext(ctx)
 	begin := time.Now()
 	for i := range fx.shoppers {
 		g.Go(func() error {
-			return shopperInRoom(gctx, hc, tgt, cfg, fx, i, deadline, rr, func(v *vegeta.Result) {
+			return shopperInRoom(gctx, hc, streams, tgt, cfg, fx, i, deadline, rr, func(v *vegeta.Result) {
 				mu.Lock()
 				defer mu.Unlock()
 				res.add(v)
@@ -171,6 +202,7 @@ func roomAttack(ctx context.Context, tgt target, cfg Config, fx *fixture, starts
 	res.metrics.Close()
 	rr.join.Close()
 	rr.ticket.Close()
+	rr.firstEvent.Close()
 	res.elapsed = time.Since(begin)
 	if res.tally.soldOut {
 		res.stoppedBy = stopSoldOut
@@ -179,8 +211,8 @@ func roomAttack(ctx context.Context, tgt target, cfg Config, fx *fixture, starts
 	return res, rr, nil
 }
 
-// shopperInRoom is one shopper: join, wait, buy with the pass.
-func shopperInRoom(ctx context.Context, hc *http.Client, tgt target, cfg Config, fx *fixture, i int,
+// shopperInRoom is one shopper: join, wait for its turn, buy with the pass.
+func shopperInRoom(ctx context.Context, hc, streams *http.Client, tgt target, cfg Config, fx *fixture, i int,
 	deadline time.Time, rr *roomRun, purchase func(*vegeta.Result)) error {
 	s := fx.shoppers[i]
 	call := func(method, path string, body any, header http.Header) (*vegeta.Result, error) {
@@ -210,35 +242,27 @@ func shopperInRoom(ctx context.Context, hc *http.Client, tgt target, cfg Config,
 	rr.mu.Lock()
 	rr.join.Add(r)
 	rr.mu.Unlock()
-	for time.Now().Before(deadline) {
-		r, err := call(http.MethodGet, queue, nil, nil)
-		if err != nil {
+	var joined roomTicket
+	_ = json.Unmarshal(r.Body, &joined)
+	w := ticketWaiter{cfg: cfg, i: i, queue: queue, deadline: deadline, rr: rr, call: call,
+		open: func(ctx context.Context, url string) (*http.Response, error) {
+			return openStream(ctx, streams, tgt, s, cfg.ForwardedFor, url)
+		}}
+	var t roomTicket
+	if cfg.Room.Wait == WaitPoll || joined.EventsURL == "" {
+		t, err = w.poll(ctx)
+	} else {
+		t, err = w.follow(ctx, joined.EventsURL)
+	}
+	if err != nil || t.State != "admitted" {
+		return err
+	}
+	if i < passlessTries { // while the sale is open: refused for want of the pass alone
+		if err := buyWithoutPass(fx, rr, call, purchase); err != nil {
 			return err
 		}
-		rr.mu.Lock()
-		rr.ticket.Add(r)
-		rr.mu.Unlock()
-		var t roomTicket
-		if r.Code == http.StatusOK && json.Unmarshal(r.Body, &t) == nil {
-			switch t.State {
-			case "admitted":
-				if i < passlessTries { // while the sale is open: refused for want of the pass alone
-					if err := buyWithoutPass(fx, rr, call, purchase); err != nil {
-						return err
-					}
-				}
-				return buyWithPass(ctx, cfg, fx, i, *t.Pass, call, purchase)
-			case "sold_out", "expired":
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(ticketWait(t, cfg.Room.AdmitPerSecond, rr.startsAt, time.Now(), spreadOf(i), cfg.Room.MaxPoll)):
-		}
 	}
-	return nil
+	return buyWithPass(ctx, cfg, fx, i, *t.Pass, call, purchase)
 }
 
 // buyWithoutPass tries to buy without the pass: it must be refused 403
@@ -380,6 +404,7 @@ func checkRoom(ctx context.Context, c *client, cfg Config, fx *fixture, rr *room
 	st := &RoomStats{AdmitPerSecond: cfg.Room.AdmitPerSecond, ChallengeBits: cfg.Room.ChallengeBits,
 		Joined: len(entries), TicketReads: rr.ticket.Requests,
 		JoinMs: latencyOf(rr.join), TicketMs: latencyOf(rr.ticket),
+		Wait: orDefault(cfg.Room.Wait, WaitEvents), StreamOpens: rr.opens, StreamEvents: rr.events, FirstEventMs: latencyOf(rr.firstEvent),
 		PasslessTries: rr.passless, PasslessRefused: rr.refusedNP}
 	if rr.solved > 0 {
 		st.SolveMs = ms(rr.solve / time.Duration(rr.solved))

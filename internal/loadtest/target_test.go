@@ -86,6 +86,8 @@ func TestValidate(t *testing.T) {
 		{"negative_rate", func(c *Config) { c.Rate = -1 }, "--rate"},
 		{"no_connections", func(c *Config) { c.Connections = 0 }, "--connections"},
 		{"negative_limit", func(c *Config) { c.PerUserLimit = -1 }, "--per-user-limit"},
+		{"room_wait_poll", func(c *Config) { c.Room = &RoomConfig{AdmitPerSecond: 1, PassTTL: time.Minute, Wait: WaitPoll} }, ""},
+		{"room_wait_unknown", func(c *Config) { c.Room = &RoomConfig{AdmitPerSecond: 1, PassTTL: time.Minute, Wait: "push"} }, "--room-wait"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

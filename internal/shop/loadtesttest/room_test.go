@@ -10,17 +10,34 @@ import (
 )
 
 // A sale behind a waiting room: 30 shoppers join in the room's first
-// seconds (solving 4-bit challenges), read their tickets, and those
-// admitted buy with their passes; those of the first ten admitted first
-// try without one. Every
-// invariant holds, I1–I6 and the room's: the seed's early order, the
-// rate, and no purchase without a pass.
+// seconds (solving 4-bit challenges), follow their tickets' streams (by
+// default) or read their tickets (poll), and those admitted buy with
+// their passes; those of the first ten admitted first try without one.
+// Every invariant holds, I1–I6 and the room's: the seed's early order,
+// the rate, and no purchase without a pass.
 func TestRunWithWaitingRoom(t *testing.T) {
 	t.Parallel()
+	t.Run("events", func(t *testing.T) {
+		t.Parallel()
+		rm := runWithWaitingRoom(t, "") // the default
+		// A read only where a stream ended before the ticket was final.
+		if rm.Wait != loadtest.WaitEvents || rm.StreamOpens < 30 || rm.StreamEvents < 30 || rm.TicketReads > uint64(rm.StreamOpens) {
+			t.Errorf("room %+v", rm)
+		}
+	})
+	t.Run("poll", func(t *testing.T) {
+		t.Parallel()
+		if rm := runWithWaitingRoom(t, loadtest.WaitPoll); rm.Wait != loadtest.WaitPoll || rm.StreamOpens != 0 || rm.TicketReads == 0 {
+			t.Errorf("room %+v", rm)
+		}
+	})
+}
+
+func runWithWaitingRoom(t *testing.T, wait string) *loadtest.RoomStats {
 	_, cfg := lifecycleShop(t, 15*time.Minute)
 	cfg.PayRatio = 0
 	cfg.Users, cfg.Connections, cfg.Duration = 30, 30, 20*time.Second
-	cfg.Room = &loadtest.RoomConfig{AdmitPerSecond: 8, ChallengeBits: 4, PassTTL: time.Minute, JoinWindow: 2 * time.Second}
+	cfg.Room = &loadtest.RoomConfig{AdmitPerSecond: 8, ChallengeBits: 4, PassTTL: time.Minute, JoinWindow: 2 * time.Second, Wait: wait}
 	rep, err := loadtest.Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +63,8 @@ func TestRunWithWaitingRoom(t *testing.T) {
 		t.Errorf("invariants %q", names)
 	}
 	var text strings.Builder
-	if err := rep.WriteText(&text); err != nil || !strings.Contains(text.String(), "30 joined") {
+	if err := rep.WriteText(&text); err != nil || !strings.Contains(text.String(), "30 joined") || !strings.Contains(text.String(), "streams opened") {
 		t.Errorf("text report: %v\n%s", err, text.String())
 	}
+	return rm
 }
