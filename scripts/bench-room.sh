@@ -19,8 +19,9 @@
 #   4. room: the same shoppers and connections; the round has a waiting
 #      room admitting max / 2 shoppers a second; every shopper joins in the
 #      $ROOM_JOIN_WINDOW (10 s) before the sale (all of the demand at
-#      once; the joins take a few seconds), reads its ticket
-#      about when its turn is due (internal/loadtest/room.go) and, once
+#      once; the joins take a few seconds), follows its ticket's
+#      stream (ROOM_WAIT=poll: reads its ticket about when its turn is
+#      due; internal/loadtest/room.go) and, once
 #      admitted, buys one unit with its pass; nothing reaches the purchase
 #      route before admission but 10 pass-less tries (403);
 #   5. a side-by-side table, the ratios to the unloaded p99, and the bar
@@ -29,8 +30,10 @@
 # Knobs: ROOM_MAX (purchases/s; measured when unset), ROOM_FACTOR (5),
 # ROOM_USERS (8000), ROOM_CONNS (1000), ROOM_DURATION (20s), ROOM_PROCS
 # (the load generator's GOMAXPROCS, 1 as in make bench; 0: all cores),
-# ROOM_JOIN_WINDOW (10s), ROOM_POLL_MAX (2s: the longest a waiting
-# shopper goes between two ticket reads), ROOM_PORT (18190), ROOM_PROFILE=1 (an 8 s server CPU profile in each
+# ROOM_JOIN_WINDOW (10s), ROOM_WAIT (events: the waiting shoppers follow
+# their tickets' streams; poll: they read their tickets), ROOM_POLL_MAX
+# (2s, with poll: the longest a waiting shopper goes between two ticket
+# reads), ROOM_PORT (18190), ROOM_PROFILE=1 (an 8 s server CPU profile in each
 # overload phase, and its top). Output: .run/bench-room/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,6 +45,7 @@ CONNS=${ROOM_CONNS:-1000}
 MAX_CONNS=${ROOM_MAX_CONNS:-200}
 DURATION=${ROOM_DURATION:-20s}
 JOIN_WINDOW=${ROOM_JOIN_WINDOW:-10s}
+WAIT=${ROOM_WAIT:-events}
 POLL_MAX=${ROOM_POLL_MAX:-2s}
 PROCS=${ROOM_PROCS:-1}
 PORT=${ROOM_PORT:-18190}
@@ -158,7 +162,7 @@ echo "== unloaded: $LIGHT/s, p99 $(j .attack.latency_ms.p99 unloaded) ms"
 run overload-noroom --users "$USERS" --per-user-limit 0 --connections "$CONNS" --rate "$OFFER" --duration "$DURATION"
 echo "== no room: offered $OFFER/s, sent $(j .attack.attempts_per_sec overload-noroom)/s, p99 $(j .attack.latency_ms.p99 overload-noroom) ms"
 run overload-room --users "$USERS" --per-user-limit 1 --connections "$CONNS" --duration "$DURATION" \
-  --waiting-room "$ADMIT" --join-window "$JOIN_WINDOW" --ticket-poll-max "$POLL_MAX"
+  --waiting-room "$ADMIT" --join-window "$JOIN_WINDOW" --room-wait "$WAIT" --ticket-poll-max "$POLL_MAX"
 echo "== room: admitting $ADMIT/s, $(j .room.admitted overload-room) admitted, p99 $(j .attack.latency_ms.p99 overload-room) ms"
 
 U99=$(j .attack.latency_ms.p99 unloaded)
