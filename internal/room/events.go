@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -167,17 +166,10 @@ func (s *Service) streamTicket(sku, user string, last Ticket) (Ticket, error) {
 			return Ticket{}, err
 		}
 	}
-	pass := passInfo{}
-	if p.rank >= 0 && p.rank < sh.admitted {
-		if last.PassExpiresAt == nil {
-			return s.TicketOf(ctx, sku, user, nil) // just admitted: its pass
-		}
-		pass = passInfo{round: strconv.FormatInt(live.Round, 10), expires: last.PassExpiresAt.UnixMilli()}
-		if last.Pass != nil {
-			pass.pass = *last.Pass
-		}
+	if p.rank >= 0 && p.rank < sh.admitted && last.pass.pass == "" {
+		return s.TicketOf(ctx, sku, user, nil) // just admitted: its pass
 	}
-	return s.build(sku, u, live, p, sh, pass), nil
+	return s.build(sku, u, live, p, sh, last.pass), nil
 }
 
 // shuffled finds early entry p's rank once the shuffle is final: a ZRANK
@@ -195,7 +187,7 @@ func (s *Service) shuffled(ctx context.Context, sku string, live inventory.LiveR
 		return p, storeError("rank", err)
 	}
 	p.rank = r
-	s.placed(sku, live, u, p)
+	s.placed(sku, live, u, p, passInfo{})
 	return p, nil
 }
 

@@ -74,10 +74,12 @@ type idsKey struct {
 // derivedIDs are the HMACs and digests of a shopper's entry: the same for
 // every request of the round, and a tenth of a ticket read's CPU when
 // made anew each time. at is the entry's place once a read has seen it
-// after starts_at (at.rank >= 0), from when it never changes.
+// after starts_at (at.rank >= 0), from when it never changes; pass the
+// pass once a read has seen its admission, which is for good.
 type derivedIDs struct {
 	entryID, prefix, eventsURL string
 	at                         place
+	pass                       passInfo
 }
 
 // maxIDs bounds the derived ids kept (about 200 bytes each).
@@ -105,8 +107,9 @@ func (s *Service) idsOf(sku string, live inventory.LiveRound, u uuid.UUID) deriv
 	return d
 }
 
-// placed keeps p as user u's place in sku's live round once it is final.
-func (s *Service) placed(sku string, live inventory.LiveRound, u uuid.UUID, p place) {
+// placed keeps p as user u's place in sku's live round once it is final,
+// and pass once it is known.
+func (s *Service) placed(sku string, live inventory.LiveRound, u uuid.UUID, p place, pass passInfo) {
 	if p.rank < 0 {
 		return
 	}
@@ -114,6 +117,9 @@ func (s *Service) placed(sku string, live inventory.LiveRound, u uuid.UUID, p pl
 	s.mu.Lock()
 	if d, ok := s.ids[k]; ok {
 		d.at = p
+		if pass.pass != "" {
+			d.pass = pass
+		}
 		s.ids[k] = d
 	}
 	s.mu.Unlock()

@@ -42,9 +42,11 @@ type Ticket struct {
 	PassExpiresAt *time.Time `json:"pass_expires_at"`
 	EventsURL     string     `json:"events_url"`
 
-	// at is the entry's place; round the room's.
+	// at is the entry's place; round the room's; pass the pass hash's
+	// record of its pass, expired too.
 	at    place
 	round int64
+	pass  passInfo
 }
 
 // place is an entry's place: early or late, when it joined, and its rank
@@ -153,7 +155,7 @@ func (s *Service) entry(ctx context.Context, sku, user, mode string, proof *Proo
 		case "ok":
 			t, err := s.ticket(sku, u, live, reply)
 			if err == nil {
-				s.placed(sku, live, u, t.at)
+				s.placed(sku, live, u, t.at, t.pass)
 			}
 			return t, reply[1] == "1", err
 		}
@@ -219,19 +221,23 @@ func (s *Service) joinCall(sku string, live inventory.LiveRound, u uuid.UUID, us
 	return keys, []any{live.Round, mode, u[:], user, s.idsOf(sku, live, u).prefix, work}
 }
 
-// fromSnapshot answers u's ticket from the instance's snapshot of the room when
-// the entry's place is known and too far back to have been admitted since
-// the snapshot was read, with units left.
+// fromSnapshot answers u's ticket from the instance's snapshot of the
+// room when the entry's place is known and either too far back to have
+// been admitted since the snapshot was read, with units left, or admitted
+// with a pass this instance has read.
 func (s *Service) fromSnapshot(sku string, u uuid.UUID, live inventory.LiveRound) (Ticket, bool) {
 	v := s.snapshotOf(sku, live.Round)
-	if v == nil || v.turn.Available <= 0 {
+	if v == nil {
 		return Ticket{}, false
 	}
-	p := s.idsOf(sku, live, u).at
-	if !v.farBack(p) {
-		return Ticket{}, false
+	d := s.idsOf(sku, live, u)
+	switch {
+	case d.at.rank >= 0 && d.at.rank < v.turn.Total && d.pass.pass != "":
+		return s.build(sku, u, live, d.at, v.shared(), d.pass), true
+	case v.turn.Available > 0 && v.farBack(d.at):
+		return s.build(sku, u, live, d.at, v.shared(), passInfo{}), true
 	}
-	return s.build(sku, u, live, p, v.shared(), passInfo{}), true
+	return Ticket{}, false
 }
 
 // ticket reads join.lua's answer.
@@ -273,6 +279,7 @@ func (s *Service) build(sku string, u uuid.UUID, live inventory.LiveRound, p pla
 		// missing pass is one that expired.
 		t.State = StateExpired
 		if ps.pass != "" && ps.round == strconv.FormatInt(live.Round, 10) {
+			t.pass = ps
 			expires := time.UnixMilli(ps.expires).UTC()
 			t.PassExpiresAt = &expires
 			if sh.now < ps.expires {
