@@ -60,14 +60,12 @@ func (s *Service) streamUser(ctx context.Context, sku, token string) (string, er
 	return u.String(), nil
 }
 
-// Stream timing: a waiting ticket is sent at most once a second; near
-// the front, where an admission can come within the second (a turn
-// admits up to a second's rate at once), it is worked out on every turn
-// of the admitter (or five times a second without one), so the admission
-// is sent at once.
+// Stream timing: a waiting ticket is sent at most once a second, and
+// worked out again when its entry could be admitted (wakeAfter), at most
+// a turn of the admitter apart, so the admission is sent within a turn.
 const (
 	streamSlow   = time.Second
-	streamFast   = 200 * time.Millisecond
+	streamFast   = Tick
 	keepAliveGap = 15 * time.Second
 )
 
@@ -98,7 +96,7 @@ func (s *Service) stream(w *bufio.Writer, sku, user string, first Ticket) {
 		select {
 		case <-s.done:
 			return
-		case <-s.wake(sku, cur):
+		case <-time.After(s.wakeAfter(sku, cur)):
 		}
 		t, err := s.streamTicket(sku, user, cur)
 		switch {
@@ -120,22 +118,18 @@ func (s *Service) stream(w *bufio.Writer, sku, user string, first Ticket) {
 	}
 }
 
-// wake is when a stream whose ticket is t works it out again: on the
-// admitter's next turn near the front, else a second on.
-func (s *Service) wake(sku string, t Ticket) <-chan struct{} {
-	near := t.State == StateWaiting && t.Position != nil && *t.Position <= 2*int64(s.rateOf(sku))+1
-	if near {
-		if v := s.snapshotOf(sku, t.round); v != nil {
-			return v.next
-		}
+// wakeAfter is when a stream whose ticket is t works it out again. An
+// entry p places back cannot be admitted for (p - 1 - rate) / rate
+// seconds, the bucket holding a second of the rate; it looks then, a turn
+// to a second on. Each stream keeps its own phase, so the shoppers a turn
+// admits learn of it, and buy, spread over the turn rather than at once.
+func (s *Service) wakeAfter(sku string, t Ticket) time.Duration {
+	if t.State != StateWaiting || t.Position == nil {
+		return streamSlow
 	}
-	wait := streamSlow
-	if near {
-		wait = streamFast
-	}
-	c := make(chan struct{})
-	time.AfterFunc(wait, func() { close(c) })
-	return c
+	rate := int64(s.rateOf(sku))
+	d := time.Duration(*t.Position-1-rate) * time.Second / time.Duration(rate)
+	return min(max(d, streamFast), streamSlow)
 }
 
 // streamTicket works out user's ticket, last worked out as last, from the

@@ -116,3 +116,9 @@ func (s *Service) Freshen(sku string) {
 		v.at = time.Now()
 	}
 }
+
+// WakeAfter is wakeAfter for a ticket in state at position (nil: none)
+// in sku's room.
+func (s *Service) WakeAfter(sku, state string, position *int64) time.Duration {
+	return s.wakeAfter(sku, Ticket{State: state, Position: position})
+}

@@ -21,9 +21,6 @@ type snapshot struct {
 	starts int64     // starts_at, ms (0: none)
 	turn   Turn      // Early, Total, Available, Now: the shared state
 	at     time.Time // when the turn answered
-	// next is closed when a newer snapshot replaces this one or the
-	// room's are dropped: a stream near the front waits on it.
-	next chan struct{}
 }
 
 // maxSnapshotAge is the oldest snapshot an answer is worked out from: a
@@ -33,28 +30,20 @@ const maxSnapshotAge = 3 * Tick
 
 // keepSnapshot keeps what an admit turn of sku's live round read.
 func (s *Service) keepSnapshot(sku string, live inventory.LiveRound, t Turn) {
-	v := &snapshot{round: live.Round, rate: live.Room.AdmitPerSecond, turn: t, at: time.Now(), next: make(chan struct{})}
+	v := &snapshot{round: live.Round, rate: live.Room.AdmitPerSecond, turn: t, at: time.Now()}
 	if !live.StartsAt.IsZero() {
 		v.starts = live.StartsAt.UnixMilli()
 	}
 	s.mu.Lock()
-	old := s.snaps[sku]
 	s.snaps[sku] = v
 	s.mu.Unlock()
-	if old != nil {
-		close(old.next)
-	}
 }
 
 // dropSnapshot drops the snapshot of sku's room: the round ended or is gone.
 func (s *Service) dropSnapshot(sku string) {
 	s.mu.Lock()
-	old := s.snaps[sku]
 	delete(s.snaps, sku)
 	s.mu.Unlock()
-	if old != nil {
-		close(old.next)
-	}
 }
 
 // snapshotOf returns the instance's snapshot of sku's room in round, or nil when

@@ -222,3 +222,32 @@ func followStream(ctx context.Context, rooms *room.Service, sku, user string) ([
 	}
 	return positions, "", io.ErrUnexpectedEOF
 }
+
+// A stream looks again when its entry could first be admitted: a turn on
+// at the front, a second on far back.
+func TestStreamWakesWhenItsTurnCanCome(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	f.open(t, "wake", 10, time.Time{}, inventory.RoomSettings{AdmitPerSecond: 100, PassTTL: time.Minute})
+	if _, err := f.rooms.AdminView(ctx, "wake"); err != nil { // reads the rate
+		t.Fatal(err)
+	}
+	at := func(p int64) *int64 { return &p }
+	for _, c := range []struct {
+		state    string
+		position *int64
+		want     time.Duration
+	}{
+		{room.StateWaiting, at(1), room.Tick},
+		{room.StateWaiting, at(101), room.Tick},
+		{room.StateWaiting, at(151), 500 * time.Millisecond},
+		{room.StateWaiting, at(10_000), time.Second},
+		{room.StateWaiting, nil, time.Second},
+		{room.StateAdmitted, nil, time.Second},
+	} {
+		if got := f.rooms.WakeAfter("wake", c.state, c.position); got != c.want {
+			t.Errorf("%s at %v: wakes after %v, want %v", c.state, c.position, got, c.want)
+		}
+	}
+}
