@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/google/uuid"
@@ -67,14 +68,23 @@ const (
 	streamSlow   = time.Second
 	streamFast   = Tick
 	keepAliveGap = 15 * time.Second
+	// streamWriteTimeout drops a client that took no data for this long.
+	// fasthttp sets one write deadline for a whole response, its
+	// WriteTimeout after the handler returns, which would cut every
+	// stream at that age; each write moves it on instead.
+	streamWriteTimeout = 10 * time.Second
 )
 
-// stream writes user's ticket as `queue` events: the current one first,
-// then each change, until the client leaves, the room ends, or Close.
-func (s *Service) stream(w *bufio.Writer, sku, user string, first Ticket) {
+// stream writes user's ticket as `queue` events to w, on conn (nil: none
+// to keep alive): the current one first, then each change, until the
+// client leaves, the room ends, or Close.
+func (s *Service) stream(w *bufio.Writer, conn net.Conn, sku, user string, first Ticket) {
 	cur, lastJSON := first, ""
 	var sent, wrote time.Time // the last event; the last write of any kind
 	write := func(format string, a ...any) bool {
+		if conn != nil {
+			_ = conn.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+		}
 		if _, err := fmt.Fprintf(w, format, a...); err != nil || w.Flush() != nil {
 			return false
 		}

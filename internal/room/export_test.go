@@ -85,7 +85,7 @@ func (s *Service) StreamTo(ctx context.Context, w io.Writer, sku, user string) e
 	if err != nil {
 		return err
 	}
-	s.stream(bufio.NewWriter(w), sku, user, first)
+	s.stream(bufio.NewWriter(w), nil, sku, user, first)
 	return nil
 }
 

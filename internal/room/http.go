@@ -155,7 +155,8 @@ func (h handler) events(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderCacheControl, "no-cache")
 	c.Set("X-Accel-Buffering", "no")
 	c.Context().Response.SetConnectionClose()
-	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) { h.svc.stream(w, sku, user, first) })
+	conn := c.Context().Conn()
+	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) { h.svc.stream(w, conn, sku, user, first) })
 	return nil
 }
 

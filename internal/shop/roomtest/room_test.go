@@ -172,6 +172,27 @@ func TestRoomOverHTTP(t *testing.T) {
 	}
 }
 
+// A ticket's stream lasts as long as its wait: the server's write
+// timeout (10 s for a whole response) does not cut it.
+func TestTicketStreamOutlivesTheWriteTimeout(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	base := f.Serve(t)
+	starts := nextSecond(15 * time.Second)
+	f.seed(t, "long", `{"quantity":3,"starts_at":"`+stamp(starts)+`","waiting_room":{"admit_per_second":1}}`)
+	_, tok := f.shopper(t)
+	tk := f.join(t, "long", tok, "", http.StatusCreated)
+	s := openQueueStream(t, base, tk.EventsURL)
+	opened := time.Now()
+	// Waiting before starts_at, the ticket's eta falls by a second each
+	// second: an event a second.
+	for time.Since(opened) < 12*time.Second {
+		if e := s.next(t, 3*time.Second); e.State != "waiting" {
+			t.Fatalf("event %+v", e)
+		}
+	}
+}
+
 // A ticket's events_url streams `event: queue` with the ticket at once,
 // and a new event as soon as the entry is admitted.
 func TestTicketEvents(t *testing.T) {
