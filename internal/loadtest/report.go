@@ -212,8 +212,8 @@ func (r *Report) WriteText(w io.Writer) error {
 	if rm := r.Room; rm != nil {
 		fmt.Fprintf(tw, "room\t%d joined (%d early), %d admitted at %.1f/s (set %d/s), challenge %d bits (%.2fms a solve here)\n",
 			rm.Joined, rm.Early, rm.Admitted, rm.AdmittedPerSec, rm.AdmitPerSecond, rm.ChallengeBits, rm.SolveMs)
-		fmt.Fprintf(tw, "room latency\tjoin p50 %.2fms p99 %.2fms; ticket read p50 %.2fms p99 %.2fms (%d reads)\n",
-			rm.JoinMs.P50, rm.JoinMs.P99, rm.TicketMs.P50, rm.TicketMs.P99, rm.TicketReads)
+		fmt.Fprintf(tw, "room latency\tjoin p50 %.2fms p99 %.2fms (%d sent again after 503/429); ticket read p50 %.2fms p99 %.2fms (%d reads)\n",
+			rm.JoinMs.P50, rm.JoinMs.P99, rm.JoinRetries, rm.TicketMs.P50, rm.TicketMs.P99, rm.TicketReads)
 		fmt.Fprintf(tw, "room wait\t%s: %d streams opened, %d events; first event p50 %.2fms p99 %.2fms\n",
 			rm.Wait, rm.StreamOpens, rm.StreamEvents, rm.FirstEventMs.P50, rm.FirstEventMs.P99)
 	}

@@ -78,8 +78,10 @@ type RoomStats struct {
 	Joined         int     `json:"joined"`
 	Early          int     `json:"early"`
 	JoinMs         Latency `json:"join_latency_ms"`
-	TicketReads    uint64  `json:"ticket_reads"`
-	TicketMs       Latency `json:"ticket_latency_ms"`
+	// JoinRetries counts joins sent again after a 503 or 429.
+	JoinRetries int     `json:"join_retries"`
+	TicketReads uint64  `json:"ticket_reads"`
+	TicketMs    Latency `json:"ticket_latency_ms"`
 	// Wait is RoomConfig.Wait; StreamOpens and StreamEvents count the
 	// ticket streams opened and the events they brought, FirstEventMs the
 	// time from opening a stream to its first event.
@@ -104,6 +106,7 @@ type RoomStats struct {
 type roomRun struct {
 	mu                  sync.Mutex
 	join, ticket        vegeta.Metrics
+	joinRetries         int
 	firstEvent          vegeta.Metrics
 	opens, events       int
 	solve               time.Duration
@@ -235,7 +238,7 @@ func shopperInRoom(ctx context.Context, hc, streams *http.Client, tgt target, cf
 		rr.mu.Unlock()
 		join = map[string]any{"challenge": ch.Challenge, "nonce": nonce}
 	}
-	r, err := call(http.MethodPost, queue, join, nil)
+	r, err := joinRoom(ctx, call, queue, join, i, rr)
 	if err != nil || (r.Code != http.StatusCreated && r.Code != http.StatusOK) {
 		return fmt.Errorf("shopper %d: join: %v %s", i, err, bodyOf(r))
 	}
@@ -263,6 +266,33 @@ func shopperInRoom(ctx context.Context, hc, streams *http.Client, tgt target, cf
 		}
 	}
 	return buyWithPass(ctx, cfg, fx, i, *t.Pass, call, purchase)
+}
+
+// joinTries bounds a shopper's joins answered 503 or 429: a crowd
+// joining at once can outrun the server for a moment, and a real client
+// tries again shortly, as the answer asks.
+const joinTries = 5
+
+// joinRoom joins the room, again after a spread, doubling backoff while
+// the answer is 503 or 429; the same body each time (a join that did run
+// answers the same ticket).
+func joinRoom(ctx context.Context, call func(string, string, any, http.Header) (*vegeta.Result, error),
+	queue string, body any, i int, rr *roomRun) (*vegeta.Result, error) {
+	for try := 0; ; try++ {
+		r, err := call(http.MethodPost, queue, body, nil)
+		busy := err == nil && (r.Code == http.StatusServiceUnavailable || r.Code == http.StatusTooManyRequests)
+		if !busy || try == joinTries-1 {
+			return r, err
+		}
+		rr.mu.Lock()
+		rr.joinRetries++
+		rr.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return r, ctx.Err()
+		case <-time.After(time.Duration(float64(200*time.Millisecond<<try) * (1 + spreadOf(i)))):
+		}
+	}
 }
 
 // buyWithoutPass tries to buy without the pass: it must be refused 403
@@ -403,7 +433,7 @@ func checkRoom(ctx context.Context, c *client, cfg Config, fx *fixture, rr *room
 	}
 	st := &RoomStats{AdmitPerSecond: cfg.Room.AdmitPerSecond, ChallengeBits: cfg.Room.ChallengeBits,
 		Joined: len(entries), TicketReads: rr.ticket.Requests,
-		JoinMs: latencyOf(rr.join), TicketMs: latencyOf(rr.ticket),
+		JoinMs: latencyOf(rr.join), JoinRetries: rr.joinRetries, TicketMs: latencyOf(rr.ticket),
 		Wait: orDefault(cfg.Room.Wait, WaitEvents), StreamOpens: rr.opens, StreamEvents: rr.events, FirstEventMs: latencyOf(rr.firstEvent),
 		PasslessTries: rr.passless, PasslessRefused: rr.refusedNP}
 	if rr.solved > 0 {

@@ -1,8 +1,12 @@
 package loadtest
 
 import (
+	"context"
+	"net/http"
 	"testing"
 	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
 )
 
 func TestTicketWait(t *testing.T) {
@@ -30,5 +34,35 @@ func TestTicketWait(t *testing.T) {
 	}
 	if got := ticketWait(roomTicket{Position: i(8000)}, 1000, now, now, 0, 10*time.Second); got != 8*time.Second {
 		t.Errorf("position with a 10 s cap: %v, want 8s", got)
+	}
+}
+
+// A join answered 503 or 429 is sent again, a few times at most; any
+// other answer is final.
+func TestJoinRoomRetriesBusyAnswers(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		codes   []uint16
+		want    uint16
+		retries int
+	}{
+		{"created", []uint16{201}, 201, 0},
+		{"busy then created", []uint16{503, 429, 201}, 201, 2},
+		{"refused", []uint16{403, 201}, 403, 0},
+		{"busy throughout", []uint16{503, 503, 503, 503, 503, 201}, 503, joinTries - 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sent := 0
+			call := func(string, string, any, http.Header) (*vegeta.Result, error) {
+				sent++
+				return &vegeta.Result{Code: c.codes[sent-1]}, nil
+			}
+			var rr roomRun
+			r, err := joinRoom(context.Background(), call, "/q", nil, 0, &rr)
+			if err != nil || r.Code != c.want || rr.joinRetries != c.retries || sent != c.retries+1 {
+				t.Fatalf("answer %d %v after %d sends, %d retries; want %d after %d", r.Code, err, sent, rr.joinRetries,
+					c.want, c.retries+1)
+			}
+		})
 	}
 }
