@@ -13,6 +13,9 @@
 #      (ROOM_MAX, when given, is taken instead);
 #   2. unloaded: purchases at a tenth of max (open model) for 15 s: its p99
 #      is the baseline;
+#   2b. paced: purchases at max / 2, the room's rate, from 200 shoppers
+#      for 15 s: the room's floor, what its admitted shoppers would see
+#      if the waiting crowd cost nothing;
 #   3. no room: $ROOM_USERS shoppers, purchases offered at ROOM_FACTOR (5) x
 #      max (open model, vegeta) for $ROOM_DURATION over $ROOM_CONNS
 #      connections, no per-shopper limit;
@@ -25,7 +28,9 @@
 #      admitted, buys one unit with its pass; nothing reaches the purchase
 #      route before admission but 10 pass-less tries (403);
 #   5. a side-by-side table, the ratios to the unloaded p99, and the bar
-#      (room p99 <= 2 x unloaded p99, no 5xx).
+#      (room p99 <= 2 x unloaded p99, no 5xx); the room's p99 against the
+#      paced one (what the crowd adds) and the paced one against the
+#      unloaded one (the purchase path's own tail at that rate).
 #
 # Knobs: ROOM_MAX (purchases/s; measured when unset), ROOM_FACTOR (5),
 # ROOM_USERS (8000), ROOM_CONNS (1000), ROOM_DURATION (20s), ROOM_PROCS
@@ -159,6 +164,11 @@ LIGHT=$((MAX / 10)); OFFER=$((MAX * FACTOR)); ADMIT=$((MAX / 2))
 
 run unloaded --users 200 --per-user-limit 0 --connections "$MAX_CONNS" --rate "$LIGHT" --duration 15s
 echo "== unloaded: $LIGHT/s, p99 $(j .attack.latency_ms.p99 unloaded) ms"
+# The room's floor: purchases at the rate the room admits, from 200
+# shoppers, no crowd: what the admitted shoppers' purchases would see if
+# the waiting crowd cost nothing.
+run paced --users 200 --per-user-limit 0 --connections "$MAX_CONNS" --rate "$ADMIT" --duration 15s
+echo "== paced: $ADMIT/s (the room's rate, no crowd), p99 $(j .attack.latency_ms.p99 paced) ms"
 run overload-noroom --users "$USERS" --per-user-limit 0 --connections "$CONNS" --rate "$OFFER" --duration "$DURATION"
 echo "== no room: offered $OFFER/s, sent $(j .attack.attempts_per_sec overload-noroom)/s, p99 $(j .attack.latency_ms.p99 overload-noroom) ms"
 run overload-room --users "$USERS" --per-user-limit 1 --connections "$CONNS" --duration "$DURATION" \
@@ -198,10 +208,16 @@ LOAD_END=$(load)
     "$(cpu overload-noroom 1) / $(cpu overload-noroom 2) / $(cpu overload-noroom 3)" \
     "$(cpu overload-room 1) / $(cpu overload-room 2) / $(cpu overload-room 3)"
   R99=$(j .attack.latency_ms.p99 overload-room); N99=$(j .attack.latency_ms.p99 overload-noroom)
+  P99=$(j .attack.latency_ms.p99 paced)
   echo
+  echo "paced at the room's rate ($ADMIT/s, 200 shoppers, no crowd): p50 $(j .attack.latency_ms.p50 paced) ms," \
+    "p99 $P99 ms (inside the server $(server_p99 paced)), 5xx $(fivexx paced)," \
+    "cores $(cpu paced 1) / $(cpu paced 2) / $(cpu paced 3)"
+  echo "room p99 / paced p99:       $(ratio "$R99" "$P99")  (what the waiting crowd adds)"
+  echo "paced p99 / unloaded p99:   $(ratio "$P99" "$U99")  (the purchase path's own tail at that rate)"
   echo "room p99 / unloaded p99:    $(ratio "$R99" "$U99")  (bar <= 2; 5xx in the room run: $(fivexx overload-room))"
   echo "no room p99 / unloaded p99: $(ratio "$N99" "$U99")  (5xx: $(fivexx overload-noroom))"
-  echo "reports: $OUT/{max,unloaded,overload-noroom,overload-room}.json"
+  echo "reports: $OUT/{max,unloaded,paced,overload-noroom,overload-room}.json"
 } | tee "$OUT/summary.txt"
 if [ "${ROOM_PROFILE:-}" = 1 ]; then
   for p in overload-noroom overload-room; do
