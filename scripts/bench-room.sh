@@ -69,6 +69,7 @@ redis-server deploy/redis.conf --daemonize yes --bind 127.0.0.1 --port "$RPORT" 
 wait_port "$RPORT" || { echo "bench-room: redis-server on $RPORT did not start" >&2; exit 1; }
 REDIS_URL=redis://127.0.0.1:$RPORT/0
 rcli() { redis-cli -h 127.0.0.1 -p "$RPORT" "$@"; }
+rcli config set latency-monitor-threshold 5 >/dev/null # Redis's own stalls, in $OUT/redis-latency.txt
 PG_ADMIN_URL=$(ensure_postgres postgres)
 DB_URL=${PG_ADMIN_URL/\/postgres\?/\/shop_benchroom?}
 server_pid=
@@ -110,6 +111,7 @@ base=(--target "http://127.0.0.1:$PORT" --admin-email "$ADMIN_EMAIL" --admin-pas
 run() {
   local name=$1; shift
   buckets >"$OUT/$name.hist0"
+  pool >"$OUT/$name.pool0"
   local s0 r0 m0 t0; s0=$(cpu_of "$server_pid"); r0=$(cpu_of "$REDIS_PID"); m0=$(machine_busy); t0=$(date +%s.%N)
   local prof=
   if [ "${ROOM_PROFILE:-}" = 1 ] && [[ $name == overload-* ]]; then
@@ -127,7 +129,15 @@ run() {
     "$(awk -v a="$m0" -v b="$(machine_busy)" 'BEGIN {print b - a}')" \
     "$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {print b - a}')" >"$OUT/$name.cpu"
   buckets >"$OUT/$name.hist1"
+  pool >"$OUT/$name.pool1"
 }
+# The server's Redis pool: commands that found no free connection, and
+# waits that timed out ("misses timeouts"); pool_of NAME: the run's.
+pool() {
+  curl -sf "http://127.0.0.1:$PORT/metrics" | awk '
+    /^shop_redis_pool_misses_total / {m = $NF} /^shop_redis_pool_timeouts_total / {t = $NF} END {print m + 0, t + 0}'
+}
+pool_of() { paste -d' ' "$OUT/$1.pool0" "$OUT/$1.pool1" 2>/dev/null | awk '{printf "%d / %d", $3 - $1, $4 - $2}' || echo n/a; }
 # The server's own histogram of the purchase route (from the request read
 # to the answer written), summed over statuses: "le count" lines;
 # server_p99 NAME: the p99 of the run's purchases by it (ms, interpolated
@@ -171,8 +181,11 @@ run paced --users 200 --per-user-limit 0 --connections "$MAX_CONNS" --rate "$ADM
 echo "== paced: $ADMIT/s (the room's rate, no crowd), p99 $(j .attack.latency_ms.p99 paced) ms"
 run overload-noroom --users "$USERS" --per-user-limit 0 --connections "$CONNS" --rate "$OFFER" --duration "$DURATION"
 echo "== no room: offered $OFFER/s, sent $(j .attack.attempts_per_sec overload-noroom)/s, p99 $(j .attack.latency_ms.p99 overload-noroom) ms"
+rcli latency reset >/dev/null
 run overload-room --users "$USERS" --per-user-limit 1 --connections "$CONNS" --duration "$DURATION" \
   --waiting-room "$ADMIT" --join-window "$JOIN_WINDOW" --room-wait "$WAIT" --ticket-poll-max "$POLL_MAX"
+{ echo "LATENCY LATEST (the room phase): event, at (unix s), latest ms, max ms"; rcli latency latest
+  echo "LATENCY HISTORY aof-fsync-always"; rcli latency history aof-fsync-always; } >"$OUT/redis-latency.txt" 2>&1
 echo "== room: admitting $ADMIT/s, $(j .room.admitted overload-room) admitted, p99 $(j .attack.latency_ms.p99 overload-room) ms"
 
 U99=$(j .attack.latency_ms.p99 unloaded)
@@ -202,6 +215,8 @@ LOAD_END=$(load)
   printf '%-40s %14s %14s %14s\n' "ticket reads; their p99 ms" "" "" \
     "$(j .room.ticket_reads overload-room); $(j .room.ticket_latency_ms.p99 overload-room)"
   printf '%-40s %14s %14s %14s\n' "join p99 ms" "" "" "$(j .room.join_latency_ms.p99 overload-room)"
+  printf '%-40s %14s %14s %14s\n' "Redis pool: no free conn / timed out" "$(pool_of unloaded)" "$(pool_of overload-noroom)" \
+    "$(pool_of overload-room)"
   printf '%-40s %14s %14s %14s\n' "invariants ok" "$(j .ok unloaded)" "$(j .ok overload-noroom)" "$(j .ok overload-room)"
   printf '%-40s %14s %14s %14s\n' "cores: server / redis / machine (run)" \
     "$(cpu unloaded 1) / $(cpu unloaded 2) / $(cpu unloaded 3)" \
@@ -217,6 +232,10 @@ LOAD_END=$(load)
   echo "paced p99 / unloaded p99:   $(ratio "$P99" "$U99")  (the purchase path's own tail at that rate)"
   echo "room p99 / unloaded p99:    $(ratio "$R99" "$U99")  (bar <= 2; 5xx in the room run: $(fivexx overload-room))"
   echo "no room p99 / unloaded p99: $(ratio "$N99" "$U99")  (5xx: $(fivexx overload-noroom))"
+  echo
+  echo "room purchases by when they were sent (ms from starts_at; 250 ms spans): from n p50 p99 max"
+  jq -r '.room.purchase_timeline[]? | "\(.from_ms) \(.purchases) \(.p50_ms) \(.p99_ms) \(.max_ms)"' \
+    "$OUT/overload-room.json" 2>/dev/null | column -t
   echo "reports: $OUT/{max,unloaded,paced,overload-noroom,overload-room}.json"
 } | tee "$OUT/summary.txt"
 if [ "${ROOM_PROFILE:-}" = 1 ]; then

@@ -10,6 +10,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -79,7 +80,10 @@ type RoomStats struct {
 	Early          int     `json:"early"`
 	JoinMs         Latency `json:"join_latency_ms"`
 	// JoinRetries counts joins sent again after a 503 or 429.
-	JoinRetries int     `json:"join_retries"`
+	JoinRetries int `json:"join_retries"`
+	// Timeline is the purchases by when they were sent, in spans of
+	// 250 ms from starts_at: where a slow tail came from.
+	Timeline    []Span  `json:"purchase_timeline"`
 	TicketReads uint64  `json:"ticket_reads"`
 	TicketMs    Latency `json:"ticket_latency_ms"`
 	// Wait is RoomConfig.Wait; StreamOpens and StreamEvents count the
@@ -104,10 +108,13 @@ type RoomStats struct {
 
 // roomRun carries the room phase's measurements.
 type roomRun struct {
-	mu                  sync.Mutex
-	join, ticket        vegeta.Metrics
-	joinRetries         int
-	firstEvent          vegeta.Metrics
+	mu           sync.Mutex
+	join, ticket vegeta.Metrics
+	joinRetries  int
+	firstEvent   vegeta.Metrics
+	// timeline holds each purchase's send time from starts_at and its
+	// latency (guarded by roomAttack's mu, as its tally).
+	timeline            []timed
 	opens, events       int
 	solve               time.Duration
 	solved              int
@@ -173,6 +180,45 @@ type roomChallenge struct {
 	Bits      int    `json:"bits"`
 }
 
+// timed is one purchase: sent at from starts_at, answered in latency.
+type timed struct{ at, latency time.Duration }
+
+// Span is the purchases sent in one span of time of a room run.
+type Span struct {
+	FromMs    int64   `json:"from_ms"` // from starts_at
+	Purchases int     `json:"purchases"`
+	P50       float64 `json:"p50_ms"`
+	P99       float64 `json:"p99_ms"`
+	Max       float64 `json:"max_ms"`
+}
+
+// timelineSpan is the length of the room report's timeline spans.
+const timelineSpan = 250 * time.Millisecond
+
+// timeline groups ts by send time into spans of w from starts_at: when
+// the slow purchases of a room run were sent.
+func timeline(ts []timed, w time.Duration) []Span {
+	by := map[int64][]time.Duration{}
+	for _, t := range ts {
+		k := int64(math.Floor(float64(t.at) / float64(w)))
+		by[k] = append(by[k], t.latency)
+	}
+	keys := make([]int64, 0, len(by))
+	for k := range by {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	out := make([]Span, 0, len(keys))
+	for _, k := range keys {
+		l := by[k]
+		slices.Sort(l)
+		q := func(p float64) float64 { return ms(l[int(math.Ceil(p*float64(len(l))))-1]) }
+		out = append(out, Span{FromMs: (time.Duration(k) * w).Milliseconds(), Purchases: len(l), P50: q(0.5), P99: q(0.99),
+			Max: ms(l[len(l)-1])})
+	}
+	return out
+}
+
 // roomAttack runs every shopper through the room and its purchases, and
 // tallies the purchases as attack does. Every shopper waits at once; at
 // most Connections requests are in flight, over as many connections. A
@@ -196,6 +242,7 @@ func roomAttack(ctx context.Context, tgt target, cfg Config, fx *fixture, starts
 				mu.Lock()
 				defer mu.Unlock()
 				res.add(v)
+				rr.timeline = append(rr.timeline, timed{at: v.Timestamp.Sub(starts), latency: v.Latency})
 			})
 		})
 	}
@@ -433,7 +480,7 @@ func checkRoom(ctx context.Context, c *client, cfg Config, fx *fixture, rr *room
 	}
 	st := &RoomStats{AdmitPerSecond: cfg.Room.AdmitPerSecond, ChallengeBits: cfg.Room.ChallengeBits,
 		Joined: len(entries), TicketReads: rr.ticket.Requests,
-		JoinMs: latencyOf(rr.join), JoinRetries: rr.joinRetries, TicketMs: latencyOf(rr.ticket),
+		JoinMs: latencyOf(rr.join), JoinRetries: rr.joinRetries, Timeline: timeline(rr.timeline, timelineSpan), TicketMs: latencyOf(rr.ticket),
 		Wait: orDefault(cfg.Room.Wait, WaitEvents), StreamOpens: rr.opens, StreamEvents: rr.events, FirstEventMs: latencyOf(rr.firstEvent),
 		PasslessTries: rr.passless, PasslessRefused: rr.refusedNP}
 	if rr.solved > 0 {

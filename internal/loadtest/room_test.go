@@ -3,6 +3,7 @@ package loadtest
 import (
 	"context"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -64,5 +65,18 @@ func TestJoinRoomRetriesBusyAnswers(t *testing.T) {
 					c.want, c.retries+1)
 			}
 		})
+	}
+}
+
+// The timeline groups purchases by when they were sent, from starts_at,
+// those sent before it too.
+func TestTimeline(t *testing.T) {
+	ms := func(v int) time.Duration { return time.Duration(v) * time.Millisecond }
+	got := timeline([]timed{{ms(-250), ms(9)}, {ms(-1), ms(1)}, {ms(0), ms(4)}, {ms(249), ms(2)}, {ms(100), ms(3)},
+		{ms(1000), ms(7)}}, 250*time.Millisecond)
+	want := []Span{{FromMs: -250, Purchases: 2, P50: 1, P99: 9, Max: 9}, {FromMs: 0, Purchases: 3, P50: 3, P99: 4, Max: 4},
+		{FromMs: 1000, Purchases: 1, P50: 7, P99: 7, Max: 7}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("timeline %+v, want %+v", got, want)
 	}
 }
