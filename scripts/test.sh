@@ -2,7 +2,7 @@
 # `make test`: go vet, the lint of openapi.yaml (when npx is here), then
 # every test with the race detector, against the Redis and PostgreSQL that
 # SHOP_TEST_REDIS_URL / SHOP_TEST_DATABASE_URL name, or that
-# scripts/services.sh finds or starts. Without either, tests fall
+# scripts/services.sh finds or starts, and the stripe-mock it builds. Without either, tests fall
 # back to testcontainers (when Docker runs) or skip (failing when CI is set).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +16,20 @@ if [ -z "${SHOP_TEST_DATABASE_URL:-}" ]; then
   SHOP_TEST_DATABASE_URL=$(ensure_postgres postgres)
   [ -n "$SHOP_TEST_DATABASE_URL" ] && export SHOP_TEST_DATABASE_URL
 fi
-echo "test services: redis=${SHOP_TEST_REDIS_URL:-<testcontainers or skip>} postgres=${SHOP_TEST_DATABASE_URL:-<testcontainers or skip>}"
+# Stripe's own mock of its API (internal/payment's tests): built once from
+# its pinned Go module into .tools/, answering with its bundled fixtures,
+# which tests may change (testenv.StripeMockWith).
+STRIPE_MOCK_VERSION=v0.203.0
+if [ -z "${SHOP_TEST_STRIPE_MOCK:-}" ]; then
+  bin_dir="$PWD/.tools/stripe-mock-$STRIPE_MOCK_VERSION"
+  [ -x "$bin_dir/stripe-mock" ] || GOBIN="$bin_dir" go install "github.com/stripe/stripe-mock@$STRIPE_MOCK_VERSION"
+  export SHOP_TEST_STRIPE_MOCK="$bin_dir/stripe-mock"
+fi
+if [ -z "${SHOP_TEST_STRIPE_FIXTURES:-}" ]; then
+  mock_dir=$(go mod download -json "github.com/stripe/stripe-mock@$STRIPE_MOCK_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+  export SHOP_TEST_STRIPE_FIXTURES="$mock_dir/embedded/openapi/fixtures3.json"
+fi
+echo "test services: redis=${SHOP_TEST_REDIS_URL:-<testcontainers or skip>} postgres=${SHOP_TEST_DATABASE_URL:-<testcontainers or skip>} stripe-mock=$SHOP_TEST_STRIPE_MOCK"
 
 go vet ./...
 # openapi.yaml's lint (Redocly and Spectral, npm packages) when Node.js is
