@@ -22,7 +22,8 @@ type Challenge struct {
 }
 
 // IssueChallenge makes a challenge for user to join sku's room with:
-// usable once, by user, for ChallengeTTL. Errors: ErrNoRoom, or a 503.
+// usable once, by user, for ChallengeTTL. Errors: ErrNoRoom,
+// ErrSaleNotActive (the round ended: no join could use it), or a 503.
 func (s *Service) IssueChallenge(ctx context.Context, sku, user string) (Challenge, error) {
 	live, ok, err := s.live(ctx, sku, false)
 	if err != nil {
@@ -30,6 +31,9 @@ func (s *Service) IssueChallenge(ctx context.Context, sku, user string) (Challen
 	}
 	if !ok || live.Room == nil {
 		return Challenge{}, ErrNoRoom
+	}
+	if !live.EndsAt.IsZero() && !time.Now().Before(live.EndsAt) {
+		return Challenge{}, ErrSaleNotActive
 	}
 	b := make([]byte, 16)
 	if _, err := rand.Read(b); err != nil {

@@ -476,3 +476,27 @@ func TestAuditFindsWhatBrokeARoom(t *testing.T) {
 		t.Fatalf("swapped early positions: %+v %v", found, err)
 	}
 }
+
+// Once the round has ended no join can use a challenge, so none is
+// issued: the join's own answer, sale_not_active.
+func TestNoChallengeAfterTheRoundEnds(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	if _, err := f.cat.Create(ctx, "over", inventory.ProductInput{Name: "over", Category: "c", PriceCents: 100}); err != nil {
+		t.Fatal(err)
+	}
+	ends := time.Now().Add(1500 * time.Millisecond)
+	if _, err := f.sales.Open(ctx, "over", inventory.Seed{Quantity: 5, PerUserLimit: 1, EndsAt: ends,
+		Room: &inventory.RoomSettings{AdmitPerSecond: 10, PassTTL: time.Minute, ChallengeBits: 8}}); err != nil {
+		t.Fatal(err)
+	}
+	u := uuid.NewString()
+	if _, err := f.rooms.IssueChallenge(ctx, "over", u); err != nil {
+		t.Fatalf("before the end: %v", err)
+	}
+	time.Sleep(time.Until(ends) + 100*time.Millisecond)
+	if c, err := f.rooms.IssueChallenge(ctx, "over", u); !errors.Is(err, room.ErrSaleNotActive) {
+		t.Fatalf("after the end: %+v %v, want ErrSaleNotActive", c, err)
+	}
+}
