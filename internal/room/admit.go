@@ -5,10 +5,12 @@ import (
 	"crypto/rand"
 	_ "embed"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -92,9 +94,31 @@ func (s *Service) Counters(ctx context.Context, sku string, round int64) (waitin
 		return n
 	}
 	admitted, entries := num(0), e.Val()+l.Val()
-	if st.Val()[1] != nil {
+	switch {
+	case st.Val()[1] != nil:
 		// Recorded: the entries left Redis; the tombstone counts them.
 		entries = max(num(2), admitted)
+	case st.Val()[0] == nil && entries == 0:
+		// Nothing in Redis: a room nobody has joined, or one recorded more
+		// than a day ago whose tombstone has gone: its record says which.
+		return s.recordedCounters(ctx, round)
+	}
+	return entries - admitted, admitted, nil
+}
+
+const recordedCountersSQL = `SELECT entries, admitted FROM queue_rooms WHERE round_id = $1`
+
+// recordedCounters reads round's recorded room (0, 0 when there is none).
+func (s *Service) recordedCounters(ctx context.Context, round int64) (waiting, admitted int64, err error) {
+	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
+	defer cancel()
+	var entries int64
+	err = s.db.QueryRow(ctx, recordedCountersSQL, round).Scan(&entries, &admitted)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return 0, 0, nil
+	case err != nil:
+		return 0, 0, storeError("recorded counters", err)
 	}
 	return entries - admitted, admitted, nil
 }

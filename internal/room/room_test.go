@@ -382,6 +382,17 @@ func TestRecordedRoomOutlivesRedis(t *testing.T) {
 	if err != nil || n != 0 {
 		t.Fatalf("%d room keys left in Redis (%v)", n, err)
 	}
+	// The counters come from the tombstone for a day, then from the record.
+	w0, a0, err := f.rooms.Counters(ctx, "rec", *rep.RoundID)
+	if err != nil || w0+a0 != 20 || a0 == 0 {
+		t.Fatalf("recorded counters: waiting %d admitted %d %v", w0, a0, err)
+	}
+	if err := f.r.Client.Del(ctx, f.rooms.Keys().State("rec", *rep.RoundID)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if w, a, err := f.rooms.Counters(ctx, "rec", *rep.RoundID); err != nil || w != w0 || a != a0 {
+		t.Fatalf("counters once the tombstone is gone: waiting %d admitted %d %v, want %d %d", w, a, err, w0, a0)
+	}
 	// The new round has no room: joining it is a 404 of its own.
 	if _, _, err := f.rooms.Join(ctx, "rec", us[0], nil, nil); !errors.Is(err, room.ErrNoRoom) {
 		t.Fatalf("join a round without a room: %v", err)
