@@ -171,8 +171,11 @@ func (s *Sales) roomReport(ctx context.Context, sku string, round int64, r *Live
 // round).
 var ErrNoRoom = apperr.NewError(apperr.CodeNotFound, "this product's sale has no waiting room")
 
+// setRoomRateSQL also keeps the highest rate the room has had, which
+// shop audit bounds its admissions by.
 const setRoomRateSQL = `
-UPDATE sale_rounds SET room_admit_per_second = $2
+UPDATE sale_rounds SET room_admit_per_second = $2,
+  room_admit_per_second_max = greatest(coalesce(room_admit_per_second_max, room_admit_per_second), $2)
 WHERE id = $1 AND room_admit_per_second IS NOT NULL RETURNING 1`
 
 // setRoomRateScript changes the admission rate of the live round KEYS[1]

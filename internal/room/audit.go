@@ -3,6 +3,7 @@ package room
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -27,9 +28,14 @@ type Finding struct {
 
 const (
 	recordedRoomsSQL = `
-SELECT r.sku, r.id, r.room_seed, r.room_secret, r.room_admit_per_second, coalesce(r.starts_at, r.seeded_at),
+SELECT r.sku, r.id, r.room_seed, r.room_secret, coalesce(r.room_admit_per_second_max, r.room_admit_per_second),
+       coalesce(r.starts_at, r.seeded_at),
        q.early_order_sha256
 FROM queue_rooms q JOIN sale_rounds r ON r.id = q.round_id ORDER BY r.id`
+
+	// maxRateSQL: the highest rate round's room has had.
+	maxRateSQL = `
+SELECT coalesce(room_admit_per_second_max, room_admit_per_second) FROM sale_rounds WHERE id = $1`
 
 	recordedEarlySQL = `
 SELECT entry_id, user_id::text, early, admitted_at FROM queue_entries WHERE round_id = $1 ORDER BY position`
@@ -81,11 +87,19 @@ func (s *Service) auditLive(ctx context.Context, t trackedRoom) ([]Finding, erro
 	var out []Finding
 	perSecond := map[int64]int{}
 	prev := int64(0)
+	base := live.StartsAt
+	if base.IsZero() {
+		base = time.Unix(0, 0) // no starts_at: whole seconds of the clock
+	}
 	for _, a := range v.admissions {
-		perSecond[int64(a.at.Sub(live.StartsAt)/time.Second)] += int(a.after - prev)
+		perSecond[int64(a.at.Sub(base)/time.Second)] += int(a.after - prev)
 		prev = a.after
 	}
-	if bad := RateBound(perSecond, live.Room.AdmitPerSecond); bad != "" {
+	rate, err := s.maxRate(ctx, t.round, live.Room.AdmitPerSecond)
+	if err != nil {
+		return nil, err
+	}
+	if bad := RateBound(perSecond, rate); bad != "" {
 		out = append(out, Finding{Kind: "room_rate", SKU: t.sku, RoundID: t.round, Detail: bad})
 	}
 	es, err := s.entries(ctx, v, 0, v.earlyN)
@@ -214,6 +228,21 @@ func earlyOrderProblem(seed string, ids []string) string {
 		}
 	}
 	return ""
+}
+
+// maxRate is the highest admission rate round's room has had: rate (in
+// force now) or a higher one set before it.
+func (s *Service) maxRate(ctx context.Context, round int64, rate int) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
+	defer cancel()
+	var highest *int
+	if err := s.db.QueryRow(ctx, maxRateSQL, round).Scan(&highest); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return 0, storeError("room rate", err)
+	}
+	if highest != nil && *highest > rate {
+		return *highest, nil
+	}
+	return rate, nil
 }
 
 // RateBound says which span of whole seconds admitted more than rate x
