@@ -29,9 +29,10 @@ type Turn struct {
 	Status   string // ok, waiting, sold_out, ended, no_room
 	Admitted int64  // now
 	Total    int64  // admitted so far
-	// Early, Available and Now (Redis's clock, ms) are the rest of the
-	// room's shared state when Status is ok, waiting or sold_out.
-	Early, Available, Now int64
+	// Early, Available, Now (Redis's clock, ms) and Rate (the one the
+	// turn admitted at) are the rest of the room's shared state when
+	// Status is ok, waiting or sold_out.
+	Early, Available, Now, Rate int64
 }
 
 // AdmitTurn runs one turn of sku's admitter: the entries the round's
@@ -65,9 +66,9 @@ func (s *Service) AdmitTurn(ctx context.Context, sku string) (Turn, error) {
 			continue
 		case t.Status == "stale":
 			t.Status = "no_room"
-		case len(reply) == 6:
+		case len(reply) == 7:
 			n := func(i int) int64 { v, _ := strconv.ParseInt(reply[i], 10, 64); return v }
-			t.Admitted, t.Total, t.Early, t.Available, t.Now = n(1), n(2), n(3), n(4), n(5)
+			t.Admitted, t.Total, t.Early, t.Available, t.Now, t.Rate = n(1), n(2), n(3), n(4), n(5), n(6)
 			s.keepSnapshot(sku, live, t)
 			return t, nil
 		}

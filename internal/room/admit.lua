@@ -13,7 +13,7 @@
 -- ARGV[3] the most entries to admit in this call
 --
 -- Returns {'stale'}, {'no_room'}, {'ended'}, or {status, admitted now,
--- admitted, early entries, available, now_ms} with status 'waiting'
+-- admitted, early entries, available, now_ms, rate} with status 'waiting'
 -- (before starts_at), 'sold_out' or 'ok': the room's shared state, which
 -- the instance's ticket streams and reads are computed from (view.go).
 local s = redis.call('HMGET', KEYS[1], 'round', 'available', 'starts_ms', 'ends_ms', 'room_rate', 'room_pass_ttl_ms')
@@ -25,7 +25,7 @@ local starts, ends = tonumber(s[3]), tonumber(s[4])
 if ends > 0 and now >= ends then return {'ended'} end
 local early = redis.call('ZCARD', KEYS[3])
 local function answer(status, k, admitted)
-  return {status, tostring(k), tostring(admitted), tostring(early), s[2] or '0', string.format('%d', now)}
+  return {status, tostring(k), tostring(admitted), tostring(early), s[2] or '0', string.format('%d', now), s[5]}
 end
 
 local st = redis.call('HMGET', KEYS[2], 'admitted', 'tokens', 'last_ms')

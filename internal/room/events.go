@@ -137,8 +137,13 @@ func (s *Service) wakeAfter(sku string, t Ticket) time.Duration {
 	if t.State != StateWaiting || t.Position == nil {
 		return streamSlow
 	}
-	rate := int64(s.rateOf(sku))
-	d := time.Duration(*t.Position-1-rate) * time.Second / time.Duration(rate)
+	rate, age := int64(s.rateOf(sku)), time.Duration(0)
+	if v := s.snapshotOf(sku, t.round); v != nil {
+		// The position was worked out from the turn: as old as it, at its
+		// rate (a PATCH is in force at the next turn, not the next read).
+		rate, age = int64(v.rate), time.Since(v.at)
+	}
+	d := time.Duration(*t.Position-1-rate)*time.Second/time.Duration(rate) - age
 	return min(max(d, streamFast), streamSlow)
 }
 

@@ -17,7 +17,7 @@ import (
 // snapshot is what the instance's last admit turn read of a room.
 type snapshot struct {
 	round  int64
-	rate   int       // the round's admit_per_second as the turn knew it
+	rate   int       // the rate the turn admitted at (a PATCH is in force at once)
 	starts int64     // starts_at, ms (0: none)
 	turn   Turn      // Early, Total, Available, Now: the shared state
 	at     time.Time // when the turn answered
@@ -30,7 +30,10 @@ const maxSnapshotAge = 3 * Tick
 
 // keepSnapshot keeps what an admit turn of sku's live round read.
 func (s *Service) keepSnapshot(sku string, live inventory.LiveRound, t Turn) {
-	v := &snapshot{round: live.Round, rate: live.Room.AdmitPerSecond, turn: t, at: time.Now()}
+	v := &snapshot{round: live.Round, rate: int(t.Rate), turn: t, at: time.Now()}
+	if v.rate < 1 {
+		v.rate = live.Room.AdmitPerSecond
+	}
 	if !live.StartsAt.IsZero() {
 		v.starts = live.StartsAt.UnixMilli()
 	}

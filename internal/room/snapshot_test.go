@@ -103,6 +103,20 @@ func TestFarBackTicketsComeFromTheAdmittersTurn(t *testing.T) {
 	if near := 14; fromRedis != near {
 		t.Fatalf("%d of %d tickets read Redis, want the %d near the front", fromRedis, len(us), near)
 	}
+	// A rate raised by PATCH counts from the next turn, though this
+	// instance's copy of the round still has the old one: at 100/s all
+	// 60 are near.
+	if err := f.sales.SetAdmitRate(ctx, "far", 100); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.rooms.AdmitTurn(ctx, "far"); err != nil {
+		t.Fatal(err)
+	}
+	f.rooms.Freshen("far")
+	n0 := calls.scripts.Load()
+	if _, err := f.rooms.TicketOf(ctx, "far", last, nil); err != nil || calls.scripts.Load() != n0+1 {
+		t.Fatalf("after the rate went up: %v, %d script calls, want the ticket read from Redis", err, calls.scripts.Load()-n0)
+	}
 	// Sold out: even the last in line is read from Redis, and says so.
 	if err := f.r.Client.HSet(ctx, f.stock.SaleKey("far"), "available", 0).Err(); err != nil {
 		t.Fatal(err)
@@ -183,10 +197,10 @@ func TestStreamsShareTheAdmittersTurns(t *testing.T) {
 		t.Fatalf("%d of %d streams sent a position", placed, n)
 	}
 	// join.lua while streaming: each stream's first ticket, and one read
-	// for its pass (a few more where a turn came late). Each stream reading
-	// its own ticket, every second and near the front five times a second,
-	// was over 5n here.
-	if max := int64(2*n + n/4); streamJoins > max {
+	// for its pass; more where a turn came late on a loaded machine (the
+	// stream then reads Redis). Each stream reading its own ticket, every
+	// second and near the front five times a second, was over 9n here.
+	if max := int64(3 * n); streamJoins > max {
 		t.Fatalf("join.lua ran %d times while %d streams waited, want at most %d", streamJoins, n, max)
 	}
 	// Every entry is early: each stream ZRANKs once after the shuffle.
