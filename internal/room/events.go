@@ -61,9 +61,10 @@ func (s *Service) streamUser(ctx context.Context, sku, token string) (string, er
 	return u.String(), nil
 }
 
-// Stream timing: a waiting ticket is sent at most once a second, and
-// worked out again when its entry could be admitted (wakeAfter), at most
-// a turn of the admitter apart, so the admission is sent within a turn.
+// Stream timing: a waiting ticket is sent at most once a second. Its
+// admission wakes it (admitwait.go) once its place is known and the
+// instance's admitter turns; otherwise it is worked out again when its
+// entry could be admitted (wakeAfter), at most a turn apart.
 const (
 	streamSlow   = time.Second
 	streamFast   = Tick
@@ -103,10 +104,8 @@ func (s *Service) stream(w *bufio.Writer, conn net.Conn, sku, user string, first
 		return
 	}
 	for {
-		select {
-		case <-s.done:
+		if !s.sleep(sku, cur) {
 			return
-		case <-time.After(s.wakeAfter(sku, cur)):
 		}
 		t, err := s.streamTicket(sku, user, cur)
 		switch {
@@ -125,6 +124,34 @@ func (s *Service) stream(w *bufio.Writer, conn net.Conn, sku, user string, first
 		if time.Since(wrote) > keepAliveGap && !write(": keep-alive\n\n") {
 			return
 		}
+	}
+}
+
+// sleep waits until a stream whose ticket is t works it out again: a
+// second on while it waits, or at its admission (and a spread) once its
+// place is known and the instance's admitter turns; false when the
+// service closes.
+func (s *Service) sleep(sku string, t Ticket) bool {
+	var admitted <-chan struct{}
+	wait := s.wakeAfter(sku, t)
+	if t.State == StateWaiting && t.at.rank >= 0 && s.snapshotOf(sku, t.round) != nil {
+		var stop func()
+		admitted, stop = s.awaitRank(sku, t.round, t.at.rank)
+		defer stop()
+		wait = streamSlow
+	}
+	select {
+	case <-s.done:
+		return false
+	case <-time.After(wait):
+		return true
+	case <-admitted:
+	}
+	select {
+	case <-s.done:
+		return false
+	case <-time.After(spread()):
+		return true
 	}
 }
 
@@ -152,6 +179,7 @@ func (s *Service) wakeAfter(sku string, t Ticket) time.Duration {
 // (one ZRANK finds an early entry's) and its pass was sent with its
 // admission. Without a fresh snapshot, or for the pass, it reads Redis.
 func (s *Service) streamTicket(sku, user string, last Ticket) (Ticket, error) {
+	s.workouts.Add(1)
 	ctx, cancel := context.WithTimeout(context.Background(), redisTimeout)
 	defer cancel()
 	u, err := parseUser(user)

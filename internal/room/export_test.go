@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/inventory"
 )
 
 // JoinMany joins users to the room of sku's live round as Join does (the
@@ -121,4 +123,19 @@ func (s *Service) Freshen(sku string) {
 // in sku's room.
 func (s *Service) WakeAfter(sku, state string, position *int64) time.Duration {
 	return s.wakeAfter(sku, Ticket{State: state, Position: position})
+}
+
+// StreamWorkouts is how many tickets the service's streams worked out.
+func (s *Service) StreamWorkouts() int64 { return s.workouts.Load() }
+
+// TurnAdmits keeps a turn of sku's room in round that has admitted total
+// so far, as AdmitTurn does with what admit.lua answers.
+func (s *Service) TurnAdmits(sku string, round, total int64) {
+	live := inventory.LiveRound{Round: round, Room: &inventory.LiveRoom{RoomSettings: inventory.RoomSettings{AdmitPerSecond: 10}}}
+	s.keepSnapshot(sku, live, Turn{Status: "ok", Total: total, Available: 1, Rate: 10})
+}
+
+// AwaitRank is awaitRank.
+func (s *Service) AwaitRank(sku string, round, rank int64) (<-chan struct{}, func()) {
+	return s.awaitRank(sku, round, rank)
 }

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -62,6 +63,9 @@ type Service struct {
 	infos map[string]cachedInfo
 	ids   map[idsKey]derivedIDs // what a shopper's entry derives from the room's secrets
 	snaps map[string]*snapshot  // by SKU: what the admitter last read of its room (snapshot.go)
+	ranks map[rankKey]*rankWait // the streams waiting on their admission (admitwait.go)
+
+	workouts atomic.Int64 // tickets the streams worked out (what waiting costs this instance)
 }
 
 // idsKey names one shopper's entry in one round's room.
@@ -140,7 +144,7 @@ func New(db *pgxpool.Pool, rdb redis.UniversalClient, stock *inventory.Stock, sa
 	prefix string, log *slog.Logger, _ Options) *Service {
 	return &Service{rdb: rdb, db: db, stock: stock, sales: sales, keys: NewKeys(stock), log: log,
 		rooms: prefix + "rooms", done: make(chan struct{}), infos: map[string]cachedInfo{}, ids: map[idsKey]derivedIDs{},
-		snaps: map[string]*snapshot{}}
+		snaps: map[string]*snapshot{}, ranks: map[rankKey]*rankWait{}}
 }
 
 // Close ends the event streams (the server is shutting down).

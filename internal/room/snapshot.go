@@ -38,7 +38,12 @@ func (s *Service) keepSnapshot(sku string, live inventory.LiveRound, t Turn) {
 		v.starts = live.StartsAt.UnixMilli()
 	}
 	s.mu.Lock()
+	from := int64(0)
+	if old := s.snaps[sku]; old != nil && old.round == live.Round {
+		from = old.turn.Total
+	}
 	s.snaps[sku] = v
+	s.admitRanksLocked(sku, live.Round, from, t.Total) // their streams buy
 	s.mu.Unlock()
 }
 

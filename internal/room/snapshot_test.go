@@ -203,6 +203,7 @@ func TestStreamsShareTheAdmittersTurns(t *testing.T) {
 	if max := int64(3 * n); streamJoins > max {
 		t.Fatalf("join.lua ran %d times while %d streams waited, want at most %d", streamJoins, n, max)
 	}
+	t.Logf("%d tickets worked out by %d streams", f.rooms.StreamWorkouts(), n)
 	// Every entry is early: each stream ZRANKs once after the shuffle.
 	if z := calls.zranks.Load(); z != n {
 		t.Fatalf("%d ZRANKs, want one a stream (%d)", z, n)
@@ -263,5 +264,53 @@ func TestStreamWakesWhenItsTurnCanCome(t *testing.T) {
 		if got := f.rooms.WakeAfter("wake", c.state, c.position); got != c.want {
 			t.Errorf("%s at %v: wakes after %v, want %v", c.state, c.position, got, c.want)
 		}
+	}
+}
+
+// A stream waiting on its rank is woken by the turn that admits it, by
+// any turn after that (it registered late), and by no other.
+func TestTheTurnThatAdmitsARankWakesItsStreams(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	closed := func(c <-chan struct{}) bool {
+		select {
+		case <-c:
+			return true
+		default:
+			return false
+		}
+	}
+	f.rooms.TurnAdmits("w", 1, 0)
+	chans := make([]<-chan struct{}, 10)
+	for r := range chans {
+		var stop func()
+		chans[r], stop = f.rooms.AwaitRank("w", 1, int64(r))
+		defer stop()
+	}
+	other, stop := f.rooms.AwaitRank("w", 2, 0) // another round's rank 0
+	defer stop()
+	f.rooms.TurnAdmits("w", 1, 5)
+	for r, c := range chans {
+		if closed(c) != (r < 5) {
+			t.Fatalf("after 5 admitted, rank %d woken: %v", r, closed(c))
+		}
+	}
+	if closed(other) {
+		t.Fatal("another round's stream was woken")
+	}
+	if c, stop := f.rooms.AwaitRank("w", 1, 3); !closed(c) {
+		t.Fatal("a rank admitted before its stream waited is not woken")
+	} else {
+		stop()
+	}
+	f.rooms.TurnAdmits("w", 1, 10)
+	for r, c := range chans {
+		if !closed(c) {
+			t.Fatalf("after 10 admitted, rank %d still waits", r)
+		}
+	}
+	f.rooms.TurnAdmits("w", 2, 1) // a new round: its turns count from 0
+	if !closed(other) {
+		t.Fatal("the new round's admitted rank 0 was not woken")
 	}
 }
