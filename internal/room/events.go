@@ -155,22 +155,16 @@ func (s *Service) sleep(sku string, t Ticket) bool {
 	}
 }
 
-// wakeAfter is when a stream whose ticket is t works it out again. An
-// entry p places back cannot be admitted for (p - 1 - rate) / rate
-// seconds, the bucket holding a second of the rate; it looks then, a turn
-// to a second on. Each stream keeps its own phase, so the shoppers a turn
-// admits learn of it, and buy, spread over the turn rather than at once.
+// wakeAfter is when a stream whose ticket is t works it out again when
+// no admitter turn can wake it (sleep): an entry p places back cannot be
+// admitted for (p - 1 - rate) / rate seconds, the bucket holding a second
+// of the rate; it looks then, a turn to a second on, on its own phase.
 func (s *Service) wakeAfter(sku string, t Ticket) time.Duration {
 	if t.State != StateWaiting || t.Position == nil {
 		return streamSlow
 	}
-	rate, age := int64(s.rateOf(sku)), time.Duration(0)
-	if v := s.snapshotOf(sku, t.round); v != nil {
-		// The position was worked out from the turn: as old as it, at its
-		// rate (a PATCH is in force at the next turn, not the next read).
-		rate, age = int64(v.rate), time.Since(v.at)
-	}
-	d := time.Duration(*t.Position-1-rate)*time.Second/time.Duration(rate) - age
+	rate := int64(s.rateOf(sku))
+	d := time.Duration(*t.Position-1-rate) * time.Second / time.Duration(rate)
 	return min(max(d, streamFast), streamSlow)
 }
 
@@ -179,7 +173,6 @@ func (s *Service) wakeAfter(sku string, t Ticket) time.Duration {
 // (one ZRANK finds an early entry's) and its pass was sent with its
 // admission. Without a fresh snapshot, or for the pass, it reads Redis.
 func (s *Service) streamTicket(sku, user string, last Ticket) (Ticket, error) {
-	s.workouts.Add(1)
 	ctx, cancel := context.WithTimeout(context.Background(), redisTimeout)
 	defer cancel()
 	u, err := parseUser(user)

@@ -114,8 +114,10 @@ func (s *Service) Freshen(sku string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if v := s.snaps[sku]; v != nil {
-		v.turn.Now += time.Since(v.at).Milliseconds()
-		v.at = time.Now()
+		c := *v // a stored snapshot is never changed: readers hold it unlocked
+		c.turn.Now += time.Since(v.at).Milliseconds()
+		c.at = time.Now()
+		s.snaps[sku] = &c
 	}
 }
 
@@ -124,9 +126,6 @@ func (s *Service) Freshen(sku string) {
 func (s *Service) WakeAfter(sku, state string, position *int64) time.Duration {
 	return s.wakeAfter(sku, Ticket{State: state, Position: position})
 }
-
-// StreamWorkouts is how many tickets the service's streams worked out.
-func (s *Service) StreamWorkouts() int64 { return s.workouts.Load() }
 
 // TurnAdmits keeps a turn of sku's room in round that has admitted total
 // so far, as AdmitTurn does with what admit.lua answers.

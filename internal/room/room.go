@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -64,8 +63,6 @@ type Service struct {
 	ids   map[idsKey]derivedIDs // what a shopper's entry derives from the room's secrets
 	snaps map[string]*snapshot  // by SKU: what the admitter last read of its room (snapshot.go)
 	ranks map[rankKey]*rankWait // the streams waiting on their admission (admitwait.go)
-
-	workouts atomic.Int64 // tickets the streams worked out (what waiting costs this instance)
 }
 
 // idsKey names one shopper's entry in one round's room.

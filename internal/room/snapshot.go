@@ -17,9 +17,8 @@ import (
 // snapshot is what the instance's last admit turn read of a room.
 type snapshot struct {
 	round  int64
-	rate   int       // the rate the turn admitted at (a PATCH is in force at once)
 	starts int64     // starts_at, ms (0: none)
-	turn   Turn      // Early, Total, Available, Now: the shared state
+	turn   Turn      // Early, Total, Available, Now, Rate: the shared state
 	at     time.Time // when the turn answered
 }
 
@@ -30,10 +29,7 @@ const maxSnapshotAge = 3 * Tick
 
 // keepSnapshot keeps what an admit turn of sku's live round read.
 func (s *Service) keepSnapshot(sku string, live inventory.LiveRound, t Turn) {
-	v := &snapshot{round: live.Round, rate: int(t.Rate), turn: t, at: time.Now()}
-	if v.rate < 1 {
-		v.rate = live.Room.AdmitPerSecond
-	}
+	v := &snapshot{round: live.Round, turn: t, at: time.Now()}
 	if !live.StartsAt.IsZero() {
 		v.starts = live.StartsAt.UnixMilli()
 	}
@@ -83,6 +79,7 @@ func (v *snapshot) farBack(p place) bool {
 		return false
 	}
 	ahead := p.rank - v.turn.Total // entries before p still waiting
-	reach := int64(v.rate) + int64(v.rate)*int64(maxSnapshotAge)/int64(time.Second) + 1
+	rate := v.turn.Rate            // the turn's: a PATCH is in force from the next turn
+	reach := rate + rate*int64(maxSnapshotAge)/int64(time.Second) + 1
 	return ahead >= reach
 }

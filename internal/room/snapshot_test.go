@@ -203,7 +203,6 @@ func TestStreamsShareTheAdmittersTurns(t *testing.T) {
 	if max := int64(3 * n); streamJoins > max {
 		t.Fatalf("join.lua ran %d times while %d streams waited, want at most %d", streamJoins, n, max)
 	}
-	t.Logf("%d tickets worked out by %d streams", f.rooms.StreamWorkouts(), n)
 	// Every entry is early: each stream ZRANKs once after the shuffle.
 	if z := calls.zranks.Load(); z != n {
 		t.Fatalf("%d ZRANKs, want one a stream (%d)", z, n)

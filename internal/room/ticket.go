@@ -123,8 +123,9 @@ func (s *Service) entry(ctx context.Context, sku, user, mode string, proof *Proo
 			return Ticket{}, false, ErrNoRoom
 		}
 		if t, ok := s.fromSnapshot(sku, u, live); ok {
-			// Far back: what Redis would answer is the snapshot's; only the
-			// request's checks need Redis.
+			// Far back, or admitted with a pass this instance has read:
+			// what Redis would answer is the snapshot's; only the request's
+			// checks need Redis.
 			if checks != nil {
 				if err := checks.Settle(); err != nil {
 					return Ticket{}, false, err
