@@ -434,15 +434,6 @@ func problemCode(body []byte) string {
 	return p.Code
 }
 
-// roomEntry is one item of the admin's entry list.
-type roomEntry struct {
-	EntryID    string     `json:"entry_id"`
-	Position   int64      `json:"position"`
-	Early      bool       `json:"early"`
-	JoinedAt   time.Time  `json:"joined_at"`
-	AdmittedAt *time.Time `json:"admitted_at"`
-}
-
 type roomFairness struct {
 	SeedSHA256       string  `json:"seed_sha256"`
 	Seed             *string `json:"seed"`
@@ -454,11 +445,11 @@ type roomFairness struct {
 // room: the early order is the seed's, admissions kept to the rate, and
 // no purchase went through without a pass.
 func checkRoom(ctx context.Context, c *client, cfg Config, fx *fixture, rr *roomRun) (*RoomStats, []Invariant, error) {
-	var entries []roomEntry
+	var entries []room.Entry
 	cursor := ""
 	for {
 		var page struct {
-			Items      []roomEntry `json:"items"`
+			Items      []room.Entry `json:"items"`
 			NextCursor *string     `json:"next_cursor"`
 		}
 		path := "/api/v1/admin/products/" + fx.sku + "/queue/entries?limit=1000"
@@ -518,7 +509,7 @@ func checkRoom(ctx context.Context, c *client, cfg Config, fx *fixture, rr *room
 }
 
 // fairOrder recomputes the early order from the published seed.
-func fairOrder(entries []roomEntry, f roomFairness) (bool, string) {
+func fairOrder(entries []room.Entry, f roomFairness) (bool, string) {
 	if f.Seed == nil || f.EarlyOrderSHA256 == nil {
 		return false, "the seed is not published"
 	}
