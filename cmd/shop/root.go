@@ -55,6 +55,7 @@ func newRootCmd(getenv func(string) string, stdout, stderr io.Writer) (*cobra.Co
 		newRecoverCmd(a),
 		newVersionCmd(a),
 		newRoutesCmd(a),
+		newPaymentsCmd(a),
 	)
 	return root, a
 }

@@ -27,6 +27,7 @@ const (
 	CodeSaleNotActive      = "sale_not_active"
 	CodePassRequired       = "pass_required"
 	CodeChallengeFailed    = "challenge_failed"
+	CodeInvalidSignature   = "invalid_signature"
 	CodeCartEmpty          = "cart_empty"
 	CodeIdempotencyReused  = "idempotency_key_reused"
 	CodePaymentDeclined    = "payment_declined"

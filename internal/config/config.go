@@ -54,9 +54,15 @@ type Config struct {
 	// PaymentTTL is the payment window of the orders this instance
 	// accepts (0: none, orders never expire).
 	PaymentTTL time.Duration `env:"SHOP_PAYMENT_TTL" envDefault:"15m"`
-	// PaymentProvider names the payment provider; "test" is the only one
-	// built in (approves every token but tok_declined).
+	// PaymentProvider names the payment provider: "test" (approves every
+	// token but tok_declined) or "stripe" (the four settings below).
 	PaymentProvider string `env:"SHOP_PAYMENT_PROVIDER" envDefault:"test"`
+	// Stripe's settings, required with SHOP_PAYMENT_PROVIDER=stripe but
+	// the URL (Stripe's own when empty; a stripe-mock in tests).
+	StripeSecretKey     string `env:"SHOP_STRIPE_SECRET_KEY"`
+	StripeWebhookSecret string `env:"SHOP_STRIPE_WEBHOOK_SECRET"`
+	StripeAPIURL        string `env:"SHOP_STRIPE_API_URL"`
+	Currency            string `env:"SHOP_CURRENCY" envDefault:"usd"`
 
 	// Additions to the contract.
 	BodyLimit       int           `env:"SHOP_BODY_LIMIT" envDefault:"65536"`
@@ -230,7 +236,13 @@ func (c *Config) validate() error {
 		{"SHOP_RATE_LIMIT_IPV6_PREFIX", c.RateLimitIPv6Prefix < 1 || c.RateLimitIPv6Prefix > 128, "must be a prefix length from 1 to 128"},
 		{"SHOP_PAYMENT_TTL", c.PaymentTTL < 0 || (c.PaymentTTL > 0 && c.PaymentTTL < time.Second) || c.PaymentTTL > 30*24*time.Hour,
 			"must be 0 (no payment window) or between 1s and 720h"},
-		{"SHOP_PAYMENT_PROVIDER", c.PaymentProvider != "test", "must be test (the only provider built in)"},
+		{"SHOP_PAYMENT_PROVIDER", c.PaymentProvider != "test" && c.PaymentProvider != "stripe", "must be test or stripe"},
+		{"SHOP_STRIPE_SECRET_KEY", c.PaymentProvider == "stripe" && c.StripeSecretKey == "",
+			"is required with SHOP_PAYMENT_PROVIDER=stripe (an sk_ or rk_ key)"},
+		{"SHOP_STRIPE_WEBHOOK_SECRET", c.PaymentProvider == "stripe" && c.StripeWebhookSecret == "",
+			"is required with SHOP_PAYMENT_PROVIDER=stripe (the endpoint's whsec_ signing secret)"},
+		{"SHOP_STRIPE_API_URL", c.StripeAPIURL != "" && !httpURL(c.StripeAPIURL), "must be an http:// or https:// URL (or empty: Stripe's own)"},
+		{"SHOP_CURRENCY", !currencyCode(c.Currency), "must be a three-letter ISO 4217 code in lower case, like usd"},
 		{"SHOP_BODY_LIMIT", c.BodyLimit < 1024, "must be at least 1024 bytes"},
 		{"SHOP_SHUTDOWN_TIMEOUT", c.ShutdownTimeout <= 0, "must be positive"},
 		{"SHOP_REDIS_POOL_SIZE", c.RedisPoolSize < 1, "must be at least 1"},
@@ -265,6 +277,26 @@ func (c *Config) validate() error {
 		}
 	}
 	return nil
+}
+
+// httpURL tells whether s is an absolute http(s) URL with a host.
+func httpURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+// currencyCode tells whether s has the form Stripe takes: three lower
+// case letters (Stripe refuses a code it does not know).
+func currencyCode(s string) bool {
+	if len(s) != 3 {
+		return false
+	}
+	for _, r := range s {
+		if r < 'a' || r > 'z' {
+			return false
+		}
+	}
+	return true
 }
 
 // redisURL tells whether s has the form of a Redis URL; go-redis checks

@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -51,7 +52,11 @@ func TestInvalidSettingsNameTheirVariable(t *testing.T) {
 		{"payment_ttl_garbage", "SHOP_PAYMENT_TTL", "soon"},
 		{"payment_ttl_negative", "SHOP_PAYMENT_TTL", "-1m"},
 		{"payment_ttl_below_a_second", "SHOP_PAYMENT_TTL", "10ms"},
-		{"payment_provider", "SHOP_PAYMENT_PROVIDER", "stripe"},
+		{"payment_provider", "SHOP_PAYMENT_PROVIDER", "paypal"},
+		{"stripe_without_its_key", "SHOP_PAYMENT_PROVIDER", "stripe"},
+		{"stripe_api_url_not_a_url", "SHOP_STRIPE_API_URL", "localhost:12111"},
+		{"currency_upper_case", "SHOP_CURRENCY", "USD"},
+		{"currency_long", "SHOP_CURRENCY", "dollar"},
 		{"pipeline_not_a_bool", "SHOP_REDIS_PIPELINE", "maybe"},
 		{"one_trip_not_a_bool", "SHOP_REDIS_ONE_TRIP", "maybe"},
 		{"pipeline_no_batches", "SHOP_REDIS_PIPELINE_BATCHES", "0"},
@@ -72,6 +77,23 @@ func TestInvalidSettingsNameTheirVariable(t *testing.T) {
 				t.Fatalf("Load(%s=%q) error = %v, want one naming %s", tc.variable, tc.value, err, tc.variable)
 			}
 		})
+	}
+}
+
+// Stripe needs both secrets; each missing one is named.
+func TestStripeSettings(t *testing.T) {
+	full := map[string]string{"SHOP_PAYMENT_PROVIDER": "stripe", "SHOP_STRIPE_SECRET_KEY": "sk_test_1",
+		"SHOP_STRIPE_WEBHOOK_SECRET": "whsec_1", "SHOP_STRIPE_API_URL": "http://127.0.0.1:12111"}
+	c, err := config.Load(full)
+	if err != nil || c.StripeSecretKey != "sk_test_1" || c.Currency != "usd" || c.StripeAPIURL != "http://127.0.0.1:12111" {
+		t.Fatalf("Load(stripe) = %+v, %v", c, err)
+	}
+	for _, missing := range []string{"SHOP_STRIPE_SECRET_KEY", "SHOP_STRIPE_WEBHOOK_SECRET"} {
+		env := maps.Clone(full)
+		delete(env, missing)
+		if _, err := config.Load(env); err == nil || !strings.Contains(err.Error(), missing) {
+			t.Errorf("without %s: %v", missing, err)
+		}
 	}
 }
 

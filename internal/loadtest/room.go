@@ -450,7 +450,7 @@ func checkRoom(ctx context.Context, c *client, cfg Config, fx *fixture, rr *room
 	for {
 		var page struct {
 			Items      []room.Entry `json:"items"`
-			NextCursor *string     `json:"next_cursor"`
+			NextCursor *string      `json:"next_cursor"`
 		}
 		path := "/api/v1/admin/products/" + fx.sku + "/queue/entries?limit=1000"
 		if cursor != "" {

@@ -3,6 +3,7 @@ package order
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -37,6 +38,11 @@ func (h handler) pay(c *fiber.Ctx) error {
 	o, err := h.svc.Pay(c.UserContext(), user, id, *b.PaymentToken)
 	if err != nil {
 		return err
+	}
+	if o.Status == StatusConfirmed {
+		// The provider needs more (the shopper's 3-D Secure, a slow
+		// method): its payment says what, and its webhook finishes it.
+		return c.Status(http.StatusAccepted).JSON(o)
 	}
 	return c.JSON(o)
 }

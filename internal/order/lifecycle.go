@@ -2,12 +2,8 @@ package order
 
 import (
 	"context"
-	"crypto/sha256"
-	_ "embed"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
@@ -17,12 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/inventory"
-)
-
-var (
-	//go:embed pay.lua
-	payLua    string
-	payScript = redis.NewScript(payLua)
 )
 
 // Errors of the lifecycle steps.
@@ -213,131 +203,4 @@ func (s *Service) liveStatusOf(ctx context.Context, user, id string) (Order, boo
 		return Order{}, false, ErrNotFound
 	}
 	return o, found, nil
-}
-
-// Pay charges the order's total through the payment provider and marks it
-// paid, unless its payment window closed first: exactly one of a payment
-// and an expiry (or a cancellation) racing it wins, and the loser's money
-// is refunded. Paying a paid order answers the same and charges nothing.
-//
-// Errors: ErrNotFound, ErrOrderPending (not persisted yet: retry),
-// ErrNotPayable (cancelled, expired or rejected), ErrDeclined, or a 503
-// (Redis or the provider did not answer; paying again with the same token
-// charges at most once).
-func (s *Service) Pay(ctx context.Context, user, id, token string) (Order, error) {
-	o, err := s.payable(ctx, user, id)
-	if err != nil || o.Status == StatusPaid {
-		return o, err
-	}
-	ref, err := s.payments.Charge(ctx, Charge{Key: chargeKey(o.ID, token), OrderID: o.ID,
-		AmountCents: o.TotalCents, Token: token})
-	switch {
-	case errors.Is(err, ErrPaymentDeclined):
-		s.metrics.pay("declined")
-		return Order{}, ErrDeclined
-	case err != nil:
-		s.log.Warn("payment provider", "order", o.ID, "err", err)
-		return Order{}, fmt.Errorf("charge order %s: %w: %w", o.ID, apperr.Unavailable("the payment provider is unavailable"), err)
-	}
-	return s.markPaid(ctx, o, ref)
-}
-
-// payable returns the order if a payment may go ahead (or it is paid
-// already), else the refusal. An order whose window closed is expired on
-// the spot rather than waiting for the sweeper.
-func (s *Service) payable(ctx context.Context, user, id string) (Order, error) {
-	ctx, cancel := context.WithTimeout(ctx, lifecycleTimeout)
-	defer cancel()
-	o, live, err := s.liveOrder(ctx, user, id)
-	if err != nil {
-		return Order{}, err
-	}
-	switch {
-	case o.Status == StatusPaid:
-		return o, nil
-	case !live:
-		return Order{}, ErrNotPayable
-	case o.Status == StatusPending:
-		return Order{}, ErrOrderPending
-	case o.Status == StatusConfirmed && o.ExpiresAt != nil && !time.Now().Before(*o.ExpiresAt):
-		return s.expireNow(ctx, o)
-	case o.Status == StatusConfirmed:
-		return o, nil
-	}
-	return Order{}, ErrNotPayable
-}
-
-// markPaid runs the pay script after a successful charge.
-func (s *Service) markPaid(ctx context.Context, o Order, ref string) (Order, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lifecycleTimeout)
-	defer cancel()
-	reply, err := payScript.Run(ctx, s.rdb, []string{s.keys.status(o.ID), s.keys.due(o.partition), s.keys.stream(o.partition)},
-		o.ID, ref).StringSlice()
-	if err != nil {
-		// Unknown outcome: keep the charge; a retry with the same token
-		// reuses it (same key) and learns the state.
-		return Order{}, s.unavailable("mark order paid", err)
-	}
-	switch {
-	case reply[0] == "ok" && len(reply) == 2:
-		t := MillisTime(reply[1])
-		o.Status, o.PaidAt = StatusPaid, &t
-		s.metrics.transition(StatusPaid, 0)
-		s.metrics.pay("paid")
-		return o, nil
-	case reply[0] == "state" && len(reply) == 3 && reply[1] == StatusPaid:
-		// A concurrent pay won; ours is a second charge unless it is the
-		// same one (same key).
-		if reply[2] != ref {
-			s.refund(ctx, o.ID, ref)
-		}
-		return s.paidNow(ctx, o)
-	case reply[0] == "late":
-		s.refund(ctx, o.ID, ref)
-		return s.expireNow(ctx, o)
-	}
-	s.refund(ctx, o.ID, ref)
-	s.metrics.pay("not_payable")
-	return Order{}, ErrNotPayable
-}
-
-// paidNow reads back an order another call paid.
-func (s *Service) paidNow(ctx context.Context, o Order) (Order, error) {
-	now, found, err := s.life.read(ctx, o.ID)
-	if err != nil || !found {
-		o.Status = StatusPaid
-		return o, nil //nolint:nilerr // paid it is; only paid_at is missing
-	}
-	return now, nil
-}
-
-// expireNow expires an order whose window closed (the sweeper would, a
-// moment later) and answers the payment: refused, unless another payment
-// made it in time.
-func (s *Service) expireNow(ctx context.Context, o Order) (Order, error) {
-	r, err := s.life.giveBack(ctx, o, StatusExpired)
-	switch {
-	case err != nil:
-		return Order{}, s.unavailable("expire order", err)
-	case r.Refused && r.State == StatusPaid:
-		return s.paidNow(ctx, o)
-	case !r.Refused:
-		s.metrics.transition(StatusExpired, r.Units)
-	}
-	s.metrics.pay("not_payable")
-	return Order{}, ErrNotPayable
-}
-
-func (s *Service) refund(ctx context.Context, id, ref string) {
-	if err := s.payments.Refund(ctx, ref); err != nil {
-		s.log.Error("refund failed: refund it by hand", "order", id, "payment_ref", ref, "err", err)
-	}
-}
-
-// chargeKey is the provider's idempotency key of paying order id with
-// token: a retry of the same payment reuses the charge; another card (a
-// new token after a decline) is another charge.
-func chargeKey(id, token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return "order:" + id + ":" + hex.EncodeToString(sum[:8])
 }

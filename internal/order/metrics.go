@@ -35,7 +35,7 @@ func newPlaceMetrics(reg prometheus.Registerer) *placeMetrics {
 			Help: "Units given back to stock by cancelled orders and those a payment found expired.",
 		}, []string{"status"}),
 		payments: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shop_payments_total", Help: "Payment attempts by outcome (paid, declined, not_payable).",
+			Name: "shop_payments_total", Help: "Payments by outcome: paid, declined, not_payable, incomplete (the provider needs more), refunded (it lost to expiry, a cancel or another payment).",
 		}, []string{"outcome"}),
 	}
 	reg.MustRegister(m.purchases, m.script, m.transitions, m.released, m.payments)

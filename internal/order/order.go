@@ -73,8 +73,11 @@ type Order struct {
 	CreatedAt  time.Time `json:"created_at"`
 	// ExpiresAt is the end of the payment window, fixed when the order
 	// was accepted; nil when the accepting instance had none.
-	ExpiresAt  *time.Time `json:"expires_at"`
-	PaidAt     *time.Time `json:"paid_at"`
+	ExpiresAt *time.Time `json:"expires_at"`
+	PaidAt    *time.Time `json:"paid_at"`
+	// Payment is what the provider said of the order's payment: the one
+	// it was paid with, else its latest attempt; nil before any.
+	Payment    *Payment `json:"payment"`
 	userID     string
 	partition  int            // of the order stream its events go to
 	lines      []ReservedItem // with their rounds, from the live status

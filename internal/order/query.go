@@ -23,7 +23,7 @@ const (
 	// else confirmed.
 	orderColumnsSQL = `
 SELECT o.id, o.total_cents, o.created_at, o.expires_at, coalesce(t.status, 'confirmed'),
-       CASE WHEN t.status = 'paid' THEN t.at END,
+       CASE WHEN t.status = 'paid' THEN t.at END, coalesce(t.payment_ref, ''),
        coalesce(json_agg(json_build_object('sku', i.sku, 'quantity', i.quantity, 'price_cents', i.price_cents)
                 ORDER BY i.sku) FILTER (WHERE i.sku IS NOT NULL), '[]')
 FROM orders o LEFT JOIN order_items i ON i.order_id = o.id
@@ -61,7 +61,7 @@ func (s *Service) Get(ctx context.Context, user, id string) (Order, error) {
 		return Order{}, ErrNotFound
 	}
 	if found {
-		return live, nil
+		return s.withPayment(ctx, live), nil
 	}
 	if s.betweenReads != nil {
 		s.betweenReads()
@@ -80,10 +80,10 @@ func (s *Service) Get(ctx context.Context, user, id string) (Order, error) {
 		// Placed and written after Redis was asked, its status is in Redis
 		// now, and may be ahead of the row (paid already, say).
 		if now, found, err := s.liveStatus(ctx, o.ID); err == nil && found && now.userID == user {
-			return now, nil
+			return s.withPayment(ctx, now), nil
 		}
 	}
-	return o, nil
+	return s.withPayment(ctx, o), nil
 }
 
 // liveStatus reads an order's status hash; found is false when Redis has
@@ -146,7 +146,8 @@ func (s *Service) scanOrder(row pgx.Row) (Order, error) {
 	var o Order
 	var id uuid.UUID
 	var items []byte
-	if err := row.Scan(&id, &o.TotalCents, &o.CreatedAt, &o.ExpiresAt, &o.Status, &o.PaidAt, &items); err != nil {
+	if err := row.Scan(&id, &o.TotalCents, &o.CreatedAt, &o.ExpiresAt, &o.Status, &o.PaidAt, &o.paymentRef,
+		&items); err != nil {
 		return Order{}, err
 	}
 	o.ID, o.CreatedAt = id.String(), o.CreatedAt.UTC()
@@ -202,7 +203,9 @@ func (s *Service) List(ctx context.Context, user string, limit int, cursor strin
 		return Page{}, s.unavailable("list orders", err)
 	}
 	s.overlay(ctx, confirmed)
-	return paginate(merge(confirmed, pending), limit), nil
+	page := paginate(merge(confirmed, pending), limit)
+	s.withPayments(ctx, page.Items)
+	return page, nil
 }
 
 // overlay gives persisted orders their live status, which runs ahead of
@@ -215,7 +218,7 @@ func (s *Service) overlay(ctx context.Context, orders []Order) {
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(orders))
 	for i, o := range orders {
-		cmds[i] = pipe.HMGet(ctx, s.keys.status(o.ID), "status", "paid_ms")
+		cmds[i] = pipe.HMGet(ctx, s.keys.status(o.ID), "status", "paid_ms", "payment_ref")
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return
@@ -231,6 +234,9 @@ func (s *Service) overlay(ctx context.Context, orders []Order) {
 			if t := MillisTime(ms); !t.IsZero() {
 				orders[i].PaidAt = &t
 			}
+		}
+		if ref, ok := v[2].(string); ok && ref != "" {
+			orders[i].paymentRef = ref
 		}
 	}
 }

@@ -105,12 +105,26 @@ func (p *Stripe) Pay(ctx context.Context, c order.Charge) (Intent, error) {
 	return in, nil
 }
 
-// Charge is Pay as order's PaymentProvider: the intent's id is the
-// charge's reference.
-func (p *Stripe) Charge(ctx context.Context, c order.Charge) (string, error) {
+// Name is "stripe".
+func (p *Stripe) Name() string { return "stripe" }
+
+// Charge is Pay as order's PaymentProvider: an intent that needs more is
+// a payment under way (its status and client_secret), not an error.
+func (p *Stripe) Charge(ctx context.Context, c order.Charge) (order.Payment, error) {
 	in, err := p.Pay(ctx, c)
-	return in.ID, err
+	if err != nil && !errors.Is(err, ErrIncomplete) {
+		return order.Payment{}, err
+	}
+	return in.Payment(), nil
 }
+
+// Payment is the intent as an order's payment.
+func (in Intent) Payment() order.Payment {
+	return order.Payment{Provider: "stripe", ID: in.ID, Status: in.Status, AmountCents: in.AmountCents,
+		ClientSecret: in.ClientSecret}
+}
+
+var _ order.PaymentProvider = (*Stripe)(nil)
 
 // Refund gives back the whole of intent ref, once: Stripe's idempotency
 // key is the intent's, so a second call answers the first refund.

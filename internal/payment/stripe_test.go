@@ -95,9 +95,9 @@ func TestPayMakesOneConfirmedIntent(t *testing.T) {
 func TestPaySucceeded(t *testing.T) {
 	t.Parallel()
 	p := provider(testenv.StripeMockWith(t, map[string]map[string]any{"payment_intent": {"status": "succeeded"}}))
-	ref, err := p.Charge(context.Background(), charge)
-	if err != nil || !strings.HasPrefix(ref, "pi_") {
-		t.Fatalf("charge: %q %v", ref, err)
+	pay, err := p.Charge(context.Background(), charge)
+	if err != nil || !strings.HasPrefix(pay.ID, "pi_") || pay.Status != order.PaymentSucceeded || pay.Provider != "stripe" {
+		t.Fatalf("charge: %+v %v", pay, err)
 	}
 }
 

@@ -54,6 +54,9 @@ type Deps struct {
 	LimiterDefer []ratelimit.Deferral
 	// Mount registers the domain routes on the /api/v1 router.
 	Mount []func(fiber.Router)
+	// Unlimited registers /api/v1 routes the per-IP limiter does not
+	// count (a payment provider's webhook).
+	Unlimited []func(fiber.Router)
 	// Top registers routes outside /api/v1 (a web page), after the
 	// operational ones: neither rate limited nor part of the API.
 	Top []func(fiber.Router)
@@ -92,6 +95,11 @@ func New(d Deps) *fiber.App {
 	}
 
 	v1 := app.Group("/api/v1")
+	// Before the limiter: Fiber runs handlers in the order they were
+	// registered, and these answer without calling on.
+	for _, mount := range d.Unlimited {
+		mount(v1)
+	}
 	if d.Limiter != nil {
 		v1.Use(limiterMiddleware(d, who))
 	}

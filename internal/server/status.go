@@ -22,6 +22,7 @@ var statusOf = map[string]int{
 	apperr.CodeLimitExceeded:      http.StatusConflict,
 	apperr.CodePassRequired:       http.StatusForbidden,
 	apperr.CodeChallengeFailed:    http.StatusForbidden,
+	apperr.CodeInvalidSignature:   http.StatusBadRequest,
 	apperr.CodeSaleNotActive:      http.StatusConflict,
 	apperr.CodeCartEmpty:          http.StatusConflict,
 	apperr.CodeIdempotencyReused:  http.StatusUnprocessableEntity,

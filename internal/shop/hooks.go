@@ -12,6 +12,7 @@ import (
 	"github.com/shop-oss/shop/internal/lock"
 	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/order/writer"
+	"github.com/shop-oss/shop/internal/payment"
 )
 
 // BestSellerOrders are persisted orders as the best-seller boards take
@@ -65,8 +66,19 @@ func AfterTransition(boards *bestseller.Service) func(context.Context, []writer.
 func StockChanged(ctx context.Context, skus []string) {}
 
 // PaymentProvider is the provider SHOP_PAYMENT_PROVIDER names (config
-// validates it; "test" is the only one built in).
-func PaymentProvider(*config.Config) order.PaymentProvider { return order.NewTestProvider() }
+// validates it): the built-in test provider, or Stripe.
+func PaymentProvider(cfg *config.Config) order.PaymentProvider {
+	if cfg.PaymentProvider == "stripe" {
+		return Stripe(cfg)
+	}
+	return order.NewTestProvider()
+}
+
+// Stripe is the Stripe provider of cfg's settings.
+func Stripe(cfg *config.Config) *payment.Stripe {
+	return payment.NewStripe(payment.StripeOptions{SecretKey: cfg.StripeSecretKey, APIURL: cfg.StripeAPIURL,
+		Currency: cfg.Currency})
+}
 
 // NewSweeper builds the expiry sweeper under the singleton lock, for
 // `shop serve` (App.Start) and `shop writer` alike.

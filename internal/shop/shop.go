@@ -34,6 +34,7 @@ import (
 	"github.com/shop-oss/shop/internal/lock"
 	"github.com/shop-oss/shop/internal/onetrip"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/payment"
 	"github.com/shop-oss/shop/internal/pickup"
 	"github.com/shop-oss/shop/internal/ratelimit"
 	"github.com/shop-oss/shop/internal/room"
@@ -82,6 +83,8 @@ type App struct {
 	// Sweeper expires unpaid orders; Start runs it.
 	Sweeper *order.Sweeper
 	Audit   *audit.Auditor
+	// Webhook applies Stripe's events (nil with another provider).
+	Webhook *payment.Webhook
 	// Live streams live stock to browsers; Start runs its subscription,
 	// and serve shuts it down before the HTTP server (see Live.Shutdown).
 	Live *live.Hub
@@ -154,6 +157,9 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 	a.Orders = order.New(st.DB, st.Redis, a.Stock, a.Catalog.Exists, cfg.KeyPrefix, log, reg,
 		order.Options{PaymentTTL: cfg.PaymentTTL, Payments: PaymentProvider(cfg), StockChanged: StockChanged,
 			ReserveRedis: purchases, HoldLifetime: cfg.SagaHoldTTL})
+	if cfg.PaymentProvider == "stripe" {
+		a.Webhook = payment.NewWebhook(st.DB, cfg.StripeWebhookSecret, a.Orders, log, reg)
+	}
 	a.Carts = cart.New(st.Redis, a.Catalog, a.Orders, cfg.KeyPrefix, log, reg)
 	a.Locks = lock.New(st.Redis, cfg.KeyPrefix)
 	a.Sweeper = NewSweeper(st, cfg, a.Stock, a.Locks, log, reg)
@@ -205,9 +211,19 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 			func(r fiber.Router) { a.Auth.AdminRoutes(r, admin) },
 		},
 		// The storefront page, a client of the API above, outside it.
-		Top: []func(fiber.Router){storefront.Routes},
+		Top:       []func(fiber.Router){storefront.Routes},
+		Unlimited: a.webhookRoutes(),
 	})
 	return a
+}
+
+// webhookRoutes are the payment provider's: outside the per-IP limit,
+// since every event comes from the provider's few addresses.
+func (a *App) webhookRoutes() []func(fiber.Router) {
+	if a.Webhook == nil {
+		return nil
+	}
+	return []func(fiber.Router){a.Webhook.Routes}
 }
 
 // Start runs the application's background work: the pickup store index

@@ -78,7 +78,9 @@ func StripeMock(t testing.TB, fixtures ...string) string {
 	// it exits, and another port is tried.
 	for range 5 {
 		addr := "127.0.0.1:" + freePort(t)
-		args := []string{"-http-addr", addr}
+		// -http-addr alone still opens HTTPS on the fixed port 12112, so
+		// a second mock would die on it: give HTTPS a port of its own.
+		args := []string{"-http-addr", addr, "-https-addr", "127.0.0.1:0"}
 		if len(fixtures) > 0 {
 			args = append(args, "-fixtures", fixtures[0])
 		}

@@ -1,0 +1,296 @@
+package payment
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stripe/stripe-go/v82"
+	"github.com/stripe/stripe-go/v82/webhook"
+
+	"github.com/shop-oss/shop/internal/apperr"
+	"github.com/shop-oss/shop/internal/order"
+)
+
+// Orders is what a provider's events change: order's Service.
+type Orders interface {
+	PaymentSucceeded(ctx context.Context, orderID string, p order.Payment) (string, error)
+	PaymentFailed(ctx context.Context, orderID string, p order.Payment) error
+	PaymentRefunded(ctx context.Context, id string, cents int64) error
+}
+
+// The event types the webhook applies; Stripe's others are answered and
+// ignored.
+const (
+	EventSucceeded = "payment_intent.succeeded"
+	EventFailed    = "payment_intent.payment_failed"
+	EventRefunded  = "charge.refunded"
+)
+
+// signatureTolerance is how old a signature may be (Stripe's default):
+// a replayed event older than this is refused.
+const signatureTolerance = 5 * time.Minute
+
+// applyTimeout bounds one event's effect, its provider calls included.
+const applyTimeout = 15 * time.Second
+
+// Webhook receives Stripe's events (POST /api/v1/payments/stripe/webhook)
+// and applies each event id once: recorded in payment_events before its
+// effect, marked applied after it, under the row's lock, so repeats and
+// concurrent deliveries of one event do nothing more.
+type Webhook struct {
+	db     *pgxpool.Pool
+	secret string
+	orders Orders
+	log    *slog.Logger
+	events *prometheus.CounterVec
+}
+
+// NewWebhook returns the webhook of the endpoint whose signing secret is
+// secret; its metrics are registered on reg.
+func NewWebhook(db *pgxpool.Pool, secret string, orders Orders, log *slog.Logger, reg prometheus.Registerer) *Webhook {
+	w := &Webhook{db: db, secret: secret, orders: orders, log: log,
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shop_payment_events_total",
+			Help: "Stripe webhook deliveries by event type and outcome: applied (its effect ran), repeat " +
+				"(applied before), ignored (a type the shop does not apply), refused (bad signature or body), " +
+				"failed (to be delivered again).",
+		}, []string{"type", "outcome"})}
+	reg.MustRegister(w.events)
+	return w
+}
+
+// Routes registers the webhook's route. It takes no Bearer: Stripe's
+// signature is its authentication.
+func (w *Webhook) Routes(r fiber.Router) {
+	r.Post("/payments/stripe/webhook", w.receive)
+}
+
+var errSignature = apperr.NewError(apperr.CodeInvalidSignature,
+	"the Stripe-Signature header is missing, wrong or older than 5 minutes")
+
+func (w *Webhook) receive(c *fiber.Ctx) error {
+	body := bytes.Clone(c.Body())
+	// Stripe sends each endpoint its events in the API version set for
+	// the endpoint; the few fields read here are the same in all of them.
+	se, err := webhook.ConstructEventWithOptions(body, c.Get("Stripe-Signature"), w.secret,
+		webhook.ConstructEventOptions{Tolerance: signatureTolerance, IgnoreAPIVersionMismatch: true})
+	switch {
+	case errors.Is(err, webhook.ErrNotSigned), errors.Is(err, webhook.ErrInvalidHeader),
+		errors.Is(err, webhook.ErrNoValidSignature), errors.Is(err, webhook.ErrTooOld):
+		w.count("", "refused")
+		return errSignature
+	case err != nil:
+		w.count("", "refused")
+		return apperr.Invalid(apperr.FieldError{Field: "body", Message: "is not a JSON Stripe event"})
+	}
+	e, err := parseEvent(se, body)
+	if err != nil {
+		w.count("", "refused")
+		return apperr.Invalid(apperr.FieldError{Field: "body", Message: err.Error()})
+	}
+	if e == nil {
+		w.count("other", "ignored")
+		return c.JSON(fiber.Map{"received": true}) // a type we do not apply
+	}
+	if err := w.record(c.UserContext(), e); err != nil {
+		w.count(e.Type, "failed")
+		return w.unavailable("record payment event", err)
+	}
+	ran, err := w.apply(c.UserContext(), e.ID)
+	switch {
+	case err != nil:
+		w.count(e.Type, "failed")
+		return w.unavailable("apply payment event", err)
+	case ran:
+		w.count(e.Type, "applied")
+	default:
+		w.count(e.Type, "repeat")
+	}
+	return c.JSON(fiber.Map{"received": true})
+}
+
+// event is the part of a Stripe event the webhook keeps.
+type event struct {
+	ID   string
+	Type string
+	raw  []byte
+}
+
+// parseEvent reads a signed event: nil for a type the webhook does not
+// apply, an error for one that is not a Stripe event.
+func parseEvent(se stripe.Event, body []byte) (*event, error) {
+	if se.ID == "" || se.Type == "" || se.Data == nil || len(se.Data.Raw) == 0 {
+		return nil, errors.New("not a Stripe event: id, type and data.object are required")
+	}
+	switch se.Type {
+	case EventSucceeded, EventFailed, EventRefunded:
+	default:
+		return nil, nil
+	}
+	if _, err := effectOf(string(se.Type), se.Data.Raw); err != nil {
+		return nil, err
+	}
+	return &event{ID: se.ID, Type: string(se.Type), raw: body}, nil
+}
+
+const (
+	recordEventSQL = `
+INSERT INTO payment_events (id, provider, type, payload) VALUES ($1, 'stripe', $2, $3)
+ON CONFLICT (id) DO NOTHING`
+	lockEventSQL = `SELECT type, payload, applied_at IS NOT NULL FROM payment_events WHERE id = $1 FOR UPDATE NOWAIT`
+	appliedSQL   = `UPDATE payment_events SET applied_at = now() WHERE id = $1`
+	unappliedSQL = `SELECT id FROM payment_events WHERE applied_at IS NULL AND received_at <= $1 ORDER BY received_at`
+)
+
+// record keeps the event, before its effect: committed on its own, so a
+// crash during the effect leaves it there, unapplied.
+func (w *Webhook) record(ctx context.Context, e *event) error {
+	_, err := w.db.Exec(ctx, recordEventSQL, e.ID, e.Type, e.raw)
+	return err
+}
+
+// apply runs event id's effect unless it has run. The row's lock keeps
+// concurrent deliveries of one event out; they wait for it without
+// holding a connection (NOWAIT, then again), since the effect itself
+// needs the pool's connections.
+// It tells whether this call ran the effect.
+func (w *Webhook) apply(ctx context.Context, id string) (ran bool, _ error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), applyTimeout)
+	defer cancel()
+	for {
+		ran, err := w.applyOnce(ctx, id)
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "55P03" { // lock_not_available
+			return ran, err
+		}
+		select {
+		case <-ctx.Done():
+			return false, fmt.Errorf("event %s is being applied by another delivery: %w", id, ctx.Err())
+		case <-time.After(lockRetry):
+		}
+	}
+}
+
+func (w *Webhook) count(typ, outcome string) { w.events.WithLabelValues(typ, outcome).Inc() }
+
+// lockRetry is how long a delivery waits before it looks again at an
+// event another delivery is applying.
+const lockRetry = 20 * time.Millisecond
+
+func (w *Webhook) applyOnce(ctx context.Context, id string) (ran bool, _ error) {
+	err := pgx.BeginFunc(ctx, w.db, func(tx pgx.Tx) error {
+		var typ string
+		var payload []byte
+		var applied bool
+		if err := tx.QueryRow(ctx, lockEventSQL, id).Scan(&typ, &payload, &applied); err != nil || applied {
+			return err
+		}
+		var se stripe.Event
+		if err := json.Unmarshal(payload, &se); err != nil || se.Data == nil {
+			return fmt.Errorf("event %s: not a Stripe event: %v", id, err)
+		}
+		eff, err := effectOf(typ, se.Data.Raw)
+		if err != nil {
+			return fmt.Errorf("event %s: %w", id, err)
+		}
+		if err := eff(ctx, w.orders, w.log); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, appliedSQL, id)
+		ran = err == nil
+		return err
+	})
+	return ran && err == nil, err // applied only once committed
+}
+
+// ApplyPending applies the events recorded before since and never
+// applied (a crash between record and effect, an effect that failed and
+// was not delivered again). It returns how many it applied and the first
+// error; one event's failure does not stop the others.
+func (w *Webhook) ApplyPending(ctx context.Context, before time.Time) (applied int, err error) {
+	rows, err := w.db.Query(ctx, unappliedSQL, before)
+	if err != nil {
+		return 0, err
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, err
+	}
+	var first error
+	for _, id := range ids {
+		if _, err := w.apply(ctx, id); err != nil {
+			first = cmpErr(first, fmt.Errorf("event %s: %w", id, err))
+			continue
+		}
+		applied++
+	}
+	return applied, first
+}
+
+func cmpErr(first, err error) error {
+	if first != nil {
+		return first
+	}
+	return err
+}
+
+func (w *Webhook) unavailable(op string, err error) error {
+	w.log.Warn(op, "err", err)
+	var ae *apperr.Error
+	if errors.As(err, &ae) {
+		return err
+	}
+	return fmt.Errorf("%s: %w: %w", op, apperr.Unavailable("payments are unavailable; deliver the event again"), err)
+}
+
+// effect is what an event does to the orders.
+type effect func(ctx context.Context, orders Orders, log *slog.Logger) error
+
+// effectOf reads an event's object: an intent for the payment_intent
+// events, a charge for charge.refunded.
+func effectOf(typ string, raw json.RawMessage) (effect, error) {
+	switch typ {
+	case EventSucceeded, EventFailed:
+		var pi stripe.PaymentIntent
+		if err := json.Unmarshal(raw, &pi); err != nil || pi.ID == "" {
+			return nil, errors.New("data.object is not a PaymentIntent")
+		}
+		in := intentOf(&pi)
+		return func(ctx context.Context, orders Orders, log *slog.Logger) error {
+			if in.OrderID == "" {
+				log.Info("payment intent without metadata.order_id: not ours, ignored", "payment_ref", in.ID)
+				return nil
+			}
+			if typ == EventFailed {
+				return orders.PaymentFailed(ctx, in.OrderID, in.Payment())
+			}
+			outcome, err := orders.PaymentSucceeded(ctx, in.OrderID, in.Payment())
+			if err == nil {
+				log.Info("payment intent succeeded", "order", in.OrderID, "payment_ref", in.ID, "outcome", outcome)
+			}
+			return err
+		}, nil
+	case EventRefunded:
+		var ch stripe.Charge
+		if err := json.Unmarshal(raw, &ch); err != nil || ch.ID == "" {
+			return nil, errors.New("data.object is not a Charge")
+		}
+		if ch.PaymentIntent == nil || ch.PaymentIntent.ID == "" {
+			return func(context.Context, Orders, *slog.Logger) error { return nil }, nil // not an intent's
+		}
+		return func(ctx context.Context, orders Orders, _ *slog.Logger) error {
+			return orders.PaymentRefunded(ctx, ch.PaymentIntent.ID, ch.AmountRefunded)
+		}, nil
+	}
+	return nil, fmt.Errorf("event type %s is not applied", typ)
+}

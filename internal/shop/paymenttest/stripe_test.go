@@ -1,0 +1,372 @@
+// Package paymenttest tests payments with Stripe through the whole
+// application: `shop serve`'s routes against Stripe's own stripe-mock,
+// with webhooks signed by stripe-go's test helper.
+package paymenttest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stripe/stripe-go/v82/webhook"
+
+	"github.com/shop-oss/shop/internal/config"
+	"github.com/shop-oss/shop/internal/openapitest"
+	"github.com/shop-oss/shop/internal/order/ordertesting"
+	"github.com/shop-oss/shop/internal/shop/shoptest"
+	"github.com/shop-oss/shop/internal/testenv"
+)
+
+const secret = "whsec_test_secret"
+
+// stripeProxy stands between the shop and a stripe-mock that a test may
+// swap (to one whose fixtures know an order) or take away (Stripe down),
+// and counts the refunds asked of it.
+type stripeProxy struct {
+	target  atomic.Pointer[url.URL]
+	down    atomic.Bool
+	mu      sync.Mutex
+	refunds []url.Values
+	URL     string
+}
+
+func newStripeProxy(t *testing.T, mock string) *stripeProxy {
+	p := &stripeProxy{}
+	p.point(t, mock)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p.down.Load() {
+			// As a dead connection would: no answer at all.
+			if hj, ok := w.(http.Hijacker); ok {
+				if c, _, err := hj.Hijack(); err == nil {
+					_ = c.Close()
+					return
+				}
+			}
+		}
+		raw, _ := io.ReadAll(r.Body)
+		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(raw)), int64(len(raw))
+		if r.URL.Path == "/v1/refunds" {
+			form, _ := url.ParseQuery(string(raw))
+			p.mu.Lock()
+			p.refunds = append(p.refunds, form)
+			p.mu.Unlock()
+		}
+		httputil.NewSingleHostReverseProxy(p.target.Load()).ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	p.URL = srv.URL
+	return p
+}
+
+func (p *stripeProxy) point(t *testing.T, mock string) {
+	u, err := url.Parse(mock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.target.Store(u)
+}
+
+// refundsOf counts the refunds asked for intent pi.
+func (p *stripeProxy) refundsOf(pi string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, f := range p.refunds {
+		if f.Get("payment_intent") == pi {
+			n++
+		}
+	}
+	return n
+}
+
+type fixture struct {
+	*shoptest.App
+	stripe *stripeProxy
+}
+
+func newFixture(t *testing.T, edit ...func(*config.Config)) fixture {
+	t.Helper()
+	proxy := newStripeProxy(t, testenv.StripeMock(t))
+	app := shoptest.New(t, shoptest.Options{Config: func(c *config.Config) {
+		c.PaymentProvider, c.StripeSecretKey, c.StripeWebhookSecret = "stripe", "sk_test_123", secret
+		c.StripeAPIURL = proxy.URL
+		for _, e := range edit {
+			e(c)
+		}
+	}})
+	return fixture{app, proxy}
+}
+
+// confirmedOrder is a written order of one unit at 300 cents, and its
+// buyer's token.
+func (f fixture) confirmedOrder(t *testing.T, sku string) (id, token string) {
+	t.Helper()
+	_, token = f.Shopper(t, sku+"@example.com")
+	r := f.Do(t, "POST", "/api/v1/products/"+sku+"/purchase", token, `{"quantity":1}`)
+	shoptest.WantStatus(t, r, http.StatusAccepted)
+	f.Drain(t)
+	return r.JSON(t)["order_id"].(string), token
+}
+
+// pay pays with a test card: stripe-mock's intent needs more (its
+// bundled answer is requires_payment_method), so 202; it returns the
+// intent's id.
+func (f fixture) pay(t *testing.T, id, token string) string {
+	t.Helper()
+	r := f.Do(t, "POST", "/api/v1/orders/"+id+"/pay", token, `{"payment_token":"pm_card_visa"}`)
+	shoptest.WantStatus(t, r, http.StatusAccepted)
+	o := r.JSON(t)
+	p, _ := o["payment"].(map[string]any)
+	if o["status"] != "confirmed" || p == nil || p["provider"] != "stripe" || p["status"] != "requires_payment_method" ||
+		p["client_secret"] == "" || p["amount_cents"] != 300.0 || p["refunded_cents"] != 0.0 {
+		t.Fatalf("202 order %s", r.Body)
+	}
+	return p["id"].(string)
+}
+
+// event is a Stripe event of type typ whose object is obj.
+func event(id, typ string, obj map[string]any) []byte {
+	b, _ := json.Marshal(map[string]any{"id": id, "object": "event", "type": typ, "api_version": "2025-08-27.basil",
+		"created": time.Now().Unix(), "data": map[string]any{"object": obj}})
+	return b
+}
+
+func intent(pi, orderID, status string, cents int64) map[string]any {
+	return map[string]any{"id": pi, "object": "payment_intent", "status": status, "amount": cents,
+		"currency": "usd", "metadata": map[string]string{"order_id": orderID}}
+}
+
+// deliver posts body signed with secret at time at, as Stripe would.
+func (f fixture) deliver(t testing.TB, body []byte, key string, at time.Time) openapitest.Reply {
+	t.Helper()
+	signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: key, Timestamp: at})
+	return f.Do(t, "POST", "/api/v1/payments/stripe/webhook", "", string(body), "Stripe-Signature", signed.Header)
+}
+
+func (f fixture) order(t *testing.T, id, token string) map[string]any {
+	t.Helper()
+	r := f.Do(t, "GET", "/api/v1/orders/"+id, token, "")
+	shoptest.WantStatus(t, r, http.StatusOK)
+	return r.JSON(t)
+}
+
+func (f fixture) count(t *testing.T, query string) int64 {
+	t.Helper()
+	return ordertesting.Count(t, f.DB.Pool, query)
+}
+
+// Pay makes one intent that needs more (202, the order still payable);
+// the webhook's failure leaves it payable, its success pays it once even
+// when delivered twenty times at once, and a refund made in Stripe's
+// dashboard shows on the order.
+func TestPayThenWebhooks(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.Sale(t, "stripe-life", 300, 5, 0)
+	id, tok := f.confirmedOrder(t, "stripe-life")
+	if o := f.order(t, id, tok); o["payment"] != nil {
+		t.Fatalf("payment before paying: %v", o["payment"])
+	}
+	pi := f.pay(t, id, tok)
+	if p := f.order(t, id, tok)["payment"].(map[string]any); p["id"] != pi || p["client_secret"] == "" {
+		t.Fatalf("order's payment %v", p)
+	}
+
+	r := f.deliver(t, event("evt_failed_1", "payment_intent.payment_failed", intent(pi, id, "requires_payment_method", 300)), secret, time.Now())
+	shoptest.WantStatus(t, r, http.StatusOK)
+	o := f.order(t, id, tok)
+	if p := o["payment"].(map[string]any); o["status"] != "confirmed" || p["status"] != "failed" || p["client_secret"] != nil {
+		t.Fatalf("after payment_failed: %v", o)
+	}
+
+	succeeded := event("evt_succeeded_1", "payment_intent.succeeded", intent(pi, id, "succeeded", 300))
+	var ops []func()
+	var bad atomic.Int64
+	for range 20 {
+		ops = append(ops, func() {
+			if r := f.deliver(t, succeeded, secret, time.Now()); r.Status != http.StatusOK {
+				bad.Add(1)
+				t.Errorf("delivery: %d %s", r.Status, r.Body)
+			}
+		})
+	}
+	ordertesting.Together(ops...)
+	o = f.order(t, id, tok)
+	p := o["payment"].(map[string]any)
+	if o["status"] != "paid" || o["paid_at"] == nil || p["status"] != "succeeded" || p["id"] != pi {
+		t.Fatalf("after 20 deliveries of the success: %v", o)
+	}
+	if n := f.count(t, `SELECT count(*) FROM payment_events WHERE applied_at IS NOT NULL`); n != 2 {
+		t.Fatalf("%d events applied, want 2", n)
+	}
+	applied := shoptest.Counters(t, f.Reg, "shop_payment_events_total", "type", "payment_intent.succeeded", "outcome", "applied")
+	repeats := shoptest.Counters(t, f.Reg, "shop_payment_events_total", "type", "payment_intent.succeeded", "outcome", "repeat")
+	if len(applied) != 1 || applied[0] != 1 || len(repeats) != 1 || repeats[0] != 19 {
+		t.Fatalf("the success applied %v times, answered as a repeat %v times; want 1 and 19", applied, repeats)
+	}
+	if n := f.stripe.refundsOf(pi); n != 0 {
+		t.Fatalf("%d refunds of a payment that paid its order", n)
+	}
+	again := f.Do(t, "POST", "/api/v1/orders/"+id+"/pay", tok, `{"payment_token":"pm_card_visa"}`)
+	if again.Status != http.StatusOK || again.JSON(t)["status"] != "paid" {
+		t.Fatalf("pay a paid order: %d %s", again.Status, again.Body)
+	}
+
+	charge := map[string]any{"id": "ch_1", "object": "charge", "amount": 300, "amount_refunded": 120,
+		"payment_intent": pi, "refunded": false}
+	shoptest.WantStatus(t, f.deliver(t, event("evt_refund_1", "charge.refunded", charge), secret, time.Now()), http.StatusOK)
+	if p := f.order(t, id, tok)["payment"].(map[string]any); p["refunded_cents"] != 120.0 || p["status"] != "succeeded" {
+		t.Fatalf("after a partial refund: %v", p)
+	}
+	f.Drain(t)
+	if st := f.order(t, id, tok)["status"]; st != "paid" {
+		t.Fatalf("status %v", st)
+	}
+}
+
+// A success for an order cancelled meanwhile is refunded in full through
+// the API, once, and never revives the order.
+func TestSuccessAfterCancelIsRefunded(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.Sale(t, "stripe-late", 300, 5, 0)
+	id, tok := f.confirmedOrder(t, "stripe-late")
+	pi := f.pay(t, id, tok)
+	r := f.Do(t, "POST", "/api/v1/orders/"+id+"/cancel", tok, "")
+	shoptest.WantStatus(t, r, http.StatusOK)
+	for _, evt := range []string{"evt_a", "evt_a", "evt_b"} { // a repeat, and another event of the same intent
+		shoptest.WantStatus(t, f.deliver(t, event(evt, "payment_intent.succeeded", intent(pi, id, "succeeded", 300)), secret, time.Now()), http.StatusOK)
+	}
+	o := f.order(t, id, tok)
+	p := o["payment"].(map[string]any)
+	if o["status"] != "cancelled" || p["status"] != "refunded" || p["refunded_cents"] != 300.0 {
+		t.Fatalf("cancelled order after the success: %v", o)
+	}
+	if n := f.stripe.refundsOf(pi); n != 1 {
+		t.Fatalf("%d refunds asked of Stripe, want 1", n)
+	}
+	st := f.Do(t, "GET", "/api/v1/admin/products/stripe-late/stock", admin(t, f), "").JSON(t)
+	if st["available"] != 5.0 {
+		t.Fatalf("stock %v: the cancelled unit is not back", st)
+	}
+}
+
+func admin(t *testing.T, f fixture) string {
+	_, tok := f.User(t, "admin@example.com", "admin")
+	return tok
+}
+
+// Bad bodies are refused with a clear code and record nothing: no
+// signature, the wrong secret, a stale or truncated one, a signed body
+// that is not a Stripe event, one over the size limit. An event of a
+// type the shop does not apply is answered and ignored. None of it
+// counts against the per-IP limit.
+func TestWebhookRefusesBadBodies(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(c *config.Config) { c.RateLimit = config.RateLimit{Limit: 2, Window: time.Minute} })
+	order := uuid.NewString()
+	good := event("evt_bad_1", "payment_intent.succeeded", intent("pi_bad", order, "succeeded", 300))
+	sign := func(body []byte, key string, at time.Time) string {
+		return webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: key, Timestamp: at}).Header
+	}
+	huge := append(bytes.Clone(good[:len(good)-1]), []byte(`,"pad":"`+strings.Repeat("x", 70_000)+`"}`)...)
+	for _, c := range []struct {
+		name, header string
+		body         []byte
+		status       int
+		code         string
+	}{
+		{"unsigned", "", good, 400, "invalid_signature"},
+		{"garbage header", "nonsense", good, 400, "invalid_signature"},
+		{"wrong secret", sign(good, "whsec_other", time.Now()), good, 400, "invalid_signature"},
+		{"stale", sign(good, secret, time.Now().Add(-6*time.Minute)), good, 400, "invalid_signature"},
+		{"truncated", sign(good, secret, time.Now()), good[:len(good)/2], 400, "invalid_signature"},
+		{"signed, not JSON", sign([]byte("not json"), secret, time.Now()), []byte("not json"), 400, "invalid_request"},
+		{"signed, not an event", sign([]byte(`{"a":1}`), secret, time.Now()), []byte(`{"a":1}`), 400, "invalid_request"},
+		{"signed, not an intent", sign(event("evt_x", "payment_intent.succeeded", map[string]any{"id": 7}), secret, time.Now()),
+			event("evt_x", "payment_intent.succeeded", map[string]any{"id": 7}), 400, "invalid_request"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := f.Do(t, "POST", "/api/v1/payments/stripe/webhook", "", string(c.body), "Stripe-Signature", c.header)
+			openapitest.WantProblem(t, r, c.status, c.code)
+		})
+	}
+	// Over the size limit: refused before the handler (a listening
+	// server's answer; the in-process test client refuses such a body).
+	base := f.Serve(t)
+	req, _ := http.NewRequest("POST", base+"/api/v1/payments/stripe/webhook", bytes.NewReader(huge))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Stripe-Signature", sign(huge, secret, time.Now()))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a body over the limit: %d", resp.StatusCode)
+	}
+	other := event("evt_other", "customer.created", map[string]any{"id": "cus_1", "object": "customer"})
+	shoptest.WantStatus(t, f.deliver(t, other, secret, time.Now()), http.StatusOK)
+	if n := f.count(t, `SELECT (SELECT count(*) FROM payment_events) + (SELECT count(*) FROM payments)`); n != 0 {
+		t.Fatalf("%d rows recorded from bodies that were refused or ignored", n)
+	}
+	if n := f.stripe.refundsOf("pi_bad"); n != 0 {
+		t.Fatalf("%d refunds", n)
+	}
+}
+
+// Stripe out of reach mid-pay: 503, and the order stays payable; once
+// Stripe answers again, the same pay goes through.
+func TestStripeDownMidPay(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.Sale(t, "stripe-down", 300, 5, 0)
+	id, tok := f.confirmedOrder(t, "stripe-down")
+	f.stripe.down.Store(true)
+	r := f.Do(t, "POST", "/api/v1/orders/"+id+"/pay", tok, `{"payment_token":"pm_card_visa"}`)
+	openapitest.WantProblem(t, r, http.StatusServiceUnavailable, "unavailable")
+	if o := f.order(t, id, tok); o["status"] != "confirmed" || o["payment"] != nil {
+		t.Fatalf("order after Stripe was down: %v", o)
+	}
+	f.stripe.down.Store(false)
+	f.pay(t, id, tok)
+}
+
+// An effect that failed leaves its event recorded and unapplied (as a
+// crash between record and effect would): the next delivery applies it.
+func TestUnappliedEventIsAppliedOnRedelivery(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.Sale(t, "stripe-crash", 300, 5, 0)
+	id, tok := f.confirmedOrder(t, "stripe-crash")
+	pi := f.pay(t, id, tok)
+	body := event("evt_crash", "payment_intent.succeeded", intent(pi, id, "succeeded", 300))
+	// Recorded, then the process died before the effect.
+	if _, err := f.DB.Pool.Exec(context.Background(),
+		`INSERT INTO payment_events (id, provider, type, payload) VALUES ('evt_crash', 'stripe', 'payment_intent.succeeded', $1)`,
+		body); err != nil {
+		t.Fatal(err)
+	}
+	if o := f.order(t, id, tok); o["status"] != "confirmed" {
+		t.Fatalf("status %v", o["status"])
+	}
+	shoptest.WantStatus(t, f.deliver(t, body, secret, time.Now()), http.StatusOK)
+	if o := f.order(t, id, tok); o["status"] != "paid" {
+		t.Fatalf("after the redelivery: %v", o)
+	}
+	if n := f.count(t, `SELECT count(*) FROM payment_events WHERE applied_at IS NULL`); n != 0 {
+		t.Fatal(fmt.Sprint(n, " events still unapplied"))
+	}
+}
