@@ -46,6 +46,9 @@ func (s *Service) Pay(ctx context.Context, user, id, token string) (Order, error
 		s.log.Warn("payment provider", "order", o.ID, "err", err)
 		return Order{}, fmt.Errorf("charge order %s: %w: %w", o.ID, apperr.Unavailable("the payment provider is unavailable"), err)
 	}
+	if p.Settled() {
+		p.ClientSecret = "" // the shopper has nothing to finish
+	}
 	// Recorded before the order moves: the money is the provider's fact
 	// whatever the order's fate. Without PostgreSQL the payment goes on
 	// (Redis decides the order) and the webhook or reconcile records it.

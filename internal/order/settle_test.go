@@ -281,3 +281,45 @@ func TestSuccessReportRacesCancelAndExpiry(t *testing.T) {
 	}
 	t.Logf("paid %d, cancelled %d, expired %d", count[StatusPaid], count[StatusCancelled], count[StatusExpired])
 }
+
+// The synchronous pay and its provider's report of the same payment at
+// once: paid once, charged once, nothing refunded.
+func TestPayAndItsReportAtOnce(t *testing.T) {
+	t.Parallel()
+	const n = 16
+	f, provider, ids, users := newDue(t, time.Hour, "both", n)
+	ctx := context.Background()
+	var ops []func()
+	for i, id := range ids {
+		// The payment Pay will make: the provider answers a key once.
+		p, err := provider.Charge(ctx, Charge{Key: chargeKey(id, "tok_ok"), OrderID: id, AmountCents: 100, Token: "tok_ok"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ops = append(ops, func() {
+			if o, err := f.svc.Pay(ctx, users[i], id, "tok_ok"); err != nil || o.Status != StatusPaid {
+				t.Errorf("pay: %+v %v", o, err)
+			}
+		}, func() {
+			if _, err := f.svc.PaymentSucceeded(ctx, id, p); err != nil {
+				t.Errorf("report: %v", err)
+			}
+		})
+	}
+	ordertesting.Together(ops...)
+	for _, id := range ids {
+		if st := f.status(t, id); st != StatusPaid {
+			t.Errorf("order %s is %s", id, st)
+		}
+		if cents, c := provider.Charged(id); cents != 100 || c != 1 {
+			t.Errorf("order %s charged %d in %d", id, cents, c)
+		}
+	}
+	if r := provider.Refunds(); r != 0 {
+		t.Fatalf("%d refunds", r)
+	}
+	f.writeAll(t)
+	if c := f.count(t, `SELECT count(*) FROM order_transitions WHERE status = 'paid'`); c != n {
+		t.Fatalf("%d paid transitions recorded, want %d", c, n)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,6 +26,8 @@ import (
 	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/openapitest"
 	"github.com/shop-oss/shop/internal/order/ordertesting"
+	"github.com/shop-oss/shop/internal/payment"
+	"github.com/shop-oss/shop/internal/shop"
 	"github.com/shop-oss/shop/internal/shop/shoptest"
 	"github.com/shop-oss/shop/internal/testenv"
 )
@@ -35,14 +38,16 @@ const secret = "whsec_test_secret"
 // swap (to one whose fixtures know an order) or take away (Stripe down),
 // and counts the refunds asked of it.
 type stripeProxy struct {
-	target  atomic.Pointer[url.URL]
-	down    atomic.Bool
-	mu      sync.Mutex
-	refunds []url.Values
-	URL     string
+	target      atomic.Pointer[url.URL]
+	down        atomic.Bool // every call dropped
+	refundsDown atomic.Bool // refunds answered 500
+	mu          sync.Mutex
+	refunds     []url.Values
+	createKeys  []string // the Idempotency-Key of each intent created
+	URL         string
 }
 
-func newStripeProxy(t *testing.T, mock string) *stripeProxy {
+func newStripeProxy(t testing.TB, mock string) *stripeProxy {
 	p := &stripeProxy{}
 	p.point(t, mock)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -57,12 +62,21 @@ func newStripeProxy(t *testing.T, mock string) *stripeProxy {
 		}
 		raw, _ := io.ReadAll(r.Body)
 		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(raw)), int64(len(raw))
-		if r.URL.Path == "/v1/refunds" {
-			form, _ := url.ParseQuery(string(raw))
-			p.mu.Lock()
-			p.refunds = append(p.refunds, form)
-			p.mu.Unlock()
+		if r.URL.Path == "/v1/refunds" && p.refundsDown.Load() {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = w.Write([]byte(`{"error":{"type":"api_error","message":"Something went wrong."}}`))
+			return
 		}
+		p.mu.Lock()
+		switch {
+		case r.URL.Path == "/v1/refunds":
+			form, _ := url.ParseQuery(string(raw))
+			p.refunds = append(p.refunds, form)
+		case r.URL.Path == "/v1/payment_intents" && r.Method == http.MethodPost:
+			p.createKeys = append(p.createKeys, r.Header.Get("Idempotency-Key"))
+		}
+		p.mu.Unlock()
 		httputil.NewSingleHostReverseProxy(p.target.Load()).ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
@@ -70,7 +84,7 @@ func newStripeProxy(t *testing.T, mock string) *stripeProxy {
 	return p
 }
 
-func (p *stripeProxy) point(t *testing.T, mock string) {
+func (p *stripeProxy) point(t testing.TB, mock string) {
 	u, err := url.Parse(mock)
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +110,7 @@ type fixture struct {
 	stripe *stripeProxy
 }
 
-func newFixture(t *testing.T, edit ...func(*config.Config)) fixture {
+func newFixture(t testing.TB, edit ...func(*config.Config)) fixture {
 	t.Helper()
 	proxy := newStripeProxy(t, testenv.StripeMock(t))
 	app := shoptest.New(t, shoptest.Options{Config: func(c *config.Config) {
@@ -111,9 +125,9 @@ func newFixture(t *testing.T, edit ...func(*config.Config)) fixture {
 
 // confirmedOrder is a written order of one unit at 300 cents, and its
 // buyer's token.
-func (f fixture) confirmedOrder(t *testing.T, sku string) (id, token string) {
+func (f fixture) confirmedOrder(t testing.TB, sku string) (id, token string) {
 	t.Helper()
-	_, token = f.Shopper(t, sku+"@example.com")
+	_, token = f.Shopper(t, uuid.NewString()+"@example.com")
 	r := f.Do(t, "POST", "/api/v1/products/"+sku+"/purchase", token, `{"quantity":1}`)
 	shoptest.WantStatus(t, r, http.StatusAccepted)
 	f.Drain(t)
@@ -162,7 +176,18 @@ func (f fixture) order(t *testing.T, id, token string) map[string]any {
 	return r.JSON(t)
 }
 
-func (f fixture) count(t *testing.T, query string) int64 {
+// audited drains the order stream and runs shop audit: clean, so that
+// no unit was sold twice or given back twice.
+func (f fixture) audited(t *testing.T) {
+	t.Helper()
+	f.Drain(t)
+	rep, err := f.Audit.Run(context.Background())
+	if err != nil || !rep.OK {
+		t.Fatalf("audit: %v %+v", err, rep.Problems)
+	}
+}
+
+func (f fixture) count(t testing.TB, query string) int64 {
 	t.Helper()
 	return ordertesting.Count(t, f.DB.Pool, query)
 }
@@ -230,7 +255,7 @@ func TestPayThenWebhooks(t *testing.T) {
 	if p := f.order(t, id, tok)["payment"].(map[string]any); p["refunded_cents"] != 120.0 || p["status"] != "succeeded" {
 		t.Fatalf("after a partial refund: %v", p)
 	}
-	f.Drain(t)
+	f.audited(t)
 	if st := f.order(t, id, tok)["status"]; st != "paid" {
 		t.Fatalf("status %v", st)
 	}
@@ -261,6 +286,7 @@ func TestSuccessAfterCancelIsRefunded(t *testing.T) {
 	if st["available"] != 5.0 {
 		t.Fatalf("stock %v: the cancelled unit is not back", st)
 	}
+	f.audited(t)
 }
 
 func admin(t *testing.T, f fixture) string {
@@ -342,6 +368,16 @@ func TestStripeDownMidPay(t *testing.T) {
 	}
 	f.stripe.down.Store(false)
 	f.pay(t, id, tok)
+	// stripe-go retried each call while Stripe was down, and the shopper
+	// paid again: every attempt carried the one key, so Stripe makes one
+	// intent of them.
+	f.stripe.mu.Lock()
+	keys := slices.Compact(slices.Clone(f.stripe.createKeys))
+	f.stripe.mu.Unlock()
+	if len(keys) != 1 || !strings.HasPrefix(keys[0], "order:"+id+":") {
+		t.Fatalf("intent creations keyed %v, want one key of the order", keys)
+	}
+	f.audited(t)
 }
 
 // An effect that failed leaves its event recorded and unapplied (as a
@@ -369,4 +405,122 @@ func TestUnappliedEventIsAppliedOnRedelivery(t *testing.T) {
 	if n := f.count(t, `SELECT count(*) FROM payment_events WHERE applied_at IS NULL`); n != 0 {
 		t.Fatal(fmt.Sprint(n, " events still unapplied"))
 	}
+	f.audited(t)
+}
+
+// stripeMockSucceeded is a stripe-mock whose intents succeed at once.
+func stripeMockSucceeded(t testing.TB) string {
+	return testenv.StripeMockWith(t, map[string]map[string]any{"payment_intent": {"status": "succeeded", "amount": 300}})
+}
+
+// A card that needs nothing more pays at once (200); its webhook, when it
+// comes, changes nothing and refunds nothing.
+func TestPaySucceedsAtOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.stripe.point(t, stripeMockSucceeded(t))
+	f.Sale(t, "stripe-now", 300, 5, 0)
+	id, tok := f.confirmedOrder(t, "stripe-now")
+	r := f.Do(t, "POST", "/api/v1/orders/"+id+"/pay", tok, `{"payment_token":"pm_card_visa"}`)
+	shoptest.WantStatus(t, r, http.StatusOK)
+	o := r.JSON(t)
+	p := o["payment"].(map[string]any)
+	if o["status"] != "paid" || p["status"] != "succeeded" || p["client_secret"] != nil {
+		t.Fatalf("paid order %s", r.Body)
+	}
+	pi := p["id"].(string)
+	shoptest.WantStatus(t, f.deliver(t, event("evt_now", "payment_intent.succeeded", intent(pi, id, "succeeded", 300)), secret, time.Now()), http.StatusOK)
+	if o := f.order(t, id, tok); o["status"] != "paid" || o["payment"].(map[string]any)["status"] != "succeeded" {
+		t.Fatalf("after its webhook: %v", o)
+	}
+	if n := f.stripe.refundsOf(pi); n != 0 {
+		t.Fatalf("%d refunds", n)
+	}
+	f.audited(t)
+}
+
+// reconcile runs `shop payments reconcile` over the app's stores against
+// whatever Stripe the proxy points at; it returns its lines.
+func (f fixture) reconcile(t *testing.T) ([]string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	err := payment.Reconcile(context.Background(), shop.Stripe(f.Config), f.Webhook, f.Orders,
+		time.Now().Add(-24*time.Hour), &out)
+	return strings.FieldsFunc(out.String(), func(r rune) bool { return r == '\n' }), err
+}
+
+// withSucceededIntent points the proxy at a Stripe whose list holds one
+// succeeded intent of order id, of cents; it returns the intent's id.
+func (f fixture) withSucceededIntent(t *testing.T, id string, cents int64) string {
+	t.Helper()
+	const pi = "pi_lost_webhook"
+	f.stripe.point(t, testenv.StripeMockWith(t, map[string]map[string]any{"payment_intent": {
+		"id": pi, "status": "succeeded", "amount": cents, "metadata": map[string]string{"order_id": id}}}))
+	return pi
+}
+
+// A webhook that never came: reconcile pays the order from Stripe's own
+// list, once; run again, it finds nothing to do.
+func TestReconcilePaysWhatAWebhookLost(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.Sale(t, "stripe-lost", 300, 5, 0)
+	id, tok := f.confirmedOrder(t, "stripe-lost")
+	f.pay(t, id, tok) // 202: the webhook that would finish it is lost
+	pi := f.withSucceededIntent(t, id, 300)
+	lines, err := f.reconcile(t)
+	if err != nil || len(lines) != 1 || !strings.Contains(lines[0], pi) || !strings.Contains(lines[0], "paid now") {
+		t.Fatalf("reconcile: %q %v", lines, err)
+	}
+	if o := f.order(t, id, tok); o["status"] != "paid" || o["payment"].(map[string]any)["id"] != pi {
+		t.Fatalf("order after reconcile: %v", o)
+	}
+	if lines, err := f.reconcile(t); err != nil || len(lines) != 0 {
+		t.Fatalf("reconcile again: %q %v, want nothing to do", lines, err)
+	}
+	f.audited(t)
+}
+
+// A lost success of an order cancelled meanwhile is refunded; when the
+// refund fails, reconcile says so and fails, and the next run makes it.
+// A recorded event never applied (a crash) is applied first.
+func TestReconcileRefundsAndApplies(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.Sale(t, "stripe-gone", 300, 5, 0)
+	id, tok := f.confirmedOrder(t, "stripe-gone")
+	crashed, ctok := f.confirmedOrder(t, "stripe-gone")
+	crashedPI := f.pay(t, crashed, ctok)
+	body := event("evt_crashed", "payment_intent.payment_failed", intent(crashedPI, crashed, "requires_payment_method", 300))
+	if _, err := f.DB.Pool.Exec(context.Background(), `INSERT INTO payment_events (id, provider, type, payload, received_at)
+		VALUES ('evt_crashed', 'stripe', 'payment_intent.payment_failed', $1, now() - interval '2 minutes')`, body); err != nil {
+		t.Fatal(err)
+	}
+	shoptest.WantStatus(t, f.Do(t, "POST", "/api/v1/orders/"+id+"/cancel", tok, ""), http.StatusOK)
+	pi := f.withSucceededIntent(t, id, 300)
+
+	f.stripe.refundsDown.Store(true)
+	lines, err := f.reconcile(t)
+	if err == nil || len(lines) != 2 || !strings.Contains(lines[0], "applied 1") || !strings.Contains(lines[1], "could not repair") {
+		t.Fatalf("reconcile with refunds failing: %q %v, want the event applied and the refund failed", lines, err)
+	}
+	if p := f.order(t, crashed, ctok)["payment"].(map[string]any); p["status"] != "failed" {
+		t.Fatalf("the crashed event's payment: %v", p)
+	}
+	f.stripe.refundsDown.Store(false)
+	lines, err = f.reconcile(t)
+	if err != nil || len(lines) != 1 || !strings.Contains(lines[0], "refunded") {
+		t.Fatalf("reconcile: %q %v", lines, err)
+	}
+	o := f.order(t, id, tok)
+	if p := o["payment"].(map[string]any); o["status"] != "cancelled" || p["status"] != "refunded" || p["refunded_cents"] != 300.0 {
+		t.Fatalf("cancelled order after reconcile: %v", o)
+	}
+	if n := f.stripe.refundsOf(pi); n != 1 {
+		t.Fatalf("%d refunds, want 1", n)
+	}
+	if lines, err := f.reconcile(t); err != nil || len(lines) != 0 {
+		t.Fatalf("reconcile again: %q %v", lines, err)
+	}
+	f.audited(t)
 }
