@@ -75,4 +75,3 @@ func BenchmarkWebhook(b *testing.B) {
 		})
 	}
 }
-
