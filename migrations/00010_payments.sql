@@ -27,15 +27,19 @@ CREATE TABLE payments (
 CREATE INDEX payments_order_id ON payments (order_id, updated_at DESC);
 
 -- The provider's webhook events, by event id: recorded before their
--- effect, marked applied after it. A repeat finds the row and does
--- nothing; a crash between the two leaves the row unapplied, and the next
--- delivery or `shop payments reconcile` applies it.
+-- effect, claimed while it runs, marked applied after it. A repeat finds
+-- the row and does nothing; a crash between record and mark leaves the
+-- row unapplied, and the next delivery or `shop payments reconcile`
+-- applies it.
 CREATE TABLE payment_events (
     id          text        PRIMARY KEY,
     provider    text        NOT NULL,
     type        text        NOT NULL,
     payload     bytea       NOT NULL, -- the signed body, as received
     received_at timestamptz NOT NULL DEFAULT now(),
+    -- A delivery applying the event holds it until then (a lease: a
+    -- delivery that died lets it lapse).
+    claimed_until timestamptz,
     applied_at  timestamptz
 );
 CREATE INDEX payment_events_unapplied ON payment_events (received_at) WHERE applied_at IS NULL;

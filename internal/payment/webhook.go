@@ -11,7 +11,6 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stripe/stripe-go/v82"
@@ -147,9 +146,16 @@ const (
 	recordEventSQL = `
 INSERT INTO payment_events (id, provider, type, payload) VALUES ($1, 'stripe', $2, $3)
 ON CONFLICT (id) DO NOTHING`
-	lockEventSQL = `SELECT type, payload, applied_at IS NOT NULL FROM payment_events WHERE id = $1 FOR UPDATE NOWAIT`
-	appliedSQL   = `UPDATE payment_events SET applied_at = now() WHERE id = $1`
-	unappliedSQL = `SELECT id FROM payment_events WHERE applied_at IS NULL AND received_at <= $1 ORDER BY received_at`
+	// A delivery claims an unapplied event for a while (a lease, not a
+	// lock held in a transaction: see apply).
+	claimEventSQL = `
+UPDATE payment_events SET claimed_until = now() + make_interval(secs => $2)
+WHERE id = $1 AND applied_at IS NULL AND (claimed_until IS NULL OR claimed_until < now())
+RETURNING type, payload`
+	eventAppliedSQL = `SELECT applied_at IS NOT NULL FROM payment_events WHERE id = $1`
+	appliedSQL      = `UPDATE payment_events SET applied_at = now(), claimed_until = NULL WHERE id = $1`
+	releaseSQL      = `UPDATE payment_events SET claimed_until = NULL WHERE id = $1 AND applied_at IS NULL`
+	unappliedSQL    = `SELECT id FROM payment_events WHERE applied_at IS NULL AND received_at <= $1 ORDER BY received_at`
 )
 
 // record keeps the event, before its effect: committed on its own, so a
@@ -159,19 +165,30 @@ func (w *Webhook) record(ctx context.Context, e *event) error {
 	return err
 }
 
-// apply runs event id's effect unless it has run. The row's lock keeps
-// concurrent deliveries of one event out; they wait for it without
-// holding a connection (NOWAIT, then again), since the effect itself
-// needs the pool's connections.
-// It tells whether this call ran the effect.
+// apply runs event id's effect unless it has run, and tells whether this
+// call ran it. A delivery claims the event for claimLease, runs the
+// effect, and marks it applied; a concurrent delivery of the same event
+// finds it claimed and looks again every lockRetry until it is applied
+// (or its claim lapses: the holder died). No connection is held across
+// the effect: the effect takes connections of its own from the same pool,
+// and a lock held in a transaction meanwhile deadlocked the pool once as
+// many deliveries as connections were in flight.
 func (w *Webhook) apply(ctx context.Context, id string) (ran bool, _ error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), applyTimeout)
 	defer cancel()
 	for {
-		ran, err := w.applyOnce(ctx, id)
-		var pe *pgconn.PgError
-		if !errors.As(err, &pe) || pe.Code != "55P03" { // lock_not_available
-			return ran, err
+		var typ string
+		var payload []byte
+		err := w.db.QueryRow(ctx, claimEventSQL, id, claimLease.Seconds()).Scan(&typ, &payload)
+		switch {
+		case err == nil:
+			return w.run(ctx, id, typ, payload)
+		case !errors.Is(err, pgx.ErrNoRows):
+			return false, err
+		}
+		var applied bool
+		if err := w.db.QueryRow(ctx, eventAppliedSQL, id).Scan(&applied); err != nil || applied {
+			return false, err
 		}
 		select {
 		case <-ctx.Done():
@@ -181,36 +198,38 @@ func (w *Webhook) apply(ctx context.Context, id string) (ran bool, _ error) {
 	}
 }
 
-func (w *Webhook) count(typ, outcome string) { w.events.WithLabelValues(typ, outcome).Inc() }
+// claimLease is how long a claim keeps other deliveries out: longer than
+// an effect may take (applyTimeout), so a live holder never loses it.
+const claimLease = 2 * applyTimeout
 
 // lockRetry is how long a delivery waits before it looks again at an
-// event another delivery is applying.
+// event another delivery has claimed.
 const lockRetry = 20 * time.Millisecond
 
-func (w *Webhook) applyOnce(ctx context.Context, id string) (ran bool, _ error) {
-	err := pgx.BeginFunc(ctx, w.db, func(tx pgx.Tx) error {
-		var typ string
-		var payload []byte
-		var applied bool
-		if err := tx.QueryRow(ctx, lockEventSQL, id).Scan(&typ, &payload, &applied); err != nil || applied {
-			return err
-		}
-		var se stripe.Event
-		if err := json.Unmarshal(payload, &se); err != nil || se.Data == nil {
-			return fmt.Errorf("event %s: not a Stripe event: %v", id, err)
-		}
-		eff, err := effectOf(typ, se.Data.Raw)
-		if err != nil {
-			return fmt.Errorf("event %s: %w", id, err)
-		}
-		if err := eff(ctx, w.orders, w.log); err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, appliedSQL, id)
-		ran = err == nil
-		return err
-	})
-	return ran && err == nil, err // applied only once committed
+// run runs a claimed event's effect and marks it applied; an effect that
+// fails gives the claim up, so that the next delivery may try at once.
+func (w *Webhook) run(ctx context.Context, id, typ string, payload []byte) (bool, error) {
+	err := w.effect(ctx, id, typ, payload)
+	if err == nil {
+		_, err = w.db.Exec(ctx, appliedSQL, id)
+		return err == nil, err
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	_, _ = w.db.Exec(rctx, releaseSQL, id) // else the claim lapses by itself
+	return false, err
+}
+
+func (w *Webhook) effect(ctx context.Context, id, typ string, payload []byte) error {
+	var se stripe.Event
+	if err := json.Unmarshal(payload, &se); err != nil || se.Data == nil {
+		return fmt.Errorf("event %s: not a Stripe event: %v", id, err)
+	}
+	eff, err := effectOf(typ, se.Data.Raw)
+	if err != nil {
+		return fmt.Errorf("event %s: %w", id, err)
+	}
+	return eff(ctx, w.orders, w.log)
 }
 
 // ApplyPending applies the events recorded before since and never
@@ -294,3 +313,5 @@ func effectOf(typ string, raw json.RawMessage) (effect, error) {
 	}
 	return nil, fmt.Errorf("event type %s is not applied", typ)
 }
+
+func (w *Webhook) count(typ, outcome string) { w.events.WithLabelValues(typ, outcome).Inc() }

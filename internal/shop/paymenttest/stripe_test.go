@@ -524,3 +524,29 @@ func TestReconcileRefundsAndApplies(t *testing.T) {
 	}
 	f.audited(t)
 }
+
+// Many events at once, more than the pool has connections: each is
+// applied, none waits on another (a delivery holds no connection while
+// its effect takes its own).
+func TestManyEventsAtOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.Sale(t, "stripe-many", 300, 5, 0)
+	id, _ := f.confirmedOrder(t, "stripe-many")
+	n := 4 * int(f.DB.Pool.Config().MaxConns)
+	var ops []func()
+	for i := range n {
+		body := event(fmt.Sprintf("evt_many_%d", i), "payment_intent.payment_failed",
+			intent(fmt.Sprintf("pi_many_%d", i), id, "requires_payment_method", 300))
+		ops = append(ops, func() {
+			if r := f.deliver(t, body, secret, time.Now()); r.Status != http.StatusOK {
+				t.Errorf("delivery %d: %d %s", i, r.Status, r.Body)
+			}
+		})
+	}
+	ordertesting.Together(ops...)
+	if got := f.count(t, `SELECT count(*) FROM payment_events WHERE applied_at IS NOT NULL`); got != int64(n) {
+		t.Fatalf("%d of %d events applied", got, n)
+	}
+	f.audited(t)
+}
