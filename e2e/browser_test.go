@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"math/bits"
 	"net/http"
@@ -15,6 +16,9 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/shop-oss/shop/internal/testenv"
+	"github.com/stripe/stripe-go/v82"
+	"github.com/stripe/stripe-go/v82/webhook"
 )
 
 // artifactsDir holds what the browser tests leave for people to look at
@@ -156,6 +160,8 @@ func TestBrowserStorefront(t *testing.T) {
 	do(t, ctx, "open the orders", chromedp.Navigate(s.URL+"/#/orders"))
 	until(t, ctx, "the order is confirmed",
 		`[...document.querySelectorAll('#orders .order-status')].map(e => e.textContent).join() === 'confirmed'`)
+	// The test provider pays with one click: no card to type.
+	until(t, ctx, "no card field with the test provider", `document.getElementById('pay-card').getClientRects().length === 0`)
 	buttons, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#orders .order-actions button').length`))
 	if err != nil || buttons != 2 {
 		t.Errorf("a confirmed order shows %d buttons (%v), want pay and cancel", buttons, err)
@@ -217,6 +223,203 @@ func payAndCancel(t *testing.T, ctx context.Context, s *shop) {
 	until(t, ctx, "the cancelled unit is back in the live stock", text("live-available", "46"))
 	do(t, ctx, "the orders once more", chromedp.Navigate(s.URL+"/#/orders"))
 	until(t, ctx, "paid and cancelled", statuses+` === 'cancelled,paid'`)
+}
+
+// The storefront with SHOP_PAYMENT_PROVIDER=stripe against stripe-mock:
+// the orders page asks for the card (a PaymentMethod id), refuses to pay
+// without one, and pays with pm_card_visa typed in. With the mock's
+// bundled answer (requires_payment_method, a 202) the page says to try
+// another card and the order stays confirmed with pay and cancel; with a
+// mock answering succeeded the order shows paid; with one answering
+// requires_action the page says the bank must confirm and follows the
+// order until Stripe's webhook (signed here) pays it.
+func TestBrowserStorefrontStripe(t *testing.T) {
+	t.Parallel()
+	const price = 1299
+	for _, tc := range []struct {
+		name string
+		mock func(t *testing.T) string
+		then func(t *testing.T, ctx context.Context, s *shop, order string)
+	}{
+		{"requires_payment_method", func(t *testing.T) string { return testenv.StripeMock(t) }, stripeTryAnother},
+		{"succeeded", func(t *testing.T) string {
+			return testenv.StripeMockWith(t, map[string]map[string]any{
+				"payment_intent": {"status": "succeeded", "amount": price},
+			})
+		}, stripePaid},
+		{"requires_action", func(t *testing.T) string {
+			return testenv.StripeMockWith(t, map[string]map[string]any{
+				"payment_intent": {"status": "requires_action", "amount": price},
+			})
+		}, stripeBankConfirms},
+		{"refunded", func(t *testing.T) string {
+			return testenv.StripeMockWith(t, map[string]map[string]any{
+				"payment_intent": {"status": "requires_action", "amount": price},
+			})
+		}, stripeRefunded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := liveEnv(t)
+			e["SHOP_PAYMENT_PROVIDER"] = "stripe"
+			e["SHOP_STRIPE_SECRET_KEY"] = "sk_test_123"
+			e["SHOP_STRIPE_WEBHOOK_SECRET"] = "whsec_e2e"
+			e["SHOP_STRIPE_API_URL"] = tc.mock(t)
+			s := newShop(t, e)
+			s.product(t, "stripe-browser", price, map[string]any{"quantity": 10, "per_user_limit": 0})
+			ctx, noScriptErrors := browser(t)
+			defer noScriptErrors()
+			order := stripeOrder(t, ctx, s)
+			tc.then(t, ctx, s, order)
+		})
+	}
+}
+
+// stripeOrder signs up, buys one unit and opens the orders page with the
+// order confirmed, the card field shown, and checks that Pay without a
+// card asks for one; it returns the order's id.
+func stripeOrder(t *testing.T, ctx context.Context, s *shop) string {
+	t.Helper()
+	id := func(s string) chromedp.ID { return chromedp.ID(s) }
+	do(t, ctx, "sign up",
+		chromedp.Navigate(s.URL+"/#/register"),
+		chromedp.WaitVisible(id("register-email")),
+		chromedp.SendKeys(id("register-email"), "stripe@shop.test"),
+		chromedp.SendKeys(id("register-password"), "stripe-password"),
+		chromedp.Click(id("register-submit")),
+		chromedp.WaitVisible(id("nav-logout")),
+	)
+	do(t, ctx, "open the product", chromedp.Navigate(s.URL+"/#/p/stripe-browser"))
+	until(t, ctx, "live stock shown", text("live-available", "10"))
+	do(t, ctx, "buy", chromedp.Click(id("buy-now")))
+	until(t, ctx, "the order is placed", `document.getElementById('message').textContent.includes('placed')`)
+	do(t, ctx, "open the orders", chromedp.Navigate(s.URL+"/#/orders"))
+	until(t, ctx, "the order is confirmed",
+		`[...document.querySelectorAll('#orders .order-status')].map(e => e.textContent).join() === 'confirmed'`)
+	until(t, ctx, "the card field is shown, labelled",
+		`document.getElementById('pay-card').getClientRects().length > 0 && `+
+			`document.querySelector('label[for="pay-method"]').textContent.includes('Card')`)
+	order, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('#orders li').dataset.orderId`))
+	if err != nil || order == "" {
+		t.Fatalf("the order on the page: %q %v", order, err)
+	}
+	clickPay(t, ctx, order)
+	until(t, ctx, "Pay without a card asks for one, in the card field",
+		`document.getElementById('message').textContent.includes('Enter the card') && document.activeElement.id === 'pay-method'`)
+	do(t, ctx, "type the card", chromedp.SendKeys(id("pay-method"), "pm_card_visa"))
+	clickPay(t, ctx, order)
+	return order
+}
+
+func clickPay(t *testing.T, ctx context.Context, order string) {
+	t.Helper()
+	js := fmt.Sprintf(`document.querySelector('#orders li[data-order-id=%q] button[aria-label=%q]').click(), true`, order, "Pay order "+order)
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](js)); err != nil {
+		t.Fatalf("pay: %v", err)
+	}
+}
+
+// stripeTryAnother: stripe-mock's bundled intent is requires_payment_method,
+// so pay answers 202 and the page says to try another card; the order is
+// still confirmed, payable and cancellable, here and in the API.
+func stripeTryAnother(t *testing.T, ctx context.Context, s *shop, order string) {
+	t.Helper()
+	li := fmt.Sprintf(`document.querySelector('#orders li[data-order-id=%q]')`, order)
+	until(t, ctx, "the page says to try another card", li+`.dataset.payment === 'requires_payment_method' && `+
+		li+`.querySelector('.order-payment').textContent.includes('try another card') && `+
+		`document.getElementById('message').textContent.includes('try another card')`)
+	until(t, ctx, "the order is still payable", li+`.querySelector('.order-status').textContent === 'confirmed' && `+
+		`[...`+li+`.querySelectorAll('.order-actions button')].filter(b => !b.disabled).map(b => b.textContent).join() === 'Pay,Cancel'`)
+	until(t, ctx, "the card is kept for another try", `document.getElementById('pay-method').value === 'pm_card_visa'`)
+	access, err := chromedp.Run(ctx, chromedp.Evaluate[string](`localStorage.getItem('shop.access')`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o struct {
+		Status  string `json:"status"`
+		Payment *struct {
+			Provider, Status string
+		} `json:"payment"`
+	}
+	call(t, http.MethodGet, s.api+"/orders/"+order, nil, "Authorization", "Bearer "+access).JSON(t, &o)
+	if o.Status != "confirmed" || o.Payment == nil || o.Payment.Provider != "stripe" || o.Payment.Status != "requires_payment_method" {
+		t.Errorf("the order in the API: %+v (payment %+v)", o, o.Payment)
+	}
+	screenshot(t, ctx, "storefront-stripe-try-another.png")
+}
+
+// stripePaid: a mock answering succeeded pays the order at once.
+func stripePaid(t *testing.T, ctx context.Context, s *shop, order string) {
+	t.Helper()
+	li := fmt.Sprintf(`document.querySelector('#orders li[data-order-id=%q]')`, order)
+	until(t, ctx, "the order is paid", li+`.querySelector('.order-status').textContent === 'paid' && `+
+		li+`.querySelectorAll('.order-actions button').length === 0 && `+li+`.dataset.payment === 'succeeded'`)
+	until(t, ctx, "the payment is confirmed on the page", `document.getElementById('message').textContent.includes('paid')`)
+	screenshot(t, ctx, "storefront-stripe-paid.png")
+}
+
+// stripeBankConfirms: the intent needs the shopper's bank (a 202 with
+// requires_action); the page says so and follows the order, and when
+// Stripe's webhook reports the intent succeeded the page shows it paid.
+func stripeBankConfirms(t *testing.T, ctx context.Context, s *shop, order string) {
+	t.Helper()
+	li := fmt.Sprintf(`document.querySelector('#orders li[data-order-id=%q]')`, order)
+	until(t, ctx, "the page says the bank must confirm", li+`.dataset.payment === 'requires_action' && `+
+		li+`.querySelector('.order-payment').textContent.includes('bank needs to confirm') && `+
+		`document.getElementById('message').textContent.includes('bank needs to confirm') && `+
+		li+`.querySelector('.order-status').textContent === 'confirmed'`)
+	screenshot(t, ctx, "storefront-stripe-requires-action.png")
+	intentSucceeded(t, ctx, s, order)
+	until(t, ctx, "the page followed the order until paid", li+`.querySelector('.order-status').textContent === 'paid' && `+
+		`document.getElementById('message').textContent.includes('paid')`)
+}
+
+// stripeRefunded: the shopper cancels while the bank has yet to confirm;
+// the intent then succeeds, the shop refunds it, and the order list shows
+// the cancelled order's payment refunded.
+func stripeRefunded(t *testing.T, ctx context.Context, s *shop, order string) {
+	t.Helper()
+	li := fmt.Sprintf(`document.querySelector('#orders li[data-order-id=%q]')`, order)
+	until(t, ctx, "the page says the bank must confirm, cancel enabled", li+`.dataset.payment === 'requires_action' && `+
+		fmt.Sprintf(`!%s.querySelector('button[aria-label=%q]').disabled`, li, "Cancel order "+order))
+	js := fmt.Sprintf(`document.querySelector('#orders li[data-order-id=%q] button[aria-label=%q]').click(), true`, order, "Cancel order "+order)
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](js)); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	until(t, ctx, "the order is cancelled, its payment not completed", li+`.querySelector('.order-status').textContent === 'cancelled' && `+
+		li+`.querySelector('.order-payment').textContent.includes('not completed')`)
+	intentSucceeded(t, ctx, s, order)
+	until(t, ctx, "the list shows the payment refunded", li+`.dataset.payment === 'refunded' && `+
+		li+`.querySelector('.order-payment').textContent.includes('refunded: $12.99') && `+
+		li+`.querySelector('.order-status').textContent === 'cancelled'`)
+	screenshot(t, ctx, "storefront-stripe-refunded.png")
+}
+
+// intentSucceeded delivers Stripe's signed payment_intent.succeeded for
+// the order's intent, as the page's shopper's bank would have it.
+func intentSucceeded(t *testing.T, ctx context.Context, s *shop, order string) {
+	t.Helper()
+	access, err := chromedp.Run(ctx, chromedp.Evaluate[string](`localStorage.getItem('shop.access')`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o struct {
+		Payment struct {
+			ID string `json:"id"`
+		} `json:"payment"`
+	}
+	call(t, http.MethodGet, s.api+"/orders/"+order, nil, "Authorization", "Bearer "+access).JSON(t, &o)
+	if o.Payment.ID == "" {
+		t.Fatalf("order %s has no payment to succeed", order)
+	}
+	body, _ := json.Marshal(map[string]any{"id": "evt_" + order, "object": "event", "type": "payment_intent.succeeded",
+		"api_version": stripe.APIVersion, "created": time.Now().Unix(), "data": map[string]any{"object": map[string]any{
+			"id": o.Payment.ID, "object": "payment_intent", "status": "succeeded", "amount": 1299, "currency": "usd",
+			"metadata": map[string]string{"order_id": order}}}})
+	signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: "whsec_e2e", Timestamp: time.Now()})
+	if r := call(t, http.MethodPost, s.api+"/payments/stripe/webhook", json.RawMessage(body), "Stripe-Signature", signed.Header); r.Status != http.StatusOK {
+		t.Fatalf("the webhook: %d %s", r.Status, r.Body)
+	}
 }
 
 func do(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {

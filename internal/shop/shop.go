@@ -210,8 +210,9 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 			func(r fiber.Router) { a.Audit.Routes(r, admin) },
 			func(r fiber.Router) { a.Auth.AdminRoutes(r, admin) },
 		},
-		// The storefront page, a client of the API above, outside it.
-		Top:       []func(fiber.Router){storefront.Routes},
+		// The storefront page, a client of the API above, outside it; it
+		// asks for a card when the provider takes cards.
+		Top:       []func(fiber.Router){func(r fiber.Router) { storefront.Routes(r, cfg.PaymentProvider) }},
 		Unlimited: a.webhookRoutes(),
 	})
 	return a

@@ -7,7 +7,9 @@
 package storefront
 
 import (
+	"bytes"
 	"embed"
+	"html"
 	"mime"
 	"path"
 
@@ -25,23 +27,44 @@ const policy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src
 
 var errNoFile = apperr.NewError(apperr.CodeNotFound, "no such file")
 
+// providerMeta is index.html's placeholder telling the page the payment
+// provider (SHOP_PAYMENT_PROVIDER): the page asks for a card only with
+// one that takes cards. A meta element, not an inline script, so the
+// policy above needs no exception.
+const providerMeta = `<meta name="shop-payment-provider" content="test">`
+
 // Routes registers the page (GET /) and its files (GET /assets/{file}) on
-// the app's root router.
-func Routes(r fiber.Router) {
-	r.Get("/", func(c *fiber.Ctx) error { return serve(c, "index.html") })
-	r.Get("/assets/:file", func(c *fiber.Ctx) error { return serve(c, c.Params("file")) })
+// the app's root router; provider is the payment provider's name, which
+// the page is told in its shop-payment-provider meta element.
+func Routes(r fiber.Router, provider string) {
+	index := Index(provider)
+	r.Get("/", func(c *fiber.Ctx) error { return serve(c, "index.html", index) })
+	r.Get("/assets/:file", func(c *fiber.Ctx) error { return serve(c, c.Params("file"), index) })
 }
 
-// serve answers one embedded file. The files are small and change with
-// the binary, so they are revalidated on every load (no-cache) rather
-// than versioned.
-func serve(c *fiber.Ctx, name string) error {
+// Index answers index.html telling the page payment provider provider.
+func Index(provider string) []byte {
+	b, err := files.ReadFile("web/index.html")
+	if err != nil || !bytes.Contains(b, []byte(providerMeta)) {
+		panic("storefront: index.html lacks " + providerMeta)
+	}
+	meta := `<meta name="shop-payment-provider" content="` + html.EscapeString(provider) + `">`
+	return bytes.Replace(b, []byte(providerMeta), []byte(meta), 1)
+}
+
+// serve answers one embedded file (index.html as given). The files are
+// small and change with the binary, so they are revalidated on every load
+// (no-cache) rather than versioned.
+func serve(c *fiber.Ctx, name string, index []byte) error {
 	if name != path.Base(name) || name == "." {
 		return errNoFile
 	}
 	b, err := files.ReadFile("web/" + name)
 	if err != nil {
 		return errNoFile
+	}
+	if name == "index.html" {
+		b = index
 	}
 	c.Set(fiber.HeaderContentType, contentType(name))
 	c.Set(fiber.HeaderCacheControl, "no-cache")

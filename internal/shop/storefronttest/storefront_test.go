@@ -41,3 +41,22 @@ func TestPageIsServed(t *testing.T) {
 		openapitest.WantProblem(t, a.Do(t, http.MethodGet, p, "", ""), http.StatusNotFound, "not_found")
 	}
 }
+
+// The page is told the configured payment provider, so it asks for a
+// card only with Stripe.
+func TestPageIsToldThePaymentProvider(t *testing.T) {
+	t.Parallel()
+	for provider, edit := range map[string]func(*config.Config){
+		"test": func(*config.Config) {},
+		"stripe": func(c *config.Config) {
+			c.PaymentProvider, c.StripeSecretKey, c.StripeWebhookSecret = "stripe", "sk_test_123", "whsec_123"
+			c.StripeAPIURL = "http://127.0.0.1:1" // never called: nothing is paid here
+		},
+	} {
+		a := shoptest.New(t, shoptest.Options{Config: edit})
+		r := a.Do(t, http.MethodGet, "/", "", "")
+		if want := `<meta name="shop-payment-provider" content="` + provider + `">`; r.Status != http.StatusOK || !strings.Contains(string(r.Body), want) {
+			t.Errorf("GET / with provider %s: %d, no %s", provider, r.Status, want)
+		}
+	}
+}

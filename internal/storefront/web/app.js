@@ -577,30 +577,203 @@ async function checkout() {
   }
 }
 
+// The payment provider, as the server tells the page (index.html's
+// shop-payment-provider meta element): "test" pays with one click;
+// "stripe" pays with the card (a PaymentMethod id, pm_…) typed in the
+// orders page's field; there is no Stripe.js (the page loads nothing
+// from elsewhere), so a payment the bank must confirm is waited for.
+function paymentProvider() {
+  const m = document.querySelector('meta[name="shop-payment-provider"]');
+  return (m && m.content) || "test";
+}
+const takesCards = () => paymentProvider() === "stripe";
+
+// A payment under way is finished by the provider's webhook: the page
+// waits for it. Any other state of a payable order needs another card.
+const paymentUnderWay = new Set(["requires_action", "requires_confirmation", "processing"]);
+const waitingOnPayment = (o) => o.status === "confirmed" && !!o.payment &&
+  (paymentUnderWay.has(o.payment.status) || o.payment.status === "succeeded");
+const paymentRetry = (o) => o.status === "confirmed" && !!o.payment &&
+  (o.payment.status === "requires_payment_method" || o.payment.status === "failed");
+
+// paymentWords says an order's payment in words (kind: "waiting",
+// "retry" or ""), or null when there is nothing to say beyond the
+// order's status (no payment, or a plain successful one).
+function paymentWords(o) {
+  const p = o.payment;
+  if (!p) return null;
+  const refunded = p.refunded_cents > 0 ? money(p.refunded_cents) + " refunded" : "";
+  if (o.status !== "confirmed" && (paymentUnderWay.has(p.status) || p.status === "requires_payment_method")) {
+    return { kind: "", text: "The payment was not completed (" + p.status + ")." };
+  }
+  switch (p.status) {
+    case "requires_action":
+      return { kind: "waiting", text: "Your bank needs to confirm this payment (requires_action). Waiting for it…" };
+    case "requires_confirmation":
+      return { kind: "waiting", text: "The payment is waiting to be confirmed (requires_confirmation)…" };
+    case "processing":
+      return { kind: "waiting", text: "Processing the payment…" };
+    case "requires_payment_method":
+    case "failed":
+      return o.status === "confirmed"
+        ? { kind: "retry", text: "The card was not accepted (" + p.status + "); try another card." }
+        : { kind: "", text: "The payment did not go through (" + p.status + ")." };
+    case "refunded":
+      return { kind: "", text: "Payment refunded: " + money(p.refunded_cents || p.amount_cents) +
+        (o.status === "paid" ? "." : " (the order was " + o.status + " before the payment went through).") };
+    case "succeeded":
+      if (refunded) return { kind: "", text: "Paid " + money(p.amount_cents) + "; " + refunded + "." };
+      return o.status === "confirmed" ? { kind: "waiting", text: "Payment received; the order updates in a moment…" } : null;
+  }
+  return { kind: o.status === "confirmed" ? "waiting" : "", text: "Payment " + p.status + (refunded ? "; " + refunded : "") + "." };
+}
+
 // Orders: polled while shown, so pending turns confirmed on its own; pay
-// and cancel for confirmed orders, with the countdown to expires_at.
+// and cancel for confirmed orders, with the countdown to expires_at. The
+// list is redrawn only when an order changed, so the keyboard focus stays
+// put between polls. A payment under way is followed (GET of the order,
+// a bounded number of times) until it is paid or needs another card.
+const followTries = 30; // about two and a half minutes: 1 s, 2 s, … then every 5 s
 async function showOrders() {
   show("orders");
-  let stopped = false, timer = null, tick = null;
+  let stopped = false, timer = null, tick = null, items = [], drawn = "";
   const expiries = [];
+  const busy = new Set(); // orders with a pay or cancel out
+  const followers = new Map(); // order id -> its follow's timer
+  const followed = new Set(); // followed since the view opened
+  const render = (force) => {
+    const now = JSON.stringify(items);
+    if (!force && now === drawn) return;
+    drawn = now;
+    const list = $("orders");
+    const focus = document.activeElement && list.contains(document.activeElement)
+      ? document.activeElement.getAttribute("aria-label") : null;
+    list.textContent = "";
+    expiries.length = 0;
+    for (const o of items) list.append(orderItem(o, expiries, { pay, cancel, busy: busy.has(o.order_id) }));
+    $("orders-empty").hidden = items.length > 0;
+    $("pay-card").hidden = !takesCards() || !items.some((o) => o.status === "confirmed");
+    tickExpiries(expiries);
+    if (focus) {
+      const again = [...list.querySelectorAll("button")].find((b) => b.getAttribute("aria-label") === focus);
+      if (again && !again.disabled) again.focus();
+    }
+  };
+  const put = (o) => {
+    const i = items.findIndex((x) => x.order_id === o.order_id);
+    if (i >= 0) { items[i] = o; render(); }
+  };
   const load = async () => {
     let page;
     try { page = await api("GET", "/orders?limit=20", undefined, { auth: true }); } catch (err) { fail(err); return; }
     if (stopped) return;
-    const list = $("orders");
-    list.textContent = "";
-    expiries.length = 0;
-    for (const o of page.items) list.append(orderItem(o, expiries, load));
-    $("orders-empty").hidden = page.items.length > 0;
-    tickExpiries(expiries);
+    items = page.items;
+    render();
+    for (const o of items) if (waitingOnPayment(o) && !followed.has(o.order_id)) follow(o.order_id);
+  };
+  // follow reads order id again and again while its payment is under way.
+  const follow = (id, tries = 0) => {
+    followed.add(id);
+    clearTimeout(followers.get(id));
+    followers.set(id, setTimeout(async () => {
+      let o = null;
+      try { o = await api("GET", "/orders/" + encodeURIComponent(id), undefined, { auth: true }); } catch { /* tried again */ }
+      if (stopped) return;
+      if (o) put(o);
+      if (o && !waitingOnPayment(o)) { followers.delete(id); settled(o); return; }
+      if (tries + 1 >= followTries) {
+        followers.delete(id);
+        say("The payment of order " + id + " is still under way; this page shows it once it is done (or reload later).");
+        return;
+      }
+      follow(id, tries + 1);
+    }, Math.min(1000 * (tries + 1), 5000)));
+  };
+  // settled tells the shopper how a followed payment ended.
+  const settled = (o) => {
+    if (o.status === "paid") { say("Order paid. Thank you!"); return; }
+    const w = paymentWords(o);
+    if (w && (w.kind === "retry" || o.payment.status === "refunded")) say(w.text, w.kind === "retry");
+  };
+  const pay = async (o) => {
+    let token = "tok_test"; // the test provider approves it
+    if (takesCards()) {
+      token = $("pay-method").value.trim();
+      if (!token) {
+        render(true); // the clicked button back on
+        say("Enter the card to pay with first (a payment method id, pm_…).", true);
+        $("pay-method").focus();
+        return;
+      }
+    }
+    // One Idempotency-Key per order and card until answered.
+    const key = o.order_id + " " + token;
+    if (!payKeys.has(key)) payKeys.set(key, newKey());
+    busy.add(o.order_id);
+    render(true);
+    try {
+      const r = await api("POST", "/orders/" + encodeURIComponent(o.order_id) + "/pay", { payment_token: token },
+        { auth: true, idempotencyKey: payKeys.get(key) });
+      payKeys.delete(key);
+      if (r && r.order_id) put(r);
+      if (!r || r.status === "paid") {
+        say("Order paid. Thank you!");
+      } else {
+        // 202: the order is still confirmed; its payment says why.
+        const w = paymentWords(r) || { kind: "waiting", text: "The payment is under way…" };
+        say(w.text, w.kind === "retry");
+        if (waitingOnPayment(r)) follow(r.order_id);
+        if (w.kind === "retry") { $("pay-method").focus(); $("pay-method").select(); }
+      }
+    } catch (err) {
+      if (err instanceof Problem) payKeys.delete(key);
+      if (unsupported(err)) {
+        say("Payment and cancellation are not available on this server yet (or the order is gone).", true);
+      } else if (err instanceof Problem && err.code === "payment_declined") {
+        say(takesCards() ? "The card was declined; try another card." : "The payment was declined.", true);
+        if (takesCards()) { $("pay-method").focus(); $("pay-method").select(); }
+      } else if (err instanceof Problem && err.status === 503) {
+        say("Payments are unavailable right now; nothing was charged and the order can still be paid. Try again in a moment.", true);
+      } else {
+        fail(err);
+      }
+    } finally {
+      busy.delete(o.order_id);
+      await load();
+      render(true);
+    }
+  };
+  const cancel = async (o) => {
+    busy.add(o.order_id);
+    render(true);
+    try {
+      const r = await api("POST", "/orders/" + encodeURIComponent(o.order_id) + "/cancel", undefined, { auth: true });
+      const refunded = r && r.payment && r.payment.status === "refunded";
+      say("Order cancelled; its units went back on sale." + (refunded ? " Its payment was refunded." : ""));
+    } catch (err) {
+      if (unsupported(err)) say("Payment and cancellation are not available on this server yet (or the order is gone).", true);
+      else fail(err);
+    } finally {
+      busy.delete(o.order_id);
+      await load();
+      render(true);
+    }
   };
   const poll = async () => { await load(); if (!stopped) timer = setTimeout(poll, 2000); };
-  leave = () => { stopped = true; clearTimeout(timer); clearInterval(tick); };
+  leave = () => {
+    stopped = true;
+    clearTimeout(timer);
+    clearInterval(tick);
+    for (const t of followers.values()) clearTimeout(t);
+  };
   tick = setInterval(() => tickExpiries(expiries), 1000);
   await poll();
 }
 
-function orderItem(o, expiries, reload) {
+const unsupported = (err) => err instanceof Problem && (err.status === 404 || err.status === 405) &&
+  (err.code === "not_found" || err.code === "method_not_allowed");
+
+function orderItem(o, expiries, act) {
   const li = $("order-item").content.firstElementChild.cloneNode(true);
   li.dataset.orderId = o.order_id;
   li.querySelector(".order-id").textContent = "Order " + o.order_id;
@@ -609,47 +782,37 @@ function orderItem(o, expiries, reload) {
   st.className = "badge order-status " + o.status;
   li.querySelector(".order-lines").textContent = (o.items || []).map((i) => i.quantity + " × " + i.sku).join(", ");
   li.querySelector(".order-total").textContent = "Total " + money(o.total_cents);
+  if (o.payment) li.dataset.payment = o.payment.status;
+  const words = paymentWords(o);
+  if (words) {
+    const p = li.querySelector(".order-payment");
+    p.hidden = false;
+    p.textContent = words.text;
+    p.className = "order-payment " + words.kind;
+  }
   const actions = li.querySelector(".order-actions");
   if (o.status === "confirmed") {
-    actions.append(orderButton("Pay", "pay", o, reload), orderButton("Cancel", "cancel", o, reload));
+    const pay = orderButton("Pay", o, () => act.pay(o));
+    // Money is moving: a second card now would be a second charge.
+    pay.disabled = act.busy || (o.payment && o.payment.status === "processing");
+    const cancel = orderButton("Cancel", o, () => act.cancel(o));
+    cancel.className = "danger";
+    cancel.disabled = act.busy;
+    actions.append(pay, cancel);
     if (o.expires_at) expiries.push({ at: Date.parse(o.expires_at), el: li.querySelector(".order-expiry") });
   }
   return li;
 }
 
-// payKeys keeps one Idempotency-Key per order's payment until answered.
+// payKeys keeps one Idempotency-Key per order's payment with one card
+// until answered.
 const payKeys = new Map();
-function orderButton(label, action, o, reload) {
+function orderButton(label, o, onclick) {
   const b = document.createElement("button");
   b.type = "button";
   b.textContent = label;
-  b.className = action === "cancel" ? "danger" : "";
   b.setAttribute("aria-label", label + " order " + o.order_id);
-  b.onclick = async () => {
-    b.disabled = true;
-    try {
-      if (action === "pay") {
-        if (!payKeys.has(o.order_id)) payKeys.set(o.order_id, newKey());
-        await api("POST", "/orders/" + encodeURIComponent(o.order_id) + "/pay", { payment_token: "tok_test" },
-          { auth: true, idempotencyKey: payKeys.get(o.order_id) });
-        say("Order paid. Thank you!");
-      } else {
-        await api("POST", "/orders/" + encodeURIComponent(o.order_id) + "/cancel", undefined, { auth: true });
-        say("Order cancelled; its units went back on sale.");
-      }
-      payKeys.delete(o.order_id);
-    } catch (err) {
-      if (err instanceof Problem && (err.status === 404 || err.status === 405) && (err.code === "not_found" || err.code === "method_not_allowed")) {
-        say("Payment and cancellation are not available on this server yet (or the order is gone).", true);
-      } else {
-        if (err instanceof Problem) payKeys.delete(o.order_id);
-        fail(err);
-      }
-    } finally {
-      b.disabled = false;
-      reload();
-    }
-  };
+  b.onclick = () => { b.disabled = true; onclick(); };
   return b;
 }
 
