@@ -6,8 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"time"
 
+	"github.com/exaring/otelpgx"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
@@ -17,6 +21,7 @@ import (
 	"github.com/shop-oss/shop/internal/order/writer"
 	"github.com/shop-oss/shop/internal/server"
 	"github.com/shop-oss/shop/internal/shop"
+	"github.com/shop-oss/shop/internal/telemetry"
 )
 
 func newServeCmd(a *app) *cobra.Command {
@@ -79,6 +84,24 @@ func (s *stores) Close() {
 	}
 }
 
+// startTracing turns OpenTelemetry tracing on when the OTEL_* variables
+// ask for it (telemetry.Start), before the stores open, so that their
+// clients are instrumented; stop flushes the spans still queued.
+func startTracing(ctx context.Context, log *slog.Logger) (stop func(), err error) {
+	on, shutdown, err := telemetry.Start(ctx, "shop")
+	if err != nil || !on {
+		return func() {}, err
+	}
+	log.Info("tracing on: exporting spans over OTLP")
+	return func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := shutdown(sctx); err != nil {
+			log.Warn("tracing: spans not flushed", "err", err)
+		}
+	}, nil
+}
+
 // openStores connects to Redis and PostgreSQL and fails fast, naming the
 // store, when either does not answer or Redis may evict keys; outside
 // development it warns when Redis keeps no append-only file.
@@ -97,7 +120,16 @@ func openStores(ctx context.Context, cfg *config.Config, log *slog.Logger) (*sto
 	if !cfg.Dev() {
 		database.WarnWithoutAOF(ctx, rdb, log)
 	}
-	db, err := database.OpenPostgres(ctx, cfg.DatabaseURL)
+	var tracers []pgx.QueryTracer
+	if telemetry.Active() {
+		// Each Redis command and each query a child span of its caller's.
+		if err := redisotel.InstrumentTracing(rdb); err != nil {
+			_ = rdb.Close()
+			return nil, fmt.Errorf("tracing redis: %w", err)
+		}
+		tracers = append(tracers, otelpgx.NewTracer())
+	}
+	db, err := database.OpenPostgres(ctx, cfg.DatabaseURL, tracers...)
 	if err != nil {
 		_ = rdb.Close()
 		return nil, err
@@ -180,6 +212,11 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) err
 		return err
 	}
 	log := a.serverLogger(cfg)
+	stopTracing, err := startTracing(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	if generated {
 		log.Warn("SHOP_ENV=dev: using a random SHOP_JWT_SECRET; tokens stop working when the process restarts")
 	}

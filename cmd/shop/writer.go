@@ -76,6 +76,11 @@ func newWriterCmd(a *app) *cobra.Command {
 			}
 			log := a.logger(cfg)
 			ctx := cmd.Context()
+			stopTracing, err := startTracing(ctx, log)
+			if err != nil {
+				return err
+			}
+			defer stopTracing()
 			st, err := openMigrated(ctx, cfg, log)
 			if err != nil {
 				return err

@@ -10,6 +10,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Options tune the auto-pipelining of the purchase path's scripts
@@ -79,6 +83,8 @@ func (p pipelined) ScriptLoad(ctx context.Context, script string) *redis.StringC
 	return p.ap.ScriptLoad(ctx, script)
 }
 
+var tracer = otel.Tracer("github.com/shop-oss/shop/internal/autopipe")
+
 // run queues one script call and waits for it until ctx is done. A wait
 // cut short returns a command of its own holding ctx's error: the queued
 // one may still be written by its batch.
@@ -89,6 +95,21 @@ func (p pipelined) run(ctx context.Context, name, payload string, keys []string,
 		cmdArgs = append(cmdArgs, k)
 	}
 	cmd := redis.NewCmd(ctx, append(cmdArgs, args...)...)
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		// The batch is written from the pipeliner's goroutine, outside
+		// the caller's trace: the call's own span stands in for it, from
+		// queueing to its reply (only when the caller is traced).
+		var span trace.Span
+		ctx, span = tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient),
+			trace.WithAttributes(attribute.String("db.system.name", "redis"), attribute.Bool("shop.auto_pipelined", true)))
+		defer func() {
+			if err := cmd.Err(); err != nil && !errors.Is(err, redis.Nil) {
+				span.RecordError(err)
+				span.SetStatus(codes.Error, err.Error())
+			}
+			span.End()
+		}()
+	}
 	f := p.ap.Submit(ctx, cmd)
 	if err := f.WaitContext(ctx); err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		late := redis.NewCmd(ctx, cmdArgs...)

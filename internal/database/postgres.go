@@ -37,10 +37,16 @@ const idleInTransactionParam = "idle_in_transaction_session_timeout"
 // Pool sizes come from the URL (pool_max_conns=...), pgxpool's convention;
 // so may idle_in_transaction_session_timeout, which otherwise is
 // IdleInTransactionTimeout.
-func OpenPostgres(ctx context.Context, url string) (*pgxpool.Pool, error) {
+//
+// A tracer, when given, sees every query (OpenTelemetry's, when tracing
+// is on).
+func OpenPostgres(ctx context.Context, url string, tracer ...pgx.QueryTracer) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: invalid SHOP_DATABASE_URL: %w", err)
+	}
+	if len(tracer) > 0 {
+		cfg.ConnConfig.Tracer = tracer[0]
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 || cfg.ConnConfig.ConnectTimeout > pingTimeout {
 		cfg.ConnConfig.ConnectTimeout = pingTimeout

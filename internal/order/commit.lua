@@ -19,6 +19,7 @@
 --         home line, whose keys are the next three KEYS)
 -- ARGV[9 + 4n] the waiting room passes the buyer presented,
 --         comma-separated ('' for none)
+-- ARGV[10 + 4n] the purchase's W3C traceparent ('' for none; may be absent)
 --
 -- Returns {'ok', items_json, total_cents, created_ms, expires_ms} (also
 --         for a resent commit of the same attempt: the status's answer)
@@ -37,7 +38,7 @@ if mode ~= 'commit' and mode ~= 'check' then return bad('bad mode') end
 if not status_ttl or status_ttl < 1 then return bad('bad ttl') end
 if not pay_ttl or pay_ttl < 0 or pay_ttl ~= math.floor(pay_ttl) then return bad('bad payment window') end
 if not tonumber(ARGV[5]) then return bad('bad partition') end
-if not n or n < 1 or n ~= math.floor(n) or #ARGV ~= 9 + 4 * n then return bad('bad line count') end
+if not n or n < 1 or n ~= math.floor(n) or (#ARGV ~= 9 + 4 * n and #ARGV ~= 10 + 4 * n) then return bad('bad line count') end
 local passes = pass_set(ARGV[9 + 4 * n])
 
 -- Every line in order; the home's are read from KEYS, the others' items
@@ -92,5 +93,5 @@ for i, l in ipairs(all) do
 end
 return append_order(KEYS[1], KEYS[2], KEYS[3],
   {order_id = order_id, user = user, partition = ARGV[5], now = now,
-   pay_ttl = pay_ttl, status_ttl = status_ttl},
+   pay_ttl = pay_ttl, status_ttl = status_ttl, trace = ARGV[10 + 4 * n] or ''},
   items, {'attempt', attempt})

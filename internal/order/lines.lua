@@ -120,7 +120,9 @@ end
 -- append_order writes a placed order in its home partition's slot: the
 -- order event on stream, the pending status (with the extra field pairs
 -- in more) and, with a payment window, its entry in the due set. o holds
--- order_id, user, partition (text), now, pay_ttl and status_ttl (ms).
+-- order_id, user, partition (text), now, pay_ttl and status_ttl (ms), and
+-- trace: the purchase's W3C traceparent ('' when it is not traced), which
+-- the event carries so that the writer's span links to the purchase.
 -- It returns the placement's answer:
 -- {'ok', items_json, total_cents, created_ms, expires_ms (0: none)}.
 local function append_order(stream, status, due, o, items, more)
@@ -131,9 +133,12 @@ local function append_order(stream, status, due, o, items, more)
   local total_s, now_s = string.format('%d', total), string.format('%d', o.now)
   local expires_s = '0'
   if o.pay_ttl > 0 then expires_s = string.format('%d', o.now + o.pay_ttl) end
-  redis.call('XADD', stream, '*',
-    'order_id', o.order_id, 'user_id', o.user, 'created_ms', now_s,
-    'total_cents', total_s, 'items', items_json, 'expires_ms', expires_s)
+  local fields = {'order_id', o.order_id, 'user_id', o.user, 'created_ms', now_s,
+    'total_cents', total_s, 'items', items_json, 'expires_ms', expires_s}
+  if o.trace ~= '' then
+    fields[#fields + 1], fields[#fields + 2] = 'traceparent', o.trace
+  end
+  redis.call('XADD', stream, '*', unpack(fields))
   redis.call('HSET', status, 'user_id', o.user, 'status', 'pending',
     'items', items_json, 'total_cents', total_s, 'created_ms', now_s, 'expires_ms', expires_s,
     'partition', o.partition, unpack(more))

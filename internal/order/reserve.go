@@ -14,6 +14,7 @@ import (
 	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/ratelimit"
+	"github.com/shop-oss/shop/internal/telemetry"
 )
 
 var (
@@ -133,14 +134,14 @@ func (s *Service) reserve(ctx context.Context, e enqueue, lines []Line) (reserva
 	home := s.keys.home(lines)
 	keys := make([]string, 0, 6+3*len(lines))
 	keys = append(keys, s.keys.stream(home), status, s.keys.pending(e.userID), idemKey, cartKey, s.keys.due(home))
-	args := make([]any, 0, 11+3*len(lines))
+	args := make([]any, 0, 12+3*len(lines))
 	args = append(args, e.orderID, e.userID, s.statusTTL().Milliseconds(), idemTTL.Milliseconds(),
 		fingerprint, useCart, s.paymentTTL.Milliseconds(), home, len(lines))
 	for _, l := range lines {
 		keys = append(keys, s.stock.SaleKey(l.SKU), s.stock.BuyersKey(l.SKU), s.passesKey(l.SKU))
 		args = append(args, l.SKU, l.Quantity, s.changesChannel(l.SKU))
 	}
-	args = append(args, reserveDeadline(ctx), e.passes)
+	args = append(args, reserveDeadline(ctx), e.passes, telemetry.Traceparent(ctx))
 	reply, err := s.runReserve(ctx, e.checks, keys, args)
 	if err != nil {
 		return reservation{}, fmt.Errorf("reserve order %s: %w", e.orderID, err)

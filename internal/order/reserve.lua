@@ -48,6 +48,8 @@
 --         buyer was answered 503) reserves nothing
 -- ARGV[11 + 3n] the waiting room passes the buyer presented,
 --         comma-separated ('' for none)
+-- ARGV[12 + 3n] the purchase's W3C traceparent ('' for none; absent in
+--         callers from before tracing)
 --
 -- Returns {'ok', items_json, total_cents, created_ms, expires_ms (0: none)}
 --      or {'dup', order_id}         (idempotent repeat, or a second run)
@@ -70,7 +72,7 @@ if not status_ttl or status_ttl < 1 or not idem_ttl or idem_ttl < 1 then return 
 if string.find(idem_fp, '%s') then return bad('bad fingerprint') end
 if not pay_ttl or pay_ttl < 0 or pay_ttl ~= math.floor(pay_ttl) then return bad('bad payment window') end
 if not partition or partition < 0 or partition ~= math.floor(partition) then return bad('bad partition') end
-if not n or n < 1 or n ~= math.floor(n) or #KEYS ~= 6 + 3 * n or #ARGV ~= 11 + 3 * n then
+if not n or n < 1 or n ~= math.floor(n) or #KEYS ~= 6 + 3 * n or (#ARGV ~= 11 + 3 * n and #ARGV ~= 12 + 3 * n) then
   return bad('bad line count')
 end
 
@@ -119,7 +121,7 @@ if worst then return refusal(worst, failed) end
 -- Every check passed: write.
 local placed = append_order(KEYS[1], KEYS[2], KEYS[6],
   {order_id = order_id, user = user, partition = ARGV[8], now = now,
-   pay_ttl = pay_ttl, status_ttl = status_ttl},
+   pay_ttl = pay_ttl, status_ttl = status_ttl, trace = ARGV[12 + 3 * n] or ''},
   take_lines(lines, user, 'PUBLISH'), {})
 redis.call('ZADD', KEYS[3], now, order_id)
 redis.call('PEXPIRE', KEYS[3], status_ttl)

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 	"github.com/shop-oss/shop/internal/apperr"
+	"github.com/shop-oss/shop/internal/telemetry"
 )
 
 // A purchase on a Redis Cluster (grouped partitions) is a saga: claim,
@@ -340,7 +341,7 @@ func (s *Service) commit(ctx context.Context, id, user, passes, attempt string, 
 		}
 		args = append(args, l.SKU, l.Quantity, s.changesChannel(l.SKU), heldJSON)
 	}
-	args = append(args, passes)
+	args = append(args, passes, telemetry.Traceparent(ctx))
 	reply, err := commitScript.Run(ctx, s.reserveRdb, keys, args...).StringSlice()
 	switch {
 	case err != nil:

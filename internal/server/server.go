@@ -11,12 +11,14 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/gofiber/contrib/otelfiber/v2"
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/shop-oss/shop/internal/ratelimit"
+	"github.com/shop-oss/shop/internal/telemetry"
 )
 
 // Timeouts for client connections: a slow client cannot hold a connection
@@ -81,6 +83,11 @@ func New(d Deps) *fiber.App {
 	httpm := newHTTPMetrics(d.Registry)
 	registerPoolMetrics(d.Registry, d.DB, d.Redis)
 
+	if telemetry.Active() {
+		// First, so the server span covers the whole request; it honours
+		// an incoming traceparent (the global W3C propagator).
+		app.Use(otelfiber.Middleware())
+	}
 	app.Use(RequestID())
 	app.Use(observe(d.Log, httpm, who, app.ErrorHandler))
 	app.Use(recover.New())

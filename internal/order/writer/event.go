@@ -27,6 +27,9 @@ type event struct {
 	totalCents int64
 	items      []order.ReservedItem
 	values     map[string]any // the entry as read, for the dead-letter stream
+	// traceparent is the purchase's trace context ("" when it was not
+	// traced): the span that persists the order links to it.
+	traceparent string
 }
 
 // kindTransition marks the stream's other kind of entry: an order leaving
@@ -112,6 +115,7 @@ func (d itemsTexts) decode(text string) ([]order.ReservedItem, error) {
 func parseEventWith(m redis.XMessage, texts itemsTexts) (event, error) {
 	e := event{streamID: m.ID, values: m.Values}
 	field := func(name string) string { s, _ := m.Values[name].(string); return s }
+	e.traceparent = field("traceparent")
 	var err error
 	if e.orderID, err = uuid.Parse(field("order_id")); err != nil {
 		return e, fmt.Errorf("%w: order_id: %v", errMalformed, err)

@@ -128,6 +128,8 @@ func (w *Writer) persistRetrying(ctx context.Context, events []event) (written, 
 // writer inserted meanwhile is handed over here too, so the hook's work
 // must be idempotent per order id (the best-seller boards' is).
 func (w *Writer) persistOnce(ctx context.Context, events []event) (fresh, recovered []event, err error) {
+	ctx, span := persistSpan(ctx, events)
+	defer func() { endSpan(span, len(fresh), err) }()
 	b := newBackoff()
 	uncertain := false // an earlier attempt's COMMIT may have committed
 	for {

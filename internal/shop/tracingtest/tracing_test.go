@@ -1,0 +1,89 @@
+// Package tracingtest checks the traces of a purchase in process: the
+// HTTP server span honours the caller's traceparent, the reserve script's
+// Redis call is its child, and the writer's span that persists the order
+// links to it. It turns tracing on for the whole test binary (the tracer
+// provider is global), which is why it is a package of its own.
+package tracingtest
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/extra/redisotel/v9"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/shop-oss/shop/internal/shop/shoptest"
+	"github.com/shop-oss/shop/internal/telemetry"
+)
+
+func TestPurchaseTraceReachesTheWriter(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	telemetry.Use(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
+	stores := shoptest.NewStores(t)
+	if err := redisotel.InstrumentTracing(stores.Redis.Client); err != nil {
+		t.Fatal(err)
+	}
+	app := shoptest.New(t, shoptest.Options{Stores: stores})
+	app.Sale(t, "traced", 100, 5, 0)
+	_, tok := app.Shopper(t, "traced@example.com")
+
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	r := app.Do(t, "POST", "/api/v1/products/traced/purchase", tok, `{"quantity":1}`,
+		"traceparent", "00-"+traceID+"-00f067aa0ba902b7-01")
+	shoptest.WantStatus(t, r, http.StatusAccepted)
+	app.Drain(t)
+
+	var server, script, writer sdktrace.ReadOnlySpan
+	for deadline := time.Now().Add(10 * time.Second); writer == nil && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		for _, s := range rec.Ended() {
+			switch {
+			case s.SpanKind() == trace.SpanKindServer && s.SpanContext().TraceID().String() == traceID:
+				server = s
+			case s.SpanContext().TraceID().String() == traceID && (s.Name() == "evalsha" || s.Name() == "eval"):
+				script = s
+			case s.Name() == "order writer: persist orders":
+				for _, l := range s.Links() {
+					if l.SpanContext.TraceID().String() == traceID {
+						writer = s
+					}
+				}
+			}
+		}
+	}
+	if server == nil || server.Parent().SpanID().String() != "00f067aa0ba902b7" {
+		t.Fatalf("no server span in the caller's trace, child of its span: %v", names(rec.Ended()))
+	}
+	if script == nil || !descends(rec.Ended(), script, server) {
+		t.Fatalf("no reserve script span under the server span: %v", names(rec.Ended()))
+	}
+	if writer == nil {
+		t.Fatalf("no writer span linked to the purchase: %v", names(rec.Ended()))
+	}
+	_ = context.Background()
+}
+
+// descends tells whether s is under root in spans.
+func descends(spans []sdktrace.ReadOnlySpan, s, root sdktrace.ReadOnlySpan) bool {
+	byID := map[trace.SpanID]sdktrace.ReadOnlySpan{}
+	for _, x := range spans {
+		byID[x.SpanContext().SpanID()] = x
+	}
+	for cur := s; cur != nil; cur = byID[cur.Parent().SpanID()] {
+		if cur.Parent().SpanID() == root.SpanContext().SpanID() {
+			return true
+		}
+	}
+	return false
+}
+
+func names(spans []sdktrace.ReadOnlySpan) []string {
+	var out []string
+	for _, s := range spans {
+		out = append(out, s.Name()+"@"+s.SpanContext().TraceID().String()[:8])
+	}
+	return out
+}

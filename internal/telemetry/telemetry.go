@@ -1,0 +1,101 @@
+// Package telemetry owns the process's OpenTelemetry tracing: it is on
+// only when the standard OTEL_* variables name an OTLP endpoint, and then
+// exports over OTLP/HTTP with the sampler OTEL_TRACES_SAMPLER names.
+// Off, nothing is installed and the instrumented paths cost nothing
+// (docs/design/observability.md).
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Enabled tells whether the environment asks for traces: an OTLP
+// endpoint is set and OTEL_TRACES_EXPORTER is not "none".
+func Enabled(getenv func(string) string) bool {
+	if getenv("OTEL_SDK_DISABLED") == "true" || getenv("OTEL_TRACES_EXPORTER") == "none" {
+		return false
+	}
+	return getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
+}
+
+// active is set once Start has installed a tracer provider: the
+// instrumentation (HTTP middleware, Redis and PostgreSQL hooks) is added
+// only then, so that off it costs nothing at all.
+var active atomic.Bool
+
+// Active tells whether Start turned tracing on in this process.
+func Active() bool { return active.Load() }
+
+// Start installs the global tracer provider and the W3C propagator when
+// the environment asks for traces (Enabled); the service is named by
+// OTEL_SERVICE_NAME, else service. It returns whether tracing is on and
+// the function that flushes and stops it.
+func Start(ctx context.Context, service string) (on bool, stop func(context.Context) error, err error) {
+	noop := func(context.Context) error { return nil }
+	if !Enabled(os.Getenv) {
+		return false, noop, nil
+	}
+	exp, err := otlptracehttp.New(ctx) // endpoint, headers and timeout from OTEL_EXPORTER_OTLP_*
+	if err != nil {
+		return false, noop, fmt.Errorf("tracing: OTLP exporter: %w", err)
+	}
+	name := service
+	if v := os.Getenv("OTEL_SERVICE_NAME"); v != "" {
+		name = v
+	}
+	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(semconv.ServiceName(name)))
+	if err != nil && !errors.Is(err, resource.ErrPartialResource) && !errors.Is(err, resource.ErrSchemaURLConflict) {
+		return false, noop, fmt.Errorf("tracing: resource: %w", err)
+	}
+	// The sampler comes from OTEL_TRACES_SAMPLER and its argument (the
+	// SDK reads them; the default is parentbased_always_on).
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	active.Store(true)
+	return true, tp.Shutdown, nil
+}
+
+// Use installs tp as the global tracer provider, with the W3C
+// propagator, and turns the instrumentation on: for tests, with an
+// in-memory recorder in place of the OTLP exporter.
+func Use(tp trace.TracerProvider) {
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	active.Store(true)
+}
+
+// Traceparent is the W3C traceparent of ctx's span, "" when it has none
+// or it is not sampled: what an order event carries to the writer.
+func Traceparent(ctx context.Context) string {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() || !sc.IsSampled() {
+		return "" // tracing off, or this request not traced: no work
+	}
+	c := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, c)
+	return c["traceparent"]
+}
+
+// Link is the span link to the span a traceparent names (false when it
+// names none).
+func Link(traceparent string) (trace.Link, bool) {
+	if traceparent == "" {
+		return trace.Link{}, false
+	}
+	ctx := propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier{"traceparent": traceparent})
+	sc := trace.SpanContextFromContext(ctx)
+	return trace.Link{SpanContext: sc}, sc.IsValid()
+}
