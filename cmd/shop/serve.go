@@ -11,7 +11,6 @@ import (
 	"github.com/exaring/otelpgx"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
@@ -123,7 +122,7 @@ func openStores(ctx context.Context, cfg *config.Config, log *slog.Logger) (*sto
 	var tracers []pgx.QueryTracer
 	if telemetry.Active() {
 		// Each Redis command and each query a child span of its caller's.
-		if err := redisotel.InstrumentTracing(rdb); err != nil {
+		if err := telemetry.InstrumentRedis(rdb); err != nil {
 			_ = rdb.Close()
 			return nil, fmt.Errorf("tracing redis: %w", err)
 		}

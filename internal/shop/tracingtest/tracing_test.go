@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/extra/redisotel/v9"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -24,7 +23,7 @@ func TestPurchaseTraceReachesTheWriter(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	telemetry.Use(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
 	stores := shoptest.NewStores(t)
-	if err := redisotel.InstrumentTracing(stores.Redis.Client); err != nil {
+	if err := telemetry.InstrumentRedis(stores.Redis.Client); err != nil {
 		t.Fatal(err)
 	}
 	app := shoptest.New(t, shoptest.Options{Stores: stores})
