@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/gofiber/contrib/otelfiber/v2"
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -86,7 +85,7 @@ func New(d Deps) *fiber.App {
 	if telemetry.Active() {
 		// First, so the server span covers the whole request; it honours
 		// an incoming traceparent (the global W3C propagator).
-		app.Use(otelfiber.Middleware())
+		app.Use(serverSpan())
 	}
 	app.Use(RequestID())
 	app.Use(observe(d.Log, httpm, who, app.ErrorHandler))

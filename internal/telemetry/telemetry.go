@@ -84,9 +84,23 @@ func Use(tp trace.TracerProvider) {
 // whole command on every call, sampled or not (a third of tracing's
 // cost per purchase when it was on), and its arguments include session
 // tokens and emails, which have no place in a trace. Nor the caller's
-// function, which costs a stack walk per command.
+// function, which costs a stack walk per command. Nor the
+// auto-pipeliner's batches of script calls: each call has a span of its
+// own in its caller's trace (autopipe), and the batch's span named its
+// commands, again at a cost on every purchase.
 func InstrumentRedis(rdb redis.UniversalClient) error {
-	return redisotel.InstrumentTracing(rdb, redisotel.WithDBStatement(false), redisotel.WithCallerEnabled(false))
+	return redisotel.InstrumentTracing(rdb, redisotel.WithDBStatement(false), redisotel.WithCallerEnabled(false),
+		redisotel.WithCommandsFilter(onlyScripts))
+}
+
+// onlyScripts tells a pipeline of script calls only (the auto-pipeliner's).
+func onlyScripts(cmds []redis.Cmder) bool {
+	for _, c := range cmds {
+		if n := c.Name(); n != "evalsha" && n != "eval" && n != "evalsha_ro" && n != "eval_ro" {
+			return false
+		}
+	}
+	return true
 }
 
 // Traceparent is the W3C traceparent of ctx's span, "" when it has none
