@@ -33,8 +33,11 @@ var (
 // charges at most once).
 func (s *Service) Pay(ctx context.Context, user, id, token string) (Order, error) {
 	o, err := s.payable(ctx, user, id)
-	if err != nil || o.Status == StatusPaid {
-		return s.withPayment(ctx, o), err
+	if err != nil {
+		return Order{}, err
+	}
+	if o.Status == StatusPaid {
+		return s.withPayment(ctx, o), nil
 	}
 	p, err := s.payments.Charge(ctx, Charge{Key: chargeKey(o.ID, token), OrderID: o.ID,
 		AmountCents: o.TotalCents, Token: token})
@@ -88,17 +91,34 @@ func (s *Service) payable(ctx context.Context, user, id string) (Order, error) {
 	return Order{}, ErrNotPayable
 }
 
-// markPaid runs the pay script after payment p succeeded. When the order
-// is no longer payable (expired, cancelled, or paid with another payment)
-// p is refunded.
+// markPaid runs the pay script after payment p succeeded (Pay's path).
+// When p lost (the order expired, was cancelled, or was paid with another
+// payment) it is refunded; a refund that fails is logged for a person and
+// `shop payments reconcile` finds the payment again: the order's fate is
+// decided either way.
 func (s *Service) markPaid(ctx context.Context, o Order, p Payment) (Order, error) {
-	o, _, err := s.markPaidNow(ctx, o, p)
+	o, won, err := s.payStep(ctx, o, p)
+	if won == payLost {
+		if rerr := s.refund(ctx, o.ID, p); rerr != nil {
+			s.log.Error("refund failed: refund it by hand", "order", o.ID, "payment_ref", p.ID, "err", rerr)
+		}
+	}
 	return o, err
 }
 
-// markPaidNow is markPaid that also tells whether this call paid the
-// order (not an earlier one with the same payment).
-func (s *Service) markPaidNow(ctx context.Context, o Order, p Payment) (_ Order, now bool, _ error) {
+// What the pay script made of a payment.
+type payWin int
+
+const (
+	payUndecided  payWin = iota // the script did not answer: unknown
+	payPaidNow                  // this call paid the order with it
+	payPaidBefore               // the order was paid with it already
+	payLost                     // it cannot pay the order: refund it
+)
+
+// payStep runs the pay script for payment p of o, and says what became of
+// p. An expiry it finds due is carried out on the spot (expireNow).
+func (s *Service) payStep(ctx context.Context, o Order, p Payment) (Order, payWin, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lifecycleTimeout)
 	defer cancel()
 	reply, err := payScript.Run(ctx, s.rdb, []string{s.keys.status(o.ID), s.keys.due(o.partition), s.keys.stream(o.partition)},
@@ -106,7 +126,7 @@ func (s *Service) markPaidNow(ctx context.Context, o Order, p Payment) (_ Order,
 	if err != nil {
 		// Unknown outcome: keep the charge; a retry with the same token
 		// reuses it (same key) and learns the state.
-		return Order{}, false, s.unavailable("mark order paid", err)
+		return Order{}, payUndecided, s.unavailable("mark order paid", err)
 	}
 	switch {
 	case reply[0] == "ok" && len(reply) == 2:
@@ -114,23 +134,22 @@ func (s *Service) markPaidNow(ctx context.Context, o Order, p Payment) (_ Order,
 		o.Status, o.PaidAt, o.paymentRef, o.Payment = StatusPaid, &t, p.ID, &p
 		s.metrics.transition(StatusPaid, 0)
 		s.metrics.pay("paid")
-		return o, true, nil
+		return o, payPaidNow, nil
 	case reply[0] == "state" && len(reply) == 3 && reply[1] == StatusPaid:
-		// A concurrent pay won; ours is a second charge unless it is the
-		// same one (same key).
+		// Paid already: with p (the same key: a retry, or its report),
+		// else by another payment, and p is a second charge.
+		won := payPaidBefore
 		if reply[2] != p.ID {
-			s.refund(ctx, o.ID, p)
+			won = payLost
 		}
 		o, err := s.paidNow(ctx, o)
-		return o, false, err
+		return o, won, err
 	case reply[0] == "late":
-		s.refund(ctx, o.ID, p)
 		o, err := s.expireNow(ctx, o)
-		return o, false, err
+		return o, payLost, err
 	}
-	s.refund(ctx, o.ID, p)
 	s.metrics.pay("not_payable")
-	return Order{}, false, ErrNotPayable
+	return Order{}, payLost, ErrNotPayable
 }
 
 // paidNow reads back an order another call paid.
@@ -160,23 +179,18 @@ func (s *Service) expireNow(ctx context.Context, o Order) (Order, error) {
 	return Order{}, ErrNotPayable
 }
 
-// refund gives payment p of order id back in full and records it. A
-// failure is logged for a person (and `shop payments reconcile` finds the
-// payment again): the order's fate is decided either way.
-func (s *Service) refund(ctx context.Context, id string, p Payment) {
+// refund gives payment p of order id back in full, once however often it
+// is asked (the provider's refund is keyed by p), and records it.
+func (s *Service) refund(ctx context.Context, id string, p Payment) error {
 	if err := s.payments.Refund(ctx, p.ID); err != nil {
-		s.log.Error("refund failed: refund it by hand", "order", id, "payment_ref", p.ID, "err", err)
-		return
+		return err
 	}
 	s.metrics.pay("refunded")
 	p.Status, p.ClientSecret = PaymentRefunded, ""
-	err := s.savePayment(ctx, id, p)
-	if err == nil {
-		err = s.recordRefunded(ctx, p.ID, p.AmountCents)
+	if err := s.savePayment(ctx, id, p); err != nil {
+		return err
 	}
-	if err != nil {
-		s.log.Warn("record refund", "order", id, "payment_ref", p.ID, "err", err)
-	}
+	return s.recordRefunded(ctx, p.ID, p.AmountCents)
 }
 
 // chargeKey is the provider's idempotency key of paying order id with

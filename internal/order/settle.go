@@ -64,27 +64,16 @@ func (s *Service) PaymentSucceeded(ctx context.Context, orderID string, p Paymen
 	case o.Status != StatusConfirmed:
 		return s.refunded(ctx, orderID, p)
 	}
-	paid, now, err := s.markPaidNow(ctx, o, p)
-	switch {
-	case err == nil && now:
+	_, won, err := s.payStep(ctx, o, p)
+	switch won {
+	case payPaidNow:
 		return SettledPaid, nil
-	case err == nil && paid.paymentRef == p.ID:
+	case payPaidBefore:
 		return SettledUnchanged, nil // a report of it, or its Pay, came first
-	case err != nil && !errors.Is(err, ErrNotPayable):
-		return "", err
+	case payLost:
+		return s.refunded(ctx, orderID, p) // to expiry, a cancel or another payment
 	}
-	// p lost (to expiry, a cancel or another payment) and markPaid
-	// refunded it; a refund it could not make is made again here, so that
-	// the report is applied again until it is.
-	return s.ensureRefunded(ctx, orderID, p)
-}
-
-// ensureRefunded is refunded unless p's record says it is already.
-func (s *Service) ensureRefunded(ctx context.Context, orderID string, p Payment) (string, error) {
-	if s.refundedAlready(ctx, p.ID) {
-		return SettledRefunded, nil
-	}
-	return s.refunded(ctx, orderID, p)
+	return "", err
 }
 
 // refundedAlready tells whether payment id's record says it was refunded
@@ -111,20 +100,12 @@ func (s *Service) settleForgotten(ctx context.Context, orderID string, p Payment
 	return s.refunded(ctx, orderID, p)
 }
 
-// refunded refunds p, which cannot pay order orderID. Unlike a refund
-// after a lost race, a failure here is returned: the report is applied
-// again later.
+// refunded refunds p, which cannot pay order orderID. Unlike Pay's
+// refund of a payment that lost its race, a failure here is returned:
+// the report is applied again later.
 func (s *Service) refunded(ctx context.Context, orderID string, p Payment) (string, error) {
-	if err := s.payments.Refund(ctx, p.ID); err != nil {
+	if err := s.refund(ctx, orderID, p); err != nil {
 		return "", s.unavailable("refund payment", err)
-	}
-	s.metrics.pay("refunded")
-	p.Status = PaymentRefunded
-	if err := s.savePayment(ctx, orderID, p); err != nil {
-		return "", s.unavailable("record refund", err)
-	}
-	if err := s.recordRefunded(ctx, p.ID, p.AmountCents); err != nil {
-		return "", s.unavailable("record refund", err)
 	}
 	return SettledRefunded, nil
 }
