@@ -248,19 +248,14 @@ func (w *Webhook) ApplyPending(ctx context.Context, before time.Time) (applied i
 	var first error
 	for _, id := range ids {
 		if _, err := w.apply(ctx, id); err != nil {
-			first = cmpErr(first, fmt.Errorf("event %s: %w", id, err))
+			if first == nil {
+				first = fmt.Errorf("event %s: %w", id, err)
+			}
 			continue
 		}
 		applied++
 	}
 	return applied, first
-}
-
-func cmpErr(first, err error) error {
-	if first != nil {
-		return first
-	}
-	return err
 }
 
 func (w *Webhook) unavailable(op string, err error) error {

@@ -26,7 +26,7 @@ import (
 
 // benchShoppers is how many shoppers (and X-Forwarded-For addresses) the
 // request benchmarks spread over, as make bench does.
-const benchShoppers = 200
+const benchShoppers = shoptest.BenchShoppers
 
 // benchApp is the application as shop serve runs it under make bench: the
 // rate limiter on with a limit nobody reaches, keyed per client through
@@ -155,43 +155,9 @@ func scriptStats(b *testing.B, rdb *redis.Client) (calls, usec int64) {
 }
 
 func benchPurchase(b *testing.B, a *shoptest.App) {
-	a.Sale(b, "bench", 100, 1<<30, 0)
-	bearers, addrs := make([]string, benchShoppers), make([]string, benchShoppers)
-	for i := range bearers {
-		_, tok := a.Shopper(b, fmt.Sprintf("bench-%d@example.com", i))
-		bearers[i], addrs[i] = "Bearer "+tok, fmt.Sprintf("198.18.%d.%d", (i+1)/256, (i+1)%256)
-	}
-	body := []byte(`{"quantity":1}`)
-	var seq atomic.Uint64
-	h := a.Fiber.Handler()
-	b.ReportAllocs()
-	b.SetParallelism(25) // 50 callers on 2 cores, like redis-benchmark -c 50
+	run := shoptest.PurchaseBench(b, a)
 	defer cpuPerOp(b)()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		var rc fasthttp.RequestCtx
-		for pb.Next() {
-			n := seq.Add(1)
-			i := n % benchShoppers
-			// As fasthttp's server does between requests: without it each
-			// request's context would wrap the last one's (UserContext
-			// lives in the user values), ever deeper.
-			rc.ResetUserValues()
-			rc.Request.Reset()
-			rc.Response.Reset()
-			rc.Request.Header.SetMethod(http.MethodPost)
-			rc.Request.SetRequestURI("/api/v1/products/bench/purchase")
-			rc.Request.Header.Set("Authorization", bearers[i])
-			rc.Request.Header.Set("Content-Type", "application/json")
-			rc.Request.Header.Set("Idempotency-Key", strconv.FormatUint(n, 36))
-			rc.Request.Header.Set("X-Forwarded-For", addrs[i])
-			rc.Request.SetBody(body)
-			h(&rc)
-			if rc.Response.StatusCode() != http.StatusAccepted {
-				b.Fatalf("status %d: %s", rc.Response.StatusCode(), rc.Response.Body())
-			}
-		}
-	})
+	run()
 }
 
 // BenchmarkGetProduct is GET /api/v1/products/{sku} of a product with a

@@ -1,14 +1,9 @@
 package tracingtest
 
 import (
-	"fmt"
-	"net/http"
-	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/valyala/fasthttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -49,38 +44,5 @@ func benchPurchase(b *testing.B, traced bool) {
 		c.RateLimit = config.RateLimit{Limit: 1 << 30, Window: 10 * time.Second}
 		c.TrustedProxies = []string{"0.0.0.0"}
 	}})
-	a.Sale(b, "bench", 100, 1<<30, 0)
-	const shoppers = 200
-	bearers, addrs := make([]string, shoppers), make([]string, shoppers)
-	for i := range bearers {
-		_, tok := a.Shopper(b, fmt.Sprintf("bench-%d@example.com", i))
-		bearers[i], addrs[i] = "Bearer "+tok, fmt.Sprintf("198.18.%d.%d", (i+1)/256, (i+1)%256)
-	}
-	body := []byte(`{"quantity":1}`)
-	var seq atomic.Uint64
-	h := a.Fiber.Handler()
-	b.ReportAllocs()
-	b.SetParallelism(25)
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		var rc fasthttp.RequestCtx
-		for pb.Next() {
-			n := seq.Add(1)
-			i := n % shoppers
-			rc.ResetUserValues()
-			rc.Request.Reset()
-			rc.Response.Reset()
-			rc.Request.Header.SetMethod(http.MethodPost)
-			rc.Request.SetRequestURI("/api/v1/products/bench/purchase")
-			rc.Request.Header.Set("Authorization", bearers[i])
-			rc.Request.Header.Set("Content-Type", "application/json")
-			rc.Request.Header.Set("Idempotency-Key", strconv.FormatUint(n, 36))
-			rc.Request.Header.Set("X-Forwarded-For", addrs[i])
-			rc.Request.SetBody(body)
-			h(&rc)
-			if rc.Response.StatusCode() != http.StatusAccepted {
-				b.Fatalf("status %d: %s", rc.Response.StatusCode(), rc.Response.Body())
-			}
-		}
-	})
+	shoptest.PurchaseBench(b, a)()
 }
