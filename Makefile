@@ -4,7 +4,7 @@
 run: ## migrate and serve the API on :8080, starting Redis/PostgreSQL if needed
 	@scripts/run.sh
 
-test: ## go vet + all tests with -race (unit, integration and e2e)
+test: ## go vet, staticcheck + all tests with -race (unit, integration and e2e)
 	@scripts/test.sh
 
 bench: ## shop loadtest vs redis-benchmark on the same Redis, writer drain, hot-path benchmarks (BENCHMARKS.md)

@@ -298,7 +298,7 @@ func scriptCapacity(t *testing.T, cfg benchConfig, nodes []string, cluster bool)
 
 // tagOn is a hash tag whose slot the node behind rdb holds.
 func tagOn(t *testing.T, rdb *redis.Client) string {
-	slots, err := rdb.ClusterSlots(context.Background()).Result()
+	slots, err := testenv.ClusterSlots(context.Background(), rdb)
 	if err != nil {
 		t.Fatal(err)
 	}

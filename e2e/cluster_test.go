@@ -55,7 +55,7 @@ func clusterEnvOn(t *testing.T, c *testenv.RedisCluster) env {
 // masters in c's order).
 func masters(t *testing.T, c *testenv.RedisCluster) map[int]int {
 	t.Helper()
-	slots, err := c.Client.ClusterSlots(context.Background()).Result()
+	slots, err := testenv.ClusterSlots(context.Background(), c.Client)
 	if err != nil {
 		t.Fatal(err)
 	}

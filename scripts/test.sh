@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# `make test`: go vet, the lint of openapi.yaml (when npx is here), then
-# every test with the race detector, against the Redis and PostgreSQL that
-# SHOP_TEST_REDIS_URL / SHOP_TEST_DATABASE_URL name, or that
+# `make test`: go vet, staticcheck, the lint of openapi.yaml (when npx is
+# here), then every test with the race detector, against the Redis and
+# PostgreSQL that SHOP_TEST_REDIS_URL / SHOP_TEST_DATABASE_URL name, or that
 # scripts/services.sh finds or starts, and the stripe-mock it builds. Without either, tests fall
 # back to testcontainers (when Docker runs) or skip (failing when CI is set).
 set -euo pipefail
@@ -32,6 +32,7 @@ fi
 echo "test services: redis=${SHOP_TEST_REDIS_URL:-<testcontainers or skip>} postgres=${SHOP_TEST_DATABASE_URL:-<testcontainers or skip>} stripe-mock=$SHOP_TEST_STRIPE_MOCK"
 
 go vet ./...
+scripts/staticcheck.sh
 # openapi.yaml's lint (Redocly and Spectral, npm packages) when Node.js is
 # here; CI always has it (.ci/run installs it).
 if command -v npx >/dev/null; then

@@ -33,7 +33,7 @@ func masterOf(t *testing.T, c *testenv.RedisCluster, key string) *redis.Client {
 	ctx := context.Background()
 	var found *redis.Client
 	err := c.Client.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
-		slots, err := node.ClusterSlots(ctx).Result()
+		slots, err := testenv.ClusterSlots(ctx, node)
 		if err != nil {
 			return err
 		}

@@ -29,7 +29,7 @@ func TestSlotsAndPartitionsOnACluster(t *testing.T) {
 	}
 
 	owner := map[int]string{} // slot -> master address
-	slots, err := c.Client.ClusterSlots(context.Background()).Result()
+	slots, err := testenv.ClusterSlots(context.Background(), c.Client)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -217,7 +217,7 @@ func first(m map[string]int64) string {
 // masterOf maps each slot to the address of the master that holds it.
 func masterOf(t *testing.T, c *testenv.RedisCluster) map[int]string {
 	t.Helper()
-	slots, err := c.Client.ClusterSlots(context.Background()).Result()
+	slots, err := testenv.ClusterSlots(context.Background(), c.Client)
 	if err != nil {
 		t.Fatal(err)
 	}

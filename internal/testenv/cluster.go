@@ -272,7 +272,7 @@ func (c *RedisCluster) MoveSlot(slot int64, to int) (from int, err error) {
 
 // owns is whether node serves slot, by its own CLUSTER SLOTS.
 func owns(ctx context.Context, node *redis.Client, slot int64) bool {
-	slots, err := node.ClusterSlots(ctx).Result()
+	slots, err := ClusterSlots(ctx, node)
 	if err != nil {
 		return false
 	}

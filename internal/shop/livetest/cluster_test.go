@@ -287,7 +287,7 @@ func TestShardedSubscriptionLeavesADemotedMaster(t *testing.T) {
 		if m := lagging.Load(); m != nil {
 			return *m, nil
 		}
-		return c.Client.ClusterSlots(ctx).Result()
+		return testenv.ClusterSlots(ctx, c.Client)
 	}
 	rdb := redis.NewClusterClient(opts)
 	t.Cleanup(func() { _ = rdb.Close() })
@@ -306,7 +306,7 @@ func TestShardedSubscriptionLeavesADemotedMaster(t *testing.T) {
 		return n[channel]
 	}
 	waitFor(t, func() bool { return subscribers(old) == 1 })
-	slots, err := c.Client.ClusterSlots(ctx).Result()
+	slots, err := testenv.ClusterSlots(ctx, c.Client)
 	if err != nil {
 		t.Fatal(err)
 	}
