@@ -4,7 +4,8 @@
 // buyer; orders persisted within the lag bound; pending entries still in
 // their streams; no dead letters; no entry PostgreSQL has past its
 // stream's last id. It reads both domains and both stores and writes
-// nothing.
+// nothing but its latest outcome (for the metrics); Every runs it on a
+// schedule.
 //
 // The reasoning behind it is in docs/design/audit.md.
 package audit
@@ -42,6 +43,8 @@ type Auditor struct {
 	parts  keyspace.Partitions
 	ledger *order.Ledger // order's keys and status hashes
 	log    *slog.Logger
+	// lastKey holds the latest outcome (Latest).
+	lastKey string
 	// LagBound: see DefaultLagBound.
 	LagBound time.Duration
 	// SettledWindow is the settled log's retention as the cluster audit's
@@ -50,13 +53,16 @@ type Auditor struct {
 	SettledWindow time.Duration
 	// Rooms, when set, has every waiting room checked too (room.Audit).
 	Rooms *room.Service
+	// AfterRun, when set, is called after each audit a schedule (Every)
+	// runs; tests count them.
+	AfterRun func()
 }
 
 // New returns an auditor of the stores under prefix.
 func New(db *pgxpool.Pool, rdb redis.UniversalClient, stock *inventory.Stock, prefix string, log *slog.Logger) *Auditor {
 	parts := stock.Partitions()
 	return &Auditor{db: db, rdb: rdb, stock: stock, parts: parts, ledger: order.NewLedger(rdb, prefix, parts),
-		log: log, LagBound: DefaultLagBound, SettledWindow: order.SettledRetention}
+		log: log, lastKey: prefix + "audit:last", LagBound: DefaultLagBound, SettledWindow: order.SettledRetention}
 }
 
 // Report is an audit's answer.
@@ -164,6 +170,7 @@ func (a *Auditor) Run(ctx context.Context) (Report, error) {
 		rep.Rounds = []Round{}
 	}
 	sort.SliceStable(rep.Rounds, func(i, j int) bool { return rep.Rounds[i].SKU < rep.Rounds[j].SKU })
+	a.remember(ctx, rep)
 	return rep, nil
 }
 

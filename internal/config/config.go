@@ -67,7 +67,11 @@ type Config struct {
 	// Additions to the contract.
 	BodyLimit       int           `env:"SHOP_BODY_LIMIT" envDefault:"65536"`
 	ShutdownTimeout time.Duration `env:"SHOP_SHUTDOWN_TIMEOUT" envDefault:"8s"`
-	RedisPoolSize   int           `env:"SHOP_REDIS_POOL_SIZE" envDefault:"100"`
+	// AuditInterval is how often the instances, between them, audit the
+	// stores (0: only when asked), so the shop_audit_* metrics and their
+	// alert see a violation without anyone asking.
+	AuditInterval time.Duration `env:"SHOP_AUDIT_INTERVAL" envDefault:"1m"`
+	RedisPoolSize int           `env:"SHOP_REDIS_POOL_SIZE" envDefault:"100"`
 	// RedisPipeline auto-pipelines the purchase path's two scripts (the
 	// limiter with the session check, and the reserve script): concurrent
 	// purchases share round trips. RedisPipelineBatches, Delay and Adaptive
@@ -245,6 +249,8 @@ func (c *Config) validate() error {
 		{"SHOP_CURRENCY", !currencyCode(c.Currency), "must be a three-letter ISO 4217 code in lower case, like usd"},
 		{"SHOP_BODY_LIMIT", c.BodyLimit < 1024, "must be at least 1024 bytes"},
 		{"SHOP_SHUTDOWN_TIMEOUT", c.ShutdownTimeout <= 0, "must be positive"},
+		{"SHOP_AUDIT_INTERVAL", c.AuditInterval != 0 && (c.AuditInterval < 10*time.Second || c.AuditInterval > 24*time.Hour),
+			"must be 0 (audit only when asked) or between 10s and 24h"},
 		{"SHOP_REDIS_POOL_SIZE", c.RedisPoolSize < 1, "must be at least 1"},
 		{"SHOP_REDIS_PIPELINE_BATCHES", c.RedisPipelineBatches < 1 || c.RedisPipelineBatches > 64, "must be from 1 to 64"},
 		{"SHOP_REDIS_PIPELINE_DELAY", c.RedisPipelineDelay < 0 || c.RedisPipelineDelay > 10*time.Millisecond, "must be from 0 to 10ms"},

@@ -22,7 +22,7 @@ func TestDefaults(t *testing.T) {
 		c.CacheRedisURL != "" ||
 		c.PaymentTTL != 15*time.Minute || c.PaymentProvider != "test" ||
 		!c.RedisPipeline || c.RedisPipelineBatches != 16 || c.RedisPipelineDelay != 100*time.Microsecond || !c.RedisPipelineAdaptive ||
-		!c.RedisOneTrip || c.SagaHoldTTL != 30*time.Second {
+		!c.RedisOneTrip || c.SagaHoldTTL != 30*time.Second || c.AuditInterval != time.Minute {
 		t.Errorf("defaults differ from API.md: %+v", c)
 	}
 }
@@ -53,6 +53,9 @@ func TestInvalidSettingsNameTheirVariable(t *testing.T) {
 		{"payment_ttl_negative", "SHOP_PAYMENT_TTL", "-1m"},
 		{"payment_ttl_below_a_second", "SHOP_PAYMENT_TTL", "10ms"},
 		{"payment_provider", "SHOP_PAYMENT_PROVIDER", "paypal"},
+		{"audit_interval_short", "SHOP_AUDIT_INTERVAL", "1s"},
+		{"audit_interval_long", "SHOP_AUDIT_INTERVAL", "48h"},
+		{"audit_interval_garbage", "SHOP_AUDIT_INTERVAL", "often"},
 		{"stripe_without_its_key", "SHOP_PAYMENT_PROVIDER", "stripe"},
 		{"stripe_api_url_not_a_url", "SHOP_STRIPE_API_URL", "localhost:12111"},
 		{"currency_upper_case", "SHOP_CURRENCY", "USD"},

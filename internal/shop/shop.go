@@ -95,7 +95,9 @@ type App struct {
 	// (nil: off).
 	view *inventory.StockView
 	near bool // the near cache is on
-	log  *slog.Logger
+	// auditEvery is SHOP_AUDIT_INTERVAL: Start audits on that schedule.
+	auditEvery time.Duration
+	log        *slog.Logger
 }
 
 // Listening reports whether the subscriptions Start runs for the product
@@ -165,6 +167,7 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 	a.Sweeper = NewSweeper(st, cfg, a.Stock, a.Locks, log, reg)
 	a.Audit = audit.New(st.DB, st.Redis, a.Stock, cfg.KeyPrefix, log)
 	a.Audit.Rooms = a.Rooms
+	a.auditEvery = cfg.AuditInterval
 	a.Bestsellers = bestseller.New(st.Redis, st.DB, a.Catalog, a.Locks, cfg.KeyPrefix, log, reg)
 	clientIP := server.ClientIP(cfg.TrustedProxies, cfg.RateLimitIPv6Prefix)
 	a.Visits = visitor.New(st.Redis, visitor.Options{Prefix: cfg.KeyPrefix, Exists: a.Catalog.Exists,
@@ -173,6 +176,9 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 	a.Live = live.New(st.Redis, a.Stock, live.Options{
 		MaxStreams: cfg.LiveMaxStreams, MaxPerClient: cfg.LiveMaxStreamsPerIP, View: a.view}, log, reg)
 	a.log = log
+	if st.DB != nil && reg != nil {
+		reg.MustRegister(newSaleCollector(a, st))
+	}
 	var limiter *ratelimit.Limiter
 	deferred := oneTripRoutes(cfg, st)
 	// With the limit off the limiter counts nothing, but still runs the
@@ -246,6 +252,10 @@ func (a *App) Start(ctx context.Context) (stop func()) {
 	go func() { defer wg.Done(); _ = a.Sweeper.Run(bctx) }()
 	go func() { defer wg.Done(); a.Live.Run(bctx) }()
 	go func() { defer wg.Done(); a.catalogCache.Run(bctx) }()
+	if a.auditEvery > 0 {
+		wg.Add(1)
+		go func() { defer wg.Done(); a.Audit.Every(bctx, a.Locks, a.auditEvery) }()
+	}
 	return func() {
 		a.StopStreams()
 		cancel()
