@@ -33,12 +33,14 @@ var errNoFile = apperr.NewError(apperr.CodeNotFound, "no such file")
 // policy above needs no exception.
 const providerMeta = `<meta name="shop-payment-provider" content="test">`
 
-// Routes registers the page (GET /) and its files (GET /assets/{file}) on
-// the app's root router; provider is the payment provider's name, which
-// the page is told in its shop-payment-provider meta element.
+// Routes registers the page (GET /), its icon (GET /favicon.ico, an SVG)
+// and its files (GET /assets/{file}) on the app's root router; provider is
+// the payment provider's name, which the page is told in its
+// shop-payment-provider meta element.
 func Routes(r fiber.Router, provider string) {
 	index := Index(provider)
 	r.Get("/", func(c *fiber.Ctx) error { return serve(c, "index.html", index) })
+	r.Get("/favicon.ico", func(c *fiber.Ctx) error { return serve(c, "favicon.svg", index) })
 	r.Get("/assets/:file", func(c *fiber.Ctx) error { return serve(c, c.Params("file"), index) })
 }
 
@@ -82,6 +84,8 @@ func contentType(name string) string {
 		return "text/css; charset=utf-8"
 	case ".html":
 		return "text/html; charset=utf-8"
+	case ".svg":
+		return "image/svg+xml"
 	}
 	if t := mime.TypeByExtension(path.Ext(name)); t != "" {
 		return t

@@ -29,3 +29,19 @@ func TestPageIsToldTheProvider(t *testing.T) {
 		}
 	}
 }
+
+// The icon is served at /favicon.ico (browsers ask for it on every page)
+// as an SVG, under the page's policy.
+func TestFavicon(t *testing.T) {
+	app := fiber.New()
+	Routes(app, "test")
+	res, err := app.Test(httptest.NewRequest("GET", "/favicon.ico", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 200 || res.Header.Get("Content-Type") != "image/svg+xml" ||
+		!strings.HasPrefix(string(body), "<svg") || res.Header.Get("Content-Security-Policy") == "" {
+		t.Errorf("GET /favicon.ico: %d %q %q", res.StatusCode, res.Header.Get("Content-Type"), body)
+	}
+}

@@ -15,12 +15,14 @@ const session = {
   get access() { return localStorage.getItem("shop.access") || ""; },
   get refresh() { return localStorage.getItem("shop.refresh") || ""; },
   get email() { return localStorage.getItem("shop.email") || ""; },
+  get name() { return localStorage.getItem("shop.name") || ""; },
+  setName(name) { if (name) localStorage.setItem("shop.name", name); else localStorage.removeItem("shop.name"); },
   save(pair, email) {
     localStorage.setItem("shop.access", pair.access_token);
     localStorage.setItem("shop.refresh", pair.refresh_token);
     if (email) localStorage.setItem("shop.email", email);
   },
-  clear() { ["shop.access", "shop.refresh", "shop.email"].forEach((k) => localStorage.removeItem(k)); },
+  clear() { ["shop.access", "shop.refresh", "shop.email", "shop.name"].forEach((k) => localStorage.removeItem(k)); },
 };
 
 // Waiting-room passes, per SKU, for this tab only (sessionStorage): a
@@ -152,7 +154,42 @@ function span(ms) {
   const two = (n) => String(n).padStart(2, "0");
   return (d ? d + "d " : "") + two(h) + ":" + two(m) + ":" + two(sec);
 }
-const saleWords = { none: "not on sale", upcoming: "starts soon", open: "on sale now", sold_out: "sold out", ended: "sale ended" };
+const saleWords = { none: "not on sale", upcoming: "upcoming", open: "on sale now", sold_out: "sold out", ended: "sale ended" };
+const when = (iso) => new Date(iso).toLocaleString(undefined,
+  { weekday: "short", month: "short", day: "numeric", hour: "numeric", minute: "2-digit" });
+
+// saleNow is a stock state's sale as of now: the server's word, moved on
+// by the clock at the window's edges (its own event is on its way).
+function saleNow(st) {
+  if (!st) return null;
+  const now = Date.now();
+  const starts = st.starts_at ? Date.parse(st.starts_at) : 0, ends = st.ends_at ? Date.parse(st.ends_at) : 0;
+  if (st.sale === "none" || st.sale === "ended") return st.sale;
+  if (ends && now >= ends) return "ended";
+  if (st.sale === "upcoming" && starts && now >= starts) return st.available > 0 ? "open" : "sold_out";
+  return st.sale;
+}
+
+// saleSentence says a sale plainly: its state and its window.
+function saleSentence(sale, st) {
+  const until = st.ends_at ? " until " + when(st.ends_at) : "";
+  switch (sale) {
+    case "upcoming":
+      return "Sale starts " + when(st.starts_at) + (st.ends_at ? " and ends " + when(st.ends_at) : "") + ".";
+    case "open": return "On sale now" + until + ".";
+    case "sold_out": return "Sold out" + (st.ends_at ? "; the sale runs" + until : "") + ". Units come back if orders are cancelled.";
+    case "ended": return "This sale ended" + (st.ends_at ? " " + when(st.ends_at) : "") + ".";
+    default: return "Not on sale right now.";
+  }
+}
+
+// Why Buy cannot succeed now ("" when it can).
+const buyReasons = {
+  upcoming: "Buying opens when the sale starts.",
+  sold_out: "Sold out: there are no units left.",
+  ended: "This sale has ended.",
+  none: "This product is not on sale right now.",
+};
 const newKey = () => (crypto.randomUUID ? crypto.randomUUID() : String(Date.now()) + Math.random().toString(16).slice(2));
 
 // ---- views --------------------------------------------------------------
@@ -190,7 +227,7 @@ function needLogin() {
 function renderNav() {
   const inside = !!session.access;
   $("nav-user").hidden = !inside;
-  $("nav-user").textContent = session.email;
+  $("nav-user").textContent = session.name || session.email;
   $("nav-logout").hidden = !inside;
   $("nav-login").hidden = inside;
   $("nav-register").hidden = inside;
@@ -202,10 +239,11 @@ async function showCatalog() {
   show("catalog");
   let stopped = false, timer = null, cursor = null;
   const cards = new Map();
+  const states = saleStates();
   const load = async (more) => {
     const page = await api("GET", "/products?limit=50" + (more && cursor ? "&cursor=" + encodeURIComponent(cursor) : ""));
     if (!more) { $("catalog").textContent = ""; cards.clear(); }
-    for (const p of page.items) cards.set(p.sku, card(p));
+    for (const p of page.items) { const c = card(p, states); cards.set(p.sku, c); states.want(p.sku, c.state); }
     cursor = page.next_cursor;
     $("catalog-more").hidden = !cursor;
     $("catalog-empty").hidden = cards.size > 0;
@@ -214,63 +252,151 @@ async function showCatalog() {
     try {
       const page = await api("GET", "/products?limit=50");
       for (const p of page.items) { const c = cards.get(p.sku); if (c) c.update(p); }
+      for (const c of cards.values()) c.tick();
     } catch { /* the next poll tries again */ }
     if (!stopped) timer = setTimeout(poll, 3000);
   };
   $("catalog-more").onclick = () => load(true).catch(fail);
-  leave = () => { stopped = true; clearTimeout(timer); };
+  leave = () => { stopped = true; clearTimeout(timer); states.stop(); };
   try { await load(false); } catch (err) { fail(err); }
   if (!stopped) timer = setTimeout(poll, 3000);
 }
 
-function card(p) {
+// card draws a catalog card: the sale's state (from the product's first
+// stock event, read once) with the listing's availability, polled.
+function card(p, states) {
   const li = $("product-card").content.firstElementChild.cloneNode(true);
   const link = li.querySelector(".card-link");
   link.href = "#/p/" + encodeURIComponent(p.sku);
   li.querySelector(".card-name").textContent = p.name;
   li.querySelector(".card-price").textContent = money(p.price_cents);
   li.dataset.sku = p.sku;
-  const avail = li.querySelector(".card-available");
-  const update = (q) => { avail.textContent = q.available > 0 ? q.available + " available" : "none available"; };
-  update(p);
+  const badge = li.querySelector(".card-sale"), avail = li.querySelector(".card-available");
+  let st = null, available = p.available;
+  const draw = () => {
+    if (!st) { li.classList.add("loading"); return; }
+    li.classList.remove("loading");
+    let sale = saleNow({ ...st, available });
+    if (sale === "open" && available <= 0) sale = "sold_out";
+    if (sale === "sold_out" && available > 0) sale = "open";
+    li.dataset.sale = sale;
+    badge.textContent = saleWords[sale] || sale;
+    badge.className = "badge card-sale " + sale;
+    avail.textContent = sale === "upcoming" ? "Starts " + when(st.starts_at)
+      : sale === "open" ? available + " available" + (st.ends_at ? " · ends " + when(st.ends_at) : "")
+      : sale === "sold_out" ? "None left"
+      : sale === "ended" ? "Ended " + when(st.ends_at)
+      : "Not on sale";
+  };
+  const update = (q) => {
+    const before = available;
+    available = q.available;
+    // Stock where there was no sale, or more than the round had: a new
+    // round, perhaps; read its state again.
+    if (st && ((st.sale === "none" && available > 0) || available > before && saleNow(st) !== "open")) states.want(p.sku, state);
+    draw();
+  };
+  const state = (s) => { st = s; available = s.sale === "none" ? available : s.available; draw(); };
+  draw();
   $("catalog").append(li);
-  return { update };
+  return { update, state, tick: draw };
+}
+
+// saleStates reads products' sale states for the catalog: the first event
+// of each one's stock stream, then the stream is closed (a stream per card
+// left open would take the browser's few connections to the server). A
+// few at a time.
+function saleStates() {
+  const queue = [], ctl = new AbortController();
+  let running = 0;
+  const next = () => {
+    while (running < 4 && queue.length) {
+      const [sku, done] = queue.shift();
+      running++;
+      firstStock(sku, ctl.signal).then((s) => { if (s) done(s); }, () => {})
+        .finally(() => { running--; next(); });
+    }
+  };
+  return {
+    want(sku, done) { queue.push([sku, done]); next(); },
+    stop() { queue.length = 0; ctl.abort(); },
+  };
+}
+
+async function firstStock(sku, signal) {
+  const r = await fetch(API + "/products/" + encodeURIComponent(sku) + "/events",
+    { signal, headers: { Accept: "text/event-stream" } });
+  if (!r.ok || !r.body) return null;
+  const reader = r.body.getReader(), dec = new TextDecoder();
+  let buf = "";
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return null;
+      buf += dec.decode(value, { stream: true });
+      const m = buf.match(/event: ?stock\r?\ndata: ?(.*)\r?\n/);
+      if (m) return JSON.parse(m[1]);
+    }
+  } finally {
+    reader.cancel().catch(() => {});
+  }
 }
 
 // Product page: live stock over Server-Sent Events, the countdown to the
 // sale's start, buy now and add to cart.
 async function showProduct(sku) {
   show("product");
-  ["product-name", "product-description", "product-price", "live-sale", "live-status"].forEach((id) => { $(id).textContent = ""; });
-  $("live-available").textContent = "–";
+  ["product-name", "product-description", "product-price", "live-sale", "live-status", "live-available", "sale-info"]
+    .forEach((id) => { $(id).textContent = ""; });
+  $("live").classList.add("loading"); // a skeleton until the first event
+  $("live").setAttribute("aria-busy", "true");
+  $("view-product").classList.add("loading");
   $("countdown").hidden = true;
-  let state = null, tick = null, events = null, lastSale = null;
+  let state = null, tick = null, events = null, lastSale = null, opens = null;
   const room = waitingRoom(sku);
   currentRoom = room;
-  leave = () => { if (events) events.close(); clearInterval(tick); room.stop(); };
+  leave = () => { if (events) events.close(); clearInterval(tick); clearTimeout(opens); room.stop(); productRender = null; };
+  disableBuy("Checking availability…");
   try {
     const p = await api("GET", "/products/" + encodeURIComponent(sku));
     $("product-name").textContent = p.name;
     $("product-description").textContent = p.description || "";
     $("product-price").textContent = money(p.price_cents);
+    $("view-product").classList.remove("loading");
   } catch (err) { fail(err); return; }
   const render = () => {
     if (!state) return;
-    let sale = state.sale;
+    const sale = saleNow(state);
     const starts = state.starts_at ? Date.parse(state.starts_at) : 0;
-    if (sale === "upcoming" && starts && Date.now() >= starts) sale = "open"; // the server's event is on its way
+    $("live").classList.remove("loading");
+    $("live").removeAttribute("aria-busy");
+    $("live").dataset.sale = sale;
     $("live-available").textContent = String(state.available);
     $("live-sale").textContent = saleWords[sale] || sale;
     $("live-sale").className = "badge " + sale;
+    $("sale-info").textContent = saleSentence(sale, state);
     const cd = $("countdown");
     cd.hidden = sale !== "upcoming";
-    if (sale === "upcoming") cd.textContent = "Sale starts in " + span(starts - Date.now());
-    $("buy-now").disabled = $("add-to-cart").disabled = false;
+    if (sale === "upcoming") cd.textContent = "Starts in " + span(starts - Date.now());
+    const limited = limitHit === roundKey(sku, state);
+    const reason = buyReasons[sale] || (limited ? "You have reached the purchase limit for this sale." : "");
+    if (reason) disableBuy(reason, sale !== "upcoming" && sale !== "open");
+    else if (!buying) enableBuy();
     room.tick();
   };
+  productRender = render;
   events = new EventSource(API + "/products/" + encodeURIComponent(sku) + "/events");
   events.addEventListener("stock", (ev) => {
+    const was = state;
     state = JSON.parse(ev.data);
+    // Units back (a cancellation) or a new window: the limit may allow
+    // another purchase, so the server is asked again.
+    if (was && (state.available > was.available || roundKey(sku, was) !== roundKey(sku, state))) limitHit = null;
+    currentRound = roundKey(sku, state);
+    // Buy turns on at the exact second the sale opens, not a tick later.
+    clearTimeout(opens);
+    const wait = state.sale === "upcoming" && state.starts_at ? Date.parse(state.starts_at) - Date.now() : -1;
+    if (wait >= 0 && wait < 2147483647) opens = setTimeout(render, wait);
     $("live-status").textContent = "Live";
     // A new round may bring a room or take it away: look again when the
     // sale's state changes (not on every unit sold).
@@ -471,6 +597,28 @@ function waitingRoom(sku) {
   };
 }
 
+// Buy is disabled, with the reason shown, when it cannot succeed: before
+// the first stock event, outside the sale's window, sold out, or once the
+// server said the shopper reached the round's per-shopper limit (the
+// public API does not tell the limit beforehand). Add to cart stays on
+// while a sale is upcoming or open: a cart reserves nothing.
+let productRender = null; // the product page's render, while shown
+let limitHit = null; // the round (roundKey) whose limit the shopper reached
+let currentRound = null; // the product page's round (roundKey)
+let buying = false;
+const roundKey = (sku, st) => sku + "|" + (st.starts_at || "") + "|" + (st.ends_at || "");
+function disableBuy(reason, noCart = true) {
+  $("buy-now").disabled = true;
+  $("add-to-cart").disabled = noCart;
+  $("buy-reason").textContent = reason;
+  $("buy-reason").hidden = false;
+}
+function enableBuy() {
+  $("buy-now").disabled = $("add-to-cart").disabled = false;
+  $("buy-reason").hidden = true;
+  $("buy-reason").textContent = "";
+}
+
 // A buy intent keeps its Idempotency-Key until it is answered: a retry or
 // a second click of the same intent cannot buy twice, and the button stays
 // disabled while the request is out.
@@ -485,6 +633,7 @@ async function buyNow(ev) {
   if (!buyIntent || buyIntent.sku !== sku || buyIntent.quantity !== quantity) buyIntent = { sku, quantity, key: newKey() };
   const button = $("buy-now");
   button.disabled = true;
+  buying = true;
   try {
     const r = await api("POST", "/products/" + encodeURIComponent(sku) + "/purchase", { quantity },
       { auth: true, idempotencyKey: buyIntent.key, headers: passes.header([sku]) });
@@ -493,9 +642,12 @@ async function buyNow(ev) {
   } catch (err) {
     if (err instanceof Problem) buyIntent = null; // answered: the next click is a new intent
     if (err instanceof Problem && err.code === "pass_required" && currentRoom) currentRoom.lost();
+    if (err instanceof Problem && err.code === "limit_exceeded") limitHit = currentRound;
     fail(err);
   } finally {
+    buying = false;
     button.disabled = false;
+    if (productRender) productRender();
   }
 }
 
@@ -667,6 +819,8 @@ async function showOrders() {
     let page;
     try { page = await api("GET", "/orders?limit=20", undefined, { auth: true }); } catch (err) { fail(err); return; }
     if (stopped) return;
+    await nameProducts(page.items.flatMap((o) => (o.items || []).map((i) => i.sku)));
+    if (stopped) return;
     items = page.items;
     render();
     for (const o of items) if (waitingOnPayment(o) && !followed.has(o.order_id)) follow(o.order_id);
@@ -770,17 +924,46 @@ async function showOrders() {
   await poll();
 }
 
+// A short order reference for people: the id's first eight characters
+// (the whole id stays in the element's title and data-order-id).
+const shortRef = (id) => String(id).replace(/-/g, "").slice(0, 8).toUpperCase();
+
+// Product names for the order lines, from the catalog: the listing once,
+// then GET /products/{sku} for a SKU it did not hold (a deleted product
+// keeps its SKU).
+const productNames = new Map();
+let namesListed = false;
+async function nameProducts(skus) {
+  if (!namesListed) {
+    namesListed = true;
+    try {
+      let cursor = null, pages = 0;
+      do {
+        const page = await api("GET", "/products?limit=100" + (cursor ? "&cursor=" + encodeURIComponent(cursor) : ""));
+        for (const p of page.items) productNames.set(p.sku, p.name);
+        cursor = page.next_cursor;
+      } while (cursor && ++pages < 5);
+    } catch { namesListed = false; }
+  }
+  const missing = [...new Set(skus)].filter((sku) => !productNames.has(sku));
+  await Promise.all(missing.map(async (sku) => {
+    try { productNames.set(sku, (await api("GET", "/products/" + encodeURIComponent(sku))).name); } catch { productNames.set(sku, sku); }
+  }));
+}
+
 const unsupported = (err) => err instanceof Problem && (err.status === 404 || err.status === 405) &&
   (err.code === "not_found" || err.code === "method_not_allowed");
 
 function orderItem(o, expiries, act) {
   const li = $("order-item").content.firstElementChild.cloneNode(true);
   li.dataset.orderId = o.order_id;
-  li.querySelector(".order-id").textContent = "Order " + o.order_id;
+  li.querySelector(".order-id").textContent = "Order #" + shortRef(o.order_id);
+  li.querySelector(".order-id").title = o.order_id;
+  if (o.created_at) li.querySelector(".order-date").textContent = when(o.created_at);
   const st = li.querySelector(".order-status");
   st.textContent = o.status;
   st.className = "badge order-status " + o.status;
-  li.querySelector(".order-lines").textContent = (o.items || []).map((i) => i.quantity + " × " + i.sku).join(", ");
+  li.querySelector(".order-lines").textContent = (o.items || []).map((i) => i.quantity + " × " + (productNames.get(i.sku) || i.sku)).join(", ");
   li.querySelector(".order-total").textContent = "Total " + money(o.total_cents);
   if (o.payment) li.dataset.payment = o.payment.status;
   const words = paymentWords(o);
@@ -828,6 +1011,18 @@ async function login(email, password) {
   const pair = await api("POST", "/auth/login", { email, password, device: "storefront" });
   session.save(pair, email);
   passes.clear();
+  await whoAmI();
+}
+
+// whoAmI reads the shopper's name (GET /me) for the nav: the name given
+// at sign-up, else the email.
+async function whoAmI() {
+  if (!session.access) { renderNav(); return; }
+  try {
+    const me = await api("GET", "/me", undefined, { auth: true });
+    session.setName(me.name || "");
+    if (me.email) localStorage.setItem("shop.email", me.email);
+  } catch { /* the nav shows the email meanwhile */ }
   renderNav();
 }
 
@@ -880,5 +1075,6 @@ document.addEventListener("DOMContentLoaded", () => {
   window.addEventListener("hashchange", () => { route(); $("main").focus(); });
   window.addEventListener("storage", renderNav);
   renderNav();
+  if (session.access && !localStorage.getItem("shop.email")) whoAmI();
   route();
 });
