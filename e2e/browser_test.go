@@ -11,10 +11,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/shop-oss/shop/internal/testenv"
 	"github.com/stripe/stripe-go/v82"
@@ -43,8 +45,12 @@ func chromium(t *testing.T) string {
 
 // browser starts a headless Chromium with a fresh profile and returns a
 // tab's context and a check that fails t for every script error the page
-// threw. The flags keep it off the network: on a closed machine it would
-// otherwise hang on background connections.
+// threw, every console.error, and every browser log error (a file that
+// failed to load, such as a missing favicon, or a policy violation). A
+// failed API call (/api/v1/...) is the page's business, told to the
+// shopper in words: its network log line is not counted. The flags keep
+// it off the network: on a closed machine it would otherwise hang on
+// background connections.
 func browser(t *testing.T) (context.Context, func()) {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
@@ -73,9 +79,9 @@ func browser(t *testing.T) (context.Context, func()) {
 			if err != nil {
 				return
 			}
-			if m.IsException() {
+			if pageError(m) {
 				mu.Lock()
-				thrown = append(thrown, m.String())
+				thrown = append(thrown, m.String()+" "+m.URL)
 				mu.Unlock()
 			}
 		}
@@ -85,9 +91,75 @@ func browser(t *testing.T) (context.Context, func()) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, e := range thrown {
-			t.Errorf("script error on the page: %s", e)
+			t.Errorf("error on the page: %s", e)
 		}
 	}
+}
+
+// pageError tells whether a console message is an error of the page: an
+// exception, a console.error, or a browser log error other than an API
+// answer's status (a 404 or 409 the page handles).
+func pageError(m chromedp.ConsoleMessage) bool {
+	switch {
+	case m.IsException():
+		return true
+	case m.Type != chromedp.ConsoleError:
+		return false
+	case m.Source == "network" && strings.Contains(m.URL, "/api/v1/"):
+		return false
+	}
+	return true
+}
+
+// stayOnOrigin watches every request the tab sends and returns a check
+// that fails t for each one to anywhere but origin (data: URLs excepted):
+// the page loads nothing from elsewhere and talks to its own server only.
+// Call it before the first navigation.
+func stayOnOrigin(t *testing.T, ctx context.Context, origin string) func() {
+	t.Helper()
+	var mu sync.Mutex
+	var away []string
+	var seen int
+	requests := chromedp.Events(ctx, network.RequestWillBeSent)
+	go func() {
+		for ev, err := range requests {
+			if err != nil {
+				return
+			}
+			if ev.Request == nil {
+				continue
+			}
+			u := ev.Request.URL
+			mu.Lock()
+			seen++
+			if u != origin && !strings.HasPrefix(u, origin+"/") && !strings.HasPrefix(u, "data:") {
+				away = append(away, u)
+			}
+			mu.Unlock()
+		}
+	}()
+	return func() {
+		t.Helper()
+		mu.Lock()
+		defer mu.Unlock()
+		if seen == 0 {
+			t.Errorf("no request of the page was seen: the origin check watched nothing")
+		}
+		for _, u := range away {
+			t.Errorf("the page sent a request off its origin %s: %s", origin, u)
+		}
+	}
+}
+
+// screenshots saves the page at a desktop's width (1280 px) and a phone's
+// (390 px), as name-1280.png and name-390.png, then puts the window back.
+func screenshots(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	for _, w := range []int64{1280, 390} {
+		do(t, ctx, "resize to "+strconv.FormatInt(w, 10)+" px", chromedp.EmulateViewport(w, 900))
+		screenshot(t, ctx, fmt.Sprintf("%s-%d.png", name, w))
+	}
+	do(t, ctx, "resize back", chromedp.ResetViewport())
 }
 
 // until waits for a JavaScript condition on the page.
@@ -117,6 +189,7 @@ func TestBrowserStorefront(t *testing.T) {
 	other := s.shoppers(t, 1, "browser-other")[0]
 	ctx, noScriptErrors := browser(t)
 	defer noScriptErrors()
+	defer stayOnOrigin(t, ctx, s.URL)()
 	id := func(s string) chromedp.ID { return chromedp.ID(s) }
 
 	// Sign up (which logs in), log out, log in.
@@ -269,6 +342,7 @@ func TestBrowserStorefrontStripe(t *testing.T) {
 			s.product(t, "stripe-browser", price, map[string]any{"quantity": 10, "per_user_limit": 0})
 			ctx, noScriptErrors := browser(t)
 			defer noScriptErrors()
+			defer stayOnOrigin(t, ctx, s.URL)()
 			order := stripeOrder(t, ctx, s)
 			tc.then(t, ctx, s, order)
 		})
@@ -475,6 +549,7 @@ func TestBrowserWaitingRoom(t *testing.T) {
 	ahead := s.shoppers(t, 8, "room-ahead")
 	ctx, noScriptErrors := browser(t)
 	defer noScriptErrors()
+	defer stayOnOrigin(t, ctx, s.URL)()
 	id := func(s string) chromedp.ID { return chromedp.ID(s) }
 
 	do(t, ctx, "sign up",
@@ -580,7 +655,7 @@ func TestBrowserWaitingRoom(t *testing.T) {
 		}
 	}
 	lines := `[...document.querySelectorAll('#orders .order-lines')].map(e => e.textContent).join()`
-	until(t, ctx, "both orders are listed", fmt.Sprintf(`%s === '1 × %s,1 × %s'`, lines, sku, sku))
+	until(t, ctx, "both orders are listed by the product's name", fmt.Sprintf(`%s === '1 × Product %s,1 × Product %s'`, lines, sku, sku))
 	until(t, ctx, "both orders are confirmed",
 		`[...document.querySelectorAll('#orders .order-status')].map(e => e.textContent).join() === 'confirmed,confirmed'`)
 	if rep := s.waitConfirmed(t, sku, 2); rep.Sold != 2 {
@@ -637,4 +712,140 @@ func leadingZeroBits(b []byte) int {
 		n += 8
 	}
 	return n
+}
+
+// The storefront says each sale's state, in the catalog and on the
+// product page, and Buy is on only when it can succeed: a product not on
+// sale, a sale later today, one opening in a few seconds, an open one
+// with a per-shopper limit of 1, a sold-out one and one that ends. The
+// sale that opens does so on the page without a reload, Buy turning on
+// within the second of starts_at; the second purchase past the limit
+// disables Buy with the reason. The nav greets the shopper by name, and
+// the orders name the product with a short reference. Every view is
+// saved at 1280 and 390 px (store-*.png).
+func TestBrowserSaleStates(t *testing.T) {
+	t.Parallel()
+	s := newShop(t, liveEnv(t))
+	admin := []string{"Authorization", "Bearer " + s.admin}
+	rfc := func(d time.Duration) string { return time.Now().Add(d).UTC().Format(time.RFC3339) }
+	// A window must end in the future when seeded: this one ends before
+	// the catalog is opened.
+	s.product(t, "sale-ended", 3000, map[string]any{"quantity": 5, "ends_at": rfc(3 * time.Second)})
+	if r := call(t, http.MethodPost, s.api+"/admin/products", map[string]any{
+		"sku": "sale-none", "name": "Product sale-none", "category": "e2e", "price_cents": 900,
+	}, admin...); r.Status != http.StatusCreated {
+		t.Fatalf("create sale-none: %d %s", r.Status, r.Body)
+	}
+	s.product(t, "sale-later", 4900, map[string]any{"quantity": 5, "starts_at": rfc(3 * time.Hour), "ends_at": rfc(5 * time.Hour)})
+	s.product(t, "sale-open", 1999, map[string]any{"quantity": 20, "per_user_limit": 1, "ends_at": rfc(2 * time.Hour)})
+	s.product(t, "sale-sold", 2500, map[string]any{"quantity": 1, "per_user_limit": 1})
+	other := s.shoppers(t, 1, "sale-other")[0]
+	if o := s.purchase(t, other, "sale-sold", 1, "sale-sold-1"); o.status != http.StatusAccepted {
+		t.Fatalf("sell out sale-sold: %+v", o)
+	}
+	ctx, noScriptErrors := browser(t)
+	defer noScriptErrors()
+	defer stayOnOrigin(t, ctx, s.URL)()
+	id := func(s string) chromedp.ID { return chromedp.ID(s) }
+
+	do(t, ctx, "log-in page", chromedp.Navigate(s.URL+"/#/login"), chromedp.WaitVisible(id("login-email")))
+	screenshots(t, ctx, "store-login")
+	do(t, ctx, "sign up with a name",
+		chromedp.Navigate(s.URL+"/#/register"),
+		chromedp.WaitVisible(id("register-email")),
+		chromedp.SendKeys(id("register-name"), "Ada Lovelace"),
+		chromedp.SendKeys(id("register-email"), "ada@shop.test"),
+		chromedp.SendKeys(id("register-password"), "ada-password"),
+		chromedp.Click(id("register-submit")),
+		chromedp.WaitVisible(id("nav-logout")),
+	)
+	until(t, ctx, "the nav shows the name, not the email", text("nav-user", "Ada Lovelace"))
+
+	// The catalog: each card with its sale's state.
+	card := func(sku string) string { return fmt.Sprintf(`document.querySelector('#catalog li[data-sku=%q]')`, sku) }
+	for sku, want := range map[string]string{
+		"sale-none": "none", "sale-later": "upcoming", "sale-open": "open", "sale-sold": "sold_out", "sale-ended": "ended",
+	} {
+		until(t, ctx, sku+" card says "+want, fmt.Sprintf(`!!%s && %s.dataset.sale === %q`, card(sku), card(sku), want))
+	}
+	until(t, ctx, "the upcoming card shows its start", card("sale-later")+`.querySelector('.card-available').textContent.startsWith('Starts ')`)
+	until(t, ctx, "not on sale and sold out read differently",
+		card("sale-none")+`.querySelector('.card-state').textContent !== `+card("sale-sold")+`.querySelector('.card-state').textContent`)
+	screenshots(t, ctx, "store-catalog")
+
+	// A product page: its state, Buy on or off with the reason.
+	product := func(sku, badge, reason, shot string) {
+		t.Helper()
+		do(t, ctx, "open "+sku, chromedp.Navigate(s.URL+"/#/p/"+sku))
+		until(t, ctx, sku+" reads "+badge, text("live-sale", badge)+` && !document.getElementById('live').classList.contains('loading')`)
+		if reason == "" {
+			until(t, ctx, sku+": Buy is on, no reason shown",
+				`!document.getElementById('buy-now').disabled && document.getElementById('buy-reason').getClientRects().length === 0`)
+		} else {
+			until(t, ctx, sku+": Buy is off with the reason", fmt.Sprintf(
+				`document.getElementById('buy-now').disabled && document.getElementById('buy-reason').getClientRects().length > 0 && `+
+					`document.getElementById('buy-reason').textContent.includes(%q)`, reason))
+		}
+		if shot != "" {
+			screenshots(t, ctx, shot)
+		}
+	}
+	product("sale-none", "not on sale", "not on sale", "store-product-none")
+	product("sale-later", "upcoming", "opens when the sale starts", "store-product-upcoming")
+	until(t, ctx, "the upcoming sale states its start and end", `/^Sale starts .+ and ends .+\.$/.test(document.getElementById('sale-info').textContent)`)
+	product("sale-sold", "sold out", "Sold out", "store-product-soldout")
+	product("sale-ended", "sale ended", "ended", "store-product-ended")
+
+	// The limit: one purchase, then Buy off with the reason.
+	product("sale-open", "on sale now", "", "store-product-open")
+	do(t, ctx, "buy the one allowed", chromedp.Click(id("buy-now")))
+	until(t, ctx, "the order is placed", `document.getElementById('message').textContent.includes('placed')`)
+	until(t, ctx, "Buy is back on", `!document.getElementById('buy-now').disabled`)
+	do(t, ctx, "buy one more", chromedp.Click(id("buy-now")))
+	until(t, ctx, "past the limit, Buy is off with the reason",
+		`document.getElementById('buy-now').disabled && document.getElementById('buy-reason').textContent.includes('purchase limit')`)
+	screenshots(t, ctx, "store-product-limit")
+
+	// The countdown: a sale opening in a few seconds turns on without a
+	// reload, at its start.
+	startsAt := time.Now().Add(6 * time.Second).Truncate(time.Second)
+	s.product(t, "sale-soon", 1500, map[string]any{"quantity": 5, "starts_at": startsAt.UTC().Format(time.RFC3339)})
+	do(t, ctx, "open sale-soon", chromedp.Navigate(s.URL+"/#/p/sale-soon"))
+	until(t, ctx, "sale-soon is upcoming, Buy off with the reason", text("live-sale", "upcoming")+
+		` && document.getElementById('buy-now').disabled && document.getElementById('buy-reason').textContent.includes('opens when the sale starts')`+
+		` && document.getElementById('countdown').textContent.startsWith('Starts in ')`)
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => {
+		window.sameDocument = true;
+		const b = document.getElementById('buy-now');
+		new MutationObserver(() => { if (!b.disabled && !window.buyOnAt) window.buyOnAt = Date.now(); })
+			.observe(b, { attributes: true, attributeFilter: ['disabled'] });
+		return true;
+	})()`)); err != nil {
+		t.Fatal(err)
+	}
+	if time.Now().After(startsAt) {
+		t.Fatalf("sale-soon opened before the page was watched; the test is too slow")
+	}
+	until(t, ctx, "Buy turns on when the sale opens, without a reload",
+		`window.sameDocument === true && !!window.buyOnAt && `+text("live-sale", "on sale now")+
+			` && document.getElementById('buy-reason').getClientRects().length === 0`)
+	on, err := chromedp.Run(ctx, chromedp.Evaluate[int64](`window.buyOnAt`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if late := time.UnixMilli(on).Sub(startsAt); late < -50*time.Millisecond || late > time.Second {
+		t.Errorf("Buy turned on %v after starts_at, want within the second", late)
+	}
+	do(t, ctx, "buy as it opens", chromedp.Click(id("buy-now")))
+	until(t, ctx, "the order is placed", `document.getElementById('message').textContent.includes('placed')`)
+
+	// The orders: product names and short references.
+	do(t, ctx, "open the orders", chromedp.Navigate(s.URL+"/#/orders"))
+	until(t, ctx, "the orders name the products",
+		`[...document.querySelectorAll('#orders .order-lines')].map(e => e.textContent).join() === '1 × Product sale-soon,1 × Product sale-open'`)
+	until(t, ctx, "short order references",
+		`[...document.querySelectorAll('#orders .order-id')].every(e => /^Order #[0-9A-F]{8}$/.test(e.textContent))`)
+	until(t, ctx, "both orders confirmed",
+		`[...document.querySelectorAll('#orders .order-status')].map(e => e.textContent).join() === 'confirmed,confirmed'`)
+	screenshots(t, ctx, "store-orders")
 }
