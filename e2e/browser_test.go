@@ -858,7 +858,8 @@ func TestBrowserSaleStates(t *testing.T) {
 	until(t, ctx, "the orders name the products",
 		`[...document.querySelectorAll('#orders .order-lines')].map(e => e.textContent).join() === '1 × Product sale-soon,1 × Product sale-open'`)
 	until(t, ctx, "short order references",
-		`[...document.querySelectorAll('#orders .order-id')].every(e => /^Order #[0-9A-F]{8}$/.test(e.textContent))`)
+		`[...document.querySelectorAll('#orders .order-id')].every(e => /^Order #[0-9A-F]{8}$/.test(e.textContent)) && `+
+			`new Set([...document.querySelectorAll('#orders .order-id')].map(e => e.textContent)).size === 2`)
 	until(t, ctx, "both orders confirmed",
 		`[...document.querySelectorAll('#orders .order-status')].map(e => e.textContent).join() === 'confirmed,confirmed'`)
 	screenshots(t, ctx, "store-orders")

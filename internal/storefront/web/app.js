@@ -924,9 +924,10 @@ async function showOrders() {
   await poll();
 }
 
-// A short order reference for people: the id's first eight characters
-// (the whole id stays in the element's title and data-order-id).
-const shortRef = (id) => String(id).replace(/-/g, "").slice(0, 8).toUpperCase();
+// A short order reference for people: the id's last eight characters
+// (its first ones are a timestamp in a time-ordered id, shared by orders
+// of the same moment; the whole id stays in the title and data-order-id).
+const shortRef = (id) => String(id).replace(/-/g, "").slice(-8).toUpperCase();
 
 // Product names for the order lines, from the catalog: the listing once,
 // then GET /products/{sku} for a SKU it did not hold (a deleted product
