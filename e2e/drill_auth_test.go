@@ -61,6 +61,8 @@ var publicRoutes = map[string]bool{
 	"GET /api/v1/products": true, "GET /api/v1/products/:sku": true,
 	"POST /api/v1/auth/register": true, "POST /api/v1/auth/login": true, "POST /api/v1/auth/refresh": true,
 	"GET /api/v1/products/:sku/events": true, "GET /": true, "GET /assets/:file": true,
+	// The admin console's page and files are public; what it calls is not.
+	"GET /admin": true, "GET /admin/assets/:file": true,
 	// API.md: best sellers and store reads are public.
 	"GET /api/v1/best-sellers": true, "GET /api/v1/best-sellers/:sku": true,
 	"GET /api/v1/stores/:id": true, "GET /api/v1/stores/nearby": true,

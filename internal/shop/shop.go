@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	adminpage "github.com/shop-oss/shop/internal/admin"
 	"github.com/shop-oss/shop/internal/audit"
 	"github.com/shop-oss/shop/internal/auth"
 	"github.com/shop-oss/shop/internal/autopipe"
@@ -216,9 +217,13 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 			func(r fiber.Router) { a.Audit.Routes(r, admin) },
 			func(r fiber.Router) { a.Auth.AdminRoutes(r, admin) },
 		},
-		// The storefront page, a client of the API above, outside it; it
-		// asks for a card when the provider takes cards.
-		Top:       []func(fiber.Router){func(r fiber.Router) { storefront.Routes(r, cfg.PaymentProvider) }},
+		// The storefront page and the admin console, clients of the API
+		// above, outside it; the storefront asks for a card when the
+		// provider takes cards.
+		Top: []func(fiber.Router){
+			func(r fiber.Router) { storefront.Routes(r, cfg.PaymentProvider) },
+			adminpage.Routes,
+		},
 		Unlimited: a.webhookRoutes(),
 	})
 	return a
