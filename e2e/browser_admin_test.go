@@ -65,7 +65,7 @@ func views(t *testing.T, ctx context.Context, name string) {
 	do(t, ctx, "desktop width", chromedp.EmulateViewport(1280, 900))
 	screenshot(t, ctx, "admin-"+name+"-1280.png")
 	do(t, ctx, "phone width", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
-	wide, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`[...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > 391 && e.offsetParent !== null).map(e => e.tagName + '#' + e.id + '.' + e.className + ':' + Math.round(e.getBoundingClientRect().right)).slice(0, 8).join(' ')`))
+	wide, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.documentElement.scrollWidth <= 390 ? '' : [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > 391 && e.offsetParent !== null).map(e => e.tagName + '#' + e.id + '.' + e.className + ':' + Math.round(e.getBoundingClientRect().right)).slice(0, 8).join(' ')`))
 	if wide != "" {
 		t.Logf("%s at 390 px, wider than the screen: %s", name, wide)
 	}

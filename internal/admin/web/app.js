@@ -473,7 +473,7 @@ function drawLine(svg, points) {
   const y = (v) => H - pad - (H - 2 * pad) * v / max;
   let d = "";
   points.forEach(([t, v], i) => {
-    d += (i ? " H" + x(t).toFixed(1) + " V" : "M" + x(t).toFixed(1) + " ") + y(v).toFixed(1);
+    d += (i ? " L" : "M") + x(t).toFixed(1) + " " + y(v).toFixed(1);
   });
   if (points.length) d += " H" + x(now).toFixed(1);
   svg.replaceChildren(
