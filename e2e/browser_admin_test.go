@@ -4,59 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 )
-
-// guard fails t for every request the page sends outside origin (data:
-// URLs excepted) and for every console error the page logs: console.error,
-// an exception, or a browser log error such as a refused
-// Content-Security-Policy. The browser's "Failed to load resource" lines
-// for the API's 4xx answers are left out: the test provokes some (a
-// validation error, a shopper's refused log-in) on purpose.
-func guard(t *testing.T, ctx context.Context, origin string) func() {
-	t.Helper()
-	var mu sync.Mutex
-	var bad []string
-	note := func(s string) { mu.Lock(); bad = append(bad, s); mu.Unlock() }
-	if err := chromedp.Listen(ctx, func(ev any) {
-		if e, ok := ev.(*network.EventRequestWillBeSent); ok {
-			u := e.Request.URL
-			if !strings.HasPrefix(u, origin+"/") && u != origin && !strings.HasPrefix(u, "data:") {
-				note("a request left the origin: " + e.Request.Method + " " + u)
-			}
-		}
-	}); err != nil {
-		t.Fatalf("listen to the network: %v", err)
-	}
-	messages := chromedp.Console(ctx)
-	go func() {
-		for m, err := range messages {
-			if err != nil {
-				return
-			}
-			if m.Source == "network" && strings.HasPrefix(m.Text, "Failed to load resource: the server responded with a status of 4") {
-				continue
-			}
-			if m.Type == chromedp.ConsoleError || m.IsException() {
-				note(fmt.Sprintf("console %s (%s %s)", m.String(), m.Source, m.URL))
-			}
-		}
-	}()
-	return func() {
-		t.Helper()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, b := range bad {
-			t.Error(b)
-		}
-	}
-}
 
 // views saves the page at a desktop's and a phone's width (name-1280.png,
 // name-390.png); at 390 px nothing may overflow sideways.
@@ -104,7 +56,7 @@ func TestBrowserAdmin(t *testing.T) {
 	buyers := s.shoppers(t, 3, "admin-browser")
 	ctx, noScriptErrors := browser(t)
 	defer noScriptErrors()
-	defer guard(t, ctx, s.URL)()
+	defer stayOnOrigin(t, ctx, s.URL)()
 	do(t, ctx, "desktop width", chromedp.EmulateViewport(1280, 900))
 
 	adminRefusesShopper(t, ctx, s)
