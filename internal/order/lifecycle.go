@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/telemetry"
 )
 
 // Errors of the lifecycle steps.
@@ -74,7 +75,7 @@ func (l *lifecycle) giveBack(ctx context.Context, o Order, to string) (inventory
 	for _, it := range o.lines {
 		lines = append(lines, inventory.ReleaseLine{SKU: it.SKU, Quantity: it.Quantity, RoundID: it.RoundID})
 	}
-	r, err := l.stock.Release(ctx, l.guarded(o, to, lines))
+	r, err := l.stock.Release(ctx, l.guarded(ctx, o, to, lines))
 	if err != nil || r.Refused {
 		return r, err
 	}
@@ -89,13 +90,13 @@ func (l *lifecycle) giveBack(ctx context.Context, o Order, to string) (inventory
 
 // guarded is the release of lines (o's, in its home partition) that moves
 // o from pending or confirmed to to, with the transition event as its
-// outbox entry on o's stream.
-func (l *lifecycle) guarded(o Order, to string, lines []inventory.ReleaseLine) inventory.Release {
+// outbox entry on o's stream, carrying ctx's trace.
+func (l *lifecycle) guarded(ctx context.Context, o Order, to string, lines []inventory.ReleaseLine) inventory.Release {
 	return inventory.Release{
 		OrderID: o.ID, UserID: o.userID, Lines: lines,
 		Guard: &inventory.Guard{Key: l.keys.status(o.ID), Field: "status",
 			From: []string{StatusPending, StatusConfirmed}, To: to},
-		Outbox: &inventory.Outbox{Stream: l.keys.stream(o.partition), Values: transitionValues(o, to, time.Now(), "")},
+		Outbox: &inventory.Outbox{Stream: l.keys.stream(o.partition), Values: transitionValues(o, to, time.Now(), "", telemetry.Traceparent(ctx))},
 	}
 }
 
@@ -114,14 +115,20 @@ func (o Order) skus() []string {
 const kindTransition = "transition"
 
 // transitionValues is the transition event for o moving to status at at
-// (the format: internal/order/writer's event.go).
-func transitionValues(o Order, status string, at time.Time, ref string) []string {
+// (the format: internal/order/writer's event.go), with the traceparent of
+// the request that moved it when that was traced, so that the writer's
+// span recording it links to that request.
+func transitionValues(o Order, status string, at time.Time, ref, traceparent string) []string {
 	items, _ := json.Marshal(o.lines) // ReservedItems always marshal
-	return []string{
+	v := []string{
 		"kind", kindTransition, "order_id", o.ID, "user_id", o.userID, "status", status,
 		"at_ms", strconv.FormatInt(at.UnixMilli(), 10), "payment_ref", ref,
 		"created_ms", strconv.FormatInt(o.CreatedAt.UnixMilli(), 10), "items", string(items),
 	}
+	if traceparent != "" {
+		v = append(v, "traceparent", traceparent)
+	}
+	return v
 }
 
 // Cancel cancels user's order id: its units go back to the stock (while

@@ -120,9 +120,9 @@ func (l *lifecycle) giveBackSpread(ctx context.Context, o Order, to string) (inv
 // way, against pay.lua on the same status.
 func (l *lifecycle) decide(ctx context.Context, o Order, to string) (inventory.Released, error) {
 	if home, _ := l.linesByPartition(o); len(home) > 0 {
-		return l.stock.Release(ctx, l.guarded(o, to, home))
+		return l.stock.Release(ctx, l.guarded(ctx, o, to, home))
 	}
-	g := l.guarded(o, to, nil)
+	g := l.guarded(ctx, o, to, nil)
 	args := []any{g.Guard.Field, g.Guard.To, strings.Join(g.Guard.From, ",")}
 	for _, v := range g.Outbox.Values {
 		args = append(args, v)

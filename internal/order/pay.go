@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/shop-oss/shop/internal/apperr"
+	"github.com/shop-oss/shop/internal/telemetry"
 )
 
 var (
@@ -122,7 +123,7 @@ func (s *Service) payStep(ctx context.Context, o Order, p Payment) (Order, payWi
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lifecycleTimeout)
 	defer cancel()
 	reply, err := payScript.Run(ctx, s.rdb, []string{s.keys.status(o.ID), s.keys.due(o.partition), s.keys.stream(o.partition)},
-		o.ID, p.ID).StringSlice()
+		o.ID, p.ID, telemetry.Traceparent(ctx)).StringSlice()
 	if err != nil {
 		// Unknown outcome: keep the charge; a retry with the same token
 		// reuses it (same key) and learns the state.

@@ -9,6 +9,7 @@
 -- KEYS[1] order status (hash)   KEYS[2] orders due (sorted set)
 -- KEYS[3] order stream
 -- ARGV[1] order id   ARGV[2] the provider's reference of the charge
+-- ARGV[3] the paying request's W3C traceparent ('' or absent: not traced)
 --
 -- Returns {'ok', paid_ms}
 --      or {'state', status, payment_ref}  (not confirmed: pending, paid...)
@@ -28,6 +29,10 @@ if expires > 0 and now >= expires then return {'late'} end
 local now_s = string.format('%d', now)
 redis.call('HSET', KEYS[1], 'status', 'paid', 'paid_ms', now_s, 'payment_ref', ref)
 redis.call('ZREM', KEYS[2], id)
-redis.call('XADD', KEYS[3], '*', 'kind', 'transition', 'order_id', id, 'user_id', st[4],
-  'status', 'paid', 'at_ms', now_s, 'payment_ref', ref, 'created_ms', st[5], 'items', st[6])
+local event = {'kind', 'transition', 'order_id', id, 'user_id', st[4],
+  'status', 'paid', 'at_ms', now_s, 'payment_ref', ref, 'created_ms', st[5], 'items', st[6]}
+if ARGV[3] and ARGV[3] ~= '' then
+  event[#event + 1], event[#event + 2] = 'traceparent', ARGV[3]
+end
+redis.call('XADD', KEYS[3], '*', unpack(event))
 return {'ok', now_s}

@@ -51,12 +51,16 @@ type Transition struct {
 	PaymentRef string
 	CreatedAt  time.Time
 	Items      []order.ReservedItem
+	// traceparent is the trace context of the request that moved the
+	// order ("" when it was not traced, or an expiry).
+	traceparent string
 }
 
 // parseTransition validates a transition entry.
 func parseTransition(m redis.XMessage) (Transition, error) {
 	field := func(name string) string { s, _ := m.Values[name].(string); return s }
-	t := Transition{streamID: m.ID, Status: field("status"), PaymentRef: field("payment_ref")}
+	t := Transition{streamID: m.ID, Status: field("status"), PaymentRef: field("payment_ref"),
+		traceparent: field("traceparent")}
 	id, err1 := uuid.Parse(field("order_id"))
 	user, err2 := uuid.Parse(field("user_id"))
 	if err := errors.Join(err1, err2); err != nil {

@@ -33,6 +33,22 @@ func persistSpan(ctx context.Context, events []event) (context.Context, trace.Sp
 		trace.WithLinks(links...), trace.WithAttributes(attribute.Int("shop.orders", len(events))))
 }
 
+// transitionsSpan starts the span of recording a batch's transitions,
+// linked to the requests (a payment, a cancel) that made them, as
+// persistSpan is to the purchases.
+func transitionsSpan(ctx context.Context, ts []Transition) (context.Context, trace.Span) {
+	var links []trace.Link
+	for _, t := range ts {
+		if l, ok := telemetry.Link(t.traceparent); ok && len(links) < maxLinks {
+			l.Attributes = []attribute.KeyValue{attribute.String("shop.order_id", t.OrderID),
+				attribute.String("shop.order_status", t.Status)}
+			links = append(links, l)
+		}
+	}
+	return tracer.Start(ctx, "order writer: record transitions", trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithLinks(links...), trace.WithAttributes(attribute.Int("shop.transitions", len(ts))))
+}
+
 func endSpan(span trace.Span, written int, err error) {
 	span.SetAttributes(attribute.Int("shop.orders_written", written))
 	if err != nil {

@@ -332,6 +332,7 @@ func (w *Writer) recordRetrying(ctx context.Context, ts []Transition) error {
 	if len(ts) == 0 {
 		return nil
 	}
+	ctx, span := transitionsSpan(ctx, ts)
 	b := newBackoff()
 	for {
 		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -339,11 +340,13 @@ func (w *Writer) recordRetrying(ctx context.Context, ts []Transition) error {
 		cancel()
 		if err == nil {
 			w.m.transitions.Add(float64(len(ts)))
+			span.End()
 			return nil
 		}
 		w.m.errors.WithLabelValues("transient").Inc()
 		w.log.Warn("order writer: transitions not recorded, retrying", "err", err, "transitions", len(ts))
 		if ctx.Err() != nil || !b.wait(ctx) {
+			endSpan(span, 0, errGaveUp)
 			return errGaveUp
 		}
 	}

@@ -7,6 +7,7 @@ package tracingtest
 
 import (
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,8 +20,7 @@ import (
 )
 
 func TestPurchaseTraceReachesTheWriter(t *testing.T) {
-	rec := tracetest.NewSpanRecorder()
-	telemetry.Use(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
+	rec := recorder()
 	stores := shoptest.NewStores(t)
 	if err := telemetry.InstrumentRedis(stores.Redis.Client); err != nil {
 		t.Fatal(err)
@@ -84,3 +84,50 @@ func names(spans []sdktrace.ReadOnlySpan) []string {
 	}
 	return out
 }
+
+// A payment's trace leads to the writer's recording of the order's
+// transition: the pay script writes the request's traceparent into the
+// transition event, and the writer's span links to it.
+func TestPaymentTraceReachesTheWriter(t *testing.T) {
+	rec := recorder()
+	app := shoptest.New(t, shoptest.Options{})
+	app.Sale(t, "paid-traced", 100, 5, 0)
+	_, tok := app.Shopper(t, "paid-traced@example.com")
+	var placed struct {
+		OrderID string `json:"order_id"`
+	}
+	app.Do(t, "POST", "/api/v1/products/paid-traced/purchase", tok, `{"quantity":1}`).Decode(t, http.StatusAccepted, &placed)
+	app.Drain(t)
+
+	const traceID = "5bf92f3577b34da6a3ce929d0e0e4737"
+	r := app.Do(t, "POST", "/api/v1/orders/"+placed.OrderID+"/pay", tok, `{"payment_token":"tok_visa"}`,
+		"traceparent", "00-"+traceID+"-00f067aa0ba902b8-01")
+	shoptest.WantStatus(t, r, http.StatusOK)
+	app.Drain(t)
+
+	var recorded sdktrace.ReadOnlySpan
+	for deadline := time.Now().Add(10 * time.Second); recorded == nil && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		for _, s := range rec.Ended() {
+			if s.Name() != "order writer: record transitions" {
+				continue
+			}
+			for _, l := range s.Links() {
+				if l.SpanContext.TraceID().String() == traceID {
+					recorded = s
+				}
+			}
+		}
+	}
+	if recorded == nil {
+		t.Fatalf("no writer span recording the transition linked to the payment: %v", names(rec.Ended()))
+	}
+}
+
+// recorder is the test binary's span recorder, installed once: OpenTelemetry's
+// global provider hands spans to the first provider set, so the tests
+// share it and tell their spans apart by trace id.
+var recorder = sync.OnceValue(func() *tracetest.SpanRecorder {
+	rec := tracetest.NewSpanRecorder()
+	telemetry.Use(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
+	return rec
+})
