@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # `make test`: go vet, staticcheck, the lint of openapi.yaml (when npx is
 # here), then every test with the race detector, against the Redis and
-# PostgreSQL that SHOP_TEST_REDIS_URL / SHOP_TEST_DATABASE_URL name, or that
-# scripts/services.sh finds or starts, and the stripe-mock it builds. Without either, tests fall
-# back to testcontainers (when Docker runs) or skip (failing when CI is set).
+# PostgreSQL that SHOP_TEST_REDIS_URL / SHOP_TEST_DATABASE_URL name, or
+# that scripts/services.sh finds or starts, and the stripe-mock and Jaeger
+# it builds. Without either store, tests fall back to testcontainers (when
+# Docker runs) or skip (failing when CI is set).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/services.sh
@@ -29,7 +30,17 @@ if [ -z "${SHOP_TEST_STRIPE_FIXTURES:-}" ]; then
   mock_dir=$(go mod download -json "github.com/stripe/stripe-mock@$STRIPE_MOCK_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
   export SHOP_TEST_STRIPE_FIXTURES="$mock_dir/embedded/openapi/fixtures3.json"
 fi
-echo "test services: redis=${SHOP_TEST_REDIS_URL:-<testcontainers or skip>} postgres=${SHOP_TEST_DATABASE_URL:-<testcontainers or skip>} stripe-mock=$SHOP_TEST_STRIPE_MOCK"
+# Jaeger all-in-one (e2e's TestJaegerTraceOfAPurchase, a real collector
+# of shop's traces): built once into .tools/ from the tools module, which
+# pins it (tools/go.mod), so that the product's go.mod stays clean. The
+# first build downloads and compiles a few hundred modules (minutes).
+JAEGER_VERSION=$(cd tools && go list -m -f '{{.Version}}' github.com/jaegertracing/jaeger)
+if [ -z "${SHOP_TEST_JAEGER:-}" ]; then
+  jaeger_bin="$PWD/.tools/jaeger-$JAEGER_VERSION/jaeger"
+  [ -x "$jaeger_bin" ] || (cd tools && go build -o "$jaeger_bin" github.com/jaegertracing/jaeger/cmd/jaeger)
+  export SHOP_TEST_JAEGER="$jaeger_bin"
+fi
+echo "test services: redis=${SHOP_TEST_REDIS_URL:-<testcontainers or skip>} postgres=${SHOP_TEST_DATABASE_URL:-<testcontainers or skip>} stripe-mock=$SHOP_TEST_STRIPE_MOCK jaeger=$SHOP_TEST_JAEGER"
 
 go vet ./...
 scripts/staticcheck.sh
