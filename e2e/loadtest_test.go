@@ -146,6 +146,47 @@ func TestLoadtest(t *testing.T) {
 	}
 }
 
+// TestLoadtestForwardedFor: against a server that limits each client to 50
+// requests in 10 s and trusts this host as a proxy, as `make run` does,
+// --forwarded-for gives every request of 40 shoppers (80 sign-ups and
+// logins alone) their own addresses, and the admin's its own: nothing is
+// refused with 429. Without it the run fails on the limit and deletes the
+// product it made, which leaves the catalog.
+func TestLoadtestForwardedFor(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e["SHOP_RATE_LIMIT"] = "50/10s"
+	e["SHOP_TRUSTED_PROXIES"] = "127.0.0.1"
+	addAdmin(t, e)
+	s := startServer(t, e)
+	r, stderr, err := runLoadtest(t, e, s, "--users", "40", "--units", "40", "--per-user-limit", "1", "--forwarded-for")
+	if err != nil {
+		t.Fatalf("loadtest --forwarded-for failed: %v\n%s", err, stderr)
+	}
+	if !r.OK || r.Attack.Accepted != 40 {
+		t.Errorf("report OK %v, accepted %d, want 40: %+v", r.OK, r.Attack.Accepted, r.Invariants)
+	}
+	for outcome, n := range r.Attack.Outcomes {
+		if strings.HasPrefix(outcome, "429") {
+			t.Errorf("%d purchases answered %s", n, outcome)
+		}
+	}
+
+	_, stderr, err = runShop(t, e, "loadtest", "--target", s.URL, "--json", "--admin-email", "lt-admin@example.com",
+		"--admin-password", "correct horse", "--users", "40", "--units", "40")
+	if err == nil || !strings.Contains(stderr, "429") || !strings.Contains(stderr, "was deleted") {
+		t.Fatalf("loadtest without --forwarded-for: %v, want a 429 and its product deleted\n%s", err, stderr)
+	}
+	var page struct {
+		Items []struct{ SKU string } `json:"items"`
+	}
+	// From an address of its own: this host's window is spent.
+	call(t, "GET", s.URL+"/api/v1/products?category=loadtest", nil, "X-Forwarded-For", "203.0.113.7").JSON(t, &page)
+	if len(page.Items) != 1 || page.Items[0].SKU != r.SKU {
+		t.Errorf("loadtest products %+v, want only the first run's %s", page.Items, r.SKU)
+	}
+}
+
 // TestLoadtestPayRatio: against a server with a 5 s payment window, half
 // the winners of a sold-out sale pay and the other half let their orders
 // expire (a payer whose window closed first on a loaded machine is

@@ -49,9 +49,10 @@ func newLoadtestCmd(a *app) *cobra.Command {
 			"without a pass were refused. " +
 			"Exits 1 when an invariant fails.\n\n" +
 			"The admin comes from `shop user add --role admin`. Run the server with SHOP_RATE_LIMIT=0 (or a high " +
-			"limit) for a load test: every shopper shares this machine's address. Only loopback targets are " +
-			"allowed unless --allow-remote is given. Each run leaves its product, shoppers and orders behind: " +
-			"point it at a throwaway database.",
+			"limit) for a load test: every shopper shares this machine's address; or, with SHOP_TRUSTED_PROXIES=127.0.0.1, give " +
+			"--forwarded-for, and every request (sign-up, login, purchase, read) carries its shopper's own address. " +
+			"Only loopback targets are allowed unless --allow-remote is given. Each run leaves its product, shoppers and " +
+			"orders behind (a run that fails deletes its product): point it at a throwaway database.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.AdminEmail = flagOrEnv(cmd, "admin-email", cfg.AdminEmail, a.getenv, envLoadtestEmail)
@@ -108,7 +109,8 @@ func newLoadtestCmd(a *app) *cobra.Command {
 		"with --pay-ratio, how long past the last unpaid order's expires_at to wait for the expiry sweep")
 	f.IntVar(&cfg.SetupWorkers, "setup-workers", 4, "shoppers registered at once")
 	f.BoolVar(&cfg.ForwardedFor, "forwarded-for", false,
-		"send each shopper's own X-Forwarded-For address (198.18.0.0/15), for a server with SHOP_TRUSTED_PROXIES=127.0.0.1 that limits per shopper")
+		"send every request of a shopper (sign-up, login, purchases, reads) with its own X-Forwarded-For address (198.18.0.0/15), "+
+			"and the admin's with one more, for a server with SHOP_TRUSTED_PROXIES=127.0.0.1 that limits per shopper")
 	f.StringVar(&cfg.RedisURL, "redis-url", "", "the server's Redis: with --database-url, the invariants are also judged on the stores directly "+
 		"(live stock sampled during the attack, rows, stream, pending entries)")
 	f.BoolVar(&cfg.RedisCluster, "redis-cluster", false, "--redis-url names a Redis Cluster (a seed node, more seeds as ?addr=host:port), "+

@@ -17,10 +17,27 @@ import (
 type client struct {
 	t    target
 	http *http.Client
+	// forwardedFor, when set, makes as() give requests an X-Forwarded-For
+	// address (Config.ForwardedFor); from is this client's.
+	forwardedFor bool
+	from         string
 }
 
-func newClient(t target, timeout time.Duration) *client {
-	return &client{t: t, http: &http.Client{Transport: t.transport(64), Timeout: timeout}}
+func newClient(t target, timeout time.Duration, forwardedFor bool) *client {
+	return &client{t: t, http: &http.Client{Transport: t.transport(64), Timeout: timeout}, forwardedFor: forwardedFor}
+}
+
+// as is c sending its requests from addr (as X-Forwarded-For) when the run
+// forwards addresses, else c: with --forwarded-for every request of a
+// shopper, sign-up and login included, is counted against its own address
+// by a server that trusts this host as a proxy, never against this host's.
+func (c *client) as(addr string) *client {
+	if !c.forwardedFor {
+		return c
+	}
+	cp := *c
+	cp.from = addr
+	return &cp
 }
 
 // apiError is a non-2xx answer, with the problem document's code.
@@ -73,6 +90,9 @@ func (c *client) do(ctx context.Context, method, path, token string, in, out any
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if c.from != "" {
+		req.Header.Set("X-Forwarded-For", c.from)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -133,7 +153,8 @@ func retrying(ctx context.Context, f func() error) error {
 func explainLimited(err error) error {
 	var ae *apiError
 	if errors.As(err, &ae) && ae.Status == http.StatusTooManyRequests {
-		return fmt.Errorf("%w (the server rate-limits this client: run it with SHOP_RATE_LIMIT=0 or a high limit for a load test)", err)
+		return fmt.Errorf("%w (the server rate-limits this client: run it with SHOP_RATE_LIMIT=0 or a high limit for a load test, "+
+			"or give --forwarded-for to a server with SHOP_TRUSTED_PROXIES=127.0.0.1)", err)
 	}
 	return err
 }

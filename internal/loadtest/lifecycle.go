@@ -83,17 +83,17 @@ func payers(t *tally, ratio float64) (pay, rest []string) {
 // expire too late to wait for.
 func runLifecycle(ctx context.Context, c *client, cfg Config, fx *fixture, t *tally) (*lifecycleRun, error) {
 	lr := &lifecycleRun{ratio: cfg.PayRatio, outcomes: map[string]int{}}
-	token := func(id string) string { return fx.shoppers[t.shopperOf(id)].token }
+	buyer := func(id string) shopper { return fx.shoppers[t.shopperOf(id)] }
 	pay, rest := payers(t, cfg.PayRatio)
 	lr.payers = len(pay)
 	start := time.Now()
-	late, err := lr.payAll(ctx, c, cfg, pay, token)
+	late, err := lr.payAll(ctx, c, cfg, pay, buyer)
 	if err != nil {
 		return nil, err
 	}
 	lr.payTime = time.Since(start)
 	rest = append(rest, late...)
-	latest, err := lr.windows(ctx, c, rest, token)
+	latest, err := lr.windows(ctx, c, rest, buyer)
 	if err != nil {
 		return nil, err
 	}
@@ -107,12 +107,12 @@ func runLifecycle(ctx context.Context, c *client, cfg Config, fx *fixture, t *ta
 		return nil, err
 	}
 	lr.waitTime = time.Since(start)
-	return lr, lr.readBack(ctx, c, token)
+	return lr, lr.readBack(ctx, c, buyer)
 }
 
 // payAll pays for each order in ids, payWorkers at a time, and returns
 // the orders whose window had closed first.
-func (lr *lifecycleRun) payAll(ctx context.Context, c *client, cfg Config, ids []string, token func(string) string) ([]string, error) {
+func (lr *lifecycleRun) payAll(ctx context.Context, c *client, cfg Config, ids []string, buyer func(string) shopper) ([]string, error) {
 	var mu sync.Mutex
 	var late []string
 	bar := newCountBar(cfg.Progress, len(ids), "paying")
@@ -120,7 +120,8 @@ func (lr *lifecycleRun) payAll(ctx context.Context, c *client, cfg Config, ids [
 	g.SetLimit(payWorkers)
 	for _, id := range ids {
 		g.Go(func() error {
-			outcome, retries, err := payOne(gctx, c, id, token(id))
+			b := buyer(id)
+			outcome, retries, err := payOne(gctx, c.as(b.addr), id, b.token)
 			if err != nil {
 				return err
 			}
@@ -173,7 +174,7 @@ func payOne(ctx context.Context, c *client, id, token string) (outcome string, r
 // windows reads each unpaid order back as its buyer and returns the
 // latest expires_at among them (now when none has one); those with a
 // window are the ones to wait for.
-func (lr *lifecycleRun) windows(ctx context.Context, c *client, ids []string, token func(string) string) (time.Time, error) {
+func (lr *lifecycleRun) windows(ctx context.Context, c *client, ids []string, buyer func(string) shopper) (time.Time, error) {
 	var mu sync.Mutex
 	latest := time.Now()
 	g, gctx := errgroup.WithContext(ctx)
@@ -181,7 +182,8 @@ func (lr *lifecycleRun) windows(ctx context.Context, c *client, ids []string, to
 	for _, id := range ids {
 		g.Go(func() error {
 			var o order
-			if err := c.do(gctx, http.MethodGet, "/api/v1/orders/"+id, token(id), nil, &o); err != nil {
+			b := buyer(id)
+			if err := c.as(b.addr).do(gctx, http.MethodGet, "/api/v1/orders/"+id, b.token, nil, &o); err != nil {
 				return fmt.Errorf("read order back: %w", err)
 			}
 			mu.Lock()
@@ -231,14 +233,15 @@ func (lr *lifecycleRun) waitReleased(ctx context.Context, c *client, cfg Config,
 }
 
 // readBack reads each expiring order once more: each must be expired.
-func (lr *lifecycleRun) readBack(ctx context.Context, c *client, token func(string) string) error {
+func (lr *lifecycleRun) readBack(ctx context.Context, c *client, buyer func(string) shopper) error {
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(payWorkers)
 	for _, id := range lr.expiring {
 		g.Go(func() error {
 			var o order
-			if err := c.do(gctx, http.MethodGet, "/api/v1/orders/"+id, token(id), nil, &o); err != nil {
+			b := buyer(id)
+			if err := c.as(b.addr).do(gctx, http.MethodGet, "/api/v1/orders/"+id, b.token, nil, &o); err != nil {
 				return fmt.Errorf("read order back: %w", err)
 			}
 			mu.Lock()

@@ -46,7 +46,7 @@ func TestPayOneRetriesPendingOrders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newClient(tgt, time.Second)
+	c := newClient(tgt, time.Second, false)
 	for _, tc := range []struct {
 		id, outcome string
 		retries     int
@@ -81,7 +81,7 @@ func TestSampledOrderPendingIsReadAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newClient(tgt, time.Second)
+	c := newClient(tgt, time.Second, false)
 	fx := &fixture{sku: "s", shoppers: []shopper{{token: "t"}}}
 	bad, err := checkSample(context.Background(), c, fx, []sampled{{orderID: "soon"}}, time.Now().Add(time.Minute))
 	if err != nil || len(bad) != 0 || reads.Load() != 3 {

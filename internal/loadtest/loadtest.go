@@ -130,7 +130,7 @@ func (c *Config) Validate() error {
 // be carried out (bad config, unreachable or refusing server, interrupted);
 // a completed test returns its report, whose OK says whether every
 // invariant held.
-func Run(ctx context.Context, cfg Config) (*Report, error) {
+func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -146,12 +146,19 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	defer st.close()
-	c := newClient(tgt, cfg.Timeout)
+	// The admin's requests come from adminAddr with ForwardedFor; each
+	// shopper's from its own (c.as).
+	c := newClient(tgt, cfg.Timeout, cfg.ForwardedFor).as(adminAddr)
 	setupStart := time.Now()
-	fx, err := setup(ctx, c, cfg)
+	fx, err := setup(ctx, c, cfg) // deletes its product when it fails
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			discard(c, fx, cfg.Warn)
+		}
+	}()
 	setupTime := time.Since(setupStart)
 	sampler := st.sample(cfg, fx.sku)
 	var res *attackResult

@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -60,20 +62,30 @@ func setup(ctx context.Context, c *client, cfg Config) (*fixture, error) {
 	if err := createProduct(ctx, c, fx); err != nil {
 		return nil, err
 	}
+	if err := setupSale(ctx, c, cfg, fx); err != nil {
+		discard(c, fx, cfg.Warn)
+		return nil, err
+	}
+	return fx, nil
+}
+
+// setupSale seeds the product and makes the shoppers.
+func setupSale(ctx context.Context, c *client, cfg Config, fx *fixture) error {
+	var err error
 	if cfg.Room == nil {
 		if err := seed(ctx, c, fx, cfg.Units, cfg.PerUserLimit); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if fx.shoppers, err = makeShoppers(ctx, c, cfg, fx.run); err != nil {
-		return nil, err
+		return err
 	}
 	if cfg.Room != nil { // after the shoppers: the room opens JoinWindow before the sale
 		if fx.startsAt, err = seedRoom(ctx, c, fx, cfg); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return fx, nil
+	return nil
 }
 
 // newRunID is the time in base 36 and 16 random bits: short, sortable, and
@@ -141,11 +153,12 @@ func makeShoppers(ctx context.Context, c *client, cfg Config, run string) ([]sho
 	for i := range out {
 		g.Go(func() error {
 			email := fmt.Sprintf("lt-%s-%d@loadtest.invalid", run, i)
-			token, err := makeShopper(gctx, c, email, password)
+			addr := shopperAddr(i).String()
+			token, err := makeShopper(gctx, c.as(addr), email, password)
 			if err != nil {
 				return fmt.Errorf("shopper %s: %w", email, err)
 			}
-			out[i] = shopper{email: email, token: token, addr: shopperAddr(i).String()}
+			out[i] = shopper{email: email, token: token, addr: addr}
 			bar.add(1)
 			return nil
 		})
@@ -173,11 +186,51 @@ func makeShopper(ctx context.Context, c *client, email, password string) (string
 }
 
 // shopperAddr is shopper i's address in 198.18.0.0/15, the range set aside
-// for benchmarks (RFC 2544): never a real client's.
+// for benchmarks (RFC 2544): never a real client's. The admin's is
+// adminAddr, past every shopper's.
 func shopperAddr(i int) netip.Addr {
 	var b [4]byte
 	binary.BigEndian.PutUint32(b[:], (198<<24|18<<16)+uint32(i)+1)
 	return netip.AddrFrom4(b)
+}
+
+// adminAddr is the X-Forwarded-For address of the admin's requests (setup,
+// stock reads) with Config.ForwardedFor: the last of 198.18.0.0/15, so that
+// they spend neither a shopper's rate-limit window nor this host's.
+var adminAddr = netip.AddrFrom4([4]byte{198, 19, 255, 254}).String()
+
+// discardTimeout bounds discard's tries: past one rate-limit window of
+// `make run` (10 s).
+const discardTimeout = 15 * time.Second
+
+// discard deletes the run's product after a failed run, so that it does not
+// stay in the catalog (its shoppers, who appear nowhere, stay). A run that
+// failed on the server's rate limit finds it still spent: a 429 or 503 is
+// tried again after its Retry-After, for up to discardTimeout. It reports
+// what it did, or could not do, on warn.
+func discard(c *client, fx *fixture, warn io.Writer) {
+	ctx, cancel := context.WithTimeout(context.Background(), discardTimeout)
+	defer cancel()
+	var err error
+	for {
+		err = c.do(ctx, http.MethodDelete, "/api/v1/admin/products/"+fx.sku, fx.admin, nil, nil)
+		var ae *apiError
+		if err == nil || !errors.As(err, &ae) || ae.Status != http.StatusTooManyRequests && ae.Status != http.StatusServiceUnavailable {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(max(ae.RetryAfter, 200*time.Millisecond)):
+			continue
+		}
+		break
+	}
+	if err != nil {
+		fmt.Fprintf(warn, "loadtest: the run failed and its product %s could not be deleted (%v): delete it with "+
+			"DELETE /api/v1/admin/products/%s\n", fx.sku, err, fx.sku)
+		return
+	}
+	fmt.Fprintf(warn, "loadtest: the run failed: its product %s was deleted\n", fx.sku)
 }
 
 func randomHex(n int) string {

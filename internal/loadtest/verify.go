@@ -141,7 +141,8 @@ func checkSample(ctx context.Context, c *client, fx *fixture, sample []sampled, 
 func readSampled(ctx context.Context, c *client, fx *fixture, s sampled, deadline time.Time) (order, error) {
 	for {
 		var o order
-		err := c.do(ctx, http.MethodGet, "/api/v1/orders/"+s.orderID, fx.shoppers[s.shopper].token, nil, &o)
+		buyer := fx.shoppers[s.shopper]
+		err := c.as(buyer.addr).do(ctx, http.MethodGet, "/api/v1/orders/"+s.orderID, buyer.token, nil, &o)
 		if err != nil || o.Status != "pending" || !time.Now().Before(deadline) {
 			return o, err
 		}
