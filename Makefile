@@ -1,7 +1,7 @@
 # The two commands a new user needs: `make run` and `make test`.
 .PHONY: run test bench bench-room bench-cluster build vet fmt tidy clean-run
 
-run: ## migrate and serve the API on :8080, starting Redis/PostgreSQL if needed
+run: ## migrate and serve the API on 127.0.0.1:8080 (SHOP_ADDR=:8080 for every interface), starting Redis/PostgreSQL if needed
 	@scripts/run.sh
 
 test: ## go vet, staticcheck + all tests with -race (unit, integration and e2e)

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# `make run`: a serving API on :8080 with no other step. Uses
+# `make run`: a serving API on 127.0.0.1:8080 with no other step (only this
+# machine reaches it: the demo admin's password is public; set
+# SHOP_ADDR=:8080 to listen on every interface). Uses
 # SHOP_REDIS_URL / SHOP_DATABASE_URL when set; otherwise Redis and PostgreSQL
 # answering on their default local ports; otherwise private ones started
 # from the machine's binaries into .run/; otherwise `docker compose` from
@@ -25,7 +27,8 @@ export SHOP_ENV=${SHOP_ENV:-dev}
 # machine: trusting loopback as a proxy gives the load's shoppers their own
 # rate-limit windows, so the browser's own is not spent by them.
 export SHOP_TRUSTED_PROXIES=${SHOP_TRUSTED_PROXIES:-127.0.0.1}
-addr=${SHOP_ADDR:-:8080}
+# Loopback by default: the seeded demo admin's password is in the docs.
+addr=${SHOP_ADDR:-127.0.0.1:8080}
 export SHOP_ADDR=$addr
 
 mkdir -p bin
@@ -36,7 +39,8 @@ bin/shop seed demo
 port=${addr##*:}
 cat <<MSG
 
-shop is starting on http://127.0.0.1:$port  (redis: $SHOP_REDIS_URL, postgres: $SHOP_DATABASE_URL)
+shop is starting on $addr: http://127.0.0.1:$port  (redis: $SHOP_REDIS_URL, postgres: $SHOP_DATABASE_URL)
+Only this machine can reach it; SHOP_ADDR=:$port make run listens on every interface.
 Open http://127.0.0.1:$port/ in a browser: the storefront, with live stock.
 Try (docs/getting-started.md walks through a whole sale):
   curl -s http://127.0.0.1:$port/readyz
