@@ -42,11 +42,11 @@ cat <<MSG
 shop is starting on $addr: http://127.0.0.1:$port  (redis: $SHOP_REDIS_URL, postgres: $SHOP_DATABASE_URL)
 Only this machine can reach it; SHOP_ADDR=:$port make run listens on every interface.
 Open http://127.0.0.1:$port/ in a browser: the storefront, with live stock.
-Try (docs/getting-started.md walks through a whole sale):
-  curl -s http://127.0.0.1:$port/readyz
-  curl -s http://127.0.0.1:$port/api/v1/products?category=electronics
-  curl -s -X POST http://127.0.0.1:$port/api/v1/auth/register -H 'Content-Type: application/json' \
-       -d '{"email":"me@example.com","password":"my-password"}'
+Try (docs/getting-started.md walks through a whole sale; -w prints each status):
+  curl -s -w '\n%{http_code}\n' http://127.0.0.1:$port/readyz
+  curl -s -w '\n%{http_code}\n' 'http://127.0.0.1:$port/api/v1/products?category=electronics'
+  curl -s -w '\n%{http_code}\n' -X POST http://127.0.0.1:$port/api/v1/auth/register \\
+       -H 'Content-Type: application/json' -d '{"email":"me@example.com","password":"my-password"}'
   curl -s http://127.0.0.1:$port/metrics | grep shop_purchases
 Stop with Ctrl-C.
 
