@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"log/slog"
 	"net/http"
 	"regexp"
 	"strings"
@@ -92,5 +94,24 @@ func waitFor(t *testing.T, out *lockedBuffer, done chan error, found func(string
 		if time.Now().After(deadline) {
 			t.Fatalf("not on stdout within 30s:\n%s", out.String())
 		}
+	}
+}
+
+// TestRedisLoggerKeepsMsg: a line go-redis logs keeps its message, "redis
+// client", and carries go-redis's text under a key of its own, not a
+// second "msg" that would override it.
+func TestRedisLoggerKeepsMsg(t *testing.T) {
+	var buf bytes.Buffer
+	redisLogger{slog.New(slog.NewJSONHandler(&buf, nil))}.Printf(context.Background(), "pool: %s", "retrying")
+	line := buf.String()
+	if n := strings.Count(line, `"msg":`); n != 1 {
+		t.Fatalf("%d msg keys in %s", n, line)
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(line), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got["msg"] != "redis client" || got["detail"] != "pool: retrying" {
+		t.Errorf("logged %s", line)
 	}
 }

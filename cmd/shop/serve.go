@@ -293,5 +293,5 @@ func startWriter(ctx context.Context, w *writer.Writer) func() error {
 type redisLogger struct{ log *slog.Logger }
 
 func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
-	l.log.WarnContext(ctx, "redis client", "msg", fmt.Sprintf(format, v...))
+	l.log.WarnContext(ctx, "redis client", "detail", fmt.Sprintf(format, v...))
 }
