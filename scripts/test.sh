@@ -60,4 +60,11 @@ fi
 # past its bounds (a 503 after 2.6 s against 2 s): its bounds, and those
 # of the other drills that time an answer, are sized for one test a
 # core. Raise it only once those run on their own.
-go test -race -count=1 -timeout 15m "$@" ./...
+#
+# Plain `go test ./...` prints its packages' results in import-path order,
+# so e2e (minutes) held back every line after it and the run looked silent;
+# -json streams them, and scripts/testprogress prints each package's line
+# as it finishes and a failed test's output (pipefail keeps go test's exit
+# status).
+go build -o .tools/testprogress ./scripts/testprogress
+go test -json -race -count=1 -timeout 15m "$@" ./... | .tools/testprogress
