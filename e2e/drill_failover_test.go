@@ -34,7 +34,7 @@ import (
 // (count and ids), rebuilds the stock from PostgreSQL and what the
 // replica's stream holds, and the sale then sells exactly what is left:
 // PostgreSQL never holds more than was seeded (its CHECK is the last
-// guard, never needed), the audit is clean, and I1-I6 hold with the
+// guard, never needed), the audit is clean, and I1–I7 hold with the
 // reported orders taken out of the accepted set; every other accepted
 // order is a row (nothing silently dropped).
 func TestDrillReplicaPromotedAfterLoss(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 // Waiting-room drills: a roomed sale goes on while Redis restarts or an
 // instance running the admitter dies, and afterwards no entry moved, no
 // admission was lost or made twice, the rate held, and the sale ends
-// with I1–I6 and a clean `shop audit` (whose room checks cover the rate,
+// with I1–I7 and a clean `shop audit` (whose room checks cover the rate,
 // the passes of the buyers and the early order).
 
 // queueTicket is a shopper's ticket as the room answers it.
@@ -289,7 +289,7 @@ func auditClean(t *testing.T, e env) {
 // pass over the restart. Afterwards every entry reads the same entry id,
 // joined_at and place in line, every admission and pass survives (the
 // held passes buy), the admitted count is not lower, admission resumes,
-// and the sale sells out with I1–I6 and a clean audit.
+// and the sale sells out with I1–I7 and a clean audit.
 func TestDrillRoomRedisRestart(t *testing.T) {
 	t.Parallel()
 	rs := startRedisAOF(t)
@@ -418,7 +418,7 @@ func startRedisAOF(t *testing.T) *testenv.RedisProcess {
 // SIGKILL while admissions flow. No entry is admitted twice (admitted_at
 // set for exactly positions 1..admitted, every pass distinct), no span of
 // T seconds admitted more than rate × (T + 1) over the whole run, the
-// survivor keeps admitting, and the sale ends with I1–I6 and a clean
+// survivor keeps admitting, and the sale ends with I1–I7 and a clean
 // audit.
 func TestDrillRoomServeKilled(t *testing.T) {
 	t.Parallel()

@@ -20,7 +20,7 @@ import (
 // three times would not tell a catalog page cut at its timeouts (2 s
 // without the limiter) from one cut at go-redis's read timeout (6 s).
 // Then the refused purchase is repeated with its key, and the drill ends
-// with the full invariant check (I1–I6).
+// with the full invariant check (I1–I7).
 func TestDrillRedisStalled(t *testing.T) {
 	t.Parallel()
 	type bounds struct{ purchase, login, me, product, catalog time.Duration }
@@ -119,7 +119,7 @@ func buyRepeating(t *testing.T, s *shop, token, sku, key string) outcome {
 // answered 503 left nothing held, though its script waited in Redis's
 // socket and ran when Redis woke (it runs past its deadline and refuses).
 // So each refused shopper's retry without a key is bought, not refused as
-// over the limit, the units sold are exactly the 202s' (I1-I6 after).
+// over the limit, the units sold are exactly the 202s' (I1–I7 after).
 func TestDrillRedisStalledBurstHoldsNothing(t *testing.T) {
 	t.Parallel()
 	rs := testenv.StartRedis(t, "--maxmemory-policy", "noeviction")

@@ -17,8 +17,8 @@ import (
 	"github.com/shop-oss/shop/internal/loadtest"
 )
 
-// Every sale and every drill here ends with the same check, I1–I6 of the
-// reliability bar, judged by loadtest.Check (which `shop loadtest` uses
+// Every sale and every drill here ends with the same check, I1–I7 (I1–I6
+// of the reliability bar, I7 the order lifecycle's), judged by loadtest.Check (which `shop loadtest` uses
 // too) on evidence from three sides: the answers the buyers got (sale),
 // the live stock sampled during the sale, and Redis and PostgreSQL read
 // directly once the writer has drained (loadtest.ReadStore), plus which
@@ -154,7 +154,7 @@ func (w *watch) errorsByWhat() map[string]int {
 }
 
 // check gathers the evidence of sku's sale and fails t, naming what is at
-// fault, unless I1–I6 all hold. Call it once the writer has drained.
+// fault, unless I1–I7 all hold. Call it once the writer has drained.
 func (s *shop) check(t *testing.T, sku string, seeded, limit int, tally *sale) {
 	t.Helper()
 	ev := s.evidence(t, sku, seeded, limit, tally)

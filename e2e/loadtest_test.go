@@ -48,7 +48,7 @@ type loadtestReport struct {
 }
 
 // runLoadtest runs `shop loadtest --json` against s with a fresh admin,
-// giving it the server's stores so that I1–I6 are judged on them.
+// giving it the server's stores so that I1–I7 are judged on them.
 func runLoadtest(t *testing.T, e env, s *server, args ...string) (loadtestReport, string, error) {
 	t.Helper()
 	base := []string{"loadtest", "--target", s.URL, "--json", "--admin-email", "lt-admin@example.com",
@@ -132,7 +132,7 @@ func TestLoadtest(t *testing.T) {
 		}
 		for _, inv := range r.Invariants[:7] {
 			if !strings.HasPrefix(inv.Name, "I") || inv.Skipped {
-				t.Errorf("%s: %+v, want I1-I7 checked on the stores", tc.name, inv)
+				t.Errorf("%s: %+v, want I1–I7 checked on the stores", tc.name, inv)
 			}
 		}
 		if r.Attack.Accepted != tc.accepted || r.Stock.Sold != int64(tc.accepted) || r.Stock.Confirmed != int64(tc.accepted) ||
@@ -191,7 +191,7 @@ func TestLoadtestForwardedFor(t *testing.T) {
 // the winners of a sold-out sale pay and the other half let their orders
 // expire (a payer whose window closed first on a loaded machine is
 // counted too late, and its order expires with them); the run waits for the server's sweep, the units come back once
-// each, I1-I7 hold on the stores, and `shop audit` agrees (exit 0). A unit
+// each, I1–I7 hold on the stores, and `shop audit` agrees (exit 0). A unit
 // added to the live stock behind the shop's back then makes the audit
 // exit 1, naming the SKU.
 func TestLoadtestPayRatio(t *testing.T) {

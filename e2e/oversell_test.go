@@ -118,7 +118,7 @@ func attack(t *testing.T, buyers int, buy func(buyer, attempt int) (qty int, o o
 }
 
 // verify checks that the sale sold out exactly, waits for the writer, and
-// ends with the invariant check (I1–I6).
+// ends with the invariant check (I1–I7).
 func verify(t *testing.T, s *shop, dbURL, sku string, seeded int, tally *sale, limit int) {
 	t.Helper()
 	orders, units := tally.accepted()

@@ -36,8 +36,9 @@ func newLoadtestCmd(a *app) *cobra.Command {
 			"(--rate per second, or as fast as --connections go with --rate 0) for --duration or until nothing " +
 			"more can be sold, then wait for the order writer and check the invariants: accepted == sold == " +
 			"seeded - available, nobody over --per-user-limit, every accepted order confirmed once; with --redis-url and " +
-			"--database-url also I1-I6 on the stores themselves (no oversell at any moment, every accepted order a row, " +
-			"no duplicates, units conserved, nothing left pending, releases once and statuses agreeing). " +
+			"--database-url also I1–I7 on the stores themselves (no oversell at any moment, every accepted order a row, " +
+			"no duplicates, units conserved, nothing left pending, the server alive; I7: paid orders kept, releases once " +
+			"and statuses agreeing). " +
 			"With --pay-ratio R a share R of the winners then pay and the rest let their orders expire: the run " +
 			"waits until the server has given their units back and checks that it did, once each. " +
 			"With --waiting-room RATE the round gets a waiting room admitting RATE shoppers a second: every shopper " +

@@ -8,8 +8,10 @@ import (
 	"time"
 )
 
-// The invariants every sale and every fault drill ends with (I1–I6 of the
-// reliability bar). Check judges them on evidence gathered three ways,
+// The invariants every sale and every fault drill ends with: I1–I6 of the
+// reliability bar (no oversell, no loss, no duplicates, conservation,
+// drained, alive) and I7, added here for the order lifecycle (payment,
+// cancellation and expiry), which the bar predates. Check judges them on evidence gathered three ways,
 // each independent of the server's own stock report: what the clients
 // were answered, the stores read directly (Redis keys and PostgreSQL
 // rows, ReadStore), and the live stock sampled during the sale

@@ -66,7 +66,7 @@ type Config struct {
 	// a server that trusts this host as a proxy limits each on its own.
 	ForwardedFor bool
 	// RedisURL and DatabaseURL name the server's own stores, KeyPrefix its
-	// Redis key prefix. When given, the invariants I1–I6 are judged on
+	// Redis key prefix. When given, the invariants I1–I7 are judged on
 	// them directly (the live stock sampled during the attack, the rows,
 	// the stream), not only on what the API reports; without them those
 	// parts are reported skipped.

@@ -13,7 +13,7 @@ import (
 // seconds (solving 4-bit challenges), follow their tickets' streams (by
 // default) or read their tickets (poll), and those admitted buy with
 // their passes; those of the first ten admitted first try without one.
-// Every invariant holds, I1–I6 and the room's: the seed's early order,
+// Every invariant holds, I1–I7 and the room's: the seed's early order,
 // the rate, and no purchase without a pass.
 func TestRunWithWaitingRoom(t *testing.T) {
 	t.Parallel()
