@@ -10,27 +10,19 @@ import (
 	"bytes"
 	"embed"
 	"html"
-	"mime"
-	"path"
+	"io/fs"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/shop-oss/shop/internal/apperr"
+	"github.com/shop-oss/shop/internal/webpage"
 )
 
 //go:embed web
 var files embed.FS
 
-// policy lets the page load only its own files and talk only to its own
-// origin.
-const policy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
-	"connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
-
-var errNoFile = apperr.NewError(apperr.CodeNotFound, "no such file")
-
 // providerMeta is index.html's placeholder telling the page the payment
 // provider (SHOP_PAYMENT_PROVIDER): the page asks for a card only with
 // one that takes cards. A meta element, not an inline script, so the
-// policy above needs no exception.
+// page's policy (webpage.Policy) needs no exception.
 const providerMeta = `<meta name="shop-payment-provider" content="test">`
 
 // Routes registers the page (GET /), its icon (GET /favicon.ico, an SVG)
@@ -54,41 +46,15 @@ func Index(provider string) []byte {
 	return bytes.Replace(b, []byte(providerMeta), []byte(meta), 1)
 }
 
-// serve answers one embedded file (index.html as given). The files are
-// small and change with the binary, so they are revalidated on every load
-// (no-cache) rather than versioned.
+// serve answers one embedded file (index.html as given).
 func serve(c *fiber.Ctx, name string, index []byte) error {
-	if name != path.Base(name) || name == "." {
-		return errNoFile
-	}
-	b, err := files.ReadFile("web/" + name)
+	web, _ := fs.Sub(files, "web") // "web" is embedded above
+	b, err := webpage.Read(web, name)
 	if err != nil {
-		return errNoFile
+		return err
 	}
 	if name == "index.html" {
 		b = index
 	}
-	c.Set(fiber.HeaderContentType, contentType(name))
-	c.Set(fiber.HeaderCacheControl, "no-cache")
-	c.Set("Content-Security-Policy", policy)
-	c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
-	c.Set("Referrer-Policy", "no-referrer")
-	return c.Send(b)
-}
-
-func contentType(name string) string {
-	switch path.Ext(name) {
-	case ".js":
-		return "text/javascript; charset=utf-8"
-	case ".css":
-		return "text/css; charset=utf-8"
-	case ".html":
-		return "text/html; charset=utf-8"
-	case ".svg":
-		return "image/svg+xml"
-	}
-	if t := mime.TypeByExtension(path.Ext(name)); t != "" {
-		return t
-	}
-	return "application/octet-stream"
+	return webpage.Send(c, name, b)
 }
