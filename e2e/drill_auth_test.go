@@ -60,7 +60,7 @@ var publicRoutes = map[string]bool{
 	"GET /healthz": true, "GET /readyz": true, "GET /metrics": true, "GET /openapi.yaml": true,
 	"GET /api/v1/products": true, "GET /api/v1/products/:sku": true,
 	"POST /api/v1/auth/register": true, "POST /api/v1/auth/login": true, "POST /api/v1/auth/refresh": true,
-	"GET /api/v1/products/:sku/events": true, "GET /": true, "GET /assets/:file": true,
+	"GET /api/v1/products/:sku/events": true, "GET /": true, "GET /assets/:file": true, "GET /favicon.ico": true,
 	// The admin console's page and files are public; what it calls is not.
 	"GET /admin": true, "GET /admin/assets/:file": true,
 	// API.md: best sellers and store reads are public.

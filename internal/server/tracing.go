@@ -1,6 +1,8 @@
 package server
 
 import (
+	"strings"
+
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
 	"go.opentelemetry.io/otel"
@@ -25,10 +27,13 @@ func serverSpan() fiber.Handler {
 		c.SetUserContext(ctx)
 		err := c.Next() // observe, inside, has answered any error by now
 		if span.IsRecording() {
-			status := c.Response().StatusCode()
-			span.SetName(c.Method() + " " + c.Route().Path)
-			span.SetAttributes(attribute.String("http.request.method", c.Method()),
-				attribute.String("http.route", c.Route().Path), attribute.String("url.path", c.Path()),
+			// The span is exported after the request, whose buffers Fiber
+			// reuses: c.Method() and c.Path() alias them, so they are
+			// copied (a span once showed another request's path).
+			status, method := c.Response().StatusCode(), methodLabel(c.Method())
+			span.SetName(method + " " + c.Route().Path)
+			span.SetAttributes(attribute.String("http.request.method", method),
+				attribute.String("http.route", c.Route().Path), attribute.String("url.path", strings.Clone(c.Path())),
 				attribute.Int("http.response.status_code", status))
 			if status >= 500 {
 				span.SetStatus(codes.Error, "")
