@@ -64,7 +64,7 @@ func Start(ctx context.Context, service string) (on bool, stop func(context.Cont
 	// The sampler comes from OTEL_TRACES_SAMPLER and its argument (the
 	// SDK reads them; the default is parentbased_always_on).
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
-	otel.SetTracerProvider(tp)
+	otel.SetTracerProvider(lean{tp: tp})
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	active.Store(true)
 	return true, tp.Shutdown, nil
@@ -74,7 +74,7 @@ func Start(ctx context.Context, service string) (on bool, stop func(context.Cont
 // propagator, and turns the instrumentation on: for tests, with an
 // in-memory recorder in place of the OTLP exporter.
 func Use(tp trace.TracerProvider) {
-	otel.SetTracerProvider(tp)
+	otel.SetTracerProvider(lean{tp: tp})
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	active.Store(true)
 }

@@ -1,0 +1,39 @@
+package telemetry
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/embedded"
+)
+
+// lean is a tracer provider that starts no span under a local span that
+// is not recorded: it hands back the parent, whose methods do nothing.
+// Every standard sampler would not record such a child either (the
+// parent-based ones follow the parent; the ratio one decides by the
+// trace id, the parent's; always_on records every local parent), so the
+// traces are the same, and an unsampled purchase's Redis calls cost no
+// span each (BENCHMARKS.md, issue 35). A remote parent (an incoming
+// traceparent) is left to the sampler.
+type lean struct {
+	embedded.TracerProvider
+	tp trace.TracerProvider
+}
+
+func (l lean) Tracer(name string, opts ...trace.TracerOption) trace.Tracer {
+	return leanTracer{t: l.tp.Tracer(name, opts...)}
+}
+
+type leanTracer struct {
+	embedded.Tracer
+	t trace.Tracer
+}
+
+func (l leanTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	if p := trace.SpanFromContext(ctx); !p.IsRecording() {
+		if sc := p.SpanContext(); sc.IsValid() && !sc.IsRemote() && !sc.IsSampled() {
+			return ctx, p
+		}
+	}
+	return l.t.Start(ctx, name, opts...)
+}
