@@ -717,8 +717,8 @@ func leadingZeroBits(b []byte) int {
 // The storefront says each sale's state, in the catalog and on the
 // product page, and Buy is on only when it can succeed: a product not on
 // sale, a sale later today, one opening in a few seconds, an open one
-// with a per-shopper limit of 1, a sold-out one and one that ends. The
-// sale that opens does so on the page without a reload, Buy turning on
+// with a per-shopper limit of 1 (stated), a sold-out one and one that
+// ends. The sale that opens does so on the page without a reload, Buy turning on
 // within the second of starts_at; the second purchase past the limit
 // disables Buy with the reason. The nav greets the shopper by name, and
 // the orders name the product with a short reference. Every view is
@@ -796,8 +796,10 @@ func TestBrowserSaleStates(t *testing.T) {
 	product("sale-sold", "sold out", "Sold out", "store-product-soldout")
 	product("sale-ended", "sale ended", "ended", "store-product-ended")
 
-	// The limit: one purchase, then Buy off with the reason.
+	// The limit, stated before any purchase; one purchase, then Buy off
+	// with the reason.
 	product("sale-open", "on sale now", "", "store-product-open")
+	until(t, ctx, "the open sale states its limit", `document.getElementById('sale-info').textContent.endsWith('Limit 1 unit per shopper.')`)
 	do(t, ctx, "buy the one allowed", chromedp.Click(id("buy-now")))
 	until(t, ctx, "the order is placed", `document.getElementById('message').textContent.includes('placed')`)
 	until(t, ctx, "Buy is back on", `!document.getElementById('buy-now').disabled`)

@@ -50,6 +50,9 @@ type Change struct {
 	Available int64
 	StartsAt  time.Time // zero: open from seeding
 	EndsAt    time.Time // zero: no end
+	// PerUserLimit is the round's units per shopper (0: no limit), so a
+	// page can state it before a purchase is refused.
+	PerUserLimit int64
 }
 
 // ParseChange reads a message received on channel.
@@ -59,17 +62,20 @@ func (s *Stock) ParseChange(channel, payload string) (Change, error) {
 		return Change{}, fmt.Errorf("stock change on %q: not a changes channel", channel)
 	}
 	f := strings.Fields(payload)
-	if len(f) != 4 {
+	// Four fields from an instance older than the limit's (a rolling
+	// upgrade): the limit reads 0 until the next change.
+	if len(f) != 4 && len(f) != 5 {
 		return Change{}, fmt.Errorf("stock change of %s: bad message %q", sku, payload)
 	}
-	var n [4]int64
+	var n [5]int64
 	for i, v := range f {
 		var err error
 		if n[i], err = strconv.ParseInt(v, 10, 64); err != nil {
 			return Change{}, fmt.Errorf("stock change of %s: bad message %q", sku, payload)
 		}
 	}
-	return Change{SKU: sku, Round: n[0], Available: n[1], StartsAt: fromMilli(n[2]), EndsAt: fromMilli(n[3])}, nil
+	return Change{SKU: sku, Round: n[0], Available: n[1], StartsAt: fromMilli(n[2]), EndsAt: fromMilli(n[3]),
+		PerUserLimit: n[4]}, nil
 }
 
 // ChangesSKU is the SKU whose changes channel is channel; ok is false for
@@ -106,7 +112,8 @@ func (s *Stock) Current(ctx context.Context, sku string) (Change, error) {
 	if err != nil || !ok {
 		return Change{SKU: sku}, err
 	}
-	return Change{SKU: sku, Round: r.Round, Available: r.Available, StartsAt: r.StartsAt, EndsAt: r.EndsAt}, nil
+	return Change{SKU: sku, Round: r.Round, Available: r.Available, StartsAt: r.StartsAt, EndsAt: r.EndsAt,
+		PerUserLimit: int64(r.PerUserLimit)}, nil
 }
 
 // closedMessage is the change Close publishes: no sale.

@@ -15,6 +15,8 @@ func TestParseChangeRefusesStrangers(t *testing.T) {
 	for _, m := range []struct{ channel, payload string }{
 		{"other:sale:{a}:changed", "1 2 0 0"},
 		{"p*:sale:{a}:changed", "1 2 0"},
+		{"p*:sale:{a}:changed", "1 2 0 0 1 1"},
+		{"p*:sale:{a}:changed", "1 2 0 0 x"},
 		{"p*:sale:{a}:changed", "1 x 0 0"},
 		{"p*:sale:{a b}:changed", "1 2 0 0"},
 	} {
@@ -25,5 +27,11 @@ func TestParseChangeRefusesStrangers(t *testing.T) {
 	c, err := s.ParseChange("p*:sale:{a}:changed", "3 -1 0 0")
 	if err != nil || c != (inventory.Change{SKU: "a", Round: 3, Available: -1}) {
 		t.Errorf("ParseChange = %+v, %v", c, err)
+	}
+	// The per-shopper limit, last; without it (an older instance's
+	// message) it reads 0.
+	c, err = s.ParseChange("p*:sale:{a}:changed", "3 7 0 0 2")
+	if err != nil || c != (inventory.Change{SKU: "a", Round: 3, Available: 7, PerUserLimit: 2}) {
+		t.Errorf("ParseChange with the limit = %+v, %v", c, err)
 	}
 }

@@ -100,8 +100,8 @@ for _, l in ipairs(lines) do
     if ttl > 0 then redis.call('PEXPIRE', l.released, ttl) end
     units = units + l.qty
     if l.channel ~= '' then
-      local w = redis.call('HMGET', l.sale, 'starts_ms', 'ends_ms')
-      redis.call(publish, l.channel, string.format('%d %d %s %s', l.round, left, w[1], w[2]))
+      local w = redis.call('HMGET', l.sale, 'starts_ms', 'ends_ms', 'limit')
+      redis.call(publish, l.channel, string.format('%d %d %s %s %s', l.round, left, w[1], w[2], w[3] or '0'))
     end
   end
 end

@@ -57,6 +57,6 @@ if tonumber(ARGV[7]) > 0 then
   redis.call('PEXPIRE', KEYS[1], ARGV[7])
 end
 if ARGV[9] ~= '' then
-  redis.call(ARGV[10], ARGV[9], ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. ARGV[4] .. ' ' .. ARGV[5])
+  redis.call(ARGV[10], ARGV[9], ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. ARGV[4] .. ' ' .. ARGV[5] .. ' ' .. ARGV[3])
 end
 return 1

@@ -26,16 +26,20 @@ type Event struct {
 	Sale      string     `json:"sale"`
 	StartsAt  *time.Time `json:"starts_at"`
 	EndsAt    *time.Time `json:"ends_at"`
+	// PerUserLimit is the round's units per shopper, 0 for no limit;
+	// absent without a sale.
+	PerUserLimit *int64 `json:"per_user_limit,omitempty"`
 }
 
 // EventOf is what a stream shows of c at now. The sale's window is checked
 // as the reserve script checks it: open from starts_at, ended at ends_at.
 func EventOf(c inventory.Change, now time.Time) Event {
+	limit := c.PerUserLimit
 	e := Event{SKU: c.SKU, Available: max(c.Available, 0), Sale: SaleOpen,
-		StartsAt: timePtr(c.StartsAt), EndsAt: timePtr(c.EndsAt)}
+		StartsAt: timePtr(c.StartsAt), EndsAt: timePtr(c.EndsAt), PerUserLimit: &limit}
 	switch {
 	case c.Round == 0:
-		e.Sale, e.Available = SaleNone, 0
+		e.Sale, e.Available, e.PerUserLimit = SaleNone, 0, nil
 	case !c.EndsAt.IsZero() && !now.Before(c.EndsAt):
 		e.Sale = SaleEnded
 	case now.Before(c.StartsAt):
@@ -144,7 +148,8 @@ func (s *stream) event(c inventory.Change, force bool) bool {
 
 func sameEvent(a, b Event) bool {
 	return a.SKU == b.SKU && a.Available == b.Available && a.Sale == b.Sale &&
-		equalTime(a.StartsAt, b.StartsAt) && equalTime(a.EndsAt, b.EndsAt)
+		equalTime(a.StartsAt, b.StartsAt) && equalTime(a.EndsAt, b.EndsAt) &&
+		(a.PerUserLimit == nil) == (b.PerUserLimit == nil) && (a.PerUserLimit == nil || *a.PerUserLimit == *b.PerUserLimit)
 }
 
 func equalTime(a, b *time.Time) bool {

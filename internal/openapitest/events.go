@@ -19,6 +19,8 @@ type StockEvent struct {
 	Sale      string     `json:"sale"`
 	StartsAt  *time.Time `json:"starts_at"`
 	EndsAt    *time.Time `json:"ends_at"`
+	// PerUserLimit is absent without a sale.
+	PerUserLimit *int64 `json:"per_user_limit"`
 	// At is when the reader received it.
 	At time.Time `json:"-"`
 }

@@ -86,7 +86,7 @@ local function check_lines(lines, user, now, passes)
       elseif avail < l.qty then
         fail('stock', l.sku)
       end
-      l.round, l.price, l.released, l.window = round, price, tonumber(s[7] or '0'), s[4] .. ' ' .. s[5]
+      l.round, l.price, l.released, l.window = round, price, tonumber(s[7] or '0'), s[4] .. ' ' .. s[5] .. ' ' .. (s[3] or '0')
     end
   end
   return worst, failed

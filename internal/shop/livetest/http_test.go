@@ -72,6 +72,48 @@ func TestStreamFollowsPurchases(t *testing.T) {
 	openapitest.WantProblem(t, a.Do(t, http.MethodGet, "/api/v1/products/bad%20sku/events", "", ""), 404, "not_found")
 }
 
+// Every event of a round states its per-shopper limit: the first (read
+// from the live state), a purchase's (the reserve script's), a cancel's
+// (the release script's); none without a sale.
+func TestStreamStatesTheLimit(t *testing.T) {
+	t.Parallel()
+	a := shoptest.New(t, shoptest.Options{})
+	base := a.Serve(t)
+	a.Sale(t, "limited", 100, 5, 3)
+	a.Sale(t, "unlimited", 100, 5, 0)
+	a.Product(t, "bare", 100)
+	_, tok := a.Shopper(t, "limit@shop.test")
+	limit := func(e openapitest.StockEvent) int64 {
+		if e.PerUserLimit == nil {
+			return -1
+		}
+		return *e.PerUserLimit
+	}
+
+	s := open(t, base, "limited")
+	if e := first(t, s); limit(e) != 3 {
+		t.Fatalf("first event %+v: limit %d, want 3", e, limit(e))
+	}
+	var placed struct {
+		OrderID string `json:"order_id"`
+	}
+	a.Do(t, http.MethodPost, "/api/v1/products/limited/purchase", tok, `{"quantity":2}`).Decode(t, http.StatusAccepted, &placed)
+	if e, ok := s.Until(wait, func(e openapitest.StockEvent) bool { return e.Available == 3 }); !ok || limit(e) != 3 {
+		t.Fatalf("the purchase's event %+v (%v): want the limit 3", e, ok)
+	}
+	a.Drain(t)
+	a.Do(t, http.MethodPost, "/api/v1/orders/"+placed.OrderID+"/cancel", tok, "").Decode(t, http.StatusOK, &map[string]any{})
+	if e, ok := s.Until(wait, func(e openapitest.StockEvent) bool { return e.Available == 5 }); !ok || limit(e) != 3 {
+		t.Fatalf("the cancel's event %+v (%v): want the limit 3", e, ok)
+	}
+	if e := first(t, open(t, base, "unlimited")); limit(e) != 0 {
+		t.Errorf("no limit: %+v, want per_user_limit 0", e)
+	}
+	if e := first(t, open(t, base, "bare")); e.PerUserLimit != nil {
+		t.Errorf("no sale: %+v, want no per_user_limit", e)
+	}
+}
+
 // An upcoming sale turns open at starts_at with no purchase: the server
 // schedules that event; and ends at ends_at.
 func TestStreamOpensAndEndsOnTime(t *testing.T) {

@@ -170,13 +170,21 @@ function saleNow(st) {
   return st.sale;
 }
 
-// saleSentence says a sale plainly: its state and its window.
+// limitSentence states the round's per-shopper limit (the stock event's
+// per_user_limit; 0 or absent: none).
+function limitSentence(st) {
+  const n = st.per_user_limit;
+  if (!n) return "";
+  return " Limit " + n + (n === 1 ? " unit" : " units") + " per shopper.";
+}
+
+// saleSentence says a sale plainly: its state, its window and its limit.
 function saleSentence(sale, st) {
   const until = st.ends_at ? " until " + when(st.ends_at) : "";
   switch (sale) {
     case "upcoming":
-      return "Sale starts " + when(st.starts_at) + (st.ends_at ? " and ends " + when(st.ends_at) : "") + ".";
-    case "open": return "On sale now" + until + ".";
+      return "Sale starts " + when(st.starts_at) + (st.ends_at ? " and ends " + when(st.ends_at) : "") + "." + limitSentence(st);
+    case "open": return "On sale now" + until + "." + limitSentence(st);
     case "sold_out": return "Sold out" + (st.ends_at ? "; the sale runs" + until : "") + ". Units come back if orders are cancelled.";
     case "ended": return "This sale ended" + (st.ends_at ? " " + when(st.ends_at) : "") + ".";
     default: return "Not on sale right now.";
@@ -599,8 +607,8 @@ function waitingRoom(sku) {
 
 // Buy is disabled, with the reason shown, when it cannot succeed: before
 // the first stock event, outside the sale's window, sold out, or once the
-// server said the shopper reached the round's per-shopper limit (the
-// public API does not tell the limit beforehand). Add to cart stays on
+// server said the shopper reached the round's per-shopper limit (stated
+// beforehand from the stock event's per_user_limit). Add to cart stays on
 // while a sale is upcoming or open: a cart reserves nothing.
 let productRender = null; // the product page's render, while shown
 let limitHit = null; // the round (roundKey) whose limit the shopper reached
