@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -129,6 +130,13 @@ func answerError(method, path string, resp *http.Response, raw []byte) *apiError
 // logins queue up), after their Retry-After. A 429 is never retried: the
 // server's rate limit has to be raised for a load test.
 func retrying(ctx context.Context, f func() error) error {
+	return explainLimited(retryOn(ctx, f, http.StatusServiceUnavailable))
+}
+
+// retryOn calls f until it succeeds, answers a status not in statuses, or
+// attempts run out, waiting out each answer's Retry-After (at least a
+// doubling backoff from 200 ms).
+func retryOn(ctx context.Context, f func() error, statuses ...int) error {
 	const attempts = 6
 	var err error
 	for i := range attempts {
@@ -136,7 +144,7 @@ func retrying(ctx context.Context, f func() error) error {
 			return nil
 		}
 		var ae *apiError
-		if !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable || i == attempts-1 {
+		if !errors.As(err, &ae) || !slices.Contains(statuses, ae.Status) || i == attempts-1 {
 			break
 		}
 		wait := max(ae.RetryAfter, 200*time.Millisecond<<i)
@@ -146,7 +154,7 @@ func retrying(ctx context.Context, f func() error) error {
 		case <-time.After(wait):
 		}
 	}
-	return explainLimited(err)
+	return err
 }
 
 // explainLimited adds what to do to a 429.

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -211,20 +210,9 @@ const discardTimeout = 15 * time.Second
 func discard(c *client, fx *fixture, warn io.Writer) {
 	ctx, cancel := context.WithTimeout(context.Background(), discardTimeout)
 	defer cancel()
-	var err error
-	for {
-		err = c.do(ctx, http.MethodDelete, "/api/v1/admin/products/"+fx.sku, fx.admin, nil, nil)
-		var ae *apiError
-		if err == nil || !errors.As(err, &ae) || ae.Status != http.StatusTooManyRequests && ae.Status != http.StatusServiceUnavailable {
-			break
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(max(ae.RetryAfter, 200*time.Millisecond)):
-			continue
-		}
-		break
-	}
+	err := retryOn(ctx, func() error {
+		return c.do(ctx, http.MethodDelete, "/api/v1/admin/products/"+fx.sku, fx.admin, nil, nil)
+	}, http.StatusTooManyRequests, http.StatusServiceUnavailable)
 	if err != nil {
 		fmt.Fprintf(warn, "loadtest: the run failed and its product %s could not be deleted (%v): delete it with "+
 			"DELETE /api/v1/admin/products/%s\n", fx.sku, err, fx.sku)
