@@ -19,6 +19,9 @@ import (
 //go:embed web
 var files embed.FS
 
+// web is the page's folder, as webpage reads it.
+var web, _ = fs.Sub(files, "web") // "web" is embedded above
+
 // providerMeta is index.html's placeholder telling the page the payment
 // provider (SHOP_PAYMENT_PROVIDER): the page asks for a card only with
 // one that takes cards. A meta element, not an inline script, so the
@@ -48,7 +51,6 @@ func Index(provider string) []byte {
 
 // serve answers one embedded file (index.html as given).
 func serve(c *fiber.Ctx, name string, index []byte) error {
-	web, _ := fs.Sub(files, "web") // "web" is embedded above
 	b, err := webpage.Read(web, name)
 	if err != nil {
 		return err
