@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/shop-oss/shop/internal/lock"
 )
 
@@ -71,7 +69,7 @@ func (a *Auditor) Every(ctx context.Context, locks *lock.Locker, interval time.D
 			}
 			return err
 		})
-		if err != nil && !errors.Is(err, lock.ErrBusy) && !errors.Is(err, redis.Nil) && ctx.Err() == nil {
+		if err != nil && !errors.Is(err, lock.ErrBusy) && ctx.Err() == nil {
 			a.log.Warn("scheduled audit not run", "err", err)
 		}
 	}
