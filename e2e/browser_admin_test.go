@@ -10,19 +10,11 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// views saves the page at a desktop's and a phone's width (name-1280.png,
-// name-390.png); at 390 px nothing may overflow sideways.
+// views saves the console's page at both widths (screenshots), then
+// goes on at a desktop's.
 func views(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
-	do(t, ctx, "desktop width", chromedp.EmulateViewport(1280, 900))
-	screenshot(t, ctx, "admin-"+name+"-1280.png")
-	do(t, ctx, "phone width", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
-	wide, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.documentElement.scrollWidth <= 390 ? '' : [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > 391 && e.offsetParent !== null).map(e => e.tagName + '#' + e.id + '.' + e.className + ':' + Math.round(e.getBoundingClientRect().right)).slice(0, 8).join(' ')`))
-	if wide != "" {
-		t.Logf("%s at 390 px, wider than the screen: %s", name, wide)
-	}
-	until(t, ctx, name+" fits a 390 px phone", `document.documentElement.scrollWidth <= 390`)
-	screenshot(t, ctx, "admin-"+name+"-390.png")
+	screenshots(t, ctx, "admin-"+name)
 	do(t, ctx, "desktop width again", chromedp.EmulateViewport(1280, 900))
 }
 
