@@ -84,7 +84,7 @@ func (c *saleCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	rooms, err := c.rooms.Tracked(ctx)
 	failed("rooms", err)
-	for _, r := range rooms {
+	for _, r := range latestRooms(rooms) {
 		gauge(c.roomWaiting, float64(r.Waiting), r.SKU)
 		gauge(c.roomAdmitted, float64(r.Admitted), r.SKU)
 	}
@@ -94,4 +94,17 @@ func (c *saleCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.auditProblems, float64(last.Problems))
 		gauge(c.auditLast, float64(last.At.UnixMilli())/1000)
 	}
+}
+
+// latestRooms keeps each SKU's latest round: a reseeded SKU's previous
+// room stays tracked until it is recorded, and two series with the same
+// sku label would fail the whole scrape.
+func latestRooms(rooms []room.RoomCount) map[string]room.RoomCount {
+	out := make(map[string]room.RoomCount, len(rooms))
+	for _, r := range rooms {
+		if cur, ok := out[r.SKU]; !ok || r.Round > cur.Round {
+			out[r.SKU] = r
+		}
+	}
+	return out
 }

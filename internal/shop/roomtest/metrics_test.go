@@ -52,6 +52,14 @@ func TestScrapeReportsTheSale(t *testing.T) {
 	if at := got["shop_audit_last_run_timestamp_seconds"]; at < float64(before.Unix()) || at > float64(time.Now().Unix()+1) {
 		t.Errorf("shop_audit_last_run_timestamp_seconds = %v, want the audit's time (%v)", at, before.Unix())
 	}
+
+	// Reseeded, the SKU has two tracked rooms until the old one is
+	// recorded: the scrape still succeeds and shows the new round's.
+	f.seed(t, "gauge-room", `{"quantity":4,"starts_at":"`+stamp(nextSecond(time.Hour))+`","waiting_room":{"admit_per_second":5}}`)
+	if got := gauges(t, f.Reg); got[`shop_room_waiting{sku="gauge-room"}`] != 0 || got[`shop_sale_quantity{sku="gauge-room"}`] != 4 {
+		t.Errorf("after the reseed: waiting %v, quantity %v; want the new round's 0 and 4",
+			got[`shop_room_waiting{sku="gauge-room"}`], got[`shop_sale_quantity{sku="gauge-room"}`])
+	}
 }
 
 // gauges is every gauge g reports, keyed name{label="value"} (one label
