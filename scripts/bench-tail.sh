@@ -16,7 +16,10 @@
 # "--auto-aof-rewrite-percentage 0"), TAIL_SERVER_ARGS (e.g. "--linger 0",
 # "--writer=false"), TAIL_SERVER_ENV (NAME=VALUE words), TAIL_PG_SYNC
 # (the database's synchronous_commit, e.g. off: an experiment only),
-# TAIL_BIN (bin/shop). Output in .run/bench-tail/LABEL/.
+# TAIL_BIN (bin/shop), TAIL_REDIS_DIR (where the AOF is written, e.g.
+# /dev/shm: a tmpfs, whose fsync waits for no disk), TAIL_CLIENT_NICE (the
+# load generator at this nice value), TAIL_LOADTEST_ARGS (more flags for
+# it, e.g. "--drain-timeout 1s" with the writer off). Output in .run/bench-tail/LABEL/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/services.sh
@@ -29,13 +32,15 @@ RPORT=${TAIL_REDIS_PORT:-16501}
 PORT=${TAIL_PORT:-18190}
 PG_ADMIN_URL=$(ensure_postgres postgres)
 DB_URL=${PG_ADMIN_URL/\/postgres\?/\/shop_tail?}
-rm -rf "$OUT" && mkdir -p "$OUT/redis"
+REDIS_DIR=${TAIL_REDIS_DIR:+$TAIL_REDIS_DIR/shop-bench-tail-$LABEL}
+REDIS_DIR=${REDIS_DIR:-$PWD/$OUT/redis}
+rm -rf "$OUT" "$REDIS_DIR" && mkdir -p "$OUT/redis" "$REDIS_DIR"
 [ -x "$BIN" ] || go build -o "$BIN" ./cmd/shop
 
 aof=(--appendonly yes --appendfsync always)
 [ "${TAIL_FSYNC:-always}" = no ] && aof=(--appendonly no)
 # shellcheck disable=SC2086 # TAIL_REDIS_ARGS is a list of words
-redis-server --daemonize yes --bind 127.0.0.1 --port "$RPORT" --dir "$PWD/$OUT/redis" --save "" "${aof[@]}" \
+redis-server --daemonize yes --bind 127.0.0.1 --port "$RPORT" --dir "$REDIS_DIR" --save "" "${aof[@]}" \
   --maxmemory-policy noeviction --logfile "$PWD/$OUT/redis/redis.log" --latency-monitor-threshold 1 \
   --slowlog-log-slower-than 500 --slowlog-max-len 100000 ${TAIL_REDIS_ARGS:-} >/dev/null
 rc() { redis-cli -p "$RPORT" "$@"; }
@@ -43,6 +48,7 @@ server=
 cleanup() {
   [ -z "$server" ] || { kill "$server" 2>/dev/null; wait "$server" 2>/dev/null || true; }
   rc shutdown nosave >/dev/null 2>&1 || true
+  [ -z "${TAIL_REDIS_DIR:-}" ] || rm -rf "$REDIS_DIR"
 }
 trap cleanup EXIT
 wait_port "$RPORT"
@@ -58,8 +64,8 @@ env ${TAIL_SERVER_ENV:-} SHOP_JWT_SECRET="$(od -An -N32 -tx1 /dev/urandom | tr -
 server=$!
 for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.1; done
 
-lt=("$BIN" loadtest --target "http://127.0.0.1:$PORT" --admin-email tail-admin@loadtest.invalid
-  --admin-password tail-admin-password --users 200 --units 10000000 --per-user-limit 0 --connections 200 --procs 0 --json)
+lt=(nice -n "${TAIL_CLIENT_NICE:-0}" "$BIN" loadtest --target "http://127.0.0.1:$PORT" --admin-email tail-admin@loadtest.invalid
+  --admin-password tail-admin-password --users 200 --units 10000000 --per-user-limit 0 --connections 200 --procs 0 --json ${TAIL_LOADTEST_ARGS:-})
 if [ -z "$RATE" ]; then
   "${lt[@]}" --rate 0 --duration "$DUR" >"$OUT/max.json" || true
   RATE=$(awk '/"attempts_per_sec"/ {gsub(/,/, ""); printf "%d", $2 / 2; exit}' "$OUT/max.json")

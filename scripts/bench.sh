@@ -59,7 +59,10 @@
 # writer as a `shop writer` process of its own at nice N),
 # BENCH_REDIS_FSYNC (always: the bench's own redis-server on
 # BENCH_REDIS_PORT, default BENCH_PORT + 9, started from deploy/redis.conf
-# with this appendfsync; shared: the machine's Redis as found).
+# with this appendfsync; shared: the machine's Redis as found),
+# BENCH_REDIS_DIR (where that server keeps its AOF, default .run/bench/redis;
+# e.g. /dev/shm, a tmpfs whose fsync waits for no disk: an experiment that
+# shows the disk's share of the tail, not a way to run).
 # Output files go to .run/bench/; the summary also to .run/bench/summary.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -97,11 +100,13 @@ elif [ "$FSYNC" = shared ]; then
   REDIS_URL=$(ensure_redis 0); FSYNC="the machine's Redis as found"
 else
   BENCH_REDIS_PORT=${BENCH_REDIS_PORT:-$((PORT + 9))}
-  rm -rf "$OUT/redis" && mkdir -p "$OUT/redis"
-  redis-server deploy/redis.conf --daemonize yes --bind 127.0.0.1 --port "$BENCH_REDIS_PORT" --dir "$PWD/$OUT/redis" \
+  REDIS_DIR=${BENCH_REDIS_DIR:+$BENCH_REDIS_DIR/shop-bench-redis}
+  REDIS_DIR=${REDIS_DIR:-$PWD/$OUT/redis}
+  rm -rf "$OUT/redis" "$REDIS_DIR" && mkdir -p "$OUT/redis" "$REDIS_DIR"
+  redis-server deploy/redis.conf --daemonize yes --bind 127.0.0.1 --port "$BENCH_REDIS_PORT" --dir "$REDIS_DIR" \
     --save "" --appendfsync "$FSYNC" --logfile "$PWD/$OUT/redis/redis.log" >/dev/null
   wait_port "$BENCH_REDIS_PORT" || { echo "bench: redis-server on $BENCH_REDIS_PORT did not start" >&2; exit 1; }
-  REDIS_URL=redis://127.0.0.1:$BENCH_REDIS_PORT/0; OWN_REDIS=1; FSYNC="its own, deploy/redis.conf with appendfsync $FSYNC"
+  REDIS_URL=redis://127.0.0.1:$BENCH_REDIS_PORT/0; OWN_REDIS=1; FSYNC="its own, deploy/redis.conf with appendfsync $FSYNC${BENCH_REDIS_DIR:+, its AOF in $BENCH_REDIS_DIR}"
 fi
 PG_ADMIN_URL=$(ensure_postgres postgres)
 [ -n "$REDIS_URL" ] && [ -n "$PG_ADMIN_URL" ] || { echo "bench: need Redis and PostgreSQL (see make run)" >&2; exit 1; }
@@ -178,6 +183,7 @@ cleanup() {
   fi
   if [ -n "$OWN_REDIS" ]; then
     rcli shutdown nosave >/dev/null 2>&1 || true; OWN_REDIS=
+    [ -z "${BENCH_REDIS_DIR:-}" ] || rm -rf "$REDIS_DIR"
   else
     # Every key this run wrote starts with its prefix (server and script).
     rcli --scan --pattern "${PREFIX}*" | xargs -r -n 500 redis-cli -h "$RHOST" -p "$RPORT" -n "$RDB" unlink >/dev/null
