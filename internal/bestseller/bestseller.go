@@ -44,9 +44,11 @@ const (
 	// recentWindow: orders confirmed this recently may still be waiting
 	// for their hook when a rebuild reads them.
 	recentWindow = 10 * time.Minute
-	// scriptOrders is the most orders one script call handles, so that no
-	// call holds Redis for long.
-	scriptOrders = 200
+	// scriptOrders is the most orders one script call handles. Redis
+	// runs a script whole while purchases wait behind it: at ~15 µs an
+	// order, 16 hold it for ~0.25 ms, where 200 held it for 2–13 ms and
+	// showed in the purchases' p99 (BENCHMARKS.md, issue 32).
+	scriptOrders = 16
 	redisTimeout = 2 * time.Second
 	lockName     = "bestsellers-rebuild"
 	lockTTL      = 30 * time.Second

@@ -99,31 +99,32 @@ func (s *Service) scriptArgs(mode string, orders []Order, now time.Time) ([]stri
 		return len(keys)
 	}
 	// An order's marks and boards depend only on its UTC day, and a
-	// batch's orders mostly share one: each day's are worked out once
-	// (the periods' keys and expiries format dates, which per order was
-	// half the writer's cost of recording a batch).
-	days := map[[3]int][]any{}
-	args := []any{mode, len(orders)}
+	// batch's orders mostly share one: each day's are worked out and sent
+	// once, and an order names its day (per order, formatting the keys
+	// was half the writer's cost of a batch, and parsing them again half
+	// the script's).
+	days := map[[3]int]int{}
+	var dayArgs []any
+	orderArgs := []any{len(orders)}
 	for _, o := range orders {
 		y, m, d := o.At.UTC().Date()
 		day, ok := days[[3]int{y, int(m), d}]
 		if !ok {
-			day = s.dayArgs(o.At, now, idx)
+			dayArgs = append(dayArgs, s.dayArgs(o.At, now, idx)...)
+			day = len(days) + 1
 			days[[3]int{y, int(m), d}] = day
 		}
-		args = append(args, o.ID)
-		args = append(args, day...)
-		args = append(args, len(o.Lines))
+		orderArgs = append(orderArgs, o.ID, day, len(o.Lines))
 		for _, l := range o.Lines {
-			args = append(args, l.SKU, l.Units)
+			orderArgs = append(orderArgs, l.SKU, l.Units)
 		}
 	}
-	return keys, args
+	args := append([]any{mode, len(days)}, dayArgs...)
+	return keys, append(args, orderArgs...)
 }
 
-// dayArgs are the arguments every order created on t's UTC day carries
-// after its id: its marks key (by index) and their expiry, then its live
-// boards, each by index with its expiry.
+// dayArgs are the arguments of t's UTC day: its marks key (by index) and
+// their expiry, then its live boards, each by index with its expiry.
 func (s *Service) dayArgs(t, now time.Time, idx func(string) int) []any {
 	boards := s.liveBoards(t, now)
 	out := []any{idx(s.keys.marks(t)), markExpiry(t, now).Unix(), len(boards)}

@@ -3,10 +3,13 @@
 --
 -- KEYS[1]   the generation counter (bumped when a board changes)
 -- KEYS[2..] the mark hashes and boards the orders name, by index
--- ARGV[2]   number of orders; then per order:
---           order id, mark hash index, mark expiry (unix s),
---           number of boards, then per board: board index, expiry (0: none),
---           number of lines, then per line: sku, units
+-- ARGV[2]   number of days; then per day (the orders of one UTC day
+--           share their marks and boards, so they are sent once a day):
+--           mark hash index, mark expiry (unix s), number of boards,
+--           then per board: board index, expiry (0: none)
+-- then      number of orders; then per order:
+--           order id, its day (1-based), number of lines,
+--           then per line: sku, units
 --
 -- Scores are -units (see the package doc). Marks: absent, "c" counted,
 -- "x" taken back. A count moves the boards only from absent; a take-back
@@ -18,7 +21,7 @@ local mode = ARGV[1]
 if mode ~= 'count' and mode ~= 'takeback' then
   return redis.error_reply('ERR bad mode')
 end
-local pos = 3
+local pos = 2
 local function num()
   local v = tonumber(ARGV[pos])
   if not v then error('bad number at argument ' .. pos) end
@@ -37,13 +40,19 @@ local function key(i)
   return k
 end
 
-local orders = {}
-local n = tonumber(ARGV[2]) or error('bad order count')
-for o = 1, n do
-  local ord = {id = str(), marks = key(num()), markExp = num(), boards = {}, lines = {}}
+local days = {}
+for d = 1, num() do
+  local day = {marks = key(num()), markExp = num(), boards = {}}
   for b = 1, num() do
-    ord.boards[b] = {key = key(num()), exp = num()}
+    day.boards[b] = {key = key(num()), exp = num()}
   end
+  days[d] = day
+end
+local orders = {}
+for o = 1, num() do
+  local id = str()
+  local day = days[num()] or error('bad day at argument ' .. (pos - 1))
+  local ord = {id = id, marks = day.marks, markExp = day.markExp, boards = day.boards, lines = {}}
   for l = 1, num() do
     local sku, units = str(), num()
     if units <= 0 then error('bad units') end
@@ -85,26 +94,32 @@ local function applyMoves()
   end
 end
 
-local applied, skipped = 0, 0
+-- A count is one HSETNX an order. The marks' expiry is raised once a
+-- marks hash, to the latest its orders ask for: per order it was half
+-- the script's time, and the script holds Redis for every purchase.
+local applied, skipped, markExp = 0, 0, {}
 for _, ord in ipairs(orders) do
-  local mark = redis.call('HGET', ord.marks, ord.id)
-  if mode == 'count' and not mark then
-    redis.call('HSET', ord.marks, ord.id, 'c')
-    move(ord, -1)
-    applied = applied + 1
-  elseif mode == 'takeback' and mark ~= 'x' then
-    redis.call('HSET', ord.marks, ord.id, 'x')
+  if mode == 'count' then
+    if redis.call('HSETNX', ord.marks, ord.id, 'c') == 1 then
+      move(ord, -1)
+      applied = applied + 1
+    else
+      skipped = skipped + 1
+    end
+  else
+    local mark = redis.call('HGET', ord.marks, ord.id)
+    if mark ~= 'x' then redis.call('HSET', ord.marks, ord.id, 'x') end
     if mark == 'c' then
       move(ord, 1)
       applied = applied + 1
     else
       skipped = skipped + 1
     end
-  else
-    skipped = skipped + 1
   end
-  local exp = redis.call('EXPIRETIME', ord.marks)
-  if exp < ord.markExp then redis.call('EXPIREAT', ord.marks, ord.markExp) end
+  markExp[ord.marks] = math.max(markExp[ord.marks] or 0, ord.markExp)
+end
+for marks, exp in pairs(markExp) do
+  if redis.call('EXPIRETIME', marks) < exp then redis.call('EXPIREAT', marks, exp) end
 end
 applyMoves()
 if applied > 0 then redis.call('INCR', KEYS[1]) end
