@@ -8,7 +8,8 @@
 # (LATENCY HISTORY aof-fsync-always), slow log (0.5 ms) and commandstats,
 # the disk's counters every 0.5 s (io.txt: time, Dirty kB, Writeback kB,
 # then /proc/diskstats' writes, sectors written and ms writing), and the
-# AOF itself. Loopback only; it stops what it started.
+# AOF itself; then GET /healthz at the same rate, the floor. Loopback
+# only; it stops what it started.
 #
 #   scripts/bench-tail.sh LABEL [RATE]
 #
@@ -84,7 +85,11 @@ rc info persistence >"$OUT/persistence.txt"
 rc info commandstats >"$OUT/commandstats.txt"
 rc slowlog get 100000 >"$OUT/slowlog.txt"
 rc latency history aof-fsync-always >"$OUT/fsync.txt"
+# The floor: GET /healthz at the same rate from the same client.
+nice -n "${TAIL_CLIENT_NICE:-0}" "$BIN" loadtest get --target "http://127.0.0.1:$PORT" --path /healthz --rate "$RATE" \
+  --connections 200 --duration "$DUR" --addresses 200 --procs 0 --json >"$OUT/healthz.json" || true
+hz=$(awk '$1 == "\"p99\":" {gsub(/,/, ""); print $2; exit}' "$OUT/healthz.json")
 field() { awk -v k="\"$1\"" '$1 == k":" {gsub(/,/, ""); print $2; exit}' "$OUT/rate.json"; }
 # LATENCY HISTORY: pairs of lines, a second and its worst fsync (ms).
 fsync=$(paste -d' ' - - <"$OUT/fsync.txt" | awk '{print $2}' | sort -n | awk '{a[NR] = $1} END {if (NR) printf "median %s, max %s", a[int((NR + 1) / 2)], a[NR]; else print "none over 1 ms"}')
-echo "$LABEL at $RATE/s: $(field attempts_per_sec)/s, p50 $(field p50) ms, p99 $(field p99) ms; worst fsync a second: $fsync ms (files in $OUT)"
+echo "$LABEL at $RATE/s: $(field attempts_per_sec)/s, p50 $(field p50) ms, p99 $(field p99) ms (/healthz $hz ms); worst fsync a second: $fsync ms (files in $OUT)"
