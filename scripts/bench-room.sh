@@ -38,7 +38,9 @@
 # ROOM_JOIN_WINDOW (10s), ROOM_WAIT (events: the waiting shoppers follow
 # their tickets' streams; poll: they read their tickets), ROOM_POLL_MAX
 # (2s, with poll: the longest a waiting shopper goes between two ticket
-# reads), ROOM_PORT (18190), ROOM_PROFILE=1 (an 8 s server CPU profile in each
+# reads), ROOM_REDIS_DIR (where Redis keeps its AOF, default
+# .run/bench-room/redis; /dev/shm, a tmpfs, shows the tail without the
+# disk's fsyncs), ROOM_PORT (18190), ROOM_PROFILE=1 (an 8 s server CPU profile in each
 # overload phase, and its top). Output: .run/bench-room/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -63,8 +65,10 @@ for tool in redis-server redis-cli psql curl jq; do
   command -v "$tool" >/dev/null || { echo "bench-room: $tool is required" >&2; exit 1; }
 done
 
-rm -rf "$OUT" && mkdir -p "$OUT/redis" bin
-redis-server deploy/redis.conf --daemonize yes --bind 127.0.0.1 --port "$RPORT" --dir "$PWD/$OUT/redis" \
+REDIS_DIR=${ROOM_REDIS_DIR:+$ROOM_REDIS_DIR/shop-bench-room-redis}
+REDIS_DIR=${REDIS_DIR:-$PWD/$OUT/redis}
+rm -rf "$OUT" "$REDIS_DIR" && mkdir -p "$OUT/redis" "$REDIS_DIR" bin
+redis-server deploy/redis.conf --daemonize yes --bind 127.0.0.1 --port "$RPORT" --dir "$REDIS_DIR" \
   --save "" --appendfsync always --logfile "$PWD/$OUT/redis/redis.log" >/dev/null
 wait_port "$RPORT" || { echo "bench-room: redis-server on $RPORT did not start" >&2; exit 1; }
 REDIS_URL=redis://127.0.0.1:$RPORT/0
@@ -78,6 +82,7 @@ cleanup() {
     kill "$server_pid"; wait "$server_pid" 2>/dev/null || true
   fi
   rcli shutdown nosave >/dev/null 2>&1 || true
+  [ -z "${ROOM_REDIS_DIR:-}" ] || rm -rf "$REDIS_DIR"
   PGOPTIONS='-c client_min_messages=warning' psql "$PG_ADMIN_URL" -qc 'DROP DATABASE IF EXISTS shop_benchroom' >/dev/null || true
 }
 trap cleanup EXIT
