@@ -108,6 +108,43 @@ func (s *Service) RedisTicket(ctx context.Context, sku, user string) (Ticket, er
 	return s.TicketOf(ctx, sku, user, nil)
 }
 
+// Rank is user's place in admission order in sku's live room, from 0,
+// as Redis holds it (-1: none).
+func (s *Service) Rank(sku, user string) int64 {
+	ctx := context.Background()
+	u, err := parseUser(user)
+	if err != nil {
+		return -1
+	}
+	live, ok, err := s.live(ctx, sku, true)
+	if err != nil || !ok || live.Room == nil {
+		return -1
+	}
+	if r, err := s.rdb.ZRank(ctx, s.keys.Late(sku, live.Round), string(u[:])).Result(); err == nil {
+		early, _ := s.rdb.ZCard(ctx, s.keys.Early(sku, live.Round)).Result()
+		return early + r
+	}
+	early, _ := s.rdb.ZRangeByLex(ctx, s.keys.Early(sku, live.Round), &redis.ZRangeBy{Min: "-", Max: "+"}).Result()
+	for i, m := range early {
+		if m[32:48] == string(u[:]) {
+			return int64(i)
+		}
+	}
+	return -1
+}
+
+// Forget drops what the instance derived and learnt of user's entry in
+// sku's rooms, as after a restart.
+func (s *Service) Forget(sku, user string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := range s.ids {
+		if k.sku == sku && k.user.String() == user {
+			delete(s.ids, k)
+		}
+	}
+}
+
 // Freshen makes the instance's snapshot of sku's room as young as if its
 // turn had just answered.
 func (s *Service) Freshen(sku string) {

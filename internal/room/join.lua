@@ -18,9 +18,9 @@
 -- Returns {'stale'} (the live round is another: the caller rereads it),
 -- {'no_room'}, {'ended'}, {'none'} (a read: no entry), {'challenge'}
 -- (a join refused: no entry made), or
--- {'ok', new (1|0), early (1|0), joined_ms, rank in its set, early
---  entries, admitted, available, now_ms, pass ('' none), pass round,
---  expires_ms ('' none)}
+-- {'ok', new (1|0), early (1|0), joined_ms, rank in its set (-1 for an
+--  early entry before starts_at), early entries, admitted, available,
+--  now_ms, pass ('' none), pass round, expires_ms ('' none)}
 local s = redis.call('HMGET', KEYS[1], 'round', 'starts_ms', 'ends_ms', 'room_rate', 'room_bits', 'available')
 if s[1] ~= ARGV[1] then return {'stale'} end
 if not s[4] then return {'no_room'} end
@@ -42,6 +42,14 @@ local function ticket(new, early, joined, rank)
     string.format('%d', now), pass or '', pround or '', exp or ''}
 end
 
+-- Before starts_at an early entry has no position to show and nothing is
+-- admitted: its ticket needs no more reads (the early count and the rank
+-- are sent as 0 and -1).
+local function unshuffled(new, joined)
+  return {'ok', tostring(new), '1', string.format('%d', joined), '-1', '0', '0', s[6] or '0',
+    string.format('%d', now), '', '', ''}
+end
+
 -- The entry, if the shopper has one.
 local score = redis.call('ZSCORE', KEYS[4], ARGV[3])
 if score then
@@ -53,6 +61,7 @@ if hit[1] then
   local b = {string.byte(hit[1], 49, 54)}
   local joined = 0
   for i = 1, 6 do joined = joined * 256 + b[i] end
+  if now < starts then return unshuffled(0, joined) end
   return ticket(0, 1, joined, redis.call('ZRANK', KEYS[3], hit[1]))
 end
 if ARGV[2] ~= 'join' then return {'none'} end
@@ -70,7 +79,7 @@ if now < starts then
   for i = 6, 1, -1 do b[i] = ms % 256; ms = math.floor(ms / 256) end
   local member = ARGV[5] .. string.char(unpack(b))
   redis.call('ZADD', KEYS[3], 0, member)
-  return ticket(1, 1, now, redis.call('ZRANK', KEYS[3], member))
+  return unshuffled(1, now)
 end
 -- Late: in order of arrival; 1024 a millisecond before the score runs
 -- ahead of the clock (more than one Redis serves).

@@ -74,9 +74,10 @@ type idsKey struct {
 
 // derivedIDs are the HMACs and digests of a shopper's entry: the same for
 // every request of the round, and a tenth of a ticket read's CPU when
-// made anew each time. at is the entry's place once a read has seen it
-// after starts_at (at.rank >= 0), from when it never changes; pass the
-// pass once a read has seen its admission, which is for good.
+// made anew each time. at is the entry's place once a read has seen it:
+// an early one before starts_at with rank -1, then from the first read
+// after starts_at the final place (rank >= 0); pass the pass once a read
+// has seen its admission, which is for good.
 type derivedIDs struct {
 	entryID, prefix, eventsURL string
 	at                         place
@@ -108,16 +109,19 @@ func (s *Service) idsOf(sku string, live inventory.LiveRound, u uuid.UUID) deriv
 	return d
 }
 
-// placed keeps p as user u's place in sku's live round once it is final,
-// and pass once it is known.
+// placed keeps p as user u's place in sku's live round: an early one
+// before the shuffle (rank -1) until its rank is known, then the final
+// one; and pass once it is known.
 func (s *Service) placed(sku string, live inventory.LiveRound, u uuid.UUID, p place, pass passInfo) {
-	if p.rank < 0 {
+	if p.rank < 0 && !p.early {
 		return
 	}
 	k := idsKey{sku: sku, round: live.Round, user: u}
 	s.mu.Lock()
 	if d, ok := s.ids[k]; ok {
-		d.at = p
+		if p.rank >= 0 || d.at.rank < 0 { // a late answer from before the shuffle keeps the rank
+			d.at = p
+		}
 		if pass.pass != "" {
 			d.pass = pass
 		}

@@ -117,18 +117,110 @@ func TestFarBackTicketsComeFromTheAdmittersTurn(t *testing.T) {
 	if _, err := f.rooms.TicketOf(ctx, "far", last, nil); err != nil || calls.scripts.Load() != n0+1 {
 		t.Fatalf("after the rate went up: %v, %d script calls, want the ticket read from Redis", err, calls.scripts.Load()-n0)
 	}
-	// Sold out: even the last in line is read from Redis, and says so.
-	if err := f.r.Client.HSet(ctx, f.stock.SaleKey("far"), "available", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if tr, err := f.rooms.AdmitTurn(ctx, "far"); err != nil || tr.Status != "sold_out" {
+}
+
+// Sold out, a ticket far back is worked out from the turn too, and says
+// so (units coming back could admit only the near ones before the next
+// turn); the first still waiting is read from Redis.
+func TestSoldOutTicketsFarBackComeFromTheTurn(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	var calls scriptCalls
+	f.r.Client.AddHook(&calls)
+	ctx := context.Background()
+	f.open(t, "gone", 100, time.Time{}, inventory.RoomSettings{AdmitPerSecond: 10, PassTTL: time.Minute})
+	us := users(60)
+	f.joinAll(t, "gone", us)
+	time.Sleep(300 * time.Millisecond) // three tokens' worth
+	if tr, err := f.rooms.AdmitTurn(ctx, "gone"); err != nil || tr.Status != "ok" || tr.Total < 1 {
 		t.Fatalf("turn: %+v %v", tr, err)
 	}
-	f.rooms.Freshen("far")
-	n := calls.scripts.Load()
-	tk, err := f.rooms.TicketOf(ctx, "far", last, nil)
-	if err != nil || tk.State != room.StateSoldOut || calls.scripts.Load() != n+1 {
-		t.Fatalf("sold out: %+v %v, %d script calls", tk, err, calls.scripts.Load()-n)
+	if err := f.r.Client.HSet(ctx, f.stock.SaleKey("gone"), "available", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := f.rooms.AdmitTurn(ctx, "gone")
+	if err != nil || tr.Status != "sold_out" {
+		t.Fatalf("turn: %+v %v", tr, err)
+	}
+	for _, c := range []struct {
+		user  string
+		calls int64
+	}{{atRank(t, f, "gone", us, 59), 0}, {atRank(t, f, "gone", us, tr.Total), 1}} {
+		f.rooms.Freshen("gone")
+		n := calls.scripts.Load()
+		tk, err := f.rooms.TicketOf(ctx, "gone", c.user, nil)
+		if err != nil || tk.State != room.StateSoldOut || calls.scripts.Load() != n+c.calls {
+			t.Fatalf("sold out: %+v %v, %d script calls, want %d", tk, err, calls.scripts.Load()-n, c.calls)
+		}
+	}
+}
+
+// atRank is the shopper of us at rank (from 0) in sku's admission order.
+func atRank(t *testing.T, f *fixture, sku string, us []string, rank int64) string {
+	t.Helper()
+	for _, u := range us {
+		if f.rooms.Rank(sku, u) == rank {
+			return u
+		}
+	}
+	t.Fatalf("no one at rank %d of %s", rank, sku)
+	return ""
+}
+
+// Before starts_at an early entry has no position yet: once the instance
+// has seen the entry, its ticket reads are worked out from the admitter's
+// turn with no Redis call, and say what Redis would, sold out too.
+func TestEarlyTicketsComeFromTheTurnBeforeTheShuffle(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	var calls scriptCalls
+	f.r.Client.AddHook(&calls)
+	ctx := context.Background()
+	starts := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	f.open(t, "soon", 100, starts, inventory.RoomSettings{AdmitPerSecond: 10, PassTTL: time.Minute})
+	us := users(20)
+	f.joinAll(t, "soon", us)
+	other := users(1)[0]
+	if _, _, err := f.rooms.Join(ctx, "soon", other, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, available := range []int{100, 0} {
+		if err := f.r.Client.HSet(ctx, f.stock.SaleKey("soon"), "available", available).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if tr, err := f.rooms.AdmitTurn(ctx, "soon"); err != nil || (tr.Status != "waiting") {
+			t.Fatalf("turn: %+v %v", tr, err)
+		}
+		for _, u := range us {
+			want, err := f.rooms.RedisTicket(ctx, "soon", u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.rooms.Freshen("soon")
+			n := calls.scripts.Load()
+			got, err := f.rooms.TicketOf(ctx, "soon", u, nil)
+			if err != nil || calls.scripts.Load() != n {
+				t.Fatalf("ticket: %v, %d script calls, want none", err, calls.scripts.Load()-n)
+			}
+			g, _ := json.Marshal(got)
+			w, _ := json.Marshal(want)
+			if string(g) != string(w) {
+				t.Fatalf("ticket as answered\n%s\nfrom Redis\n%s", g, w)
+			}
+			if want.Position != nil || (available == 0) != (want.State == room.StateSoldOut) {
+				t.Fatalf("before the shuffle, %d available: %s", available, w)
+			}
+		}
+	}
+	// A shopper the instance has never seen, or who never joined, is read
+	// from Redis.
+	f.rooms.Forget("soon", other)
+	for _, u := range []string{other, users(1)[0]} {
+		f.rooms.Freshen("soon")
+		n := calls.scripts.Load()
+		if _, err := f.rooms.TicketOf(ctx, "soon", u, nil); calls.scripts.Load() != n+1 {
+			t.Fatalf("unseen shopper: %v, %d script calls, want 1", err, calls.scripts.Load()-n)
+		}
 	}
 }
 

@@ -223,20 +223,23 @@ func (s *Service) joinCall(sku string, live inventory.LiveRound, u uuid.UUID, us
 }
 
 // fromSnapshot answers u's ticket from the instance's snapshot of the
-// room when the entry's place is known and either too far back to have
-// been admitted since the snapshot was read, with units left, or admitted
+// room when the instance has seen the entry and it is early with the
+// shuffle still to come (no position yet), too far back to have been
+// admitted since the snapshot was read (sold out or not), or admitted
 // with a pass this instance has read.
 func (s *Service) fromSnapshot(sku string, u uuid.UUID, live inventory.LiveRound) (Ticket, bool) {
 	v := s.snapshotOf(sku, live.Round)
 	if v == nil {
 		return Ticket{}, false
 	}
-	d := s.idsOf(sku, live, u)
+	d, sh := s.idsOf(sku, live, u), v.shared()
 	switch {
 	case d.at.rank >= 0 && d.at.rank < v.turn.Total && d.pass.pass != "":
-		return s.build(sku, u, live, d.at, v.shared(), d.pass), true
-	case v.turn.Available > 0 && v.farBack(d.at):
-		return s.build(sku, u, live, d.at, v.shared(), passInfo{}), true
+		return s.build(sku, u, live, d.at, sh, d.pass), true
+	case d.at.early && d.at.rank < 0 && sh.now < v.starts:
+		return s.build(sku, u, live, d.at, sh, passInfo{}), true
+	case v.farBack(d.at):
+		return s.build(sku, u, live, d.at, sh, passInfo{}), true
 	}
 	return Ticket{}, false
 }

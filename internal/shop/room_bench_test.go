@@ -21,11 +21,15 @@ import (
 // admitting 1 a second (200, the same ticket); GET .../queue, their
 // ticket read; both worked out from the admitter's turn but for the
 // front two. And op=ticket-admitted, the ticket read of 200 shoppers a
-// room has admitted, which reads Redis (as any near the front does). On
-// a private redis-server, with its scripts/op, trips/op (the client's
-// sends) and redis-cpu-us/op. The bar: a join and a ticket read
-// each at least 0.8 x the product read's throughput. Results:
-// BENCHMARKS.md.
+// room has admitted; op=ticket-early, of 200 joined before starts_at
+// (no position yet); op=ticket-sold-out, of 200 far back in a sold-out
+// room; op=ticket-near, of 200 all near the front (a sold-out room
+// admitting 1,000 a second), which read Redis; op=join-first, first
+// joins before starts_at, each in a fresh room per 1,000 (a shopper's
+// first join happens once a round). On a private
+// redis-server, with its scripts/op, trips/op (the client's sends) and
+// redis-cpu-us/op. The bar: a join and a ticket read each at
+// least 0.8 x the product read's throughput. Results: BENCHMARKS.md.
 func BenchmarkRoom(b *testing.B) {
 	rdb := privateRedis(b)
 	var sends sendCounter
@@ -37,11 +41,20 @@ func BenchmarkRoom(b *testing.B) {
 	a.Product(b, "front", 100)
 	a.Round(b, "front", inventory.Seed{Quantity: 1000, PerUserLimit: 1,
 		Room: &inventory.RoomSettings{AdmitPerSecond: 1000, PassTTL: inventory.DefaultPassTTL}})
+	later := time.Now().Add(time.Hour)
+	a.Product(b, "early", 100)
+	a.Round(b, "early", inventory.Seed{Quantity: 1000, PerUserLimit: 1, StartsAt: later,
+		Room: &inventory.RoomSettings{AdmitPerSecond: 1000, PassTTL: inventory.DefaultPassTTL}})
+	for sku, rate := range map[string]int{"gone": 1, "near": 1000} {
+		a.Product(b, sku, 100)
+		a.Round(b, sku, inventory.Seed{Quantity: 0, PerUserLimit: 1,
+			Room: &inventory.RoomSettings{AdmitPerSecond: rate, PassTTL: inventory.DefaultPassTTL}})
+	}
 	bearers := make([]string, benchShoppers)
 	for i := range bearers {
 		id, tok := a.Shopper(b, fmt.Sprintf("room-%d@example.com", i))
 		bearers[i] = "Bearer " + tok
-		for _, sku := range []string{"bench", "front"} {
+		for _, sku := range []string{"bench", "front", "early", "gone", "near"} {
 			if _, _, err := a.Rooms.Join(context.Background(), sku, id, nil, nil); err != nil {
 				b.Fatal(err)
 			}
@@ -64,7 +77,32 @@ func BenchmarkRoom(b *testing.B) {
 	b.Run("op=join", counted(func(b *testing.B) { benchRoom(b, a, http.MethodPost, "bench", bearers) }))
 	b.Run("op=ticket", counted(func(b *testing.B) { benchRoom(b, a, http.MethodGet, "bench", bearers) }))
 	b.Run("op=ticket-admitted", counted(func(b *testing.B) { benchRoom(b, a, http.MethodGet, "front", bearers) }))
+	b.Run("op=ticket-early", counted(func(b *testing.B) { benchRoom(b, a, http.MethodGet, "early", bearers) }))
+	b.Run("op=ticket-sold-out", counted(func(b *testing.B) { benchRoom(b, a, http.MethodGet, "gone", bearers) }))
+	b.Run("op=ticket-near", counted(func(b *testing.B) { benchRoom(b, a, http.MethodGet, "near", bearers) }))
+	newcomers := make([]string, firstJoiners)
+	for i := range newcomers {
+		_, tok := a.Shopper(b, fmt.Sprintf("first-%d@example.com", i))
+		newcomers[i] = "Bearer " + tok
+	}
+	var rooms atomic.Int64
+	b.Run("op=join-first", counted(func(b *testing.B) {
+		// A fresh room per firstJoiners joins, opened before the timer.
+		skus := make([]string, (b.N+firstJoiners-1)/firstJoiners)
+		for i := range skus {
+			skus[i] = fmt.Sprintf("first-%d", rooms.Add(1))
+			a.Product(b, skus[i], 100)
+			a.Round(b, skus[i], inventory.Seed{Quantity: 1000, PerUserLimit: 1, StartsAt: later,
+				Room: &inventory.RoomSettings{AdmitPerSecond: 1000, PassTTL: inventory.DefaultPassTTL}})
+		}
+		benchRoomOps(b, a, func(n uint64) (string, string, string) {
+			return http.MethodPost, skus[n/firstJoiners], newcomers[n%firstJoiners]
+		})
+	}))
 }
+
+// firstJoiners is how many shoppers op=join-first's rooms each take.
+const firstJoiners = 1000
 
 // waitAdmitted waits until sku's room has admitted n.
 func waitAdmitted(b *testing.B, a *shoptest.App, sku string, n int64) {
@@ -81,6 +119,12 @@ func waitAdmitted(b *testing.B, a *shoptest.App, sku string, n int64) {
 
 // benchRoom is benchGet for the room's shopper routes.
 func benchRoom(b *testing.B, a *shoptest.App, method, sku string, bearers []string) {
+	benchRoomOps(b, a, func(n uint64) (string, string, string) { return method, sku, bearers[n%benchShoppers] })
+}
+
+// benchRoomOps runs b.N room requests, the nth (from 0) op(n): method,
+// SKU and Authorization.
+func benchRoomOps(b *testing.B, a *shoptest.App, op func(n uint64) (method, sku, bearer string)) {
 	var seq atomic.Uint64
 	h := a.Fiber.Handler()
 	b.ReportAllocs()
@@ -90,17 +134,18 @@ func benchRoom(b *testing.B, a *shoptest.App, method, sku string, bearers []stri
 	b.RunParallel(func(pb *testing.PB) {
 		var rc fasthttp.RequestCtx
 		for pb.Next() {
-			i := seq.Add(1) % benchShoppers
+			n := seq.Add(1) - 1
+			method, sku, bearer := op(n)
 			rc.ResetUserValues()
 			rc.Request.Reset()
 			rc.Response.Reset()
 			rc.Request.Header.SetMethod(method)
 			rc.Request.SetRequestURI("/api/v1/products/" + sku + "/queue")
-			rc.Request.Header.Set("Authorization", bearers[i])
-			rc.Request.Header.Set("X-Forwarded-For", fmt.Sprintf("198.18.0.%d", i+1))
+			rc.Request.Header.Set("Authorization", bearer)
+			rc.Request.Header.Set("X-Forwarded-For", fmt.Sprintf("198.18.0.%d", n%benchShoppers+1))
 			h(&rc)
-			if rc.Response.StatusCode() != http.StatusOK {
-				b.Fatalf("status %d: %s", rc.Response.StatusCode(), rc.Response.Body())
+			if st := rc.Response.StatusCode(); st != http.StatusOK && st != http.StatusCreated {
+				b.Fatalf("status %d: %s", st, rc.Response.Body())
 			}
 		}
 	})
