@@ -21,7 +21,7 @@ const maxBytesPerEntry = 256
 
 // newPrivateFixture is a fixture on a redis-server of the test's own, so
 // that INFO memory is the room's alone.
-func newPrivateFixture(t *testing.T) *fixture {
+func newPrivateFixture(t testing.TB) *fixture {
 	t.Helper()
 	rs := testenv.StartRedis(t)
 	opts, err := redis.ParseURL(rs.URL)

@@ -38,7 +38,7 @@ func newFixture(t *testing.T) *fixture {
 }
 
 // newFixtureOn is newFixture on r (e.g. a private redis-server's).
-func newFixtureOn(t *testing.T, r *testenv.Redis) *fixture {
+func newFixtureOn(t testing.TB, r *testenv.Redis) *fixture {
 	t.Helper()
 	db := testenv.NewDatabase(t)
 	c := cache.New(r.Client, cache.Options{Prefix: r.Prefix + "cache:", TTL: time.Minute}, prometheus.NewRegistry())
@@ -56,7 +56,7 @@ func newFixtureOn(t *testing.T, r *testenv.Redis) *fixture {
 }
 
 // open creates sku and opens a roomed round of quantity units.
-func (f *fixture) open(t *testing.T, sku string, quantity int, starts time.Time, room inventory.RoomSettings) inventory.StockReport {
+func (f *fixture) open(t testing.TB, sku string, quantity int, starts time.Time, room inventory.RoomSettings) inventory.StockReport {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := f.cat.Create(ctx, sku, inventory.ProductInput{Name: sku, Category: "c", PriceCents: 100}); err != nil &&

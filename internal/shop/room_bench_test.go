@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,7 +17,8 @@ import (
 
 // BenchmarkRoom is what waiting costs next to a product read, in one
 // run on one application (shop serve's wiring, the access log batched,
-// the admitter running): GET /api/v1/products/{sku} anonymous; POST
+// the admitter running): GET /api/v1/products/{sku} anonymous, and by
+// a signed-in shopper (op=product-signed-in, for context); POST
 // .../queue, a repeat join of one of 200 shoppers already in a room
 // admitting 1 a second (200, the same ticket); GET .../queue, their
 // ticket read; both worked out from the admitter's turn but for the
@@ -74,6 +76,11 @@ func BenchmarkRoom(b *testing.B) {
 		}
 	}
 	b.Run("op=product", counted(func(b *testing.B) { benchGet(b, a, "/api/v1/products/bench") }))
+	b.Run("op=product-signed-in", counted(func(b *testing.B) {
+		benchRoomOps(b, a, func(n uint64) (string, string, string) {
+			return http.MethodGet, "/api/v1/products/bench", bearers[n%benchShoppers]
+		})
+	}))
 	b.Run("op=join", counted(func(b *testing.B) { benchRoom(b, a, http.MethodPost, "bench", bearers) }))
 	b.Run("op=ticket", counted(func(b *testing.B) { benchRoom(b, a, http.MethodGet, "bench", bearers) }))
 	b.Run("op=ticket-admitted", counted(func(b *testing.B) { benchRoom(b, a, http.MethodGet, "front", bearers) }))
@@ -122,9 +129,9 @@ func benchRoom(b *testing.B, a *shoptest.App, method, sku string, bearers []stri
 	benchRoomOps(b, a, func(n uint64) (string, string, string) { return method, sku, bearers[n%benchShoppers] })
 }
 
-// benchRoomOps runs b.N room requests, the nth (from 0) op(n): method,
-// SKU and Authorization.
-func benchRoomOps(b *testing.B, a *shoptest.App, op func(n uint64) (method, sku, bearer string)) {
+// benchRoomOps runs b.N requests, the nth (from 0) op(n): method, SKU
+// (its room's route) or path, and Authorization.
+func benchRoomOps(b *testing.B, a *shoptest.App, op func(n uint64) (method, skuOrPath, bearer string)) {
 	var seq atomic.Uint64
 	h := a.Fiber.Handler()
 	b.ReportAllocs()
@@ -135,12 +142,15 @@ func benchRoomOps(b *testing.B, a *shoptest.App, op func(n uint64) (method, sku,
 		var rc fasthttp.RequestCtx
 		for pb.Next() {
 			n := seq.Add(1) - 1
-			method, sku, bearer := op(n)
+			method, path, bearer := op(n)
 			rc.ResetUserValues()
 			rc.Request.Reset()
 			rc.Response.Reset()
 			rc.Request.Header.SetMethod(method)
-			rc.Request.SetRequestURI("/api/v1/products/" + sku + "/queue")
+			if !strings.HasPrefix(path, "/") {
+				path = "/api/v1/products/" + path + "/queue"
+			}
+			rc.Request.SetRequestURI(path)
 			rc.Request.Header.Set("Authorization", bearer)
 			rc.Request.Header.Set("X-Forwarded-For", fmt.Sprintf("198.18.0.%d", n%benchShoppers+1))
 			h(&rc)
