@@ -2,6 +2,7 @@ package room_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/room"
 )
 
 // BenchmarkJoinScript is join.lua's own cost in Redis for a first join,
@@ -58,4 +60,31 @@ func evalshaUsec(b testing.TB, rdb *redis.Client) float64 {
 		}
 	}
 	return 0
+}
+
+// BenchmarkChallenge is what a challenge costs each side: the shopper's
+// Solve at 8 and 16 bits (about 2^n SHA-256s, here in Go; the storefront
+// solves in the browser) and the server's check of an answer, one
+// SHA-256 whatever the bits.
+func BenchmarkChallenge(b *testing.B) {
+	challenges := make([]string, 64)
+	for i := range challenges {
+		challenges[i] = fmt.Sprintf("%032x", i*7919+1)
+	}
+	for _, bits := range []int{8, 16} {
+		b.Run(fmt.Sprintf("solve-%d-bits", bits), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				room.Solve(challenges[i%len(challenges)], bits)
+			}
+		})
+	}
+	nonce := room.Solve(challenges[0], 16)
+	b.Run("check", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			if !room.Solves(challenges[0], nonce, 16) {
+				b.Fatal("the answer does not solve")
+			}
+		}
+	})
 }
