@@ -119,7 +119,9 @@ func (s *Service) placed(sku string, live inventory.LiveRound, u uuid.UUID, p pl
 	k := idsKey{sku: sku, round: live.Round, user: u}
 	s.mu.Lock()
 	if d, ok := s.ids[k]; ok {
-		if p.rank >= 0 || d.at.rank < 0 { // a late answer from before the shuffle keeps the rank
+		// An answer read before the shuffle that comes back after one read
+		// since must not take the rank away.
+		if p.rank >= 0 || d.at.rank < 0 {
 			d.at = p
 		}
 		if pass.pass != "" {
