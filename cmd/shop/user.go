@@ -116,10 +116,12 @@ func newUserDeleteCmd(a *app) *cobra.Command {
 						return fmt.Errorf("user delete: %w", err)
 					}
 				}
-				if err := svc.EraseUser(ctx, uid); err != nil {
+				uid, cancelled, err := shop.EraseUser(ctx, svc, shop.NewOrders(st.shop(), cfg, log), uid)
+				if err != nil {
 					return fmt.Errorf("user delete: %w", err)
 				}
-				_, err := fmt.Fprintln(a.stdout, uid)
+				log.Info("user erased", "id", uid, "unpaid_orders_cancelled", cancelled)
+				_, err = fmt.Fprintln(a.stdout, uid)
 				return err
 			})
 		},

@@ -3,11 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/shop-oss/shop/internal/auth"
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
@@ -122,8 +125,33 @@ func TestUserDelete(t *testing.T) {
 			t.Errorf("%v: err = %v, want one line", args, err)
 		}
 	}
+	// Any case, no dashes: the same user, every session revoked; any
+	// other spelling is not found and erases nothing.
+	id3, _ := shop("add", "--email", "b@example.com", "--password", "correct horse")
+	users := auth.New(db.Pool, r.Client, auth.Config{Secret: []byte("user-delete-test-secret-0123456789"),
+		KeyPrefix: r.Prefix, AccessTTL: time.Minute, SessionTTL: time.Hour}, slog.New(slog.DiscardHandler), nil)
+	ctx := context.Background()
+	tok, err := users.Login(ctx, "b@example.com", "correct horse", "phone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"urn:uuid:" + id3, "{" + id3 + "}"} {
+		if _, err := shop("delete", "--id", bad); err == nil || !strings.Contains(err.Error(), "not found") {
+			t.Errorf("delete --id %s: %v, want not found", bad, err)
+		}
+	}
+	if _, err := users.Refresh(ctx, tok.RefreshToken); err != nil {
+		t.Fatalf("refresh before the erasure: %v", err)
+	}
+	tok, _ = users.Login(ctx, "b@example.com", "correct horse", "phone")
+	if got, err := shop("delete", "--id", strings.ToUpper(strings.ReplaceAll(id3, "-", ""))); err != nil || got != id3 {
+		t.Fatalf("delete --id in upper case without dashes: %q %v, want %s", got, err, id3)
+	}
+	if _, err := users.Refresh(ctx, tok.RefreshToken); err == nil {
+		t.Fatal("the erased user's refresh token still rotates")
+	}
 	var erased int
-	if err := db.Pool.QueryRow(context.Background(), "SELECT count(*) FROM users WHERE deleted_at IS NOT NULL").Scan(&erased); err != nil || erased != 2 {
-		t.Fatalf("erased rows %d %v, want 2", erased, err)
+	if err := db.Pool.QueryRow(ctx, "SELECT count(*) FROM users WHERE deleted_at IS NOT NULL").Scan(&erased); err != nil || erased != 3 {
+		t.Fatalf("erased rows %d %v, want 3", erased, err)
 	}
 }

@@ -12,38 +12,73 @@ import (
 	"github.com/shop-oss/shop/internal/database"
 )
 
-// ErrUserNotFound: no user has the id, or it was erased already.
-var ErrUserNotFound = apperr.NewError(apperr.CodeNotFound, "user not found")
+var (
+	// ErrUserNotFound: no user has the id, or it was erased already.
+	ErrUserNotFound = apperr.NewError(apperr.CodeNotFound, "user not found")
+	// ErrUserErased: the user was erased already; it is an ErrUserNotFound.
+	ErrUserErased = fmt.Errorf("%w: erased already", ErrUserNotFound)
+)
 
 const (
+	// eraseUserSQL also answers for a user erased already (erased false),
+	// so that a repeated erasure can finish what a failed one left.
 	eraseUserSQL = `
+WITH erased AS (
 UPDATE users SET email = 'deleted+' || id || '@invalid', name = '', password_hash = '',
        deleted_at = now(), updated_at = now()
-WHERE id = $1 AND deleted_at IS NULL`
+WHERE id = $1 AND deleted_at IS NULL
+RETURNING id)
+SELECT EXISTS (SELECT 1 FROM erased), EXISTS (SELECT 1 FROM users WHERE id = $1)`
 
 	liveUserSQL = `SELECT deleted_at IS NULL FROM users WHERE id = $1`
 )
 
-// EraseUser erases a user (a GDPR erasure): the row stays for their
-// orders, anonymised, and every session of theirs is revoked, so their
-// tokens answer 401 at once. Errors: ErrUserNotFound, or a 503.
-func (s *Service) EraseUser(ctx context.Context, id string) error {
-	if _, err := uuid.Parse(id); err != nil {
-		return fmt.Errorf("erase user %q: %w", id, ErrUserNotFound)
+// EraseUser erases user id (API.md: any case, with or without dashes): the
+// row stays for their orders, anonymised, and every session of theirs is
+// revoked, so their tokens answer 401 at once. It returns the id in its
+// canonical form. A user erased already has their sessions revoked again
+// (a failed revocation is finished by the next try) and answers
+// ErrUserErased. Errors: ErrUserNotFound (ErrUserErased is one), or a 503.
+func (s *Service) EraseUser(ctx context.Context, id string) (string, error) {
+	uid, ok := ParseUserID(id)
+	if !ok {
+		return "", fmt.Errorf("erase user %q: %w", id, ErrUserNotFound)
 	}
 	pctx, cancel := context.WithTimeout(ctx, pgTimeout)
-	tag, err := s.db.Exec(pctx, eraseUserSQL, id)
+	var erased, exists bool
+	err := s.db.QueryRow(pctx, eraseUserSQL, uid).Scan(&erased, &exists)
 	cancel()
 	if err != nil {
-		return s.pgFailure("erase user", err)
+		return "", s.pgFailure("erase user", err)
 	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("erase user %s: %w", id, ErrUserNotFound)
+	if !exists {
+		return "", fmt.Errorf("erase user %s: %w", uid, ErrUserNotFound)
 	}
 	// A login that read the account before the erasure committed checks
 	// it again once its session exists (stillLive), so this scan, which
 	// starts after the commit, misses no session of theirs.
-	return s.sessions.revokeUser(ctx, id)
+	if err := s.sessions.revokeUser(ctx, uid); err != nil {
+		return "", err
+	}
+	if !erased {
+		return uid, fmt.Errorf("erase user %s: %w", uid, ErrUserErased)
+	}
+	return uid, nil
+}
+
+// ParseUserID returns id in the canonical form users are stored under
+// (lower case, with dashes) when it is a user id in any case, with or
+// without its dashes; ok is false for anything else. uuid.Parse alone
+// would also take the URN and braced forms, which are not our ids.
+func ParseUserID(id string) (canonical string, ok bool) {
+	if len(id) != 36 && len(id) != 32 {
+		return "", false
+	}
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return "", false
+	}
+	return u.String(), true
 }
 
 // stillLive reports whether the user was not erased; a login asks after

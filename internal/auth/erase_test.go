@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -18,7 +19,7 @@ func TestEraseUserRevokesEverySession(t *testing.T) {
 	phone, laptop := h.login(t, "gone@example.com", "phone"), h.login(t, "gone@example.com", "laptop")
 	kept := h.login(t, "stays@example.com", "phone")
 	ctx := context.Background()
-	if err := h.svc.EraseUser(ctx, u.ID); err != nil {
+	if _, err := h.svc.EraseUser(ctx, u.ID); err != nil {
 		t.Fatal(err)
 	}
 	for _, tok := range []Tokens{phone, laptop} {
@@ -36,7 +37,7 @@ func TestEraseUserRevokesEverySession(t *testing.T) {
 	h.do(t, http.MethodPost, "/api/v1/auth/register", map[string]string{"email": "gone@example.com", "password": testPassword}).
 		want(t, http.StatusCreated, "")
 	for _, id := range []string{u.ID, "not-a-uuid", "00000000-0000-0000-0000-000000000000"} {
-		if err := h.svc.EraseUser(ctx, id); !errors.Is(err, ErrUserNotFound) {
+		if _, err := h.svc.EraseUser(ctx, id); !errors.Is(err, ErrUserNotFound) {
 			t.Errorf("erase %s: %v, want ErrUserNotFound", id, err)
 		}
 	}
@@ -54,7 +55,7 @@ func TestLoginRacingErasureIsRefused(t *testing.T) {
 	u := h.mustCreate(t, "racer@example.com", RoleShopper)
 	h.svc.beforeLiveCheck = func() {
 		h.svc.beforeLiveCheck = nil
-		if err := h.svc.EraseUser(context.Background(), u.ID); err != nil {
+		if _, err := h.svc.EraseUser(context.Background(), u.ID); err != nil {
 			t.Error(err)
 		}
 	}
@@ -64,4 +65,52 @@ func TestLoginRacingErasureIsRefused(t *testing.T) {
 	if err != nil || len(keys) != 0 {
 		t.Fatalf("sessions left: %v %v", keys, err)
 	}
+}
+
+// A user id may be written in any case, with or without its dashes
+// (API.md): each spelling erases the same user and revokes every session
+// of theirs, access and refresh tokens alike.
+func TestEraseUserByAnySpellingRevokesEverySession(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	spellings := map[string]func(string) string{
+		"upper":          strings.ToUpper,
+		"no dashes":      func(id string) string { return strings.ReplaceAll(id, "-", "") },
+		"upper, no dash": func(id string) string { return strings.ToUpper(strings.ReplaceAll(id, "-", "")) },
+		"mixed case":     func(id string) string { return strings.ToUpper(id[:9]) + id[9:] },
+	}
+	for name, spell := range spellings {
+		email := strings.ReplaceAll(name, " ", "") + "@example.com"
+		email = strings.ReplaceAll(email, ",", "")
+		u := h.mustCreate(t, email, RoleShopper)
+		tok := h.login(t, email, "phone")
+		if _, err := h.svc.EraseUser(context.Background(), spell(u.ID)); err != nil {
+			t.Fatalf("%s: erase %s: %v", name, spell(u.ID), err)
+		}
+		h.me(t, tok.AccessToken).want(t, http.StatusUnauthorized, "unauthorized")
+		h.refresh(t, tok.RefreshToken).want(t, http.StatusUnauthorized, "")
+		if _, err := h.svc.EraseUser(context.Background(), u.ID); !errors.Is(err, ErrUserNotFound) {
+			t.Errorf("%s: second erasure: %v, want ErrUserNotFound", name, err)
+		}
+	}
+}
+
+// Any other spelling of an id is not a user's: not found, nothing erased
+// (uuid.Parse alone would take the URN and braced forms, which PostgreSQL
+// then refuses to cast).
+func TestEraseUserRefusesOtherSpellings(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	u := h.mustCreate(t, "kept@example.com", RoleShopper)
+	tok := h.login(t, "kept@example.com", "phone")
+	for _, id := range []string{
+		"urn:uuid:" + u.ID, "URN:UUID:" + u.ID, "{" + u.ID + "}", " " + u.ID, u.ID + " ", u.ID + "\n",
+		u.ID[:35], u.ID + "0", strings.ReplaceAll(u.ID, "-", "")[:31], "", "-" + strings.ReplaceAll(u.ID, "-", "")[1:],
+		strings.Replace(u.ID, "-", "", 1), strings.Replace(u.ID, "-", "--", 1)[:36],
+	} {
+		if _, err := h.svc.EraseUser(context.Background(), id); !errors.Is(err, ErrUserNotFound) {
+			t.Errorf("erase %q: %v, want ErrUserNotFound", id, err)
+		}
+	}
+	h.me(t, tok.AccessToken).want(t, http.StatusOK, "")
 }

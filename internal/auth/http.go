@@ -18,20 +18,6 @@ func (s *Service) Routes(r fiber.Router) {
 	r.Get("/me", s.RequireUser(), h.me)
 }
 
-// AdminRoutes registers the admin's user routes behind admin.
-func (s *Service) AdminRoutes(r fiber.Router, admin fiber.Handler) {
-	h := handler{s}
-	r.Delete("/admin/users/:id", admin, h.erase)
-}
-
-// erase erases a user: 204, or 404 when unknown or erased already.
-func (h handler) erase(c *fiber.Ctx) error {
-	if err := h.svc.EraseUser(c.UserContext(), c.Params("id")); err != nil {
-		return err
-	}
-	return c.SendStatus(fiber.StatusNoContent)
-}
-
 // handler adapts HTTP to the Service's methods.
 type handler struct{ svc *Service }
 

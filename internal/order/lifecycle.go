@@ -211,3 +211,43 @@ func (s *Service) liveStatusOf(ctx context.Context, user, id string) (Order, boo
 	}
 	return o, found, nil
 }
+
+// unpaidPage is how many orders CancelUnpaid reads a page.
+const unpaidPage = 100
+
+// CancelUnpaid cancels every unpaid (pending or confirmed) order of user,
+// as Cancel does, and returns how many it cancelled: a user's erasure
+// (API.md) leaves no units held by nobody. Their units go back exactly
+// once, so a repeat cancels nothing more; an order paid or expired
+// meanwhile is left as it is. Errors: a 503.
+func (s *Service) CancelUnpaid(ctx context.Context, user string) (int, error) {
+	var unpaid []string
+	for cursor := ""; ; {
+		page, err := s.List(ctx, user, unpaidPage, cursor)
+		if err != nil {
+			return 0, err
+		}
+		for _, o := range page.Items {
+			if o.Status == StatusPending || o.Status == StatusConfirmed {
+				unpaid = append(unpaid, o.ID)
+			}
+		}
+		if page.NextCursor == nil {
+			break
+		}
+		cursor = *page.NextCursor
+	}
+	n := 0
+	for _, id := range unpaid {
+		o, err := s.Cancel(ctx, user, id)
+		switch {
+		case errors.Is(err, ErrNotCancellable) || errors.Is(err, ErrNotFound):
+			continue // settled otherwise since the list was read
+		case err != nil:
+			return n, err
+		case o.Status == StatusCancelled:
+			n++
+		}
+	}
+	return n, nil
+}

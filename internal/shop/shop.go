@@ -157,9 +157,7 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 	a.Rooms = room.New(st.DB, st.Redis, a.Stock, a.Sales, cfg.KeyPrefix, log, room.Options{})
 	a.Sales.CountRoomsWith(a.Rooms.Counters)
 	a.Sales.AfterOpen(a.Rooms.Track)
-	a.Orders = order.New(st.DB, st.Redis, a.Stock, a.Catalog.Exists, cfg.KeyPrefix, log, reg,
-		order.Options{PaymentTTL: cfg.PaymentTTL, Payments: PaymentProvider(cfg), StockChanged: StockChanged,
-			ReserveRedis: purchases, HoldLifetime: cfg.SagaHoldTTL})
+	a.Orders = newOrders(st, cfg, a.Stock, a.Catalog, log, reg, purchases)
 	if cfg.PaymentProvider == "stripe" {
 		a.Webhook = payment.NewWebhook(st.DB, cfg.StripeWebhookSecret, a.Orders, log, reg)
 	}
@@ -215,7 +213,7 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 			func(r fiber.Router) { a.Orders.Routes(r, user) },
 			func(r fiber.Router) { a.Carts.Routes(r, user) },
 			func(r fiber.Router) { a.Audit.Routes(r, admin) },
-			func(r fiber.Router) { a.Auth.AdminRoutes(r, admin) },
+			func(r fiber.Router) { r.Delete("/admin/users/:id", admin, a.erase) },
 		},
 		// The storefront page and the admin console, clients of the API
 		// above, outside it; the storefront asks for a card when the
@@ -319,6 +317,21 @@ func newCatalog(st Stores, cfg *config.Config, log *slog.Logger, reg prometheus.
 // the order partitions its SKUs fall in (on a cluster, their hash tags).
 func NewStock(st Stores, cfg *config.Config) *inventory.Stock {
 	return inventory.NewPartitionedStock(st.Redis, cfg.KeyPrefix, cfg.Partitions())
+}
+
+// NewOrders is the order service on st as cfg sets it up, for a command
+// that changes orders outside `shop serve` (`shop user delete`).
+func NewOrders(st Stores, cfg *config.Config, log *slog.Logger) *order.Service {
+	return newOrders(st, cfg, NewStock(st, cfg), NewCatalog(st, cfg, log, nil), log, prometheus.NewRegistry(), nil)
+}
+
+// newOrders: purchases, when not nil, is the purchase path's
+// auto-pipeliner (purchaseRedis).
+func newOrders(st Stores, cfg *config.Config, stock *inventory.Stock, catalog *inventory.Catalog, log *slog.Logger,
+	reg prometheus.Registerer, purchases redis.Scripter) *order.Service {
+	return order.New(st.DB, st.Redis, stock, catalog.Exists, cfg.KeyPrefix, log, reg,
+		order.Options{PaymentTTL: cfg.PaymentTTL, Payments: PaymentProvider(cfg), StockChanged: StockChanged,
+			ReserveRedis: purchases, HoldLifetime: cfg.SagaHoldTTL})
 }
 
 // AuthConfig is the auth service's part of the configuration.
