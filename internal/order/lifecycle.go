@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 	"github.com/shop-oss/shop/internal/apperr"
@@ -170,8 +169,8 @@ func (s *Service) Cancel(ctx context.Context, user, id string) (Order, error) {
 // (after statusTTL) but PostgreSQL knows can no longer change: it is
 // returned from PostgreSQL with live false.
 func (s *Service) liveOrder(ctx context.Context, user, id string) (o Order, live bool, err error) {
-	oid, err := uuid.Parse(id)
-	if err != nil {
+	oid, ok := parseID(id) // as Get reads it: a URN or braces name no order
+	if !ok {
 		return Order{}, false, ErrNotFound
 	}
 	if o, found, err := s.liveStatusOf(ctx, user, oid.String()); err != nil || found {
