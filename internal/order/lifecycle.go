@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"math"
 	"strconv"
 	"time"
 
@@ -211,6 +212,19 @@ func (s *Service) liveStatusOf(ctx context.Context, user, id string) (Order, boo
 	return o, found, nil
 }
 
+// markErased adds erasedMember to user's pending index for as long as
+// any order of theirs may still be placed: the index's lifetime.
+func (s *Service) markErased(ctx context.Context, user string) error {
+	ctx, cancel := context.WithTimeout(ctx, lifecycleTimeout)
+	defer cancel()
+	key := s.keys.pending(user)
+	pipe := s.rdb.TxPipeline()
+	pipe.ZAdd(ctx, key, redis.Z{Score: math.Inf(1), Member: erasedMember})
+	pipe.PExpire(ctx, key, s.statusTTL())
+	_, err := pipe.Exec(ctx)
+	return err
+}
+
 // unpaidPage is how many orders CancelUnpaid reads a page.
 const unpaidPage = 100
 
@@ -219,7 +233,17 @@ const unpaidPage = 100
 // (API.md) leaves no units held by nobody. Their units go back exactly
 // once, so a repeat cancels nothing more; an order paid or expired
 // meanwhile is left as it is. Errors: a 503.
+//
+// It first marks user erased in their pending index (erasedMember), which
+// every placement writes in the step that accepts an order: one that
+// comes later is refused ErrBuyerErased (a saga's is cancelled by its own
+// finish), and one that came earlier is in the index or in PostgreSQL
+// for the list below. So a purchase whose session check passed just
+// before the sessions were revoked cannot keep units behind it.
 func (s *Service) CancelUnpaid(ctx context.Context, user string) (int, error) {
+	if err := s.markErased(ctx, user); err != nil {
+		return 0, s.unavailable("mark the buyer erased", err)
+	}
 	var unpaid []string
 	for cursor := ""; ; {
 		page, err := s.List(ctx, user, unpaidPage, cursor)
@@ -240,8 +264,13 @@ func (s *Service) CancelUnpaid(ctx context.Context, user string) (int, error) {
 	for _, id := range unpaid {
 		o, err := s.Cancel(ctx, user, id)
 		switch {
-		case errors.Is(err, ErrNotCancellable) || errors.Is(err, ErrNotFound):
-			continue // settled otherwise since the list was read
+		case errors.Is(err, ErrNotCancellable):
+			// Paid or expired since the list was read, or its live status
+			// is gone (a week old with no payment window): then nothing
+			// can cancel it, and an operator should know.
+			s.log.Warn("an unpaid order of an erased buyer was not cancelled", "order", id, "err", err)
+		case errors.Is(err, ErrNotFound):
+			continue
 		case err != nil:
 			return n, err
 		case o.Status == StatusCancelled:

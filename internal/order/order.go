@@ -55,6 +55,9 @@ var (
 	ErrNotFound = apperr.NewError(apperr.CodeNotFound, "order not found")
 	// ErrProductNotFound answers a purchase of a SKU the catalog lacks.
 	ErrProductNotFound = apperr.NewError(apperr.CodeNotFound, "product not found")
+	// ErrBuyerErased answers a purchase whose buyer was erased while it
+	// was on its way (CancelUnpaid): a 401, as their revoked session is.
+	ErrBuyerErased = apperr.NewError(apperr.CodeUnauthorized, "the account was erased")
 )
 
 // Item is one line of an order.
@@ -208,6 +211,13 @@ func (k keys) home(lines []Line) int { return k.parts.Of(lines[0].SKU) }
 func (k keys) pending(user string) string {
 	return k.prefix + "orders:pending:{" + user + "}"
 }
+
+// erasedMember, in a buyer's pending index with the score +inf, marks
+// the buyer erased (CancelUnpaid): every placement writes that index in
+// the step that accepts the order, and refuses to once it is there.
+// Readers of the index ask for finite scores only, and no order id looks
+// like it.
+const erasedMember = "~erased"
 
 // idem hashes the client's key: any printable text up to 255 bytes becomes
 // a short, safe key name.

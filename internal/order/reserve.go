@@ -228,6 +228,8 @@ func rejection(reason string, skus []string) error {
 	switch reason {
 	case "late":
 		return errLate
+	case "erased":
+		return ErrBuyerErased
 	case "no_sale":
 		return &noSaleError{skus: skus}
 	case "cart_changed":

@@ -56,7 +56,8 @@
 --      or {'fail', reason, sku...}  reason: no_sale | not_active | pass |
 --         limit | stock | cart_changed (the cart changed since it was read: retry) |
 --         idem_reused (the key was used for a different request) |
---         late (the deadline passed: nothing was reserved)
+--         late (the deadline passed: nothing was reserved) |
+--         erased (the buyer was erased: see order.go's erasedMember)
 -- The idempotency record is 'order_id fingerprint'.
 local order_id, user = ARGV[1], ARGV[2]
 local status_ttl, idem_ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -109,6 +110,10 @@ if use_cart then
     if tonumber(cart[i + 1]) ~= want[cart[i]] then return {'fail', 'cart_changed'} end
   end
 end
+
+-- A buyer erased since their check passed (it may have run up front, not
+-- in this script) buys nothing: the erasure has read their orders.
+if redis.call('ZSCORE', KEYS[3], '~erased') then return {'fail', 'erased'} end
 
 local now = now_ms()
 -- After the repeat checks (a repeat tells the truth even late), before

@@ -80,7 +80,10 @@ func (s *Service) placeSaga(ctx context.Context, user string, lines []Line, o Pl
 		return res, err
 	}
 	s.fault(SagaBeforeFinish)
-	s.finish(ctx, user, res, lines, o.CartKey, idem)
+	if s.finish(ctx, user, res, lines, o.CartKey, idem) {
+		s.cancelErased(ctx, user, res.orderID)
+		return reservation{}, ErrBuyerErased
+	}
 	return res, nil
 }
 

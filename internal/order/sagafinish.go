@@ -18,8 +18,9 @@ import (
 // record idem (” for none) finished. The order exists already: a failure
 // here is logged, and the writer's confirm makes the index entry needless
 // once the order is persisted; a checkout's repeat finishes again
-// (refinish).
-func (s *Service) finish(ctx context.Context, user string, res reservation, lines []Line, cartKey, idem string) {
+// (refinish). erased is true when the buyer was erased since their check
+// (CancelUnpaid): the order stays unindexed, for the caller to cancel.
+func (s *Service) finish(ctx context.Context, user string, res reservation, lines []Line, cartKey, idem string) (erased bool) {
 	ctx, cancel := afterward(ctx)
 	defer cancel()
 	pending := s.keys.pending(user)
@@ -35,9 +36,11 @@ func (s *Service) finish(ctx context.Context, user string, res reservation, line
 	if idem != "" {
 		keys = append(keys, finishedKey(idem))
 	}
-	if err := finishScript.Run(ctx, s.rdb, keys, args...).Err(); err != nil {
+	done, err := finishScript.Run(ctx, s.rdb, keys, args...).Int()
+	if err != nil {
 		s.log.Warn("index a placed order for its buyer", "order", res.orderID, "err", err)
 	}
+	return err == nil && done == 0
 }
 
 // finishedKey is the finish mark of the Idempotency-Key record idem, in
@@ -67,5 +70,19 @@ func (s *Service) refinish(ctx context.Context, user, id, idem, cartKey string) 
 	for i, it := range o.Items {
 		lines[i] = Line{SKU: it.SKU, Quantity: it.Quantity}
 	}
-	s.finish(ctx, user, reservation{orderID: id, createdAt: o.CreatedAt}, lines, cartKey, idem)
+	if s.finish(ctx, user, reservation{orderID: id, createdAt: o.CreatedAt}, lines, cartKey, idem) {
+		s.cancelErased(ctx, user, id)
+	}
+}
+
+// cancelErased cancels an order a saga committed for a buyer erased while
+// it ran (finish said so): the erasure read their orders before this one
+// was indexed, so it is this run's to give back. A failure is logged; the
+// order's payment window, or a repeated erasure, ends it then.
+func (s *Service) cancelErased(ctx context.Context, user, id string) {
+	ctx, cancel := afterward(ctx)
+	defer cancel()
+	if _, err := s.Cancel(ctx, user, id); err != nil {
+		s.log.Warn("cancel the order of an erased buyer", "order", id, "err", err)
+	}
 }

@@ -47,8 +47,11 @@ return {'new', ARGV[2]}`)
 // the key's finish mark, set to the order id: a repeat that finds it
 // unset finishes again (refinish); ARGV[1] order id, ARGV[2] created_ms,
 // ARGV[3] the index's and the mark's TTL (ms), ARGV[4] n, then n sku,
-// quantity pairs.
+// quantity pairs. Returns 1, or 0 when the buyer was erased meanwhile
+// (erasedMember): nothing is done, and the order is for the caller to
+// cancel.
 var finishScript = redis.NewScript(`
+if redis.call('ZSCORE', KEYS[1], '` + erasedMember + `') then return 0 end
 redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 if KEYS[3] then redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[3]) end
