@@ -13,7 +13,8 @@
 --         user id's bytes (48 bytes)
 -- ARGV[6] the challenge: '' none presented, 'ok' its work checked out,
 --         'bad' it did not (the join checks the work; this script uses
---         the challenge up and checks it was this shopper's and alive)
+--         the challenge up and checks it is alive and was issued to this
+--         shopper in this round: challenge.lua stores "round user")
 --
 -- Returns {'stale'} (the live round is another: the caller rereads it),
 -- {'no_room'}, {'ended'}, {'none'} (a read: no entry), {'challenge'}
@@ -72,7 +73,7 @@ if tonumber(s[5] or '0') > 0 then
   if ARGV[6] == '' then return {'challenge'} end
   local owner = redis.call('GET', KEYS[7])
   redis.call('DEL', KEYS[7])
-  if owner ~= ARGV[4] or ARGV[6] ~= 'ok' then return {'challenge'} end
+  if owner ~= ARGV[1] .. ' ' .. ARGV[4] or ARGV[6] ~= 'ok' then return {'challenge'} end
 end
 if now < starts then
   local ms, b = now, {}

@@ -39,8 +39,9 @@ func (k Keys) Early(sku string, round int64) string { return k.round(sku, round)
 // bytes, score join_ms*1024 + a sequence within the ms (arrival order).
 func (k Keys) Late(sku string, round int64) string { return k.round(sku, round) + ":late" }
 
-// Challenge is an issued challenge's key: its value the shopper it was
-// issued to, gone after 2 minutes or once presented.
+// Challenge is an issued challenge's key: its value "round user_id", the
+// round and the shopper it was issued to (challenge.lua), gone after 2
+// minutes or once presented.
 func (k Keys) Challenge(sku, challenge string) string {
 	return k.stock.SaleKey(sku) + ":room:challenge:" + challenge
 }

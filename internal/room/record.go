@@ -31,12 +31,12 @@ VALUES ($1, $2, $3, $4, $5) ON CONFLICT (round_id) DO NOTHING RETURNING 1`
 // instance's admitter runs it and, once it is over, records it
 // (inventory's AfterOpen hook).
 func (s *Service) Track(ctx context.Context, sku string, r inventory.LiveRound) error {
+	s.forget(sku) // the round it read is replaced, with a room or without
 	if r.Room == nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
 	defer cancel()
-	s.forget(sku)
 	return s.rdb.ZAdd(ctx, s.rooms, redisZ(r.Round, sku)).Err()
 }
 

@@ -553,3 +553,46 @@ func TestAuditWithoutStartsAt(t *testing.T) {
 		t.Fatalf("audit: %+v %v", found, err)
 	}
 }
+
+// A challenge belongs to its shopper and its round: one issued before the
+// SKU's round was replaced is refused, and makes no entry, though its
+// nonce answers the new round's difficulty; and a round without a room
+// issues none, on an instance that read the roomed round a moment before
+// as on the one that opened the new round.
+func TestChallengeBelongsToItsRound(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	// A second service is a second instance.
+	other := room.New(f.db.Pool, f.r.Client, f.stock, f.sales, f.r.Prefix, slog.New(slog.DiscardHandler), room.Options{})
+	u := uuid.NewString()
+	f.open(t, "turn", 10, time.Time{}, inventory.RoomSettings{AdmitPerSecond: 10, PassTTL: time.Minute, ChallengeBits: 8})
+	old, err := f.rooms.IssueChallenge(ctx, "turn", u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := f.open(t, "turn", 10, time.Time{}, inventory.RoomSettings{AdmitPerSecond: 10, PassTTL: time.Minute, ChallengeBits: 4})
+	p := &room.Proof{Challenge: old.Challenge, Nonce: room.Solve(old.Challenge, 8)} // 8 bits answer 4 too
+	if tk, _, err := f.rooms.Join(ctx, "turn", u, p, nil); !errors.Is(err, room.ErrChallengeFailed) {
+		t.Errorf("a challenge of round %d joined round %d: %+v %v", *rep.RoundID-1, *rep.RoundID, tk, err)
+	}
+	if w, a, err := f.rooms.Counters(ctx, "turn", *rep.RoundID); err != nil || w+a != 0 {
+		t.Errorf("%d entries after a refused join (%v)", w+a, err)
+	}
+
+	// Both instances read the roomed round, then it is replaced by one
+	// without a room.
+	for _, svc := range []*room.Service{f.rooms, other} {
+		if _, err := svc.IssueChallenge(ctx, "turn", u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.sales.Open(ctx, "turn", inventory.Seed{Quantity: 5, PerUserLimit: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for i, svc := range []*room.Service{f.rooms, other} {
+		if c, err := svc.IssueChallenge(ctx, "turn", u); !errors.Is(err, room.ErrNoRoom) {
+			t.Errorf("instance %d: a round without a room issued %+v %v, want ErrNoRoom", i, c, err)
+		}
+	}
+}

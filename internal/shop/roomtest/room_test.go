@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shop-oss/shop/internal/openapitest"
 )
 
 var hex64 = regexp.MustCompile(`^[0-9a-f]{64}$`)
@@ -273,4 +275,39 @@ func TestChallengedJoin(t *testing.T) {
 	if wr := f.report(t, "gated").WaitingRoom; wr == nil || wr.Waiting != 1 || wr.ChallengeBits != 6 {
 		t.Fatalf("report %+v", wr)
 	}
+}
+
+// A challenge is its round's: one issued before a reseeding is refused
+// by the new round's room (403, no entry) though its nonce answers the
+// new difficulty, and a round without a room issues none (404), however
+// recently the instance served the roomed round before it.
+func TestChallengeOfAnotherRound(t *testing.T) {
+	f := newFixture(t)
+	later := stamp(nextSecond(time.Hour))
+	_, tok := f.shopper(t)
+	challenge := func(bits int) string {
+		var c struct {
+			Challenge string `json:"challenge"`
+			Bits      int    `json:"bits"`
+		}
+		f.Do(t, http.MethodGet, "/api/v1/products/turn/queue/challenge", tok, "").Decode(t, http.StatusOK, &c)
+		if c.Bits != bits {
+			t.Fatalf("challenge %+v, want %d bits", c, bits)
+		}
+		return c.Challenge
+	}
+	f.seed(t, "turn", `{"quantity":5,"starts_at":"`+later+`","waiting_room":{"admit_per_second":5,"challenge_bits":6}}`)
+	old := challenge(6)
+	f.seed(t, "turn", `{"quantity":5,"starts_at":"`+later+`","waiting_room":{"admit_per_second":5,"challenge_bits":2}}`)
+	body := `{"challenge":"` + old + `","nonce":"` + solve(old, 6) + `"}` // 6 bits answer 2 too
+	openapitest.WantProblem(t, f.Do(t, http.MethodPost, "/api/v1/products/turn/queue", tok, body), 403, "challenge_failed")
+	openapitest.WantProblem(t, f.Do(t, http.MethodGet, "/api/v1/products/turn/queue", tok, ""), 404, "not_found")
+	if wr := f.report(t, "turn").WaitingRoom; wr == nil || wr.Waiting != 0 {
+		t.Fatalf("room after a refused join %+v", wr)
+	}
+
+	f.seed(t, "turn", `{"quantity":5,"waiting_room":{"admit_per_second":5}}`)
+	challenge(0)
+	f.seed(t, "turn", `{"quantity":5}`)
+	openapitest.WantProblem(t, f.Do(t, http.MethodGet, "/api/v1/products/turn/queue/challenge", tok, ""), 404, "not_found")
 }
