@@ -206,6 +206,28 @@ type rateBody struct {
 	AdmitPerSecond *int64 `json:"admit_per_second"`
 }
 
+// check reports every field of a PATCH body that is wrong at once: a
+// missing rate, and any other member, since the rate is all PATCH can
+// change and one ignored would be answered 200 unchanged (API.md: any
+// other field is 400).
+func (b rateBody) check(body []byte) error {
+	unknown, err := server.UnknownMembers(body, "admit_per_second")
+	if err != nil {
+		return err
+	}
+	var errs []apperr.FieldError
+	for _, k := range unknown {
+		errs = append(errs, apperr.FieldError{Field: k, Message: "cannot be changed here; only admit_per_second can"})
+	}
+	if b.AdmitPerSecond == nil {
+		errs = append(errs, apperr.FieldError{Field: "admit_per_second", Message: "is required"})
+	}
+	if len(errs) > 0 {
+		return apperr.Invalid(errs...)
+	}
+	return nil
+}
+
 func (h handler) setRate(c *fiber.Ctx) error {
 	sku, err := sku(c)
 	if err != nil {
@@ -215,8 +237,8 @@ func (h handler) setRate(c *fiber.Ctx) error {
 	if err := server.Decode(c, &b); err != nil {
 		return err
 	}
-	if b.AdmitPerSecond == nil {
-		return apperr.Invalid(apperr.FieldError{Field: "admit_per_second", Message: "is required"})
+	if err := b.check(c.Body()); err != nil {
+		return err
 	}
 	// The range is SetAdmitRate's to judge; clamping keeps an int64 far
 	// out of range from wrapping into it.
