@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -254,6 +253,8 @@ func (h handler) setRate(c *fiber.Ctx) error {
 type EntryPage struct {
 	Items      []Entry `json:"items"`
 	NextCursor *string `json:"next_cursor"`
+	// Joining: the list is in order of joining (before the shuffle).
+	Joining bool `json:"-"`
 }
 
 func (h handler) entryList(c *fiber.Ctx) error {
@@ -266,13 +267,11 @@ func (h handler) entryList(c *fiber.Ctx) error {
 	if ferr != nil {
 		errs = append(errs, *ferr)
 	}
-	from := int64(0)
+	from, joining, ok := int64(0), false, true
 	if p.Cursor != "" {
-		n, err := strconv.ParseInt(p.Cursor, 10, 64)
-		if err != nil || n < 0 || strconv.FormatInt(n, 10) != p.Cursor {
+		if from, joining, ok = parseCursor(p.Cursor); !ok {
 			errs = append(errs, apperr.FieldError{Field: "cursor", Message: "is not a cursor this list gave"})
 		}
-		from = n
 	}
 	if len(errs) > 0 {
 		return apperr.Invalid(errs...)
@@ -280,6 +279,12 @@ func (h handler) entryList(c *fiber.Ctx) error {
 	page, err := h.svc.EntryList(c.UserContext(), sku, from, int64(p.Limit))
 	if err != nil {
 		return h.notFound(c.UserContext(), sku, err)
+	}
+	if p.Cursor != "" && joining != page.Joining {
+		// A cursor counts entries in the order it was given in: the
+		// shuffle (or a new round) has changed the order since.
+		return apperr.Invalid(apperr.FieldError{Field: "cursor",
+			Message: "is from the list in another order (before the shuffle, or another round's); start again without one"})
 	}
 	return c.JSON(page)
 }

@@ -102,7 +102,7 @@ func (s *Service) Record(ctx context.Context, sku string, round int64) error {
 	rows := make([][]any, 0, total)
 	var early []string
 	for from := int64(0); from < total; from += readChunk {
-		es, err := s.entries(rctx, v, from, min(readChunk, total-from))
+		es, err := s.entries(rctx, v, from, min(readChunk, total-from), false)
 		if err != nil {
 			return err
 		}
@@ -120,7 +120,8 @@ func (s *Service) Record(ctx context.Context, sku string, round int64) error {
 	// the round live go to the record.
 	state := s.keys.State(sku, round)
 	_, err = s.rdb.TxPipelined(rctx, func(p redis.Pipeliner) error {
-		p.Unlink(rctx, s.keys.Early(sku, round), s.keys.Late(sku, round), s.keys.Admissions(sku, round))
+		p.Unlink(rctx, s.keys.Early(sku, round), s.keys.Joined(sku, round), s.keys.Late(sku, round),
+			s.keys.Admissions(sku, round))
 		p.HSet(rctx, state, "recorded", "1", "entries", total)
 		p.Expire(rctx, state, 24*time.Hour)
 		return nil

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -190,7 +191,7 @@ func TestEarlyJoinersAreShuffledBySeed(t *testing.T) {
 		t.Fatalf("entries: %d %v", len(page.Items), err)
 	}
 	for i, e := range page.Items[:60] {
-		if e.EntryID != ids[i] || !e.Early || e.Position != int64(i+1) {
+		if e.EntryID != ids[i] || !e.Early || e.Position == nil || *e.Position != int64(i+1) {
 			t.Fatalf("entry %d: %+v, want id %s", i, e, ids[i])
 		}
 		tk, err := f.rooms.TicketOf(ctx, "hype", e.UserID, nil)
@@ -256,7 +257,7 @@ func TestTwoAdmittersHoldTheRate(t *testing.T) {
 	}
 	for _, e := range page.Items {
 		_, hasPass := passes[e.UserID]
-		if (e.Position <= admitted) != hasPass || (e.AdmittedAt != nil) != hasPass {
+		if e.Position == nil || (*e.Position <= admitted) != hasPass || (e.AdmittedAt != nil) != hasPass {
 			t.Fatalf("entry %+v: pass %v with %d admitted", e, hasPass, admitted)
 		}
 	}
@@ -367,7 +368,7 @@ func TestRecordedRoomOutlivesRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(after.Items) != 20 || !slices.EqualFunc(before.Items, after.Items, func(a, b room.Entry) bool {
-		return a.EntryID == b.EntryID && a.Position == b.Position && a.UserID == b.UserID &&
+		return a.EntryID == b.EntryID && a.Position != nil && b.Position != nil && *a.Position == *b.Position && a.UserID == b.UserID &&
 			a.JoinedAt.Equal(b.JoinedAt) && (a.AdmittedAt == nil) == (b.AdmittedAt == nil)
 	}) {
 		t.Fatalf("recorded entries differ:\n%+v\n%+v", before.Items, after.Items)
@@ -595,4 +596,69 @@ func TestChallengeBelongsToItsRound(t *testing.T) {
 			t.Errorf("instance %d: a round without a room issued %+v %v, want ErrNoRoom", i, c, err)
 		}
 	}
+}
+
+// Before the shuffle the entry list is in order of joining, without
+// positions (the early set's order is the secret one), and pages by
+// cursor; a room whose list of joins misses entries (joined through an
+// older join.lua) is sorted by join time instead.
+func TestEntryListBeforeTheShuffle(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	rep := f.open(t, "soon", 10, time.Now().Add(time.Hour), inventory.RoomSettings{AdmitPerSecond: 10, PassTTL: time.Minute})
+	us := users(7)
+	for _, u := range us {
+		if _, _, err := f.rooms.Join(ctx, "soon", u, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() []room.Entry {
+		var all []room.Entry
+		for from, pages := int64(0), 0; ; pages++ {
+			page, err := f.rooms.EntryList(ctx, "soon", from, 3)
+			if err != nil || !page.Joining || pages > 3 {
+				t.Fatalf("page %d from %d: %+v %v", pages, from, page, err)
+			}
+			all = append(all, page.Items...)
+			if page.NextCursor == nil {
+				return all
+			}
+			if want := fmt.Sprintf("j%d", len(all)); *page.NextCursor != want {
+				t.Fatalf("cursor %q, want %q", *page.NextCursor, want)
+			}
+			from = int64(len(all))
+		}
+	}
+	check := func(es []room.Entry, want []string) {
+		t.Helper()
+		got := make([]string, len(es))
+		for i, e := range es {
+			if e.Position != nil || e.AdmittedAt != nil || !e.Early {
+				t.Fatalf("entry %d: %+v, want no position and not admitted", i, e)
+			}
+			got[i] = e.UserID
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("entries of users %v, want %v", got, want)
+		}
+	}
+	listed := read()
+	check(listed, us)
+
+	if err := f.r.Client.Del(ctx, f.rooms.Keys().Joined("soon", *rep.RoundID)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	sorted := slices.Clone(listed)
+	slices.SortStableFunc(sorted, func(a, b room.Entry) int {
+		if c := a.JoinedAt.Compare(b.JoinedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.UserID, b.UserID)
+	})
+	want := make([]string, len(sorted))
+	for i, e := range sorted {
+		want[i] = e.UserID
+	}
+	check(read(), want)
 }

@@ -21,8 +21,10 @@ func sha(s string) string {
 }
 
 // A roomed round over HTTP: the seeding's echo, joins and repeats, the
-// ticket, the admin's view and new rate, the entry list's pages, and the
-// fairness answer before and after the shuffle, recomputed from the list.
+// ticket, the admin's view and new rate, the entry list's pages before
+// the shuffle (in order of joining, no positions: the early order is
+// secret until then) and after it, and the fairness answer before and
+// after the shuffle, recomputed from the list.
 func TestRoomOverHTTP(t *testing.T) {
 	f := newFixture(t)
 	starts := nextSecond(2 * time.Second)
@@ -42,7 +44,7 @@ func TestRoomOverHTTP(t *testing.T) {
 	}
 
 	// Five join early, each once; a repeat answers the same ticket.
-	var tokens []string
+	var tokens, joined []string
 	tickets := map[string]ticket{}
 	for range 5 {
 		_, tok := f.shopper(t)
@@ -62,6 +64,7 @@ func TestRoomOverHTTP(t *testing.T) {
 			t.Fatalf("two shoppers share entry %s", tk.EntryID)
 		}
 		tokens = append(tokens, tok)
+		joined = append(joined, tk.EntryID)
 		tickets[tk.EntryID] = tk
 	}
 	if wr := f.report(t, "drop").WaitingRoom; wr == nil || wr.Waiting != 5 || wr.Admitted != 0 {
@@ -93,10 +96,10 @@ func TestRoomOverHTTP(t *testing.T) {
 		t.Fatalf("first page %+v", p1)
 	}
 	listed := f.allEntries(t, "drop", 2)
-	if len(listed) != 5 || listed[0] != p1.Items[0] {
+	if len(listed) != 5 || !sameEntries(listed[:1], p1.Items[:1]) {
 		t.Fatalf("entries %+v", listed)
 	}
-	if all := f.allEntries(t, "drop", 1000); !slices.Equal(all, listed) {
+	if all := f.allEntries(t, "drop", 1000); !sameEntries(all, listed) {
 		t.Fatalf("one page %+v, pages of two %+v", all, listed)
 	}
 	// A page that ends the list has no cursor.
@@ -106,13 +109,19 @@ func TestRoomOverHTTP(t *testing.T) {
 		t.Fatalf("a page of all five: %d entries, next_cursor %v", len(whole.Items), whole.NextCursor)
 	}
 	var past entryPage
-	f.Do(t, http.MethodGet, "/api/v1/admin/products/drop/queue/entries?cursor=5", f.admin, "").Decode(t, http.StatusOK, &past)
+	f.Do(t, http.MethodGet, "/api/v1/admin/products/drop/queue/entries?cursor=j5", f.admin, "").Decode(t, http.StatusOK, &past)
 	if len(past.Items) != 0 || past.NextCursor != nil {
 		t.Fatalf("past the end: %+v", past)
 	}
+	// A cursor counts entries in its list's order: one of the other
+	// order is refused, not read in this one.
+	openapitest.WantProblem(t, f.Do(t, http.MethodGet, "/api/v1/admin/products/drop/queue/entries?cursor=2", f.admin, ""),
+		400, "invalid_request")
 	for i, e := range listed {
-		if e.Position != int64(i+1) || !e.Early || e.AdmittedAt != nil || tickets[e.EntryID].EntryID == "" {
-			t.Fatalf("entry %d: %+v", i, e)
+		if e.Position != nil || e.EntryID != joined[i] || !e.Early || e.AdmittedAt != nil ||
+			!e.JoinedAt.Equal(tickets[e.EntryID].JoinedAt) {
+			t.Fatalf("entry %d before the shuffle: %s at position %s, want %s (order of joining) at null",
+				i, e.EntryID, position(e.Position), joined[i])
 		}
 	}
 
@@ -125,9 +134,14 @@ func TestRoomOverHTTP(t *testing.T) {
 	if sha(*after.Seed) != wr.SeedSHA256 || after.SeedSHA256 != wr.SeedSHA256 || after.EarlyEntries != 5 {
 		t.Fatalf("fairness %+v: sha256(seed) %s, committed %s", after, sha(*after.Seed), wr.SeedSHA256)
 	}
+	openapitest.WantProblem(t, f.Do(t, http.MethodGet, "/api/v1/admin/products/drop/queue/entries?cursor="+*p1.NextCursor,
+		f.admin, ""), 400, "invalid_request")
 	listed = f.allEntries(t, "drop", 2)
 	ids := make([]string, len(listed))
 	for i, e := range listed {
+		if e.Position == nil || *e.Position != int64(i+1) {
+			t.Fatalf("entry %d after the shuffle: position %s, want %d", i, position(e.Position), i+1)
+		}
 		ids[i] = e.EntryID
 	}
 	want := slices.Clone(ids)
