@@ -3,7 +3,6 @@ package inventory
 import (
 	"encoding/json"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -53,16 +52,11 @@ func (b *roomBody) UnmarshalJSON(data []byte) error {
 	if err := json.Unmarshal(data, &p); err != nil {
 		return err // encoding/json names the field from the body's root
 	}
-	var members map[string]json.RawMessage
-	if err := json.Unmarshal(data, &members); err != nil {
+	unknown, err := server.UnknownMembers(data, roomMembers...)
+	if err != nil {
 		return err
 	}
-	for k := range members {
-		if !slices.Contains(roomMembers, k) {
-			p.unknown = append(p.unknown, k)
-		}
-	}
-	slices.Sort(p.unknown)
+	p.unknown = unknown
 	*b = roomBody(p)
 	return nil
 }

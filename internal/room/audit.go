@@ -102,7 +102,7 @@ func (s *Service) auditLive(ctx context.Context, t trackedRoom) ([]Finding, erro
 	if bad := RateBound(perSecond, rate); bad != "" {
 		out = append(out, Finding{Kind: "room_rate", SKU: t.sku, RoundID: t.round, Detail: bad})
 	}
-	es, err := s.entries(ctx, v, 0, v.earlyN)
+	es, err := s.entries(ctx, v, 0, v.earlyN, false)
 	if err != nil {
 		return nil, err
 	}

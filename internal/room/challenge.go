@@ -4,11 +4,20 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	_ "embed"
 	"encoding/hex"
 	"fmt"
 	"math/bits"
 	"strconv"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed challenge.lua
+	challengeLua    string
+	challengeScript = redis.NewScript(challengeLua)
 )
 
 // ChallengeTTL is how long a challenge may be presented (API.md).
@@ -21,30 +30,33 @@ type Challenge struct {
 	ExpiresAt time.Time `json:"expires_at"`
 }
 
-// IssueChallenge makes a challenge for user to join sku's room with:
-// usable once, by user, for ChallengeTTL. Errors: ErrNoRoom,
-// ErrSaleNotActive (the round ended: no join could use it), or a 503.
+// IssueChallenge makes a challenge for user to join the room of sku's
+// live round with: usable once, by user, in that round only, for
+// ChallengeTTL. Errors: ErrNoRoom, ErrSaleNotActive (the round ended: no
+// join could use it), or a 503.
 func (s *Service) IssueChallenge(ctx context.Context, sku, user string) (Challenge, error) {
-	live, ok, err := s.live(ctx, sku, false)
-	if err != nil {
-		return Challenge{}, err
-	}
-	if !ok || live.Room == nil {
-		return Challenge{}, ErrNoRoom
-	}
-	if !live.EndsAt.IsZero() && !time.Now().Before(live.EndsAt) {
-		return Challenge{}, ErrSaleNotActive
-	}
 	b := make([]byte, 16)
 	if _, err := rand.Read(b); err != nil {
 		return Challenge{}, fmt.Errorf("challenge: %w", err)
 	}
-	c := Challenge{Challenge: hex.EncodeToString(b), Bits: live.Room.ChallengeBits,
-		ExpiresAt: time.Now().Add(ChallengeTTL).UTC().Truncate(time.Second)}
+	c := Challenge{Challenge: hex.EncodeToString(b), ExpiresAt: time.Now().Add(ChallengeTTL).UTC().Truncate(time.Second)}
 	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
 	defer cancel()
-	if err := s.rdb.Set(ctx, s.keys.Challenge(sku, c.Challenge), user, ChallengeTTL).Err(); err != nil {
+	keys := []string{s.stock.SaleKey(sku), s.keys.Challenge(sku, c.Challenge)}
+	reply, err := challengeScript.Run(ctx, s.rdb, keys, user, ChallengeTTL.Milliseconds()).StringSlice()
+	if err != nil {
 		return Challenge{}, storeError("challenge", err)
+	}
+	switch {
+	case reply[0] == "no_room":
+		return Challenge{}, ErrNoRoom
+	case reply[0] == "ended":
+		return Challenge{}, ErrSaleNotActive
+	case reply[0] != "ok" || len(reply) != 2:
+		return Challenge{}, fmt.Errorf("waiting room: challenge answered %q", reply)
+	}
+	if c.Bits, err = strconv.Atoi(reply[1]); err != nil {
+		return Challenge{}, fmt.Errorf("waiting room: challenge answered %q", reply)
 	}
 	return c, nil
 }

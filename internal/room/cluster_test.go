@@ -54,7 +54,7 @@ func TestRoomOnACluster(t *testing.T) {
 		rounds = append(rounds, *rep.RoundID)
 		want := c.Slot(t, stock.SaleKey(sku))
 		for _, k := range []string{keys.Passes(sku), keys.State(sku, *rep.RoundID), keys.Early(sku, *rep.RoundID),
-			keys.Late(sku, *rep.RoundID), keys.Admissions(sku, *rep.RoundID), keys.Challenge(sku, "00")} {
+			keys.Joined(sku, *rep.RoundID), keys.Late(sku, *rep.RoundID), keys.Admissions(sku, *rep.RoundID), keys.Challenge(sku, "00")} {
 			if got := c.Slot(t, k); got != want {
 				t.Fatalf("%s: slot %d, want the sale's %d", k, got, want)
 			}

@@ -1,12 +1,14 @@
 package room
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,9 +21,11 @@ import (
 
 // Entry is one entry of a room, as the admin's list and the record show it.
 type Entry struct {
-	EntryID    string     `json:"entry_id"`
-	UserID     string     `json:"user_id"`
-	Position   int64      `json:"position"`
+	EntryID string `json:"entry_id"`
+	UserID  string `json:"user_id"`
+	// Position is the entry's place in admission order from 1; nil in a
+	// list before the shuffle, whose order would give the early one away.
+	Position   *int64     `json:"position"`
 	Early      bool       `json:"early"`
 	JoinedAt   time.Time  `json:"joined_at"`
 	AdmittedAt *time.Time `json:"admitted_at"`
@@ -36,6 +40,7 @@ type roomView struct {
 	round         int64
 	secret        string
 	earlyN, lateN int64
+	joinedN       int64 // the early entries in the list of joining order
 	admitted      int64
 	admissions    []admission
 	// recorded: the room is in PostgreSQL and its entries left Redis.
@@ -55,12 +60,13 @@ func (s *Service) view(ctx context.Context, sku string, round int64, secret stri
 	pipe := s.rdb.Pipeline()
 	e := pipe.ZCard(ctx, s.keys.Early(sku, round))
 	l := pipe.ZCard(ctx, s.keys.Late(sku, round))
+	j := pipe.LLen(ctx, s.keys.Joined(sku, round))
 	st := pipe.HMGet(ctx, s.keys.State(sku, round), "admitted", "recorded")
 	log := pipe.LRange(ctx, s.keys.Admissions(sku, round), 0, -1)
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return v, storeError("room", err)
 	}
-	v.earlyN, v.lateN = e.Val(), l.Val()
+	v.earlyN, v.lateN, v.joinedN = e.Val(), l.Val(), j.Val()
 	if a, ok := st.Val()[0].(string); ok {
 		v.admitted, _ = strconv.ParseInt(a, 10, 64)
 	}
@@ -90,21 +96,21 @@ func (v roomView) admittedAt(rank int64) *time.Time {
 	return &t
 }
 
-// entries reads the entries of ranks [from, from+n) in admission order.
-func (s *Service) entries(ctx context.Context, v roomView, from, n int64) ([]Entry, error) {
+// entries reads the entries of ranks [from, from+n) in admission order,
+// or, with joining, the entries [from, from+n) in order of joining and
+// without positions (a list before the shuffle).
+func (s *Service) entries(ctx context.Context, v roomView, from, n int64, joining bool) ([]Entry, error) {
 	var out []Entry
 	if from < v.earlyN {
-		ms, err := s.rdb.ZRange(ctx, s.keys.Early(v.sku, v.round), from, min(v.earlyN, from+n)-1).Result()
+		read := s.earlyEntries
+		if joining {
+			read = s.joinedEntries
+		}
+		es, err := read(ctx, v, from, min(v.earlyN, from+n))
 		if err != nil {
-			return nil, storeError("entries", err)
+			return nil, err
 		}
-		for i, m := range ms {
-			e, err := v.early(m, from+int64(i))
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, e)
-		}
+		out = es
 	}
 	if left := n - int64(len(out)); left > 0 {
 		start := max(from-v.earlyN, 0)
@@ -120,7 +126,74 @@ func (s *Service) entries(ctx context.Context, v roomView, from, n int64) ([]Ent
 			out = append(out, e)
 		}
 	}
+	if joining {
+		for i := range out {
+			out[i].Position = nil
+		}
+	}
 	return out, nil
+}
+
+// earlyEntries reads the early entries of ranks [from, to).
+func (s *Service) earlyEntries(ctx context.Context, v roomView, from, to int64) ([]Entry, error) {
+	ms, err := s.rdb.ZRange(ctx, s.keys.Early(v.sku, v.round), from, to-1).Result()
+	if err != nil {
+		return nil, storeError("entries", err)
+	}
+	out := make([]Entry, 0, len(ms))
+	for i, m := range ms {
+		e, err := v.early(m, from+int64(i))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// joinedEntries reads the early entries [from, to) in order of joining
+// (rank -1: nothing is admitted before the shuffle). A room whose list of
+// joins misses some (joined through an older join.lua, which kept none)
+// is sorted by join time from its early set instead, at the cost of
+// reading all of it.
+func (s *Service) joinedEntries(ctx context.Context, v roomView, from, to int64) ([]Entry, error) {
+	if v.joinedN != v.earlyN {
+		return s.sortedByJoining(ctx, v, from, to)
+	}
+	ms, err := s.rdb.LRange(ctx, s.keys.Joined(v.sku, v.round), from, to-1).Result()
+	if err != nil {
+		return nil, storeError("entries", err)
+	}
+	out := make([]Entry, 0, len(ms))
+	for _, m := range ms {
+		e, err := v.joined(m, -1)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// sortedByJoining reads every early entry and returns [from, to) of them
+// in order of join time, ties by user id: never by the early set's own
+// order, which is the secret one.
+func (s *Service) sortedByJoining(ctx context.Context, v roomView, from, to int64) ([]Entry, error) {
+	all := make([]Entry, 0, v.earlyN)
+	for at := int64(0); at < v.earlyN; at += readChunk {
+		es, err := s.earlyEntries(ctx, v, at, min(v.earlyN, at+readChunk))
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, es...)
+	}
+	slices.SortFunc(all, func(a, b Entry) int {
+		return cmp.Or(a.JoinedAt.Compare(b.JoinedAt), strings.Compare(a.UserID, b.UserID))
+	})
+	for i := range all {
+		all[i].AdmittedAt = nil
+	}
+	return all[min(from, int64(len(all))):min(to, int64(len(all)))], nil
 }
 
 // early reads an early member (keys.go) at rank.
@@ -128,9 +201,18 @@ func (v roomView) early(m string, rank int64) (Entry, error) {
 	if len(m) != 54 {
 		return Entry{}, fmt.Errorf("waiting room %s/%d: early member of %d bytes", v.sku, v.round, len(m))
 	}
-	u, _ := uuid.FromBytes([]byte(m[32:48]))
+	return v.joined(m[32:], rank)
+}
+
+// joined reads an element of the list of joins (an early member's last
+// 22 bytes: user id, join time) at rank (-1: unknown).
+func (v roomView) joined(m string, rank int64) (Entry, error) {
+	if len(m) != 22 {
+		return Entry{}, fmt.Errorf("waiting room %s/%d: joined element of %d bytes", v.sku, v.round, len(m))
+	}
+	u, _ := uuid.FromBytes([]byte(m[:16]))
 	var t [8]byte
-	copy(t[2:], m[48:54])
+	copy(t[2:], m[16:22])
 	ms := int64(binary.BigEndian.Uint64(t[:]))
 	return v.entry(u.String(), rank, true, ms), nil
 }
@@ -145,9 +227,14 @@ func (v roomView) late(z redis.Z, rank int64) (Entry, error) {
 	return v.entry(u.String(), rank, false, int64(z.Score)/1024), nil
 }
 
+// entry is user's entry at rank (-1: none known, no position).
 func (v roomView) entry(user string, rank int64, early bool, joinedMs int64) Entry {
-	return Entry{EntryID: EntryID(v.secret, user), UserID: user, Position: rank + 1, Early: early,
-		JoinedAt: time.UnixMilli(joinedMs).UTC(), AdmittedAt: v.admittedAt(rank)}
+	e := Entry{EntryID: EntryID(v.secret, user), UserID: user, Early: early, JoinedAt: time.UnixMilli(joinedMs).UTC()}
+	if rank >= 0 {
+		pos := rank + 1
+		e.Position, e.AdmittedAt = &pos, v.admittedAt(rank)
+	}
+	return e
 }
 
 // EarlyOrderSHA is the digest of the early entries' ids in admission
@@ -164,7 +251,7 @@ func EarlyOrderSHA(ids []string) string {
 func (s *Service) earlyDigest(ctx context.Context, v roomView) (string, error) {
 	h := sha256.New()
 	for from := int64(0); from < v.earlyN; from += readChunk {
-		es, err := s.entries(ctx, v, from, min(readChunk, v.earlyN-from))
+		es, err := s.entries(ctx, v, from, min(readChunk, v.earlyN-from), false)
 		if err != nil {
 			return "", err
 		}
@@ -180,8 +267,9 @@ SELECT entry_id, user_id::text, position, early, joined_at, admitted_at
 FROM queue_entries WHERE round_id = $1 AND position > $2 ORDER BY position LIMIT $3`
 
 // EntryList is a page of sku's room entries (the live room's, else the
-// latest's) in admission order, from position from+1. Errors: ErrNoRoom,
-// or a 503.
+// latest's) from the from-th on: in admission order, or before the
+// shuffle in order of joining without positions (page.Joining). Errors:
+// ErrNoRoom, or a 503.
 func (s *Service) EntryList(ctx context.Context, sku string, from, limit int64) (EntryPage, error) {
 	r, err := s.latestRoom(ctx, sku)
 	if err != nil {
@@ -200,16 +288,43 @@ func (s *Service) EntryList(ctx context.Context, sku string, from, limit int64) 
 			return page, err
 		}
 	}
-	es, err := s.entries(rctx, v, from, limit)
+	// Before the shuffle the early set's order is the secret one. It is
+	// final once anyone is admitted (Redis's clock passed starts_at) or
+	// when the seed is published (fairness.go's rule).
+	page.Joining = r.live != nil && !v.recorded && v.admitted == 0 && !time.Now().After(r.starts.Add(clockSlack))
+	es, err := s.entries(rctx, v, from, limit, page.Joining)
 	if err != nil {
 		return EntryPage{}, err
 	}
 	page.Items = append(page.Items, es...)
 	if next := from + int64(len(es)); len(es) == int(limit) && next < v.earlyN+v.lateN {
-		c := strconv.FormatInt(next, 10)
+		c := cursorOf(next, page.Joining)
 		page.NextCursor = &c
 	}
 	return page, nil
+}
+
+// A cursor of the entry list is the count of entries listed before it,
+// in decimal, prefixed "j" in a list in order of joining: a listing
+// begun before the shuffle and continued after it would mix two orders,
+// so its cursor is refused then.
+func cursorOf(next int64, joining bool) string {
+	c := strconv.FormatInt(next, 10)
+	if joining {
+		return "j" + c
+	}
+	return c
+}
+
+// parseCursor reads a cursor of cursorOf's; ok is false for any other
+// string.
+func parseCursor(c string) (from int64, joining, ok bool) {
+	digits, joining := strings.CutPrefix(c, "j")
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || n < 0 || strconv.FormatInt(n, 10) != digits {
+		return 0, false, false
+	}
+	return n, joining, true
 }
 
 // recordedEntries reads a page from PostgreSQL; recorded is false when

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -206,6 +205,28 @@ type rateBody struct {
 	AdmitPerSecond *int64 `json:"admit_per_second"`
 }
 
+// check reports every field of a PATCH body that is wrong at once: a
+// missing rate, and any other member, since the rate is all PATCH can
+// change and one ignored would be answered 200 unchanged (API.md: any
+// other field is 400).
+func (b rateBody) check(body []byte) error {
+	unknown, err := server.UnknownMembers(body, "admit_per_second")
+	if err != nil {
+		return err
+	}
+	var errs []apperr.FieldError
+	for _, k := range unknown {
+		errs = append(errs, apperr.FieldError{Field: k, Message: "cannot be changed here; only admit_per_second can"})
+	}
+	if b.AdmitPerSecond == nil {
+		errs = append(errs, apperr.FieldError{Field: "admit_per_second", Message: "is required"})
+	}
+	if len(errs) > 0 {
+		return apperr.Invalid(errs...)
+	}
+	return nil
+}
+
 func (h handler) setRate(c *fiber.Ctx) error {
 	sku, err := sku(c)
 	if err != nil {
@@ -215,8 +236,8 @@ func (h handler) setRate(c *fiber.Ctx) error {
 	if err := server.Decode(c, &b); err != nil {
 		return err
 	}
-	if b.AdmitPerSecond == nil {
-		return apperr.Invalid(apperr.FieldError{Field: "admit_per_second", Message: "is required"})
+	if err := b.check(c.Body()); err != nil {
+		return err
 	}
 	// The range is SetAdmitRate's to judge; clamping keeps an int64 far
 	// out of range from wrapping into it.
@@ -232,6 +253,8 @@ func (h handler) setRate(c *fiber.Ctx) error {
 type EntryPage struct {
 	Items      []Entry `json:"items"`
 	NextCursor *string `json:"next_cursor"`
+	// Joining: the list is in order of joining (before the shuffle).
+	Joining bool `json:"-"`
 }
 
 func (h handler) entryList(c *fiber.Ctx) error {
@@ -244,13 +267,11 @@ func (h handler) entryList(c *fiber.Ctx) error {
 	if ferr != nil {
 		errs = append(errs, *ferr)
 	}
-	from := int64(0)
+	from, joining, ok := int64(0), false, true
 	if p.Cursor != "" {
-		n, err := strconv.ParseInt(p.Cursor, 10, 64)
-		if err != nil || n < 0 || strconv.FormatInt(n, 10) != p.Cursor {
+		if from, joining, ok = parseCursor(p.Cursor); !ok {
 			errs = append(errs, apperr.FieldError{Field: "cursor", Message: "is not a cursor this list gave"})
 		}
-		from = n
 	}
 	if len(errs) > 0 {
 		return apperr.Invalid(errs...)
@@ -258,6 +279,12 @@ func (h handler) entryList(c *fiber.Ctx) error {
 	page, err := h.svc.EntryList(c.UserContext(), sku, from, int64(p.Limit))
 	if err != nil {
 		return h.notFound(c.UserContext(), sku, err)
+	}
+	if p.Cursor != "" && joining != page.Joining {
+		// A cursor counts entries in the order it was given in: the
+		// shuffle (or a new round) has changed the order since.
+		return apperr.Invalid(apperr.FieldError{Field: "cursor",
+			Message: "is from the list in another order (before the shuffle, or another round's); start again without one"})
 	}
 	return c.JSON(page)
 }

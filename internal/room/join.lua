@@ -7,13 +7,15 @@
 -- KEYS[3] early entries (zset)   KEYS[4] late entries (zset)
 -- KEYS[5] pass hash   KEYS[6] admission log (not touched here)
 -- KEYS[7] the presented challenge (touched only with ARGV[6])
+-- KEYS[8] the early entries in order of joining (list)
 -- ARGV[1] round   ARGV[2] mode: 'join' or 'read'
 -- ARGV[3] the user id's 16 bytes   ARGV[4] the user id (text)
 -- ARGV[5] the early member's prefix: SHA-256(seed ":" entry_id) and the
 --         user id's bytes (48 bytes)
 -- ARGV[6] the challenge: '' none presented, 'ok' its work checked out,
 --         'bad' it did not (the join checks the work; this script uses
---         the challenge up and checks it was this shopper's and alive)
+--         the challenge up and checks it is alive and was issued to this
+--         shopper in this round: challenge.lua stores "round user")
 --
 -- Returns {'stale'} (the live round is another: the caller rereads it),
 -- {'no_room'}, {'ended'}, {'none'} (a read: no entry), {'challenge'}
@@ -72,13 +74,16 @@ if tonumber(s[5] or '0') > 0 then
   if ARGV[6] == '' then return {'challenge'} end
   local owner = redis.call('GET', KEYS[7])
   redis.call('DEL', KEYS[7])
-  if owner ~= ARGV[4] or ARGV[6] ~= 'ok' then return {'challenge'} end
+  if owner ~= ARGV[1] .. ' ' .. ARGV[4] or ARGV[6] ~= 'ok' then return {'challenge'} end
 end
 if now < starts then
   local ms, b = now, {}
   for i = 6, 1, -1 do b[i] = ms % 256; ms = math.floor(ms / 256) end
   local member = ARGV[5] .. string.char(unpack(b))
   redis.call('ZADD', KEYS[3], 0, member)
+  -- The early set's order is the seed's, secret until starts_at; this
+  -- list keeps the order of joining, which the entry list shows till then.
+  redis.call('RPUSH', KEYS[8], string.sub(member, 33))
   return unshuffled(1, now)
 end
 -- Late: in order of arrival; 1024 a millisecond before the score runs

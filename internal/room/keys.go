@@ -35,12 +35,19 @@ func (k Keys) State(sku string, round int64) string { return k.round(sku, round)
 // id's 16 bytes, then the join time (6 bytes, ms, big-endian).
 func (k Keys) Early(sku string, round int64) string { return k.round(sku, round) + ":early" }
 
+// Joined lists the early entries in order of joining, one element each:
+// the early member without its first 32 bytes (the user id's 16 bytes,
+// then the join time). The entry list shows it before the shuffle, when
+// the early set's order is the secret one.
+func (k Keys) Joined(sku string, round int64) string { return k.round(sku, round) + ":joined" }
+
 // Late holds those who joined from starts_at on: member the user id's 16
 // bytes, score join_ms*1024 + a sequence within the ms (arrival order).
 func (k Keys) Late(sku string, round int64) string { return k.round(sku, round) + ":late" }
 
-// Challenge is an issued challenge's key: its value the shopper it was
-// issued to, gone after 2 minutes or once presented.
+// Challenge is an issued challenge's key: its value "round user_id", the
+// round and the shopper it was issued to (challenge.lua), gone after 2
+// minutes or once presented.
 func (k Keys) Challenge(sku, challenge string) string {
 	return k.stock.SaleKey(sku) + ":room:challenge:" + challenge
 }

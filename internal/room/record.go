@@ -31,12 +31,12 @@ VALUES ($1, $2, $3, $4, $5) ON CONFLICT (round_id) DO NOTHING RETURNING 1`
 // instance's admitter runs it and, once it is over, records it
 // (inventory's AfterOpen hook).
 func (s *Service) Track(ctx context.Context, sku string, r inventory.LiveRound) error {
+	s.forget(sku) // the round it read is replaced, with a room or without
 	if r.Room == nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
 	defer cancel()
-	s.forget(sku)
 	return s.rdb.ZAdd(ctx, s.rooms, redisZ(r.Round, sku)).Err()
 }
 
@@ -102,7 +102,7 @@ func (s *Service) Record(ctx context.Context, sku string, round int64) error {
 	rows := make([][]any, 0, total)
 	var early []string
 	for from := int64(0); from < total; from += readChunk {
-		es, err := s.entries(rctx, v, from, min(readChunk, total-from))
+		es, err := s.entries(rctx, v, from, min(readChunk, total-from), false)
 		if err != nil {
 			return err
 		}
@@ -120,7 +120,8 @@ func (s *Service) Record(ctx context.Context, sku string, round int64) error {
 	// the round live go to the record.
 	state := s.keys.State(sku, round)
 	_, err = s.rdb.TxPipelined(rctx, func(p redis.Pipeliner) error {
-		p.Unlink(rctx, s.keys.Early(sku, round), s.keys.Late(sku, round), s.keys.Admissions(sku, round))
+		p.Unlink(rctx, s.keys.Early(sku, round), s.keys.Joined(sku, round), s.keys.Late(sku, round),
+			s.keys.Admissions(sku, round))
 		p.HSet(rctx, state, "recorded", "1", "entries", total)
 		p.Expire(rctx, state, 24*time.Hour)
 		return nil

@@ -117,7 +117,7 @@ func TestRoomMemoryPerEntry(t *testing.T) {
 					t.Fatalf("%s holds %d entries, want %d", set, got, n+1)
 				}
 				keys := 0.0
-				for _, key := range []string{k.State("mem", round), k.Early("mem", round), k.Late("mem", round),
+				for _, key := range []string{k.State("mem", round), k.Early("mem", round), k.Joined("mem", round), k.Late("mem", round),
 					k.Passes("mem"), k.Admissions("mem", round)} {
 					keys += float64(memoryUsage(t, rdb, key))
 				}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -190,7 +191,7 @@ func TestEarlyJoinersAreShuffledBySeed(t *testing.T) {
 		t.Fatalf("entries: %d %v", len(page.Items), err)
 	}
 	for i, e := range page.Items[:60] {
-		if e.EntryID != ids[i] || !e.Early || e.Position != int64(i+1) {
+		if e.EntryID != ids[i] || !e.Early || e.Position == nil || *e.Position != int64(i+1) {
 			t.Fatalf("entry %d: %+v, want id %s", i, e, ids[i])
 		}
 		tk, err := f.rooms.TicketOf(ctx, "hype", e.UserID, nil)
@@ -256,7 +257,7 @@ func TestTwoAdmittersHoldTheRate(t *testing.T) {
 	}
 	for _, e := range page.Items {
 		_, hasPass := passes[e.UserID]
-		if (e.Position <= admitted) != hasPass || (e.AdmittedAt != nil) != hasPass {
+		if e.Position == nil || (*e.Position <= admitted) != hasPass || (e.AdmittedAt != nil) != hasPass {
 			t.Fatalf("entry %+v: pass %v with %d admitted", e, hasPass, admitted)
 		}
 	}
@@ -367,7 +368,7 @@ func TestRecordedRoomOutlivesRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(after.Items) != 20 || !slices.EqualFunc(before.Items, after.Items, func(a, b room.Entry) bool {
-		return a.EntryID == b.EntryID && a.Position == b.Position && a.UserID == b.UserID &&
+		return a.EntryID == b.EntryID && a.Position != nil && b.Position != nil && *a.Position == *b.Position && a.UserID == b.UserID &&
 			a.JoinedAt.Equal(b.JoinedAt) && (a.AdmittedAt == nil) == (b.AdmittedAt == nil)
 	}) {
 		t.Fatalf("recorded entries differ:\n%+v\n%+v", before.Items, after.Items)
@@ -552,4 +553,112 @@ func TestAuditWithoutStartsAt(t *testing.T) {
 	if found, err := f.rooms.Audit(ctx); err != nil || len(found) != 0 {
 		t.Fatalf("audit: %+v %v", found, err)
 	}
+}
+
+// A challenge belongs to its shopper and its round: one issued before the
+// SKU's round was replaced is refused, and makes no entry, though its
+// nonce answers the new round's difficulty; and a round without a room
+// issues none, on an instance that read the roomed round a moment before
+// as on the one that opened the new round.
+func TestChallengeBelongsToItsRound(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	// A second service is a second instance.
+	other := room.New(f.db.Pool, f.r.Client, f.stock, f.sales, f.r.Prefix, slog.New(slog.DiscardHandler), room.Options{})
+	u := uuid.NewString()
+	f.open(t, "turn", 10, time.Time{}, inventory.RoomSettings{AdmitPerSecond: 10, PassTTL: time.Minute, ChallengeBits: 8})
+	old, err := f.rooms.IssueChallenge(ctx, "turn", u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := f.open(t, "turn", 10, time.Time{}, inventory.RoomSettings{AdmitPerSecond: 10, PassTTL: time.Minute, ChallengeBits: 4})
+	p := &room.Proof{Challenge: old.Challenge, Nonce: room.Solve(old.Challenge, 8)} // 8 bits answer 4 too
+	if tk, _, err := f.rooms.Join(ctx, "turn", u, p, nil); !errors.Is(err, room.ErrChallengeFailed) {
+		t.Errorf("a challenge of round %d joined round %d: %+v %v", *rep.RoundID-1, *rep.RoundID, tk, err)
+	}
+	if w, a, err := f.rooms.Counters(ctx, "turn", *rep.RoundID); err != nil || w+a != 0 {
+		t.Errorf("%d entries after a refused join (%v)", w+a, err)
+	}
+
+	// Both instances read the roomed round, then it is replaced by one
+	// without a room.
+	for _, svc := range []*room.Service{f.rooms, other} {
+		if _, err := svc.IssueChallenge(ctx, "turn", u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.sales.Open(ctx, "turn", inventory.Seed{Quantity: 5, PerUserLimit: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for i, svc := range []*room.Service{f.rooms, other} {
+		if c, err := svc.IssueChallenge(ctx, "turn", u); !errors.Is(err, room.ErrNoRoom) {
+			t.Errorf("instance %d: a round without a room issued %+v %v, want ErrNoRoom", i, c, err)
+		}
+	}
+}
+
+// Before the shuffle the entry list is in order of joining, without
+// positions (the early set's order is the secret one), and pages by
+// cursor; a room whose list of joins misses entries (joined through an
+// older join.lua) is sorted by join time instead.
+func TestEntryListBeforeTheShuffle(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	rep := f.open(t, "soon", 10, time.Now().Add(time.Hour), inventory.RoomSettings{AdmitPerSecond: 10, PassTTL: time.Minute})
+	us := users(7)
+	for _, u := range us {
+		if _, _, err := f.rooms.Join(ctx, "soon", u, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() []room.Entry {
+		var all []room.Entry
+		for from, pages := int64(0), 0; ; pages++ {
+			page, err := f.rooms.EntryList(ctx, "soon", from, 3)
+			if err != nil || !page.Joining || pages > 3 {
+				t.Fatalf("page %d from %d: %+v %v", pages, from, page, err)
+			}
+			all = append(all, page.Items...)
+			if page.NextCursor == nil {
+				return all
+			}
+			if want := fmt.Sprintf("j%d", len(all)); *page.NextCursor != want {
+				t.Fatalf("cursor %q, want %q", *page.NextCursor, want)
+			}
+			from = int64(len(all))
+		}
+	}
+	check := func(es []room.Entry, want []string) {
+		t.Helper()
+		got := make([]string, len(es))
+		for i, e := range es {
+			if e.Position != nil || e.AdmittedAt != nil || !e.Early {
+				t.Fatalf("entry %d: %+v, want no position and not admitted", i, e)
+			}
+			got[i] = e.UserID
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("entries of users %v, want %v", got, want)
+		}
+	}
+	listed := read()
+	check(listed, us)
+
+	if err := f.r.Client.Del(ctx, f.rooms.Keys().Joined("soon", *rep.RoundID)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	sorted := slices.Clone(listed)
+	slices.SortStableFunc(sorted, func(a, b room.Entry) int {
+		if c := a.JoinedAt.Compare(b.JoinedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.UserID, b.UserID)
+	})
+	want := make([]string, len(sorted))
+	for i, e := range sorted {
+		want[i] = e.UserID
+	}
+	check(read(), want)
 }

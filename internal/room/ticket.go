@@ -206,14 +206,15 @@ func replyStrings(reply any) ([]string, error) {
 // joinCall is the KEYS and ARGV of join.lua for user in live's room.
 func (s *Service) joinCall(sku string, live inventory.LiveRound, u uuid.UUID, user, mode string,
 	proof *Proof) ([]string, []any) {
-	keys := append(s.roomKeys(sku, live.Round), s.keys.Challenge(sku, "none"))
+	keys := append(s.roomKeys(sku, live.Round), s.keys.Challenge(sku, "none"), s.keys.Joined(sku, live.Round))
+	const challengeKey = 6 // KEYS[7] of join.lua
 	work := ""
 	if proof != nil && mode == "join" {
 		work = "bad"
 		// Only the form of an issued challenge names a key: another string
 		// is refused as one that was never issued.
 		if validChallenge(proof.Challenge) {
-			keys[len(keys)-1] = s.keys.Challenge(sku, proof.Challenge)
+			keys[challengeKey] = s.keys.Challenge(sku, proof.Challenge)
 			if Solves(proof.Challenge, proof.Nonce, live.Room.ChallengeBits) {
 				work = "ok"
 			}

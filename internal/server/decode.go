@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf16"
@@ -21,6 +22,8 @@ import (
 // of the wrong type or out of range answers 400 invalid_request naming the
 // field. Unknown fields are ignored: clients may send more than we read, and
 // fields we do not own (a price, an owner) must never be taken from them.
+// Where every member is an instruction (settings, a change), UnknownMembers
+// finds the ones to refuse instead.
 func Decode(c *fiber.Ctx, v any) error {
 	return decode(c.Body(), v, false)
 }
@@ -154,6 +157,29 @@ func describe(goType string) string {
 	default:
 		return "of the right type"
 	}
+}
+
+// UnknownMembers returns the members of the JSON object obj that are not
+// among known, spelt exactly, sorted. It is for an object whose every
+// member is an instruction, such as settings or a change: an unknown one
+// (a misspelling, or a setting the route cannot change) ignored would
+// leave its value as it was or take its default while the answer says
+// the request succeeded, and encoding/json alone would even take
+// "Admit_Per_Second" for admit_per_second. An obj that is not a JSON
+// object is a 400 naming body.
+func UnknownMembers(obj []byte, known ...string) ([]string, error) {
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(obj, &members); err != nil || members == nil {
+		return nil, invalidBody("the request body must be a JSON object")
+	}
+	var out []string
+	for k := range members {
+		if !slices.Contains(known, k) {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 func invalidBody(msg string) error {

@@ -131,3 +131,33 @@ func BenchmarkDecode(b *testing.B) {
 		})
 	}
 }
+
+func TestUnknownMembers(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		want []string
+		bad  bool
+	}{
+		{"known_only", `{"a":1,"b":null}`, nil, false},
+		{"empty", `{}`, nil, false},
+		{"others_sorted", `{"z":1,"a":2,"y":{}}`, []string{"y", "z"}, false},
+		{"case_matters", `{"A":1}`, []string{"A"}, false},
+		{"nested_not_looked_into", `{"b":{"c":1}}`, nil, false},
+		{"array", `[]`, nil, true},
+		{"null", `null`, nil, true},
+		{"malformed", `{"a":`, nil, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := UnknownMembers([]byte(tc.body), "a", "b")
+			var ae *apperr.Error
+			if tc.bad != (err != nil) || (err != nil && !errors.As(err, &ae)) {
+				t.Fatalf("error %v, want one: %v", err, tc.bad)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

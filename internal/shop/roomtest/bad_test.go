@@ -2,8 +2,10 @@ package roomtest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -111,6 +113,8 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 		{"patch an array", http.MethodPatch, patch(`[5]`), 400, "invalid_request"},
 		{"patch bad JSON", http.MethodPatch, patch(`{"admit_per_second":`), 400, "invalid_request"},
 		{"patch two objects", http.MethodPatch, patch(`{"admit_per_second":5}{}`), 400, "invalid_request"},
+		{"patch another setting", http.MethodPatch, patch(`{"admit_per_second":5,"challenge_bits":8}`), 400, "invalid_request"},
+		{"patch the seed", http.MethodPatch, patch(`{"admit_per_second":5,"seed":"00"}`), 400, "invalid_request"},
 		{"patch a room-less round", http.MethodPatch, fixed(admin+"plain/queue", f.admin, `{"admit_per_second":5}`), 404, "not_found"},
 		{"patch a product without a round", http.MethodPatch, fixed(admin+"bare/queue", f.admin, `{"admit_per_second":5}`), 404, "not_found"},
 
@@ -123,6 +127,11 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 		{"entries cursor 01", http.MethodGet, entries("cursor=01"), 400, "invalid_request"},
 		{"entries cursor +1", http.MethodGet, entries("cursor=%2B1"), 400, "invalid_request"},
 		{"entries cursor huge", http.MethodGet, entries("cursor=99999999999999999999"), 400, "invalid_request"},
+		{"entries cursor j", http.MethodGet, entries("cursor=j"), 400, "invalid_request"},
+		{"entries cursor j01", http.MethodGet, entries("cursor=j01"), 400, "invalid_request"},
+		{"entries cursor j-1", http.MethodGet, entries("cursor=j-1"), 400, "invalid_request"},
+		{"entries cursor jj1", http.MethodGet, entries("cursor=jj1"), 400, "invalid_request"},
+		{"entries cursor of the shuffled list", http.MethodGet, entries("cursor=1"), 400, "invalid_request"},
 
 		{"join challenge a number", http.MethodPost, joinC(func() string { return `{"challenge":1,"nonce":"a"}` }), 400, "invalid_request"},
 		{"join nonce a number", http.MethodPost, joinC(func() string { return `{"challenge":"` + challenge(out) + `","nonce":5}` }), 400, "invalid_request"},
@@ -266,5 +275,46 @@ func TestJoinAfterTheRoundEnded(t *testing.T) {
 	recorded := f.report(t, "brief").WaitingRoom
 	if recorded == nil || recorded.Waiting < 0 || recorded.Admitted < 0 || recorded.Waiting+recorded.Admitted != 1 {
 		t.Errorf("room once recorded %+v, want its one entry counted", recorded)
+	}
+}
+
+// PATCH changes the admission rate and nothing else, so a body with any
+// other member (a setting it cannot change, a misspelling) is refused
+// with each such member named, rather than answered 200 having quietly
+// changed nothing; the room is as it was.
+func TestPatchRefusesOtherFields(t *testing.T) {
+	f := newFixture(t)
+	f.seed(t, "knobs", `{"quantity":5,"starts_at":"`+stamp(nextSecond(time.Hour))+`","waiting_room":{"admit_per_second":5}}`)
+	for _, c := range []struct {
+		name, body string
+		fields     []string
+	}{
+		{"seed", `{"admit_per_second":7,"seed":"00"}`, []string{"seed"}},
+		{"challenge_bits", `{"admit_per_second":7,"challenge_bits":8}`, []string{"challenge_bits"}},
+		{"pass_ttl_seconds", `{"admit_per_second":7,"pass_ttl_seconds":60}`, []string{"pass_ttl_seconds"}},
+		{"misspelt by case", `{"Admit_Per_Second":7}`, []string{"Admit_Per_Second"}},
+		{"two others", `{"admit_per_second":7,"x":null,"a":{}}`, []string{"a", "x"}},
+		{"another alone", `{"paused":true}`, []string{"admit_per_second", "paused"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := f.state(t, "knobs")
+			r := f.Do(t, http.MethodPatch, "/api/v1/admin/products/knobs/queue", f.admin, c.body)
+			openapitest.WantProblem(t, r, 400, "invalid_request")
+			var p struct{ Errors []struct{ Field string } }
+			if err := json.Unmarshal(r.Body, &p); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, e := range p.Errors {
+				got = append(got, e.Field)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, c.fields) {
+				t.Errorf("errors name %v, want %v: %s", got, c.fields, r.Body)
+			}
+			if after := f.state(t, "knobs"); after != before {
+				t.Errorf("the state changed:\nbefore:\n%s\nafter:\n%s", before, after)
+			}
+		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -102,10 +103,27 @@ type fairness struct {
 type entry struct {
 	EntryID    string     `json:"entry_id"`
 	UserID     string     `json:"user_id"`
-	Position   int64      `json:"position"`
+	Position   *int64     `json:"position"` // null before the shuffle
 	Early      bool       `json:"early"`
 	JoinedAt   time.Time  `json:"joined_at"`
 	AdmittedAt *time.Time `json:"admitted_at"`
+}
+
+// sameEntries tells whether a and b list the same entries alike.
+func sameEntries(a, b []entry) bool {
+	return slices.EqualFunc(a, b, func(x, y entry) bool {
+		px, py := x.Position, y.Position
+		x.Position, y.Position = nil, nil
+		return x == y && (px == nil) == (py == nil) && (px == nil || *px == *py)
+	})
+}
+
+// position shows an entry's position, "null" for none.
+func position(p *int64) string {
+	if p == nil {
+		return "null"
+	}
+	return fmt.Sprint(*p)
 }
 
 type entryPage struct {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shop-oss/shop/internal/openapitest"
 )
 
 var hex64 = regexp.MustCompile(`^[0-9a-f]{64}$`)
@@ -19,8 +21,10 @@ func sha(s string) string {
 }
 
 // A roomed round over HTTP: the seeding's echo, joins and repeats, the
-// ticket, the admin's view and new rate, the entry list's pages, and the
-// fairness answer before and after the shuffle, recomputed from the list.
+// ticket, the admin's view and new rate, the entry list's pages before
+// the shuffle (in order of joining, no positions: the early order is
+// secret until then) and after it, and the fairness answer before and
+// after the shuffle, recomputed from the list.
 func TestRoomOverHTTP(t *testing.T) {
 	f := newFixture(t)
 	starts := nextSecond(2 * time.Second)
@@ -40,7 +44,7 @@ func TestRoomOverHTTP(t *testing.T) {
 	}
 
 	// Five join early, each once; a repeat answers the same ticket.
-	var tokens []string
+	var tokens, joined []string
 	tickets := map[string]ticket{}
 	for range 5 {
 		_, tok := f.shopper(t)
@@ -60,6 +64,7 @@ func TestRoomOverHTTP(t *testing.T) {
 			t.Fatalf("two shoppers share entry %s", tk.EntryID)
 		}
 		tokens = append(tokens, tok)
+		joined = append(joined, tk.EntryID)
 		tickets[tk.EntryID] = tk
 	}
 	if wr := f.report(t, "drop").WaitingRoom; wr == nil || wr.Waiting != 5 || wr.Admitted != 0 {
@@ -91,10 +96,10 @@ func TestRoomOverHTTP(t *testing.T) {
 		t.Fatalf("first page %+v", p1)
 	}
 	listed := f.allEntries(t, "drop", 2)
-	if len(listed) != 5 || listed[0] != p1.Items[0] {
+	if len(listed) != 5 || !sameEntries(listed[:1], p1.Items[:1]) {
 		t.Fatalf("entries %+v", listed)
 	}
-	if all := f.allEntries(t, "drop", 1000); !slices.Equal(all, listed) {
+	if all := f.allEntries(t, "drop", 1000); !sameEntries(all, listed) {
 		t.Fatalf("one page %+v, pages of two %+v", all, listed)
 	}
 	// A page that ends the list has no cursor.
@@ -104,13 +109,19 @@ func TestRoomOverHTTP(t *testing.T) {
 		t.Fatalf("a page of all five: %d entries, next_cursor %v", len(whole.Items), whole.NextCursor)
 	}
 	var past entryPage
-	f.Do(t, http.MethodGet, "/api/v1/admin/products/drop/queue/entries?cursor=5", f.admin, "").Decode(t, http.StatusOK, &past)
+	f.Do(t, http.MethodGet, "/api/v1/admin/products/drop/queue/entries?cursor=j5", f.admin, "").Decode(t, http.StatusOK, &past)
 	if len(past.Items) != 0 || past.NextCursor != nil {
 		t.Fatalf("past the end: %+v", past)
 	}
+	// A cursor counts entries in its list's order: one of the other
+	// order is refused, not read in this one.
+	openapitest.WantProblem(t, f.Do(t, http.MethodGet, "/api/v1/admin/products/drop/queue/entries?cursor=2", f.admin, ""),
+		400, "invalid_request")
 	for i, e := range listed {
-		if e.Position != int64(i+1) || !e.Early || e.AdmittedAt != nil || tickets[e.EntryID].EntryID == "" {
-			t.Fatalf("entry %d: %+v", i, e)
+		if e.Position != nil || e.EntryID != joined[i] || !e.Early || e.AdmittedAt != nil ||
+			!e.JoinedAt.Equal(tickets[e.EntryID].JoinedAt) {
+			t.Fatalf("entry %d before the shuffle: %s at position %s, want %s (order of joining) at null",
+				i, e.EntryID, position(e.Position), joined[i])
 		}
 	}
 
@@ -123,9 +134,14 @@ func TestRoomOverHTTP(t *testing.T) {
 	if sha(*after.Seed) != wr.SeedSHA256 || after.SeedSHA256 != wr.SeedSHA256 || after.EarlyEntries != 5 {
 		t.Fatalf("fairness %+v: sha256(seed) %s, committed %s", after, sha(*after.Seed), wr.SeedSHA256)
 	}
+	openapitest.WantProblem(t, f.Do(t, http.MethodGet, "/api/v1/admin/products/drop/queue/entries?cursor="+*p1.NextCursor,
+		f.admin, ""), 400, "invalid_request")
 	listed = f.allEntries(t, "drop", 2)
 	ids := make([]string, len(listed))
 	for i, e := range listed {
+		if e.Position == nil || *e.Position != int64(i+1) {
+			t.Fatalf("entry %d after the shuffle: position %s, want %d", i, position(e.Position), i+1)
+		}
 		ids[i] = e.EntryID
 	}
 	want := slices.Clone(ids)
@@ -273,4 +289,39 @@ func TestChallengedJoin(t *testing.T) {
 	if wr := f.report(t, "gated").WaitingRoom; wr == nil || wr.Waiting != 1 || wr.ChallengeBits != 6 {
 		t.Fatalf("report %+v", wr)
 	}
+}
+
+// A challenge is its round's: one issued before a reseeding is refused
+// by the new round's room (403, no entry) though its nonce answers the
+// new difficulty, and a round without a room issues none (404), however
+// recently the instance served the roomed round before it.
+func TestChallengeOfAnotherRound(t *testing.T) {
+	f := newFixture(t)
+	later := stamp(nextSecond(time.Hour))
+	_, tok := f.shopper(t)
+	challenge := func(bits int) string {
+		var c struct {
+			Challenge string `json:"challenge"`
+			Bits      int    `json:"bits"`
+		}
+		f.Do(t, http.MethodGet, "/api/v1/products/turn/queue/challenge", tok, "").Decode(t, http.StatusOK, &c)
+		if c.Bits != bits {
+			t.Fatalf("challenge %+v, want %d bits", c, bits)
+		}
+		return c.Challenge
+	}
+	f.seed(t, "turn", `{"quantity":5,"starts_at":"`+later+`","waiting_room":{"admit_per_second":5,"challenge_bits":6}}`)
+	old := challenge(6)
+	f.seed(t, "turn", `{"quantity":5,"starts_at":"`+later+`","waiting_room":{"admit_per_second":5,"challenge_bits":2}}`)
+	body := `{"challenge":"` + old + `","nonce":"` + solve(old, 6) + `"}` // 6 bits answer 2 too
+	openapitest.WantProblem(t, f.Do(t, http.MethodPost, "/api/v1/products/turn/queue", tok, body), 403, "challenge_failed")
+	openapitest.WantProblem(t, f.Do(t, http.MethodGet, "/api/v1/products/turn/queue", tok, ""), 404, "not_found")
+	if wr := f.report(t, "turn").WaitingRoom; wr == nil || wr.Waiting != 0 {
+		t.Fatalf("room after a refused join %+v", wr)
+	}
+
+	f.seed(t, "turn", `{"quantity":5,"waiting_room":{"admit_per_second":5}}`)
+	challenge(0)
+	f.seed(t, "turn", `{"quantity":5}`)
+	openapitest.WantProblem(t, f.Do(t, http.MethodGet, "/api/v1/products/turn/queue/challenge", tok, ""), 404, "not_found")
 }
