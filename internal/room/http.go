@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -246,8 +245,9 @@ func (h handler) entryList(c *fiber.Ctx) error {
 	}
 	from := int64(0)
 	if p.Cursor != "" {
-		n, err := strconv.ParseInt(p.Cursor, 10, 64)
-		if err != nil || n < 0 || strconv.FormatInt(n, 10) != p.Cursor {
+		// A cursor is an entry number, as the list wrote it: one form.
+		n, ok := server.ParseQueryInt(p.Cursor)
+		if !ok || n < 0 {
 			errs = append(errs, apperr.FieldError{Field: "cursor", Message: "is not a cursor this list gave"})
 		}
 		from = n
