@@ -27,6 +27,10 @@ import (
 // (git-ignored).
 const artifactsDir = "artifacts"
 
+// e2eWebhookSecret is as long as shop serve asks outside SHOP_ENV=dev
+// (config.MinWebhookSecretBytes).
+const e2eWebhookSecret = "whsec_e2e_0123456789abcdefghijklmnop"
+
 // chromium finds Debian's chromium. Without it a laptop skips the browser
 // tests; CI (CI set) fails, so it can never pass having tested nothing.
 func chromium(t *testing.T) string {
@@ -343,7 +347,7 @@ func TestBrowserStorefrontStripe(t *testing.T) {
 			e := liveEnv(t)
 			e["SHOP_PAYMENT_PROVIDER"] = "stripe"
 			e["SHOP_STRIPE_SECRET_KEY"] = "sk_test_123"
-			e["SHOP_STRIPE_WEBHOOK_SECRET"] = "whsec_e2e"
+			e["SHOP_STRIPE_WEBHOOK_SECRET"] = e2eWebhookSecret
 			e["SHOP_STRIPE_API_URL"] = tc.mock(t)
 			s := newShop(t, e)
 			s.product(t, "stripe-browser", price, map[string]any{"quantity": 10, "per_user_limit": 0})
@@ -497,7 +501,7 @@ func intentSucceeded(t *testing.T, ctx context.Context, s *shop, order string) {
 		"api_version": stripe.APIVersion, "created": time.Now().Unix(), "data": map[string]any{"object": map[string]any{
 			"id": o.Payment.ID, "object": "payment_intent", "status": "succeeded", "amount": 1299, "currency": "usd",
 			"metadata": map[string]string{"order_id": order}}}})
-	signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: "whsec_e2e", Timestamp: time.Now()})
+	signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: e2eWebhookSecret, Timestamp: time.Now()})
 	if r := call(t, http.MethodPost, s.api+"/payments/stripe/webhook", json.RawMessage(body), "Stripe-Signature", signed.Header); r.Status != http.StatusOK {
 		t.Fatalf("the webhook: %d %s", r.Status, r.Body)
 	}

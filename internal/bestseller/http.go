@@ -1,12 +1,11 @@
 package bestseller
 
 import (
-	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/shop-oss/shop/internal/apperr"
+	"github.com/shop-oss/shop/internal/server"
 )
 
 // Routes registers the public best-seller reads on r (the /api/v1 router).
@@ -22,7 +21,7 @@ type handler struct{ s *Service }
 func (h handler) top(c *fiber.Ctx) error {
 	var bad []apperr.FieldError
 	p := period(c, &bad)
-	limit := intParam(c, "limit", DefaultLimit, 1, MaxLimit, &bad)
+	limit := server.QueryInt(c, "limit", DefaultLimit, 1, MaxLimit, &bad)
 	if len(bad) > 0 {
 		return apperr.Invalid(bad...)
 	}
@@ -36,7 +35,7 @@ func (h handler) top(c *fiber.Ctx) error {
 func (h handler) position(c *fiber.Ctx) error {
 	var bad []apperr.FieldError
 	p := period(c, &bad)
-	around := intParam(c, "around", DefaultAround, 0, MaxAround, &bad)
+	around := server.QueryInt(c, "around", DefaultAround, 0, MaxAround, &bad)
 	if len(bad) > 0 {
 		return apperr.Invalid(bad...)
 	}
@@ -54,18 +53,4 @@ func period(c *fiber.Ctx, bad *[]apperr.FieldError) Period {
 		*bad = append(*bad, apperr.FieldError{Field: "period", Message: "must be one of day, week, month, all"})
 	}
 	return p
-}
-
-// intParam reads an integer query parameter in [lo, hi], def when absent,
-// noting a bad one in bad.
-func intParam(c *fiber.Ctx, name string, def, lo, hi int, bad *[]apperr.FieldError) int {
-	raw := c.Query(name)
-	if raw == "" {
-		return def
-	}
-	n, err := strconv.Atoi(raw)
-	if err != nil || n < lo || n > hi {
-		*bad = append(*bad, apperr.FieldError{Field: name, Message: fmt.Sprintf("must be an integer from %d to %d", lo, hi)})
-	}
-	return n
 }

@@ -269,6 +269,9 @@ func (c *Config) validate() error {
 			return fmt.Errorf("invalid %s: %s", ch.name, ch.why)
 		}
 	}
+	if err := c.stripeSecrets(); err != nil {
+		return err
+	}
 	if c.RedisCluster {
 		if err := clusterURL(c.RedisURL); err != nil {
 			return fmt.Errorf("invalid SHOP_REDIS_URL (SHOP_REDIS_CLUSTER=true): %w", err)
@@ -364,17 +367,21 @@ var ErrNoJWTSecret = errors.New("SHOP_JWT_SECRET is required (or set SHOP_ENV=de
 // development mode: HS256 needs a key of at least 256 bits (RFC 7518 §3.2).
 const MinJWTSecretBytes = 32
 
+// MinWebhookSecretBytes is the shortest SHOP_STRIPE_WEBHOOK_SECRET accepted
+// outside development mode. The whole whsec_ string is the HMAC-SHA256 key
+// of Stripe's signatures, so the same floor as HS256's holds (RFC 2104 §3:
+// no shorter than the hash's output); Stripe's own secrets are longer
+// (whsec_ and 32 or more characters), so it refuses none of them.
+const MinWebhookSecretBytes = MinJWTSecretBytes
+
 // EnsureJWTSecret checks that a signing secret is configured and, outside
 // development mode, at least MinJWTSecretBytes long. In development mode it
 // makes a random one and returns generated=true, so the caller can warn
 // that tokens will not survive a restart. Errors: ErrNoJWTSecret, or one
-// naming the variable for a short secret.
+// naming the variable for a blank or short secret.
 func (c *Config) EnsureJWTSecret() (generated bool, err error) {
 	if c.JWTSecret != "" {
-		if n := len(c.JWTSecret); n < MinJWTSecretBytes && !c.Dev() {
-			return false, fmt.Errorf("SHOP_JWT_SECRET is %d bytes; HS256 needs at least %d (openssl rand -hex 32)", n, MinJWTSecretBytes)
-		}
-		return false, nil
+		return false, c.checkSecret("SHOP_JWT_SECRET", c.JWTSecret, MinJWTSecretBytes, "HS256 needs a 256-bit key: openssl rand -hex 32")
 	}
 	if !c.Dev() {
 		return false, ErrNoJWTSecret
@@ -385,6 +392,37 @@ func (c *Config) EnsureJWTSecret() (generated bool, err error) {
 	}
 	c.JWTSecret = hex.EncodeToString(b)
 	return true, nil
+}
+
+// stripeSecrets checks Stripe's two secrets with the stripe provider (an
+// empty one is refused above, as required). The secret key gets no length
+// floor: it is Stripe's credential, and Stripe refuses a wrong one at the
+// first call; the webhook secret is the key that this process checks forged
+// events against, so a short one is as weak as a short SHOP_JWT_SECRET.
+func (c *Config) stripeSecrets() error {
+	if c.PaymentProvider != "stripe" {
+		return nil
+	}
+	if err := c.checkSecret("SHOP_STRIPE_SECRET_KEY", c.StripeSecretKey, 1, "an sk_ or rk_ key"); err != nil {
+		return err
+	}
+	return c.checkSecret("SHOP_STRIPE_WEBHOOK_SECRET", c.StripeWebhookSecret, MinWebhookSecretBytes,
+		"the endpoint's whsec_ signing secret, as Stripe shows it")
+}
+
+// checkSecret refuses a set secret that is blank (white space only: a
+// quoting slip, never a secret) in any mode, and one under min bytes
+// outside development mode, where short secrets are for tests. Its errors
+// name the variable; hint says what the secret should be.
+func (c *Config) checkSecret(name, value string, min int, hint string) error {
+	n := len(value)
+	switch {
+	case strings.TrimSpace(value) == "":
+		return fmt.Errorf("invalid %s: blank, white space only (%s)", name, hint)
+	case n < min && !c.Dev():
+		return fmt.Errorf("invalid %s: %d bytes, at least %d needed (%s)", name, n, min, hint)
+	}
+	return nil
 }
 
 // nameVariables rewrites env's errors, which name struct fields, so that they

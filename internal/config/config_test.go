@@ -83,10 +83,13 @@ func TestInvalidSettingsNameTheirVariable(t *testing.T) {
 	}
 }
 
+// whsec is a webhook secret of the length Stripe's have.
+const whsec = "whsec_0123456789abcdefghijklmnopqrstuv"
+
 // Stripe needs both secrets; each missing one is named.
 func TestStripeSettings(t *testing.T) {
 	full := map[string]string{"SHOP_PAYMENT_PROVIDER": "stripe", "SHOP_STRIPE_SECRET_KEY": "sk_test_1",
-		"SHOP_STRIPE_WEBHOOK_SECRET": "whsec_1", "SHOP_STRIPE_API_URL": "http://127.0.0.1:12111"}
+		"SHOP_STRIPE_WEBHOOK_SECRET": whsec, "SHOP_STRIPE_API_URL": "http://127.0.0.1:12111"}
 	c, err := config.Load(full)
 	if err != nil || c.StripeSecretKey != "sk_test_1" || c.Currency != "usd" || c.StripeAPIURL != "http://127.0.0.1:12111" {
 		t.Fatalf("Load(stripe) = %+v, %v", c, err)
@@ -97,6 +100,44 @@ func TestStripeSettings(t *testing.T) {
 		if _, err := config.Load(env); err == nil || !strings.Contains(err.Error(), missing) {
 			t.Errorf("without %s: %v", missing, err)
 		}
+	}
+}
+
+// A blank secret is refused in every mode, naming its variable; a short
+// webhook secret (an HMAC key anyone could guess) outside dev only. The
+// secret key has no length floor: Stripe refuses a wrong one itself.
+func TestStripeSecrets(t *testing.T) {
+	short := whsec[:config.MinWebhookSecretBytes-1]
+	for _, tc := range []struct {
+		name, env, variable, value string
+		ok                         bool
+	}{
+		{"webhook_blank", "production", "SHOP_STRIPE_WEBHOOK_SECRET", " ", false},
+		{"webhook_tab_and_newline", "", "SHOP_STRIPE_WEBHOOK_SECRET", "\t\n", false},
+		{"webhook_blank_in_dev", "dev", "SHOP_STRIPE_WEBHOOK_SECRET", "   ", false},
+		{"webhook_one_short", "", "SHOP_STRIPE_WEBHOOK_SECRET", short, false},
+		{"webhook_exact", "", "SHOP_STRIPE_WEBHOOK_SECRET", whsec[:config.MinWebhookSecretBytes], true},
+		{"webhook_short_in_dev", "dev", "SHOP_STRIPE_WEBHOOK_SECRET", "whsec_1", true},
+		{"key_blank", "", "SHOP_STRIPE_SECRET_KEY", " ", false},
+		{"key_blank_in_dev", "dev", "SHOP_STRIPE_SECRET_KEY", "\t", false},
+		{"key_short", "", "SHOP_STRIPE_SECRET_KEY", "sk_1", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{"SHOP_ENV": tc.env, "SHOP_PAYMENT_PROVIDER": "stripe",
+				"SHOP_STRIPE_SECRET_KEY": "sk_test_1", "SHOP_STRIPE_WEBHOOK_SECRET": whsec}
+			env[tc.variable] = tc.value
+			_, err := config.Load(env)
+			if (err == nil) != tc.ok {
+				t.Fatalf("Load(%s=%q) = %v, want ok=%v", tc.variable, tc.value, err, tc.ok)
+			}
+			if err != nil && !strings.Contains(err.Error(), tc.variable) {
+				t.Fatalf("error %q does not name %s", err, tc.variable)
+			}
+		})
+	}
+	// The test provider needs neither.
+	if _, err := config.Load(map[string]string{"SHOP_STRIPE_WEBHOOK_SECRET": " "}); err != nil {
+		t.Errorf("a blank webhook secret with the test provider: %v", err)
 	}
 }
 
@@ -143,6 +184,8 @@ func TestJWTSecretLength(t *testing.T) {
 		{"one_short", "production", short, false},
 		{"exact", "", short + "k", true},
 		{"dev_short", "dev", "x", true},
+		{"blank", "", strings.Repeat(" ", config.MinJWTSecretBytes), false},
+		{"dev_blank", "dev", " ", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, _ := config.Load(map[string]string{"SHOP_ENV": tc.env, "SHOP_JWT_SECRET": tc.secret})

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -35,8 +37,10 @@ const (
 	EventRefunded  = "charge.refunded"
 )
 
-// signatureTolerance is how old a signature may be (Stripe's default):
-// a replayed event older than this is refused.
+// signatureTolerance is how far a signature's time may be from ours
+// (Stripe's default): a replayed event older than this is refused, and
+// so is one signed further ahead, which would otherwise stay replayable
+// until our clock caught up.
 const signatureTolerance = 5 * time.Minute
 
 // applyTimeout bounds one event's effect, its provider calls included.
@@ -75,17 +79,17 @@ func (w *Webhook) Routes(r fiber.Router) {
 }
 
 var errSignature = apperr.NewError(apperr.CodeInvalidSignature,
-	"the Stripe-Signature header is missing, wrong or older than 5 minutes")
+	"the Stripe-Signature header is missing, wrong, or dated more than 5 minutes from the shop's clock")
+
+// errTooNew is a signature whose time is ahead of ours beyond the tolerance.
+var errTooNew = errors.New("timestamp is ahead of the clock beyond tolerance")
 
 func (w *Webhook) receive(c *fiber.Ctx) error {
 	body := bytes.Clone(c.Body())
-	// Stripe sends each endpoint its events in the API version set for
-	// the endpoint; the few fields read here are the same in all of them.
-	se, err := webhook.ConstructEventWithOptions(body, c.Get("Stripe-Signature"), w.secret,
-		webhook.ConstructEventOptions{Tolerance: signatureTolerance, IgnoreAPIVersionMismatch: true})
+	se, err := w.construct(body, c.Get("Stripe-Signature"), time.Now())
 	switch {
 	case errors.Is(err, webhook.ErrNotSigned), errors.Is(err, webhook.ErrInvalidHeader),
-		errors.Is(err, webhook.ErrNoValidSignature), errors.Is(err, webhook.ErrTooOld):
+		errors.Is(err, webhook.ErrNoValidSignature), errors.Is(err, webhook.ErrTooOld), errors.Is(err, errTooNew):
 		w.count("", "refused")
 		return errSignature
 	case err != nil:
@@ -116,6 +120,41 @@ func (w *Webhook) receive(c *fiber.Ctx) error {
 		w.count(e.Type, "repeat")
 	}
 	return c.JSON(fiber.Map{"received": true})
+}
+
+// construct verifies a delivery's signature and reads its event.
+// stripe-go refuses a signature older than the tolerance but not one from
+// the future (its check is time.Since(t) > tolerance), so the future side
+// is checked here, once the signature has proved that t is Stripe's.
+func (w *Webhook) construct(body []byte, header string, now time.Time) (stripe.Event, error) {
+	// Stripe sends each endpoint its events in the API version set for
+	// the endpoint; the few fields read here are the same in all of them.
+	se, err := webhook.ConstructEventWithOptions(body, header, w.secret,
+		webhook.ConstructEventOptions{Tolerance: signatureTolerance, IgnoreAPIVersionMismatch: true})
+	if err != nil {
+		return se, err
+	}
+	if t, ok := signedAt(header); !ok || t.After(now.Add(signatureTolerance)) {
+		return stripe.Event{}, errTooNew
+	}
+	return se, nil
+}
+
+// signedAt is the t= of a Stripe-Signature header, read as stripe-go reads
+// it (the last t= wins), so that it is the time the signature covers.
+func signedAt(header string) (time.Time, bool) {
+	var t time.Time
+	found := false
+	for _, pair := range strings.Split(header, ",") {
+		if v, ok := strings.CutPrefix(pair, "t="); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return time.Time{}, false
+			}
+			t, found = time.Unix(n, 0), true
+		}
+	}
+	return t, found
 }
 
 // event is the part of a Stripe event the webhook keeps.

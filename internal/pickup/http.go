@@ -2,7 +2,6 @@ package pickup
 
 import (
 	"errors"
-	"strconv"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -118,19 +117,19 @@ func (h handler) nearby(c *fiber.Ctx) error {
 	return c.JSON(fiber.Map{"items": hits})
 }
 
-// parseQuery reads a nearby search, reporting every bad parameter at once.
+// parseQuery reads a nearby search, reporting every bad parameter at once;
+// server.QueryFloat and QueryInt hold what a query number is.
 func parseQuery(c *fiber.Ctx) (Query, error) {
 	var errs []apperr.FieldError
-	num := func(name string, def float64, required bool, ok func(float64) bool, rule string) float64 {
-		raw := c.Query(name)
-		if raw == "" && !required {
-			return def
-		}
-		v, err := strconv.ParseFloat(raw, 64)
-		if raw == "" || err != nil || !ok(v) {
+	num := func(name string, def float64, required bool, in func(float64) bool, rule string) float64 {
+		v, there := server.QueryFloat(c, name, in, rule, &errs)
+		switch {
+		case there:
+			return v
+		case required:
 			errs = append(errs, bad(name, "%s", rule))
 		}
-		return v
+		return def
 	}
 	within := func(limit float64) func(float64) bool {
 		return func(v float64) bool { return len(checkCoord("", v, limit)) == 0 }
@@ -140,14 +139,7 @@ func parseQuery(c *fiber.Ctx) (Query, error) {
 		Lat: num("lat", 0, true, within(MaxLat), "is required, a number from -85.05112878 to 85.05112878"),
 		RadiusKm: num("radius_km", DefaultRadiusKm, false, func(v float64) bool { return v > 0 && v <= MaxRadiusKm },
 			"must be a number greater than 0 and at most 1000"),
-	}
-	q.Limit = DefaultLimit
-	if raw := c.Query("limit"); raw != "" {
-		n, err := strconv.Atoi(raw)
-		if err != nil || n < 1 || n > MaxLimit {
-			errs = append(errs, bad("limit", "must be an integer from 1 to %d", MaxLimit))
-		}
-		q.Limit = n
+		Limit: server.QueryInt(c, "limit", DefaultLimit, 1, MaxLimit, &errs),
 	}
 	if len(errs) > 0 {
 		return Query{}, apperr.Invalid(errs...)

@@ -185,29 +185,3 @@ func UnknownMembers(obj []byte, known ...string) ([]string, error) {
 func invalidBody(msg string) error {
 	return apperr.Invalid(apperr.FieldError{Field: "body", Message: msg})
 }
-
-// Page is a listing's paging parameters.
-type Page struct {
-	Limit int // the default when ?limit= is absent
-	// Cursor is ?cursor=, copied (Fiber reuses its buffers); "" asks for
-	// the first page. Its form is the listing's to check.
-	Cursor string
-}
-
-// PageQuery reads the ?limit= and ?cursor= of every listing: limit is def
-// when absent, else an integer from 1 to max. A bad limit comes back as a
-// apperr.FieldError, so that the listing can report it in one answer with its own
-// parameter checks (the cursor's among them).
-func PageQuery(c *fiber.Ctx, def, max int) (Page, *apperr.FieldError) {
-	p := Page{Limit: def, Cursor: strings.Clone(c.Query("cursor"))}
-	raw := c.Query("limit")
-	if raw == "" {
-		return p, nil
-	}
-	n, err := strconv.Atoi(raw)
-	if err != nil || n < 1 || n > max {
-		return p, &apperr.FieldError{Field: "limit", Message: fmt.Sprintf("must be an integer from 1 to %d", max)}
-	}
-	p.Limit = n
-	return p, nil
-}

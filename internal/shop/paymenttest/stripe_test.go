@@ -293,7 +293,7 @@ func admin(t *testing.T, f fixture) string {
 }
 
 // Bad bodies are refused with a clear code and record nothing: no
-// signature, the wrong secret, a stale or truncated one, a signed body
+// signature, the wrong secret, a stale, future or truncated one, a signed body
 // that is not a Stripe event, one over the size limit. An event of a
 // type the shop does not apply is answered and ignored. None of it
 // counts against the per-IP limit.
@@ -316,6 +316,11 @@ func TestWebhookRefusesBadBodies(t *testing.T) {
 		{"garbage header", "nonsense", good, 400, "invalid_signature"},
 		{"wrong secret", sign(good, "whsec_other", time.Now()), good, 400, "invalid_signature"},
 		{"stale", sign(good, secret, time.Now().Add(-6*time.Minute)), good, 400, "invalid_signature"},
+		{"six minutes ahead", sign(good, secret, time.Now().Add(6*time.Minute)), good, 400, "invalid_signature"},
+		{"an hour ahead", sign(good, secret, time.Now().Add(time.Hour)), good, 400, "invalid_signature"},
+		// Stripe's check reads the last t=, as the signature does.
+		{"an hour ahead after a t of now", fmt.Sprintf("t=%d,", time.Now().Unix()) + sign(good, secret, time.Now().Add(time.Hour)),
+			good, 400, "invalid_signature"},
 		{"truncated", sign(good, secret, time.Now()), good[:len(good)/2], 400, "invalid_signature"},
 		{"signed, not JSON", sign([]byte("not json"), secret, time.Now()), []byte("not json"), 400, "invalid_request"},
 		{"signed, not an event", sign([]byte(`{"a":1}`), secret, time.Now()), []byte(`{"a":1}`), 400, "invalid_request"},
@@ -343,6 +348,8 @@ func TestWebhookRefusesBadBodies(t *testing.T) {
 	}
 	other := event("evt_other", "customer.created", map[string]any{"id": "cus_1", "object": "customer"})
 	shoptest.WantStatus(t, f.deliver(t, other, secret, time.Now()), http.StatusOK)
+	// A clock a little ahead of ours is within the tolerance.
+	shoptest.WantStatus(t, f.deliver(t, other, secret, time.Now().Add(3*time.Minute)), http.StatusOK)
 	if n := f.count(t, `SELECT (SELECT count(*) FROM payment_events) + (SELECT count(*) FROM payments)`); n != 0 {
 		t.Fatalf("%d rows recorded from bodies that were refused or ignored", n)
 	}
