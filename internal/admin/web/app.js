@@ -590,7 +590,10 @@ async function saveStore(ev) {
 async function findStores(ev) {
   if (ev) ev.preventDefault();
   const form = $("nearby-form");
-  const q = "?limit=50&lng=" + enc($("nearby-lng").value) + "&lat=" + enc($("nearby-lat").value) + "&radius_km=" + enc($("nearby-radius").value);
+  // An empty radius is left out, for the server's default: an empty
+  // number is a 400 like any other that is not one.
+  const radius = $("nearby-radius").value;
+  const q = "?limit=50&lng=" + enc($("nearby-lng").value) + "&lat=" + enc($("nearby-lat").value) + (radius === "" ? "" : "&radius_km=" + enc(radius));
   try {
     const r = await api("GET", "/stores/nearby" + q);
     clearErrors(form);
