@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
@@ -22,6 +23,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // Enabled tells whether the environment asks for traces: an OTLP
@@ -102,6 +104,23 @@ func onlyScripts(cmds []redis.Cmder) bool {
 		}
 	}
 	return true
+}
+
+// jobs is the tracer of the spans background jobs start (Job).
+var jobs = otel.Tracer("github.com/shop-oss/shop/internal/telemetry")
+
+// Job starts the span of a background job that has found work (the
+// orders a sweep claimed, a waiting room to record): a root span, there
+// being no request, under which the job's Redis and PostgreSQL calls are
+// children. A loop starts one only once it knows it has work, since a
+// client call with no span above it starts none (lean): a tick that
+// finds nothing makes no trace. Off, it returns ctx and a span that
+// does nothing, for the cost of reading a flag.
+func Job(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	if !active.Load() {
+		return ctx, noop.Span{}
+	}
+	return jobs.Start(ctx, name, trace.WithAttributes(attrs...))
 }
 
 // End ends span, marked failed by err unless err is nil.
