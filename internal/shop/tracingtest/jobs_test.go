@@ -60,3 +60,33 @@ func TestExpiryIsOneTraceTheWriterLinksTo(t *testing.T) {
 		t.Errorf("the sweeper's job has no Redis call under it: %v", names(spans))
 	}
 }
+
+// The views a product read counts are written by a background loop, a
+// batch at a time: each batch one job, its pipeline under it, outside
+// the read's trace.
+func TestViewCountsAreWrittenAsAJob(t *testing.T) {
+	rec := recorder()
+	app := shoptest.New(t, shoptest.Options{Stores: tracedStores(t)})
+	app.Product(t, "viewed", 100)
+	from := len(rec.Ended())
+	shoptest.WantStatus(t, app.Do(t, "GET", "/api/v1/products/viewed", "", ""), http.StatusOK)
+
+	var job sdktrace.ReadOnlySpan
+	for deadline := time.Now().Add(30 * time.Second); job == nil && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for _, s := range rec.Ended()[from:] {
+			if s.Name() == "visitor: write counts" {
+				job = s
+			}
+		}
+	}
+	if job == nil || job.Parent().IsValid() {
+		t.Fatalf("no root span of the views' write: %v", names(rec.Ended()[from:]))
+	}
+	var pipeline bool
+	for _, s := range inTrace(rec.Ended(), job.SpanContext().TraceID()) {
+		pipeline = pipeline || (strings.HasPrefix(s.Name(), "redis.pipeline") && descends(rec.Ended(), s, job))
+	}
+	if !pipeline {
+		t.Errorf("the views' write has no Redis pipeline under it: %v", names(inTrace(rec.Ended(), job.SpanContext().TraceID())))
+	}
+}
