@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
@@ -121,6 +122,18 @@ func Job(ctx context.Context, name string, attrs ...attribute.KeyValue) (context
 		return ctx, noop.Span{}
 	}
 	return jobs.Start(ctx, name, trace.WithAttributes(attrs...))
+}
+
+// Did records a background job that could tell it had work only by
+// doing it (an admitter's turn that admitted anyone): a root span from
+// start to now, without children, since its calls ran before anyone
+// knew they were a job's. Off, it does nothing.
+func Did(ctx context.Context, name string, start time.Time, attrs ...attribute.KeyValue) {
+	if !active.Load() {
+		return
+	}
+	_, span := jobs.Start(ctx, name, trace.WithTimestamp(start), trace.WithAttributes(attrs...))
+	span.End()
 }
 
 // End ends span, marked failed by err unless err is nil.
