@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -24,7 +25,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // Enabled tells whether the environment asks for traces: an OTLP
@@ -119,9 +119,12 @@ var jobs = otel.Tracer("github.com/shop-oss/shop/internal/telemetry")
 // does nothing, for the cost of reading a flag.
 func Job(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
 	if !active.Load() {
-		return ctx, noop.Span{}
+		// The no-op span of a context without one: no allocation.
+		return ctx, trace.SpanFromContext(context.Background())
 	}
-	return jobs.Start(ctx, name, trace.WithAttributes(attrs...))
+	// A copy, so that attrs does not escape: off, the caller's slice
+	// stays on its stack.
+	return jobs.Start(ctx, name, trace.WithAttributes(slices.Clone(attrs)...))
 }
 
 // Did records a background job that could tell it had work only by
@@ -132,7 +135,7 @@ func Did(ctx context.Context, name string, start time.Time, attrs ...attribute.K
 	if !active.Load() {
 		return
 	}
-	_, span := jobs.Start(ctx, name, trace.WithTimestamp(start), trace.WithAttributes(attrs...))
+	_, span := jobs.Start(ctx, name, trace.WithTimestamp(start), trace.WithAttributes(slices.Clone(attrs)...))
 	span.End()
 }
 
