@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shop-oss/shop/internal/lock"
+	"github.com/shop-oss/shop/internal/telemetry"
 )
 
 // Last is the latest audit's outcome, whoever ran it: an instance's
@@ -63,7 +64,11 @@ func (a *Auditor) Every(ctx context.Context, locks *lock.Locker, interval time.D
 			if l, ok, err := a.Latest(ctx); err != nil || (ok && time.Since(l.At) < interval/2) {
 				return err
 			}
+			// Only a tick that audits is traced: the lock's and the
+			// latest outcome's reads of the others start nothing.
+			ctx, span := telemetry.Job(ctx, "audit: scheduled run")
 			_, err := a.Run(ctx)
+			telemetry.End(span, err)
 			if a.AfterRun != nil {
 				a.AfterRun()
 			}

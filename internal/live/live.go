@@ -12,8 +12,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/telemetry"
 )
 
 // Options tune the hub; zero values take the defaults.
@@ -174,6 +176,11 @@ func (h *Hub) resync(ctx context.Context) {
 // to order them by. That window is the client's delivery skew between
 // its two connections, not the read's round trip.)
 func (h *Hub) resyncSKUs(ctx context.Context, skus []string) {
+	if len(skus) == 0 {
+		return
+	}
+	ctx, span := telemetry.Job(ctx, "live stock: read watched SKUs again", attribute.Int("shop.skus", len(skus)))
+	defer span.End()
 	for _, sku := range skus {
 		h.mu.Lock()
 		t := h.topics[sku]

@@ -230,14 +230,12 @@ func (s *Sweeper) settleOwed(ctx context.Context) (int, error) {
 			if err != nil {
 				return settled, err
 			}
-			for _, id := range ids {
-				done, err := s.life.settle(ctx, p, id)
-				if err != nil {
-					return settled, err
-				}
-				if done {
-					settled++
-				}
+			n, err := claimed(ctx, "order sweeper: settle owed releases", p, ids, func(ctx context.Context, id string) (bool, error) {
+				return s.life.settle(ctx, p, id)
+			})
+			settled += n
+			if err != nil {
+				return settled, err
 			}
 			if len(ids) < s.o.Batch {
 				break

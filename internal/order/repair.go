@@ -65,11 +65,12 @@ func (s *Sweeper) repairPartition(ctx context.Context, p int) (int, error) {
 		if err != nil || len(reply) < 2 {
 			return settled, fmt.Errorf("claim stale holds of partition %d: %w", p, err)
 		}
-		for _, id := range reply[2:] {
-			if err := s.settleHold(ctx, p, id); err != nil {
-				return settled, err
-			}
-			settled++
+		n, err := claimed(ctx, "order sweeper: settle stale holds", p, reply[2:], func(ctx context.Context, id string) (bool, error) {
+			return true, s.settleHold(ctx, p, id)
+		})
+		settled += n
+		if err != nil {
+			return settled, err
 		}
 		if len(reply)-2 < s.o.Batch {
 			return settled, nil

@@ -10,9 +10,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/lock"
+	"github.com/shop-oss/shop/internal/telemetry"
 )
 
 // SweeperOptions tune the expiry sweeper; zero values take the defaults.
@@ -160,19 +162,43 @@ func (s *Sweeper) sweepPartition(ctx context.Context, p int, lag *float64) (int,
 				return expired, err
 			}
 		}
-		for _, id := range ids {
-			ok, err := s.expire(ctx, p, id)
-			if err != nil {
-				return expired, err
-			}
-			if ok {
-				expired++
-			}
+		n, err := claimed(ctx, "order sweeper: expire orders", p, ids, func(ctx context.Context, id string) (bool, error) {
+			return s.expire(ctx, p, id)
+		})
+		expired += n
+		if err != nil {
+			return expired, err
 		}
 		if len(ids) < s.o.Batch {
 			return expired, nil
 		}
 	}
+}
+
+// claimed runs each on the ids a claim of partition p took, as one job
+// named name (telemetry.Job: the calls it makes are its span's
+// children), and counts the ids each reports done. A claim that took
+// none is a tick with no work: it starts no trace.
+func claimed(ctx context.Context, name string, p int, ids []string,
+	each func(ctx context.Context, id string) (bool, error)) (done int, err error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	ctx, span := telemetry.Job(ctx, name, attribute.Int("shop.partition", p), attribute.Int("shop.claimed", len(ids)))
+	defer func() {
+		span.SetAttributes(attribute.Int("shop.done", done))
+		telemetry.End(span, err)
+	}()
+	for _, id := range ids {
+		ok, err := each(ctx, id)
+		if err != nil {
+			return done, err
+		}
+		if ok {
+			done++
+		}
+	}
+	return done, nil
 }
 
 // claimScript takes up to ARGV[1] orders of the due set KEYS[1] whose time

@@ -8,6 +8,7 @@ import (
 	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/lock"
 	"github.com/shop-oss/shop/internal/outage"
+	"github.com/shop-oss/shop/internal/telemetry"
 )
 
 // Put creates or replaces a store (the caller has checked it): PostgreSQL,
@@ -113,5 +114,11 @@ func (s *Service) ensureIndex(ctx context.Context) error {
 // start). It returns lock.ErrBusy when another instance is rebuilding it,
 // or a 503 error.
 func (s *Service) RebuildIndex(ctx context.Context) error {
-	return s.locker.Run(ctx, lockName, lockTTL, s.rebuild)
+	return s.locker.Run(ctx, lockName, lockTTL, func(ctx context.Context) error {
+		// Traced only under the lock: another instance at it is no work.
+		ctx, span := telemetry.Job(ctx, "pickup: rebuild store index")
+		err := s.rebuild(ctx)
+		telemetry.End(span, err)
+		return err
+	})
 }

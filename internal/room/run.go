@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/shop-oss/shop/internal/telemetry"
 )
 
 // recordEvery spaces an instance's attempts to record one room.
@@ -44,20 +47,36 @@ func (s *Service) turn(ctx context.Context, t trackedRoom, tried map[string]time
 		return // a store outage: the next tick tries again
 	}
 	if !over {
-		if _, err := s.AdmitTurn(ctx, t.sku); err != nil && ctx.Err() == nil {
-			s.log.Warn("waiting room: admit", "sku", t.sku, "round", t.round, "err", err)
-		}
+		s.admit(ctx, t)
 		return
 	}
 	if time.Since(tried[t.member]) < recordEvery {
 		return
 	}
 	tried[t.member] = time.Now()
-	if err := s.Record(ctx, t.sku, t.round); err != nil && ctx.Err() == nil {
+	rctx, span := telemetry.Job(ctx, "room admitter: record room", attribute.String("shop.sku", t.sku), attribute.Int64("shop.round", t.round))
+	err = s.Record(rctx, t.sku, t.round)
+	telemetry.End(span, err)
+	if err != nil && ctx.Err() == nil {
 		s.log.Warn("waiting room: record", "sku", t.sku, "round", t.round, "err", err)
 		return
 	}
 	delete(tried, t.member)
+}
+
+// admit takes a turn in t's room. A turn is traced only when it admitted
+// anyone, and then after the fact: ten turns a second in every room,
+// most of them admitting nobody, would be a trace each.
+func (s *Service) admit(ctx context.Context, t trackedRoom) {
+	start := time.Now()
+	turn, err := s.AdmitTurn(ctx, t.sku)
+	if err != nil && ctx.Err() == nil {
+		s.log.Warn("waiting room: admit", "sku", t.sku, "round", t.round, "err", err)
+	}
+	if turn.Admitted > 0 {
+		telemetry.Did(ctx, "room admitter: admit", start, attribute.String("shop.sku", t.sku),
+			attribute.Int64("shop.round", t.round), attribute.Int64("shop.admitted", turn.Admitted))
+	}
 }
 
 func redisMember(round int64, sku string) string { return strconv.FormatInt(round, 10) + " " + sku }

@@ -15,6 +15,13 @@ import (
 // traces are the same, and an unsampled purchase's Redis calls cost no
 // span each (BENCHMARKS.md, issue 35). A remote parent (an incoming
 // traceparent) is left to the sampler.
+//
+// Nor does it start a client span (a Redis command, a query) that has
+// no parent at all: that is a background loop's call outside any job,
+// most often a poll that finds nothing (the writer's XREADGROUP, the
+// admitter's tick), and as a root of its own it made an idle instance
+// export a trace per call (issue 46). A background job that has work
+// starts its own span (Job) and runs its calls under it.
 type lean struct {
 	embedded.TracerProvider
 	tp trace.TracerProvider
@@ -31,9 +38,20 @@ type leanTracer struct {
 
 func (l leanTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
 	if p := trace.SpanFromContext(ctx); !p.IsRecording() {
-		if sc := p.SpanContext(); sc.IsValid() && !sc.IsRemote() && !sc.IsSampled() {
+		sc := p.SpanContext()
+		if sc.IsValid() && !sc.IsRemote() && !sc.IsSampled() {
 			return ctx, p
+		}
+		// Only here, without a recorded parent, are the options read: a
+		// traced request's calls pay nothing for this check.
+		if !sc.IsValid() && clientKind(opts) {
+			return ctx, p // p does nothing: ctx holds no span
 		}
 	}
 	return l.t.Start(ctx, name, opts...)
+}
+
+func clientKind(opts []trace.SpanStartOption) bool {
+	c := trace.NewSpanStartConfig(opts...)
+	return c.SpanKind() == trace.SpanKindClient
 }

@@ -10,11 +10,15 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -101,6 +105,47 @@ func onlyScripts(cmds []redis.Cmder) bool {
 		}
 	}
 	return true
+}
+
+// jobs is the tracer of the spans background jobs start (Job).
+var jobs = otel.Tracer("github.com/shop-oss/shop/internal/telemetry")
+
+// Job starts the span of a background job that has found work (the
+// orders a sweep claimed, a waiting room to record): a root span, there
+// being no request, under which the job's Redis and PostgreSQL calls are
+// children. A loop starts one only once it knows it has work, since a
+// client call with no span above it starts none (lean): a tick that
+// finds nothing makes no trace. Off, it returns ctx and a span that
+// does nothing, for the cost of reading a flag.
+func Job(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	if !active.Load() {
+		// The no-op span of a context without one: no allocation.
+		return ctx, trace.SpanFromContext(context.Background())
+	}
+	// A copy, so that attrs does not escape: off, the caller's slice
+	// stays on its stack.
+	return jobs.Start(ctx, name, trace.WithAttributes(slices.Clone(attrs)...))
+}
+
+// Did records a background job that could tell it had work only by
+// doing it (an admitter's turn that admitted anyone): a root span from
+// start to now, without children, since its calls ran before anyone
+// knew they were a job's. Off, it does nothing.
+func Did(ctx context.Context, name string, start time.Time, attrs ...attribute.KeyValue) {
+	if !active.Load() {
+		return
+	}
+	_, span := jobs.Start(ctx, name, trace.WithTimestamp(start), trace.WithAttributes(slices.Clone(attrs)...))
+	span.End()
+}
+
+// End ends span, marked failed by err unless err is nil.
+func End(span trace.Span, err error) {
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
 }
 
 // Traceparent is the W3C traceparent of ctx's span, "" when it has none

@@ -2,9 +2,15 @@ package telemetry
 
 import (
 	"context"
+	"errors"
 	"testing"
+	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 )
 
 func TestEnabledOnlyWithAnEndpoint(t *testing.T) {
@@ -40,5 +46,28 @@ func TestTraceparentRoundTrip(t *testing.T) {
 	}
 	if _, ok := Link("garbage"); ok {
 		t.Fatal("a malformed traceparent made a link")
+	}
+}
+
+// Off, a job starts no span and records nothing. On, its span is a root
+// whose context its calls run under, and a job recorded after the fact
+// spans from its start.
+func TestJobSpans(t *testing.T) {
+	if _, s := Job(context.Background(), "off"); s.SpanContext().IsValid() || s.IsRecording() {
+		t.Fatalf("a job's span with tracing off: %v", s.SpanContext())
+	}
+	rec := tracetest.NewSpanRecorder()
+	Use(sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSpanProcessor(rec)))
+	ctx, job := Job(context.Background(), "job", attribute.Int("n", 1))
+	if !job.IsRecording() || trace.SpanFromContext(ctx) != job {
+		t.Fatalf("a job's span with tracing on: %v", job.SpanContext())
+	}
+	End(job, errors.New("boom"))
+	start := time.Now().Add(-time.Second)
+	Did(context.Background(), "did", start)
+	ended := rec.Ended()
+	if len(ended) != 2 || ended[0].Parent().IsValid() || ended[0].Status().Code != codes.Error ||
+		ended[1].Parent().IsValid() || !ended[1].StartTime().Equal(start) {
+		t.Fatalf("spans: %+v", ended)
 	}
 }

@@ -16,7 +16,10 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/shop-oss/shop/internal/apperr"
+	"github.com/shop-oss/shop/internal/telemetry"
 )
 
 const (
@@ -139,6 +142,8 @@ type dayCount struct {
 // it the batch holds: a hot product's reads, which is what a flash sale's
 // page load is, cost Redis four commands a batch, not eight a read.
 func (s *Service) write(ctx context.Context, views []view) {
+	ctx, span := telemetry.Job(ctx, "visitor: write counts", attribute.Int("shop.views", len(views)))
+	defer span.End()
 	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
 	defer cancel()
 	pipe := s.rdb.Pipeline()

@@ -5,7 +5,6 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/shop-oss/shop/internal/telemetry"
@@ -16,6 +15,17 @@ var tracer = otel.Tracer("github.com/shop-oss/shop/internal/order/writer")
 // maxLinks bounds the links of one batch's span (the SDK keeps 128 by
 // default): a batch of a thousand orders links to its first ones.
 const maxLinks = 128
+
+// batchSpan starts the span of the writer's job, one batch: written,
+// its hooks run, acknowledged. A root span, whose children are the
+// batch's Redis and PostgreSQL calls, started only once a read returned
+// entries: the reads of an idle writer start no trace (telemetry's lean
+// provider starts no client span without a parent), nor its
+// housekeeping, upkeep on a clock.
+func batchSpan(ctx context.Context, part, entries int) (context.Context, trace.Span) {
+	return tracer.Start(ctx, "order writer: batch", trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(attribute.Int("shop.partition", part), attribute.Int("shop.entries", entries)))
+}
 
 // persistSpan starts the span of persisting a batch, linked to the
 // purchases that accepted its orders (each event's traceparent): a trace
@@ -29,7 +39,7 @@ func persistSpan(ctx context.Context, events []event) (context.Context, trace.Sp
 			links = append(links, l)
 		}
 	}
-	return tracer.Start(ctx, "order writer: persist orders", trace.WithSpanKind(trace.SpanKindConsumer),
+	return tracer.Start(ctx, "order writer: persist orders",
 		trace.WithLinks(links...), trace.WithAttributes(attribute.Int("shop.orders", len(events))))
 }
 
@@ -45,15 +55,11 @@ func transitionsSpan(ctx context.Context, ts []Transition) (context.Context, tra
 			links = append(links, l)
 		}
 	}
-	return tracer.Start(ctx, "order writer: record transitions", trace.WithSpanKind(trace.SpanKindConsumer),
+	return tracer.Start(ctx, "order writer: record transitions",
 		trace.WithLinks(links...), trace.WithAttributes(attribute.Int("shop.transitions", len(ts))))
 }
 
 func endSpan(span trace.Span, written int, err error) {
 	span.SetAttributes(attribute.Int("shop.orders_written", written))
-	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
-	}
-	span.End()
+	telemetry.End(span, err)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/telemetry"
 )
 
 // Options tune the order writer; zero values take the defaults.
@@ -359,7 +360,9 @@ func (w *Writer) read(ctx context.Context, from string, block time.Duration) ([]
 // handle writes one batch: the good events in one transaction, then acks
 // them and marks them confirmed; the rest wait for another delivery or go
 // to the dead-letter stream.
-func (w *Writer) handle(ctx context.Context, msgs []redis.XMessage) error {
+func (w *Writer) handle(ctx context.Context, msgs []redis.XMessage) (err error) {
+	ctx, span := batchSpan(ctx, w.part, len(msgs))
+	defer func() { telemetry.End(span, err) }()
 	w.m.batch.Observe(float64(len(msgs)))
 	events, transitions, failures := parseBatch(msgs)
 	written, recovered, bad, err := w.persistRetrying(ctx, events)

@@ -125,9 +125,10 @@ func TestPaymentTraceReachesTheWriter(t *testing.T) {
 
 // recorder is the test binary's span recorder, installed once: OpenTelemetry's
 // global provider hands spans to the first provider set, so the tests
-// share it and tell their spans apart by trace id.
+// share it and tell their spans apart by trace id. It records every
+// span, as OTEL_TRACES_SAMPLER=always_on does.
 var recorder = sync.OnceValue(func() *tracetest.SpanRecorder {
 	rec := tracetest.NewSpanRecorder()
-	telemetry.Use(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
+	telemetry.Use(sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSpanProcessor(rec)))
 	return rec
 })
