@@ -205,7 +205,8 @@ func spin(rdb *redis.Client, url string) chan struct{} {
 // Drill 11: the writer sits idle for 60 s, its XREADGROUP blocking again
 // and again (Block 1 s, under the client's 2 s read timeout): not one
 // i/o timeout in its log, no Redis error counted, no connection opened
-// anew (go-redis pool misses) once it has settled. Then a sale sells out
+// anew (go-redis pool misses) once it has settled, but for one or two
+// when background jobs happen to meet. Then a sale sells out
 // through it, and the drill ends with the full invariant check.
 func TestDrillIdleWriter(t *testing.T) {
 	t.Parallel()
@@ -224,7 +225,16 @@ func TestDrillIdleWriter(t *testing.T) {
 	}
 	time.Sleep(60 * time.Second)
 	for _, n := range names {
-		if after := metric(page, n); after != before[n] {
+		after := metric(page, n)
+		// The scheduled audit first runs a minute after start, inside this
+		// window; when its calls meet the sweeper's and the blocked read,
+		// the pool may open one more connection, once. A read whose block
+		// outlived the client's timeout would cost one a second: 60 here.
+		slack := 0.0
+		if n == "shop_redis_pool_misses_total" || n == "shop_redis_pool_total_conns" {
+			slack = 2
+		}
+		if after > before[n]+slack {
 			t.Errorf("%s went from %v to %v while the writer sat idle", n, before[n], after)
 		}
 	}

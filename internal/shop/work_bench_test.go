@@ -263,3 +263,81 @@ func commandTable(before, after work, n float64) string {
 	}
 	return sb.String()
 }
+
+// BenchmarkTrips counts the Redis round trips (trips/op: a command, or a
+// pipeline) and the commands (sent/op) the application sends for one
+// request of each route on the purchase path, as shop serve wires it with
+// the limiter on: a hook on its client counts them, around each request
+// alone, so the host's load cannot blur them. The requests go one at a
+// time; the instance's background loops add a few a second, under 0.01 a
+// request here.
+func BenchmarkTrips(b *testing.B) {
+	rdb := privateRedis(b)
+	var sends sendCounter
+	rdb.AddHook(&sends)
+	a := benchAppWith(b, shoptest.Options{Redis: rdb, Log: accessLogs[1].log(b)}, nil)
+	a.Sale(b, "bench", 100, 1<<30, 0)
+	a.RoomSale(b, "roomed", 100, 1<<30, 0)
+	_, token := a.Shopper(b, "trips@example.com")
+	h := a.Fiber.Handler()
+	var seq atomic.Uint64
+	do := func(method, path, token, body string, want int) {
+		var rc fasthttp.RequestCtx
+		rc.Request.Header.SetMethod(method)
+		rc.Request.SetRequestURI(path)
+		rc.Request.Header.Set("X-Forwarded-For", "198.18.0.1")
+		if token != "" {
+			rc.Request.Header.Set("Authorization", "Bearer "+token)
+		}
+		if body != "" {
+			rc.Request.Header.Set("Content-Type", "application/json")
+			rc.Request.Header.Set("Idempotency-Key", "t"+strconv.FormatUint(seq.Add(1), 36))
+			rc.Request.SetBody([]byte(body))
+		}
+		h(&rc)
+		if rc.Response.StatusCode() != want {
+			b.Fatalf("%s %s: %d %s, want %d", method, path, rc.Response.StatusCode(), rc.Response.Body(), want)
+		}
+	}
+	var shoppers atomic.Int64
+	for _, r := range []struct {
+		name    string
+		prepare func() (token string) // not counted
+		request func(token string)
+	}{
+		{"product-read", nil, func(string) { do(http.MethodGet, "/api/v1/products/bench", "", "", 200) }},
+		{"product-read-signed-in", nil, func(string) { do(http.MethodGet, "/api/v1/products/bench", token, "", 200) }},
+		{"purchase", nil, func(string) {
+			do(http.MethodPost, "/api/v1/products/bench/purchase", token, `{"quantity":1}`, 202)
+		}},
+		{"cart-add", nil, func(string) { do(http.MethodPost, "/api/v1/cart/items", token, `{"sku":"bench","quantity":1}`, 200) }},
+		{"checkout", func() string {
+			do(http.MethodPost, "/api/v1/cart/items", token, `{"sku":"bench","quantity":1}`, 200)
+			return token
+		}, func(string) { do(http.MethodPost, "/api/v1/cart/checkout", token, `{}`, 202) }},
+		{"queue-first-join", func() string {
+			_, t := a.Shopper(b, fmt.Sprintf("joiner-%d@example.com", shoppers.Add(1)))
+			return t
+		}, func(t string) { do(http.MethodPost, "/api/v1/products/roomed/queue", t, `{}`, 201) }},
+		{"queue-ticket", nil, func(string) { do(http.MethodGet, "/api/v1/products/roomed/queue", token, "", 200) }},
+	} {
+		if r.name == "queue-ticket" {
+			do(http.MethodPost, "/api/v1/products/roomed/queue", token, `{}`, 201)
+		}
+		b.Run(r.name, func(b *testing.B) {
+			var trips, sent int64
+			for range b.N {
+				t := ""
+				if r.prepare != nil {
+					t = r.prepare()
+				}
+				t0, s0 := sends.trips.Load(), sends.cmds.Load()
+				r.request(t)
+				trips += sends.trips.Load() - t0
+				sent += sends.cmds.Load() - s0
+			}
+			b.ReportMetric(float64(trips)/float64(b.N), "trips/op")
+			b.ReportMetric(float64(sent)/float64(b.N), "sent/op")
+		})
+	}
+}
