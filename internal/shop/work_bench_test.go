@@ -269,8 +269,8 @@ func commandTable(before, after work, n float64) string {
 // request of each route on the purchase path, as shop serve wires it with
 // the limiter on: a hook on its client counts them, around each request
 // alone, so the host's load cannot blur them. The requests go one at a
-// time; the instance's background loops add a few a second, under 0.01 a
-// request here.
+// time; the instance's background loops, which run meanwhile, add about
+// 0.03 a request here.
 func BenchmarkTrips(b *testing.B) {
 	rdb := privateRedis(b)
 	var sends sendCounter
