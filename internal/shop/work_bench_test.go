@@ -115,6 +115,7 @@ func pacedPurchases(b *testing.B, a *shoptest.App) func(n, rate int) {
 		bearers[i] = "Bearer " + tok
 	}
 	h := a.Fiber.Handler()
+	body := []byte(`{"quantity":1}`)
 	return func(n, rate int) {
 		var seq atomic.Uint64
 		offers := make(chan struct{}, rate)
@@ -127,16 +128,8 @@ func pacedPurchases(b *testing.B, a *shoptest.App) func(n, rate int) {
 				for range offers {
 					k := seq.Add(1)
 					i := k % shoptest.BenchShoppers
-					rc.ResetUserValues()
-					rc.Request.Reset()
-					rc.Response.Reset()
-					rc.Request.Header.SetMethod(http.MethodPost)
-					rc.Request.SetRequestURI("/api/v1/products/bench/purchase")
-					rc.Request.Header.Set("Authorization", bearers[i])
-					rc.Request.Header.Set("Content-Type", "application/json")
-					rc.Request.Header.Set("Idempotency-Key", "w"+strconv.FormatUint(k, 36))
-					rc.Request.Header.Set("X-Forwarded-For", fmt.Sprintf("198.18.%d.%d", (i+1)/256, (i+1)%256))
-					rc.Request.SetBody([]byte(`{"quantity":1}`))
+					shoptest.PurchaseRequest(&rc, bearers[i], fmt.Sprintf("198.18.%d.%d", (i+1)/256, (i+1)%256),
+						"w"+strconv.FormatUint(k, 36), body)
 					h(&rc)
 					if rc.Response.StatusCode() != http.StatusAccepted {
 						b.Errorf("status %d: %s", rc.Response.StatusCode(), rc.Response.Body())

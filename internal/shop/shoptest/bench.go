@@ -39,19 +39,7 @@ func PurchaseBench(b *testing.B, a *App) (run func()) {
 			for pb.Next() {
 				n := seq.Add(1)
 				i := n % BenchShoppers
-				// As fasthttp's server does between requests: without it each
-				// request's context would wrap the last one's (UserContext
-				// lives in the user values), ever deeper.
-				rc.ResetUserValues()
-				rc.Request.Reset()
-				rc.Response.Reset()
-				rc.Request.Header.SetMethod(http.MethodPost)
-				rc.Request.SetRequestURI("/api/v1/products/bench/purchase")
-				rc.Request.Header.Set("Authorization", bearers[i])
-				rc.Request.Header.Set("Content-Type", "application/json")
-				rc.Request.Header.Set("Idempotency-Key", strconv.FormatUint(n, 36))
-				rc.Request.Header.Set("X-Forwarded-For", addrs[i])
-				rc.Request.SetBody(body)
+				PurchaseRequest(&rc, bearers[i], addrs[i], strconv.FormatUint(n, 36), body)
 				h(&rc)
 				if rc.Response.StatusCode() != http.StatusAccepted {
 					b.Fatalf("status %d: %s", rc.Response.StatusCode(), rc.Response.Body())
@@ -59,4 +47,22 @@ func PurchaseBench(b *testing.B, a *App) (run func()) {
 			}
 		})
 	}
+}
+
+// PurchaseRequest makes rc a purchase of one unit of SKU "bench" by the
+// shopper bearer ("Bearer <token>") from addr, with Idempotency-Key key,
+// resetting it first as fasthttp's server does between requests: without
+// that, each request's context would wrap the last one's (UserContext
+// lives in the user values), ever deeper.
+func PurchaseRequest(rc *fasthttp.RequestCtx, bearer, addr, key string, body []byte) {
+	rc.ResetUserValues()
+	rc.Request.Reset()
+	rc.Response.Reset()
+	rc.Request.Header.SetMethod(http.MethodPost)
+	rc.Request.SetRequestURI("/api/v1/products/bench/purchase")
+	rc.Request.Header.Set("Authorization", bearer)
+	rc.Request.Header.Set("Content-Type", "application/json")
+	rc.Request.Header.Set("Idempotency-Key", key)
+	rc.Request.Header.Set("X-Forwarded-For", addr)
+	rc.Request.SetBody(body)
 }
