@@ -73,10 +73,13 @@ func BenchmarkPurchaseWork(b *testing.B) {
 		func(c *config.Config) { c.KeyPrefix = "shop:" })
 	purchase := pacedPurchases(b, a)
 	wctx, stopWriter := context.WithCancel(context.Background())
-	// As shop serve runs it, on the application's client.
+	// As shop serve runs it, on the application's client, with its flags'
+	// defaults (cmd/shop/writer.go): the linger is what batches orders at
+	// a moderate rate.
 	w := writer.New(a.DB.Pool, app, a.Config.KeyPrefix, a.Log, prometheus.NewRegistry(), writer.Options{
-		Consumer: "work", AfterCommit: shop.AfterCommit(a.Bestsellers),
-		AfterTransition: shop.AfterTransition(a.Bestsellers), Partitions: a.Config.Partitions()})
+		Consumer: "work", Batch: 1000, Concurrency: 3, Linger: 50 * time.Millisecond,
+		AfterCommit: shop.AfterCommit(a.Bestsellers), AfterTransition: shop.AfterTransition(a.Bestsellers),
+		Partitions: a.Config.Partitions()})
 	wdone := make(chan error, 1)
 	go func() { wdone <- w.Run(wctx) }()
 	defer func() {
