@@ -86,14 +86,16 @@ func digits(s string) int {
 	return i
 }
 
-// queryValue is the query parameter name and whether it is there at all:
-// ?limit= is there, empty.
+// queryValue is the query parameter name and whether it has a value: an
+// empty one (?limit=, ?limit) is absent, as for every other parameter
+// (?period=, ?cursor=, ?from=), since forms and URL templates send it so.
 func queryValue(c *fiber.Ctx, name string) (string, bool) {
-	return c.Query(name), c.Context().QueryArgs().Has(name)
+	v := c.Query(name)
+	return v, v != ""
 }
 
-// QueryInt reads the integer query parameter name: def when absent, else
-// an integer (ParseQueryInt) from lo to hi. A bad one, empty included, is
+// QueryInt reads the integer query parameter name: def when absent or
+// empty, else an integer (ParseQueryInt) from lo to hi. A bad one is
 // added to bad, named, and def returned, so that a handler can answer
 // every bad parameter at once.
 func QueryInt(c *fiber.Ctx, name string, def, lo, hi int, bad *[]apperr.FieldError) int {
@@ -110,9 +112,9 @@ func QueryInt(c *fiber.Ctx, name string, def, lo, hi int, bad *[]apperr.FieldErr
 }
 
 // QueryFloat reads the number query parameter name; there is false when
-// it is absent (the caller's default, or its error for a required one).
-// One that is not a number (ParseQueryFloat), empty included, or for
-// which in is false is added to bad, named, with rule as its message.
+// it is absent or empty (the caller's default, or its error for a
+// required one). One that is not a number (ParseQueryFloat), or for
+// which in is false, is added to bad, named, with rule as its message.
 func QueryFloat(c *fiber.Ctx, name string, in func(float64) bool, rule string, bad *[]apperr.FieldError) (v float64, there bool) {
 	raw, there := queryValue(c, name)
 	if !there {
