@@ -17,6 +17,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/server"
 )
 
 // Entry is one entry of a room, as the admin's list and the record show it.
@@ -157,7 +159,7 @@ func (s *Service) earlyEntries(ctx context.Context, v roomView, from, to int64) 
 // is sorted by join time from its early set instead, at the cost of
 // reading all of it.
 func (s *Service) joinedEntries(ctx context.Context, v roomView, from, to int64) ([]Entry, error) {
-	if v.joinedN != v.earlyN {
+	if v.joinedN < v.earlyN { // read apart: joins may come between
 		return s.sortedByJoining(ctx, v, from, to)
 	}
 	ms, err := s.rdb.LRange(ctx, s.keys.Joined(v.sku, v.round), from, to-1).Result()
@@ -275,7 +277,7 @@ func (s *Service) EntryList(ctx context.Context, sku string, from, limit int64) 
 	if err != nil {
 		return EntryPage{}, err
 	}
-	page := EntryPage{Items: []Entry{}}
+	page := EntryPage{Items: []Entry{}, Round: r.round}
 	rctx, cancel := context.WithTimeout(ctx, 2*redisTimeout)
 	defer cancel()
 	v, err := s.view(rctx, sku, r.round, r.secret)
@@ -298,33 +300,43 @@ func (s *Service) EntryList(ctx context.Context, sku string, from, limit int64) 
 	}
 	page.Items = append(page.Items, es...)
 	if next := from + int64(len(es)); len(es) == int(limit) && next < v.earlyN+v.lateN {
-		c := cursorOf(next, page.Joining)
+		c := cursor{round: r.round, from: next, joining: page.Joining}.String()
 		page.NextCursor = &c
 	}
 	return page, nil
 }
 
-// A cursor of the entry list is the count of entries listed before it,
-// in decimal, prefixed "j" in a list in order of joining: a listing
-// begun before the shuffle and continued after it would mix two orders,
-// so its cursor is refused then.
-func cursorOf(next int64, joining bool) string {
-	c := strconv.FormatInt(next, 10)
-	if joining {
-		return "j" + c
-	}
-	return c
+// cursor is where a page of the entry list starts: its round, and the
+// count of entries listed before it, in a list in order of joining or in
+// admission order. A listing begun before the shuffle and continued
+// after it would mix two orders, and one of another round would read
+// another room, so either is refused.
+type cursor struct {
+	round, from int64
+	joining     bool
 }
 
-// parseCursor reads a cursor of cursorOf's; ok is false for any other
-// string.
-func parseCursor(c string) (from int64, joining, ok bool) {
-	digits, joining := strings.CutPrefix(c, "j")
-	n, err := strconv.ParseInt(digits, 10, 64)
-	if err != nil || n < 0 || strconv.FormatInt(n, 10) != digits {
-		return 0, false, false
+// String is the cursor as the list gives it: "<round>.<from>", prefixed
+// "j" in order of joining.
+func (c cursor) String() string {
+	s := strconv.FormatInt(c.round, 10) + "." + strconv.FormatInt(c.from, 10)
+	if c.joining {
+		return "j" + s
 	}
-	return n, joining, true
+	return s
+}
+
+// parseCursor reads a cursor of cursor.String's; ok is false for any
+// other string.
+func parseCursor(s string) (c cursor, ok bool) {
+	rest, joining := strings.CutPrefix(s, "j")
+	round, from, found := strings.Cut(rest, ".")
+	r, rok := server.ParseQueryInt(round)
+	f, fok := server.ParseQueryInt(from)
+	if !found || !rok || !fok || r < 1 || f < 0 {
+		return cursor{}, false
+	}
+	return cursor{round: r, from: f, joining: joining}, true
 }
 
 // recordedEntries reads a page from PostgreSQL; recorded is false when

@@ -255,36 +255,39 @@ type EntryPage struct {
 	NextCursor *string `json:"next_cursor"`
 	// Joining: the list is in order of joining (before the shuffle).
 	Joining bool `json:"-"`
+	// Round is the round whose room the page lists.
+	Round int64 `json:"-"`
 }
 
-func (h handler) entryList(c *fiber.Ctx) error {
-	sku, err := sku(c)
+func (h handler) entryList(ctx *fiber.Ctx) error {
+	sku, err := sku(ctx)
 	if err != nil {
 		return err
 	}
-	p, ferr := server.PageQuery(c, DefaultEntries, MaxEntries)
+	p, ferr := server.PageQuery(ctx, DefaultEntries, MaxEntries)
 	var errs []apperr.FieldError
 	if ferr != nil {
 		errs = append(errs, *ferr)
 	}
-	from, joining, ok := int64(0), false, true
+	var c cursor
 	if p.Cursor != "" {
-		if from, joining, ok = parseCursor(p.Cursor); !ok {
+		var ok bool
+		if c, ok = parseCursor(p.Cursor); !ok {
 			errs = append(errs, apperr.FieldError{Field: "cursor", Message: "is not a cursor this list gave"})
 		}
 	}
 	if len(errs) > 0 {
 		return apperr.Invalid(errs...)
 	}
-	page, err := h.svc.EntryList(c.UserContext(), sku, from, int64(p.Limit))
+	page, err := h.svc.EntryList(ctx.UserContext(), sku, c.from, int64(p.Limit))
 	if err != nil {
-		return h.notFound(c.UserContext(), sku, err)
+		return h.notFound(ctx.UserContext(), sku, err)
 	}
-	if p.Cursor != "" && joining != page.Joining {
+	if p.Cursor != "" && (c.joining != page.Joining || c.round != page.Round) {
 		// A cursor counts entries in the order it was given in: the
 		// shuffle (or a new round) has changed the order since.
 		return apperr.Invalid(apperr.FieldError{Field: "cursor",
 			Message: "is from the list in another order (before the shuffle, or another round's); start again without one"})
 	}
-	return c.JSON(page)
+	return ctx.JSON(page)
 }

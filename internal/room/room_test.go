@@ -624,7 +624,7 @@ func TestEntryListBeforeTheShuffle(t *testing.T) {
 			if page.NextCursor == nil {
 				return all
 			}
-			if want := fmt.Sprintf("j%d", len(all)); *page.NextCursor != want {
+			if want := fmt.Sprintf("j%d.%d", *rep.RoundID, len(all)); *page.NextCursor != want {
 				t.Fatalf("cursor %q, want %q", *page.NextCursor, want)
 			}
 			from = int64(len(all))

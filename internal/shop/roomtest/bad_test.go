@@ -131,7 +131,10 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 		{"entries cursor j01", http.MethodGet, entries("cursor=j01"), 400, "invalid_request"},
 		{"entries cursor j-1", http.MethodGet, entries("cursor=j-1"), 400, "invalid_request"},
 		{"entries cursor jj1", http.MethodGet, entries("cursor=jj1"), 400, "invalid_request"},
-		{"entries cursor of the shuffled list", http.MethodGet, entries("cursor=1"), 400, "invalid_request"},
+		{"entries cursor without its round", http.MethodGet, entries("cursor=1"), 400, "invalid_request"},
+		{"entries cursor round 0", http.MethodGet, entries("cursor=0.1"), 400, "invalid_request"},
+		{"entries cursor .01", http.MethodGet, entries("cursor=1.01"), 400, "invalid_request"},
+		{"entries cursor two dots", http.MethodGet, entries("cursor=1.1.1"), 400, "invalid_request"},
 
 		{"join challenge a number", http.MethodPost, joinC(func() string { return `{"challenge":1,"nonce":"a"}` }), 400, "invalid_request"},
 		{"join nonce a number", http.MethodPost, joinC(func() string { return `{"challenge":"` + challenge(out) + `","nonce":5}` }), 400, "invalid_request"},

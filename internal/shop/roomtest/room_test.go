@@ -109,14 +109,15 @@ func TestRoomOverHTTP(t *testing.T) {
 		t.Fatalf("a page of all five: %d entries, next_cursor %v", len(whole.Items), whole.NextCursor)
 	}
 	var past entryPage
-	f.Do(t, http.MethodGet, "/api/v1/admin/products/drop/queue/entries?cursor=j5", f.admin, "").Decode(t, http.StatusOK, &past)
+	ofRound, _, _ := strings.Cut(*p1.NextCursor, ".") // "j<round>"
+	f.Do(t, http.MethodGet, "/api/v1/admin/products/drop/queue/entries?cursor="+ofRound+".5", f.admin, "").Decode(t, http.StatusOK, &past)
 	if len(past.Items) != 0 || past.NextCursor != nil {
 		t.Fatalf("past the end: %+v", past)
 	}
 	// A cursor counts entries in its list's order: one of the other
 	// order is refused, not read in this one.
-	openapitest.WantProblem(t, f.Do(t, http.MethodGet, "/api/v1/admin/products/drop/queue/entries?cursor=2", f.admin, ""),
-		400, "invalid_request")
+	openapitest.WantProblem(t, f.Do(t, http.MethodGet, "/api/v1/admin/products/drop/queue/entries?cursor="+
+		strings.TrimPrefix(ofRound, "j")+".2", f.admin, ""), 400, "invalid_request")
 	for i, e := range listed {
 		if e.Position != nil || e.EntryID != joined[i] || !e.Early || e.AdmittedAt != nil ||
 			!e.JoinedAt.Equal(tickets[e.EntryID].JoinedAt) {
@@ -324,4 +325,29 @@ func TestChallengeOfAnotherRound(t *testing.T) {
 	challenge(0)
 	f.seed(t, "turn", `{"quantity":5}`)
 	openapitest.WantProblem(t, f.Do(t, http.MethodGet, "/api/v1/products/turn/queue/challenge", tok, ""), 404, "not_found")
+}
+
+// A cursor belongs to its round's list: one given before a new round
+// opened is refused, not read in the new room's list.
+func TestEntryCursorOfAnotherRound(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	body := `{"quantity":10,"starts_at":"` + stamp(nextSecond(time.Hour)) + `","waiting_room":{"admit_per_second":1}}`
+	joinThree := func() {
+		for range 3 {
+			_, tok := f.shopper(t)
+			f.join(t, "rr", tok, `{}`, http.StatusCreated)
+		}
+	}
+	f.seed(t, "rr", body)
+	joinThree()
+	var p1 entryPage
+	f.Do(t, http.MethodGet, "/api/v1/admin/products/rr/queue/entries?limit=2", f.admin, "").Decode(t, http.StatusOK, &p1)
+	if p1.NextCursor == nil {
+		t.Fatalf("first page %+v", p1)
+	}
+	f.seed(t, "rr", body)
+	joinThree()
+	openapitest.WantProblem(t, f.Do(t, http.MethodGet, "/api/v1/admin/products/rr/queue/entries?cursor="+*p1.NextCursor,
+		f.admin, ""), http.StatusBadRequest, "invalid_request")
 }
