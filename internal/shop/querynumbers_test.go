@@ -31,7 +31,6 @@ func TestQueryNumbersHaveOneForm(t *testing.T) {
 		{"nearby_radius", "/api/v1/stores/nearby?lng=2&lat=48&", "", "radius_km", true},
 		{"nearby_limit", "/api/v1/stores/nearby?lng=2&lat=48&", "", "limit", false},
 		{"entries_limit", "/api/v1/admin/products/mug/queue/entries?", admin, "limit", false},
-		{"entries_cursor", "/api/v1/admin/products/mug/queue/entries?", admin, "cursor", false},
 	}
 	// Each is a value that would be in range if it were read as a number
 	// (1_0 is 10 to strconv.ParseFloat, +5 and 05 are 5 to strconv.Atoi).
