@@ -63,10 +63,10 @@ var publicRoutes = map[string]bool{
 	"GET /api/v1/products/:sku/events": true, "GET /": true, "GET /assets/:file": true, "GET /favicon.ico": true,
 	// The admin console's page and files are public; what it calls is not.
 	"GET /admin": true, "GET /admin/assets/:file": true,
-	// API.md: best sellers and store reads are public.
+	// docs/api.md: best sellers and store reads are public.
 	"GET /api/v1/best-sellers": true, "GET /api/v1/best-sellers/:sku": true,
 	"GET /api/v1/stores/:id": true, "GET /api/v1/stores/nearby": true,
-	// API.md: a room's fairness answer is public; a ticket's stream needs
+	// docs/api.md: a room's fairness answer is public; a ticket's stream needs
 	// no header (its unguessable URL is the credential).
 	"GET /api/v1/products/:sku/queue/fairness": true, "GET /api/v1/products/:sku/queue/events/:token": true,
 }

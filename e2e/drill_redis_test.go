@@ -17,7 +17,7 @@ import (
 // file. Shoppers arrive spread over 4 s; the crash comes at 0.8 s and
 // Redis is back 3 s later. A purchase that meets the outage is answered
 // 503 within its Redis timeout (2 s), and the shopper retries with the same
-// Idempotency-Key, as API.md tells clients to. Afterwards: exactly the
+// Idempotency-Key, as docs/api.md tells clients to. Afterwards: exactly the
 // seeded units were sold, nobody got two orders (a retry of a purchase
 // that ran before the crash gets the same order back), and every accepted
 // order is confirmed once in PostgreSQL.

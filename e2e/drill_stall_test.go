@@ -90,7 +90,7 @@ func stalled(t *testing.T, limit string, bound map[string]time.Duration) {
 		t.Errorf("after the stall: /me = %d %s; the stall logged the shopper out", r.Status, r.Body)
 	}
 	// The purchase refused during the stall, repeated with its key as
-	// API.md tells clients: it is bought once (if its script reached Redis
+	// docs/api.md tells clients: it is bought once (if its script reached Redis
 	// and ran when Redis woke, the repeat answers that order), and the
 	// drill ends with the full invariant check.
 	tally := newSale()

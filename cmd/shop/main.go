@@ -1,6 +1,6 @@
 // Command shop is the flash-sale backend: one binary that serves the HTTP
-// API, runs the order writer and applies migrations. See API.md for the
-// commands and their configuration.
+// API, runs the order writer and applies migrations. See
+// docs/configuration.md for the commands and their configuration.
 package main
 
 import (

@@ -1,5 +1,5 @@
 // Package apperr holds the shop's one application error type and its stable
-// codes (API.md); internal/server maps codes to HTTP statuses and writes them
+// codes (docs/api.md); internal/server maps codes to HTTP statuses and writes them
 // as problem+json. It imports no net/http.
 //
 // Sentinels are made one way, by who sees them:
@@ -11,7 +11,7 @@
 // Anything that is not an *Error is answered 500 without internals.
 package apperr
 
-// Stable machine-readable codes of the contract (API.md) and the additions.
+// Stable machine-readable codes of the contract (docs/api.md) and the additions.
 const (
 	CodeInvalidRequest     = "invalid_request"
 	CodeUnauthorized       = "unauthorized"

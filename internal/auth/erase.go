@@ -33,7 +33,7 @@ SELECT EXISTS (SELECT 1 FROM erased), EXISTS (SELECT 1 FROM users WHERE id = $1)
 	liveUserSQL = `SELECT deleted_at IS NULL FROM users WHERE id = $1`
 )
 
-// EraseUser erases user id (API.md: any case, with or without dashes): the
+// EraseUser erases user id (docs/api.md: any case, with or without dashes): the
 // row stays for their orders, anonymised, and every session of theirs is
 // revoked, so their tokens answer 401 at once. It returns the id in its
 // canonical form. A user erased already has their sessions revoked again

@@ -68,7 +68,7 @@ func TestLoginRacingErasureIsRefused(t *testing.T) {
 }
 
 // A user id may be written in any case, with or without its dashes
-// (API.md): each spelling erases the same user and revokes every session
+// (docs/api.md): each spelling erases the same user and revokes every session
 // of theirs, access and refresh tokens alike.
 func TestEraseUserByAnySpellingRevokesEverySession(t *testing.T) {
 	t.Parallel()

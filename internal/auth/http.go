@@ -8,7 +8,7 @@ import (
 	"github.com/shop-oss/shop/internal/server"
 )
 
-// Routes registers the auth routes of API.md on the /api/v1 router.
+// Routes registers the auth routes of docs/api.md on the /api/v1 router.
 func (s *Service) Routes(r fiber.Router) {
 	h := handler{s}
 	r.Post("/auth/register", h.register)

@@ -30,7 +30,7 @@ var (
 	errRedisDown = apperr.Unavailable("the best-seller boards are unreachable; retry shortly")
 )
 
-// Bounds of the reads (API.md).
+// Bounds of the reads (docs/api.md).
 const (
 	DefaultLimit  = 10
 	MaxLimit      = 100

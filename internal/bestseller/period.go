@@ -8,7 +8,7 @@ import (
 // Period is a board's span of time, in UTC.
 type Period string
 
-// The periods of API.md.
+// The periods of docs/api.md.
 const (
 	Day   Period = "day"
 	Week  Period = "week"

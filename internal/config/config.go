@@ -22,7 +22,7 @@ import (
 	"github.com/shop-oss/shop/internal/keyspace"
 )
 
-// Config is every setting of the shop process. See API.md's configuration
+// Config is every setting of the shop process. See docs/configuration.md's
 // table for the contract; the extra fields are additions with safe defaults.
 type Config struct {
 	Env      string `env:"SHOP_ENV"`
@@ -103,7 +103,7 @@ type Config struct {
 	// of the Redis cache) and available stock (the stock view). Other
 	// instances' writes normally reach it at once through Pub/Sub; the TTL
 	// bounds a lost message. 0 (the default): every read goes to Redis, as
-	// API.md's Catalog section promises ("after a successful write, the
+	// docs/api.md's Catalog section promises ("after a successful write, the
 	// next read anywhere returns the new data"); a TTL trades that promise,
 	// across instances, for reads without a round trip. On a Redis
 	// Cluster the stock view keeps nothing (internal/live: the sharded

@@ -23,7 +23,7 @@ func TestDefaults(t *testing.T) {
 		c.PaymentTTL != 15*time.Minute || c.PaymentProvider != "test" ||
 		!c.RedisPipeline || c.RedisPipelineBatches != 16 || c.RedisPipelineDelay != 100*time.Microsecond || !c.RedisPipelineAdaptive ||
 		!c.RedisOneTrip || c.SagaHoldTTL != 30*time.Second || c.AuditInterval != time.Minute {
-		t.Errorf("defaults differ from API.md: %+v", c)
+		t.Errorf("defaults differ from docs/configuration.md: %+v", c)
 	}
 }
 

@@ -23,7 +23,7 @@ import (
 
 const admitRateRule = "must be an integer from 1 to 100000"
 
-// Bounds of a room's settings (API.md).
+// Bounds of a room's settings (docs/api.md).
 const (
 	MinAdmitPerSecond = 1
 	MaxAdmitPerSecond = 100_000

@@ -37,7 +37,7 @@ type roomBody struct {
 	PassTTLSeconds *int64 `json:"pass_ttl_seconds"`
 	ChallengeBits  *int64 `json:"challenge_bits"`
 	// unknown are the object's other members: a misspelt setting must
-	// not silently take its default (API.md: anything else is 400).
+	// not silently take its default (docs/api.md: anything else is 400).
 	unknown []string
 }
 
@@ -158,7 +158,7 @@ func (b seedBody) validate(now time.Time) (Seed, error) {
 	return seed, nil
 }
 
-// The range of sale times (API.md). Before 1970 the live state's Unix
+// The range of sale times (docs/api.md). Before 1970 the live state's Unix
 // milliseconds would be negative, which the seed script refuses after the
 // round is recorded; past 9999 a time has no RFC 3339 form to answer with.
 var (

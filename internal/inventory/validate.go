@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 )
 
-// Limits of product fields (API.md). MaxPriceCents keeps every order total
+// Limits of product fields (docs/api.md). MaxPriceCents keeps every order total
 // exact: the order package's reserve script adds in Lua numbers, doubles
 // that are exact only up to 2^53, and its largest order is 1e14 (the check
 // stands beside its own limits, in internal/order).

@@ -24,7 +24,7 @@ type Options struct {
 	// on a stream (default 250ms).
 	Interval time.Duration
 	// KeepAlive is the longest silence on a stream: a comment line is sent
-	// after it (default 10s; API.md promises at most 15s).
+	// after it (default 10s; docs/api.md promises at most 15s).
 	KeepAlive time.Duration
 	// WriteTimeout drops a client whose connection took no data for this
 	// long (default 10s).

@@ -15,7 +15,7 @@ import (
 )
 
 // After the sale, with Config.PayRatio > 0, a share of the winners pay and
-// the rest let their orders expire: the payment window of API.md
+// the rest let their orders expire: the payment window of docs/api.md
 // ("Orders") under load. The server under test runs with a short
 // SHOP_PAYMENT_TTL; each unpaid order's expires_at is read from the order
 // itself, and the run waits, bounded, until the server's expiry sweep has

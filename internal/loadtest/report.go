@@ -68,7 +68,7 @@ type StockStats struct {
 	Sold      int64 `json:"sold"`
 	Confirmed int64 `json:"confirmed"`
 	// Paid is the units of paid orders, Released the units given back by
-	// expired orders (API.md's stock report).
+	// expired orders (docs/api.md's stock report).
 	Paid         int64   `json:"paid"`
 	Released     int64   `json:"released"`
 	Drained      bool    `json:"drained"`

@@ -157,7 +157,7 @@ func Do(t testing.TB, app *fiber.App, method, path, token, body string, headers 
 }
 
 // WantProblem fails t unless r is a problem document with status and code.
-// It also holds every such answer to the headers API.md promises with it:
+// It also holds every such answer to the headers docs/api.md promises with it:
 // a 401 carries WWW-Authenticate: Bearer, a 503 or 429 a Retry-After.
 func WantProblem(t testing.TB, r Reply, status int, code string) {
 	t.Helper()

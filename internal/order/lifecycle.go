@@ -230,7 +230,7 @@ const unpaidPage = 100
 
 // CancelUnpaid cancels every unpaid (pending or confirmed) order of user,
 // as Cancel does, and returns how many it cancelled: a user's erasure
-// (API.md) leaves no units held by nobody. Their units go back exactly
+// (docs/api.md) leaves no units held by nobody. Their units go back exactly
 // once, so a repeat cancels nothing more; an order paid or expired
 // meanwhile is left as it is. Errors: a 503.
 //

@@ -8,7 +8,7 @@ import (
 )
 
 // A round with a waiting room sells only to the shoppers it admitted: a
-// line of its SKU needs the buyer's pass (API.md, "The pass"). The pass is
+// line of its SKU needs the buyer's pass (docs/api.md, "The pass"). The pass is
 // checked in the same atomic step that takes the stock (lines.lua's
 // check_lines), against the room's pass hash, which only the admitter
 // writes (internal/room).

@@ -36,7 +36,7 @@ type Charge struct {
 }
 
 // Payment is what the provider said about one payment of an order: the
-// order's `payment` (API.md, Payments with Stripe).
+// order's `payment` (docs/api.md, Payments with Stripe).
 type Payment struct {
 	Provider      string `json:"provider"`
 	ID            string `json:"id"`

@@ -17,7 +17,7 @@ import (
 	"github.com/shop-oss/shop/internal/room"
 )
 
-// The pass (API.md, "The pass"): a line of a round with a waiting room
+// The pass (docs/api.md, "The pass"): a line of a round with a waiting room
 // needs the buyer's live pass, checked in the stock-taking step. The
 // admitter is room's; these tests write its pass hash directly, in its
 // format (room.Keys.Passes).

@@ -255,7 +255,7 @@ func withSKUs(base *apperr.Error, skus []string) error { return base.With("skus"
 const checkoutFingerprint = "checkout"
 
 // fingerprint identifies a placement's request for its Idempotency-Key: the
-// route and, for a buy-now, the SKU and quantity (API.md: "the same
+// route and, for a buy-now, the SKU and quantity (docs/api.md: "the same
 // request (same route, same SKU and quantity)").
 func fingerprint(lines []Line, checkout bool) string {
 	if checkout {

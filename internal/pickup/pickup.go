@@ -30,7 +30,7 @@ var (
 	errRebuildRaced = apperr.Unavailable("the store index is being rebuilt; retry shortly")
 )
 
-// Bounds of the API (API.md).
+// Bounds of the API (docs/api.md).
 const (
 	MaxLng           = 180.0
 	MaxLat           = 85.05112878

@@ -20,7 +20,7 @@ var (
 	challengeScript = redis.NewScript(challengeLua)
 )
 
-// ChallengeTTL is how long a challenge may be presented (API.md).
+// ChallengeTTL is how long a challenge may be presented (docs/api.md).
 const ChallengeTTL = 2 * time.Minute
 
 // Challenge is a proof-of-work challenge issued to one shopper.
@@ -85,7 +85,7 @@ func ValidNonce(n string) bool {
 }
 
 // Solves tells whether nonce answers challenge at difficulty n: the
-// SHA-256 of challenge ":" nonce starts with n zero bits (API.md).
+// SHA-256 of challenge ":" nonce starts with n zero bits (docs/api.md).
 func Solves(challenge, nonce string, n int) bool {
 	if !ValidNonce(nonce) {
 		return false

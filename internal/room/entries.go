@@ -240,7 +240,7 @@ func (v roomView) entry(user string, rank int64, early bool, joinedMs int64) Ent
 }
 
 // EarlyOrderSHA is the digest of the early entries' ids in admission
-// order, each followed by "\n" (API.md's early_order_sha256).
+// order, each followed by "\n" (docs/api.md's early_order_sha256).
 func EarlyOrderSHA(ids []string) string {
 	h := sha256.New()
 	for _, id := range ids {

@@ -14,7 +14,7 @@ import (
 	"github.com/shop-oss/shop/internal/server"
 )
 
-// Bounds of the entry list's pages (API.md).
+// Bounds of the entry list's pages (docs/api.md).
 const (
 	DefaultEntries = 100
 	MaxEntries     = 1000
@@ -207,7 +207,7 @@ type rateBody struct {
 
 // check reports every field of a PATCH body that is wrong at once: a
 // missing rate, and any other member, since the rate is all PATCH can
-// change and one ignored would be answered 200 unchanged (API.md: any
+// change and one ignored would be answered 200 unchanged (docs/api.md: any
 // other field is 400).
 func (b rateBody) check(body []byte) error {
 	unknown, err := server.UnknownMembers(body, "admit_per_second")

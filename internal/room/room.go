@@ -196,7 +196,7 @@ func EntryID(secret, user string) string {
 }
 
 // OrderKey is an early entry's place in the shuffle: the hex SHA-256 of
-// seed ":" entry_id (API.md); early entries go in ascending order of it.
+// seed ":" entry_id (docs/api.md); early entries go in ascending order of it.
 func OrderKey(seed, entryID string) [32]byte {
 	return sha256.Sum256([]byte(seed + ":" + entryID))
 }

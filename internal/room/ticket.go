@@ -23,7 +23,7 @@ var (
 	joinScript = redis.NewScript(joinLua)
 )
 
-// Ticket states (API.md).
+// Ticket states (docs/api.md).
 const (
 	StateWaiting  = "waiting"
 	StateAdmitted = "admitted"

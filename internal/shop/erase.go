@@ -12,7 +12,7 @@ import (
 )
 
 // EraseUser erases user id (any case, with or without its dashes) as
-// API.md says: every session revoked at once, then every unpaid order
+// docs/api.md says: every session revoked at once, then every unpaid order
 // cancelled, its units back exactly once; paid orders stay, their buyer
 // anonymised. It returns the canonical id and the orders it cancelled.
 //

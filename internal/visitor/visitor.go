@@ -25,7 +25,7 @@ import (
 const (
 	// retention is how long a day's counts are kept.
 	retention = 400 * 24 * time.Hour
-	// MaxDays is the longest range a report covers (API.md).
+	// MaxDays is the longest range a report covers (docs/api.md).
 	MaxDays = 92
 	// defaultQueue is how many views may wait for Redis.
 	defaultQueue = 10000

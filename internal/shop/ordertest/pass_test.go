@@ -10,7 +10,7 @@ import (
 )
 
 // A purchase of a round with a waiting room needs the buyer's pass in
-// X-Queue-Pass (API.md, "The pass").
+// X-Queue-Pass (docs/api.md, "The pass").
 func TestPurchaseNeedsThePass(t *testing.T) {
 	t.Parallel()
 	h := newHTTPFixture(t)

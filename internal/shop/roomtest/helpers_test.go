@@ -1,6 +1,6 @@
 // Package roomtest holds the waiting room's tests through the whole
 // application over HTTP (shoptest), each exchange checked against
-// openapi.yaml: the routes of API.md's "Waiting room" section, their bad
+// openapi.yaml: the routes of docs/api.md's "Waiting room" section, their bad
 // inputs, the fairness check and the ticket's event stream.
 package roomtest
 

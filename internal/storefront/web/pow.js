@@ -1,6 +1,6 @@
 // The waiting room's proof of work, run in a Web Worker so the page stays
 // responsive: find a nonce such that the SHA-256 of challenge + ":" + nonce
-// starts with `bits` zero bits (API.md, "Challenge"). Web Crypto's digest
+// starts with `bits` zero bits (docs/api.md, "Challenge"). Web Crypto's digest
 // is asynchronous, so digests are asked for in batches and awaited
 // together: one at a time would spend most of the time waiting.
 // In: {challenge, bits}. Out: {nonce, tries} or {error}.
