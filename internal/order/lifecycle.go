@@ -229,7 +229,7 @@ func (s *Service) markErased(ctx context.Context, user string) error {
 const unpaidPage = 100
 
 // CancelUnpaid cancels every unpaid (pending or confirmed) order of user,
-// as Cancel does, and returns how many it cancelled: a user's erasure
+// as Cancel does, and returns how many of them ended cancelled: a user's erasure
 // (docs/api.md) leaves no units held by nobody. Their units go back exactly
 // once, so a repeat cancels nothing more; an order paid or expired
 // meanwhile is left as it is. Errors: a 503.

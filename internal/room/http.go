@@ -259,35 +259,35 @@ type EntryPage struct {
 	Round int64 `json:"-"`
 }
 
-func (h handler) entryList(ctx *fiber.Ctx) error {
-	sku, err := sku(ctx)
+func (h handler) entryList(c *fiber.Ctx) error {
+	sku, err := sku(c)
 	if err != nil {
 		return err
 	}
-	p, ferr := server.PageQuery(ctx, DefaultEntries, MaxEntries)
+	p, ferr := server.PageQuery(c, DefaultEntries, MaxEntries)
 	var errs []apperr.FieldError
 	if ferr != nil {
 		errs = append(errs, *ferr)
 	}
-	var c cursor
+	var cur cursor
 	if p.Cursor != "" {
 		var ok bool
-		if c, ok = parseCursor(p.Cursor); !ok {
+		if cur, ok = parseCursor(p.Cursor); !ok {
 			errs = append(errs, apperr.FieldError{Field: "cursor", Message: "is not a cursor this list gave"})
 		}
 	}
 	if len(errs) > 0 {
 		return apperr.Invalid(errs...)
 	}
-	page, err := h.svc.EntryList(ctx.UserContext(), sku, c.from, int64(p.Limit))
+	page, err := h.svc.EntryList(c.UserContext(), sku, cur.from, int64(p.Limit))
 	if err != nil {
-		return h.notFound(ctx.UserContext(), sku, err)
+		return h.notFound(c.UserContext(), sku, err)
 	}
-	if p.Cursor != "" && (c.joining != page.Joining || c.round != page.Round) {
+	if p.Cursor != "" && (cur.joining != page.Joining || cur.round != page.Round) {
 		// A cursor counts entries in the order it was given in: the
 		// shuffle (or a new round) has changed the order since.
 		return apperr.Invalid(apperr.FieldError{Field: "cursor",
 			Message: "is from the list in another order (before the shuffle, or another round's); start again without one"})
 	}
-	return ctx.JSON(page)
+	return c.JSON(page)
 }

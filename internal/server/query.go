@@ -23,8 +23,8 @@ import (
 //   - An integer: no fraction, no exponent (as json.Unmarshal into an
 //     int), no -0: exactly what strconv.FormatInt prints, within int64.
 //     The caller's range decides whether a negative makes sense.
-//   - An empty value (?limit=) is refused; only an absent parameter
-//     takes its default.
+//   - An empty value (?limit=, as a form sends it) is absent and takes
+//     its default, like every other query parameter.
 
 // ParseQueryInt parses s as an integer query parameter. ok is false for
 // anything but an integer's one form (see above) or a value beyond int64.

@@ -16,9 +16,10 @@ import (
 // cancelled, its units back exactly once; paid orders stay, their buyer
 // anonymised. It returns the canonical id and the orders it cancelled.
 //
-// Sessions go first: with them gone no new order of theirs is accepted
-// (the one-trip check runs in the reservation's own script), so the
-// orders read next are all there are. A user erased already answers
+// Sessions go first, so no new request of theirs passes its check; one
+// that passed just before cannot place an order after CancelUnpaid has
+// marked the buyer erased, so the orders it reads are all there are. A
+// user erased already answers
 // auth.ErrUserErased (a 404) after the same steps, so that a repeat
 // finishes what a failed erasure left. Errors: auth.ErrUserNotFound, or
 // a 503.
