@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -131,25 +129,10 @@ func BenchmarkPurchaseOneTrip(b *testing.B) {
 // scriptStats is Redis's count of EVALSHA and EVAL calls and the
 // microseconds spent in them (INFO commandstats).
 func scriptStats(b *testing.B, rdb *redis.Client) (calls, usec int64) {
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, line := range strings.Split(info, "\r\n") {
-		name, rest, ok := strings.Cut(line, ":")
-		if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_eval") {
-			continue
-		}
-		for _, kv := range strings.Split(rest, ",") {
-			k, v, _ := strings.Cut(kv, "=")
-			n, _ := strconv.ParseInt(v, 10, 64)
-			switch k {
-			case "calls":
-				calls += n
-			case "usec":
-				usec += n
-			}
-		}
+	w := readWork(b, rdb)
+	for _, cmd := range []string{"evalsha", "eval"} {
+		calls += w.byCommand[cmd][0]
+		usec += w.byCommand[cmd][1]
 	}
 	return calls, usec
 }
@@ -246,21 +229,7 @@ func (s *sendCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 }
 
 // serverCPU is the Redis server's CPU time, user and system (INFO cpu).
-func serverCPU(b *testing.B, rdb *redis.Client) time.Duration {
-	info, err := rdb.Info(context.Background(), "cpu").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	var secs float64
-	for _, line := range strings.Split(info, "\r\n") {
-		name, v, _ := strings.Cut(line, ":")
-		if name == "used_cpu_sys" || name == "used_cpu_user" {
-			f, _ := strconv.ParseFloat(v, 64)
-			secs += f
-		}
-	}
-	return time.Duration(secs * float64(time.Second))
-}
+func serverCPU(b *testing.B, rdb *redis.Client) time.Duration { return readWork(b, rdb).cpu }
 
 func BenchmarkHealthz(b *testing.B) {
 	for _, l := range accessLogs {
