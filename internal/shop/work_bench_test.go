@@ -88,6 +88,7 @@ func BenchmarkPurchaseWork(b *testing.B) {
 	}()
 	stream := order.Streams(a.Config.KeyPrefix, a.Config.Partitions())[0]
 
+	aof, aofFrom := aofFile(b, rdb)
 	before := readWork(b, rdb)
 	trips, cpu := sends.trips.Load(), cpuTime(b)
 	b.ResetTimer()
@@ -104,6 +105,7 @@ func BenchmarkPurchaseWork(b *testing.B) {
 	b.ReportMetric(float64(cpuTime(b)-cpu)/n/1e3, "go-cpu-us/op")
 	if b.N >= 100 { // not the probe run of one
 		b.Logf("%d purchases at %d/s; Redis's commands per purchase:\n%s", b.N, rate, commandTable(before, after, n))
+		b.Logf("what each purchase appends to the AOF, by command and key:\n%s", aofTable(b, aof, aofFrom, n))
 	}
 }
 

@@ -2,6 +2,8 @@
 // plain `go test ./...` would, but as each package finishes: its ok, FAIL
 // or "no test files" line, a failed test's whole output, and any output
 // of a package that is not a test's (a panic, a timeout, a build error).
+// A failed test's output ends with a recap of its rare lines (recap), so
+// that the tail of a long log still says why it failed.
 //
 // Plain `go test` prints its packages' results in import-path order, so a
 // package that runs for minutes (e2e) holds back every result after it;
@@ -13,7 +15,9 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"regexp"
 	"strings"
 )
 
@@ -54,15 +58,19 @@ func main() {
 		case e.Test != "" && e.Test == top && (e.Action == "pass" || e.Action == "fail" || e.Action == "skip"):
 			// A top-level test ended: print its output and its subtests'
 			// when it failed, drop it otherwise.
-			var rest []line
+			var rest, mine []line
 			for _, l := range held[e.Package] {
 				if t, _, _ := strings.Cut(l.test, "/"); t != top {
 					rest = append(rest, l)
 				} else if e.Action == "fail" {
 					fmt.Fprint(out, l.text)
+					mine = append(mine, l)
 				}
 			}
 			held[e.Package] = rest
+			if e.Action == "fail" {
+				recap(out, top, mine)
+			}
 			failed = failed || e.Action == "fail"
 		case e.Test == "" && (e.Action == "pass" || e.Action == "fail" || e.Action == "skip"):
 			if e.Action == "fail" {
@@ -81,5 +89,44 @@ func main() {
 	}
 	if failed {
 		os.Exit(1)
+	}
+}
+
+// place is where a test's output line was logged: "    name_test.go:12: ".
+var place = regexp.MustCompile(`^\s+(\S+\.go:\d+): `)
+
+// recap prints again, after a failed test's output, its lines from places
+// that logged at most three times (with their continuation lines). A test
+// fails with a message or two, while a relay of a server's log (e2e's)
+// prints from one place hundreds of times and would otherwise be all a
+// CI log's tail shows.
+func recap(out io.Writer, test string, lines []line) {
+	from := make([]string, len(lines)) // each line's place, "" for go's own
+	count := map[string]int{}
+	last := ""
+	for i, l := range lines {
+		switch m := place.FindStringSubmatch(l.text); {
+		case m != nil:
+			last = m[1]
+			count[last]++
+			from[i] = last
+		case strings.HasPrefix(l.text, "        "): // a message's next line
+			from[i] = last
+		default:
+			last = ""
+		}
+	}
+	var rare []string
+	for i, l := range lines {
+		if from[i] != "" && count[from[i]] <= 3 {
+			rare = append(rare, l.text)
+		}
+	}
+	if len(rare) == 0 || len(rare) == len(lines) {
+		return // nothing to tell apart: the output above is the recap
+	}
+	fmt.Fprintf(out, "--- recap of %s: its lines from places that logged at most three times\n", test)
+	for _, text := range rare {
+		fmt.Fprint(out, text)
 	}
 }
