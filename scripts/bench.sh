@@ -928,6 +928,8 @@ if [ "${BENCH_SKIP_GO:-}" = 1 ] || [ "${BENCH_SKIP_HOT:-}" = 1 ]; then exit 0; f
 echo; echo "== work per purchase (issue 47): go test -v -run '^\$' -bench PurchaseWork -benchtime 5000x -count $RUNS ./internal/shop (at 500/s, AOF always; Redis's commands, CPU and AOF bytes, the app's trips and CPU, per purchase)"
 go test -v -run '^$' -bench 'PurchaseWork' -benchtime 5000x -count "$RUNS" -timeout 10m ./internal/shop |
   grep -vE '^(goos|goarch|pkg|cpu|PASS)|testdbconf'
+echo; echo "== Redis round trips per request, by route (issue 47): go test -run '^\$' -bench Trips -benchtime 2000x ./internal/shop"
+go test -run '^$' -bench 'Trips' -benchtime 2000x -timeout 10m ./internal/shop | grep -E '^(Benchmark|ok|FAIL)'
 
 if [ "${BENCH_SKIP_GO:-}" = 1 ] || [ "${BENCH_SKIP_HOT:-}" = 1 ]; then exit 0; fi
 echo; echo "== waiting room: go test -run '^\$' -bench 'Room\$' -benchtime 3s -count $RUNS ./internal/shop (a join and a ticket read against a product read, one run)"
