@@ -190,6 +190,47 @@ func TestReserveWritesEventStatusAndIndex(t *testing.T) {
 	}
 }
 
+// TestReserveWritesNoDefaults: what reads as its default when absent is
+// not written: a partition-0 order's status has no partition field, and an
+// item of a round that gave nothing back has no released, in the event and
+// the status alike; a round that did keeps its count.
+func TestReserveWritesNoDefaults(t *testing.T) {
+	t.Parallel()
+	f := newReserveFixture(t)
+	f.seed(t, "a", inventory.LiveRound{Round: 7, Quantity: 3, PriceCents: 10})
+	f.seed(t, "b", inventory.LiveRound{Round: 9, Quantity: 3, PriceCents: 5})
+	ctx := context.Background()
+	f.r.Client.HSet(ctx, f.SaleKey("b"), "released", 4)
+	e := f.enqueue("u1", "")
+	if _, err := f.svc.reserve(ctx, e, []Line{{"a", 1}, {"b", 1}}); err != nil {
+		t.Fatal(err)
+	}
+	st := f.r.Client.HGetAll(ctx, f.svc.keys.status(e.orderID)).Val()
+	if _, ok := st["partition"]; ok {
+		t.Errorf("status = %v: a partition-0 order wrote its partition", st)
+	}
+	msgs := f.r.Client.XRange(ctx, f.svc.keys.stream(0), "-", "+").Val()
+	if len(msgs) != 1 {
+		t.Fatalf("stream = %v", msgs)
+	}
+	for where, text := range map[string]any{"status": st["items"], "event": msgs[0].Values["items"]} {
+		var items []map[string]any
+		if err := json.Unmarshal([]byte(text.(string)), &items); err != nil || len(items) != 2 {
+			t.Fatalf("%s items = %v (%v)", where, text, err)
+		}
+		if _, ok := items[0]["released"]; ok {
+			t.Errorf("%s items = %v: a round with nothing released wrote released", where, text)
+		}
+		if items[1]["released"] != 4.0 {
+			t.Errorf("%s items = %v: want released 4 for b", where, text)
+		}
+	}
+	o, found, err := f.svc.liveStatus(ctx, e.orderID)
+	if err != nil || !found || o.partition != 0 || o.TotalCents != 15 {
+		t.Errorf("live status = %+v %v %v", o, found, err)
+	}
+}
+
 func TestReserveIsAllOrNothing(t *testing.T) {
 	t.Parallel()
 	f := newReserveFixture(t)
