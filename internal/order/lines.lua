@@ -110,8 +110,11 @@ local function take_lines(lines, user, publish)
     if l.channel ~= '' then
       redis.call(publish, l.channel, string.format('%d %d ', l.round, left) .. l.window)
     end
+    -- The counts expire with the sale (its TTL is set once, when seeded or
+    -- restored): once set, the two run down together, so only a count
+    -- key that would expire first is written, not one per purchase.
     local ttl = redis.call('PTTL', l.sale)
-    if ttl > 0 then redis.call('PEXPIRE', l.buyers, ttl) end
+    if ttl > 0 and redis.call('PTTL', l.buyers) < ttl then redis.call('PEXPIRE', l.buyers, ttl) end
     items[i] = {sku = l.sku, quantity = l.qty, price_cents = l.price, round_id = l.round}
     -- Absent reads as 0 everywhere (ReservedItem's omitempty): a round
     -- that gave nothing back costs the event and the status 13 bytes less.

@@ -231,6 +231,42 @@ func TestReserveWritesNoDefaults(t *testing.T) {
 	}
 }
 
+// TestReserveBuyerCountsExpireWithTheSale: a sale with an end expires, and
+// its buyer counts never before it; counts that already outlive it are
+// left alone (no PEXPIRE to append on each purchase).
+func TestReserveBuyerCountsExpireWithTheSale(t *testing.T) {
+	t.Parallel()
+	f := newReserveFixture(t)
+	f.seed(t, "a", inventory.LiveRound{Quantity: 10, EndsAt: time.Now().Add(time.Hour)})
+	ctx := context.Background()
+	sale, buyers := f.SaleKey("a"), f.BuyersKey("a")
+	// Absolute expiry times (PEXPIRETIME): they do not run down between reads.
+	at := func(key string) time.Duration { return f.r.Client.PExpireTime(ctx, key).Val() }
+	if _, err := f.buy(t, "u1", Line{"a", 1}); err != nil {
+		t.Fatal(err)
+	}
+	if s, b := at(sale), at(buyers); s <= 0 || b < s {
+		t.Fatalf("sale expires at %v, buyer counts at %v: the counts would expire first", s, b)
+	}
+	// Counts set to outlive the sale by an hour are not written again.
+	f.r.Client.PExpire(ctx, buyers, f.r.Client.PTTL(ctx, sale).Val()+time.Hour)
+	later := at(buyers)
+	if _, err := f.buy(t, "u2", Line{"a", 1}); err != nil {
+		t.Fatal(err)
+	}
+	if b := at(buyers); b != later {
+		t.Errorf("buyer counts expire at %v, want %v: written again", b, later)
+	}
+	// Counts that would expire before the sale are extended to it.
+	f.r.Client.PExpire(ctx, buyers, time.Minute)
+	if _, err := f.buy(t, "u3", Line{"a", 1}); err != nil {
+		t.Fatal(err)
+	}
+	if s, b := at(sale), at(buyers); b < s {
+		t.Errorf("sale expires at %v, buyer counts at %v: the counts would expire first", s, b)
+	}
+}
+
 func TestReserveIsAllOrNothing(t *testing.T) {
 	t.Parallel()
 	f := newReserveFixture(t)
