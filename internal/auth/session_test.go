@@ -230,3 +230,29 @@ func TestSessionKeys(t *testing.T) {
 		t.Error("a check or refresh recreated the deleted session")
 	}
 }
+
+// TestSessionSlideWritesRarely: a request on a session whose expiry is
+// within 1/100 of the idle TTL of a full slide does not slide it (no write
+// for Redis to append), and one further off slides it to the full TTL.
+func TestSessionSlideWritesRarely(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.mustCreate(t, "ada@example.com", RoleShopper)
+	tok := h.login(t, "ada@example.com", "iphone")
+	ctx := context.Background()
+	key := h.sessionKeys(t)[0]
+
+	near := testSessionTTL - testSessionTTL/200 // within the slack
+	h.rdb.PExpire(ctx, key, near)
+	h.me(t, tok.AccessToken).want(t, http.StatusOK, "")
+	if ttl := h.rdb.PTTL(ctx, key).Val(); ttl <= 0 || ttl > near {
+		t.Errorf("TTL = %v after a request within the slack, want (0, %v]: it slid", ttl, near)
+	}
+
+	far := testSessionTTL / 2 // well past the slack: no run is slow enough to matter
+	h.rdb.PExpire(ctx, key, far)
+	h.me(t, tok.AccessToken).want(t, http.StatusOK, "")
+	if ttl := h.rdb.PTTL(ctx, key).Val(); ttl <= far {
+		t.Errorf("TTL = %v after a request past the slack, want above %v: it did not slide", ttl, far)
+	}
+}

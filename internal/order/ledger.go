@@ -131,9 +131,9 @@ func (m StatusHash) Live() (status string, createdMS int64) {
 	return m["status"], MillisTime(m["created_ms"]).UnixMilli()
 }
 
-// Home reads the hash's home partition (no field: an order of before
-// partitions, in partition 0); ok is false for an empty hash (no such
-// order).
+// Home reads the hash's home partition (no field: partition 0, which
+// reserve does not write, or an order of before partitions); ok is false
+// for an empty hash (no such order).
 func (m StatusHash) Home() (partition int, ok bool) {
 	if len(m) == 0 {
 		return 0, false

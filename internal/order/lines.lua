@@ -110,9 +110,15 @@ local function take_lines(lines, user, publish)
     if l.channel ~= '' then
       redis.call(publish, l.channel, string.format('%d %d ', l.round, left) .. l.window)
     end
+    -- The counts expire with the sale (its TTL is set once, when seeded or
+    -- restored): once set, the two run down together, so only a count
+    -- key that would expire first is written, not one per purchase.
     local ttl = redis.call('PTTL', l.sale)
-    if ttl > 0 then redis.call('PEXPIRE', l.buyers, ttl) end
-    items[i] = {sku = l.sku, quantity = l.qty, price_cents = l.price, round_id = l.round, released = l.released}
+    if ttl > 0 and redis.call('PTTL', l.buyers) < ttl then redis.call('PEXPIRE', l.buyers, ttl) end
+    items[i] = {sku = l.sku, quantity = l.qty, price_cents = l.price, round_id = l.round}
+    -- Absent reads as 0 everywhere (ReservedItem's omitempty): a round
+    -- that gave nothing back costs the event and the status 13 bytes less.
+    if l.released ~= 0 then items[i].released = l.released end
   end
   return items
 end
@@ -139,9 +145,15 @@ local function append_order(stream, status, due, o, items, more)
     fields[#fields + 1], fields[#fields + 2] = 'traceparent', o.trace
   end
   redis.call('XADD', stream, '*', unpack(fields))
+  local extra = more
+  -- No partition field reads as partition 0 (parseLive, the ledger: the
+  -- orders of before partitions), so partition 0 need not write it.
+  if o.partition ~= '0' then
+    extra = {'partition', o.partition, unpack(more)}
+  end
   redis.call('HSET', status, 'user_id', o.user, 'status', 'pending',
     'items', items_json, 'total_cents', total_s, 'created_ms', now_s, 'expires_ms', expires_s,
-    'partition', o.partition, unpack(more))
+    unpack(extra))
   redis.call('PEXPIRE', status, o.status_ttl)
   if o.pay_ttl > 0 then
     redis.call('ZADD', due, o.now + o.pay_ttl, o.order_id)

@@ -112,7 +112,7 @@ func parseLive(id string, m map[string]string) (Order, bool, error) {
 		return Order{}, false, nil // a partial hash: no live state to go by
 	}
 	o := Order{ID: id, Status: m["status"], userID: m["user_id"], paymentRef: m["payment_ref"]}
-	// No field: an order placed before partitions, in partition 0.
+	// No field: partition 0 (not written), or an order of before partitions.
 	o.partition, _ = strconv.Atoi(m["partition"])
 	if err := json.Unmarshal([]byte(m["items"]), &o.lines); err != nil {
 		return Order{}, false, fmt.Errorf("order %s status: %w", id, err)

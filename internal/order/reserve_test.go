@@ -190,6 +190,83 @@ func TestReserveWritesEventStatusAndIndex(t *testing.T) {
 	}
 }
 
+// TestReserveWritesNoDefaults: what reads as its default when absent is
+// not written: a partition-0 order's status has no partition field, and an
+// item of a round that gave nothing back has no released, in the event and
+// the status alike; a round that did keeps its count.
+func TestReserveWritesNoDefaults(t *testing.T) {
+	t.Parallel()
+	f := newReserveFixture(t)
+	f.seed(t, "a", inventory.LiveRound{Round: 7, Quantity: 3, PriceCents: 10})
+	f.seed(t, "b", inventory.LiveRound{Round: 9, Quantity: 3, PriceCents: 5})
+	ctx := context.Background()
+	f.r.Client.HSet(ctx, f.SaleKey("b"), "released", 4)
+	e := f.enqueue("u1", "")
+	if _, err := f.svc.reserve(ctx, e, []Line{{"a", 1}, {"b", 1}}); err != nil {
+		t.Fatal(err)
+	}
+	st := f.r.Client.HGetAll(ctx, f.svc.keys.status(e.orderID)).Val()
+	if _, ok := st["partition"]; ok {
+		t.Errorf("status = %v: a partition-0 order wrote its partition", st)
+	}
+	msgs := f.r.Client.XRange(ctx, f.svc.keys.stream(0), "-", "+").Val()
+	if len(msgs) != 1 {
+		t.Fatalf("stream = %v", msgs)
+	}
+	for where, text := range map[string]any{"status": st["items"], "event": msgs[0].Values["items"]} {
+		var items []map[string]any
+		if err := json.Unmarshal([]byte(text.(string)), &items); err != nil || len(items) != 2 {
+			t.Fatalf("%s items = %v (%v)", where, text, err)
+		}
+		if _, ok := items[0]["released"]; ok {
+			t.Errorf("%s items = %v: a round with nothing released wrote released", where, text)
+		}
+		if items[1]["released"] != 4.0 {
+			t.Errorf("%s items = %v: want released 4 for b", where, text)
+		}
+	}
+	o, found, err := f.svc.liveStatus(ctx, e.orderID)
+	if err != nil || !found || o.partition != 0 || o.TotalCents != 15 {
+		t.Errorf("live status = %+v %v %v", o, found, err)
+	}
+}
+
+// TestReserveBuyerCountsExpireWithTheSale: a sale with an end expires, and
+// its buyer counts never before it; counts that already outlive it are
+// left alone (no PEXPIRE to append on each purchase).
+func TestReserveBuyerCountsExpireWithTheSale(t *testing.T) {
+	t.Parallel()
+	f := newReserveFixture(t)
+	f.seed(t, "a", inventory.LiveRound{Quantity: 10, EndsAt: time.Now().Add(time.Hour)})
+	ctx := context.Background()
+	sale, buyers := f.SaleKey("a"), f.BuyersKey("a")
+	// Absolute expiry times (PEXPIRETIME): they do not run down between reads.
+	at := func(key string) time.Duration { return f.r.Client.PExpireTime(ctx, key).Val() }
+	if _, err := f.buy(t, "u1", Line{"a", 1}); err != nil {
+		t.Fatal(err)
+	}
+	if s, b := at(sale), at(buyers); s <= 0 || b < s {
+		t.Fatalf("sale expires at %v, buyer counts at %v: the counts would expire first", s, b)
+	}
+	// Counts set to outlive the sale by an hour are not written again.
+	f.r.Client.PExpire(ctx, buyers, f.r.Client.PTTL(ctx, sale).Val()+time.Hour)
+	later := at(buyers)
+	if _, err := f.buy(t, "u2", Line{"a", 1}); err != nil {
+		t.Fatal(err)
+	}
+	if b := at(buyers); b != later {
+		t.Errorf("buyer counts expire at %v, want %v: written again", b, later)
+	}
+	// Counts that would expire before the sale are extended to it.
+	f.r.Client.PExpire(ctx, buyers, time.Minute)
+	if _, err := f.buy(t, "u3", Line{"a", 1}); err != nil {
+		t.Fatal(err)
+	}
+	if s, b := at(sale), at(buyers); b < s {
+		t.Errorf("sale expires at %v, buyer counts at %v: the counts would expire first", s, b)
+	}
+}
+
 func TestReserveIsAllOrNothing(t *testing.T) {
 	t.Parallel()
 	f := newReserveFixture(t)
