@@ -42,9 +42,9 @@ type harness struct {
 	reg    *prometheus.Registry
 }
 
-// newHarness builds a service on the test Redis and PostgreSQL, wired as
-// `shop serve` wires it: the session check rides in the rate limiter's
-// round trip, under a limit no test reaches.
+// newHarness builds a service on the test Redis and PostgreSQL behind the
+// rate limiter, under a limit no test reaches. (The session check riding
+// with the limiter's window is internal/onetrip's, tested there.)
 func newHarness(t *testing.T) *harness {
 	t.Helper()
 	r := testenv.NewRedis(t)
@@ -75,7 +75,6 @@ func newHarnessLimited(t *testing.T, db *pgxpool.Pool, rdb redis.UniversalClient
 	}
 	if limit > 0 {
 		deps.Limiter = ratelimit.New(rdb, prefix, limit, time.Minute)
-		deps.LimiterCompanion = h.svc.LimiterCompanion()
 	}
 	h.app = server.New(deps)
 	return h

@@ -84,8 +84,8 @@ func (tc *tokenCodec) issue(u User, sid, jti string, now time.Time) (string, err
 var errNotBearer = errors.New("no bearer token")
 
 // errNoBearer is parseBearer's answer to a request without a bearer
-// token, made once: the limiter's companion asks it of every request,
-// and most bear none (a product read), so wrapping anew would allocate
+// token, made once: internal/onetrip asks it of every request (for the
+// session check to carry), and most bear none (a product read), so wrapping anew would allocate
 // on the hot path of every anonymous request.
 var errNoBearer = fmt.Errorf("%w: %w", ErrUnauthorized, errNotBearer)
 

@@ -205,7 +205,7 @@ func FuzzParseBearer(f *testing.F) {
 }
 
 // A request without a bearer token is refused without allocating: the
-// limiter's companion asks every request, and most bear none.
+// request's checks (internal/onetrip) ask every request, and most bear none.
 func TestNoBearerAllocatesNothing(t *testing.T) {
 	tc := newTokenCodec(testSecret, time.Minute)
 	for _, header := range []string{"", "Basic dXNlcjpwYXNz"} {

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/shop-oss/shop/internal/onetrip"
 	"github.com/shop-oss/shop/internal/order"
-	"github.com/shop-oss/shop/internal/ratelimit"
 )
 
 // checkoutAttempts bounds the re-reads when the shopper keeps changing the
@@ -16,20 +16,20 @@ const checkoutAttempts = 3
 
 // Checkout reserves every line of user's cart and enqueues one order, all
 // or nothing, emptying the cart in the same atomic step. A repeat with the
-// same idemKey returns the first answer, Replayed. checks (order.ChecksOf;
+// same idemKey returns the first answer, Replayed. checks (onetrip.Of;
 // nil: none) run first, in the reservation's call. passes are the buyer's
 // waiting room passes: a line of a round with a room needs its own.
 //
 // Errors: the checks' refusal; ErrCartEmpty; order.ErrOutOfStock,
 // ErrLimitExceeded, ErrPassRequired or ErrSaleNotActive naming the SKUs;
 // ErrCartBusy; a 503.
-func (s *Service) Checkout(ctx context.Context, user, idemKey string, checks *ratelimit.Deferred, passes ...string) (order.Placed, error) {
+func (s *Service) Checkout(ctx context.Context, user, idemKey string, checks *onetrip.Checks, passes ...string) (order.Placed, error) {
 	p, err := s.checkout(ctx, user, idemKey, checks, passes)
 	s.metrics.checkout(p, err)
 	return p, err
 }
 
-func (s *Service) checkout(ctx context.Context, user, idemKey string, checks *ratelimit.Deferred, passes []string) (order.Placed, error) {
+func (s *Service) checkout(ctx context.Context, user, idemKey string, checks *onetrip.Checks, passes []string) (order.Placed, error) {
 	for range checkoutAttempts {
 		lines, err := s.lines(ctx, user)
 		if err != nil {
@@ -52,7 +52,7 @@ func (s *Service) checkout(ctx context.Context, user, idemKey string, checks *ra
 // checkoutEmpty answers a checkout of an empty cart: the first answer when
 // an earlier checkout with the same Idempotency-Key (which emptied it) was
 // accepted, else ErrCartEmpty.
-func (s *Service) checkoutEmpty(ctx context.Context, user, idemKey string, checks *ratelimit.Deferred) (order.Placed, error) {
+func (s *Service) checkoutEmpty(ctx context.Context, user, idemKey string, checks *onetrip.Checks) (order.Placed, error) {
 	if idemKey == "" {
 		return order.Placed{}, ErrCartEmpty
 	}

@@ -9,9 +9,16 @@ import (
 	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/auth"
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/onetrip"
 	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/server"
 )
+
+// OneTripRoutes registers the checkout, whose checks ride with its
+// reservation: ride is its route-level check (internal/onetrip's Ride).
+func (s *Service) OneTripRoutes(r fiber.Router, ride, requireUser fiber.Handler) {
+	r.Post("/cart/checkout", ride, requireUser, handler{s}.checkoutCart)
+}
 
 // Routes registers the cart routes; requireUser guards every one of them,
 // and each acts on the caller's own cart only (there is no cart id to ask
@@ -23,7 +30,6 @@ func (s *Service) Routes(r fiber.Router, requireUser fiber.Handler) {
 	r.Post("/cart/items", requireUser, h.addItem)
 	r.Put("/cart/items/:sku", requireUser, h.setItem)
 	r.Delete("/cart/items/:sku", requireUser, h.removeItem)
-	r.Post("/cart/checkout", requireUser, h.checkoutCart)
 }
 
 // handler adapts HTTP to the Service's methods.
@@ -144,7 +150,7 @@ func (h handler) checkoutCart(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	placed, err := h.svc.Checkout(c.UserContext(), auth.MustUser(c).ID, key, order.ChecksOf(c),
+	placed, err := h.svc.Checkout(c.UserContext(), auth.MustUser(c).ID, key, onetrip.Of(c),
 		order.ParsePasses(c.Get(order.HeaderQueuePass))...)
 	if err != nil {
 		return err

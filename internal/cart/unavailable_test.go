@@ -46,7 +46,10 @@ func TestCartRedisDown(t *testing.T) {
 		return c.Next()
 	}
 	app := server.New(server.Deps{Log: log, Redis: dead, DB: f.db.Pool, Registry: reg, BodyLimit: 64 << 10,
-		Mount: []func(fiber.Router){func(r fiber.Router) { svc.Routes(r, asUser) }}})
+		Mount: []func(fiber.Router){func(r fiber.Router) {
+			svc.Routes(r, asUser)
+			svc.OneTripRoutes(r, func(c *fiber.Ctx) error { return c.Next() }, asUser)
+		}}})
 	routes := []struct{ method, path, body string }{
 		{"GET", "/api/v1/cart", ""},
 		{"DELETE", "/api/v1/cart", ""},

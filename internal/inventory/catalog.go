@@ -9,8 +9,8 @@ import (
 
 	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/cache"
+	"github.com/shop-oss/shop/internal/onetrip"
 	"github.com/shop-oss/shop/internal/outage"
-	"github.com/shop-oss/shop/internal/ratelimit"
 )
 
 // Get returns the product with the sku. It returns ErrProductNotFound
@@ -21,8 +21,8 @@ func (s *Catalog) Get(ctx context.Context, sku string) (Product, error) {
 }
 
 // GetWith is Get for a request whose checks wait to run with its read
-// (ReadChecksOf; nil: none). Errors: Get's, or the checks' refusal.
-func (s *Catalog) GetWith(ctx context.Context, sku string, checks *ratelimit.Deferred) (Product, error) {
+// (onetrip.Of; nil: none). Errors: Get's, or the checks' refusal.
+func (s *Catalog) GetWith(ctx context.Context, sku string, checks *onetrip.Checks) (Product, error) {
 	if !ValidSKU(sku) {
 		return Product{}, fmt.Errorf("get product %q: %w", sku, ErrProductNotFound)
 	}

@@ -7,17 +7,26 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/shop-oss/shop/internal/apperr"
+	"github.com/shop-oss/shop/internal/onetrip"
 	"github.com/shop-oss/shop/internal/server"
 )
 
-// Routes registers the catalog on r (the /api/v1 router): the public reads
-// always, and the admin writes behind requireAdmin. With a nil requireAdmin
-// the admin routes are not registered at all, so a wiring mistake fails
-// closed (404) instead of open.
-func (s *Catalog) Routes(r fiber.Router, requireAdmin fiber.Handler) {
+// OneTripRoutes registers the product read, whose checks ride with the
+// read: ride is its route-level check (internal/onetrip's RidePublic),
+// optionalUser names a signed-in reader when they ran up front instead
+// (auth's OptionalUser).
+func (s *Catalog) OneTripRoutes(r fiber.Router, ride, optionalUser fiber.Handler) {
 	h := handler{catalog: s, products: newProductJSON()}
+	r.Get("/products/:sku", ride, optionalUser, h.get)
+}
+
+// Routes registers the rest of the catalog on r (the /api/v1 router): the
+// listing always, and the admin writes behind requireAdmin. With a nil
+// requireAdmin the admin routes are not registered at all, so a wiring
+// mistake fails closed (404) instead of open.
+func (s *Catalog) Routes(r fiber.Router, requireAdmin fiber.Handler) {
+	h := handler{catalog: s}
 	r.Get("/products", h.list)
-	r.Get("/products/:sku", h.get)
 	if requireAdmin == nil {
 		return
 	}
@@ -37,7 +46,7 @@ type handler struct {
 }
 
 func (h handler) get(c *fiber.Ctx) error {
-	p, err := h.catalog.GetWith(c.UserContext(), param(c, "sku"), ReadChecksOf(c))
+	p, err := h.catalog.GetWith(c.UserContext(), param(c, "sku"), onetrip.Of(c))
 	if err != nil {
 		return err
 	}

@@ -6,20 +6,9 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/gofiber/fiber/v2"
-
 	"github.com/shop-oss/shop/internal/cache"
-	"github.com/shop-oss/shop/internal/ratelimit"
+	"github.com/shop-oss/shop/internal/onetrip"
 )
-
-// OneTripRead names the limiter's deferral whose script runs a product
-// read's check and then the read (internal/onetrip's ProductRead).
-const OneTripRead = "product-read"
-
-// ReadChecksOf returns c's rate-limit window when the limiter deferred it
-// to run in the same script call as its product read, or nil when it ran
-// up front.
-func ReadChecksOf(c *fiber.Ctx) *ratelimit.Deferred { return ratelimit.DeferredOf(c, OneTripRead) }
 
 // productReadLua runs the cache's read of a product (KEYS 1..ARGV[1], no
 // arguments of its own) as a local function with its own KEYS and ARGV,
@@ -35,21 +24,21 @@ for i = 1, n do dk[i] = KEYS[i] end
 return {document(dk, {}), redis.call('HGET', KEYS[n + 1], 'available')}
 `
 
-// ProductReadLua is the product read's script, for internal/onetrip to
-// run after the checks. It reads keys only: its KEYS and ARGV are those
+// productReadTrip is a product read's one trip: the request's checks,
+// then productReadLua. It reads keys only: its KEYS and ARGV are those
 // getChecked passes.
-func ProductReadLua() string { return fmt.Sprintf(productReadLua, cache.ReadLua()) }
+var productReadTrip = onetrip.NewStep(fmt.Sprintf(productReadLua, cache.ReadLua()))
 
 // getChecked is Get with its checks in the same call; ok is false when
 // there are none, or they ran already, or Redis did not answer (the
 // limiter lets a read through then): the caller reads on its own.
-func (s *Catalog) getChecked(ctx context.Context, sku string, checks *ratelimit.Deferred) (p Product, ok bool, err error) {
+func (s *Catalog) getChecked(ctx context.Context, sku string, checks *onetrip.Checks) (p Product, ok bool, err error) {
 	if checks == nil {
 		return Product{}, false, nil
 	}
 	pre := s.cache.Prefetch(productKey(sku), nil)
 	keys := append(pre.Keys(), s.stock.SaleKey(sku))
-	reply, ran, err := checks.Run(ctx, keys, []any{len(keys) - 1})
+	reply, ran, err := checks.Run(ctx, productReadTrip, keys, []any{len(keys) - 1})
 	if !ran || (err != nil && checks.Refusal() == nil) {
 		return Product{}, false, nil
 	}

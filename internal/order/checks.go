@@ -5,46 +5,33 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/gofiber/fiber/v2"
-
-	"github.com/shop-oss/shop/internal/ratelimit"
+	"github.com/shop-oss/shop/internal/onetrip"
 )
 
-// OneTrip names the limiter's deferral whose script runs a purchase's
-// checks and then its reservation (internal/onetrip's Purchase).
-const OneTrip = "purchase"
+// reserveTrip is a purchase's or a checkout's one trip: the request's
+// checks, then reserve.lua.
+var reserveTrip = onetrip.NewStep(reserveLua)
 
-// ChecksOf returns c's rate-limit window and session check when the
-// limiter deferred them to run in the same script call as its
-// reservation, or nil when they ran up front.
-func ChecksOf(c *fiber.Ctx) *ratelimit.Deferred { return ratelimit.DeferredOf(c, OneTrip) }
-
-// ReserveLua is the reserve script's text, for internal/onetrip to run
-// after the checks. Its KEYS and ARGV are those reserve passes.
+// ReserveLua is the reserve script's text, as it runs alone.
 func ReserveLua() string { return reserveLua }
 
 // runReserve runs the reserve script with keys and args: after checks in
 // the same call when they have not run, else alone.
-func (s *Service) runReserve(ctx context.Context, checks *ratelimit.Deferred, keys []string, args []any) ([]string, error) {
-	if checks != nil {
-		reply, ran, err := checks.Run(ctx, keys, args)
-		if ran {
-			if err != nil {
-				return nil, err
-			}
-			return replyStrings(reply)
-		}
+func (s *Service) runReserve(ctx context.Context, checks *onetrip.Checks, keys []string, args []any) ([]string, error) {
+	reply, ran, err := checks.Run(ctx, reserveTrip, keys, args)
+	if !ran {
+		return reserveScript.Run(ctx, s.reserveRdb, keys, args...).StringSlice()
 	}
-	return reserveScript.Run(ctx, s.reserveRdb, keys, args...).StringSlice()
+	if err != nil {
+		return nil, err
+	}
+	return replyStrings(reply)
 }
 
 // checksRefusal is the checks' refusal when err is it: the buyer's answer, and
 // no outcome of a placement (the purchase metrics do not count it).
-func checksRefusal(checks *ratelimit.Deferred, err error) error {
-	if checks == nil || err == nil {
-		return nil
-	}
-	if r := checks.Refusal(); r != nil && errors.Is(err, r) {
+func checksRefusal(checks *onetrip.Checks, err error) error {
+	if r := checks.Refusal(); r != nil && err != nil && errors.Is(err, r) {
 		return r
 	}
 	return nil

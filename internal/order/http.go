@@ -9,16 +9,22 @@ import (
 	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/auth"
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/onetrip"
 	"github.com/shop-oss/shop/internal/server"
 )
 
 // HeaderIdempotencyKey makes a purchase or checkout safe to retry.
 const HeaderIdempotencyKey = "Idempotency-Key"
 
-// Routes registers the buying and order routes; requireUser guards them.
+// OneTripRoutes registers the purchase, whose checks ride with its
+// reservation: ride is its route-level check (internal/onetrip's Ride).
+func (s *Service) OneTripRoutes(r fiber.Router, ride, requireUser fiber.Handler) {
+	r.Post("/products/:sku/purchase", ride, requireUser, handler{s}.purchase)
+}
+
+// Routes registers the order routes; requireUser guards them.
 func (s *Service) Routes(r fiber.Router, requireUser fiber.Handler) {
 	h := handler{s}
-	r.Post("/products/:sku/purchase", requireUser, h.purchase)
 	r.Get("/orders/:id", requireUser, h.getOrder)
 	r.Get("/orders", requireUser, h.listOrders)
 	r.Post("/orders/:id/pay", requireUser, h.pay)
@@ -54,7 +60,7 @@ func (h handler) purchase(c *fiber.Ctx) error {
 		return err
 	}
 	placed, err := h.svc.Place(c.UserContext(), user.ID, []Line{{SKU: sku, Quantity: int(qty)}},
-		PlaceOptions{IdemKey: key, Checks: ChecksOf(c), Passes: ParsePasses(c.Get(HeaderQueuePass))})
+		PlaceOptions{IdemKey: key, Checks: onetrip.Of(c), Passes: ParsePasses(c.Get(HeaderQueuePass))})
 	if err != nil {
 		return err
 	}

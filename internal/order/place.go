@@ -10,8 +10,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 	"github.com/shop-oss/shop/internal/apperr"
+	"github.com/shop-oss/shop/internal/onetrip"
 	"github.com/shop-oss/shop/internal/outage"
-	"github.com/shop-oss/shop/internal/ratelimit"
 )
 
 // placeTimeout bounds the reservation script's round trip: under an outage
@@ -37,8 +37,8 @@ type PlaceOptions struct {
 	// ErrCartChanged) and is emptied in the same atomic step.
 	CartKey string
 	// Checks, when set, are the request's checks deferred to run with its
-	// reservation (ChecksOf); nil: they ran up front.
-	Checks *ratelimit.Deferred
+	// reservation (onetrip.Of); nil: they ran up front.
+	Checks *onetrip.Checks
 	// Passes are the buyer's waiting room passes (the X-Queue-Pass
 	// header): a line of a round with a room needs the buyer's live pass
 	// of it among them, else the placement is refused ErrPassRequired.
@@ -149,11 +149,9 @@ func isAPIError(err error) bool {
 //
 // Errors: the checks' refusal; ErrIdempotencyKeyReused (the key was a
 // buy-now's); a 503 when Redis does not answer, or while a repair decides.
-func (s *Service) Replay(ctx context.Context, user, key string, checks *ratelimit.Deferred) (p Placed, ok bool, err error) {
-	if checks != nil {
-		if err := checks.Settle(); err != nil {
-			return Placed{}, false, err
-		}
+func (s *Service) Replay(ctx context.Context, user, key string, checks *onetrip.Checks) (p Placed, ok bool, err error) {
+	if err := checks.Settle(); err != nil {
+		return Placed{}, false, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, placeTimeout)
 	defer cancel()

@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/inventory"
-	"github.com/shop-oss/shop/internal/ratelimit"
+	"github.com/shop-oss/shop/internal/onetrip"
 	"github.com/shop-oss/shop/internal/telemetry"
 )
 
@@ -88,11 +88,11 @@ type ReservedItem struct {
 // this package owns, and the optional cart guard, whose key is the cart's.
 type enqueue struct {
 	orderID, userID string
-	idemKey         string              // the idempotency record; "" for none
-	fingerprint     string              // of the request, kept with idemKey
-	cartKey         string              // for a checkout, the buyer's cart; "" for a buy-now
-	passes          string              // the waiting room passes presented (passArg)
-	checks          *ratelimit.Deferred // deferred to run first in the same call; nil: none
+	idemKey         string          // the idempotency record; "" for none
+	fingerprint     string          // of the request, kept with idemKey
+	cartKey         string          // for a checkout, the buyer's cart; "" for a buy-now
+	passes          string          // the waiting room passes presented (passArg)
+	checks          *onetrip.Checks // deferred to run first in the same call; nil: none
 }
 
 // reservation is what the script did.

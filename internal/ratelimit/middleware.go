@@ -22,48 +22,33 @@ type Options struct {
 	OnError func(err error)
 	// Timeout bounds the Redis call, so an outage never hangs a request.
 	Timeout time.Duration
-	// Companion, when set, rides in the limiter's round trip (see Companion).
-	Companion *Companion
-	// Defer names the requests whose check waits for their route, which
-	// runs it in the same script call as its own first Redis step (the
-	// Deferral's Script; see Deferred): the first Deferral whose Match
-	// accepts a request takes it. It takes effect only with a companion
-	// that can ride and serve deferred checks (Companion.Deferred,
-	// Verdict).
-	Defer []Deferral
 }
 
-// Middleware limits every request it sees. It sets X-RateLimit-Limit and
-// X-RateLimit-Remaining on every answer, unless the limiter is off: then
-// it only serves the deferred checks, and the other requests pass as if
-// it were not there.
+// Middleware limits every request it sees (the window alone) and sets
+// X-RateLimit-Limit and X-RateLimit-Remaining on every answer. With the
+// limiter off requests pass as if it were not there.
 func (l *Limiter) Middleware(o Options) fiber.Handler {
 	if o.Timeout == 0 {
 		o.Timeout = time.Second
 	}
-	withC := l.companionFor(o.Companion)
-	deferrals := l.deferringFor(&o, withC)
 	return func(c *fiber.Ctx) error {
-		if g := deferralOf(deferrals, c); g != nil {
-			return g.serve(c, &o)
-		}
 		if l.Off() {
 			return c.Next()
 		}
 		ctx, cancel := context.WithTimeout(c.UserContext(), o.Timeout)
-		res, err := l.check(ctx, c, o.Key(c), withC)
+		res, err := l.Allow(ctx, o.Key(c))
 		cancel()
-		if pass, answer := o.decide(c, res, err); !pass {
+		if pass, answer := o.Decide(c, res, err); !pass {
 			return answer
 		}
 		return c.Next()
 	}
 }
 
-// decide turns a check's outcome into the middleware's answer: pass, or
+// Decide turns a check's outcome into the middleware's answer: pass, or
 // the answer to give instead of the route's. It sets the X-RateLimit
-// headers and Retry-After.
-func (o *Options) decide(c *fiber.Ctx, res Result, err error) (pass bool, answer error) {
+// headers and Retry-After. A Redis error fails open for GET and HEAD.
+func (o *Options) Decide(c *fiber.Ctx, res Result, err error) (pass bool, answer error) {
 	if err != nil {
 		if o.OnError != nil {
 			o.OnError(err)
@@ -83,26 +68,4 @@ func (o *Options) decide(c *fiber.Ctx, res Result, err error) (pass bool, answer
 		return false, o.Limited(c, secs)
 	}
 	return true, nil
-}
-
-// check runs the window for client, with the companion when it can ride
-// and has something to run for c.
-func (l *Limiter) check(ctx context.Context, c *fiber.Ctx, client string, w *withCompanion) (Result, error) {
-	if w == nil {
-		return l.Allow(ctx, client)
-	}
-	keys, args, ok := w.c.Prepare(c)
-	if !ok {
-		return l.Allow(ctx, client)
-	}
-	return w.run(ctx, c, client, keys, args)
-}
-
-// run is allow, handing the companion's reply to Done when it ran.
-func (w *withCompanion) run(ctx context.Context, c *fiber.Ctx, client string, keys []string, args []any) (Result, error) {
-	res, reply, ran, err := w.allow(ctx, client, keys, args)
-	if ran {
-		w.c.Done(c, reply)
-	}
-	return res, err
 }

@@ -20,8 +20,9 @@ var windowLua string
 
 var windowScript = redis.NewScript(windowLua)
 
-// WindowLua is the window's script, for a Deferral's Script to run as its
-// first step. KEYS[1] is the client's window; ARGV its three arguments.
+// WindowLua is the window's script, for internal/onetrip to run as the
+// first part of its script. KEYS[1] is the client's window; ARGV its three
+// arguments (Window).
 func WindowLua() string { return windowLua }
 
 // Limiter allows Limit requests per client in any sliding Window.
@@ -40,9 +41,8 @@ type Limiter struct {
 
 // New returns a limiter whose keys start with prefix. window must be at
 // least a millisecond when limit > 0. A limit of 0 is the limiter off: it
-// counts nothing and allows every request without a call to Redis, and
-// its middleware still serves deferred checks, so a deferred route's
-// session check and step stay one script call.
+// counts nothing and allows every request without a call to Redis; its
+// window script run inside another (Window) allows all and writes nothing.
 func New(rdb redis.UniversalClient, prefix string, limit int, window time.Duration) *Limiter {
 	return &Limiter{
 		rdb: rdb, run: rdb, prefix: prefix, limit: limit, window: window,
@@ -53,10 +53,9 @@ func New(rdb redis.UniversalClient, prefix string, limit int, window time.Durati
 // Off says whether the limiter counts nothing (a limit of 0).
 func (l *Limiter) Off() bool { return l.limit == 0 }
 
-// RunOn makes the limiter run its script (and a companion's) on c, an
-// auto-pipeliner of the limiter's client, and returns l. Its other
-// commands, and the choice of whether a companion may ride, stay on the
-// client itself.
+// RunOn makes the limiter run its script on c, an auto-pipeliner of the
+// limiter's client, and returns l. Its other commands stay on the client
+// itself.
 func (l *Limiter) RunOn(c redis.Scripter) *Limiter {
 	l.run = c
 	return l
@@ -125,6 +124,21 @@ func (l *Limiter) key(client string) string { return l.prefix + "rl:{" + client 
 
 // member is unique to one request, across requests and processes.
 func (l *Limiter) member() string { return l.boot + ":" + strconv.FormatUint(l.seq.Add(1), 36) }
+
+// Window is the window script's key and arguments for one request of
+// client, for a script that runs it inside its own (internal/onetrip);
+// Result reads its answer. With the limiter off the member is empty:
+// the script then counts nothing.
+func (l *Limiter) Window(client string) (key string, args []any) {
+	member := ""
+	if !l.Off() {
+		member = l.member()
+	}
+	return l.key(client), []any{l.window.Milliseconds(), l.limit, member}
+}
+
+// Result reads the window script's {allowed, remaining, retry_after_ms}.
+func (l *Limiter) Result(vals []any) (Result, error) { return l.result(vals) }
 
 // result reads the window script's {allowed, remaining, retry_after_ms}.
 func (l *Limiter) result(vals []any) (Result, error) {

@@ -11,6 +11,7 @@ import (
 	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/auth"
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/onetrip"
 	"github.com/shop-oss/shop/internal/server"
 )
 
@@ -20,14 +21,21 @@ const (
 	MaxEntries     = 1000
 )
 
+// OneTripRoutes registers the join and the ticket read, whose checks ride
+// with join.lua: ride is their route-level check (internal/onetrip's
+// Ride).
+func (s *Service) OneTripRoutes(r fiber.Router, ride, requireUser fiber.Handler) {
+	h := handler{s}
+	r.Post("/products/:sku/queue", ride, requireUser, h.join)
+	r.Get("/products/:sku/queue", ride, requireUser, h.ticket)
+}
+
 // Routes registers the room's routes: the shopper's behind requireUser,
 // the admin's behind requireAdmin; the fairness answer and the ticket
 // stream (its URL is its credential) are public.
 func (s *Service) Routes(r fiber.Router, requireUser, requireAdmin fiber.Handler) {
 	h := handler{s}
 	r.Get("/products/:sku/queue/challenge", requireUser, h.challenge)
-	r.Post("/products/:sku/queue", requireUser, h.join)
-	r.Get("/products/:sku/queue", requireUser, h.ticket)
 	r.Get("/products/:sku/queue/fairness", h.fairness)
 	r.Get("/products/:sku/queue/events/:token", h.events)
 	r.Get("/admin/products/:sku/queue", requireAdmin, h.adminView)
@@ -99,7 +107,7 @@ func (h handler) join(c *fiber.Ctx) error {
 			proof.Nonce = *b.Nonce
 		}
 	}
-	t, created, err := h.svc.Join(c.UserContext(), sku, auth.MustUser(c).ID, proof, ChecksOf(c))
+	t, created, err := h.svc.Join(c.UserContext(), sku, auth.MustUser(c).ID, proof, onetrip.Of(c))
 	if err != nil {
 		return h.notFound(c.UserContext(), sku, err)
 	}
@@ -115,7 +123,7 @@ func (h handler) ticket(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	t, err := h.svc.TicketOf(c.UserContext(), sku, auth.MustUser(c).ID, ChecksOf(c))
+	t, err := h.svc.TicketOf(c.UserContext(), sku, auth.MustUser(c).ID, onetrip.Of(c))
 	if err != nil {
 		return h.notFound(c.UserContext(), sku, err)
 	}

@@ -9,12 +9,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/inventory"
-	"github.com/shop-oss/shop/internal/ratelimit"
+	"github.com/shop-oss/shop/internal/onetrip"
 )
 
 var (
@@ -73,37 +72,32 @@ type Proof struct {
 	Challenge, Nonce string
 }
 
-// OneTrip names the limiter's deferral whose script runs a join's or a
-// ticket read's checks and then join.lua (internal/onetrip's Queue).
-const OneTrip = "queue"
+// joinTrip is a join's or a ticket read's one trip: the request's
+// checks, then join.lua.
+var joinTrip = onetrip.NewStep(joinLua)
 
-// JoinLua is join.lua, for internal/onetrip to run after the checks.
+// JoinLua is join.lua, as it runs alone.
 func JoinLua() string { return joinLua }
-
-// ChecksOf returns c's rate-limit window and session check when the
-// limiter deferred them to run in the same script call as join.lua, or
-// nil when they ran up front.
-func ChecksOf(c *fiber.Ctx) *ratelimit.Deferred { return ratelimit.DeferredOf(c, OneTrip) }
 
 // Join enters user in the room of sku's live round, or answers the entry
 // it has (created false). checks, when set, run in the same script call
-// (ChecksOf). Errors: ErrNoRoom, ErrSaleNotActive, ErrChallengeFailed, a
+// (onetrip.Of). Errors: ErrNoRoom, ErrSaleNotActive, ErrChallengeFailed, a
 // refusal of the checks, or a 503.
-func (s *Service) Join(ctx context.Context, sku, user string, proof *Proof, checks *ratelimit.Deferred) (Ticket, bool, error) {
+func (s *Service) Join(ctx context.Context, sku, user string, proof *Proof, checks *onetrip.Checks) (Ticket, bool, error) {
 	return s.entry(ctx, sku, user, "join", proof, checks)
 }
 
 // TicketOf answers user's entry in the room of sku's live round (checks
 // as for Join). Errors: ErrNoRoom, ErrNotInRoom, a refusal of the
 // checks, or a 503.
-func (s *Service) TicketOf(ctx context.Context, sku, user string, checks *ratelimit.Deferred) (Ticket, error) {
+func (s *Service) TicketOf(ctx context.Context, sku, user string, checks *onetrip.Checks) (Ticket, error) {
 	t, _, err := s.entry(ctx, sku, user, "read", nil, checks)
 	return t, err
 }
 
 // entry runs join.lua once, or twice when the instance's view of the
 // live round was stale.
-func (s *Service) entry(ctx context.Context, sku, user, mode string, proof *Proof, checks *ratelimit.Deferred) (Ticket, bool, error) {
+func (s *Service) entry(ctx context.Context, sku, user, mode string, proof *Proof, checks *onetrip.Checks) (Ticket, bool, error) {
 	u, err := parseUser(user)
 	if err != nil {
 		return Ticket{}, false, err
@@ -126,10 +120,8 @@ func (s *Service) entry(ctx context.Context, sku, user, mode string, proof *Proo
 			// Far back, or admitted with a pass this instance has read:
 			// what Redis would answer is the snapshot's; only the request's
 			// checks need Redis.
-			if checks != nil {
-				if err := checks.Settle(); err != nil {
-					return Ticket{}, false, err
-				}
+			if err := checks.Settle(); err != nil {
+				return Ticket{}, false, err
 			}
 			return t, false, nil
 		}
@@ -166,11 +158,11 @@ func (s *Service) entry(ctx context.Context, sku, user, mode string, proof *Proo
 
 // runJoin runs join.lua: after checks in the same call when they have
 // not run, else alone.
-func (s *Service) runJoin(ctx context.Context, checks *ratelimit.Deferred, keys []string, args []any) ([]string, error) {
+func (s *Service) runJoin(ctx context.Context, checks *onetrip.Checks, keys []string, args []any) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
 	defer cancel()
 	if checks != nil {
-		reply, ran, err := checks.Run(ctx, keys, args)
+		reply, ran, err := checks.Run(ctx, joinTrip, keys, args)
 		if ran {
 			if r := checks.Refusal(); r != nil && errors.Is(err, r) {
 				return nil, r // the window's or the session's answer

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"log/slog"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -9,13 +10,28 @@ import (
 	"github.com/shop-oss/shop/internal/ratelimit"
 )
 
-// limiterMiddleware puts the per-IP limiter in front of /api/v1 with the
-// shop's problem documents and metrics, the companion (if any) riding in
-// its round trip, and the deferred routes (if any).
+// limiterMiddleware puts the per-IP limiter alone in front of /api/v1
+// with the shop's problem documents and metrics.
 func limiterMiddleware(d Deps, who clients) fiber.Handler {
-	l, log, reg := d.Limiter, d.Log, d.Registry
-	if l.Off() {
-		return offMiddleware(d, who)
+	return d.Limiter.Middleware(LimiterOptions(d.Registry, d.Log, who.key, d.Limiter.Off()))
+}
+
+// LimiterOptions are the per-IP limiter's answers as the shop gives them,
+// for key's clients: 429 rate_limited, 503 when Redis does not answer,
+// decisions counted on reg and errors logged. With the limiter off it
+// decides nothing, so it counts no decision and logs no limiter error;
+// whatever still runs (a session check riding with a route's step) fails
+// as the session store's, within that step's own deadline.
+func LimiterOptions(reg prometheus.Registerer, log *slog.Logger, key func(*fiber.Ctx) string, off bool) ratelimit.Options {
+	if off {
+		return ratelimit.Options{
+			Key:     key,
+			Timeout: offDeadline,
+			Limited: rateLimited, // never called: a limit of 0 allows all
+			Unavailable: func(*fiber.Ctx, error) error {
+				return apperr.Unavailable("the session store is unreachable; retry shortly")
+			},
+		}
 	}
 	decisions := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "shop_ratelimit_decisions_total",
@@ -24,10 +40,9 @@ func limiterMiddleware(d Deps, who clients) fiber.Handler {
 	reg.MustRegister(decisions)
 	limited := decisions.WithLabelValues("limited")
 	errored := decisions.WithLabelValues("error")
-	mw := l.Middleware(ratelimit.Options{
-		Companion: d.LimiterCompanion,
-		Defer:     d.LimiterDefer,
-		Key:       who.key,
+	return ratelimit.Options{
+		Key:     key,
+		Timeout: time.Second,
 		Limited: func(c *fiber.Ctx, retryAfter int) error {
 			limited.Inc()
 			return rateLimited(c, retryAfter)
@@ -39,8 +54,7 @@ func limiterMiddleware(d Deps, who clients) fiber.Handler {
 			errored.Inc()
 			log.Warn("rate limiter", "err", err)
 		},
-	})
-	return mw
+	}
 }
 
 // rateLimited is the answer to a client over its limit.
@@ -48,24 +62,7 @@ func rateLimited(_ *fiber.Ctx, retryAfter int) error {
 	return &apperr.Error{Code: apperr.CodeRateLimited, Detail: "too many requests from this address", RetryAfter: retryAfter}
 }
 
-// offDeadline is the deferred routes' one trip with the limit off: the
-// deadline each of its parts had alone (the session check's, the
+// offDeadline bounds the checks' call with the limit off: the deadline
+// each part of a one-trip call had alone (the session check's, the
 // reservation's), not the limiter's second.
 const offDeadline = 2 * time.Second
-
-// offMiddleware is the limiter with the limit off: it decides nothing, so
-// it counts no decision and logs no limiter error; it only carries the
-// deferred routes' session check into their step's script call, and a
-// Redis error there is the session store's.
-func offMiddleware(d Deps, who clients) fiber.Handler {
-	return d.Limiter.Middleware(ratelimit.Options{
-		Companion: d.LimiterCompanion,
-		Defer:     d.LimiterDefer,
-		Key:       who.key,
-		Timeout:   offDeadline,
-		Limited:   rateLimited, // never called: a limit of 0 allows all
-		Unavailable: func(*fiber.Ctx, error) error {
-			return apperr.Unavailable("the session store is unreachable; retry shortly")
-		},
-	})
-}

@@ -41,18 +41,18 @@ type Deps struct {
 	// IPv6Prefix is the prefix length of the IPv6 addresses that share one
 	// limiter window (default 64).
 	IPv6Prefix int
-	// Limiter, when set, limits every /api/v1 request per client IP.
+	// Limiter, when set and Checks is not, limits every /api/v1 request
+	// per client IP (its window alone).
 	Limiter *ratelimit.Limiter
-	// LimiterCompanion, when set with Limiter, rides in the limiter's round
-	// trip: the shop's is the session check (auth.Service.LimiterCompanion),
-	// one round trip to Redis instead of two for authenticated requests.
-	LimiterCompanion *ratelimit.Companion
-	// LimiterDefer, when set with the companion, defers the check of the
-	// requests each Deferral matches to their route, which runs it in one
-	// script call with its own first Redis step, the Deferral's Script
-	// (ratelimit.Deferred; the shop's purchases and product reads:
-	// internal/onetrip).
-	LimiterDefer []ratelimit.Deferral
+	// Checks, when set, runs every /api/v1 request's checks (the shop's:
+	// the limiter's window with the session check, internal/onetrip)
+	// before its route, except the routes OneTrip mounts.
+	Checks fiber.Handler
+	// OneTrip registers /api/v1 routes whose own route-level middleware
+	// runs their checks (internal/onetrip's Ride), mounted before Checks:
+	// Fiber runs handlers in the order they were registered, and these
+	// answer without calling on.
+	OneTrip []func(fiber.Router)
 	// Mount registers the domain routes on the /api/v1 router.
 	Mount []func(fiber.Router)
 	// Unlimited registers /api/v1 routes the per-IP limiter does not
@@ -106,7 +106,13 @@ func New(d Deps) *fiber.App {
 	for _, mount := range d.Unlimited {
 		mount(v1)
 	}
-	if d.Limiter != nil {
+	for _, mount := range d.OneTrip {
+		mount(v1)
+	}
+	switch {
+	case d.Checks != nil:
+		v1.Use(d.Checks)
+	case d.Limiter != nil:
 		v1.Use(limiterMiddleware(d, who))
 	}
 	for _, mount := range d.Mount {

@@ -31,8 +31,8 @@ import (
 // keys (a client's window, a product's cache entry, generation or fill
 // lock, a sale hash), whatever else shares the client (the visitor
 // counts, the sweeper, the live stock subscription), and of them the
-// scripts whose keys are a window and then a product's cache entry: the
-// one-trip read.
+// scripts whose keys are a window and then (after a session's, for a
+// signed-in read) a product's cache entry: the one-trip read.
 type readSpy struct {
 	prefix          string
 	trips, combined atomic.Int64
@@ -62,14 +62,24 @@ func (s *readSpy) count(cmds []redis.Cmder) {
 		for _, k := range keys {
 			touched = touched || s.readKey(k)
 		}
-		if len(keys) > 1 && strings.HasPrefix(keys[0], s.prefix+"rl:") &&
-			strings.HasPrefix(keys[1], s.prefix+"cache:entry:{product:") {
+		if len(keys) > 1 && strings.HasPrefix(keys[0], s.prefix+"rl:") && s.readsProduct(keys[1:]) {
 			s.combined.Add(1)
 		}
 	}
 	if touched {
 		s.trips.Add(1)
 	}
+}
+
+// readsProduct says whether keys hold a product's cache entry (after a
+// session's key, for a signed-in read).
+func (s *readSpy) readsProduct(keys []string) bool {
+	for _, k := range keys {
+		if strings.HasPrefix(k, s.prefix+"cache:entry:{product:") {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *readSpy) readKey(k string) bool {
@@ -300,24 +310,22 @@ func TestOneTripReadMissFills(t *testing.T) {
 	}
 }
 
-// Where the read cannot or should not be one call it keeps its steps: a
-// read bearing a token (its session check rides in the limiter's call up
-// front), SHOP_REDIS_ONE_TRIP off, and reads from memory on (a hit of
-// the near cache and the stock view costs the limiter's call alone).
+// Where the read cannot or should not be one call it keeps its steps:
+// SHOP_REDIS_ONE_TRIP off, and reads from memory on (a hit of the near
+// cache and the stock view costs the limiter's call alone). A read
+// bearing a token is one call too (TestOneTripReadSignedIn).
 func TestOneTripReadOnlyWhereItApplies(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name       string
 		cfg        func(*config.Config)
-		token      bool
 		cacheRedis bool // the cache in a Redis of its own
 		wantTrips  int64
 	}{
-		{"token", nil, true, false, 3},
-		{"one_trip_off", func(c *config.Config) { c.RedisOneTrip = false }, false, false, 3},
-		{"near_cache_on", func(c *config.Config) { c.NearCacheTTL = time.Minute }, false, false, 1},
+		{"one_trip_off", func(c *config.Config) { c.RedisOneTrip = false }, false, 3},
+		{"near_cache_on", func(c *config.Config) { c.NearCacheTTL = time.Minute }, false, 1},
 		// The window and the stock here, the document there (a hit).
-		{"cache_redis_of_its_own", nil, false, true, 2},
+		{"cache_redis_of_its_own", nil, true, 2},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -334,13 +342,7 @@ func TestOneTripReadOnlyWhereItApplies(t *testing.T) {
 			}
 			a, spy := oneReadWith(t, 100, tc.cfg, o)
 			a.Sale(t, "rd", 100, 10, 0)
-			token := ""
-			if tc.token {
-				_, token = a.Shopper(t, "rd-"+tc.name+"@example.com")
-			}
-			read := func() {
-				wantProduct(t, a.Do(t, http.MethodGet, "/api/v1/products/rd", token, ""), "rd", "Product rd", 10)
-			}
+			read := func() { wantProduct(t, getProduct(t, a, "rd"), "rd", "Product rd", 10) }
 			read() // fills what the near cache and the stock view keep
 			trips, combined := spy.during(read)
 			if trips != tc.wantTrips || combined != 0 {
@@ -445,4 +447,73 @@ func TestOneTripReadRaceExactTotals(t *testing.T) {
 		t.Fatalf("%d one-trip scripts, want one per reader (%d)", n, readers)
 	}
 	wantCounted(t, a, limit+1)
+}
+
+// A signed-in read is one round trip too: the window, the session check
+// and the read in one script call (issue 47), with the limiter's headers
+// of a check made first.
+func TestOneTripReadSignedIn(t *testing.T) {
+	t.Parallel()
+	a, spy := oneRead(t, 100, nil)
+	a.Sale(t, "rd", 100, 10, 0)
+	_, token := a.Shopper(t, "rd-signed-in@example.com")
+	read := func() openapitest.Reply { return a.Do(t, http.MethodGet, "/api/v1/products/rd", token, "") }
+	wantProduct(t, read(), "rd", "Product rd", 10) // loads the script
+	var r openapitest.Reply
+	trips, combined := spy.during(func() { r = read() })
+	wantProduct(t, r, "rd", "Product rd", 10)
+	if trips != 1 || combined != 1 {
+		t.Fatalf("%d round trips, %d one-trip scripts; want 1 and 1", trips, combined)
+	}
+	if r.Header.Get("X-RateLimit-Limit") != "100" || r.Header.Get("X-RateLimit-Remaining") == "" {
+		t.Fatalf("limiter headers %v", r.Header)
+	}
+}
+
+// A product read is public: a revoked token, or one that is no token at
+// all, reads anonymously, in the one trip.
+func TestOneTripReadRevokedTokenReadsAnonymously(t *testing.T) {
+	t.Parallel()
+	a, spy := oneRead(t, 100, nil)
+	a.Sale(t, "rd", 100, 10, 0)
+	_, token := a.Shopper(t, "rd-revoked@example.com")
+	shoptest.WantStatus(t, a.Do(t, http.MethodPost, "/api/v1/auth/logout", token, ""), http.StatusNoContent)
+	wantProduct(t, a.Do(t, http.MethodGet, "/api/v1/products/rd", token, ""), "rd", "Product rd", 10)
+	for _, tok := range []string{token, "not-a-token"} {
+		var r openapitest.Reply
+		trips, combined := spy.during(func() { r = a.Do(t, http.MethodGet, "/api/v1/products/rd", tok, "") })
+		wantProduct(t, r, "rd", "Product rd", 10)
+		if trips != 1 || combined != 1 {
+			t.Fatalf("token %.12q: %d round trips, %d one-trip scripts; want 1 and 1", tok, trips, combined)
+		}
+	}
+	// A refused token on an unknown product still answers 404, not 401.
+	openapitest.WantProblem(t, a.Do(t, http.MethodGet, "/api/v1/products/no-such", token, ""), http.StatusNotFound, "not_found")
+}
+
+// A signed-in read over the limit gets 429 from the one trip's window,
+// having read nothing and checked no session (its idle expiry not slid).
+func TestOneTripReadSignedInOverTheLimit(t *testing.T) {
+	t.Parallel()
+	a, spy := oneRead(t, 2, nil)
+	a.Sale(t, "rd", 100, 10, 0)
+	_, token := a.Shopper(t, "rd-limited@example.com")
+	read := func() openapitest.Reply { return a.Do(t, http.MethodGet, "/api/v1/products/rd", token, "") }
+	for range 2 {
+		wantProduct(t, read(), "rd", "Product rd", 10)
+	}
+	before := cacheCountsOf(t, a)
+	var r openapitest.Reply
+	trips, combined := spy.during(func() { r = read() })
+	openapitest.WantProblem(t, r, http.StatusTooManyRequests, "rate_limited")
+	if r.Header.Get("Retry-After") == "" || r.Header.Get("X-RateLimit-Remaining") != "0" {
+		t.Fatalf("429 headers %v", r.Header)
+	}
+	if trips != 1 || combined != 1 {
+		t.Fatalf("%d round trips, %d one-trip scripts; want 1 and 1", trips, combined)
+	}
+	if got := cacheCountsOf(t, a); got != before {
+		t.Fatalf("a limited read moved the cache counts from %+v to %+v", before, got)
+	}
+	wantCounted(t, a, 2)
 }

@@ -126,20 +126,28 @@ func purchaseRedis(cfg *config.Config, st Stores, log *slog.Logger) redis.Script
 	return p
 }
 
-// oneTripRoutes are the routes whose checks run with their first Redis
-// step (internal/onetrip): none when SHOP_REDIS_ONE_TRIP is off; product
-// reads only when the document and the stock come from the limiter's
-// Redis in a script call, not from the cache's own Redis
-// (SHOP_CACHE_REDIS_URL) nor from memory (SHOP_NEAR_CACHE_TTL > 0).
-// Where the keys cannot share a call (a cluster) the limiter defers
-// nothing; with the limit off it counts nothing and defers the purchases.
-func oneTripRoutes(cfg *config.Config, st Stores) []ratelimit.Deferral {
-	if !cfg.RedisOneTrip {
-		return nil
+// newTrips runs the requests' checks (internal/onetrip): the per-IP
+// window, with the session check riding along on one Redis. A route that
+// rides (Ride, RidePublic) runs them with its first Redis step unless
+// SHOP_REDIS_ONE_TRIP is off or the keys cannot share a call (a cluster);
+// a product read only when its document and stock come from the
+// limiter's Redis in a script call, not from the cache's own Redis
+// (SHOP_CACHE_REDIS_URL) nor from memory (SHOP_NEAR_CACHE_TTL > 0), and
+// the limiter is on: with the limit off a read keeps its own reads and
+// their deadlines. With the limit off the checks count nothing, and a
+// purchase's session check still rides with its reservation.
+func newTrips(cfg *config.Config, st Stores, authSvc *auth.Service, purchases redis.Scripter,
+	clientIP func(*fiber.Ctx) string, log *slog.Logger, reg *prometheus.Registry) *onetrip.Trips {
+	limiter := ratelimit.New(st.Redis, cfg.KeyPrefix, cfg.RateLimit.Limit, cfg.RateLimit.Window)
+	if purchases != nil {
+		limiter.RunOn(purchases)
 	}
-	// With the limit off a product read has no check to carry: it keeps
-	// its own reads and their deadlines.
-	return onetrip.Deferrals(st.Cache == nil && cfg.NearCacheTTL <= 0 && !cfg.RateLimit.Off())
+	return onetrip.New(onetrip.Config{
+		Limiter: limiter, Auth: authSvc, Redis: st.Redis, Run: purchases,
+		Options: server.LimiterOptions(reg, log, clientIP, cfg.RateLimit.Off()),
+		OneTrip: cfg.RedisOneTrip,
+		Reads:   cfg.RedisOneTrip && st.Cache == nil && cfg.NearCacheTTL <= 0 && !cfg.RateLimit.Off(),
+	})
 }
 
 // indexStartTimeout bounds the pickup store index rebuild at start.
@@ -178,32 +186,29 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 	if st.DB != nil && reg != nil {
 		reg.MustRegister(newSaleCollector(a, st))
 	}
-	var limiter *ratelimit.Limiter
-	deferred := oneTripRoutes(cfg, st)
-	// With the limit off the limiter counts nothing, but still runs the
-	// one-trip routes' checks with their step: one script call, not two.
-	if !cfg.RateLimit.Off() || len(deferred) > 0 {
-		limiter = ratelimit.New(st.Redis, cfg.KeyPrefix, cfg.RateLimit.Limit, cfg.RateLimit.Window)
-		if purchases != nil {
-			limiter.RunOn(purchases)
-		}
-	}
+	trips := newTrips(cfg, st, a.Auth, purchases, clientIP, log, reg)
 	admin, user := a.Auth.RequireAdmin(), a.Auth.RequireUser()
 	a.Fiber = server.New(server.Deps{
-		Limiter:          limiter,
-		LimiterCompanion: a.Auth.LimiterCompanion(),
-		LimiterDefer:     deferred,
-		Log:              log,
-		Redis:            st.Redis,
-		DB:               st.DB,
-		Registry:         reg,
-		BodyLimit:        cfg.BodyLimit,
-		TrustedProxies:   cfg.TrustedProxies,
-		IPv6Prefix:       cfg.RateLimitIPv6Prefix,
+		Checks: trips.UpFront,
+		// The routes that say they ride the one trip; the product reads'
+		// count first, since it wraps the read.
+		OneTrip: []func(fiber.Router){
+			func(r fiber.Router) { a.Visits.CountRoutes(r, nil) },
+			func(r fiber.Router) { a.Catalog.OneTripRoutes(r, trips.RidePublic, a.Auth.OptionalUser()) },
+			func(r fiber.Router) { a.Rooms.OneTripRoutes(r, trips.Ride, user) },
+			func(r fiber.Router) { a.Orders.OneTripRoutes(r, trips.Ride, user) },
+			func(r fiber.Router) { a.Carts.OneTripRoutes(r, trips.Ride, user) },
+		},
+		Log:            log,
+		Redis:          st.Redis,
+		DB:             st.DB,
+		Registry:       reg,
+		BodyLimit:      cfg.BodyLimit,
+		TrustedProxies: cfg.TrustedProxies,
+		IPv6Prefix:     cfg.RateLimitIPv6Prefix,
 		Mount: []func(fiber.Router){
 			a.Auth.Routes,
-			// Before the catalog: it counts the catalog's product reads.
-			func(r fiber.Router) { a.Visits.Routes(r, a.Auth.OptionalUser(), admin) },
+			func(r fiber.Router) { a.Visits.ReportRoutes(r, admin) },
 			func(r fiber.Router) { a.Catalog.Routes(r, admin) },
 			func(r fiber.Router) { a.Live.Routes(r, a.Catalog.Exists, clientIP) },
 			a.Bestsellers.Routes,

@@ -15,20 +15,31 @@ import (
 var errNoProduct = apperr.NewError(apperr.CodeNotFound, "product not found")
 
 // Routes registers, on r (the /api/v1 router), the counting of product
-// reads and the admin reports behind requireAdmin. Mount it before the
-// catalog: its GET /products/:sku handler runs the catalog's (c.Next) and
-// counts the read when that answered 200. optionalUser puts the user of a
-// valid token in the request's context (auth.Service.OptionalUser); nil
-// counts every visitor by IP. A nil requireAdmin registers no reports.
+// reads (CountRoutes) and the admin reports behind requireAdmin
+// (ReportRoutes; a nil requireAdmin registers none).
 func (s *Service) Routes(r fiber.Router, optionalUser, requireAdmin fiber.Handler) {
-	h := handler{s}
+	s.CountRoutes(r, optionalUser)
+	if requireAdmin != nil {
+		s.ReportRoutes(r, requireAdmin)
+	}
+}
+
+// CountRoutes registers the counting of product reads. Mount it before
+// the catalog's read: its GET /products/:sku handler runs the catalog's
+// (c.Next) and counts the read when that answered 200, by the user the
+// read left in the request's context, else by IP. optionalUser, when set,
+// puts the user of a valid token there first (auth.Service.OptionalUser);
+// the shop's catalog read names its reader itself.
+func (s *Service) CountRoutes(r fiber.Router, optionalUser fiber.Handler) {
 	if optionalUser == nil {
 		optionalUser = func(c *fiber.Ctx) error { return c.Next() }
 	}
-	r.Get("/products/:sku", optionalUser, h.count)
-	if requireAdmin == nil {
-		return
-	}
+	r.Get("/products/:sku", optionalUser, handler{s}.count)
+}
+
+// ReportRoutes registers the admin reports behind requireAdmin.
+func (s *Service) ReportRoutes(r fiber.Router, requireAdmin fiber.Handler) {
+	h := handler{s}
 	r.Get("/admin/products/:sku/visitors", requireAdmin, h.product)
 	r.Get("/admin/visitors", requireAdmin, h.site)
 }
