@@ -40,10 +40,14 @@ func Of(c *fiber.Ctx) *Checks {
 // have already run (an earlier Run, or Settle): the caller then runs its
 // step alone. Otherwise reply is the step's, or err is the checks'
 // refusal (Refusal; the step did not run), or a Redis error (whether the
-// step ran is unknown, as for any failed script call).
+// step ran is unknown, as for any failed script call). Checks that have
+// run and refused answer their refusal again, with ran true.
 func (ck *Checks) Run(ctx context.Context, step *Step, keys []string, args []any) (reply any, ran bool, err error) {
-	if ck == nil || ck.ran {
+	if ck == nil {
 		return nil, false, nil
+	}
+	if ck.ran { // a refusal stands: the step must not run alone after it
+		return nil, ck.refusal != nil, ck.refusal
 	}
 	ck.ran = true
 	ctx, cancel := context.WithTimeout(ctx, ck.t.o.Timeout)
@@ -161,6 +165,12 @@ func (ck *Checks) outcome(vals []any) (outcome, error) {
 func (ck *Checks) judge(out outcome, err error) error {
 	if pass, answer := ck.t.o.Decide(ck.c, out.res, err); !pass {
 		return answer
+	}
+	if err != nil && ck.verdict && ck.session != nil {
+		// The window fails open for a GET, but a signed-in route's guard
+		// admitted the request on this check's promise: no answer, no
+		// admission (503, as the guard answers up front).
+		return ck.t.o.Unavailable(ck.c, err)
 	}
 	if err != nil || !out.checked {
 		return nil

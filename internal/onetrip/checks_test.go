@@ -12,6 +12,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shop-oss/shop/internal/auth"
 	"github.com/shop-oss/shop/internal/onetrip"
 	"github.com/shop-oss/shop/internal/testenv"
 )
@@ -146,5 +147,73 @@ func TestUpFrontOutageNeverAdmits(t *testing.T) {
 	f := newFixture(t, dead, r.Prefix, 100, nil)
 	if res := f.do(t, http.MethodGet, "/api/v1/test/user", token); res.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("GET with Redis down: %d, want 503", res.StatusCode)
+	}
+}
+
+// A riding signed-in route that answers without its step (a ticket read
+// from the room's snapshot) settles its checks after the route; when
+// that call fails, a GET's window fails open, but the session was never
+// checked: a revoked token must get 503, never the route's answer, as up
+// front. A POST is refused by the window already.
+func TestRideOutageNeverAdmits(t *testing.T) {
+	t.Parallel()
+	r := testenv.NewRedis(t)
+	live := newFixture(t, r.Client, r.Prefix, 100, nil)
+	_, token := live.shopper(t, "ada@example.com")
+	if res := live.do(t, http.MethodPost, "/api/v1/auth/logout", token); res.StatusCode != http.StatusNoContent {
+		t.Fatalf("logout: %d", res.StatusCode)
+	}
+	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	t.Cleanup(func() { _ = dead.Close() })
+	var f *fixture
+	f = newFixture(t, dead, r.Prefix, 100, func(rt fiber.Router, trips *onetrip.Trips) {
+		answer := func(c *fiber.Ctx) error {
+			if err := onetrip.Of(c).Settle(); err != nil {
+				return err
+			}
+			return c.JSON(auth.MustUser(c))
+		}
+		rt.Get("/snapshot", trips.Ride, func(c *fiber.Ctx) error { return f.svc.RequireUser()(c) }, answer)
+		rt.Post("/snapshot", trips.Ride, func(c *fiber.Ctx) error { return f.svc.RequireUser()(c) }, answer)
+	})
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost} {
+		if res := f.do(t, m, "/api/v1/snapshot", token); res.StatusCode != http.StatusServiceUnavailable {
+			t.Errorf("%s of a riding route with Redis down and a revoked token: %d, want 503", m, res.StatusCode)
+		}
+	}
+}
+
+// Checks that refused stay refused: a route that tries its step again
+// after a refusal (a retry loop) gets the refusal again, never its step
+// alone.
+func TestChecksRefuseAgainAfterARefusal(t *testing.T) {
+	t.Parallel()
+	r := testenv.NewRedis(t)
+	incr := onetrip.NewStep(`return redis.call('INCR', KEYS[1])`)
+	key := r.Prefix + "runs"
+	f := newFixture(t, r.Client, r.Prefix, 1, func(rt fiber.Router, trips *onetrip.Trips) {
+		rt.Get("/retry", trips.Ride, func(c *fiber.Ctx) error {
+			ck := onetrip.Of(c)
+			_, _, first := ck.Run(c.UserContext(), incr, []string{key}, nil)
+			if _, ran, err := ck.Run(c.UserContext(), incr, []string{key}, nil); err == nil && !ran {
+				// The checks passed earlier: the step runs alone.
+				if err := r.Client.Incr(c.UserContext(), key).Err(); err != nil {
+					return err
+				}
+			}
+			if first != nil {
+				return first
+			}
+			return c.SendStatus(http.StatusNoContent)
+		})
+	})
+	if res := f.do(t, http.MethodGet, "/api/v1/retry", ""); res.StatusCode != http.StatusNoContent {
+		t.Fatalf("first request: %d, want 204", res.StatusCode)
+	}
+	if res := f.do(t, http.MethodGet, "/api/v1/retry", ""); res.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("second request, over the limit: %d, want 429", res.StatusCode)
+	}
+	if n, _ := r.Client.Get(context.Background(), key).Int64(); n != 2 {
+		t.Fatalf("the step ran %d times; want 2, both for the allowed request", n)
 	}
 }
