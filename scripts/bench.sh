@@ -921,7 +921,7 @@ STOLEN=$(awk -v a="$STEAL_START" -v b="$(steal)" 'BEGIN {printf "%.1f", b - a}')
 if [ "${BENCH_SKIP_GO:-}" = 1 ] || [ "${BENCH_SKIP_HOT:-}" = 1 ]; then exit 0; fi
 echo; echo "== hot paths: go test -run '^\$' -bench 'Reserve\$|Allow\$|VerifyToken\$|AuthenticatedRequest|GetProductCached\$|ProductJSON\$|ValidCode\$|ParseBatch\$|Purchase\$|GetProduct\$|Healthz\$' -benchtime 3s -benchmem"
 go test -run '^$' -bench 'Reserve$|Allow$|VerifyToken$|AuthenticatedRequest|GetProductCached$|ProductJSON$|ValidCode$|ParseBatch$|Purchase$|GetProduct$|Healthz$' \
-  -benchtime 3s -benchmem -timeout 10m ./internal/order ./internal/order/writer ./internal/inventory ./internal/shop/catalogtest ./internal/ratelimit ./internal/auth ./internal/shop |
+  -benchtime 3s -benchmem -timeout 10m ./internal/order ./internal/order/writer ./internal/inventory ./internal/shop/catalogtest ./internal/ratelimit ./internal/auth ./internal/onetrip ./internal/shop |
   grep -E '^(Benchmark|ok|FAIL)'
 
 if [ "${BENCH_SKIP_GO:-}" = 1 ] || [ "${BENCH_SKIP_HOT:-}" = 1 ]; then exit 0; fi
