@@ -32,12 +32,17 @@ func aofFile(b *testing.B, rdb *redis.Client) (path string, size int64) {
 	if len(files) == 0 {
 		b.Fatalf("no AOF incr file in %s", filepath.Join(dir["dir"], sub["appenddirname"]))
 	}
-	slices.Sort(files) // appendonly.aof.N.incr.aof: the newest sorts last while N has one digit
-	fi, err := os.Stat(files[len(files)-1])
+	// <appendfilename>.N.incr.aof: the newest has the largest N.
+	seq := func(f string) int {
+		n, _ := strconv.Atoi(filepath.Ext(strings.TrimSuffix(strings.TrimSuffix(f, ".aof"), ".incr"))[1:])
+		return n
+	}
+	newest := slices.MaxFunc(files, func(x, y string) int { return seq(x) - seq(y) })
+	fi, err := os.Stat(newest)
 	if err != nil {
 		b.Fatal(err)
 	}
-	return files[len(files)-1], fi.Size()
+	return newest, fi.Size()
 }
 
 // keyShape is a key or command with its ids and numbers made one: what
