@@ -51,6 +51,7 @@ func newRootCmd(getenv func(string) string, stdout, stderr io.Writer) (*cobra.Co
 		newMigrateCmd(a),
 		newUserCmd(a),
 		newLoadtestCmd(a),
+		newBenchCmd(a),
 		newAuditCmd(a),
 		newRecoverCmd(a),
 		newVersionCmd(a),
