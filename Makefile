@@ -7,8 +7,10 @@ run: ## migrate and serve the API on 127.0.0.1:8080 (SHOP_ADDR=:8080 for every i
 test: ## go vet, staticcheck + all tests with -race (unit, integration and e2e)
 	@scripts/test.sh
 
-bench: ## shop loadtest vs redis-benchmark on the same Redis, writer drain, hot-path benchmarks (BENCHMARKS.md)
-	@scripts/bench.sh
+bench: ## shop bench: shop loadtest vs redis-benchmark on the same Redis, writer drain, hot-path benchmarks (BENCHMARKS.md); flags as BENCH_* variables
+	@go build -o bin/shop ./cmd/shop
+	@bash -c '. scripts/services.sh && exec bin/shop bench --postgres-url "$$(ensure_postgres postgres)" \
+	  --shared-redis-url "$$(ensure_redis 0)" --test-redis-url "$${SHOP_TEST_REDIS_URL:-$$(ensure_redis 1)}"'
 
 bench-room: ## issue 33: purchases offered at 5x the maximum, with and without a waiting room, beside the unloaded p99 (BENCHMARKS.md)
 	@scripts/bench-room.sh

@@ -39,7 +39,7 @@ import (
 //     CPU (INFO cpu, user + sys) over the attack, which says how busy the
 //     Redis side was;
 //  3. the Redis side alone: redis-benchmark running the reserve script the
-//     server runs (internal/order/reserve.lua, the bench.sh call with every
+//     server runs (internal/order/reserve.lua, the `shop bench` call with every
 //     key tagged to one slot of the master) on every master at once,
 //     BENCH_RB_CLIENTS clients each: script calls/s per master and summed.
 //

@@ -16,7 +16,7 @@ import (
 // What idle live stock streams cost the server, per stream: memory (RSS
 // and Go heap) and CPU over 30 s of keep-alives. A measurement, not a
 // check: it runs only when SHOP_LIVE_IDLE_STREAMS names how many streams
-// to open (scripts/bench.sh opens 10,000), and logs the figures that
+// to open (`shop bench` opens 10,000), and logs the figures that
 // BENCHMARKS.md quotes. The streams are raw connections that read and
 // discard, so the client's own cost stays out of the server's figures.
 func TestLiveIdleStreamCost(t *testing.T) {

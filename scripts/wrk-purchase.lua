@@ -1,11 +1,11 @@
 -- wrk script for `make bench`: purchases of one product by the shoppers
--- `scripts/bench.sh` registered, a second client beside `shop loadtest`.
+-- `shop bench` registered, a second client beside `shop loadtest`.
 -- WRK_SHOPPERS names a file of "access-token x-forwarded-for" lines, one
 -- per shopper; WRK_SKU the product. Each request is the next shopper's
 -- POST /api/v1/products/{sku}/purchase of one unit with a fresh
 -- Idempotency-Key (WRK_RUN, the thread and a counter), as the load test's
 -- are. Answers are counted by status; done() prints one line per status,
--- "status <code> <count>", which bench.sh checks against the stock.
+-- "status <code> <count>", which `shop bench` checks against the stock.
 --
 -- WRK_RATE=R paces the requests to R a second in all (one thread): each
 -- request has its slot on a fixed timeline, 1/R apart, and waits for it

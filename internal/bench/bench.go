@@ -111,6 +111,9 @@ func newBench(cfg Config) (*bench, error) {
 	if !filepath.IsAbs(cfg.Out) {
 		cfg.Out = filepath.Join(dir, cfg.Out)
 	}
+	if cfg.PostgresURL == "" {
+		return nil, fmt.Errorf("bench: need PostgreSQL (--postgres-url; make run starts one)")
+	}
 	if cfg.Runs < 1 {
 		return nil, fmt.Errorf("bench: --runs must be 1 or more")
 	}
