@@ -15,6 +15,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Config is one bench run's settings (the command's flags).
@@ -55,9 +57,35 @@ type Config struct {
 	Stdout, Stderr io.Writer
 }
 
+// bench is one run's state: what it started and what it measured.
+type bench struct {
+	cfg        Config
+	out, warn  io.Writer
+	prefix     string // every key this run writes starts with it
+	redisURL   string
+	redisDesc  string
+	redisDir   string
+	ownRedis   bool
+	rhost      string
+	rport      string
+	rdbNum     int
+	rdb        *redis.Client
+	slowSaved  []string
+	dbURL      string
+	secret     string
+	server     *exec.Cmd
+	writer     *exec.Cmd
+	sampler    *sampler
+	haveWrk    bool
+	loadStart  string
+	stealStart float64
+
+	results
+}
+
 // Run runs the whole bench: every phase of every run, the summary, then
 // the Go benchmarks.
-func Run(ctx context.Context, cfg Config) (err error) {
+func Run(ctx context.Context, cfg Config) error {
 	b, err := newBench(cfg)
 	if err != nil {
 		return err
@@ -72,6 +100,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	b.sampler = startSampler()
 	b.runs(ctx)
+	if ctx.Err() != nil {
+		return ctx.Err() // interrupted: the deferred cleanup stops what was started
+	}
 	b.rateTable(ctx)
 	b.profileTops(ctx)
 	b.cpu = cpuReport(b.sampler.Stop(), b.phases, clockTicks, b.serverPids())

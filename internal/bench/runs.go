@@ -37,8 +37,10 @@ func (b *bench) run(ctx context.Context, i int) {
 	}
 	b.reads(ctx, i, p.SKU)
 	if b.haveWrk {
-		w, _ := b.wrkPurchases(ctx, i, p.Script)
-		b.wrkRuns = append(b.wrkRuns, w)
+		w, measured := b.wrkPurchases(ctx, i, p.Script)
+		if measured {
+			b.wrkRuns = append(b.wrkRuns, w)
+		}
 		b.printf("   wrk      purchases %s/s (p50 %s ms, p99 %s ms, %s accepted, invariants ok: %t): ratio to the bare script %s\n",
 			num(w.PerSec), num(w.P50), num(w.P99), whole(w.Accepted), w.OK, fixed(w.Ratio, 3))
 		b.printf("   wrk      at %s/s (half): %s/s, p50 %s ms, p99 %s ms (%s requests over 1 ms behind their slot, the latest by %s ms)\n",

@@ -281,7 +281,8 @@ func (b *bench) profileTops(ctx context.Context) {
 			continue
 		}
 		b.printf("\n== server CPU profile (%s): go tool pprof -top %s %s\n", p.what, b.cfg.Bin, b.path(p.file))
-		top := output(ctx, "go", "tool", "pprof", "-top", "-nodecount=35", b.cfg.Bin, b.path(p.file))
+		raw, _ := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=35", b.cfg.Bin, b.path(p.file)).Output()
+		top := string(raw)
 		lines := strings.Split(top, "\n")
 		b.printf("%s\n", strings.Join(lines[:min(45, len(lines))], "\n"))
 	}

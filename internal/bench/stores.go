@@ -17,32 +17,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// bench is one run's state: what it started and what it measured.
-type bench struct {
-	cfg        Config
-	out, warn  interface{ Write([]byte) (int, error) }
-	prefix     string // every key this run writes starts with it
-	redisURL   string
-	redisDesc  string
-	redisDir   string
-	ownRedis   bool
-	rhost      string
-	rport      string
-	rdbNum     int
-	rdb        *redis.Client
-	slowSaved  []string
-	dbURL      string
-	secret     string
-	server     *exec.Cmd
-	writer     *exec.Cmd
-	sampler    *sampler
-	haveWrk    bool
-	loadStart  string
-	stealStart float64
-
-	results
-}
-
 // startRedis starts the bench's own redis-server from deploy/redis.conf,
 // the production settings (the AOF with appendfsync always), so every
 // write pays its fsync here as there; or uses the Redis it was given.

@@ -91,7 +91,7 @@ func (b *bench) wrkAddsUp(ctx context.Context, api *api, admin string, run int, 
 		time.Sleep(time.Second)
 	}
 	sold, avail, err := api.stock(ctx, admin, sku)
-	if err == nil && audited && sold >= accepted && sold <= accepted+float64(attacks*b.cfg.Connections)+errs && 1000000-avail == sold {
+	if err == nil && audited && soldAddsUp(accepted, sold, avail, errs, attacks*b.cfg.Connections) {
 		return true
 	}
 	auditExit := 0
@@ -102,6 +102,16 @@ func (b *bench) wrkAddsUp(ctx context.Context, api *api, admin string, run int, 
 		accepted, sold, avail, errs, auditExit, auditFile)
 	return false
 }
+
+// soldAddsUp: every 202 a sold unit, at most one unread answer per
+// connection an attack and one per socket error beyond them, and the
+// stock's 10^6 units all sold or available.
+func soldAddsUp(accepted, sold, available, socketErrors float64, inFlight int) bool {
+	return sold >= accepted && sold <= accepted+float64(inFlight)+socketErrors && wrkUnits-available == sold
+}
+
+// wrkUnits is the stock of wrk's product.
+const wrkUnits = 1000000
 
 // signUp registers and logs in the shoppers, four at a time, and writes
 // "token address" for each (the address shop loadtest --forwarded-for
@@ -205,7 +215,7 @@ func (a *api) createProduct(ctx context.Context, admin, sku string) error {
 		return err
 	}
 	return a.call(ctx, http.MethodPut, "/admin/products/"+sku+"/stock", admin, adminAddr,
-		map[string]any{"quantity": 1000000, "per_user_limit": 0}, nil)
+		map[string]any{"quantity": wrkUnits, "per_user_limit": 0}, nil)
 }
 
 func (a *api) stock(ctx context.Context, admin, sku string) (sold, available float64, err error) {
