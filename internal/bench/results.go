@@ -3,21 +3,21 @@ package bench
 // results are every run's figures, by phase; the summary takes their
 // medians.
 type results struct {
-	purchases   []purchaseRun
-	half        []rateRun // purchases at half the run's maximum
-	halfPlain   []rateRun
-	rates       []rateRun // the extra fixed rates (--rate)
-	healthzHalf []healthzRun
-	views       map[string][]serverView // half, half-plain
-	tails       []redisTail
-	readRuns    []readRun
-	wrkRuns     []wrkRun
-	plain       []plainRun
-	rewrites    []string
-	perPurchase []perCall
-	drain, copy []float64
-	phases      []phase
-	cpu         []cpuRow
+	purchaseRuns []purchaseRun
+	half         []rateRun // purchases at half the run's maximum
+	halfPlain    []rateRun
+	rates        []rateRun // the extra fixed rates (--rate)
+	healthzHalf  []healthzRun
+	views        map[string][]serverView // half, half-plain
+	tails        []redisTail
+	readRuns     []readRun
+	wrkRuns      []wrkRun
+	plain        []plainRun
+	rewrites     []string
+	perPurchase  []perCall
+	drain, copy  []float64
+	phases       []phase
+	cpu          []cpuRow
 }
 
 // purchaseRun: the HTTP attack and the two bare scripts of one run.

@@ -20,7 +20,7 @@ func (b *bench) runs(ctx context.Context) {
 func (b *bench) run(ctx context.Context, i int) {
 	b.printf("-- run %d, load %s\n", i, loadAvg())
 	p := b.purchases(ctx, i)
-	b.results.purchases = append(b.results.purchases, p)
+	b.purchaseRuns = append(b.purchaseRuns, p)
 	b.printf("   purchases %s/s (p50 %s ms, p99 %s ms, invariants ok: %t), bare script %s ops/s: ratio %s; minimal script %s ops/s: ratio %s\n",
 		num(p.HTTP), num(p.P50), num(p.P99), p.OK, num(p.Script), fixed(p.Ratio, 3), num(p.Minimal), fixed(p.MinRate, 3))
 	if rate := half(p.HTTP); rate > 0 {

@@ -11,116 +11,143 @@ import (
 // ratio measured within one run), where the cores went and Redis's
 // commands per purchase; also to summary.txt.
 func (b *bench) summary() error {
-	var s strings.Builder
-	w := func(format string, args ...any) { fmt.Fprintf(&s, format, args...) }
-	row := func(label, measured, baseline, ratio, target string) {
-		w("%-58s %14s %14s %9s %8s\n", label, measured, baseline, ratio, target)
-	}
-	pair := func(label, a, b string) { w("  %-56s %14s %14s\n", label, a, b) }
+	var t report
 	r := &b.results
-	n := b.cfg.Runs
-	w("\n== the four ratios: medians of %d run(s), each ratio measured within one run; load %s at the start, %s at the end;\n",
-		n, b.loadStart, loadAvg())
-	w("   %.1f core-seconds stolen by the host (steal) while the bench ran\n", steal()-b.stealStart)
-	row("", "measured", "baseline", "ratio", "target")
-	http := medianOf(r.purchases, func(p purchaseRun) float64 { return p.HTTP })
-	script := medianOf(r.purchases, func(p purchaseRun) float64 { return p.Script })
-	minimal := medianOf(r.purchases, func(p purchaseRun) float64 { return p.Minimal })
-	row(fmt.Sprintf("HTTP purchases/s / bare reserve script (redis-benchmark -c %d)", rbClients), num(http), num(script),
-		fixed(medianOf(r.purchases, func(p purchaseRun) float64 { return p.Ratio }), 3), ">= 0.35")
-	row("  the same / bare minimal purchase script (bench-minimal.lua)", num(http), num(minimal),
-		fixed(medianOf(r.purchases, func(p purchaseRun) float64 { return p.MinRate }), 3), "")
-	if len(r.plain) > 0 {
-		plain := medianOf(r.plain, func(p plainRun) float64 { return p.PerSec })
-		row("  plain client (shop loadtest --procs 0) / minimal script", num(plain), num(minimal),
-			fixed(medianOf(r.plain, func(p plainRun) float64 { return p.RatioMinimal }), 3), ">= 0.35")
-		row("  plain client / bare reserve script", num(plain), num(script),
-			fixed(medianOf(r.plain, func(p plainRun) float64 { return p.RatioScript }), 3), "")
-	}
-	if len(r.wrkRuns) > 0 {
-		row(fmt.Sprintf("  the same, wrk -t1 as the client (invariants: %s)", wrkInvariants(r.wrkRuns)),
-			num(medianOf(r.wrkRuns, func(x wrkRun) float64 { return x.PerSec })), num(script),
-			fixed(medianOf(r.wrkRuns, func(x wrkRun) float64 { return x.Ratio }), 3), ">= 0.35")
-	}
-	row("p99 ms of purchases at half the measured maximum", num(medianOf(r.half, func(h rateRun) float64 { return h.P99 })),
-		"at "+num(medianOf(r.half, func(h rateRun) float64 { return float64(h.Rate) }))+"/s", "", "<= 10")
-	if len(r.healthzHalf) > 0 {
-		row("  GET /healthz's p99 ms at that rate; purchases' / its", num(medianOf(r.healthzHalf, func(h healthzRun) float64 { return h.P99 })),
-			"", fixed(medianOf(r.healthzHalf, func(h healthzRun) float64 { return h.Ratio }), 3), "<= 5")
-	}
-	if len(r.plain) > 0 {
-		row("  the same, plain client at half its own maximum", num(medianOf(r.plain, func(p plainRun) float64 { return p.HalfP99 })),
-			"at "+num(medianOf(r.plain, func(p plainRun) float64 { return float64(p.Rate) }))+"/s", "", "<= 10")
-		row("  GET /healthz's p99 ms at that rate (plain); purchases' / its", num(medianOf(r.plain, func(p plainRun) float64 { return p.Healthz })),
-			"", fixed(medianOf(r.plain, func(p plainRun) float64 { return p.Ratio }), 3), "<= 5")
-	}
-	if vs := r.views["half-plain"]; len(vs) > 0 {
-		pair("the plain client's inside the server: p50 / p99 ms", viewPair(vs, viewP50, viewP99), fixed(medianOf(vs, viewOver10), 4)+" over 10 ms")
-		w("  %-56s %14s\n", "  its one script call: p50 / p99 ms", viewPair(vs, viewScriptP50, viewScriptP99))
-	}
-	if len(r.wrkRuns) > 0 {
-		row("  the same, wrk -t1 paced at half its own maximum", num(medianOf(r.wrkRuns, func(x wrkRun) float64 { return x.HalfP99 })),
-			"at "+num(medianOf(r.wrkRuns, func(x wrkRun) float64 { return x.HalfRate }))+"/s", "", "<= 10")
-	}
-	if vs := r.views["half"]; len(vs) > 0 {
-		pair("shop loadtest's inside the server (its histogram): p50 / p99 ms", viewPair(vs, viewP50, viewP99), fixed(medianOf(vs, viewOver10), 4)+" over 10 ms")
-		w("  %-56s %14s\n", "  its one script call: p50 / p99 ms", viewPair(vs, viewScriptP50, viewScriptP99))
-		pair("meanwhile: orders per writer batch, PostgreSQL commits per purchase",
-			fixed(medianOf(vs, func(v serverView) float64 { return v.PerBatch }), 1), fixed(medianOf(vs, func(v serverView) float64 { return v.CommitsPer }), 2))
-	}
-	for _, ph := range []string{"half", "half-plain", "half-wrk"} {
-		var ts []redisTail
-		for _, t := range r.tails {
-			if t.Phase == ph {
-				ts = append(ts, t)
-			}
-		}
-		if len(ts) == 0 {
-			continue
-		}
-		m := func(f func(redisTail) float64) float64 { return medianOf(ts, f) }
-		pair(fmt.Sprintf("Redis's own clock (%s): script calls, mean µs of one", ph),
-			num(m(func(t redisTail) float64 { return t.Calls })), fixed(m(func(t redisTail) float64 { return t.MeanUsec }), 1))
-		pair("  calls over 1 ms / over 10 ms; the longest, ms",
-			num(m(func(t redisTail) float64 { return t.Over1 }))+" / "+num(m(func(t redisTail) float64 { return t.Over10 })),
-			fixed(m(func(t redisTail) float64 { return t.MaxMs }), 2))
-		pair("  O(1) and other commands over 1 ms; the longest, ms",
-			num(m(func(t redisTail) float64 { return t.Others })), fixed(m(func(t redisTail) float64 { return t.OthersMaxMs }), 2))
-	}
-	for _, client := range []string{"loadtest", "wrk"} {
-		var rs []readRun
-		for _, x := range r.readRuns {
-			if x.Client == client {
-				rs = append(rs, x)
-			}
-		}
-		if len(rs) == 0 {
-			continue
-		}
-		row(fmt.Sprintf("GET product/s / GET /healthz/s (%s)", client), num(medianOf(rs, func(x readRun) float64 { return x.Product })),
-			num(medianOf(rs, func(x readRun) float64 { return x.Healthz })), fixed(medianOf(rs, func(x readRun) float64 { return x.Ratio }), 3), ">= 0.5")
-	}
+	t.f("\n== the four ratios: medians of %d run(s), each ratio measured within one run; load %s at the start, %s at the end;\n",
+		b.cfg.Runs, b.loadStart, loadAvg())
+	t.f("   %.1f core-seconds stolen by the host (steal) while the bench ran\n", steal()-b.stealStart)
+	t.row("", "measured", "baseline", "ratio", "target")
+	throughputRows(&t, r)
+	tailRows(&t, r)
+	redisClockRows(&t, r)
+	readRows(&t, r)
 	if len(r.drain) > 0 && len(r.copy) > 0 {
 		d, c := median(r.drain), median(r.copy)
-		row("order writer drain orders/s / COPY of the same rows", num(d), num(c), fixed(ratio(d, c), 3), ">= 0.8")
+		t.row("order writer drain orders/s / COPY of the same rows", num(d), num(c), fixed(ratio(d, c), 3), ">= 0.8")
 	}
 	if len(r.cpu) > 0 {
-		cpuTables(&s, r.cpu, n)
+		cpuTables(&t.Builder, r.cpu, b.cfg.Runs)
 	}
 	if len(r.perPurchase) > 0 {
-		w("\n== Redis's commands per purchase (run 1, INFO commandstats; a script's commands also count inside its EVALSHA)\n")
-		w("%-22s %8s %8s\n", "command", "calls", "µs")
-		writePerPurchase(&s, r.perPurchase, 15)
+		t.f("\n== Redis's commands per purchase (run 1, INFO commandstats; a script's commands also count inside its EVALSHA)\n")
+		t.f("%-22s %8s %8s\n", "command", "calls", "µs")
+		writePerPurchase(&t, r.perPurchase, 15)
 		var all strings.Builder
 		writePerPurchase(&all, r.perPurchase, len(r.perPurchase))
 		_ = os.WriteFile(b.path("redis-commands.txt"), []byte(all.String()), 0o644)
 	}
 	if len(r.rewrites) > 0 {
-		w("automatic AOF rewrites inside measured phases (run, phase, count): %s\n", strings.Join(r.rewrites, "; "))
+		t.f("automatic AOF rewrites inside measured phases (run, phase, count): %s\n", strings.Join(r.rewrites, "; "))
 	}
-	w("per run: the load tests' reports (loadtest-*.json, get-*.json), redis-benchmark-*.csv, wrk-*.txt, slowlog-*.txt, writer.txt in %s/\n", b.cfg.Out)
-	b.printf("%s", s.String())
-	return os.WriteFile(b.path("summary.txt"), []byte(s.String()), 0o644)
+	t.f("per run: the load tests' reports (loadtest-*.json, get-*.json), redis-benchmark-*.csv, wrk-*.txt, slowlog-*.txt, writer.txt in %s/\n", b.cfg.Out)
+	b.printf("%s", t.String())
+	return os.WriteFile(b.path("summary.txt"), []byte(t.String()), 0o644)
+}
+
+// report is the summary's text and its two kinds of line.
+type report struct{ strings.Builder }
+
+func (t *report) f(format string, args ...any) { fmt.Fprintf(t, format, args...) }
+
+func (t *report) row(label, measured, baseline, ratio, target string) {
+	t.f("%-58s %14s %14s %9s %8s\n", label, measured, baseline, ratio, target)
+}
+
+func (t *report) pair(label, a, b string) { t.f("  %-56s %14s %14s\n", label, a, b) }
+
+// throughputRows: purchases against the bare scripts, by client.
+func throughputRows(t *report, r *results) {
+	http := medianOf(r.purchaseRuns, func(p purchaseRun) float64 { return p.HTTP })
+	script := medianOf(r.purchaseRuns, func(p purchaseRun) float64 { return p.Script })
+	minimal := medianOf(r.purchaseRuns, func(p purchaseRun) float64 { return p.Minimal })
+	t.row(fmt.Sprintf("HTTP purchases/s / bare reserve script (redis-benchmark -c %d)", rbClients), num(http), num(script),
+		fixed(medianOf(r.purchaseRuns, func(p purchaseRun) float64 { return p.Ratio }), 3), ">= 0.35")
+	t.row("  the same / bare minimal purchase script (bench-minimal.lua)", num(http), num(minimal),
+		fixed(medianOf(r.purchaseRuns, func(p purchaseRun) float64 { return p.MinRate }), 3), "")
+	if len(r.plain) > 0 {
+		plain := medianOf(r.plain, func(p plainRun) float64 { return p.PerSec })
+		t.row("  plain client (shop loadtest --procs 0) / minimal script", num(plain), num(minimal),
+			fixed(medianOf(r.plain, func(p plainRun) float64 { return p.RatioMinimal }), 3), ">= 0.35")
+		t.row("  plain client / bare reserve script", num(plain), num(script),
+			fixed(medianOf(r.plain, func(p plainRun) float64 { return p.RatioScript }), 3), "")
+	}
+	if len(r.wrkRuns) > 0 {
+		t.row(fmt.Sprintf("  the same, wrk -t1 as the client (invariants: %s)", wrkInvariants(r.wrkRuns)),
+			num(medianOf(r.wrkRuns, func(x wrkRun) float64 { return x.PerSec })), num(script),
+			fixed(medianOf(r.wrkRuns, func(x wrkRun) float64 { return x.Ratio }), 3), ">= 0.35")
+	}
+}
+
+// tailRows: the p99 at half rate by client, beside /healthz's, and the
+// server's own view of those windows.
+func tailRows(t *report, r *results) {
+	t.row("p99 ms of purchases at half the measured maximum", num(medianOf(r.half, func(h rateRun) float64 { return h.P99 })),
+		"at "+num(medianOf(r.half, func(h rateRun) float64 { return float64(h.Rate) }))+"/s", "", "<= 10")
+	if len(r.healthzHalf) > 0 {
+		t.row("  GET /healthz's p99 ms at that rate; purchases' / its", num(medianOf(r.healthzHalf, func(h healthzRun) float64 { return h.P99 })),
+			"", fixed(medianOf(r.healthzHalf, func(h healthzRun) float64 { return h.Ratio }), 3), "<= 5")
+	}
+	if len(r.plain) > 0 {
+		t.row("  the same, plain client at half its own maximum", num(medianOf(r.plain, func(p plainRun) float64 { return p.HalfP99 })),
+			"at "+num(medianOf(r.plain, func(p plainRun) float64 { return float64(p.Rate) }))+"/s", "", "<= 10")
+		t.row("  GET /healthz's p99 ms at that rate (plain); purchases' / its", num(medianOf(r.plain, func(p plainRun) float64 { return p.Healthz })),
+			"", fixed(medianOf(r.plain, func(p plainRun) float64 { return p.Ratio }), 3), "<= 5")
+	}
+	if vs := r.views["half-plain"]; len(vs) > 0 {
+		t.pair("the plain client's inside the server: p50 / p99 ms", viewPair(vs, viewP50, viewP99), fixed(medianOf(vs, viewOver10), 4)+" over 10 ms")
+		t.f("  %-56s %14s\n", "  its one script call: p50 / p99 ms", viewPair(vs, viewScriptP50, viewScriptP99))
+	}
+	if len(r.wrkRuns) > 0 {
+		t.row("  the same, wrk -t1 paced at half its own maximum", num(medianOf(r.wrkRuns, func(x wrkRun) float64 { return x.HalfP99 })),
+			"at "+num(medianOf(r.wrkRuns, func(x wrkRun) float64 { return x.HalfRate }))+"/s", "", "<= 10")
+	}
+	if vs := r.views["half"]; len(vs) > 0 {
+		t.pair("shop loadtest's inside the server (its histogram): p50 / p99 ms", viewPair(vs, viewP50, viewP99), fixed(medianOf(vs, viewOver10), 4)+" over 10 ms")
+		t.f("  %-56s %14s\n", "  its one script call: p50 / p99 ms", viewPair(vs, viewScriptP50, viewScriptP99))
+		t.pair("meanwhile: orders per writer batch, PostgreSQL commits per purchase",
+			fixed(medianOf(vs, func(v serverView) float64 { return v.PerBatch }), 1), fixed(medianOf(vs, func(v serverView) float64 { return v.CommitsPer }), 2))
+	}
+}
+
+// redisClockRows: Redis's own clock on each half-rate window.
+func redisClockRows(t *report, r *results) {
+	for _, ph := range []string{"half", "half-plain", "half-wrk"} {
+		ts := where(r.tails, func(x redisTail) bool { return x.Phase == ph })
+		if len(ts) == 0 {
+			continue
+		}
+		m := func(f func(redisTail) float64) float64 { return medianOf(ts, f) }
+		t.pair(fmt.Sprintf("Redis's own clock (%s): script calls, mean µs of one", ph),
+			num(m(func(x redisTail) float64 { return x.Calls })), fixed(m(func(x redisTail) float64 { return x.MeanUsec }), 1))
+		t.pair("  calls over 1 ms / over 10 ms; the longest, ms",
+			num(m(func(x redisTail) float64 { return x.Over1 }))+" / "+num(m(func(x redisTail) float64 { return x.Over10 })),
+			fixed(m(func(x redisTail) float64 { return x.MaxMs }), 2))
+		t.pair("  O(1) and other commands over 1 ms; the longest, ms",
+			num(m(func(x redisTail) float64 { return x.Others })), fixed(m(func(x redisTail) float64 { return x.OthersMaxMs }), 2))
+	}
+}
+
+// readRows: a product read against /healthz, by client.
+func readRows(t *report, r *results) {
+	for _, client := range []string{"loadtest", "wrk"} {
+		rs := where(r.readRuns, func(x readRun) bool { return x.Client == client })
+		if len(rs) == 0 {
+			continue
+		}
+		t.row(fmt.Sprintf("GET product/s / GET /healthz/s (%s)", client), num(medianOf(rs, func(x readRun) float64 { return x.Product })),
+			num(medianOf(rs, func(x readRun) float64 { return x.Healthz })), fixed(medianOf(rs, func(x readRun) float64 { return x.Ratio }), 3), ">= 0.5")
+	}
+}
+
+// where is the rows keep keeps.
+func where[T any](rows []T, keep func(T) bool) []T {
+	var out []T
+	for _, r := range rows {
+		if keep(r) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func wrkInvariants(rs []wrkRun) string {
