@@ -184,42 +184,45 @@ func cpuTables(s *strings.Builder, rows []cpuRow, runs int) {
 	for _, r := range rows {
 		byPhase[r.Name] = append(byPhase[r.Name], r)
 	}
-	perReq := func(r cpuRow, cores float64) float64 {
-		if r.Rate <= 0 {
-			return na
-		}
-		return cores * 1e6 / r.Rate
+	busy := func(r cpuRow) []float64 { return append(byKind(r.Busy), r.Other) }
+	idle := func(rs []cpuRow) string {
+		return fmt.Sprintf(" %7s", fixed(medianOf(rs, func(r cpuRow) float64 { return r.Idle }), 3))
 	}
-	cols := func(rs []cpuRow, value func(cpuRow) float64) string {
-		return fmt.Sprintf(" %6s (%4s)", fixed(medianOf(rs, value), 3),
-			whole(medianOf(rs, func(r cpuRow) float64 { return perReq(r, value(r)) })))
-	}
-	rate := func(r cpuRow) float64 { return r.Rate }
 	fmt.Fprintf(s, "\n== where the two cores go: cores busy per kind of process (medians of %d run(s); in brackets, core-µs per request at the phase's rate)\n", runs)
 	fmt.Fprintf(s, "%-18s %10s %13s %13s %13s %13s %13s %7s\n", "phase", "req/s", "server", "client", "redis", "postgres", "other", "idle")
-	for _, ph := range cpuPhases {
-		rs := byPhase[ph]
-		if len(rs) == 0 {
-			continue
-		}
-		fmt.Fprintf(s, "%-18s %10s", ph, num(medianOf(rs, rate)))
-		for _, k := range kinds {
-			s.WriteString(cols(rs, func(r cpuRow) float64 { return r.Busy[k] }))
-		}
-		s.WriteString(cols(rs, func(r cpuRow) float64 { return r.Other }))
-		fmt.Fprintf(s, " %7s\n", fixed(medianOf(rs, func(r cpuRow) float64 { return r.Idle }), 3))
-	}
+	cpuTable(s, byPhase, busy, idle)
 	fmt.Fprintf(s, "\n== runnable but waiting for a core (schedstat; s per s, in brackets µs per request): where the tail comes from\n")
 	fmt.Fprintf(s, "%-18s %10s %13s %13s %13s %13s\n", "phase", "req/s", "server", "client", "redis", "postgres")
+	cpuTable(s, byPhase, func(r cpuRow) []float64 { return byKind(r.Wait) }, func([]cpuRow) string { return "" })
+}
+
+func byKind(m map[string]float64) []float64 {
+	out := make([]float64, len(kinds))
+	for i, k := range kinds {
+		out[i] = m[k]
+	}
+	return out
+}
+
+// cpuTable prints a line per phase: its rate, then each of values'
+// columns as its median and, in brackets, the median per request.
+func cpuTable(s *strings.Builder, byPhase map[string][]cpuRow, values func(cpuRow) []float64, tail func([]cpuRow) string) {
 	for _, ph := range cpuPhases {
 		rs := byPhase[ph]
 		if len(rs) == 0 {
 			continue
 		}
-		fmt.Fprintf(s, "%-18s %10s", ph, num(medianOf(rs, rate)))
-		for _, k := range kinds {
-			s.WriteString(cols(rs, func(r cpuRow) float64 { return r.Wait[k] }))
+		fmt.Fprintf(s, "%-18s %10s", ph, num(medianOf(rs, func(r cpuRow) float64 { return r.Rate })))
+		for c := range values(rs[0]) {
+			v := func(r cpuRow) float64 { return values(r)[c] }
+			perReq := func(r cpuRow) float64 {
+				if r.Rate <= 0 {
+					return na
+				}
+				return v(r) * 1e6 / r.Rate
+			}
+			fmt.Fprintf(s, " %6s (%4s)", fixed(medianOf(rs, v), 3), whole(medianOf(rs, perReq)))
 		}
-		s.WriteString("\n")
+		s.WriteString(tail(rs) + "\n")
 	}
 }

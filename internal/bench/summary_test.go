@@ -41,3 +41,22 @@ func TestSummaryMedians(t *testing.T) {
 		t.Errorf("summary.txt differs from what was printed (%v)", err)
 	}
 }
+
+func TestCPUTables(t *testing.T) {
+	row := func(run int, rate, server float64) cpuRow {
+		return cpuRow{phase: phase{Run: run, Name: "half", Rate: rate}, Secs: 10,
+			Busy: map[string]float64{"server": server, "client": 0.1, "redis": 0.2, "postgres": 0.05}, Other: 0.15, Idle: 1,
+			Wait: map[string]float64{"server": 0.01}}
+	}
+	var s strings.Builder
+	cpuTables(&s, []cpuRow{row(1, 1000, 0.4), row(2, 2000, 0.6), {phase: phase{Name: "bare", Rate: 0}, Busy: map[string]float64{}}}, 2)
+	for _, want := range []string{
+		"half                     1500  0.500 ( 350)  0.100 (  75)  0.200 ( 150)  0.050 (  38)  0.150 ( 112)   1.000\n",
+		"half                     1500  0.010 (   8)  0.000 (   0)  0.000 (   0)  0.000 (   0)\n",
+		"bare                        0  0.000 ( n/a)",
+	} {
+		if !strings.Contains(s.String(), want) {
+			t.Errorf("tables lack %q:\n%s", want, s.String())
+		}
+	}
+}
