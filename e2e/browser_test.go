@@ -204,16 +204,8 @@ func TestBrowserStorefront(t *testing.T) {
 	id := func(s string) chromedp.ID { return chromedp.ID(s) }
 
 	// Sign up (which logs in), log out, log in.
-	do(t, ctx, "sign up",
-		chromedp.Navigate(s.URL+"/#/register"),
-		chromedp.WaitVisible(id("register-email")),
-		chromedp.SendKeys(id("register-email"), "browser@shop.test"),
-		chromedp.SendKeys(id("register-password"), "browser-password"),
-		chromedp.Click(id("register-submit")),
-		chromedp.WaitVisible(id("nav-logout")),
-		chromedp.Click(id("nav-logout")),
-		chromedp.WaitVisible(id("nav-login")),
-	)
+	signUp(t, ctx, s, "browser@shop.test", "browser-password")
+	do(t, ctx, "log out", chromedp.Click(id("nav-logout")), chromedp.WaitVisible(id("nav-login")))
 	do(t, ctx, "log in",
 		chromedp.Navigate(s.URL+"/#/login"),
 		chromedp.WaitVisible(id("login-email")),
@@ -366,14 +358,7 @@ func TestBrowserStorefrontStripe(t *testing.T) {
 func stripeOrder(t *testing.T, ctx context.Context, s *shop) string {
 	t.Helper()
 	id := func(s string) chromedp.ID { return chromedp.ID(s) }
-	do(t, ctx, "sign up",
-		chromedp.Navigate(s.URL+"/#/register"),
-		chromedp.WaitVisible(id("register-email")),
-		chromedp.SendKeys(id("register-email"), "stripe@shop.test"),
-		chromedp.SendKeys(id("register-password"), "stripe-password"),
-		chromedp.Click(id("register-submit")),
-		chromedp.WaitVisible(id("nav-logout")),
-	)
+	signUp(t, ctx, s, "stripe@shop.test", "stripe-password")
 	do(t, ctx, "open the product", chromedp.Navigate(s.URL+"/#/p/stripe-browser"))
 	until(t, ctx, "live stock shown", text("live-available", "10"))
 	do(t, ctx, "buy", chromedp.Click(id("buy-now")))
@@ -507,6 +492,19 @@ func intentSucceeded(t *testing.T, ctx context.Context, s *shop, order string) {
 	}
 }
 
+// signUp registers email on the storefront's form, which logs it in.
+func signUp(t *testing.T, ctx context.Context, s *shop, email, password string) {
+	t.Helper()
+	do(t, ctx, "sign up",
+		chromedp.Navigate(s.URL+"/#/register"),
+		chromedp.WaitVisible(chromedp.ID("register-email")),
+		chromedp.SendKeys(chromedp.ID("register-email"), email),
+		chromedp.SendKeys(chromedp.ID("register-password"), password),
+		chromedp.Click(chromedp.ID("register-submit")),
+		chromedp.WaitVisible(chromedp.ID("nav-logout")),
+	)
+}
+
 func do(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
 	if err := chromedp.Do(ctx, steps...); err != nil {
@@ -563,14 +561,7 @@ func TestBrowserWaitingRoom(t *testing.T) {
 	defer stayOnOrigin(t, ctx, s.URL)()
 	id := func(s string) chromedp.ID { return chromedp.ID(s) }
 
-	do(t, ctx, "sign up",
-		chromedp.Navigate(s.URL+"/#/register"),
-		chromedp.WaitVisible(id("register-email")),
-		chromedp.SendKeys(id("register-email"), "room@shop.test"),
-		chromedp.SendKeys(id("register-password"), "room-password"),
-		chromedp.Click(id("register-submit")),
-		chromedp.WaitVisible(id("nav-logout")),
-	)
+	signUp(t, ctx, s, "room@shop.test", "room-password")
 	do(t, ctx, "open the product", chromedp.Navigate(s.URL+"/#/p/"+sku))
 	// Shown or not as drawn, not as the hidden attribute says.
 	visible := func(id string) string {

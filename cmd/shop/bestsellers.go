@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 
@@ -14,15 +13,7 @@ import (
 )
 
 func newBestsellersCmd(a *app) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "bestsellers",
-		Short: "Maintain the best-seller boards",
-		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("bestsellers: a subcommand is required: rebuild")
-		},
-	}
-	cmd.AddCommand(&cobra.Command{
+	return parentCmd("bestsellers", "Maintain the best-seller boards", &cobra.Command{
 		Use:   "rebuild",
 		Short: "Recompute today's, this week's, this month's and the all-time boards from PostgreSQL",
 		Long: "The boards in Redis are derived from the orders in PostgreSQL; rebuild recomputes them " +
@@ -41,5 +32,4 @@ func newBestsellersCmd(a *app) *cobra.Command {
 			})
 		},
 	})
-	return cmd
 }

@@ -15,14 +15,6 @@ import (
 )
 
 func newPaymentsCmd(a *app) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "payments",
-		Short: "Maintain payments taken through the payment provider",
-		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("payments: a subcommand is required: reconcile")
-		},
-	}
 	var since time.Duration
 	reconcile := &cobra.Command{
 		Use:   "reconcile",
@@ -54,6 +46,5 @@ func newPaymentsCmd(a *app) *cobra.Command {
 		},
 	}
 	reconcile.Flags().DurationVar(&since, "since", 24*time.Hour, "how far back to list the provider's payment intents")
-	cmd.AddCommand(reconcile)
-	return cmd
+	return parentCmd("payments", "Maintain payments taken through the payment provider", reconcile)
 }

@@ -61,6 +61,26 @@ func newRootCmd(getenv func(string) string, stdout, stderr io.Writer) (*cobra.Co
 	return root, a
 }
 
+// parentCmd is a command that only groups its subcommands. Run bare, or
+// with a typo that cobra would answer with help and exit 0, it fails
+// naming them.
+func parentCmd(use, short string, subs ...*cobra.Command) *cobra.Command {
+	names := make([]string, len(subs))
+	for i, sub := range subs {
+		names[i] = sub.Name()
+	}
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			return fmt.Errorf("%s: a subcommand is required: %s", use, strings.Join(names, " or "))
+		},
+	}
+	cmd.AddCommand(subs...)
+	return cmd
+}
+
 // flagName turns SHOP_REDIS_URL into redis-url.
 func flagName(variable string) string {
 	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(variable, "SHOP_")), "_", "-")

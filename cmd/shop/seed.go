@@ -57,15 +57,7 @@ var demoSales = []map[string]int{
 }
 
 func newSeedCmd(a *app) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "seed",
-		Short: "Load data",
-		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("seed: a subcommand is required: demo")
-		},
-	}
-	cmd.AddCommand(&cobra.Command{
+	return parentCmd("seed", "Load data", &cobra.Command{
 		Use:   "demo",
 		Short: "Create a demo admin and a small catalog on sale (idempotent; SHOP_ENV=dev only)",
 		Long: "Create the demo admin (" + demoAdminEmail + ") and a small catalog in a few categories, " +
@@ -74,7 +66,6 @@ func newSeedCmd(a *app) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.seedDemo(cmd.Context()) },
 	})
-	return cmd
 }
 
 func (a *app) seedDemo(ctx context.Context) error {

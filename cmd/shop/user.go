@@ -15,17 +15,7 @@ import (
 )
 
 func newUserCmd(a *app) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "user",
-		Short: "Manage user accounts",
-		Args:  cobra.NoArgs,
-		// Without this, cobra shows help and exits 0 for `shop user typo`.
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("user: a subcommand is required: add or delete")
-		},
-	}
-	cmd.AddCommand(newUserAddCmd(a), newUserDeleteCmd(a))
-	return cmd
+	return parentCmd("user", "Manage user accounts", newUserAddCmd(a), newUserDeleteCmd(a))
 }
 
 // newUserAddCmd is `shop user add`: the way admins are made, since

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/shop-oss/shop/internal/apperr"
+	"github.com/shop-oss/shop/internal/metric"
 )
 
 // Roles a user may have.
@@ -178,14 +179,10 @@ const (
 
 func newMetrics(reg prometheus.Registerer, log *slog.Logger) *metrics {
 	m := &metrics{
-		logins: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shop_auth_logins_total",
-			Help: "Login attempts by outcome (success, invalid_credentials, invalid_request, throttled, unavailable, error).",
-		}, []string{"outcome"}),
-		refreshReuse: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "shop_auth_refresh_reuse_total",
-			Help: "Already used refresh tokens presented again; each revoked its session.",
-		}),
+		logins: metric.CounterVec("shop_auth_logins_total",
+			"Login attempts by outcome (success, invalid_credentials, invalid_request, throttled, unavailable, error).", "outcome"),
+		refreshReuse: metric.Counter("shop_auth_refresh_reuse_total",
+			"Already used refresh tokens presented again; each revoked its session."),
 	}
 	for _, o := range []string{outcomeSuccess, outcomeInvalid, outcomeInvalidRequest, outcomeThrottled, outcomeUnavailable, outcomeError} {
 		m.logins.WithLabelValues(o) // export zeros, so rate() works from the start

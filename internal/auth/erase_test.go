@@ -82,8 +82,7 @@ func TestEraseUserByAnySpellingRevokesEverySession(t *testing.T) {
 	for name, spell := range spellings {
 		email := strings.ReplaceAll(name, " ", "") + "@example.com"
 		email = strings.ReplaceAll(email, ",", "")
-		u := h.mustCreate(t, email, RoleShopper)
-		tok := h.login(t, email, "phone")
+		u, tok := h.shopper(t, email, "phone")
 		if _, err := h.svc.EraseUser(context.Background(), spell(u.ID)); err != nil {
 			t.Fatalf("%s: erase %s: %v", name, spell(u.ID), err)
 		}
@@ -101,8 +100,7 @@ func TestEraseUserByAnySpellingRevokesEverySession(t *testing.T) {
 func TestEraseUserRefusesOtherSpellings(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	u := h.mustCreate(t, "kept@example.com", RoleShopper)
-	tok := h.login(t, "kept@example.com", "phone")
+	u, tok := h.shopper(t, "kept@example.com", "phone")
 	for _, id := range []string{
 		"urn:uuid:" + u.ID, "URN:UUID:" + u.ID, "{" + u.ID + "}", " " + u.ID, u.ID + " ", u.ID + "\n",
 		u.ID[:35], u.ID + "0", strings.ReplaceAll(u.ID, "-", "")[:31], "", "-" + strings.ReplaceAll(u.ID, "-", "")[1:],

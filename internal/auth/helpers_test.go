@@ -195,6 +195,12 @@ func (h *harness) mustCreate(t *testing.T, email, role string) User {
 
 const testPassword = "correct horse battery"
 
+// shopper creates a shopper and logs it in from device.
+func (h *harness) shopper(t *testing.T, email, device string) (User, Tokens) {
+	t.Helper()
+	return h.mustCreate(t, email, RoleShopper), h.login(t, email, device)
+}
+
 // login logs in over HTTP and returns the pair.
 func (h *harness) login(t *testing.T, email, device string) Tokens {
 	t.Helper()

@@ -22,8 +22,7 @@ import (
 func TestParallelRefresh(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.mustCreate(t, "ada@example.com", RoleShopper)
-	tok := h.login(t, "ada@example.com", "")
+	_, tok := h.shopper(t, "ada@example.com", "")
 
 	const n = 20
 	start := make(chan struct{})
@@ -67,8 +66,7 @@ func TestParallelRefresh(t *testing.T) {
 func TestReuseRevokesSession(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.mustCreate(t, "ada@example.com", RoleShopper)
-	laptop := h.login(t, "ada@example.com", "laptop")
+	_, laptop := h.shopper(t, "ada@example.com", "laptop")
 	phone := h.login(t, "ada@example.com", "phone")
 	ctx := context.Background()
 
@@ -102,8 +100,7 @@ func TestReuseRevokesSession(t *testing.T) {
 func TestBadRefreshTokens(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.mustCreate(t, "ada@example.com", RoleShopper)
-	tok := h.login(t, "ada@example.com", "")
+	_, tok := h.shopper(t, "ada@example.com", "")
 	sid, err := h.svc.sessions.verifyRefresh(tok.RefreshToken)
 	if err != nil {
 		t.Fatal(err)
@@ -140,8 +137,7 @@ func TestBadRefreshTokens(t *testing.T) {
 func TestLogoutOneDevice(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.mustCreate(t, "ada@example.com", RoleShopper)
-	laptop := h.login(t, "ada@example.com", "laptop")
+	_, laptop := h.shopper(t, "ada@example.com", "laptop")
 	phone := h.login(t, "ada@example.com", "phone")
 
 	h.do(t, http.MethodPost, "/api/v1/auth/logout", nil, bearer(laptop.AccessToken)...).want(t, http.StatusNoContent, "")
@@ -194,8 +190,7 @@ func TestNoCrossUserAccess(t *testing.T) {
 func TestSessionKeys(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	u := h.mustCreate(t, "ada@example.com", RoleShopper)
-	tok := h.login(t, "ada@example.com", "iphone")
+	u, tok := h.shopper(t, "ada@example.com", "iphone")
 	ctx := context.Background()
 
 	keys := h.sessionKeys(t)
@@ -237,8 +232,7 @@ func TestSessionKeys(t *testing.T) {
 func TestSessionSlideWritesRarely(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.mustCreate(t, "ada@example.com", RoleShopper)
-	tok := h.login(t, "ada@example.com", "iphone")
+	_, tok := h.shopper(t, "ada@example.com", "iphone")
 	ctx := context.Background()
 	key := h.sessionKeys(t)[0]
 

@@ -28,8 +28,7 @@ func TestSessionCheckAnswersOnlyItsToken(t *testing.T) {
 	}
 
 	h := newHarness(t)
-	h.mustCreate(t, "ada@example.com", RoleShopper)
-	tok := h.login(t, "ada@example.com", "")
+	_, tok := h.shopper(t, "ada@example.com", "")
 	h.me(t, tok.AccessToken).want(t, http.StatusOK, "")
 	h.do(t, http.MethodPost, "/api/v1/auth/logout", nil, bearer(tok.AccessToken)...).want(t, http.StatusNoContent, "")
 	h.me(t, tok.AccessToken).want(t, http.StatusUnauthorized, "unauthorized")

@@ -1,6 +1,10 @@
 package bestseller
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shop-oss/shop/internal/metric"
+)
 
 type metrics struct {
 	orders *prometheus.CounterVec
@@ -9,14 +13,10 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
-		orders: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shop_bestseller_updates_total",
-			Help: "Orders given to the best-seller boards, by op (count, takeback) and result (applied, skipped: already counted or taken back).",
-		}, []string{"op", "result"}),
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shop_bestseller_update_errors_total",
-			Help: "Best-seller batches that failed (Redis did not answer, or a malformed order), by op.",
-		}, []string{"op"}),
+		orders: metric.CounterVec("shop_bestseller_updates_total",
+			"Orders given to the best-seller boards, by op (count, takeback) and result (applied, skipped: already counted or taken back).", "op", "result"),
+		errors: metric.CounterVec("shop_bestseller_update_errors_total",
+			"Best-seller batches that failed (Redis did not answer, or a malformed order), by op.", "op"),
 	}
 	reg.MustRegister(m.orders, m.errors)
 	for _, op := range []string{"count", "takeback"} { // shown from the start, at 0

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shop-oss/shop/internal/apperr"
+	"github.com/shop-oss/shop/internal/metric"
 	"github.com/shop-oss/shop/internal/order"
 )
 
@@ -15,14 +16,10 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
-		operations: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shop_cart_operations_total",
-			Help: "Cart operations answered successfully, by op (get, add, set, remove, clear).",
-		}, []string{"op"}),
-		checkouts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shop_checkouts_total",
-			Help: "Cart checkouts by outcome (accepted, replayed, or the error code).",
-		}, []string{"outcome"}),
+		operations: metric.CounterVec("shop_cart_operations_total",
+			"Cart operations answered successfully, by op (get, add, set, remove, clear).", "op"),
+		checkouts: metric.CounterVec("shop_checkouts_total",
+			"Cart checkouts by outcome (accepted, replayed, or the error code).", "outcome"),
 	}
 	reg.MustRegister(m.operations, m.checkouts)
 	return m

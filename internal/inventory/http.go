@@ -172,19 +172,19 @@ func (b productBody) check(pathSKU string, reported []apperr.FieldError) []apper
 		}
 		switch {
 		case !present && required:
-			errs = append(errs, field(name, "is required"))
+			errs = append(errs, apperr.Field(name, "is required"))
 		case present:
 			errs = append(errs, valid()...)
 		}
 	}
 	add("sku", b.SKU != nil, create, func() []apperr.FieldError {
 		if !create && *b.SKU != pathSKU {
-			return []apperr.FieldError{field("sku", "must be the sku in the path (a sku cannot change)")}
+			return []apperr.FieldError{apperr.Field("sku", "must be the sku in the path (a sku cannot change)")}
 		}
 		return checkCode("sku", *b.SKU)
 	})
-	add("name", b.Name != nil, true, func() []apperr.FieldError { return checkName(*b.Name) })
-	add("description", b.Description != nil, !create, func() []apperr.FieldError { return checkDescription(*b.Description) })
+	add("name", b.Name != nil, true, func() []apperr.FieldError { return apperr.CheckName("name", *b.Name, maxNameLen) })
+	add("description", b.Description != nil, !create, func() []apperr.FieldError { return apperr.CheckText("description", *b.Description, maxDescriptionLen) })
 	add("category", b.Category != nil, true, func() []apperr.FieldError { return checkCode("category", *b.Category) })
 	add("price_cents", b.PriceCents != nil, true, func() []apperr.FieldError { return checkPrice(*b.PriceCents) })
 	return errs

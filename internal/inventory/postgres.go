@@ -94,14 +94,17 @@ func (s *Catalog) selectProduct(ctx context.Context, sku string) (record, error)
 func (s *Catalog) selectPage(ctx context.Context, category, after string, limit int) ([]record, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
 	defer cancel()
-	var rows pgx.Rows
-	var err error
-	if category == "" {
-		rows, err = s.db.Query(ctx, listAllSQL, after, limit+1)
-	} else {
-		rows, err = s.db.Query(ctx, listCategorySQL, category, after, limit+1)
-	}
+	rows, err := s.queryListing(ctx, category, listAllSQL, listCategorySQL, after, limit+1)
 	return collectPage(rows, err, limit)
+}
+
+// queryListing runs a listing's query over every category, or its variant
+// for one category, whose first parameter is the category.
+func (s *Catalog) queryListing(ctx context.Context, category, allSQL, categorySQL string, args ...any) (pgx.Rows, error) {
+	if category == "" {
+		return s.db.Query(ctx, allSQL, args...)
+	}
+	return s.db.Query(ctx, categorySQL, append([]any{category}, args...)...)
 }
 
 // collectPage reads up to limit rows of a query that asked for one more,
@@ -134,14 +137,7 @@ func (s *Catalog) selectChunk(ctx context.Context, category string, k int) (chun
 	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
 	defer cancel()
 	offset := k * chunkSize
-	var rows pgx.Rows
-	var err error
-	if category == "" {
-		rows, err = s.db.Query(ctx, chunkAllSQL, offset, chunkSize+1)
-	} else {
-		rows, err = s.db.Query(ctx, chunkCategorySQL, category, offset, chunkSize+1)
-	}
-	recs, err := collectRecords(rows, err)
+	recs, err := collectRecords(s.queryListing(ctx, category, chunkAllSQL, chunkCategorySQL, offset, chunkSize+1))
 	c := chunk{Items: recs}
 	if len(recs) > chunkSize {
 		c.Items, c.More, c.Next = recs[:chunkSize], true, recs[chunkSize].SKU

@@ -12,14 +12,8 @@ import (
 // future one on another code path) changes nothing.
 func TestReleaseScriptRefusesBadArgumentsBeforeWriting(t *testing.T) {
 	t.Parallel()
-	r := testenv.NewRedis(t)
-	s := NewStock(r.Client, r.Prefix)
+	r, s := twoHeldOfFive(t)
 	ctx := context.Background()
-	if err := s.OpenRound(ctx, "a", LiveRound{Round: 1, Quantity: 5, PriceCents: 1}); err != nil {
-		t.Fatal(err)
-	}
-	r.Client.HSet(ctx, s.SaleKey("a"), "available", 3)
-	r.Client.HSet(ctx, s.BuyersKey("a"), "u1", 2)
 	keys := []string{s.SaleKey("a") + ":noguard", s.SaleKey("a"), s.BuyersKey("a"), s.releasedKey("a"), s.SaleKey("a") + ":nooutbox"}
 	good := []any{"o1", "u1", "", "", "", 1, "a", 2, 1, "", 0, "0", "PUBLISH"}
 	bad := map[string][]any{
@@ -57,14 +51,8 @@ func TestReleaseScriptRefusesBadArgumentsBeforeWriting(t *testing.T) {
 // is gone. So the stream records the releases that happened, each once.
 func TestReleaseOutboxWhenGivenRecordsOnlyTheReleaseThatGaveUnitsBack(t *testing.T) {
 	t.Parallel()
-	r := testenv.NewRedis(t)
-	s := NewStock(r.Client, r.Prefix)
+	r, s := twoHeldOfFive(t)
 	ctx := context.Background()
-	if err := s.OpenRound(ctx, "a", LiveRound{Round: 1, Quantity: 5, PriceCents: 1}); err != nil {
-		t.Fatal(err)
-	}
-	r.Client.HSet(ctx, s.SaleKey("a"), "available", 3)
-	r.Client.HSet(ctx, s.BuyersKey("a"), "u1", 2)
 	outbox := s.SaleKey("a") + ":log" // the SKU's slot
 	release := func(order string, round int64) Released {
 		t.Helper()
@@ -88,4 +76,19 @@ func TestReleaseOutboxWhenGivenRecordsOnlyTheReleaseThatGaveUnitsBack(t *testing
 	if len(entries) != 1 || entries[0].Values["order_id"] != "o1" {
 		t.Fatalf("outbox %v, want the one entry of o1's first release", entries)
 	}
+}
+
+// twoHeldOfFive opens round 1 of SKU "a" with 5 units, of which buyer u1
+// holds 2: the state a release starts from.
+func twoHeldOfFive(t *testing.T) (*testenv.Redis, *Stock) {
+	t.Helper()
+	r := testenv.NewRedis(t)
+	s := NewStock(r.Client, r.Prefix)
+	ctx := context.Background()
+	if err := s.OpenRound(ctx, "a", LiveRound{Round: 1, Quantity: 5, PriceCents: 1}); err != nil {
+		t.Fatal(err)
+	}
+	r.Client.HSet(ctx, s.SaleKey("a"), "available", 3)
+	r.Client.HSet(ctx, s.BuyersKey("a"), "u1", 2)
+	return r, s
 }

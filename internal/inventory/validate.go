@@ -2,12 +2,9 @@ package inventory
 
 import (
 	"encoding/base64"
-	"fmt"
 	"github.com/shop-oss/shop/internal/apperr"
 	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 )
 
 // Limits of product fields (docs/api.md). MaxPriceCents keeps every order total
@@ -54,44 +51,16 @@ func validCode(s string) bool {
 // ValidSKU reports whether s has the shape of a sku.
 func ValidSKU(s string) bool { return validCode(s) }
 
-func field(name, format string, args ...any) apperr.FieldError {
-	return apperr.FieldError{Field: name, Message: fmt.Sprintf(format, args...)}
-}
-
 func checkCode(name, v string) []apperr.FieldError {
 	if !validCode(v) {
-		return []apperr.FieldError{field(name, CodeRule)}
-	}
-	return nil
-}
-
-func checkName(v string) []apperr.FieldError {
-	switch n := utf8.RuneCountInString(v); {
-	case n == 0 || n > maxNameLen:
-		return []apperr.FieldError{field("name", "must be 1 to %d characters", maxNameLen)}
-	case strings.TrimSpace(v) == "":
-		return []apperr.FieldError{field("name", "must not be blank")}
-	case strings.ContainsFunc(v, unicode.IsControl):
-		return []apperr.FieldError{field("name", "must not contain control characters")}
-	}
-	return nil
-}
-
-// checkDescription allows line breaks and tabs but no other control
-// characters (PostgreSQL text cannot even hold NUL).
-func checkDescription(v string) []apperr.FieldError {
-	if utf8.RuneCountInString(v) > maxDescriptionLen {
-		return []apperr.FieldError{field("description", "must be at most %d characters", maxDescriptionLen)}
-	}
-	if strings.ContainsFunc(v, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\r' && r != '\t' }) {
-		return []apperr.FieldError{field("description", "must not contain control characters other than line breaks and tabs")}
+		return []apperr.FieldError{apperr.Field(name, CodeRule)}
 	}
 	return nil
 }
 
 func checkPrice(v int64) []apperr.FieldError {
 	if v < 0 || v > MaxPriceCents {
-		return []apperr.FieldError{field("price_cents", "must be an integer from 0 to %d", int64(MaxPriceCents))}
+		return []apperr.FieldError{apperr.Field("price_cents", "must be an integer from 0 to %d", int64(MaxPriceCents))}
 	}
 	return nil
 }
@@ -99,8 +68,8 @@ func checkPrice(v int64) []apperr.FieldError {
 // validateInput lists every invalid field of in.
 func validateInput(in ProductInput) []apperr.FieldError {
 	var errs []apperr.FieldError
-	errs = append(errs, checkName(in.Name)...)
-	errs = append(errs, checkDescription(in.Description)...)
+	errs = append(errs, apperr.CheckName("name", in.Name, maxNameLen)...)
+	errs = append(errs, apperr.CheckText("description", in.Description, maxDescriptionLen)...)
 	errs = append(errs, checkCode("category", in.Category)...)
 	return append(errs, checkPrice(in.PriceCents)...)
 }
@@ -120,10 +89,10 @@ func validateList(category string, limit int, cursor string) []apperr.FieldError
 		errs = append(errs, checkCode("category", category)...)
 	}
 	if limit < 0 || limit > MaxLimit {
-		errs = append(errs, field("limit", "must be an integer from 1 to %d", MaxLimit))
+		errs = append(errs, apperr.Field("limit", "must be an integer from 1 to %d", MaxLimit))
 	}
 	if _, ok := decodeCursor(cursor); !ok {
-		errs = append(errs, field("cursor", "is not a cursor this API returned"))
+		errs = append(errs, apperr.Field("cursor", "is not a cursor this API returned"))
 	}
 	return errs
 }

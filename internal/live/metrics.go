@@ -1,6 +1,10 @@
 package live
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shop-oss/shop/internal/metric"
+)
 
 type metrics struct {
 	streams  prometheus.Gauge
@@ -11,22 +15,14 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
-		streams: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "shop_live_streams",
-			Help: "Open live stock event streams on this instance.",
-		}),
-		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shop_live_streams_refused_total",
-			Help: "Live stock streams refused, by reason (per_client, total, shutdown).",
-		}, []string{"reason"}),
-		messages: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "shop_live_messages_total",
-			Help: "Stock change messages received from Redis Pub/Sub.",
-		}),
-		events: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "shop_live_events_total",
-			Help: "Stock events written to streams (after coalescing).",
-		}),
+		streams: metric.Gauge("shop_live_streams",
+			"Open live stock event streams on this instance."),
+		refused: metric.CounterVec("shop_live_streams_refused_total",
+			"Live stock streams refused, by reason (per_client, total, shutdown).", "reason"),
+		messages: metric.Counter("shop_live_messages_total",
+			"Stock change messages received from Redis Pub/Sub."),
+		events: metric.Counter("shop_live_events_total",
+			"Stock events written to streams (after coalescing)."),
 	}
 	reg.MustRegister(m.streams, m.refused, m.messages, m.events)
 	for _, r := range []string{"per_client", "total", "shutdown"} {

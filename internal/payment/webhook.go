@@ -19,6 +19,7 @@ import (
 	"github.com/stripe/stripe-go/v82/webhook"
 
 	"github.com/shop-oss/shop/internal/apperr"
+	"github.com/shop-oss/shop/internal/metric"
 	"github.com/shop-oss/shop/internal/order"
 )
 
@@ -62,12 +63,10 @@ type Webhook struct {
 // secret; its metrics are registered on reg.
 func NewWebhook(db *pgxpool.Pool, secret string, orders Orders, log *slog.Logger, reg prometheus.Registerer) *Webhook {
 	w := &Webhook{db: db, secret: secret, orders: orders, log: log,
-		events: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shop_payment_events_total",
-			Help: "Stripe webhook deliveries by event type and outcome: applied (its effect ran), repeat " +
-				"(applied before), ignored (a type the shop does not apply), refused (bad signature or body), " +
-				"failed (to be delivered again).",
-		}, []string{"type", "outcome"})}
+		events: metric.CounterVec("shop_payment_events_total",
+			"Stripe webhook deliveries by event type and outcome: applied (its effect ran), repeat "+
+				"(applied before), ignored (a type the shop does not apply), refused (bad signature or body), "+
+				"failed (to be delivered again).", "type", "outcome")}
 	reg.MustRegister(w.events)
 	return w
 }

@@ -84,16 +84,16 @@ func parseStore(c *fiber.Ctx) (Store, error) {
 		switch {
 		case reported(f):
 		case !present:
-			errs = append(errs, bad(f, "is required"))
+			errs = append(errs, apperr.Field(f, "is required"))
 		default:
 			errs = append(errs, check()...)
 		}
 	}
-	required("name", b.Name != nil, func() []apperr.FieldError { return checkName(*b.Name) })
+	required("name", b.Name != nil, func() []apperr.FieldError { return apperr.CheckName("name", *b.Name, maxNameLen) })
 	required("lng", b.Lng != nil, func() []apperr.FieldError { return checkCoord("lng", *b.Lng, MaxLng) })
 	required("lat", b.Lat != nil, func() []apperr.FieldError { return checkCoord("lat", *b.Lat, MaxLat) })
 	if b.Address != nil && !reported("address") {
-		errs = append(errs, checkAddress(*b.Address)...)
+		errs = append(errs, apperr.CheckText("address", *b.Address, maxAddressLen)...)
 	}
 	if len(errs) > 0 {
 		return Store{}, apperr.Invalid(errs...)
@@ -127,7 +127,7 @@ func parseQuery(c *fiber.Ctx) (Query, error) {
 		case there:
 			return v
 		case required:
-			errs = append(errs, bad(name, "%s", rule))
+			errs = append(errs, apperr.Field(name, "%s", rule))
 		}
 		return def
 	}

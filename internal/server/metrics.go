@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
+	"github.com/shop-oss/shop/internal/metric"
 )
 
 type httpMetrics struct {
@@ -18,10 +19,8 @@ type httpMetrics struct {
 
 func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 	m := &httpMetrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shop_http_requests_total",
-			Help: "HTTP requests by method, route template and status.",
-		}, []string{"method", "route", "status"}),
+		requests: metric.CounterVec("shop_http_requests_total",
+			"HTTP requests by method, route template and status.", "method", "route", "status"),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "shop_http_request_duration_seconds",
 			Help:    "HTTP request latency by method and route template.",

@@ -7,6 +7,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shop-oss/shop/internal/apperr"
+	"github.com/shop-oss/shop/internal/metric"
 	"github.com/shop-oss/shop/internal/ratelimit"
 )
 
@@ -33,10 +34,8 @@ func LimiterOptions(reg prometheus.Registerer, log *slog.Logger, key func(*fiber
 			},
 		}
 	}
-	decisions := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "shop_ratelimit_decisions_total",
-		Help: "Rate-limit decisions: allowed, limited, or error (Redis did not answer).",
-	}, []string{"decision"})
+	decisions := metric.CounterVec("shop_ratelimit_decisions_total",
+		"Rate-limit decisions: allowed, limited, or error (Redis did not answer).", "decision")
 	reg.MustRegister(decisions)
 	limited := decisions.WithLabelValues("limited")
 	errored := decisions.WithLabelValues("error")

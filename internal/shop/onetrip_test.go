@@ -169,9 +169,16 @@ func TestOneTripWithTheLimiterOff(t *testing.T) {
 	if res.StatusCode != http.StatusOK || strings.Contains(string(metrics), "shop_ratelimit_decisions_total") {
 		t.Fatalf("/metrics %d with the limiter off counts rate-limit decisions", res.StatusCode)
 	}
-	if spy.combined.Load() != 2 || spy.reserve.Load() != 0 || spy.limiter.Load() != 0 {
-		t.Fatalf("scripts: combined %d, reserve alone %d, limiter alone %d; want 2, 0, 0",
-			spy.combined.Load(), spy.reserve.Load(), spy.limiter.Load())
+	spy.wantCombinedOnly(t, 2)
+}
+
+// wantCombinedOnly checks that the one-trip script ran n times and
+// neither the reservation nor the limiter ran alone.
+func (s *pipelineSpy) wantCombinedOnly(t *testing.T, n int64) {
+	t.Helper()
+	if s.combined.Load() != n || s.reserve.Load() != 0 || s.limiter.Load() != 0 {
+		t.Fatalf("scripts: combined %d, reserve alone %d, limiter alone %d; want %d, 0, 0",
+			s.combined.Load(), s.reserve.Load(), s.limiter.Load(), n)
 	}
 }
 
@@ -199,10 +206,7 @@ func TestOneTripPurchaseReservesOnce(t *testing.T) {
 		}
 	}
 	wantTally(t, tallyOf(t, a, "ot"), tally{available: 8, events: 1, statuses: 1, counted: 2})
-	if spy.combined.Load() != 2 || spy.reserve.Load() != 0 || spy.limiter.Load() != 0 {
-		t.Fatalf("scripts: combined %d, reserve alone %d, limiter alone %d; want 2, 0, 0",
-			spy.combined.Load(), spy.reserve.Load(), spy.limiter.Load())
-	}
+	spy.wantCombinedOnly(t, 2)
 }
 
 // A purchase refused before its reservation (a bad body, a bad SKU, no

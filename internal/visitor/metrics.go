@@ -1,6 +1,10 @@
 package visitor
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shop-oss/shop/internal/metric"
+)
 
 type metrics struct {
 	written prometheus.Counter
@@ -9,14 +13,10 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
-		written: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "shop_visitor_updates_total",
-			Help: "Product views written to the visitor counts.",
-		}),
-		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shop_visitor_updates_dropped_total",
-			Help: "Product views not counted, by reason (queue_full, redis_error).",
-		}, []string{"reason"}),
+		written: metric.Counter("shop_visitor_updates_total",
+			"Product views written to the visitor counts."),
+		dropped: metric.CounterVec("shop_visitor_updates_dropped_total",
+			"Product views not counted, by reason (queue_full, redis_error).", "reason"),
 	}
 	reg.MustRegister(m.written, m.dropped)
 	m.dropped.WithLabelValues("queue_full") // shown from the start, at 0
