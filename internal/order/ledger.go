@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/keyspace"
@@ -23,6 +24,23 @@ type Ledger struct {
 	k     keys         // the prefix and the partitions
 	parts []StreamKeys // by partition
 }
+
+// The keys of a saga's work in partition p (internal/order/saga), which
+// an audit and a recovery read: hold is the record of the lines a saga
+// took there for order id, holds indexes the holds by deadline; settled
+// is the log of the holds dropped because their order committed, each an
+// entry {order_id, user, items} scored by when (Redis's ms), kept
+// SettledRetention; releases is a stream entry {order_id, skus} for each
+// release there of an order homed elsewhere that gave units back.
+func (k keys) hold(p int, id string) string { return k.partition(p) + ":hold:" + id }
+func (k keys) holds(p int) string           { return k.partition(p) + ":holds" }
+func (k keys) settled(p int) string         { return k.partition(p) + ":settled" }
+func (k keys) releases(p int) string        { return k.partition(p) + ":releases" }
+
+// SettledRetention is how long a settled log keeps an entry: far longer
+// than an audit may take and than the masters' clocks may differ, for the
+// audit's time fence (internal/audit's package doc).
+const SettledRetention = 10 * time.Minute
 
 // NewLedger returns the ledger of order's keys under prefix on rdb,
 // partitioned as parts. rdb may be nil for a ledger asked only for key
@@ -72,6 +90,9 @@ type StreamKeys struct {
 
 // StatusKey is the key of order id's status hash.
 func (k StreamKeys) StatusKey(id string) string { return k.k.status(id) }
+
+// IdemKey is the key of user's idempotency record for the client's key.
+func (k StreamKeys) IdemKey(user, key string) string { return k.k.idem(user, key) }
 
 // PendingKey is the key of user's pending index: the orders not yet
 // persisted, which the writer takes them off.
@@ -256,6 +277,14 @@ func (l *Ledger) RestoreStatuses(ctx context.Context, orders []Confirmed) (int, 
 	return n, nil
 }
 
+// RestoreStatus writes order o's status hash as state ("confirmed", or
+// the final state PostgreSQL recorded), over the saga's tombstone but no
+// other status, and for a confirmed order with a payment window its due
+// entry. It reports whether it wrote the status.
+func (l *Ledger) RestoreStatus(ctx context.Context, o Confirmed, state string) (bool, error) {
+	return restoreStatus(ctx, l.rdb, l.k, o, state)
+}
+
 // restoreStatus writes order o's status hash as state (restoreStatusScript)
 // and, for a confirmed order with a payment window, its due entry.
 func restoreStatus(ctx context.Context, rdb redis.UniversalClient, k keys, o Confirmed, state string) (bool, error) {
@@ -304,7 +333,7 @@ type Settled struct {
 }
 
 // Hold is a saga's hold on one partition as recover reads it: the lines
-// of order OrderID (its buyer User) that hold.lua took there, whose
+// of order OrderID (its buyer User) that the saga's hold.lua took there, whose
 // order has not committed, or has and the hold is not dropped yet.
 type Hold struct {
 	OrderID string
@@ -418,4 +447,53 @@ func (l *Ledger) RestoreSettled(ctx context.Context, k StreamKeys, remove, add [
 		return fmt.Errorf("restore the settled log %s: %w", k.Settled, err)
 	}
 	return nil
+}
+
+// PersistedOrder is an order as PostgreSQL holds it: the order and its
+// items, and State, its final state if one was recorded ('paid',
+// 'cancelled' or 'expired'), else "confirmed".
+type PersistedOrder struct {
+	Confirmed
+	State string
+}
+
+// PersistedIn reads order id from db (nil when it has no such order), for
+// the saga repair (internal/order/saga). The SQL is this package's: it
+// owns the orders tables.
+func PersistedIn(db *pgxpool.Pool) func(context.Context, string) (*PersistedOrder, error) {
+	return func(ctx context.Context, id string) (*PersistedOrder, error) {
+		rows, err := db.Query(ctx, `
+SELECT o.user_id::text, o.total_cents, o.created_at, o.expires_at, coalesce(t.status, 'confirmed'),
+       i.sku, i.quantity, i.price_cents, i.round_id
+FROM orders o LEFT JOIN order_items i ON i.order_id = o.id
+LEFT JOIN order_transitions t ON t.order_id = o.id
+WHERE o.id = $1::uuid`, id)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		var o *PersistedOrder
+		for rows.Next() {
+			var rec PersistedOrder
+			var expires *time.Time
+			var sku *string
+			var qty *int
+			var price, round *int64
+			if err := rows.Scan(&rec.UserID, &rec.TotalCents, &rec.CreatedAt, &expires, &rec.State,
+				&sku, &qty, &price, &round); err != nil {
+				return nil, err
+			}
+			if o == nil {
+				rec.OrderID = id
+				if expires != nil {
+					rec.ExpiresAt = *expires
+				}
+				o = &rec
+			}
+			if sku != nil && qty != nil && price != nil && round != nil {
+				o.Items = append(o.Items, ReservedItem{SKU: *sku, Quantity: *qty, PriceCents: *price, RoundID: *round})
+			}
+		}
+		return o, rows.Err()
+	}
 }
