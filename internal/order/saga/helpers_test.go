@@ -24,8 +24,11 @@ import (
 // fixture is an order service on the test's own Redis and PostgreSQL,
 // placing with one script; a clusterFixture's places with the saga.
 type fixture struct {
-	svc    *order.Service
-	saga   *Placer // nil: the one-script placer
+	svc  *order.Service
+	saga *Placer // nil: the one-script placer
+	// store is the service's Redis, ledger its order keys.
+	store  redis.UniversalClient
+	ledger *order.Ledger
 	stock  *inventory.Stock
 	db     *testenv.Database
 	r      *testenv.Redis
@@ -44,7 +47,8 @@ func newFixture(t testing.TB) *fixture {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	exists := func(context.Context, string) (bool, error) { return false, nil }
 	svc := order.New(db.Pool, r.Client, stock, exists, r.Prefix, log, prometheus.NewRegistry(), order.Options{})
-	return &fixture{svc: svc, stock: stock, db: db, r: r, log: log, exists: exists, skus: map[int64]string{}}
+	return &fixture{svc: svc, stock: stock, store: r.Client, ledger: order.NewLedger(r.Client, r.Prefix, keyspace.Partitions{}),
+		db: db, r: r, log: log, exists: exists, skus: map[int64]string{}}
 }
 
 // user inserts a user row (orders reference users) and returns its id.
@@ -107,6 +111,7 @@ func newClusterFixture(t *testing.T) *clusterFixture {
 	f := newFixture(t)
 	f.parts = parts
 	f.stock = inventory.NewPartitionedStock(rdb, c.Prefix, f.parts)
+	f.store, f.ledger = rdb, order.NewLedger(rdb, c.Prefix, parts)
 	x := &clusterFixture{fixture: f, c: c, rdb: rdb}
 	f.svc, f.saga = x.service(Options{}, order.Options{})
 	return x

@@ -91,7 +91,7 @@ func TestPlacerContract(t *testing.T) {
 	forEachPlacer(t, withRoomCases(map[string]func(*testing.T, *contract){
 		"takes every line": func(t *testing.T, c *contract) {
 			a, b := c.sku(t, "take-a", 10, 0), c.sku(t, "take-b", 10, 0)
-			p, err := c.buy(c.user(t), order.Line{a, 3}, order.Line{b, 2})
+			p, err := c.buy(c.user(t), order.Line{SKU: a, Quantity: 3}, order.Line{SKU: b, Quantity: 2})
 			if err != nil || p.Status != order.StatusPending || p.Replayed || p.OrderID == "" {
 				t.Fatalf("placed %+v, %v", p, err)
 			}
@@ -101,7 +101,7 @@ func TestPlacerContract(t *testing.T) {
 		},
 		"all or nothing": func(t *testing.T, c *contract) {
 			a, b := c.sku(t, "aon-a", 10, 0), c.sku(t, "aon-b", 1, 0)
-			_, err := c.buy(c.user(t), order.Line{a, 3}, order.Line{b, 2})
+			_, err := c.buy(c.user(t), order.Line{SKU: a, Quantity: 3}, order.Line{SKU: b, Quantity: 2})
 			wantSKUs(t, err, apperr.CodeOutOfStock, b)
 			if got := c.available(t, a, b); got[0] != 10 || got[1] != 1 {
 				t.Fatalf("available %v after a refusal, want [10 1]", got)
@@ -110,12 +110,12 @@ func TestPlacerContract(t *testing.T) {
 		"per-user limit": func(t *testing.T, c *contract) {
 			a := c.sku(t, "limit", 10, 2)
 			u := c.user(t)
-			if _, err := c.buy(u, order.Line{a, 2}); err != nil {
+			if _, err := c.buy(u, order.Line{SKU: a, Quantity: 2}); err != nil {
 				t.Fatal(err)
 			}
-			_, err := c.buy(u, order.Line{a, 1})
+			_, err := c.buy(u, order.Line{SKU: a, Quantity: 1})
 			wantSKUs(t, err, apperr.CodeLimitExceeded, a)
-			if _, err := c.buy(c.user(t), order.Line{a, 2}); err != nil {
+			if _, err := c.buy(c.user(t), order.Line{SKU: a, Quantity: 2}); err != nil {
 				t.Fatalf("another buyer: %v", err)
 			}
 			if got := c.available(t, a); got[0] != 6 {
@@ -123,12 +123,12 @@ func TestPlacerContract(t *testing.T) {
 			}
 		},
 		"no sale": func(t *testing.T, c *contract) {
-			_, err := c.buy(c.user(t), order.Line{"never-on-sale", 1})
+			_, err := c.buy(c.user(t), order.Line{SKU: "never-on-sale", Quantity: 1})
 			if !errors.Is(err, order.ErrProductNotFound) {
 				t.Fatalf("err %v, want product not found (the catalog has no such SKU)", err)
 			}
 			a := c.sku(t, "nosale", 5, 0)
-			_, err = c.buy(c.user(t), order.Line{a, 1}, order.Line{"never-on-sale", 1})
+			_, err = c.buy(c.user(t), order.Line{SKU: a, Quantity: 1}, order.Line{SKU: "never-on-sale", Quantity: 1})
 			wantSKUs(t, err, apperr.CodeSaleNotActive, "never-on-sale")
 			if got := c.available(t, a); got[0] != 5 {
 				t.Fatalf("available %v, want [5]", got)
@@ -138,15 +138,15 @@ func TestPlacerContract(t *testing.T) {
 			a := c.sku(t, "idem", 10, 0)
 			u := c.user(t)
 			o := order.PlaceOptions{IdemKey: "k"}
-			first, err := c.svc.Place(context.Background(), u, []order.Line{{a, 2}}, o)
+			first, err := c.svc.Place(context.Background(), u, []order.Line{{SKU: a, Quantity: 2}}, o)
 			if err != nil {
 				t.Fatal(err)
 			}
-			again, err := c.svc.Place(context.Background(), u, []order.Line{{a, 2}}, o)
+			again, err := c.svc.Place(context.Background(), u, []order.Line{{SKU: a, Quantity: 2}}, o)
 			if err != nil || !again.Replayed || again.OrderID != first.OrderID {
 				t.Fatalf("repeat %+v %v, want the first order %s replayed", again, err, first.OrderID)
 			}
-			_, err = c.svc.Place(context.Background(), u, []order.Line{{a, 3}}, o)
+			_, err = c.svc.Place(context.Background(), u, []order.Line{{SKU: a, Quantity: 3}}, o)
 			if !errors.Is(err, order.ErrIdempotencyKeyReused) {
 				t.Fatalf("another request with the key: %v", err)
 			}
@@ -165,7 +165,7 @@ func TestPlacerContract(t *testing.T) {
 			var buys []func()
 			for _, u := range users {
 				buys = append(buys, func() {
-					_, err := c.buy(u, order.Line{a, 1}, order.Line{b, 1})
+					_, err := c.buy(u, order.Line{SKU: a, Quantity: 1}, order.Line{SKU: b, Quantity: 1})
 					switch {
 					case err == nil:
 						sold.Add(1)

@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/redis/go-redis/v9"
 	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/keyspace"
@@ -590,30 +588,6 @@ func TestSagaCrashRepairedBySweeper(t *testing.T) {
 	}
 	if ttl := f.rdb.PTTL(ctx, f.saga.keys.settled(5)).Val(); ttl <= 0 || ttl > order.SettledRetention {
 		t.Fatalf("settled log expires in %s, want within %s", ttl, order.SettledRetention)
-	}
-}
-
-// Index entries of orders no longer pending (written late, on a cluster,
-// after the writer confirmed the order, or naming an order that is gone)
-// never hide a pending order from the listing, and are dropped when read.
-func TestStaleEntriesOfThePendingIndex(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	ctx := context.Background()
-	f.sale(t, "stale-1", 5, 0, 100)
-	u := f.user(t)
-	p := f.place(t, u, "stale-1", 1)
-	key := f.saga.keys.pending(u)
-	now := float64(time.Now().UnixMilli())
-	for i := range 40 {
-		f.r.Client.ZAdd(ctx, key, redis.Z{Score: now + float64(i), Member: uuid.NewString()})
-	}
-	page, err := f.svc.List(ctx, u, 1, "")
-	if err != nil || len(page.Items) != 1 || page.Items[0].ID != p.OrderID {
-		t.Fatalf("listing behind 40 stale entries: %+v %v", page, err)
-	}
-	if n := f.r.Client.ZCard(ctx, key).Val(); n != 1 {
-		t.Fatalf("%d index entries left, want the pending order's", n)
 	}
 }
 
