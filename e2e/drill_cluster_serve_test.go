@@ -21,12 +21,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/keyspace"
-	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/saga"
 )
 
 // `shop serve` killed with SIGKILL in the middle of cross-shard checkouts
 // on a 3-master cluster, where a placement is a saga (internal/order,
-// saga.go): the holds on the foreign partitions, the commit on the home,
+// internal/order/saga): the holds on the foreign partitions, the commit on the home,
 // the finish in the buyer's slot. Whatever step a crash cuts, the sweeper's
 // repair settles the holds left behind (SHOP_SAGA_HOLD_TTL short here, so
 // it does so within seconds), a repeat of the Idempotency-Key answers the
@@ -37,7 +37,7 @@ import (
 const holdsTTL = "3s"
 
 // holdIndexes are the partitions' saga hold indexes (order ids by
-// deadline), beside each partition's stream (internal/order, saga.go).
+// deadline), beside each partition's stream (internal/order/saga).
 func holdIndexes(e env) []string {
 	out := partitionStreams(e)
 	for k := range out {
@@ -179,7 +179,7 @@ func killedByItself(t *testing.T, srv *server) {
 
 // crashServer starts a `shop serve` that kills itself at the first
 // placement reaching point, watched by the check as killed on purpose.
-func crashServer(t *testing.T, s *shop, point order.SagaPoint) *server {
+func crashServer(t *testing.T, s *shop, point saga.Point) *server {
 	t.Helper()
 	srv := startServer(t, s.watch.env, "--writer=false", "--saga-fault", string(point)+":1")
 	s.watch.process("shop serve --saga-fault "+string(point), srv.alive, func() bool { return true })
@@ -303,7 +303,7 @@ func TestClusterDrillServeKilledMidCheckout(t *testing.T) {
 // is read on.
 func crashAtEachPoint(t *testing.T, s *shop, skus, tokens []string, tally *sales) {
 	t.Helper()
-	points := []order.SagaPoint{order.SagaAfterHold, order.SagaAfterCommit, order.SagaBeforeFinish}
+	points := []saga.Point{saga.AfterHold, saga.AfterCommit, saga.BeforeFinish}
 	carts := make([]map[string]int, len(points))
 	crashed := make([]string, len(points)) // the crashed checkout's order id, when it holds
 	for i, point := range points {
@@ -327,9 +327,9 @@ func crashAtEachPoint(t *testing.T, s *shop, skus, tokens []string, tally *sales
 		switch {
 		case o.status != http.StatusAccepted:
 			t.Fatalf("the repeat of the checkout crashed %s answered %+v", point, o)
-		case point == order.SagaAfterHold && o.orderID == crashed[i]:
+		case point == saga.AfterHold && o.orderID == crashed[i]:
 			t.Fatalf("the repeat of the checkout crashed %s answered the aborted order %s", point, o.orderID)
-		case point == order.SagaAfterCommit && o.orderID != crashed[i]:
+		case point == saga.AfterCommit && o.orderID != crashed[i]:
 			t.Fatalf("the repeat of the checkout crashed %s answered %s, not the committed order %s", point, o.orderID, crashed[i])
 		}
 		if got := orderLines(t, s, tokens[i], o.orderID); !maps.Equal(got, carts[i]) {
@@ -352,7 +352,7 @@ func crashAtEachPoint(t *testing.T, s *shop, skus, tokens []string, tally *sales
 // crashState checks the cluster holds what a crash at point leaves of a
 // checkout of cart (before: the holds, left: the stock, before it), and
 // returns the crashed order's id when it still holds anything.
-func crashState(t *testing.T, s *shop, point order.SagaPoint, cart map[string]int,
+func crashState(t *testing.T, s *shop, point saga.Point, cart map[string]int,
 	before map[string]int, left map[string]int64) string {
 	t.Helper()
 	var id string
@@ -364,14 +364,14 @@ func crashState(t *testing.T, s *shop, point order.SagaPoint, cart map[string]in
 			id = o
 		}
 	}
-	if (id == "") != (point == order.SagaBeforeFinish) {
+	if (id == "") != (point == saga.BeforeFinish) {
 		t.Fatalf("crashed %s: the new order held is %q (holds %v)", point, id, heldOrders(t, s))
 	}
 	home := -1
 	if id != "" {
 		home = keyspace.NewPartitions(clusterPartitions, true).Home(id)
 		st := orderStatus(t, s, id)
-		if committed := st == "pending" || st == "confirmed"; committed != (point != order.SagaAfterHold) {
+		if committed := st == "pending" || st == "confirmed"; committed != (point != saga.AfterHold) {
 			t.Fatalf("crashed %s: order %s has status %q", point, id, st)
 		}
 	}
@@ -385,7 +385,7 @@ func crashState(t *testing.T, s *shop, point order.SagaPoint, cart map[string]in
 	p := keyspace.NewPartitions(clusterPartitions, true)
 	for sku, q := range cart {
 		taken := int64(q)
-		if point == order.SagaAfterHold && p.Of(sku) == home {
+		if point == saga.AfterHold && p.Of(sku) == home {
 			taken = 0 // the home's line is taken by the commit, which never ran
 		}
 		if left[sku]-now[sku] != taken {
@@ -616,7 +616,7 @@ func (l *load) killC(t *testing.T, again bool) int {
 // 2's checkouts through C (about 190 sagas, the first kill within 1.5 s
 // of a load of about 4 s).
 func backstop() []string {
-	points := []order.SagaPoint{order.SagaAfterHold, order.SagaAfterCommit}
+	points := []saga.Point{saga.AfterHold, saga.AfterCommit}
 	return []string{"--saga-fault", fmt.Sprintf("%s:%d", points[rand.IntN(len(points))], 2+rand.IntN(10))}
 }
 

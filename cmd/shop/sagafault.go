@@ -10,7 +10,7 @@ import (
 	"syscall"
 
 	"github.com/shop-oss/shop/internal/config"
-	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/saga"
 )
 
 // sagaFault is a crash of `shop serve` on purpose in the middle of a
@@ -20,11 +20,11 @@ import (
 // point kills the whole process with SIGKILL right there, as an
 // operator's kill -9 would (no deferred call, no drain, no finishing step).
 type sagaFault struct {
-	point order.SagaPoint
+	point saga.Point
 	n     int64
 }
 
-var sagaPoints = []order.SagaPoint{order.SagaAfterHold, order.SagaAfterCommit, order.SagaBeforeFinish}
+var sagaPoints = []saga.Point{saga.AfterHold, saga.AfterCommit, saga.BeforeFinish}
 
 // parseSagaFault reads POINT:N, e.g. after-hold:1; it refuses it outside
 // SHOP_ENV=dev, as writerFault does.
@@ -41,18 +41,21 @@ func parseSagaFault(spec string, cfg *config.Config) (*sagaFault, error) {
 		return nil, fmt.Errorf("invalid --saga-fault %q: want POINT:N with N >= 1, e.g. after-hold:1", spec)
 	}
 	for _, p := range sagaPoints {
-		if order.SagaPoint(point) == p {
+		if saga.Point(point) == p {
 			return &sagaFault{point: p, n: n}, nil
 		}
 	}
 	return nil, fmt.Errorf("invalid --saga-fault %q: POINT is after-hold, after-commit or before-finish", spec)
 }
 
-// inject arms f on orders: the n-th placement reaching f's point kills
-// the process.
-func (f *sagaFault) inject(orders *order.Service, log *slog.Logger) {
+// inject arms f on placer: the n-th placement reaching f's point kills
+// the process. On a single Redis (no saga) no placement reaches one.
+func (f *sagaFault) inject(placer *saga.Placer, log *slog.Logger) {
+	if placer == nil {
+		return
+	}
 	var reached atomic.Int64
-	orders.InjectSagaFault(func(p order.SagaPoint) {
+	placer.InjectFault(func(p saga.Point) {
 		if p == f.point && reached.Add(1) == f.n {
 			log.Warn("fault injected", "fault", "saga-"+string(p), "placement", f.n, "pid", os.Getpid())
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)

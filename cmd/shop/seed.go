@@ -99,7 +99,7 @@ func (a *app) seedDemo(ctx context.Context) error {
 	}
 	stock := shop.NewStock(st.shop(), cfg)
 	reg := newRegistry()
-	orders := order.New(st.db, st.redis, stock, catalog.Exists, cfg.KeyPrefix, log, reg, order.Options{})
+	orders := order.New(st.db, st.redis, stock, catalog.Exists, cfg.KeyPrefix, log, reg, order.Options{Placer: shop.Placer(cfg)})
 	boards := bestseller.New(st.redis, st.db, catalog, lock.New(st.redis, cfg.KeyPrefix), cfg.KeyPrefix, log, reg)
 	if err := seedSales(ctx, svc, orders, boards); err != nil {
 		return err

@@ -228,7 +228,7 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) err
 	reg := newRegistry()
 	sh := shop.New(cfg, st.shop(), log, reg)
 	if crash != nil {
-		crash.inject(sh.Orders, log)
+		crash.inject(sh.Saga, log)
 	}
 	stopJobs := sh.Start(ctx)
 	defer stopJobs()

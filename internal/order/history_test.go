@@ -454,3 +454,27 @@ func (r *histRig) logIllegal(t *testing.T) {
 		}
 	}
 }
+
+// Index entries of orders no longer pending (written late, on a cluster,
+// after the writer confirmed the order, or naming an order that is gone)
+// never hide a pending order from the listing, and are dropped when read.
+func TestStaleEntriesOfThePendingIndex(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	f.sale(t, "stale-1", 5, 0, 100)
+	u := f.user(t)
+	p := f.place(t, u, "stale-1", 1)
+	key := f.svc.keys.pending(u)
+	now := float64(time.Now().UnixMilli())
+	for i := range 40 {
+		f.r.Client.ZAdd(ctx, key, redis.Z{Score: now + float64(i), Member: uuid.NewString()})
+	}
+	page, err := f.svc.List(ctx, u, 1, "")
+	if err != nil || len(page.Items) != 1 || page.Items[0].ID != p.OrderID {
+		t.Fatalf("listing behind 40 stale entries: %+v %v", page, err)
+	}
+	if n := f.r.Client.ZCard(ctx, key).Val(); n != 1 {
+		t.Fatalf("%d index entries left, want the pending order's", n)
+	}
+}

@@ -3,13 +3,13 @@ package order
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/keyspace"
@@ -23,6 +23,23 @@ type Ledger struct {
 	k     keys         // the prefix and the partitions
 	parts []StreamKeys // by partition
 }
+
+// The keys of a saga's work in partition p (internal/order/saga), which
+// an audit and a recovery read: hold is the record of the lines a saga
+// took there for order id, holds indexes the holds by deadline; settled
+// is the log of the holds dropped because their order committed, each an
+// entry {order_id, user, items} scored by when (Redis's ms), kept
+// SettledRetention; releases is a stream entry {order_id, skus} for each
+// release there of an order homed elsewhere that gave units back.
+func (k keys) hold(p int, id string) string { return k.partition(p) + ":hold:" + id }
+func (k keys) holds(p int) string           { return k.partition(p) + ":holds" }
+func (k keys) settled(p int) string         { return k.partition(p) + ":settled" }
+func (k keys) releases(p int) string        { return k.partition(p) + ":releases" }
+
+// SettledRetention is how long a settled log keeps an entry: far longer
+// than an audit may take and than the masters' clocks may differ, for the
+// audit's time fence (internal/audit's package doc).
+const SettledRetention = 10 * time.Minute
 
 // NewLedger returns the ledger of order's keys under prefix on rdb,
 // partitioned as parts. rdb may be nil for a ledger asked only for key
@@ -72,6 +89,9 @@ type StreamKeys struct {
 
 // StatusKey is the key of order id's status hash.
 func (k StreamKeys) StatusKey(id string) string { return k.k.status(id) }
+
+// IdemKey is the key of user's idempotency record for the client's key.
+func (k StreamKeys) IdemKey(user, key string) string { return k.k.idem(user, key) }
 
 // PendingKey is the key of user's pending index: the orders not yet
 // persisted, which the writer takes them off.
@@ -256,6 +276,14 @@ func (l *Ledger) RestoreStatuses(ctx context.Context, orders []Confirmed) (int, 
 	return n, nil
 }
 
+// RestoreStatus writes order o's status hash as state ("confirmed", or
+// the final state PostgreSQL recorded), over the saga's tombstone but no
+// other status, and for a confirmed order with a payment window its due
+// entry. It reports whether it wrote the status.
+func (l *Ledger) RestoreStatus(ctx context.Context, o Confirmed, state string) (bool, error) {
+	return restoreStatus(ctx, l.rdb, l.k, o, state)
+}
+
 // restoreStatus writes order o's status hash as state (restoreStatusScript)
 // and, for a confirmed order with a payment window, its due entry.
 func restoreStatus(ctx context.Context, rdb redis.UniversalClient, k keys, o Confirmed, state string) (bool, error) {
@@ -293,129 +321,51 @@ func skusOf(items []ReservedItem) []string {
 	return out
 }
 
-// Settled is what partition k's holds and settled log name (a cluster's,
-// for recover): Orders are the order ids the log or a hold names, Entries
-// the log's entries by order id (their exact text, to remove), Holds the
-// holds standing when they were read (Ledger.ReadHolds).
-type Settled struct {
-	Orders  map[string]bool
-	Entries map[string][]SettledEntry
-	Holds   []Hold
+// PersistedOrder is an order as PostgreSQL holds it: the order and its
+// items, and State, its final state if one was recorded ('paid',
+// 'cancelled' or 'expired'), else "confirmed".
+type PersistedOrder struct {
+	Confirmed
+	State string
 }
 
-// Hold is a saga's hold on one partition as recover reads it: the lines
-// of order OrderID (its buyer User) that hold.lua took there, whose
-// order has not committed, or has and the hold is not dropped yet.
-type Hold struct {
-	OrderID string
-	User    string
-	Items   []ReservedItem
-}
-
-// readHoldsScript reads a partition's holds in one step: every order id
-// its index names whose record still exists, with the record's user and
-// items. KEYS[1] the holds index; ARGV[1] the prefix that names a record
-// with its order id (the records share the index's slot). Returns
-// {id, user, items_json...}.
-var readHoldsScript = redis.NewScript(`
-local out = {}
-for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
-  local h = redis.call('HMGET', ARGV[1] .. id, 'user', 'items')
-  if h[1] and h[2] then
-    local n = #out
-    out[n + 1], out[n + 2], out[n + 3] = id, h[1], h[2]
-  end
-end
-return out`)
-
-// SettledEntry is one entry of a settled log: the lines of order OrderID
-// (its buyer User) taken in the log's partition, which a drop recorded as
-// the order's.
-type SettledEntry struct {
-	OrderID string         `json:"order_id"`
-	User    string         `json:"user"`
-	Items   []ReservedItem `json:"items"`
-	raw     string
-}
-
-// ReadSettled reads partition k's settled log and holds (nothing on a
-// single Redis, which has neither).
-func (l *Ledger) ReadSettled(ctx context.Context, k StreamKeys) (Settled, error) {
-	out := Settled{Orders: map[string]bool{}, Entries: map[string][]SettledEntry{}}
-	if !l.k.parts.Grouped() {
-		return out, nil
-	}
-	log, err := l.rdb.ZRange(ctx, k.Settled, 0, -1).Result()
-	if err != nil {
-		return out, fmt.Errorf("read the settled log %s: %w", k.Settled, err)
-	}
-	for _, raw := range log {
-		var e SettledEntry
-		if json.Unmarshal([]byte(raw), &e) != nil || e.OrderID == "" {
-			continue // not an entry this package wrote
-		}
-		e.raw = raw
-		out.Orders[e.OrderID] = true
-		out.Entries[e.OrderID] = append(out.Entries[e.OrderID], e)
-	}
-	if out.Holds, err = l.ReadHolds(ctx, k); err != nil {
-		return out, err
-	}
-	for _, h := range out.Holds {
-		out.Orders[h.OrderID] = true
-	}
-	return out, nil
-}
-
-// ReadHolds reads partition k's standing holds, at one instant (nothing
-// on a single Redis, which has none). A record this package did not write
-// is an error: recover must not rebuild the stock without its lines.
-func (l *Ledger) ReadHolds(ctx context.Context, k StreamKeys) ([]Hold, error) {
-	if !l.k.parts.Grouped() {
-		return nil, nil
-	}
-	raw, err := readHoldsScript.Run(ctx, l.rdb, []string{k.Holds}, k.HoldPrefix).StringSlice()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("read the holds %s: %w", k.Holds, err)
-	}
-	out := make([]Hold, 0, len(raw)/3)
-	for i := 0; i+2 < len(raw); i += 3 {
-		h := Hold{OrderID: raw[i], User: raw[i+1]}
-		if err := json.Unmarshal([]byte(raw[i+2]), &h.Items); err != nil {
-			return nil, fmt.Errorf("read the hold of order %s in %s: %w", h.OrderID, k.Holds, err)
-		}
-		out = append(out, h)
-	}
-	return out, nil
-}
-
-// RestoreSettled brings partition k's settled log in step with the stock
-// recover rebuilt: the entries in remove go (their orders are lost: no
-// store knows them, so no unit is theirs any more) and add's are written
-// (orders whose units recover counted as taken in this partition, whose
-// log entry the failover lost), with the log's retention from now.
-func (l *Ledger) RestoreSettled(ctx context.Context, k StreamKeys, remove, add []SettledEntry) error {
-	if len(remove) == 0 && len(add) == 0 {
-		return nil
-	}
-	now, err := l.rdb.Time(ctx).Result()
-	if err != nil {
-		return fmt.Errorf("restore the settled log %s: %w", k.Settled, err)
-	}
-	pipe := l.rdb.TxPipeline() // one slot: the log's
-	for _, e := range remove {
-		pipe.ZRem(ctx, k.Settled, e.raw)
-	}
-	for _, e := range add {
-		b, err := json.Marshal(e)
+// PersistedIn reads order id from db (nil when it has no such order), for
+// the saga repair (internal/order/saga). The SQL is this package's: it
+// owns the orders tables.
+func PersistedIn(db *pgxpool.Pool) func(context.Context, string) (*PersistedOrder, error) {
+	return func(ctx context.Context, id string) (*PersistedOrder, error) {
+		rows, err := db.Query(ctx, `
+SELECT o.user_id::text, o.total_cents, o.created_at, o.expires_at, coalesce(t.status, 'confirmed'),
+       i.sku, i.quantity, i.price_cents, i.round_id
+FROM orders o LEFT JOIN order_items i ON i.order_id = o.id
+LEFT JOIN order_transitions t ON t.order_id = o.id
+WHERE o.id = $1::uuid`, id)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		pipe.ZAdd(ctx, k.Settled, redis.Z{Score: float64(now.UnixMilli()), Member: string(b)})
+		defer rows.Close()
+		var o *PersistedOrder
+		for rows.Next() {
+			var rec PersistedOrder
+			var expires *time.Time
+			var sku *string
+			var qty *int
+			var price, round *int64
+			if err := rows.Scan(&rec.UserID, &rec.TotalCents, &rec.CreatedAt, &expires, &rec.State,
+				&sku, &qty, &price, &round); err != nil {
+				return nil, err
+			}
+			if o == nil {
+				rec.OrderID = id
+				if expires != nil {
+					rec.ExpiresAt = *expires
+				}
+				o = &rec
+			}
+			if sku != nil && qty != nil && price != nil && round != nil {
+				o.Items = append(o.Items, ReservedItem{SKU: *sku, Quantity: *qty, PriceCents: *price, RoundID: *round})
+			}
+		}
+		return o, rows.Err()
 	}
-	pipe.PExpire(ctx, k.Settled, SettledRetention)
-	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("restore the settled log %s: %w", k.Settled, err)
-	}
-	return nil
 }

@@ -4,7 +4,7 @@ import _ "embed"
 
 // linesLua is the reservation rule every script that takes stock for an
 // order shares: reserve.lua on a single Redis, hold.lua and commit.lua on
-// a cluster (its functions are documented there).
+// a cluster (internal/order/saga); its functions are documented there.
 //
 //go:embed lines.lua
 var linesLua string

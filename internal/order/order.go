@@ -1,7 +1,9 @@
 // Package order places orders and carries them through the order stream
 // and their lifecycle; package writer (internal/order/writer) persists the
-// stream to PostgreSQL exactly once. Ledger is its Redis state as an audit
-// or a recovery reads and restores it.
+// stream to PostgreSQL exactly once, and package saga
+// (internal/order/saga) places them on a Redis Cluster (Options.Placer).
+// Ledger is its Redis state as an audit or a recovery reads and restores
+// it.
 //
 // The reasoning behind it is in docs/design/order.md.
 package order
@@ -30,6 +32,10 @@ const (
 	StatusCancelled = "cancelled" // by its buyer: the units went back
 	StatusExpired   = "expired"   // not paid by expires_at: the units went back
 	StatusRejected  = "rejected"  // could never be written: dead-lettered
+	// StatusAborted is the tombstone the saga repair leaves on the home of
+	// an order that never committed (internal/order/saga). It has no
+	// items, so every reader of statuses sees no order.
+	StatusAborted = "aborted"
 )
 
 // How long Redis keeps an order's status and a buyer's idempotency record.
@@ -37,8 +43,12 @@ const (
 // least a day past the payment window (Service.statusTTL).
 const (
 	statusTTL = 7 * 24 * time.Hour
-	idemTTL   = 24 * time.Hour
+	idemTTL   = IdemTTL
 )
+
+// IdemTTL is how long an idempotency record lives, and the saga's
+// tombstone of an aborted order id (internal/order/saga).
+const IdemTTL = 24 * time.Hour
 
 // StreamGroup is the consumer group the order writers share on every
 // partition's stream.
@@ -98,7 +108,7 @@ type Service struct {
 	// reserveRdb runs the reserve script: rdb, or its auto-pipeliner.
 	reserveRdb redis.Scripter
 	// placer places orders: one script, or a saga on a cluster (placer.go).
-	placer  placer
+	placer  Placer
 	stock   *inventory.Stock
 	exists  ProductExists
 	keys    keys
@@ -108,12 +118,6 @@ type Service struct {
 
 	paymentTTL time.Duration
 	payments   PaymentProvider
-	// holdLifetime is how long a saga's hold waits for its commit
-	// (Options.HoldLifetime).
-	holdLifetime time.Duration
-	// sagaFault, for the fault drills, is called at each SagaPoint a
-	// placement reaches (InjectSagaFault); nil otherwise.
-	sagaFault func(SagaPoint)
 	// betweenReads, for tests, is called between the Redis and the
 	// PostgreSQL read of an order (Get, a lifecycle step, on a miss in
 	// Redis) or of a buyer's orders (List).
@@ -141,13 +145,9 @@ type Options struct {
 	// service's Redis client (nil: the client itself); every other command
 	// stays on the client.
 	ReserveRedis redis.Scripter
-	// HoldLifetime is how long a cross-shard saga's hold waits for its
-	// commit before the sweeper's repair may undo it (Redis Cluster only;
-	// DefaultHoldLifetime when not positive). It bounds how long a crash
-	// between hold and commit keeps units out of stock, and must stay
-	// above the few seconds a placement may take: a hold that outlives its
-	// deadline mid-placement is undone and the placement answers 503.
-	HoldLifetime time.Duration
+	// Placer builds the placer on the service's Kit: internal/order/saga's
+	// on a Redis Cluster (nil: one run of reserve.lua, on a single Redis).
+	Placer func(Kit) Placer
 }
 
 // New returns the order service. Its metrics are registered on reg.
@@ -155,17 +155,19 @@ func New(db *pgxpool.Pool, rdb redis.UniversalClient, stock *inventory.Stock, ex
 	prefix string, log *slog.Logger, reg prometheus.Registerer, o Options) *Service {
 	s := &Service{
 		db: db, rdb: rdb, reserveRdb: cmp.Or[redis.Scripter](o.ReserveRedis, rdb), stock: stock, exists: exists,
-		holdLifetime: DefaultHoldLifetime, keys: keys{prefix, stock.Partitions()}, log: log,
+		keys: keys{prefix, stock.Partitions()}, log: log,
 		metrics: newPlaceMetrics(reg), paymentTTL: max(o.PaymentTTL, 0), payments: o.Payments,
 		life: &lifecycle{log: log, rdb: rdb, stock: stock, keys: keys{prefix, stock.Partitions()}, changed: o.StockChanged},
-	}
-	if o.HoldLifetime > 0 {
-		s.holdLifetime = o.HoldLifetime
 	}
 	if s.payments == nil {
 		s.payments = NewTestProvider()
 	}
-	s.placer = placerFor(s)
+	s.placer = Placer(scriptPlacer{s})
+	if o.Placer != nil {
+		s.placer = o.Placer(Kit{Redis: rdb, Reserve: s.reserveRdb, Stock: stock, Ledger: NewLedger(rdb, prefix, stock.Partitions()),
+			Log: log, StatusTTL: s.statusTTL(), PaymentTTL: s.paymentTTL, Changed: o.StockChanged,
+			Erased: erasedMember, s: s})
+	}
 	return s
 }
 

@@ -49,7 +49,7 @@ type PlaceOptions struct {
 // Errors: ErrSaleNotActive, ErrPassRequired, ErrLimitExceeded,
 // ErrOutOfStock (naming the SKUs), ErrProductNotFound (buy-now of an unknown SKU), ErrCartChanged (a
 // checkout whose cart changed: read it again), or a 503 when Redis does not
-// answer. On a Redis Cluster (grouped partitions) it is a saga (saga.go): the
+// answer. On a Redis Cluster (grouped partitions) it is a saga (internal/order/saga): the
 // order is still all or nothing, but a checkout buys the cart as it was read
 // (it is not refused with ErrCartChanged) and takes out of the cart only the
 // lines that still hold the quantities bought.
@@ -58,7 +58,7 @@ func (s *Service) Place(ctx context.Context, user string, lines []Line, o PlaceO
 	rctx, cancel := context.WithTimeout(ctx, placeTimeout)
 	defer cancel()
 	start := time.Now()
-	res, err := s.placer.place(rctx, user, lines, o)
+	res, err := s.placer.Place(rctx, user, lines, o)
 	s.metrics.script.Observe(time.Since(start).Seconds())
 	if answer := checksRefusal(o.Checks, err); answer != nil {
 		return Placed{}, answer
@@ -68,8 +68,8 @@ func (s *Service) Place(ctx context.Context, user string, lines []Line, o PlaceO
 		s.metrics.outcome(err, false)
 		return Placed{}, err
 	}
-	s.metrics.outcome(nil, res.replayed)
-	return Placed{OrderID: res.orderID, Status: StatusPending, Replayed: res.replayed}, nil
+	s.metrics.outcome(nil, res.Replayed)
+	return res, nil
 }
 
 // placeOne places an order on a single Redis: one run of reserve.lua.
@@ -166,7 +166,7 @@ func (s *Service) Replay(ctx context.Context, user, key string, checks *onetrip.
 	if found && fp != checkoutFingerprint {
 		return Placed{}, false, ErrIdempotencyKeyReused
 	}
-	switch ok, err := s.placer.exists(ctx, id); {
+	switch ok, err := s.placer.Exists(ctx, id); {
 	case err != nil:
 		return Placed{}, false, s.unavailable("replay idempotency key", err)
 	case !ok:

@@ -101,7 +101,7 @@ func (s *Service) liveStatus(ctx context.Context, id string) (o Order, found boo
 }
 
 // errDeciding: the saga repair is asking PostgreSQL whether the order is
-// a written one whose status a failover lost (repair.go). Until it has
+// a written one whose status a failover lost (internal/order/saga's repair). Until it has
 // decided, neither Redis nor a PostgreSQL row can say whether the order
 // is live: an answer about it waits, rather than refusing it.
 var errDeciding = apperr.Unavailable("the order's status is being recovered; retry in a moment")
@@ -227,7 +227,7 @@ func (s *Service) overlay(ctx context.Context, orders []Order) {
 		v := c.Val()
 		// Not a tombstone's: the order in PostgreSQL is the repair's to
 		// decide (errDeciding), and its row says what it was.
-		if st, ok := v[0].(string); ok && st != "" && st != StatusPending && st != statusAborted {
+		if st, ok := v[0].(string); ok && st != "" && st != StatusPending && st != StatusAborted {
 			orders[i].Status = st
 		}
 		if ms, ok := v[1].(string); ok {
@@ -243,7 +243,7 @@ func (s *Service) overlay(ctx context.Context, orders []Order) {
 
 // pendingBefore reads the buyer's pending orders older than the cursor.
 // The index may name orders that are not pending any more: on a cluster it
-// is written after the order (saga.go), so a writer may confirm the order
+// is written after the order (internal/order/saga), so a writer may confirm the order
 // (and drop the entry) before the entry is added, and an entry may name an
 // order that is gone. Such entries are skipped and dropped, and the index
 // is read on past them, so they never hide a pending order from a page.

@@ -33,14 +33,16 @@ type SweeperOptions struct {
 	Locks *lock.Locker
 	// StockChanged is told the SKUs whose stock an expiry gave units to.
 	StockChanged StockChanged
-	// Persisted, when set, reads an order from PostgreSQL (nil: it has
-	// no such order; see PersistedIn). The saga repair asks it before it
-	// gives back the hold of an order whose status is gone (a failover
-	// lost it): an order PostgreSQL has gets its status back, and keeps
-	// the hold's units only when it has the hold's items (an order id is
-	// reused by a repeat of its Idempotency-Key, whose attempt may hold
-	// other lines) (repair.go).
-	Persisted func(ctx context.Context, orderID string) (*PersistedOrder, error)
+	// Sagas, on a Redis Cluster, settles the sagas a crash left between
+	// hold and commit (internal/order/saga): every Sweep runs it after the
+	// due orders.
+	Sagas Repairer
+}
+
+// A Repairer settles the stale work of a cluster's sagas, with the
+// sweeper's claims (Sweeper.ClaimEach).
+type Repairer interface {
+	Repair(ctx context.Context, s *Sweeper) (int, error)
 }
 
 func (o *SweeperOptions) defaults() {
@@ -142,10 +144,10 @@ func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 			return expired, err
 		}
 	}
-	// On a cluster: the sagas a crash left between hold and commit
-	// (repair.go).
-	if _, err := s.repairSagas(ctx); err != nil {
-		return expired, err
+	if s.o.Sagas != nil {
+		if _, err := s.o.Sagas.Repair(ctx, s); err != nil {
+			return expired, err
+		}
 	}
 	return expired, nil
 }
@@ -199,6 +201,22 @@ func claimed(ctx context.Context, name string, p int, ids []string,
 		}
 	}
 	return done, nil
+}
+
+// ClaimEach claims up to Batch members of key, partition p's index by
+// deadline, whose time has come, moving them Lease on as the due orders
+// are, and runs each on them as one job named name (claimed). more is
+// true when the batch was full: more may be due.
+func (s *Sweeper) ClaimEach(ctx context.Context, name string, p int, key string,
+	each func(ctx context.Context, id string) (bool, error)) (done int, more bool, err error) {
+	cctx, cancel := context.WithTimeout(ctx, lifecycleTimeout)
+	reply, err := claimScript.Run(cctx, s.life.rdb, []string{key}, s.o.Batch, s.o.Lease.Milliseconds()).StringSlice()
+	cancel()
+	if err != nil || len(reply) < 2 {
+		return 0, false, fmt.Errorf("claim %s: %w", key, err)
+	}
+	done, err = claimed(ctx, name, p, reply[2:], each)
+	return done, len(reply)-2 >= s.o.Batch, err
 }
 
 // claimScript takes up to ARGV[1] orders of the due set KEYS[1] whose time

@@ -13,6 +13,7 @@ import (
 
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/saga"
 	"github.com/shop-oss/shop/internal/order/writer"
 )
 
@@ -183,10 +184,10 @@ type holding struct {
 
 // readHolds reads every partition's standing holds (a cluster's; none on
 // a single Redis), each partition's at one instant.
-func (r *Recoverer) readHolds(ctx context.Context) ([]order.Hold, error) {
-	var out []order.Hold
+func (r *Recoverer) readHolds(ctx context.Context) ([]saga.Hold, error) {
+	var out []saga.Hold
 	for _, k := range r.ledger.Partitions() {
-		h, err := r.ledger.ReadHolds(ctx, k)
+		h, err := r.sagas.ReadHolds(ctx, k)
 		if err != nil {
 			return nil, wrap("holds", err)
 		}
@@ -203,7 +204,7 @@ func (h *holding) holds() bool {
 // rows first, then the streams' events it lacks, then the lines of the
 // standing holds (read before both) whose order neither names; each with
 // its final state from PostgreSQL or else the first transition event.
-func (r *Recoverer) heldOrders(ctx context.Context, rounds []liveRound, sc *scan, holds []order.Hold) (map[int64]map[string]*holding, error) {
+func (r *Recoverer) heldOrders(ctx context.Context, rounds []liveRound, sc *scan, holds []saga.Hold) (map[int64]map[string]*holding, error) {
 	out := map[int64]map[string]*holding{}
 	ids := make([]int64, len(rounds))
 	for i, lr := range rounds {
@@ -259,7 +260,7 @@ func (r *Recoverer) heldOrders(ctx context.Context, rounds []liveRound, sc *scan
 // commits (its event then names it, and the hold is dropped, units kept)
 // and come back once if it does not (the unhold script's release). An
 // order PostgreSQL or a stream names is counted from there alone.
-func addHolds(out map[int64]map[string]*holding, holds []order.Hold) {
+func addHolds(out map[int64]map[string]*holding, holds []saga.Hold) {
 	for _, h := range holds {
 		for _, it := range h.Items {
 			orders, ok := out[it.RoundID]
@@ -461,7 +462,7 @@ func (r *Recoverer) withoutStatus(ctx context.Context, orders []order.Confirmed)
 
 // restoreSettled brings every partition's settled log (a cluster's: the
 // audit's record of the lines taken there for orders homed elsewhere,
-// order.Ledger.ReadSettled) in step with the rounds just rebuilt, for a
+// saga.Ledger.ReadSettled) in step with the rounds just rebuilt, for a
 // failover may have lost some of a log's entries with the units they
 // name, or kept entries of orders it lost. The logs (and holds) are read
 // before the streams and PostgreSQL: a drop writes its entry after its
@@ -475,10 +476,10 @@ func (r *Recoverer) restoreSettled(ctx context.Context, rounds []liveRound) (int
 	if !r.parts.Grouped() || len(rounds) == 0 {
 		return 0, nil
 	}
-	logs := make([]order.Settled, r.parts.Count())
+	logs := make([]saga.Settled, r.parts.Count())
 	for p, k := range r.ledger.Partitions() {
 		var err error
-		if logs[p], err = r.ledger.ReadSettled(ctx, k); err != nil {
+		if logs[p], err = r.sagas.ReadSettled(ctx, k); err != nil {
 			return 0, err
 		}
 	}
@@ -486,7 +487,7 @@ func (r *Recoverer) restoreSettled(ctx context.Context, rounds []liveRound) (int
 	if err != nil {
 		return 0, err
 	}
-	var holds []order.Hold
+	var holds []saga.Hold
 	for _, l := range logs {
 		holds = append(holds, l.Holds...)
 	}
@@ -498,7 +499,7 @@ func (r *Recoverer) restoreSettled(ctx context.Context, rounds []liveRound) (int
 	for p, k := range r.ledger.Partitions() {
 		add := r.settledToAdd(p, rounds, held, logs[p])
 		remove := settledToRemove(held, logs[p])
-		if err := r.ledger.RestoreSettled(ctx, k, remove, add); err != nil {
+		if err := r.sagas.RestoreSettled(ctx, k, remove, add); err != nil {
 			return changed, err
 		}
 		changed += len(add) + len(remove)
@@ -508,8 +509,8 @@ func (r *Recoverer) restoreSettled(ctx context.Context, rounds []liveRound) (int
 
 // settledToAdd: partition p's held lines of orders homed elsewhere that
 // its log and holds do not name, one entry per order.
-func (r *Recoverer) settledToAdd(p int, rounds []liveRound, held map[int64]map[string]*holding, log order.Settled) []order.SettledEntry {
-	by := map[string]*order.SettledEntry{}
+func (r *Recoverer) settledToAdd(p int, rounds []liveRound, held map[int64]map[string]*holding, log saga.Settled) []saga.SettledEntry {
+	by := map[string]*saga.SettledEntry{}
 	var ids []string
 	for _, lr := range rounds {
 		if r.parts.Of(lr.sku) != p {
@@ -521,7 +522,7 @@ func (r *Recoverer) settledToAdd(p int, rounds []liveRound, held map[int64]map[s
 			}
 			e := by[id]
 			if e == nil {
-				e = &order.SettledEntry{OrderID: id, User: h.user}
+				e = &saga.SettledEntry{OrderID: id, User: h.user}
 				by[id] = e
 				ids = append(ids, id)
 			}
@@ -529,7 +530,7 @@ func (r *Recoverer) settledToAdd(p int, rounds []liveRound, held map[int64]map[s
 		}
 	}
 	slices.Sort(ids)
-	out := make([]order.SettledEntry, len(ids))
+	out := make([]saga.SettledEntry, len(ids))
 	for i, id := range ids {
 		out[i] = *by[id]
 	}
@@ -538,8 +539,8 @@ func (r *Recoverer) settledToAdd(p int, rounds []liveRound, held map[int64]map[s
 
 // settledToRemove: the log's entries with a line in a live round whose
 // order no store knows.
-func settledToRemove(held map[int64]map[string]*holding, log order.Settled) []order.SettledEntry {
-	var out []order.SettledEntry
+func settledToRemove(held map[int64]map[string]*holding, log saga.Settled) []saga.SettledEntry {
+	var out []saga.SettledEntry
 	for id, entries := range log.Entries {
 		for _, e := range entries {
 			live, known := false, false

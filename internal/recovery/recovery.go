@@ -22,6 +22,7 @@ import (
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/saga"
 )
 
 // Attempts is how many times a SKU whose stock keeps moving is read and
@@ -35,6 +36,7 @@ type Recoverer struct {
 	stock  *inventory.Stock
 	parts  keyspace.Partitions
 	ledger *order.Ledger // order's keys and status hashes
+	sagas  *saga.Ledger  // the sagas' holds and settled logs
 	log    *slog.Logger
 	// betweenReads, when set (InjectBetweenReads), runs in each attempt
 	// after the holds are read and before the streams are.
@@ -50,7 +52,7 @@ func (r *Recoverer) InjectBetweenReads(f func()) { r.betweenReads = f }
 func New(db *pgxpool.Pool, rdb redis.UniversalClient, stock *inventory.Stock, prefix string, log *slog.Logger) *Recoverer {
 	parts := stock.Partitions()
 	return &Recoverer{db: db, rdb: rdb, stock: stock, parts: parts,
-		ledger: order.NewLedger(rdb, prefix, parts), log: log}
+		ledger: order.NewLedger(rdb, prefix, parts), sagas: saga.NewLedger(rdb, parts), log: log}
 }
 
 // Report is what a recovery did and found.
@@ -65,7 +67,7 @@ type Report struct {
 	// expired.
 	StatusesRestored int `json:"statuses_restored"`
 	// SettledRestored counts the settled log entries (a cluster's, see
-	// order.Ledger.ReadSettled) written or removed to match the rebuilt
+	// saga.Ledger.ReadSettled) written or removed to match the rebuilt
 	// stock.
 	SettledRestored int `json:"settled_restored"`
 	// Attempts is how many times the stores were read: more than one

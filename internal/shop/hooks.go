@@ -11,6 +11,7 @@ import (
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/lock"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/saga"
 	"github.com/shop-oss/shop/internal/order/writer"
 	"github.com/shop-oss/shop/internal/payment"
 )
@@ -84,6 +85,10 @@ func Stripe(cfg *config.Config) *payment.Stripe {
 // `shop serve` (App.Start) and `shop writer` alike.
 func NewSweeper(st Stores, cfg *config.Config, stock *inventory.Stock, locks *lock.Locker,
 	log *slog.Logger, reg prometheus.Registerer) *order.Sweeper {
-	return order.NewSweeper(st.Redis, stock, cfg.KeyPrefix, log, reg,
-		order.SweeperOptions{Locks: locks, StockChanged: StockChanged, Persisted: order.PersistedIn(st.DB)})
+	o := order.SweeperOptions{Locks: locks, StockChanged: StockChanged}
+	if stock.Partitions().Grouped() {
+		o.Sagas = saga.NewRepair(st.Redis, stock, cfg.KeyPrefix, log,
+			saga.RepairOptions{Persisted: order.PersistedIn(st.DB), StockChanged: StockChanged})
+	}
+	return order.NewSweeper(st.Redis, stock, cfg.KeyPrefix, log, reg, o)
 }

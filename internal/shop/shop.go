@@ -35,6 +35,7 @@ import (
 	"github.com/shop-oss/shop/internal/lock"
 	"github.com/shop-oss/shop/internal/onetrip"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/saga"
 	"github.com/shop-oss/shop/internal/payment"
 	"github.com/shop-oss/shop/internal/pickup"
 	"github.com/shop-oss/shop/internal/ratelimit"
@@ -81,6 +82,8 @@ type App struct {
 	Stores      *pickup.Service
 	// Rooms runs the sale rounds' waiting rooms; Start runs its admitter.
 	Rooms *room.Service
+	// Saga places the orders on a Redis Cluster (nil on a single Redis).
+	Saga *saga.Placer
 	// Sweeper expires unpaid orders; Start runs it.
 	Sweeper *order.Sweeper
 	Audit   *audit.Auditor
@@ -165,7 +168,8 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 	a.Rooms = room.New(st.DB, st.Redis, a.Stock, a.Sales, cfg.KeyPrefix, log, room.Options{})
 	a.Sales.CountRoomsWith(a.Rooms.Counters)
 	a.Sales.AfterOpen(a.Rooms.Track)
-	a.Orders = newOrders(st, cfg, a.Stock, a.Catalog, log, reg, purchases)
+	a.Saga = newSaga(cfg)
+	a.Orders = newOrders(st, cfg, a.Stock, a.Catalog, log, reg, purchases, a.Saga)
 	if cfg.PaymentProvider == "stripe" {
 		a.Webhook = payment.NewWebhook(st.DB, cfg.StripeWebhookSecret, a.Orders, log, reg)
 	}
@@ -327,17 +331,37 @@ func NewStock(st Stores, cfg *config.Config) *inventory.Stock {
 // NewOrders is the order service on st as cfg sets it up, for a command
 // that changes orders outside `shop serve` (`shop user delete`).
 func NewOrders(st Stores, cfg *config.Config, log *slog.Logger) *order.Service {
-	return newOrders(st, cfg, NewStock(st, cfg), NewCatalog(st, cfg, log, nil), log, prometheus.NewRegistry(), nil)
+	return newOrders(st, cfg, NewStock(st, cfg), NewCatalog(st, cfg, log, nil), log, prometheus.NewRegistry(), nil, newSaga(cfg))
 }
 
 // newOrders: purchases, when not nil, is the purchase path's
-// auto-pipeliner (purchaseRedis).
+// auto-pipeliner (purchaseRedis); placer, on a cluster, the saga.
 func newOrders(st Stores, cfg *config.Config, stock *inventory.Stock, catalog *inventory.Catalog, log *slog.Logger,
-	reg prometheus.Registerer, purchases redis.Scripter) *order.Service {
+	reg prometheus.Registerer, purchases redis.Scripter, placer *saga.Placer) *order.Service {
 	return order.New(st.DB, st.Redis, stock, catalog.Exists, cfg.KeyPrefix, log, reg,
 		order.Options{PaymentTTL: cfg.PaymentTTL, Payments: PaymentProvider(cfg), StockChanged: StockChanged,
-			ReserveRedis: purchases, HoldLifetime: cfg.SagaHoldTTL})
+			ReserveRedis: purchases, Placer: placerOf(placer)})
 }
+
+// newSaga is the placer of the orders on a Redis Cluster, whose lines lie
+// in several shards; nil on a single Redis, where one script places one.
+func newSaga(cfg *config.Config) *saga.Placer {
+	if !cfg.Partitions().Grouped() {
+		return nil
+	}
+	return saga.New(saga.Options{HoldLifetime: cfg.SagaHoldTTL})
+}
+
+func placerOf(p *saga.Placer) func(order.Kit) order.Placer {
+	if p == nil {
+		return nil
+	}
+	return p.On
+}
+
+// Placer is order.Options.Placer as cfg lays the stock out, for a
+// command that places orders outside `shop serve` (`shop seed`).
+func Placer(cfg *config.Config) func(order.Kit) order.Placer { return placerOf(newSaga(cfg)) }
 
 // AuthConfig is the auth service's part of the configuration.
 func AuthConfig(cfg *config.Config) auth.Config {

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/saga"
 	"github.com/shop-oss/shop/internal/order/writer"
 	"github.com/shop-oss/shop/internal/recovery"
 )
@@ -23,7 +24,7 @@ import (
 type sagaShop struct {
 	*clusterShop
 	orders  *order.Service
-	armed   atomic.Pointer[order.SagaPoint]
+	armed   atomic.Pointer[saga.Point]
 	stopped chan struct{}
 	resume  chan struct{}
 }
@@ -31,8 +32,9 @@ type sagaShop struct {
 func newSagaShop(t *testing.T, holdLifetime time.Duration) *sagaShop {
 	t.Helper()
 	s := &sagaShop{clusterShop: newClusterShop(t), stopped: make(chan struct{}), resume: make(chan struct{})}
-	s.orders = s.Orders(order.Options{HoldLifetime: holdLifetime})
-	s.orders.InjectSagaFault(func(p order.SagaPoint) {
+	placer := saga.New(saga.Options{HoldLifetime: holdLifetime})
+	s.orders = s.Orders(order.Options{Placer: placer.On})
+	placer.InjectFault(func(p saga.Point) {
 		if at := s.armed.Load(); at != nil && *at == p && s.armed.CompareAndSwap(at, nil) {
 			s.stopped <- struct{}{}
 			<-s.resume
@@ -44,7 +46,7 @@ func newSagaShop(t *testing.T, holdLifetime time.Duration) *sagaShop {
 // stopAt places lines for user in the background, stopping the saga at
 // point; it returns once the saga waits there, and the placement's answer
 // arrives on the channel after resume is closed.
-func (s *sagaShop) stopAt(t *testing.T, point order.SagaPoint, user string, lines ...order.Line) <-chan error {
+func (s *sagaShop) stopAt(t *testing.T, point saga.Point, user string, lines ...order.Line) <-chan error {
 	t.Helper()
 	s.armed.Store(&point)
 	done := make(chan error, 1)
@@ -64,7 +66,7 @@ func (s *sagaShop) stopAt(t *testing.T, point order.SagaPoint, user string, line
 // stoppedCheckout has a new buyer check out a unit of SKUs[0][0] (home,
 // in partition 0) and 2 of SKUs[1][0] (foreign, held in partition 1),
 // stopped at point as stopAt does.
-func (s *sagaShop) stoppedCheckout(t *testing.T, point order.SagaPoint) (home, foreign, user string, done <-chan error) {
+func (s *sagaShop) stoppedCheckout(t *testing.T, point saga.Point) (home, foreign, user string, done <-chan error) {
 	t.Helper()
 	home, foreign = s.SKUs[0][0], s.SKUs[1][0]
 	user = s.User(t)
@@ -175,10 +177,10 @@ func round(rep recovery.Report, sku string) recovery.Round {
 // clean, and recover again changes nothing.
 func TestRecoverCountsAHoldThatCommitsAfterward(t *testing.T) {
 	t.Parallel()
-	s := newSagaShop(t, order.DefaultHoldLifetime)
+	s := newSagaShop(t, saga.DefaultHoldLifetime)
 	s.writer(t)
 	s.others(t)
-	home, foreign, u, done := s.stoppedCheckout(t, order.SagaAfterHold)
+	home, foreign, u, done := s.stoppedCheckout(t, saga.AfterHold)
 
 	rep := s.recover(t, nil)
 	s.taken(t, foreign, u, s.units-2, "2")
@@ -211,14 +213,15 @@ func TestRecoverCountsAHoldTheRepairGivesBack(t *testing.T) {
 	s := newSagaShop(t, 200*time.Millisecond)
 	s.writer(t)
 	s.others(t)
-	home, foreign, u, done := s.stoppedCheckout(t, order.SagaAfterHold)
+	home, foreign, u, done := s.stoppedCheckout(t, saga.AfterHold)
 
 	s.recover(t, nil)
 	s.taken(t, foreign, u, s.units-2, "2")
 
 	ctx := context.Background()
 	sweeper := order.NewSweeper(s.RDB, s.Stock, s.Prefix, s.Log, prometheus.NewRegistry(),
-		order.SweeperOptions{Persisted: order.PersistedIn(s.DB.Pool)})
+		order.SweeperOptions{Sagas: saga.NewRepair(s.RDB, s.Stock, s.Prefix, s.Log,
+			saga.RepairOptions{Persisted: order.PersistedIn(s.DB.Pool)})})
 	holds := s.keys[1].Holds
 	for deadline := time.Now().Add(30 * time.Second); s.RDB.ZCard(ctx, holds).Val() > 0; {
 		if time.Now().After(deadline) {
@@ -246,10 +249,10 @@ func TestRecoverCountsAHoldTheRepairGivesBack(t *testing.T) {
 // dropped: every round adds up exactly, the audit is clean.
 func TestRecoverCountsAHoldOfAPersistedOrderOnce(t *testing.T) {
 	t.Parallel()
-	s := newSagaShop(t, order.DefaultHoldLifetime)
+	s := newSagaShop(t, saga.DefaultHoldLifetime)
 	s.writer(t)
 	s.others(t)
-	home, foreign, u, done := s.stoppedCheckout(t, order.SagaAfterCommit)
+	home, foreign, u, done := s.stoppedCheckout(t, saga.AfterCommit)
 	s.Drained(t)
 
 	rep := s.recover(t, nil)
@@ -276,9 +279,9 @@ func TestRecoverCountsAHoldOfAPersistedOrderOnce(t *testing.T) {
 // not twice. Every round adds up exactly, the audit is clean.
 func TestRecoverCountsAHoldCommittedWhileItRuns(t *testing.T) {
 	t.Parallel()
-	s := newSagaShop(t, order.DefaultHoldLifetime)
+	s := newSagaShop(t, saga.DefaultHoldLifetime)
 	s.others(t) // the writer starts after recover: only the stream has the order then
-	home, foreign, u, done := s.stoppedCheckout(t, order.SagaAfterHold)
+	home, foreign, u, done := s.stoppedCheckout(t, saga.AfterHold)
 
 	rec := recovery.New(s.DB.Pool, s.RDB, s.Stock, s.Prefix, s.Log)
 	var committed bool

@@ -17,6 +17,7 @@ import (
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/saga"
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
@@ -81,8 +82,11 @@ func (s *ClusterSale) User(t testing.TB) string {
 }
 
 // Orders is the order package's service on the sale's stores (every user
-// exists).
+// exists), placing with the saga (a default one unless o names one).
 func (s *ClusterSale) Orders(o order.Options) *order.Service {
+	if o.Placer == nil {
+		o.Placer = saga.New(saga.Options{}).On
+	}
 	exists := func(context.Context, string) (bool, error) { return true, nil }
 	return order.New(s.DB.Pool, s.RDB, s.Stock, exists, s.Prefix, s.Log, prometheus.NewRegistry(), o)
 }

@@ -1,7 +1,8 @@
-package order
+package saga
 
 import (
 	"context"
+	"github.com/shop-oss/shop/internal/order"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -20,37 +21,37 @@ func TestRepeatFinishesACheckoutCutBeforeItsFinish(t *testing.T) {
 	ctx := context.Background()
 	u := f.user(t)
 	a, b, c := f.skuIn(t, "fin", 2, 10), f.skuIn(t, "fin", 6, 10), f.skuIn(t, "fin", 10, 10)
-	lines := []Line{{SKU: a, Quantity: 2}, {SKU: b, Quantity: 1}}
+	lines := []order.Line{{SKU: a, Quantity: 2}, {SKU: b, Quantity: 1}}
 	cart := f.cart(t, u, lines...)
 	var cut atomic.Bool
-	f.svc.InjectSagaFault(func(p SagaPoint) {
-		if p == SagaBeforeFinish && cut.CompareAndSwap(false, true) {
+	f.saga.InjectFault(func(p Point) {
+		if p == BeforeFinish && cut.CompareAndSwap(false, true) {
 			runtime.Goexit()
 		}
 	})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, _ = f.svc.Place(ctx, u, lines, PlaceOptions{IdemKey: "k", CartKey: cart})
+		_, _ = f.svc.Place(ctx, u, lines, order.PlaceOptions{IdemKey: "k", CartKey: cart})
 	}()
 	<-done
 	if !cut.Load() || f.rdb.HLen(ctx, cart).Val() != 2 {
 		t.Fatalf("the checkout was not cut before its finish: cut %v, cart %v", cut.Load(), f.rdb.HGetAll(ctx, cart).Val())
 	}
-	f.cart(t, u, Line{SKU: c, Quantity: 1}) // added since
-	cartNow := append(lines, Line{SKU: c, Quantity: 1})
-	p1, err := f.svc.Place(ctx, u, cartNow, PlaceOptions{IdemKey: "k", CartKey: cart})
+	f.cart(t, u, order.Line{SKU: c, Quantity: 1}) // added since
+	cartNow := append(lines, order.Line{SKU: c, Quantity: 1})
+	p1, err := f.svc.Place(ctx, u, cartNow, order.PlaceOptions{IdemKey: "k", CartKey: cart})
 	if err != nil || !p1.Replayed {
 		t.Fatalf("repeat: %+v %v, want the order replayed", p1, err)
 	}
 	if got := f.rdb.HGetAll(ctx, cart).Val(); len(got) != 1 || got[c] != "1" {
 		t.Fatalf("cart after the repeat: %v, want only %s:1", got, c)
 	}
-	if ids := f.rdb.ZRange(ctx, f.svc.keys.pending(u), 0, -1).Val(); len(ids) != 1 || ids[0] != p1.OrderID {
+	if ids := f.rdb.ZRange(ctx, f.saga.keys.pending(u), 0, -1).Val(); len(ids) != 1 || ids[0] != p1.OrderID {
 		t.Fatalf("pending index %v, want %s", ids, p1.OrderID)
 	}
 	f.cart(t, u, lines...)
-	p2, err := f.svc.Place(ctx, u, cartNow, PlaceOptions{IdemKey: "k", CartKey: cart})
+	p2, err := f.svc.Place(ctx, u, cartNow, order.PlaceOptions{IdemKey: "k", CartKey: cart})
 	if err != nil || !p2.Replayed || p2.OrderID != p1.OrderID {
 		t.Fatalf("second repeat: %+v %v, want %s replayed", p2, err, p1.OrderID)
 	}

@@ -1,4 +1,10 @@
-package order
+// Package saga places orders on a Redis Cluster, where an order's lines
+// lie in several shards: a saga of claim, hold, commit and finish (the
+// Placer order.New takes), the repair of sagas a crash left between hold
+// and commit (the Repair the order sweeper runs), and the drills' crash
+// points. Package order owns the orders; this package only its cluster
+// steps. The reasoning is in docs/design/order.md ("saga/saga.go").
+package saga
 
 import (
 	"context"
@@ -11,30 +17,89 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 	"github.com/shop-oss/shop/internal/apperr"
+	"github.com/shop-oss/shop/internal/keyspace"
+	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/telemetry"
 )
 
-// A purchase on a Redis Cluster (grouped partitions) is a saga: claim,
-// hold, commit, finish. More in docs/design/order.md ("saga.go").
-
 // DefaultHoldLifetime is how long a hold waits for its commit before the
 // repair may undo the saga (Options.HoldLifetime sets another). A placement
-// gives up after placeTimeout, far sooner.
+// gives up after order's placeTimeout, far sooner.
 const DefaultHoldLifetime = 30 * time.Second
+
+// stepTimeout bounds each step after a decision, as order's lifecycle
+// steps are bounded.
+const stepTimeout = 2 * time.Second
+
+// Options are the optional parts of a Placer.
+type Options struct {
+	// HoldLifetime is how long a hold waits for its commit before the
+	// sweeper's repair may undo it (DefaultHoldLifetime when not
+	// positive). It bounds how long a crash between hold and commit keeps
+	// units out of stock, and must stay above the few seconds a placement
+	// may take: a hold that outlives its deadline mid-placement is undone
+	// and the placement answers 503.
+	HoldLifetime time.Duration
+}
+
+// Placer places orders on a cluster (see the package doc). New makes
+// one; order.New binds it to its service with On (order.Options.Placer).
+type Placer struct {
+	order.Kit
+	keys                                   keys
+	holdScript, commitScript, finishScript *redis.Script
+	holdLifetime                           time.Duration
+	// fault, for the fault drills, is called at each Point a placement
+	// reaches (InjectFault); nil otherwise.
+	fault func(Point)
+}
+
+// New returns a saga placer, for order.Options.Placer (its On).
+func New(o Options) *Placer {
+	p := &Placer{holdLifetime: DefaultHoldLifetime}
+	if o.HoldLifetime > 0 {
+		p.holdLifetime = o.HoldLifetime
+	}
+	return p
+}
+
+// On binds p to the order service whose Kit k is, once, in order.New.
+func (p *Placer) On(k order.Kit) order.Placer {
+	p.Kit, p.keys = k, keys{k.Ledger, k.Stock.Partitions()}
+	p.holdScript, p.commitScript = redis.NewScript(k.Script(holdLua)), redis.NewScript(k.Script(commitLua))
+	p.finishScript = redis.NewScript(fmt.Sprintf(finishLua, k.Erased))
+	return p
+}
+
+// Exists: the record is claimed before the order exists, which it may
+// never (refused, or aborted).
+func (p *Placer) Exists(ctx context.Context, id string) (bool, error) {
+	_, ok, err := p.Live(ctx, id)
+	return ok, err
+}
 
 // abortedTTL is how long a tombstone refuses a late commit (and answers a
 // repeat of the aborted id's Idempotency-Key with a fresh order).
-const abortedTTL = idemTTL
+const abortedTTL = order.IdemTTL
 
-// statusAborted is the tombstone the repair leaves on the home of an order
-// that never committed. It has no items, so every reader of statuses
-// (parseLive, the writer's confirm, the audit) sees no order.
-const statusAborted = "aborted"
+// keys names the order keys the saga works with, as order's Ledger names
+// them.
+type keys struct {
+	l     *order.Ledger
+	parts keyspace.Partitions
+}
 
-// hold is the record of the lines a saga took on partition p for order id;
-// holds indexes them by deadline.
-func (k keys) hold(p int, id string) string { return k.partition(p) + ":hold:" + id }
-func (k keys) holds(p int) string           { return k.partition(p) + ":holds" }
+func (k keys) status(id string) string      { return k.l.Keys(0).StatusKey(id) }
+func (k keys) pending(user string) string   { return k.l.Keys(0).PendingKey(user) }
+func (k keys) idem(user, key string) string { return k.l.Keys(0).IdemKey(user, key) }
+func (k keys) stream(p int) string          { return k.l.Keys(p).Stream }
+func (k keys) due(p int) string             { return k.l.Keys(p).Due }
+func (k keys) hold(p int, id string) string { return k.l.Keys(p).HoldPrefix + id }
+func (k keys) holds(p int) string           { return k.l.Keys(p).Holds }
+func (k keys) settled(p int) string         { return k.l.Keys(p).Settled }
+
+// reservation is what a saga did: the order, or the one a repeat names.
+type reservation = order.Reserved
 
 // errSagaAborted: the repair undid this order id (its first run stopped
 // between hold and commit); nothing is held for it any more.
@@ -44,16 +109,21 @@ var errSagaAborted = errors.New("order: the saga of this order id was aborted")
 // partition of this order right now.
 var errSagaBusy = apperr.Unavailable("another request with this Idempotency-Key is in progress; retry it in a moment")
 
-// placeSaga places an order on a cluster (see above).
-func (s *Service) placeSaga(ctx context.Context, user string, lines []Line, o PlaceOptions) (reservation, error) {
-	if err := checkLines(lines); err != nil {
+// Place places an order on a cluster (see the package doc).
+func (s *Placer) Place(ctx context.Context, user string, lines []order.Line, o order.PlaceOptions) (order.Placed, error) {
+	res, err := s.place(ctx, user, lines, o)
+	return order.Placed{OrderID: res.OrderID, Status: order.StatusPending, Replayed: res.Replayed}, err
+}
+
+func (s *Placer) place(ctx context.Context, user string, lines []order.Line, o order.PlaceOptions) (reservation, error) {
+	if err := s.CheckLines(lines); err != nil {
 		return reservation{}, err
 	}
-	id, err := s.newOrderID(lines)
+	id, err := s.NewOrderID(lines)
 	if err != nil {
 		return reservation{}, err
 	}
-	fp, idem := fingerprint(lines, o.CartKey != ""), ""
+	fp, idem := s.Fingerprint(lines, o.CartKey != ""), ""
 	if o.IdemKey != "" {
 		idem = s.keys.idem(user, o.IdemKey)
 		var replayed bool
@@ -61,10 +131,10 @@ func (s *Service) placeSaga(ctx context.Context, user string, lines []Line, o Pl
 			if replayed && o.CartKey != "" {
 				s.refinish(ctx, user, id, idem, o.CartKey)
 			}
-			return reservation{orderID: id, replayed: replayed}, err
+			return reservation{OrderID: id, Replayed: replayed}, err
 		}
 	}
-	passes := passArg(o.Passes)
+	passes := s.Passes(o.Passes)
 	res, err := s.saga(ctx, id, user, passes, lines)
 	if errors.Is(err, errSagaAborted) && idem != "" {
 		// The repair undid this id while the claim pointed at it (it
@@ -76,13 +146,13 @@ func (s *Service) placeSaga(ctx context.Context, user string, lines []Line, o Pl
 	if errors.Is(err, errSagaAborted) {
 		return reservation{}, apperr.Unavailable("the order could not be placed now; retry with the same Idempotency-Key")
 	}
-	if err != nil || res.replayed {
+	if err != nil || res.Replayed {
 		return res, err
 	}
-	s.fault(SagaBeforeFinish)
+	s.at(BeforeFinish)
 	if s.finish(ctx, user, res, lines, o.CartKey, idem) {
-		s.cancelErased(ctx, user, res.orderID)
-		return reservation{}, ErrBuyerErased
+		s.cancelErased(ctx, user, res.OrderID)
+		return reservation{}, order.ErrBuyerErased
 	}
 	return res, nil
 }
@@ -91,23 +161,23 @@ func (s *Service) placeSaga(ctx context.Context, user string, lines []Line, o Pl
 // the order id to place under: id, or the one claimed before for the same
 // request. replayed is true when that earlier order exists (a repeat:
 // nothing to do); one the repair aborted is replaced by a new id.
-func (s *Service) claimOrderID(ctx context.Context, idem, fp, id string, lines []Line) (string, bool, error) {
+func (s *Placer) claimOrderID(ctx context.Context, idem, fp, id string, lines []order.Line) (string, bool, error) {
 	got, had, err := s.claim(ctx, idem, fp, id, "")
 	if err != nil || !had {
 		return got, false, err
 	}
-	st, err := s.rdb.HMGet(ctx, s.keys.status(got), "status", "deciding").Result()
+	st, err := s.Redis.HMGet(ctx, s.keys.status(got), "status", "deciding").Result()
 	if err != nil {
 		return "", false, fmt.Errorf("read order %s status: %w", got, err)
 	}
 	status, _ := st[0].(string)
 	switch {
-	case status == statusAborted && st[1] != nil:
+	case status == order.StatusAborted && st[1] != nil:
 		// The repair is asking PostgreSQL whether the order is a written
 		// one whose status a failover lost: a fresh order could be a
 		// second one for this key.
 		return "", false, errSagaBusy
-	case status == statusAborted:
+	case status == order.StatusAborted:
 		got, err = s.reclaim(ctx, idem, fp, got, lines)
 		return got, false, err
 	case st[0] != nil:
@@ -125,14 +195,14 @@ func (s *Service) claimOrderID(ctx context.Context, idem, fp, id string, lines [
 // final answer to a request whose repeat, moments later, succeeds
 // (e2e TestClusterDrillServeKilledMidCheckout saw it under load). The
 // repeat is told to retry (503) instead.
-func (s *Service) reclaim(ctx context.Context, idem, fp, old string, lines []Line) (string, error) {
+func (s *Placer) reclaim(ctx context.Context, idem, fp, old string, lines []order.Line) (string, error) {
 	if held, err := s.heldAnywhere(ctx, old); err != nil || held {
 		if err == nil {
 			err = errSagaBusy
 		}
 		return "", err
 	}
-	fresh, err := s.newOrderID(lines)
+	fresh, err := s.NewOrderID(lines)
 	if err != nil {
 		return "", err
 	}
@@ -143,10 +213,10 @@ func (s *Service) reclaim(ctx context.Context, idem, fp, old string, lines []Lin
 // heldAnywhere says whether order id still has a hold on any partition
 // (one EXISTS a partition, in one pipeline: a rare path, taken only after
 // the repair aborted an order).
-func (s *Service) heldAnywhere(ctx context.Context, id string) (bool, error) {
+func (s *Placer) heldAnywhere(ctx context.Context, id string) (bool, error) {
 	n := s.keys.parts.Count()
 	cmds := make([]*redis.IntCmd, n)
-	_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+	_, err := s.Redis.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for p := range n {
 			cmds[p] = pipe.Exists(ctx, s.keys.hold(p, id))
 		}
@@ -165,13 +235,13 @@ func (s *Service) heldAnywhere(ctx context.Context, id string) (bool, error) {
 
 // claim runs idemClaimScript: had is true when the record named an order
 // already (other than replace).
-func (s *Service) claim(ctx context.Context, idem, fp, id, replace string) (got string, had bool, err error) {
-	reply, err := idemClaimScript.Run(ctx, s.rdb, []string{idem}, fp, id, idemTTL.Milliseconds(), replace).StringSlice()
+func (s *Placer) claim(ctx context.Context, idem, fp, id, replace string) (got string, had bool, err error) {
+	reply, err := idemClaimScript.Run(ctx, s.Redis, []string{idem}, fp, id, order.IdemTTL.Milliseconds(), replace).StringSlice()
 	switch {
 	case err != nil:
 		return "", false, fmt.Errorf("claim idempotency key: %w", err)
 	case len(reply) == 1 && reply[0] == "reused":
-		return "", false, ErrIdempotencyKeyReused
+		return "", false, order.ErrIdempotencyKeyReused
 	case len(reply) == 2 && (reply[0] == "new" || reply[0] == "had"):
 		return reply[1], reply[0] == "had", nil
 	}
@@ -181,12 +251,12 @@ func (s *Service) claim(ctx context.Context, idem, fp, id, replace string) (got 
 // heldPart is what a hold took on partition p.
 type heldPart struct {
 	p     int
-	items []ReservedItem
+	items []order.ReservedItem
 }
 
 // saga holds the lines outside the home, then commits on the home; passes
 // are the buyer's waiting room passes (passArg).
-func (s *Service) saga(ctx context.Context, id, user, passes string, lines []Line) (reservation, error) {
+func (s *Placer) saga(ctx context.Context, id, user, passes string, lines []order.Line) (reservation, error) {
 	home := s.keys.parts.Home(id)
 	attempt := uuid.NewString()
 	groups := s.groupLines(lines, home)
@@ -210,15 +280,15 @@ func (s *Service) saga(ctx context.Context, id, user, passes string, lines []Lin
 	if refused.reason != "" {
 		mode = "check"
 	}
-	s.fault(SagaAfterHold)
+	s.at(AfterHold)
 	res, fail, err := s.commit(ctx, id, user, passes, attempt, home, mode, lines, held)
 	refused.add(fail)
 	switch {
-	case err == nil && refused.reason == "" && !res.replayed:
-		s.fault(SagaAfterCommit)
+	case err == nil && refused.reason == "" && !res.Replayed:
+		s.at(AfterCommit)
 		s.dropAll(ctx, id, attempt, held)
 		return res, nil
-	case err == nil && res.replayed:
+	case err == nil && res.Replayed:
 		// Another run of this order (a repeat of its Idempotency-Key)
 		// committed: that order is the answer, even if this run's holds
 		// were refused because of it, and what this run holds is no order's.
@@ -234,7 +304,7 @@ func (s *Service) saga(ctx context.Context, id, user, passes string, lines []Lin
 		// holds is no order's.
 		s.unholdAll(ctx, id, attempt, held)
 		if refused.reason != "" {
-			return reservation{}, refused.err(lines)
+			return reservation{}, refused.err(s.Kit, lines)
 		}
 		return res, err
 	}
@@ -258,13 +328,13 @@ func (s *Service) saga(ctx context.Context, id, user, passes string, lines []Lin
 // lineGroup is an order's lines on one partition.
 type lineGroup struct {
 	p     int
-	lines []Line
+	lines []order.Line
 }
 
 // groupLines groups the lines outside home by partition, in ascending
 // partition order.
-func (s *Service) groupLines(lines []Line, home int) []lineGroup {
-	by := map[int][]Line{}
+func (s *Placer) groupLines(lines []order.Line, home int) []lineGroup {
+	by := map[int][]order.Line{}
 	for _, l := range lines {
 		if p := s.keys.parts.Of(l.SKU); p != home {
 			by[p] = append(by[p], l)
@@ -279,24 +349,25 @@ func (s *Service) groupLines(lines []Line, home int) []lineGroup {
 }
 
 // asItems names lines as items, for releasing a hold whose answer was lost.
-func asItems(lines []Line) []ReservedItem {
-	out := make([]ReservedItem, len(lines))
+func asItems(lines []order.Line) []order.ReservedItem {
+	out := make([]order.ReservedItem, len(lines))
 	for i, l := range lines {
-		out[i] = ReservedItem{SKU: l.SKU, Quantity: l.Quantity}
+		out[i] = order.ReservedItem{SKU: l.SKU, Quantity: l.Quantity}
 	}
 	return out
 }
 
 // hold runs hold.lua on partition p; fail is its refusal (reason, SKUs).
-func (s *Service) hold(ctx context.Context, p int, id, user, passes, attempt, mode string, home int, lines []Line) ([]ReservedItem, []string, error) {
+func (s *Placer) hold(ctx context.Context, p int, id, user, passes, attempt, mode string, home int, lines []order.Line) ([]order.ReservedItem, []string, error) {
 	keys := []string{s.keys.hold(p, id), s.keys.holds(p)}
 	args := []any{id, user, attempt, mode, home, s.holdLifetime.Milliseconds(), len(lines)}
 	for _, l := range lines {
-		keys = append(keys, s.stock.SaleKey(l.SKU), s.stock.BuyersKey(l.SKU), s.passesKey(l.SKU))
-		args = append(args, l.SKU, l.Quantity, s.changesChannel(l.SKU))
+		sale, buyers, passes, channel := s.LineKeys(l.SKU)
+		keys = append(keys, sale, buyers, passes)
+		args = append(args, l.SKU, l.Quantity, channel)
 	}
 	args = append(args, passes)
-	reply, err := holdScript.Run(ctx, s.reserveRdb, keys, args...).StringSlice()
+	reply, err := s.holdScript.Run(ctx, s.Reserve, keys, args...).StringSlice()
 	switch {
 	case err != nil:
 		return nil, nil, fmt.Errorf("hold order %s on partition %d: %w", id, p, err)
@@ -307,7 +378,7 @@ func (s *Service) hold(ctx context.Context, p int, id, user, passes, attempt, mo
 	case len(reply) == 2 && reply[0] == "ok" && mode == "check":
 		return nil, nil, nil
 	case len(reply) == 2 && reply[0] == "ok":
-		var items []ReservedItem
+		var items []order.ReservedItem
 		if err := json.Unmarshal([]byte(reply[1]), &items); err != nil {
 			return nil, nil, fmt.Errorf("hold order %s: items: %w", id, err)
 		}
@@ -317,22 +388,23 @@ func (s *Service) hold(ctx context.Context, p int, id, user, passes, attempt, mo
 }
 
 // commit runs commit.lua on the home; fail is its refusal.
-func (s *Service) commit(ctx context.Context, id, user, passes, attempt string, home int, mode string,
-	lines []Line, held []heldPart) (reservation, []string, error) {
-	items := map[string]ReservedItem{}
+func (s *Placer) commit(ctx context.Context, id, user, passes, attempt string, home int, mode string,
+	lines []order.Line, held []heldPart) (reservation, []string, error) {
+	items := map[string]order.ReservedItem{}
 	for _, h := range held {
 		for _, it := range h.items {
 			items[it.SKU] = it
 		}
 	}
 	keys := []string{s.keys.stream(home), s.keys.status(id), s.keys.due(home)}
-	args := []any{id, user, s.statusTTL().Milliseconds(), s.paymentTTL.Milliseconds(), home, attempt, mode, len(lines)}
+	args := []any{id, user, s.StatusTTL.Milliseconds(), s.PaymentTTL.Milliseconds(), home, attempt, mode, len(lines)}
 	for _, l := range lines {
 		heldJSON := ""
+		sale, buyers, passes, channel := s.LineKeys(l.SKU)
 		if s.keys.parts.Of(l.SKU) != home {
 			it, ok := items[l.SKU]
 			if !ok { // check mode: a line refused elsewhere, not judged here
-				it = ReservedItem{SKU: l.SKU, Quantity: l.Quantity}
+				it = order.ReservedItem{SKU: l.SKU, Quantity: l.Quantity}
 			}
 			b, err := json.Marshal(it)
 			if err != nil {
@@ -340,12 +412,12 @@ func (s *Service) commit(ctx context.Context, id, user, passes, attempt string, 
 			}
 			heldJSON = string(b)
 		} else {
-			keys = append(keys, s.stock.SaleKey(l.SKU), s.stock.BuyersKey(l.SKU), s.passesKey(l.SKU))
+			keys = append(keys, sale, buyers, passes)
 		}
-		args = append(args, l.SKU, l.Quantity, s.changesChannel(l.SKU), heldJSON)
+		args = append(args, l.SKU, l.Quantity, channel, heldJSON)
 	}
 	args = append(args, passes, telemetry.Traceparent(ctx))
-	reply, err := commitScript.Run(ctx, s.reserveRdb, keys, args...).StringSlice()
+	reply, err := s.commitScript.Run(ctx, s.Reserve, keys, args...).StringSlice()
 	switch {
 	case err != nil:
 		return reservation{}, nil, err
@@ -358,7 +430,7 @@ func (s *Service) commit(ctx context.Context, id, user, passes, attempt string, 
 	case len(reply) == 1 && reply[0] == "ok" && mode == "check":
 		return reservation{}, nil, nil
 	}
-	res, err := parseReply(id, reply)
+	res, err := order.ParseReply(id, reply)
 	return res, nil, err
 }
 
@@ -384,39 +456,39 @@ func (r *refusal) add(fail []string) {
 	}
 }
 
-// err is the refusal's error, its SKUs in the order's line order.
-func (r *refusal) err(lines []Line) error {
+// err is the refusal's error (k's), its SKUs in the order's line order.
+func (r *refusal) err(k order.Kit, lines []order.Line) error {
 	at := map[string]int{}
 	for i, l := range lines {
 		at[l.SKU] = i
 	}
 	slices.SortFunc(r.skus, func(a, b string) int { return at[a] - at[b] })
-	return rejection(r.reason, r.skus)
+	return k.Refusal(r.reason, r.skus)
 }
 
 // dropAll ends the holds of a committed order: their units are the
 // order's. A drop that fails is done by the repair after the deadline (it
 // finds the order committed by this attempt).
-func (s *Service) dropAll(ctx context.Context, id, attempt string, held []heldPart) {
+func (s *Placer) dropAll(ctx context.Context, id, attempt string, held []heldPart) {
 	ctx, cancel := afterward(ctx)
 	defer cancel()
 	for _, h := range held {
 		if _, err := s.unhold(ctx, h.p, id, attempt, "drop", h.items); err != nil {
-			s.log.Warn("drop a committed order's hold; the sweeper will", "order", id, "partition", h.p, "err", err)
+			s.Log.Warn("drop a committed order's hold; the sweeper will", "order", id, "partition", h.p, "err", err)
 		}
 	}
 }
 
 // unholdAll gives back the holds of an order that did not commit. A
 // release that fails is done by the repair after the deadline.
-func (s *Service) unholdAll(ctx context.Context, id, attempt string, held []heldPart) {
+func (s *Placer) unholdAll(ctx context.Context, id, attempt string, held []heldPart) {
 	ctx, cancel := afterward(ctx)
 	defer cancel()
 	var skus []string
 	for _, h := range held {
 		n, err := s.unhold(ctx, h.p, id, attempt, "release", h.items)
 		if err != nil {
-			s.log.Warn("release a refused order's hold; the sweeper will", "order", id, "partition", h.p, "err", err)
+			s.Log.Warn("release a refused order's hold; the sweeper will", "order", id, "partition", h.p, "err", err)
 		}
 		for _, it := range h.items {
 			if n > 0 {
@@ -424,19 +496,19 @@ func (s *Service) unholdAll(ctx context.Context, id, attempt string, held []held
 			}
 		}
 	}
-	if len(skus) > 0 && s.life.changed != nil {
-		s.life.changed(ctx, skus)
+	if len(skus) > 0 && s.Changed != nil {
+		s.Changed(ctx, skus)
 	}
 }
 
 // afterward bounds the steps that follow a decision (drop, release,
 // finish): they run even when the buyer has gone, within their own time.
 func afterward(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), lifecycleTimeout)
+	return context.WithTimeout(context.WithoutCancel(ctx), stepTimeout)
 }
 
 // unhold runs unholdScript over the hold of order id on partition p, whose
 // record holds items; it returns the units given back (-1: no such hold).
-func (s *Service) unhold(ctx context.Context, p int, id, attempt, mode string, items []ReservedItem) (int64, error) {
-	return unholdOn(ctx, s.rdb, s.keys, s.stock, s.changesChannel, p, id, attempt, mode, items)
+func (s *Placer) unhold(ctx context.Context, p int, id, attempt, mode string, items []order.ReservedItem) (int64, error) {
+	return unholdOn(ctx, s.Redis, s.keys, s.Stock, p, id, attempt, mode, items)
 }

@@ -1,4 +1,4 @@
-package order
+package saga
 
 import (
 	_ "embed"
@@ -8,15 +8,13 @@ import (
 
 // The scripts of a purchase on a Redis Cluster (saga.go, repair.go). Each
 // runs in one slot: the user's (claim, finish), an order partition's
-// (hold, unhold, commit, abort).
+// (hold, unhold, commit, abort). hold.lua and commit.lua take stock by
+// order's rule (order.Kit's Script), so the Placer builds them.
 var (
 	//go:embed hold.lua
 	holdLua string
 	//go:embed commit.lua
 	commitLua string
-
-	holdScript   = redis.NewScript(withLines(holdLua))
-	commitScript = redis.NewScript(withLines(commitLua))
 )
 
 // claimScript claims an Idempotency-Key for an order id, in the user's
@@ -39,7 +37,7 @@ end
 redis.call('SET', KEYS[1], ARGV[2] .. ' ' .. ARGV[1], 'PX', ARGV[3])
 return {'new', ARGV[2]}`)
 
-// finishScript does a committed order's part in the user's slot: indexes
+// finishLua does a committed order's part in the user's slot: indexes
 // it as pending for its buyer and, for a checkout, removes from the cart
 // every line that still holds the quantity bought (a line changed since
 // the cart was read stays). KEYS[1] the buyer's pending index, KEYS[2] the
@@ -48,10 +46,10 @@ return {'new', ARGV[2]}`)
 // unset finishes again (refinish); ARGV[1] order id, ARGV[2] created_ms,
 // ARGV[3] the index's and the mark's TTL (ms), ARGV[4] n, then n sku,
 // quantity pairs. Returns 1, or 0 when the buyer was erased meanwhile
-// (erasedMember): nothing is done, and the order is for the caller to
-// cancel.
-var finishScript = redis.NewScript(`
-if redis.call('ZSCORE', KEYS[1], '` + erasedMember + `') then return 0 end
+// (order.Kit's Erased, which replaces %s): nothing is done, and the order
+// is for the caller to cancel.
+const finishLua = `
+if redis.call('ZSCORE', KEYS[1], '%s') then return 0 end
 redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 if KEYS[3] then redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[3]) end
@@ -60,13 +58,13 @@ for i = 5, #ARGV, 2 do
     redis.call('HDEL', KEYS[2], ARGV[i])
   end
 end
-return 1`)
+return 1`
 
 // unholdScript ends a hold, once, by its record: 'drop' (the order committed:
 // the units are the order's now) or 'release' (it did not: every line whose
 // round is still live gives its units back and comes off the buyer's count;
 // nothing counts as released, for no order sold them).
-// More in docs/design/order.md ("sagascripts.go").
+// More in docs/design/order.md ("saga/scripts.go").
 var unholdScript = redis.NewScript(`
 local rec = redis.call('HMGET', KEYS[1], 'attempt', 'user', 'items')
 if rec[1] ~= ARGV[2] then return -1 end
@@ -133,7 +131,7 @@ return {'aborted'}`)
 // endDecisionScript makes a tombstone final once PostgreSQL has answered
 // that it has no such order: the mark 'deciding' goes. (An order
 // PostgreSQL has gets its status back over the tombstone instead:
-// restoreStatus.) Any other status is left alone. KEYS[1] the order
+// order.Ledger's RestoreStatus.) Any other status is left alone. KEYS[1] the order
 // status.
 var endDecisionScript = redis.NewScript(`
 if redis.call('HGET', KEYS[1], 'status') ~= 'aborted' then return 0 end

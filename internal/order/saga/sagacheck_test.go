@@ -1,13 +1,13 @@
-package order
+package saga
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/shop-oss/shop/internal/order"
 	"sync"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/outage"
@@ -21,7 +21,7 @@ type checkFixture struct {
 	*clusterFixture
 	user    string
 	a, b, c string
-	lines   []Line
+	lines   []order.Line
 	home    *redis.Client
 }
 
@@ -31,7 +31,7 @@ func newCheckFixture(t *testing.T) *checkFixture {
 	ctx := context.Background()
 	x := &checkFixture{clusterFixture: f}
 	x.a, x.b, x.c = f.skuIn(t, "chk", 1, 10), f.skuIn(t, "chk", 5, 10), f.skuIn(t, "chk", 9, 1)
-	x.lines = []Line{{SKU: x.a, Quantity: 2}, {SKU: x.b, Quantity: 3}, {SKU: x.c, Quantity: 2}}
+	x.lines = []order.Line{{SKU: x.a, Quantity: 2}, {SKU: x.b, Quantity: 3}, {SKU: x.c, Quantity: 2}}
 	masters := map[string]bool{}
 	for _, sku := range []string{x.a, x.b, x.c} {
 		m, err := f.rdb.MasterForKey(ctx, f.stock.SaleKey(sku))
@@ -50,7 +50,7 @@ func newCheckFixture(t *testing.T) *checkFixture {
 	// master, so that only the home's step meets its outage.
 	for x.user == "" {
 		u := f.user(t)
-		m, err := f.rdb.MasterForKey(ctx, f.svc.keys.idem(u, "chk"))
+		m, err := f.rdb.MasterForKey(ctx, f.saga.keys.idem(u, "chk"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,7 +118,7 @@ func TestFailedCheckGivesTheHoldsBackAtOnce(t *testing.T) {
 	x := newCheckFixture(t)
 	ctx := context.Background()
 	x.refuseWrites(t)
-	_, err := x.svc.Place(ctx, x.user, x.lines, PlaceOptions{IdemKey: "chk"})
+	_, err := x.svc.Place(ctx, x.user, x.lines, order.PlaceOptions{IdemKey: "chk"})
 	var e *apperr.Error
 	if !errors.As(err, &e) || e.Code != apperr.CodeUnavailable || !outage.Is(err) {
 		t.Fatalf("checkout while its home refuses scripts: %v, want an outage (503)", err)
@@ -126,7 +126,7 @@ func TestFailedCheckGivesTheHoldsBackAtOnce(t *testing.T) {
 	x.untouched(t, "after the failed check")
 	x.allowWrites(t)
 
-	_, err = x.svc.Place(ctx, x.user, x.lines, PlaceOptions{IdemKey: "chk"})
+	_, err = x.svc.Place(ctx, x.user, x.lines, order.PlaceOptions{IdemKey: "chk"})
 	x.wantRefusal(t, err)
 	x.untouched(t, "after the repeat")
 	// The repair finds nothing left to settle.
@@ -150,7 +150,7 @@ func (b *beforeCheck) Eval(ctx context.Context, script string, keys []string, ar
 }
 
 func (b *beforeCheck) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
-	if sha == commitScript.Hash() {
+	if sha == redis.NewScript(order.Kit{}.Script(commitLua)).Hash() {
 		b.seen(args)
 	}
 	return b.Scripter.EvalSha(ctx, sha, keys, args...)
@@ -175,7 +175,7 @@ func TestFailedCheckAfterTheRepairReleasesNothingTwice(t *testing.T) {
 	var id string
 	hooked := &beforeCheck{Scripter: x.rdb, hook: func(order string) {
 		id = order
-		if err := x.rdb.ZAdd(ctx, x.svc.keys.holds(5), redis.Z{Score: 1, Member: order}).Err(); err != nil {
+		if err := x.rdb.ZAdd(ctx, x.saga.keys.holds(5), redis.Z{Score: 1, Member: order}).Err(); err != nil {
 			t.Error(err)
 		}
 		if _, err := x.clusterSweeper().Sweep(ctx); err != nil {
@@ -183,22 +183,22 @@ func TestFailedCheckAfterTheRepairReleasesNothingTwice(t *testing.T) {
 		}
 		x.refuseWrites(t)
 	}}
-	svc := New(x.db.Pool, x.rdb, x.stock, x.svc.exists, x.clusterFixture.c.Prefix, x.svc.log, prometheus.NewRegistry(), Options{ReserveRedis: hooked})
-	_, err := svc.Place(ctx, x.user, x.lines, PlaceOptions{IdemKey: "chk"})
+	svc, _ := x.service(Options{}, order.Options{ReserveRedis: hooked})
+	_, err := svc.Place(ctx, x.user, x.lines, order.PlaceOptions{IdemKey: "chk"})
 	var e *apperr.Error
 	if !errors.As(err, &e) || e.Code != apperr.CodeUnavailable || !outage.Is(err) || id == "" {
 		t.Fatalf("checkout whose home fails its check after the repair: %v (order %q), want an outage (503)", err, id)
 	}
 	x.untouched(t, "after the repair and the failed check")
-	if st := x.rdb.HGet(ctx, x.svc.keys.status(id), "status").Val(); st != statusAborted {
+	if st := x.rdb.HGet(ctx, x.saga.keys.status(id), "status").Val(); st != order.StatusAborted {
 		t.Fatalf("status of the repaired order %q, want its tombstone", st)
 	}
 	x.allowWrites(t)
 
-	_, err = svc.Place(ctx, x.user, x.lines, PlaceOptions{IdemKey: "chk"})
+	_, err = svc.Place(ctx, x.user, x.lines, order.PlaceOptions{IdemKey: "chk"})
 	x.wantRefusal(t, err)
 	x.untouched(t, "after the repeat")
-	if st := x.rdb.HGet(ctx, x.svc.keys.status(id), "status").Val(); st != statusAborted {
+	if st := x.rdb.HGet(ctx, x.saga.keys.status(id), "status").Val(); st != order.StatusAborted {
 		t.Fatalf("status of the repaired order %q after the repeat, want its tombstone", st)
 	}
 }

@@ -1,4 +1,4 @@
-package order
+package saga
 
 import (
 	"context"
@@ -6,9 +6,11 @@ import (
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/order"
 )
 
-// The saga's last step, in the buyer's slot (saga.go): the pending index
+// The saga's last step, in the buyer's slot (place in saga.go): the pending index
 // and the cart. It runs after the commit, so a crash may skip it; a
 // checkout's repeat then does it (refinish), told by the Idempotency-Key's
 // finish mark whether the first run did.
@@ -20,12 +22,12 @@ import (
 // once the order is persisted; a checkout's repeat finishes again
 // (refinish). erased is true when the buyer was erased since their check
 // (CancelUnpaid): the order stays unindexed, for the caller to cancel.
-func (s *Service) finish(ctx context.Context, user string, res reservation, lines []Line, cartKey, idem string) (erased bool) {
+func (s *Placer) finish(ctx context.Context, user string, res reservation, lines []order.Line, cartKey, idem string) (erased bool) {
 	ctx, cancel := afterward(ctx)
 	defer cancel()
 	pending := s.keys.pending(user)
 	keys := []string{pending, pending + ":nocart"}
-	args := []any{res.orderID, res.createdAt.UnixMilli(), s.statusTTL().Milliseconds(), 0}
+	args := []any{res.OrderID, res.CreatedAt.UnixMilli(), s.StatusTTL.Milliseconds(), 0}
 	if cartKey != "" {
 		keys[1] = cartKey
 		args[3] = len(lines)
@@ -36,9 +38,9 @@ func (s *Service) finish(ctx context.Context, user string, res reservation, line
 	if idem != "" {
 		keys = append(keys, finishedKey(idem))
 	}
-	done, err := finishScript.Run(ctx, s.rdb, keys, args...).Int()
+	done, err := s.finishScript.Run(ctx, s.Redis, keys, args...).Int()
 	if err != nil {
-		s.log.Warn("index a placed order for its buyer", "order", res.orderID, "err", err)
+		s.Log.Warn("index a placed order for its buyer", "order", res.OrderID, "err", err)
 	}
 	return err == nil && done == 0
 }
@@ -52,25 +54,25 @@ func finishedKey(idem string) string { return idem + ":finished" }
 // and the finish: the mark does not name the order): the order's own
 // lines come out of the cart where it still holds their quantities, as
 // the first run would have taken them. Failures are logged, as finish's.
-func (s *Service) refinish(ctx context.Context, user, id, idem, cartKey string) {
-	marked, err := s.rdb.Get(ctx, finishedKey(idem)).Result()
+func (s *Placer) refinish(ctx context.Context, user, id, idem, cartKey string) {
+	marked, err := s.Redis.Get(ctx, finishedKey(idem)).Result()
 	switch {
 	case err == nil && marked == id:
 		return
 	case err != nil && !errors.Is(err, redis.Nil):
-		s.log.Warn("read a repeated checkout's finish mark", "order", id, "err", err)
+		s.Log.Warn("read a repeated checkout's finish mark", "order", id, "err", err)
 		return
 	}
-	o, found, err := s.life.read(ctx, id)
+	o, found, err := s.Live(ctx, id)
 	if err != nil || !found {
-		s.log.Warn("finish a repeated checkout", "order", id, "found", found, "err", err)
+		s.Log.Warn("finish a repeated checkout", "order", id, "found", found, "err", err)
 		return
 	}
-	lines := make([]Line, len(o.Items))
+	lines := make([]order.Line, len(o.Items))
 	for i, it := range o.Items {
-		lines[i] = Line{SKU: it.SKU, Quantity: it.Quantity}
+		lines[i] = order.Line{SKU: it.SKU, Quantity: it.Quantity}
 	}
-	if s.finish(ctx, user, reservation{orderID: id, createdAt: o.CreatedAt}, lines, cartKey, idem) {
+	if s.finish(ctx, user, reservation{OrderID: id, CreatedAt: o.CreatedAt}, lines, cartKey, idem) {
 		s.cancelErased(ctx, user, id)
 	}
 }
@@ -79,10 +81,10 @@ func (s *Service) refinish(ctx context.Context, user, id, idem, cartKey string) 
 // it ran (finish said so): the erasure read their orders before this one
 // was indexed, so it is this run's to give back. A failure is logged; the
 // order's payment window, or a repeated erasure, ends it then.
-func (s *Service) cancelErased(ctx context.Context, user, id string) {
+func (s *Placer) cancelErased(ctx context.Context, user, id string) {
 	ctx, cancel := afterward(ctx)
 	defer cancel()
 	if _, err := s.Cancel(ctx, user, id); err != nil {
-		s.log.Warn("cancel the order of an erased buyer", "order", id, "err", err)
+		s.Log.Warn("cancel the order of an erased buyer", "order", id, "err", err)
 	}
 }

@@ -1,9 +1,10 @@
-package order
+package saga
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/shop-oss/shop/internal/order"
 	"sync/atomic"
 	"testing"
 
@@ -52,8 +53,8 @@ func (c *contract) available(t *testing.T, skus ...string) []int64 {
 	return a
 }
 
-func (c *contract) buy(user string, lines ...Line) (Placed, error) {
-	return c.svc.Place(context.Background(), user, lines, PlaceOptions{})
+func (c *contract) buy(user string, lines ...order.Line) (order.Placed, error) {
+	return c.svc.Place(context.Background(), user, lines, order.PlaceOptions{})
 }
 
 // forEachPlacer runs test against each placer, each case in parallel on
@@ -68,11 +69,11 @@ func forEachPlacer(t *testing.T, cases map[string]func(*testing.T, *contract)) {
 			}
 		})
 	}
-	if _, ok := single.svc.placer.(scriptPlacer); !ok {
-		t.Errorf("single Redis: placer %T", single.svc.placer)
+	if single.saga != nil {
+		t.Errorf("single Redis: placer %T, want order's one script", single.saga)
 	}
-	if _, ok := cluster.svc.placer.(sagaPlacer); !ok {
-		t.Errorf("cluster: placer %T", cluster.svc.placer)
+	if cluster.saga == nil {
+		t.Error("cluster: no saga placer")
 	}
 }
 
@@ -90,8 +91,8 @@ func TestPlacerContract(t *testing.T) {
 	forEachPlacer(t, withRoomCases(map[string]func(*testing.T, *contract){
 		"takes every line": func(t *testing.T, c *contract) {
 			a, b := c.sku(t, "take-a", 10, 0), c.sku(t, "take-b", 10, 0)
-			p, err := c.buy(c.user(t), Line{a, 3}, Line{b, 2})
-			if err != nil || p.Status != StatusPending || p.Replayed || p.OrderID == "" {
+			p, err := c.buy(c.user(t), order.Line{SKU: a, Quantity: 3}, order.Line{SKU: b, Quantity: 2})
+			if err != nil || p.Status != order.StatusPending || p.Replayed || p.OrderID == "" {
 				t.Fatalf("placed %+v, %v", p, err)
 			}
 			if got := c.available(t, a, b); got[0] != 7 || got[1] != 8 {
@@ -100,7 +101,7 @@ func TestPlacerContract(t *testing.T) {
 		},
 		"all or nothing": func(t *testing.T, c *contract) {
 			a, b := c.sku(t, "aon-a", 10, 0), c.sku(t, "aon-b", 1, 0)
-			_, err := c.buy(c.user(t), Line{a, 3}, Line{b, 2})
+			_, err := c.buy(c.user(t), order.Line{SKU: a, Quantity: 3}, order.Line{SKU: b, Quantity: 2})
 			wantSKUs(t, err, apperr.CodeOutOfStock, b)
 			if got := c.available(t, a, b); got[0] != 10 || got[1] != 1 {
 				t.Fatalf("available %v after a refusal, want [10 1]", got)
@@ -109,12 +110,12 @@ func TestPlacerContract(t *testing.T) {
 		"per-user limit": func(t *testing.T, c *contract) {
 			a := c.sku(t, "limit", 10, 2)
 			u := c.user(t)
-			if _, err := c.buy(u, Line{a, 2}); err != nil {
+			if _, err := c.buy(u, order.Line{SKU: a, Quantity: 2}); err != nil {
 				t.Fatal(err)
 			}
-			_, err := c.buy(u, Line{a, 1})
+			_, err := c.buy(u, order.Line{SKU: a, Quantity: 1})
 			wantSKUs(t, err, apperr.CodeLimitExceeded, a)
-			if _, err := c.buy(c.user(t), Line{a, 2}); err != nil {
+			if _, err := c.buy(c.user(t), order.Line{SKU: a, Quantity: 2}); err != nil {
 				t.Fatalf("another buyer: %v", err)
 			}
 			if got := c.available(t, a); got[0] != 6 {
@@ -122,12 +123,12 @@ func TestPlacerContract(t *testing.T) {
 			}
 		},
 		"no sale": func(t *testing.T, c *contract) {
-			_, err := c.buy(c.user(t), Line{"never-on-sale", 1})
-			if !errors.Is(err, ErrProductNotFound) {
+			_, err := c.buy(c.user(t), order.Line{SKU: "never-on-sale", Quantity: 1})
+			if !errors.Is(err, order.ErrProductNotFound) {
 				t.Fatalf("err %v, want product not found (the catalog has no such SKU)", err)
 			}
 			a := c.sku(t, "nosale", 5, 0)
-			_, err = c.buy(c.user(t), Line{a, 1}, Line{"never-on-sale", 1})
+			_, err = c.buy(c.user(t), order.Line{SKU: a, Quantity: 1}, order.Line{SKU: "never-on-sale", Quantity: 1})
 			wantSKUs(t, err, apperr.CodeSaleNotActive, "never-on-sale")
 			if got := c.available(t, a); got[0] != 5 {
 				t.Fatalf("available %v, want [5]", got)
@@ -136,17 +137,17 @@ func TestPlacerContract(t *testing.T) {
 		"idempotency key": func(t *testing.T, c *contract) {
 			a := c.sku(t, "idem", 10, 0)
 			u := c.user(t)
-			o := PlaceOptions{IdemKey: "k"}
-			first, err := c.svc.Place(context.Background(), u, []Line{{a, 2}}, o)
+			o := order.PlaceOptions{IdemKey: "k"}
+			first, err := c.svc.Place(context.Background(), u, []order.Line{{SKU: a, Quantity: 2}}, o)
 			if err != nil {
 				t.Fatal(err)
 			}
-			again, err := c.svc.Place(context.Background(), u, []Line{{a, 2}}, o)
+			again, err := c.svc.Place(context.Background(), u, []order.Line{{SKU: a, Quantity: 2}}, o)
 			if err != nil || !again.Replayed || again.OrderID != first.OrderID {
 				t.Fatalf("repeat %+v %v, want the first order %s replayed", again, err, first.OrderID)
 			}
-			_, err = c.svc.Place(context.Background(), u, []Line{{a, 3}}, o)
-			if !errors.Is(err, ErrIdempotencyKeyReused) {
+			_, err = c.svc.Place(context.Background(), u, []order.Line{{SKU: a, Quantity: 3}}, o)
+			if !errors.Is(err, order.ErrIdempotencyKeyReused) {
 				t.Fatalf("another request with the key: %v", err)
 			}
 			if got := c.available(t, a); got[0] != 8 {
@@ -164,11 +165,11 @@ func TestPlacerContract(t *testing.T) {
 			var buys []func()
 			for _, u := range users {
 				buys = append(buys, func() {
-					_, err := c.buy(u, Line{a, 1}, Line{b, 1})
+					_, err := c.buy(u, order.Line{SKU: a, Quantity: 1}, order.Line{SKU: b, Quantity: 1})
 					switch {
 					case err == nil:
 						sold.Add(1)
-					case !errors.Is(err, ErrOutOfStock):
+					case !errors.Is(err, order.ErrOutOfStock):
 						t.Error(err)
 					}
 				})

@@ -1,23 +1,21 @@
-package order
+package saga
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
+	"github.com/shop-oss/shop/internal/order"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 )
 
 // writeOrder runs a writer until PostgreSQL has order id.
 func (f *clusterFixture) writeOrder(t *testing.T, id string) {
 	t.Helper()
-	w := NewWriter(f.db.Pool, f.rdb, f.c.Prefix, f.svc.log, prometheus.NewRegistry(),
-		WriterOptions{Consumer: "w", Partitions: f.parts, Block: 20 * time.Millisecond})
+	w := f.writer()
 	running := start(w)
 	defer running.Stop(t)
 	for deadline := time.Now().Add(30 * time.Second); f.count(t, `SELECT count(*) FROM orders WHERE id = $1`, id) == 0; {
@@ -45,23 +43,22 @@ func TestRepairGivesBackTheHoldOfAnotherAttemptOfAPersistedOrder(t *testing.T) {
 		u := f.user(t)
 		tag := fmt.Sprintf("reuse-%v", restored)
 		a, b, c := f.skuIn(t, tag+"-a", 1, 10), f.skuIn(t, tag+"-b", 5, 10), f.skuIn(t, tag+"-c", 9, 10)
-		first := []Line{{SKU: a, Quantity: 1}, {SKU: b, Quantity: 4}}
+		first := []order.Line{{SKU: a, Quantity: 1}, {SKU: b, Quantity: 4}}
 		id := f.orderID(t, first)
 		f.take(t, 5, id, u, "a1", first[1:])
-		repeat := []Line{{SKU: a, Quantity: 1}, {SKU: c, Quantity: 2}}
+		repeat := []order.Line{{SKU: a, Quantity: 1}, {SKU: c, Quantity: 2}}
 		items := f.take(t, 9, id, u, "a2", repeat[1:])
 		held := []heldPart{{p: 9, items: items}}
 		res := f.commitOf(t, id, u, "a2", repeat, held)
-		f.svc.dropAll(ctx, id, "a2", held)
+		f.saga.dropAll(ctx, id, "a2", held)
 		f.writeOrder(t, id)
-		f.rdb.Del(ctx, f.svc.keys.status(id)) // the failover
+		f.rdb.Del(ctx, f.saga.keys.status(id)) // the failover
 		if restored {
 			f.restore(t, id, u, res)
 		}
-		settledBefore := f.rdb.ZRange(ctx, f.svc.keys.settled(5), 0, -1).Val()
-		f.rdb.ZAdd(ctx, f.svc.keys.holds(5), redis.Z{Score: 1, Member: id}) // a1's deadline passed
-		sw := NewSweeper(f.rdb, f.stock, f.c.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry(),
-			SweeperOptions{Persisted: PersistedIn(f.db.Pool)})
+		settledBefore := f.rdb.ZRange(ctx, f.saga.keys.settled(5), 0, -1).Val()
+		f.rdb.ZAdd(ctx, f.saga.keys.holds(5), redis.Z{Score: 1, Member: id}) // a1's deadline passed
+		sw := f.sweeper(RepairOptions{Persisted: order.PersistedIn(f.db.Pool)})
 		if _, err := sw.Sweep(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -74,15 +71,15 @@ func TestRepairGivesBackTheHoldOfAnotherAttemptOfAPersistedOrder(t *testing.T) {
 		if got, want := f.available(t, c), int64(8); got != want {
 			t.Fatalf("restored %v: %s available %d, want %d (the order's)", restored, c, got, want)
 		}
-		for _, e := range f.rdb.ZRange(ctx, f.svc.keys.settled(5), 0, -1).Val() {
+		for _, e := range f.rdb.ZRange(ctx, f.saga.keys.settled(5), 0, -1).Val() {
 			if strings.Contains(e, id) {
 				t.Fatalf("restored %v: partition 5's settled log names the order: %s (before: %v)", restored, e, settledBefore)
 			}
 		}
 		// Lost or restored, the order's status is there after the repair
 		// (back from PostgreSQL), not a tombstone over a persisted order.
-		if st := f.rdb.HGet(ctx, f.svc.keys.status(id), "status").Val(); st != StatusConfirmed {
-			t.Fatalf("restored %v: status %q after the repair, want %q", restored, st, StatusConfirmed)
+		if st := f.rdb.HGet(ctx, f.saga.keys.status(id), "status").Val(); st != order.StatusConfirmed {
+			t.Fatalf("restored %v: status %q after the repair, want %q", restored, st, order.StatusConfirmed)
 		}
 		f.noHolds(t)
 	}
@@ -106,12 +103,12 @@ func TestRepairTombstonesBeforeItAsksPostgreSQL(t *testing.T) {
 	ctx := context.Background()
 	u := f.user(t)
 	a, b := f.skuIn(t, "order-a", 1, 10), f.skuIn(t, "order-b", 5, 10)
-	lines := []Line{{SKU: a, Quantity: 1}, {SKU: b, Quantity: 4}}
-	fp := fingerprint(lines, false)
+	lines := []order.Line{{SKU: a, Quantity: 1}, {SKU: b, Quantity: 4}}
+	fp := f.saga.Fingerprint(lines, false)
 	newOrder := func(key string) (string, string) {
 		id := f.orderID(t, lines)
-		idem := f.svc.keys.idem(u, key)
-		if got, _, err := f.svc.claim(ctx, idem, fp, id, ""); err != nil || got != id {
+		idem := f.saga.keys.idem(u, key)
+		if got, _, err := f.saga.claim(ctx, idem, fp, id, ""); err != nil || got != id {
 			t.Fatalf("claim: %s %v", got, err)
 		}
 		return id, idem
@@ -120,8 +117,8 @@ func TestRepairTombstonesBeforeItAsksPostgreSQL(t *testing.T) {
 	items := f.take(t, 5, written, u, "a1", lines[1:])
 	f.commitOf(t, written, u, "a1", lines, []heldPart{{p: 5, items: items}})
 	f.writeOrder(t, written)
-	f.rdb.Del(ctx, f.svc.keys.status(written)) // the failover
-	f.rdb.ZAdd(ctx, f.svc.keys.holds(5), redis.Z{Score: 1, Member: written})
+	f.rdb.Del(ctx, f.saga.keys.status(written)) // the failover
+	f.rdb.ZAdd(ctx, f.saga.keys.holds(5), redis.Z{Score: 1, Member: written})
 
 	type look struct {
 		status     string
@@ -131,24 +128,23 @@ func TestRepairTombstonesBeforeItAsksPostgreSQL(t *testing.T) {
 	}
 	looks := map[string]look{}
 	idems := map[string]string{written: writtenIdem}
-	persisted := PersistedIn(f.db.Pool)
-	hook := func(ctx context.Context, id string) (*PersistedOrder, error) {
-		l := look{status: f.rdb.HGet(ctx, f.svc.keys.status(id), "status").Val(), available: f.available(t, b)}
+	persisted := order.PersistedIn(f.db.Pool)
+	hook := func(ctx context.Context, id string) (*order.PersistedOrder, error) {
+		l := look{status: f.rdb.HGet(ctx, f.saga.keys.status(id), "status").Val(), available: f.available(t, b)}
 		// Another run of the order committing, and a repeat of its key
 		// arriving, while PostgreSQL is asked.
-		_, _, l.lateCommit = f.svc.commit(ctx, id, u, "", "a3", 1, "commit", lines[:1], nil)
-		fresh, _ := f.svc.newOrderID(lines)
-		_, _, l.repeat = f.svc.claimOrderID(ctx, idems[id], fp, fresh, lines)
+		_, _, l.lateCommit = f.saga.commit(ctx, id, u, "", "a3", 1, "commit", lines[:1], nil)
+		fresh, _ := f.saga.NewOrderID(lines)
+		_, _, l.repeat = f.saga.claimOrderID(ctx, idems[id], fp, fresh, lines)
 		looks[id] = l
 		return persisted(ctx, id)
 	}
-	sw := NewSweeper(f.rdb, f.stock, f.c.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry(),
-		SweeperOptions{Persisted: hook})
+	sw := f.sweeper(RepairOptions{Persisted: hook})
 	if _, err := sw.Sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
 	l, ok := looks[written]
-	if !ok || l.status != statusAborted || l.available != 6 {
+	if !ok || l.status != order.StatusAborted || l.available != 6 {
 		t.Fatalf("PostgreSQL asked %v, with the status %q and %s available %d; want the tombstone and the hold still holding (6)",
 			ok, l.status, b, l.available)
 	}
@@ -165,21 +161,21 @@ func TestRepairTombstonesBeforeItAsksPostgreSQL(t *testing.T) {
 	// repeat of its key is answered that order: it never runs again under
 	// the same id (which would take its units a second time, for an event
 	// the writer ignores).
-	if st := f.rdb.HGetAll(ctx, f.svc.keys.status(written)).Val(); st["status"] != "confirmed" || st["user_id"] != u ||
+	if st := f.rdb.HGetAll(ctx, f.saga.keys.status(written)).Val(); st["status"] != "confirmed" || st["user_id"] != u ||
 		st["deciding"] != "" || st["items"] == "" {
 		t.Fatalf("status %v after the repair, want the written order's, confirmed", st)
 	}
-	if got, replayed, err := f.svc.claimOrderID(ctx, writtenIdem, fp, "unused", lines); err != nil || got != written || !replayed {
+	if got, replayed, err := f.saga.claimOrderID(ctx, writtenIdem, fp, "unused", lines); err != nil || got != written || !replayed {
 		t.Fatalf("a repeat after the repair: %s replayed %v %v, want the written order's id, replayed", got, replayed, err)
 	}
-	r, err := f.svc.placeSaga(ctx, u, lines, PlaceOptions{IdemKey: "written"})
-	if err != nil || r.orderID != written || !r.replayed {
-		t.Fatalf("the buyer's repeat after the repair: %s replayed %v %v, want the written order replayed", r.orderID, r.replayed, err)
+	r, err := f.saga.place(ctx, u, lines, order.PlaceOptions{IdemKey: "written"})
+	if err != nil || r.OrderID != written || !r.Replayed {
+		t.Fatalf("the buyer's repeat after the repair: %s replayed %v %v, want the written order replayed", r.OrderID, r.Replayed, err)
 	}
 	if got, gotB := f.available(t, a), f.available(t, b); got != 9 || gotB != 6 {
 		t.Fatalf("available %d and %d after the repeat, want 9 and 6 (nothing taken again)", got, gotB)
 	}
-	if log := f.rdb.ZRange(ctx, f.svc.keys.settled(5), 0, -1).Val(); len(log) != 1 || !strings.Contains(log[0], written) {
+	if log := f.rdb.ZRange(ctx, f.saga.keys.settled(5), 0, -1).Val(); len(log) != 1 || !strings.Contains(log[0], written) {
 		t.Fatalf("settled log %v, want the order's entry", log)
 	}
 	f.noHolds(t)
@@ -188,24 +184,24 @@ func TestRepairTombstonesBeforeItAsksPostgreSQL(t *testing.T) {
 	aborted, abortedIdem := newOrder("aborted")
 	idems[aborted] = abortedIdem
 	f.take(t, 5, aborted, u, "a1", lines[1:])
-	f.rdb.ZAdd(ctx, f.svc.keys.holds(5), redis.Z{Score: 1, Member: aborted})
+	f.rdb.ZAdd(ctx, f.saga.keys.holds(5), redis.Z{Score: 1, Member: aborted})
 	if _, err := sw.Sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if l := looks[aborted]; l.status != statusAborted || l.available != 2 ||
+	if l := looks[aborted]; l.status != order.StatusAborted || l.available != 2 ||
 		!errors.Is(l.lateCommit, errSagaBusy) || !errors.Is(l.repeat, errSagaBusy) {
 		t.Fatalf("the look at an order no store has: %+v", l)
 	}
 	if got := f.available(t, b); got != 6 {
 		t.Fatalf("%s available %d, want 6 (the aborted order's hold given back)", b, got)
 	}
-	if st := f.rdb.HGetAll(ctx, f.svc.keys.status(aborted)).Val(); len(st) != 1 || st["status"] != statusAborted {
+	if st := f.rdb.HGetAll(ctx, f.saga.keys.status(aborted)).Val(); len(st) != 1 || st["status"] != order.StatusAborted {
 		t.Fatalf("status %v after the repair, want the tombstone alone", st)
 	}
-	if _, _, err := f.svc.commit(ctx, aborted, u, "", "a4", 1, "commit", lines[:1], nil); !errors.Is(err, errSagaAborted) {
+	if _, _, err := f.saga.commit(ctx, aborted, u, "", "a4", 1, "commit", lines[:1], nil); !errors.Is(err, errSagaAborted) {
 		t.Fatalf("a late commit: %v, want aborted", err)
 	}
-	if got, replayed, err := f.svc.claimOrderID(ctx, abortedIdem, fp, "x", lines); err != nil || got == aborted || replayed {
+	if got, replayed, err := f.saga.claimOrderID(ctx, abortedIdem, fp, "x", lines); err != nil || got == aborted || replayed {
 		t.Fatalf("a repeat of the aborted order's key: %s %v %v, want a fresh order", got, replayed, err)
 	}
 	f.noHolds(t)

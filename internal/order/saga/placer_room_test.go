@@ -1,9 +1,10 @@
-package order
+package saga
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/shop-oss/shop/internal/order"
 	"maps"
 	"sync/atomic"
 	"testing"
@@ -36,14 +37,14 @@ func (c *contract) admit(t *testing.T, sku, user string, round int64, expires ti
 	t.Helper()
 	pass := uuid.NewString()
 	field := fmt.Sprintf("%d %s %d %d", round, pass, expires.UnixMilli(), time.Now().UnixMilli())
-	if err := c.svc.rdb.HSet(context.Background(), room.NewKeys(c.stock).Passes(sku), user, field).Err(); err != nil {
+	if err := c.store.HSet(context.Background(), room.NewKeys(c.stock).Passes(sku), user, field).Err(); err != nil {
 		t.Fatal(err)
 	}
 	return pass
 }
 
-func (c *contract) buyWith(user string, passes []string, lines ...Line) (Placed, error) {
-	return c.svc.Place(context.Background(), user, lines, PlaceOptions{Passes: passes})
+func (c *contract) buyWith(user string, passes []string, lines ...order.Line) (order.Placed, error) {
+	return c.svc.Place(context.Background(), user, lines, order.PlaceOptions{Passes: passes})
 }
 
 // untouched fails t unless sku still has available units and user bought
@@ -54,10 +55,10 @@ func (c *contract) untouched(t *testing.T, sku, user string, available int64) {
 	if got := c.available(t, sku); got[0] != available {
 		t.Errorf("available %v, want [%d]: nothing reserved", got, available)
 	}
-	if n, err := c.svc.rdb.HGet(ctx, c.stock.BuyersKey(sku), user).Result(); !errors.Is(err, redis.Nil) {
+	if n, err := c.store.HGet(ctx, c.stock.BuyersKey(sku), user).Result(); !errors.Is(err, redis.Nil) {
 		t.Errorf("buyer count %q (%v), want none", n, err)
 	}
-	if n, err := c.svc.rdb.ZCard(ctx, c.svc.keys.pending(user)).Result(); err != nil || n != 0 {
+	if n, err := c.store.ZCard(ctx, c.ledger.Keys(0).PendingKey(user)).Result(); err != nil || n != 0 {
 		t.Errorf("%d pending orders (%v), want none", n, err)
 	}
 }
@@ -69,12 +70,12 @@ func withRoomCases(cases map[string]func(*testing.T, *contract)) map[string]func
 		"room: no pass": func(t *testing.T, c *contract) {
 			a, _ := c.roomed(t, "room-none", 10, 0)
 			u := c.user(t)
-			_, err := c.buy(u, Line{a, 1})
+			_, err := c.buy(u, order.Line{SKU: a, Quantity: 1})
 			wantSKUs(t, err, apperr.CodePassRequired, a)
-			if !errors.Is(err, ErrPassRequired) {
-				t.Errorf("err %v, want ErrPassRequired", err)
+			if !errors.Is(err, order.ErrPassRequired) {
+				t.Errorf("err %v, want order.ErrPassRequired", err)
 			}
-			_, err = c.buyWith(u, []string{"", "not-a-pass"}, Line{a, 1})
+			_, err = c.buyWith(u, []string{"", "not-a-pass"}, order.Line{SKU: a, Quantity: 1})
 			wantSKUs(t, err, apperr.CodePassRequired, a)
 			c.untouched(t, a, u, 10)
 		},
@@ -82,10 +83,10 @@ func withRoomCases(cases map[string]func(*testing.T, *contract)) map[string]func
 			a, round := c.roomed(t, "room-other", 10, 0)
 			owner, u := c.user(t), c.user(t)
 			theirs := c.admit(t, a, owner, round, later)
-			_, err := c.buyWith(u, []string{theirs}, Line{a, 1})
+			_, err := c.buyWith(u, []string{theirs}, order.Line{SKU: a, Quantity: 1})
 			wantSKUs(t, err, apperr.CodePassRequired, a)
 			c.admit(t, a, u, round, later) // admitted too, with a pass of their own
-			_, err = c.buyWith(u, []string{theirs}, Line{a, 1})
+			_, err = c.buyWith(u, []string{theirs}, order.Line{SKU: a, Quantity: 1})
 			wantSKUs(t, err, apperr.CodePassRequired, a)
 			c.untouched(t, a, u, 10)
 		},
@@ -93,7 +94,7 @@ func withRoomCases(cases map[string]func(*testing.T, *contract)) map[string]func
 			a, round := c.roomed(t, "room-old", 10, 0)
 			u := c.user(t)
 			pass := c.admit(t, a, u, round-1, later)
-			_, err := c.buyWith(u, []string{pass}, Line{a, 1})
+			_, err := c.buyWith(u, []string{pass}, order.Line{SKU: a, Quantity: 1})
 			wantSKUs(t, err, apperr.CodePassRequired, a)
 			c.untouched(t, a, u, 10)
 		},
@@ -101,7 +102,7 @@ func withRoomCases(cases map[string]func(*testing.T, *contract)) map[string]func
 			a, round := c.roomed(t, "room-expired", 10, 0)
 			u := c.user(t)
 			pass := c.admit(t, a, u, round, time.Now().Add(-time.Second))
-			_, err := c.buyWith(u, []string{pass}, Line{a, 1})
+			_, err := c.buyWith(u, []string{pass}, order.Line{SKU: a, Quantity: 1})
 			wantSKUs(t, err, apperr.CodePassRequired, a)
 			c.untouched(t, a, u, 10)
 		},
@@ -109,9 +110,9 @@ func withRoomCases(cases map[string]func(*testing.T, *contract)) map[string]func
 			a, round := c.roomed(t, "room-pass", 10, 0)
 			u := c.user(t)
 			pass := c.admit(t, a, u, round, later)
-			_, err := c.buy(u, Line{a, 2}) // admitted, but the pass not shown
+			_, err := c.buy(u, order.Line{SKU: a, Quantity: 2}) // admitted, but the pass not shown
 			wantSKUs(t, err, apperr.CodePassRequired, a)
-			p, err := c.buyWith(u, []string{"junk", pass, "a,b"}, Line{a, 2})
+			p, err := c.buyWith(u, []string{"junk", pass, "a,b"}, order.Line{SKU: a, Quantity: 2})
 			if err != nil || p.OrderID == "" {
 				t.Fatalf("placed %+v, %v", p, err)
 			}
@@ -123,15 +124,15 @@ func withRoomCases(cases map[string]func(*testing.T, *contract)) map[string]func
 			a, round := c.roomed(t, "room-idem", 10, 0)
 			u := c.user(t)
 			pass := c.admit(t, a, u, round, later)
-			first, err := c.svc.Place(context.Background(), u, []Line{{a, 2}}, PlaceOptions{IdemKey: "k", Passes: []string{pass}})
+			first, err := c.svc.Place(context.Background(), u, []order.Line{{SKU: a, Quantity: 2}}, order.PlaceOptions{IdemKey: "k", Passes: []string{pass}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			again, err := c.svc.Place(context.Background(), u, []Line{{a, 2}}, PlaceOptions{IdemKey: "k"})
+			again, err := c.svc.Place(context.Background(), u, []order.Line{{SKU: a, Quantity: 2}}, order.PlaceOptions{IdemKey: "k"})
 			if err != nil || !again.Replayed || again.OrderID != first.OrderID {
 				t.Fatalf("repeat %+v %v, want the first order %s replayed", again, err, first.OrderID)
 			}
-			_, err = c.svc.Place(context.Background(), u, []Line{{a, 2}}, PlaceOptions{IdemKey: "k2"})
+			_, err = c.svc.Place(context.Background(), u, []order.Line{{SKU: a, Quantity: 2}}, order.PlaceOptions{IdemKey: "k2"})
 			wantSKUs(t, err, apperr.CodePassRequired, a)
 			if got := c.available(t, a); got[0] != 8 {
 				t.Fatalf("available %v, want [8]: bought once", got)
@@ -141,9 +142,9 @@ func withRoomCases(cases map[string]func(*testing.T, *contract)) map[string]func
 			a, _ := c.roomed(t, "room-rank-a", 10, 0)
 			b := c.sku(t, "room-rank-b", 1, 0)
 			u := c.user(t)
-			_, err := c.buy(u, Line{b, 2}, Line{a, 1})
+			_, err := c.buy(u, order.Line{SKU: b, Quantity: 2}, order.Line{SKU: a, Quantity: 1})
 			wantSKUs(t, err, apperr.CodePassRequired, a)
-			_, err = c.buy(u, Line{a, 1}, Line{"never-on-sale", 1})
+			_, err = c.buy(u, order.Line{SKU: a, Quantity: 1}, order.Line{SKU: "never-on-sale", Quantity: 1})
 			wantSKUs(t, err, apperr.CodeSaleNotActive, "never-on-sale")
 			c.untouched(t, a, u, 10)
 		},
@@ -152,12 +153,12 @@ func withRoomCases(cases map[string]func(*testing.T, *contract)) map[string]func
 			b, rb := c.roomed(t, "room-two-b", 10, 0)
 			u := c.user(t)
 			pa, pb := c.admit(t, a, u, ra, later), c.admit(t, b, u, rb, later)
-			_, err := c.buyWith(u, []string{pa}, Line{a, 1}, Line{b, 1})
+			_, err := c.buyWith(u, []string{pa}, order.Line{SKU: a, Quantity: 1}, order.Line{SKU: b, Quantity: 1})
 			wantSKUs(t, err, apperr.CodePassRequired, b)
 			if got := c.available(t, a, b); got[0] != 10 || got[1] != 10 {
 				t.Fatalf("available %v after a refusal, want [10 10]", got)
 			}
-			if _, err := c.buyWith(u, ParsePasses(pa+", "+pb), Line{a, 1}, Line{b, 3}); err != nil {
+			if _, err := c.buyWith(u, order.ParsePasses(pa+", "+pb), order.Line{SKU: a, Quantity: 1}, order.Line{SKU: b, Quantity: 3}); err != nil {
 				t.Fatal(err)
 			}
 			if got := c.available(t, a, b); got[0] != 9 || got[1] != 7 {
@@ -169,17 +170,17 @@ func withRoomCases(cases map[string]func(*testing.T, *contract)) map[string]func
 			a, round := c.roomed(t, "room-race", 10, 1)
 			u := c.user(t)
 			pass := c.admit(t, a, u, round, later)
-			_, err := c.buyWith(u, []string{"x" + pass}, Line{a, 1})
+			_, err := c.buyWith(u, []string{"x" + pass}, order.Line{SKU: a, Quantity: 1})
 			wantSKUs(t, err, apperr.CodePassRequired, a)
 			var sold, limited atomic.Int64
 			var buys []func()
 			for range tries {
 				buys = append(buys, func() {
-					_, err := c.buyWith(u, []string{pass}, Line{a, 1})
+					_, err := c.buyWith(u, []string{pass}, order.Line{SKU: a, Quantity: 1})
 					switch {
 					case err == nil:
 						sold.Add(1)
-					case errors.Is(err, ErrLimitExceeded):
+					case errors.Is(err, order.ErrLimitExceeded):
 						limited.Add(1)
 					default:
 						t.Error(err)

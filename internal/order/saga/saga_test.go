@@ -1,55 +1,31 @@
-package order
+package saga
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
+	"github.com/shop-oss/shop/internal/order"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/shop-oss/shop/internal/apperr"
-	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/order/ordertesting"
-	"github.com/shop-oss/shop/internal/testenv"
 )
-
-// clusterFixture is a fixture whose stock and orders live on a private
-// 3-master Redis Cluster, 12 partitions grouped as serve groups them (the
-// catalog, which the sales need, stays on the fixture's single Redis).
-type clusterFixture struct {
-	*fixture
-	c   *testenv.RedisCluster
-	rdb *redis.ClusterClient
-}
-
-func newClusterFixture(t *testing.T) *clusterFixture {
-	t.Helper()
-	c, rdb, parts := ordertesting.Cluster(t, 12)
-	f := newFixture(t)
-	f.parts = parts
-	f.stock = inventory.NewPartitionedStock(rdb, c.Prefix, f.parts)
-	f.svc = New(f.db.Pool, rdb, f.stock, f.svc.exists, c.Prefix, f.svc.log, prometheus.NewRegistry(), Options{})
-	return &clusterFixture{fixture: f, c: c, rdb: rdb}
-}
 
 // heldSaga is a saga stopped after its first step: a user's order of
 // one unit of a SKU on partition 1 (the order's home) and quantity of one
 // on partition 5, whose second line attempt-1 holds on partition 5.
 type heldSaga struct {
 	user  string
-	lines []Line
+	lines []order.Line
 	id    string
-	items []ReservedItem // held on partition 5
+	items []order.ReservedItem // held on partition 5
 }
 
 // holdOnFive makes a heldSaga of SKUs named after prefix, each with a
@@ -57,16 +33,16 @@ type heldSaga struct {
 func (f *clusterFixture) holdOnFive(t *testing.T, prefix string, quantity int) heldSaga {
 	t.Helper()
 	u := f.user(t)
-	lines := []Line{{SKU: f.skuIn(t, prefix, 1, 10), Quantity: 1}, {SKU: f.skuIn(t, prefix, 5, 10), Quantity: quantity}}
+	lines := []order.Line{{SKU: f.skuIn(t, prefix, 1, 10), Quantity: 1}, {SKU: f.skuIn(t, prefix, 5, 10), Quantity: quantity}}
 	id := f.orderID(t, lines)
 	items := f.take(t, 5, id, u, "attempt-1", lines[1:])
 	return heldSaga{user: u, lines: lines, id: id, items: items}
 }
 
 // orderID is a new order id for lines.
-func (f *clusterFixture) orderID(t *testing.T, lines []Line) string {
+func (f *clusterFixture) orderID(t *testing.T, lines []order.Line) string {
 	t.Helper()
-	id, err := f.svc.newOrderID(lines)
+	id, err := f.saga.NewOrderID(lines)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,9 +51,9 @@ func (f *clusterFixture) orderID(t *testing.T, lines []Line) string {
 
 // take holds lines on partition p for order id of user u, as attempt, and
 // fails t unless they are held.
-func (f *clusterFixture) take(t *testing.T, p int, id, u, attempt string, lines []Line) []ReservedItem {
+func (f *clusterFixture) take(t *testing.T, p int, id, u, attempt string, lines []order.Line) []order.ReservedItem {
 	t.Helper()
-	items, fail, err := f.svc.hold(context.Background(), p, id, u, "", attempt, "take", 1, lines)
+	items, fail, err := f.saga.hold(context.Background(), p, id, u, "", attempt, "take", 1, lines)
 	if err != nil || fail != nil {
 		t.Fatalf("hold of %s: %v %v", attempt, fail, err)
 	}
@@ -86,9 +62,9 @@ func (f *clusterFixture) take(t *testing.T, p int, id, u, attempt string, lines 
 
 // commitOf commits order id of user u, as attempt, with its lines held as
 // held, and fails t unless it commits.
-func (f *clusterFixture) commitOf(t *testing.T, id, u, attempt string, lines []Line, held []heldPart) reservation {
+func (f *clusterFixture) commitOf(t *testing.T, id, u, attempt string, lines []order.Line, held []heldPart) reservation {
 	t.Helper()
-	res, fail, err := f.svc.commit(context.Background(), id, u, "", attempt, 1, "commit", lines, held)
+	res, fail, err := f.saga.commit(context.Background(), id, u, "", attempt, 1, "commit", lines, held)
 	if err != nil || fail != nil {
 		t.Fatalf("commit of %s: %v %v", attempt, fail, err)
 	}
@@ -100,12 +76,13 @@ func (f *clusterFixture) commitOf(t *testing.T, id, u, attempt string, lines []L
 // that one order.
 func (f *clusterFixture) restore(t *testing.T, id, u string, res reservation) {
 	t.Helper()
-	items, err := res.items()
+	var items []order.ReservedItem
+	err := json.Unmarshal([]byte(res.ItemsJSON), &items)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := NewLedger(f.rdb, f.c.Prefix, f.parts).RestoreStatuses(context.Background(), []Confirmed{{OrderID: id, UserID: u,
-		TotalCents: res.totalCents, CreatedAt: res.createdAt, Items: items}})
+	n, err := order.NewLedger(f.rdb, f.c.Prefix, f.parts).RestoreStatuses(context.Background(), []order.Confirmed{{OrderID: id, UserID: u,
+		TotalCents: res.TotalCents, CreatedAt: res.CreatedAt, Items: items}})
 	if err != nil || n != 1 {
 		t.Fatalf("restore of %s: %d %v", id, n, err)
 	}
@@ -124,7 +101,7 @@ func (f *clusterFixture) skuIn(t *testing.T, prefix string, p, units int) string
 	}
 }
 
-func (f *clusterFixture) cart(t *testing.T, user string, lines ...Line) string {
+func (f *clusterFixture) cart(t *testing.T, user string, lines ...order.Line) string {
 	t.Helper()
 	key := f.c.Prefix + "cart:{" + user + "}"
 	for _, l := range lines {
@@ -141,13 +118,13 @@ func (f *clusterFixture) events(t *testing.T) map[string]streamed {
 	t.Helper()
 	out := map[string]streamed{}
 	for p := range f.parts.Count() {
-		msgs, err := f.rdb.XRange(context.Background(), f.svc.keys.stream(p), "-", "+").Result()
+		msgs, err := f.rdb.XRange(context.Background(), f.saga.keys.stream(p), "-", "+").Result()
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, m := range msgs {
 			id, _ := m.Values["order_id"].(string)
-			var items []ReservedItem
+			var items []order.ReservedItem
 			if err := json.Unmarshal([]byte(m.Values["items"].(string)), &items); err != nil {
 				t.Fatal(err)
 			}
@@ -162,7 +139,7 @@ func (f *clusterFixture) events(t *testing.T) map[string]streamed {
 
 type streamed struct {
 	p     int
-	items []ReservedItem
+	items []order.ReservedItem
 }
 
 // noHolds fails unless every partition's holds are gone.
@@ -170,7 +147,7 @@ func (f *clusterFixture) noHolds(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
 	for p := range f.parts.Count() {
-		if n := f.rdb.ZCard(ctx, f.svc.keys.holds(p)).Val(); n != 0 {
+		if n := f.rdb.ZCard(ctx, f.saga.keys.holds(p)).Val(); n != 0 {
 			t.Fatalf("partition %d: %d holds left", p, n)
 		}
 	}
@@ -185,9 +162,7 @@ func (f *clusterFixture) noHolds(t *testing.T) {
 	}
 }
 
-func (f *clusterFixture) clusterSweeper() *Sweeper {
-	return NewSweeper(f.rdb, f.stock, f.c.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), SweeperOptions{})
-}
+func (f *clusterFixture) clusterSweeper() *order.Sweeper { return f.sweeper(RepairOptions{}) }
 
 // A buy-now of a SKU in each of the 12 partitions (spread over the three
 // masters' slot ranges) and a checkout over three partitions on three
@@ -207,7 +182,7 @@ func TestPurchasesOnACluster(t *testing.T) {
 		masters[f.c.Slot(t, f.stock.SaleKey(sku))*3/keyspace.Slots] = true
 		pl := f.place(t, u, sku, 2)
 		o, err := f.svc.Get(ctx, u, pl.OrderID)
-		if err != nil || o.Status != StatusPending || o.partition != p || len(o.Items) != 1 || o.Items[0].SKU != sku {
+		if err != nil || o.Status != order.StatusPending || f.home(t, o.ID) != p || len(o.Items) != 1 || o.Items[0].SKU != sku {
 			t.Fatalf("order of %s: %+v %v", sku, o, err)
 		}
 	}
@@ -215,7 +190,7 @@ func TestPurchasesOnACluster(t *testing.T) {
 		t.Fatalf("the SKUs reach %d masters", len(masters))
 	}
 	// A checkout whose lines are on three masters (partitions 1, 5, 9).
-	lines := []Line{{SKU: skus[9], Quantity: 1}, {SKU: skus[1], Quantity: 3}, {SKU: skus[5], Quantity: 1}}
+	lines := []order.Line{{SKU: skus[9], Quantity: 1}, {SKU: skus[1], Quantity: 3}, {SKU: skus[5], Quantity: 1}}
 	cart := f.cart(t, u, lines...)
 	f.rdb.HSet(ctx, cart, "kept", 1) // a line not bought stays
 	// Each line's stock change reaches its SKU's sharded channel (the hold
@@ -229,7 +204,7 @@ func TestPurchasesOnACluster(t *testing.T) {
 			t.Fatalf("ssubscribe %s: %v", l.SKU, err)
 		}
 	}
-	pl, err := f.svc.Place(ctx, u, lines, PlaceOptions{CartKey: cart})
+	pl, err := f.svc.Place(ctx, u, lines, order.PlaceOptions{CartKey: cart})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +263,7 @@ func TestSagaRaceOnACluster(t *testing.T) {
 	}
 	users := []string{f.user(t), f.user(t), f.user(t), f.user(t)}
 	var mu sync.Mutex
-	accepted := map[string][]Line{}
+	accepted := map[string][]order.Line{}
 	buyer := map[string]string{}
 	begin := make(chan struct{})
 	var wg sync.WaitGroup
@@ -298,17 +273,17 @@ func TestSagaRaceOnACluster(t *testing.T) {
 			defer wg.Done()
 			<-begin
 			for i := range 30 {
-				lines := []Line{{SKU: skus[(g+i)%len(skus)], Quantity: 1 + i%2}}
+				lines := []order.Line{{SKU: skus[(g+i)%len(skus)], Quantity: 1 + i%2}}
 				if i%2 == 0 { // a checkout over two or three partitions
-					lines = append(lines, Line{SKU: skus[(g+i+4)%len(skus)], Quantity: 1})
+					lines = append(lines, order.Line{SKU: skus[(g+i+4)%len(skus)], Quantity: 1})
 					if i%4 == 0 {
-						lines = append(lines, Line{SKU: skus[(g+i+8)%len(skus)], Quantity: 2})
+						lines = append(lines, order.Line{SKU: skus[(g+i+8)%len(skus)], Quantity: 2})
 					}
 				}
 				u := users[g%len(users)]
-				p, err := f.svc.Place(context.Background(), u, lines, PlaceOptions{})
+				p, err := f.svc.Place(context.Background(), u, lines, order.PlaceOptions{})
 				if err != nil {
-					if !errors.Is(err, ErrOutOfStock) {
+					if !errors.Is(err, order.ErrOutOfStock) {
 						t.Error(err)
 					}
 					continue
@@ -379,31 +354,31 @@ func TestIdempotencyKeyOnACluster(t *testing.T) {
 	ctx := context.Background()
 	u := f.user(t)
 	a, b, c := f.skuIn(t, "idem", 1, 10), f.skuIn(t, "idem", 5, 10), f.skuIn(t, "idem", 9, 10)
-	buy := []Line{{SKU: a, Quantity: 2}}
-	p1, err := f.svc.Place(ctx, u, buy, PlaceOptions{IdemKey: "k1"})
+	buy := []order.Line{{SKU: a, Quantity: 2}}
+	p1, err := f.svc.Place(ctx, u, buy, order.PlaceOptions{IdemKey: "k1"})
 	if err != nil || p1.Replayed {
 		t.Fatalf("first buy: %+v %v", p1, err)
 	}
-	p2, err := f.svc.Place(ctx, u, buy, PlaceOptions{IdemKey: "k1"})
+	p2, err := f.svc.Place(ctx, u, buy, order.PlaceOptions{IdemKey: "k1"})
 	if err != nil || !p2.Replayed || p2.OrderID != p1.OrderID {
 		t.Fatalf("repeat: %+v %v, want %s replayed", p2, err, p1.OrderID)
 	}
-	if _, err := f.svc.Place(ctx, u, []Line{{SKU: a, Quantity: 1}}, PlaceOptions{IdemKey: "k1"}); !errors.Is(err, ErrIdempotencyKeyReused) {
+	if _, err := f.svc.Place(ctx, u, []order.Line{{SKU: a, Quantity: 1}}, order.PlaceOptions{IdemKey: "k1"}); !errors.Is(err, order.ErrIdempotencyKeyReused) {
 		t.Fatalf("another request with the key: %v", err)
 	}
 	if av := f.available(t, a); av != 8 {
 		t.Fatalf("%s available %d, want 8", a, av)
 	}
 
-	lines := []Line{{SKU: b, Quantity: 1}, {SKU: c, Quantity: 1}, {SKU: a, Quantity: 1}}
+	lines := []order.Line{{SKU: b, Quantity: 1}, {SKU: c, Quantity: 1}, {SKU: a, Quantity: 1}}
 	cart := f.cart(t, u, lines...)
-	c1, err := f.svc.Place(ctx, u, lines, PlaceOptions{IdemKey: "k2", CartKey: cart})
+	c1, err := f.svc.Place(ctx, u, lines, order.PlaceOptions{IdemKey: "k2", CartKey: cart})
 	if err != nil || c1.Replayed {
 		t.Fatalf("checkout: %+v %v", c1, err)
 	}
-	other := []Line{{SKU: c, Quantity: 3}}
+	other := []order.Line{{SKU: c, Quantity: 3}}
 	f.cart(t, u, other...)
-	c2, err := f.svc.Place(ctx, u, other, PlaceOptions{IdemKey: "k2", CartKey: cart})
+	c2, err := f.svc.Place(ctx, u, other, order.PlaceOptions{IdemKey: "k2", CartKey: cart})
 	if err != nil || !c2.Replayed || c2.OrderID != c1.OrderID {
 		t.Fatalf("repeated checkout: %+v %v, want %s replayed", c2, err, c1.OrderID)
 	}
@@ -414,16 +389,16 @@ func TestIdempotencyKeyOnACluster(t *testing.T) {
 	// Refused (b has 9 units), the claim stays; Replay does not take it
 	// for an order.
 	f.rdb.Del(ctx, cart)
-	big := []Line{{SKU: b, Quantity: 50}}
-	if _, err := f.svc.Place(ctx, u, big, PlaceOptions{IdemKey: "k3", CartKey: f.cart(t, u, big...)}); !errors.Is(err, ErrOutOfStock) {
+	big := []order.Line{{SKU: b, Quantity: 50}}
+	if _, err := f.svc.Place(ctx, u, big, order.PlaceOptions{IdemKey: "k3", CartKey: f.cart(t, u, big...)}); !errors.Is(err, order.ErrOutOfStock) {
 		t.Fatalf("big checkout: %v", err)
 	}
 	if _, ok, err := f.svc.Replay(ctx, u, "k3", nil); ok || err != nil {
 		t.Fatalf("replay of a refused checkout: %v %v", ok, err)
 	}
 	f.rdb.Del(ctx, cart)
-	small := []Line{{SKU: c, Quantity: 1}, {SKU: a, Quantity: 1}}
-	c3, err := f.svc.Place(ctx, u, small, PlaceOptions{IdemKey: "k3", CartKey: f.cart(t, u, small...)})
+	small := []order.Line{{SKU: c, Quantity: 1}, {SKU: a, Quantity: 1}}
+	c3, err := f.svc.Place(ctx, u, small, order.PlaceOptions{IdemKey: "k3", CartKey: f.cart(t, u, small...)})
 	if err != nil || c3.Replayed {
 		t.Fatalf("retried checkout: %+v %v", c3, err)
 	}
@@ -445,7 +420,7 @@ func TestIdempotencyKeyOnACluster(t *testing.T) {
 	// other: the decision on its home, then each line back once.
 	for range 2 {
 		o, err := f.svc.Cancel(ctx, u, c3.OrderID)
-		if err != nil || o.Status != StatusCancelled {
+		if err != nil || o.Status != order.StatusCancelled {
 			t.Fatalf("cancel the order homed away from its lines: %+v %v", o, err)
 		}
 	}
@@ -454,13 +429,13 @@ func TestIdempotencyKeyOnACluster(t *testing.T) {
 			t.Fatalf("after the cancel %s available %d, want %d", sku, av, want)
 		}
 	}
-	tr, err := f.rdb.XRange(ctx, f.svc.keys.stream(5), "-", "+").Result()
+	tr, err := f.rdb.XRange(ctx, f.saga.keys.stream(5), "-", "+").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cancelled := 0
 	for _, m := range tr {
-		if m.Values["order_id"] == c3.OrderID && m.Values["status"] == StatusCancelled {
+		if m.Values["order_id"] == c3.OrderID && m.Values["status"] == order.StatusCancelled {
 			cancelled++
 		}
 	}
@@ -481,8 +456,8 @@ func TestCheckoutRefusedOnTheThirdShard(t *testing.T) {
 	u := f.user(t)
 	a, b := f.skuIn(t, "ref", 1, 10), f.skuIn(t, "ref", 5, 10)
 	c := f.skuIn(t, "ref", 9, 1)
-	lines := []Line{{SKU: a, Quantity: 2}, {SKU: b, Quantity: 3}, {SKU: c, Quantity: 2}}
-	_, err := f.svc.Place(ctx, u, lines, PlaceOptions{CartKey: f.cart(t, u, lines...)})
+	lines := []order.Line{{SKU: a, Quantity: 2}, {SKU: b, Quantity: 3}, {SKU: c, Quantity: 2}}
+	_, err := f.svc.Place(ctx, u, lines, order.PlaceOptions{CartKey: f.cart(t, u, lines...)})
 	var e *apperr.Error
 	if !errors.As(err, &e) || e.Code != apperr.CodeOutOfStock || fmt.Sprint(e.Extra["skus"]) != fmt.Sprint([]string{c}) {
 		t.Fatalf("refusal %v, want out of stock for %s", err, c)
@@ -502,8 +477,8 @@ func TestCheckoutRefusedOnTheThirdShard(t *testing.T) {
 
 	d := f.skuIn(t, "lim", 9, 10)
 	f.rdb.HSet(ctx, f.stock.SaleKey(d), "limit", 1)
-	lines = []Line{{SKU: a, Quantity: 1}, {SKU: b, Quantity: 11}, {SKU: d, Quantity: 2}}
-	_, err = f.svc.Place(ctx, u, lines, PlaceOptions{})
+	lines = []order.Line{{SKU: a, Quantity: 1}, {SKU: b, Quantity: 11}, {SKU: d, Quantity: 2}}
+	_, err = f.svc.Place(ctx, u, lines, order.PlaceOptions{})
 	if !errors.As(err, &e) || e.Code != apperr.CodeLimitExceeded || fmt.Sprint(e.Extra["skus"]) != fmt.Sprint([]string{d}) {
 		t.Fatalf("refusal %v, want the limit on %s", err, d)
 	}
@@ -534,9 +509,9 @@ func TestSagaCrashRepairedBySweeper(t *testing.T) {
 	if av := f.available(t, b); av != 6 {
 		t.Fatalf("%s available %d while held, want 6", b, av)
 	}
-	f.rdb.ZAdd(ctx, f.svc.keys.holds(5), redis.Z{Score: 1, Member: id}) // the deadline passed
+	f.rdb.ZAdd(ctx, f.saga.keys.holds(5), redis.Z{Score: 1, Member: id}) // the deadline passed
 	var wg sync.WaitGroup
-	for _, s := range []*Sweeper{sw, f.clusterSweeper()} {
+	for _, s := range []*order.Sweeper{sw, f.clusterSweeper()} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -548,7 +523,7 @@ func TestSagaCrashRepairedBySweeper(t *testing.T) {
 	wg.Wait()
 	// A third settling of the same hold (a sweeper whose claim lease ran
 	// out) finds nothing to give back.
-	if err := sw.settleHold(ctx, 5, id); err != nil {
+	if err := NewRepair(f.rdb, f.stock, f.c.Prefix, f.log, RepairOptions{}).settleHold(ctx, 5, id); err != nil {
 		t.Fatal(err)
 	}
 	if av := f.available(t, b); av != 10 {
@@ -558,13 +533,13 @@ func TestSagaCrashRepairedBySweeper(t *testing.T) {
 		t.Fatalf("%s still counts the buyer", b)
 	}
 	f.noHolds(t)
-	if _, _, err := f.svc.commit(ctx, id, u, "", "attempt-1", 1, "commit", lines, held); !errors.Is(err, errSagaAborted) {
+	if _, _, err := f.saga.commit(ctx, id, u, "", "attempt-1", 1, "commit", lines, held); !errors.Is(err, errSagaAborted) {
 		t.Fatalf("late commit: %v, want aborted", err)
 	}
 	if av := f.available(t, a); av != 10 {
 		t.Fatalf("%s available %d after the refused commit", a, av)
 	}
-	if _, err := f.svc.Get(ctx, u, id); !errors.Is(err, ErrNotFound) {
+	if _, err := f.svc.Get(ctx, u, id); !errors.Is(err, order.ErrNotFound) {
 		t.Fatalf("get of the aborted order: %v", err)
 	}
 	if page, err := f.svc.List(ctx, u, 10, ""); err != nil || len(page.Items) != 0 {
@@ -573,22 +548,22 @@ func TestSagaCrashRepairedBySweeper(t *testing.T) {
 	if ev := f.events(t); len(ev) != 0 {
 		t.Fatalf("events of an aborted order: %v", ev)
 	}
-	if n := f.rdb.ZCard(ctx, f.svc.keys.settled(5)).Val(); n != 0 {
+	if n := f.rdb.ZCard(ctx, f.saga.keys.settled(5)).Val(); n != 0 {
 		t.Fatalf("the settled log names %d orders after an abort, want none", n)
 	}
 	// An entry past the settled log's retention, trimmed by the next drop.
-	f.rdb.ZAdd(ctx, f.svc.keys.settled(5), redis.Z{Score: 1, Member: "old"})
+	f.rdb.ZAdd(ctx, f.saga.keys.settled(5), redis.Z{Score: 1, Member: "old"})
 
 	// Committed, then the crash: the repair drops the hold, units stay sold.
-	id2, _ := f.svc.newOrderID(lines)
-	items, _, err := f.svc.hold(ctx, 5, id2, u, "", "attempt-2", "take", 1, lines[1:])
+	id2, _ := f.saga.NewOrderID(lines)
+	items, _, err := f.saga.hold(ctx, 5, id2, u, "", "attempt-2", "take", 1, lines[1:])
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := f.svc.commit(ctx, id2, u, "", "attempt-2", 1, "commit", lines, []heldPart{{p: 5, items: items}}); err != nil {
+	if _, _, err := f.saga.commit(ctx, id2, u, "", "attempt-2", 1, "commit", lines, []heldPart{{p: 5, items: items}}); err != nil {
 		t.Fatal(err)
 	}
-	f.rdb.ZAdd(ctx, f.svc.keys.holds(5), redis.Z{Score: 1, Member: id2})
+	f.rdb.ZAdd(ctx, f.saga.keys.holds(5), redis.Z{Score: 1, Member: id2})
 	if _, err := sw.Sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -596,47 +571,23 @@ func TestSagaCrashRepairedBySweeper(t *testing.T) {
 	if av, bv := f.available(t, a), f.available(t, b); av != 9 || bv != 6 {
 		t.Fatalf("after repairing a committed order: available %d and %d, want 9 and 6", av, bv)
 	}
-	if o, err := f.svc.Get(ctx, u, id2); err != nil || o.Status != StatusPending || len(o.Items) != 2 {
+	if o, err := f.svc.Get(ctx, u, id2); err != nil || o.Status != order.StatusPending || len(o.Items) != 2 {
 		t.Fatalf("committed order: %+v %v", o, err)
 	}
 	// The drop moved the hold into the settled log, in the same step: the
 	// audit's record that these units are id2's.
-	log := f.rdb.ZRange(ctx, f.svc.keys.settled(5), 0, -1).Val()
+	log := f.rdb.ZRange(ctx, f.saga.keys.settled(5), 0, -1).Val()
 	var entry struct {
-		OrderID string         `json:"order_id"`
-		User    string         `json:"user"`
-		Items   []ReservedItem `json:"items"`
+		OrderID string               `json:"order_id"`
+		User    string               `json:"user"`
+		Items   []order.ReservedItem `json:"items"`
 	}
 	if len(log) != 1 || json.Unmarshal([]byte(log[0]), &entry) != nil || entry.OrderID != id2 || entry.User != u ||
 		len(entry.Items) != 1 || entry.Items[0] != items[0] {
 		t.Fatalf("settled log %v, want one entry of %s with %+v", log, id2, items)
 	}
-	if ttl := f.rdb.PTTL(ctx, f.svc.keys.settled(5)).Val(); ttl <= 0 || ttl > SettledRetention {
-		t.Fatalf("settled log expires in %s, want within %s", ttl, SettledRetention)
-	}
-}
-
-// Index entries of orders no longer pending (written late, on a cluster,
-// after the writer confirmed the order, or naming an order that is gone)
-// never hide a pending order from the listing, and are dropped when read.
-func TestStaleEntriesOfThePendingIndex(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	ctx := context.Background()
-	f.sale(t, "stale-1", 5, 0, 100)
-	u := f.user(t)
-	p := f.place(t, u, "stale-1", 1)
-	key := f.svc.keys.pending(u)
-	now := float64(time.Now().UnixMilli())
-	for i := range 40 {
-		f.r.Client.ZAdd(ctx, key, redis.Z{Score: now + float64(i), Member: uuid.NewString()})
-	}
-	page, err := f.svc.List(ctx, u, 1, "")
-	if err != nil || len(page.Items) != 1 || page.Items[0].ID != p.OrderID {
-		t.Fatalf("listing behind 40 stale entries: %+v %v", page, err)
-	}
-	if n := f.r.Client.ZCard(ctx, key).Val(); n != 1 {
-		t.Fatalf("%d index entries left, want the pending order's", n)
+	if ttl := f.rdb.PTTL(ctx, f.saga.keys.settled(5)).Val(); ttl <= 0 || ttl > order.SettledRetention {
+		t.Fatalf("settled log expires in %s, want within %s", ttl, order.SettledRetention)
 	}
 }
 
@@ -651,15 +602,15 @@ func TestIdempotencyKeyRaceOnACluster(t *testing.T) {
 	a, b, c := f.skuIn(t, "ir", 2, 50), f.skuIn(t, "ir", 6, 50), f.skuIn(t, "ir", 10, 50)
 	for _, tc := range []struct {
 		key   string
-		lines []Line
+		lines []order.Line
 	}{
-		{"buy", []Line{{SKU: a, Quantity: 1}}},
-		{"checkout", []Line{{SKU: a, Quantity: 2}, {SKU: b, Quantity: 1}, {SKU: c, Quantity: 3}}},
+		{"buy", []order.Line{{SKU: a, Quantity: 1}}},
+		{"checkout", []order.Line{{SKU: a, Quantity: 2}, {SKU: b, Quantity: 1}, {SKU: c, Quantity: 3}}},
 	} {
 		var mu sync.Mutex
 		ids := map[string]int{}
 		place := func() {
-			p, err := f.svc.Place(context.Background(), u, tc.lines, PlaceOptions{IdemKey: tc.key})
+			p, err := f.svc.Place(context.Background(), u, tc.lines, order.PlaceOptions{IdemKey: tc.key})
 			var e *apperr.Error
 			switch {
 			case errors.As(err, &e) && e.Code == apperr.CodeUnavailable:
@@ -707,19 +658,19 @@ func TestRepeatRacingItsCommittedRunAnswersTheOrder(t *testing.T) {
 		}
 	}
 	last := f.skuIn(t, "rep-last", 9, 1)
-	for _, lines := range [][]Line{
+	for _, lines := range [][]order.Line{
 		{{SKU: home, Quantity: 1}, {SKU: limited, Quantity: 1}},
 		{{SKU: home, Quantity: 1}, {SKU: last, Quantity: 1}},
 	} {
 		cart := f.cart(t, u, lines...)
-		first, err := f.svc.Place(ctx, u, lines, PlaceOptions{IdemKey: "k-" + lines[1].SKU, CartKey: cart})
+		first, err := f.svc.Place(ctx, u, lines, order.PlaceOptions{IdemKey: "k-" + lines[1].SKU, CartKey: cart})
 		if err != nil || first.Replayed {
 			t.Fatalf("first checkout of %v: %+v %v", lines, first, err)
 		}
 		before := map[string]int64{home: f.available(t, home), lines[1].SKU: f.available(t, lines[1].SKU)}
 		// What the repeat does once it has found the claim and no status.
-		again, err := f.svc.saga(ctx, first.OrderID, u, "", lines)
-		if err != nil || !again.replayed || again.orderID != first.OrderID {
+		again, err := f.saga.saga(ctx, first.OrderID, u, "", lines)
+		if err != nil || !again.Replayed || again.OrderID != first.OrderID {
 			t.Fatalf("the repeat of %s: %+v %v, want the same order replayed", first.OrderID, again, err)
 		}
 		for sku, want := range before {
@@ -742,31 +693,31 @@ func TestRepairKeepsTheUnitsOfARestoredOrder(t *testing.T) {
 	ctx := context.Background()
 	u := f.user(t)
 	a, b := f.skuIn(t, "rest", 1, 10), f.skuIn(t, "rest", 5, 10)
-	lines := []Line{{SKU: a, Quantity: 1}, {SKU: b, Quantity: 4}}
+	lines := []order.Line{{SKU: a, Quantity: 1}, {SKU: b, Quantity: 4}}
 	for _, tombstoned := range []bool{false, true} {
 		id := f.orderID(t, lines)
 		before := f.available(t, b)
 		items := f.take(t, 5, id, u, "attempt-1", lines[1:])
 		res := f.commitOf(t, id, u, "attempt-1", lines, []heldPart{{p: 5, items: items}})
-		f.rdb.Del(ctx, f.svc.keys.status(id)) // the failover
+		f.rdb.Del(ctx, f.saga.keys.status(id)) // the failover
 		if tombstoned {
-			if _, err := abortScript.Run(ctx, f.rdb, []string{f.svc.keys.status(id)}, time.Hour.Milliseconds()).Result(); err != nil {
+			if _, err := abortScript.Run(ctx, f.rdb, []string{f.saga.keys.status(id)}, time.Hour.Milliseconds()).Result(); err != nil {
 				t.Fatal(err)
 			}
 		}
 		f.restore(t, id, u, res)
-		f.rdb.ZAdd(ctx, f.svc.keys.holds(5), redis.Z{Score: 1, Member: id}) // the deadline passed
+		f.rdb.ZAdd(ctx, f.saga.keys.holds(5), redis.Z{Score: 1, Member: id}) // the deadline passed
 		if _, err := f.clusterSweeper().Sweep(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if got := f.available(t, b); got != before-4 {
 			t.Fatalf("tombstone %v: %s available %d after the repair, want %d (the order keeps its units)", tombstoned, b, got, before-4)
 		}
-		if o, err := f.svc.Get(ctx, u, id); err != nil || o.Status != StatusConfirmed {
+		if o, err := f.svc.Get(ctx, u, id); err != nil || o.Status != order.StatusConfirmed {
 			t.Fatalf("tombstone %v: the restored order: %+v %v", tombstoned, o, err)
 		}
 	}
-	if n := f.rdb.ZCard(ctx, f.svc.keys.holds(5)).Val(); n != 0 {
+	if n := f.rdb.ZCard(ctx, f.saga.keys.holds(5)).Val(); n != 0 {
 		t.Fatalf("%d holds left", n)
 	}
 }
@@ -785,8 +736,7 @@ func TestRepairAsksPostgreSQLBeforeTheTombstone(t *testing.T) {
 	u, lines, id, items := h.user, h.lines, h.id, h.items
 	b := lines[1].SKU
 	f.commitOf(t, id, u, "attempt-1", lines, []heldPart{{p: 5, items: items}})
-	w := NewWriter(f.db.Pool, f.rdb, f.c.Prefix, f.svc.log, prometheus.NewRegistry(),
-		WriterOptions{Consumer: "w", Partitions: f.parts, Block: 20 * time.Millisecond})
+	w := f.writer()
 	running := start(w)
 	for deadline := time.Now().Add(30 * time.Second); f.count(t, `SELECT count(*) FROM orders WHERE id = $1`, id) == 0; {
 		if time.Now().After(deadline) {
@@ -795,20 +745,19 @@ func TestRepairAsksPostgreSQLBeforeTheTombstone(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	running.Stop(t)
-	f.rdb.Del(ctx, f.svc.keys.status(id)) // the failover
-	f.rdb.ZAdd(ctx, f.svc.keys.holds(5), redis.Z{Score: 1, Member: id})
-	sw := NewSweeper(f.rdb, f.stock, f.c.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry(),
-		SweeperOptions{Persisted: PersistedIn(f.db.Pool)})
+	f.rdb.Del(ctx, f.saga.keys.status(id)) // the failover
+	f.rdb.ZAdd(ctx, f.saga.keys.holds(5), redis.Z{Score: 1, Member: id})
+	sw := f.sweeper(RepairOptions{Persisted: order.PersistedIn(f.db.Pool)})
 	if _, err := sw.Sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.available(t, b); got != 6 {
 		t.Fatalf("%s available %d after the repair, want 6 (the written order keeps its units)", b, got)
 	}
-	if st := f.rdb.HGet(ctx, f.svc.keys.status(id), "status").Val(); st != StatusConfirmed {
+	if st := f.rdb.HGet(ctx, f.saga.keys.status(id), "status").Val(); st != order.StatusConfirmed {
 		t.Fatalf("status %q after the repair, want the order's, back from PostgreSQL", st)
 	}
-	if log := f.rdb.ZRange(ctx, f.svc.keys.settled(5), 0, -1).Val(); len(log) != 1 || !strings.Contains(log[0], id) {
+	if log := f.rdb.ZRange(ctx, f.saga.keys.settled(5), 0, -1).Val(); len(log) != 1 || !strings.Contains(log[0], id) {
 		t.Fatalf("settled log %v, want the order's entry", log)
 	}
 	f.noHolds(t)
@@ -827,19 +776,19 @@ func TestRepeatWaitsForTheAbortedOrdersHolds(t *testing.T) {
 	// gone; the repair tombstoned the order on its home.
 	h := f.holdOnFive(t, "wait", 1)
 	u, lines, id := h.user, h.lines, h.id
-	if _, _, err := f.svc.claim(ctx, f.svc.keys.idem(u, "k"), fingerprint(lines, false), id, ""); err != nil {
+	if _, _, err := f.saga.claim(ctx, f.saga.keys.idem(u, "k"), f.saga.Fingerprint(lines, false), id, ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := abortScript.Run(ctx, f.rdb, []string{f.svc.keys.status(id)}, time.Hour.Milliseconds()).Result(); err != nil {
+	if _, err := abortScript.Run(ctx, f.rdb, []string{f.saga.keys.status(id)}, time.Hour.Milliseconds()).Result(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.svc.Place(ctx, u, lines, PlaceOptions{IdemKey: "k"}); !errors.Is(err, errSagaBusy) {
+	if _, err := f.svc.Place(ctx, u, lines, order.PlaceOptions{IdemKey: "k"}); !errors.Is(err, errSagaBusy) {
 		t.Fatalf("a repeat while the aborted order still holds partition 5: %v, want %v", err, errSagaBusy)
 	}
-	if _, err := f.svc.unhold(ctx, 5, id, "attempt-1", "release", h.items); err != nil {
+	if _, err := f.saga.unhold(ctx, 5, id, "attempt-1", "release", h.items); err != nil {
 		t.Fatal(err)
 	}
-	placed, err := f.svc.Place(ctx, u, lines, PlaceOptions{IdemKey: "k"})
+	placed, err := f.svc.Place(ctx, u, lines, order.PlaceOptions{IdemKey: "k"})
 	if err != nil || placed.Replayed || placed.OrderID == id {
 		t.Fatalf("the repeat once the hold was given back: %+v %v, want a fresh order", placed, err)
 	}

@@ -1,0 +1,158 @@
+package saga
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/apperr"
+	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/keyspace"
+	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/ordertesting"
+	"github.com/shop-oss/shop/internal/order/writer"
+	"github.com/shop-oss/shop/internal/testenv"
+)
+
+// fixture is an order service on the test's own Redis and PostgreSQL,
+// placing with one script; a clusterFixture's places with the saga.
+type fixture struct {
+	svc  *order.Service
+	saga *Placer // nil: the one-script placer
+	// store is the service's Redis, ledger its order keys.
+	store  redis.UniversalClient
+	ledger *order.Ledger
+	stock  *inventory.Stock
+	db     *testenv.Database
+	r      *testenv.Redis
+	log    *slog.Logger
+	exists order.ProductExists
+	skusMu sync.Mutex       // the contract tests open sales in parallel
+	skus   map[int64]string // round id -> sku, of the rounds sale opened
+	parts  keyspace.Partitions
+}
+
+func newFixture(t testing.TB) *fixture {
+	t.Helper()
+	db := testenv.NewDatabase(t)
+	r := testenv.NewRedis(t)
+	stock := inventory.NewPartitionedStock(r.Client, r.Prefix, keyspace.Partitions{})
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	exists := func(context.Context, string) (bool, error) { return false, nil }
+	svc := order.New(db.Pool, r.Client, stock, exists, r.Prefix, log, prometheus.NewRegistry(), order.Options{})
+	return &fixture{svc: svc, stock: stock, store: r.Client, ledger: order.NewLedger(r.Client, r.Prefix, keyspace.Partitions{}),
+		db: db, r: r, log: log, exists: exists, skus: map[int64]string{}}
+}
+
+// user inserts a user row (orders reference users) and returns its id.
+func (f *fixture) user(t testing.TB) string {
+	t.Helper()
+	return ordertesting.User(t, f.db.Pool)
+}
+
+// sale creates a product and opens a sale round for it through inventory,
+// which owns both; it returns the round id.
+func (f *fixture) sale(t testing.TB, sku string, quantity, limit int, price int64) int64 {
+	t.Helper()
+	return f.saleWith(t, sku, price, inventory.Seed{Quantity: quantity, PerUserLimit: limit})
+}
+
+// saleWith is sale of any seed (a waiting room's, say).
+func (f *fixture) saleWith(t testing.TB, sku string, price int64, seed inventory.Seed) int64 {
+	t.Helper()
+	round := ordertesting.OpenSaleWith(t, f.db.Pool, f.stock, f.r, sku, price, seed)
+	f.skusMu.Lock()
+	f.skus[round] = sku
+	f.skusMu.Unlock()
+	return round
+}
+
+func (f *fixture) count(t *testing.T, query string, args ...any) int64 {
+	t.Helper()
+	return ordertesting.Count(t, f.db.Pool, query, args...)
+}
+
+// writerOn is the order writer of the orders under prefix on rdb.
+func (f *fixture) writerOn(rdb redis.UniversalClient, prefix string, o writer.Options) *writer.Writer {
+	o.Partitions = f.parts
+	return writer.New(f.db.Pool, rdb, prefix, f.log, prometheus.NewRegistry(), o)
+}
+
+// start runs w in the background.
+func start(w *writer.Writer) *ordertesting.Running { return ordertesting.Start(w.Run) }
+
+func wantCode(t *testing.T, err error, code string) {
+	t.Helper()
+	var e *apperr.Error
+	if !errors.As(err, &e) || e.Code != code {
+		t.Fatalf("error = %v, want %s", err, code)
+	}
+}
+
+// clusterFixture is a fixture whose stock and orders live on a private
+// 3-master Redis Cluster, 12 partitions grouped as serve groups them (the
+// catalog, which the sales need, stays on the fixture's single Redis).
+type clusterFixture struct {
+	*fixture
+	c   *testenv.RedisCluster
+	rdb *redis.ClusterClient
+}
+
+func newClusterFixture(t *testing.T) *clusterFixture {
+	t.Helper()
+	c, rdb, parts := ordertesting.Cluster(t, 12)
+	f := newFixture(t)
+	f.parts = parts
+	f.stock = inventory.NewPartitionedStock(rdb, c.Prefix, f.parts)
+	f.store, f.ledger = rdb, order.NewLedger(rdb, c.Prefix, parts)
+	x := &clusterFixture{fixture: f, c: c, rdb: rdb}
+	f.svc, f.saga = x.service(Options{}, order.Options{})
+	return x
+}
+
+// service is an order service on the cluster placing with a saga of o.
+func (f *clusterFixture) service(o Options, oo order.Options) (*order.Service, *Placer) {
+	p := New(o)
+	oo.Placer = p.On
+	return order.New(f.db.Pool, f.rdb, f.stock, f.exists, f.c.Prefix, f.log, prometheus.NewRegistry(), oo), p
+}
+
+// sweeper is the order sweeper with the saga repair of o.
+func (f *clusterFixture) sweeper(o RepairOptions) *order.Sweeper {
+	log := slog.New(slog.DiscardHandler)
+	return order.NewSweeper(f.rdb, f.stock, f.c.Prefix, log, prometheus.NewRegistry(),
+		order.SweeperOptions{Sagas: NewRepair(f.rdb, f.stock, f.c.Prefix, log, o)})
+}
+
+// writer is a writer of the cluster's orders, blocking 20ms.
+func (f *clusterFixture) writer() *writer.Writer {
+	return f.writerOn(f.rdb, f.c.Prefix, writer.Options{Consumer: "w", Block: 20 * time.Millisecond})
+}
+
+func (f *fixture) available(t *testing.T, sku string) int64 {
+	t.Helper()
+	return ordertesting.Available(t, f.stock, sku)
+}
+
+func (f *fixture) place(t testing.TB, user, sku string, qty int) order.Placed {
+	t.Helper()
+	p, err := f.svc.Place(context.Background(), user, []order.Line{{SKU: sku, Quantity: qty}}, order.PlaceOptions{})
+	if err != nil {
+		t.Fatalf("place %s x%d: %v", sku, qty, err)
+	}
+	return p
+}
+
+// home is the home partition order id's status names.
+func (f *clusterFixture) home(t *testing.T, id string) int {
+	t.Helper()
+	p, _ := order.StatusHash(f.rdb.HGetAll(context.Background(), f.saga.keys.status(id)).Val()).Home()
+	return p
+}
