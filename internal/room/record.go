@@ -29,7 +29,7 @@ VALUES ($1, $2, $3, $4, $5) ON CONFLICT (round_id) DO NOTHING RETURNING 1`
 
 // Track indexes the room of a round just opened, so that every
 // instance's admitter runs it and, once it is over, records it
-// (inventory's AfterOpen hook).
+// (inventory.Rooms: the sales call it on each opening).
 func (s *Service) Track(ctx context.Context, sku string, r inventory.LiveRound) error {
 	s.forget(sku) // the round it read is replaced, with a room or without
 	if r.Room == nil {

@@ -50,7 +50,7 @@ type Service struct {
 	rdb   redis.UniversalClient
 	db    *pgxpool.Pool
 	stock *inventory.Stock
-	sales *inventory.Sales
+	sales *inventory.Sales // the round's room settings, and whether a product exists
 	keys  Keys
 	log   *slog.Logger
 	// rooms is the index of rooms to run or record (admitter.go).
@@ -143,9 +143,11 @@ type Options struct{}
 
 // New returns the room service on the live stock's Redis (its keys under
 // prefix) and the database that records finished rooms.
-func New(db *pgxpool.Pool, rdb redis.UniversalClient, stock *inventory.Stock, sales *inventory.Sales,
-	prefix string, log *slog.Logger, _ Options) *Service {
-	return &Service{rdb: rdb, db: db, stock: stock, sales: sales, keys: NewKeys(stock), log: log,
+func New(db *pgxpool.Pool, rdb redis.UniversalClient, stock *inventory.Stock, prefix string, log *slog.Logger,
+	_ Options) *Service {
+	// The room's own Sales: it changes a room's rate and tells a missing
+	// product from a missing room, and needs no rooms of its own.
+	return &Service{rdb: rdb, db: db, stock: stock, sales: inventory.NewSales(db, stock), keys: NewKeys(stock), log: log,
 		rooms: prefix + "rooms", done: make(chan struct{}), infos: map[string]cachedInfo{}, ids: map[idsKey]derivedIDs{},
 		snaps: map[string]*snapshot{}, ranks: map[rankKey]*rankWait{}}
 }

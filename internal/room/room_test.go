@@ -45,15 +45,11 @@ func newFixtureOn(t testing.TB, r *testenv.Redis) *fixture {
 	c := cache.New(r.Client, cache.Options{Prefix: r.Prefix + "cache:", TTL: time.Minute}, prometheus.NewRegistry())
 	stock := inventory.NewStock(r.Client, r.Prefix)
 	log := slog.New(slog.DiscardHandler)
-	sales := inventory.NewSales(db.Pool, stock)
-	f := &fixture{
-		rooms: room.New(db.Pool, r.Client, stock, sales, r.Prefix, log, room.Options{}),
-		sales: sales, stock: stock, r: r, db: db,
+	rooms := room.New(db.Pool, r.Client, stock, r.Prefix, log, room.Options{})
+	return &fixture{
+		rooms: rooms, sales: inventory.NewSalesWithRooms(db.Pool, stock, rooms), stock: stock, r: r, db: db,
 		cat: inventory.NewCatalogOn(db.Pool, stock, c, log, inventory.CatalogOptions{}),
 	}
-	sales.CountRoomsWith(f.rooms.Counters)
-	sales.AfterOpen(f.rooms.Track)
-	return f
 }
 
 // open creates sku and opens a roomed round of quantity units.
@@ -215,7 +211,7 @@ func TestTwoAdmittersHoldTheRate(t *testing.T) {
 	us := users(300)
 	f.joinAll(t, "rate", us)
 	// A second service is a second instance.
-	other := room.New(f.db.Pool, f.r.Client, f.stock, f.sales, f.r.Prefix, slog.New(slog.DiscardHandler), room.Options{})
+	other := room.New(f.db.Pool, f.r.Client, f.stock, f.r.Prefix, slog.New(slog.DiscardHandler), room.Options{})
 	begin := time.Now()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -565,7 +561,7 @@ func TestChallengeBelongsToItsRound(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	// A second service is a second instance.
-	other := room.New(f.db.Pool, f.r.Client, f.stock, f.sales, f.r.Prefix, slog.New(slog.DiscardHandler), room.Options{})
+	other := room.New(f.db.Pool, f.r.Client, f.stock, f.r.Prefix, slog.New(slog.DiscardHandler), room.Options{})
 	u := uuid.NewString()
 	f.open(t, "turn", 10, time.Time{}, inventory.RoomSettings{AdmitPerSecond: 10, PassTTL: time.Minute, ChallengeBits: 8})
 	old, err := f.rooms.IssueChallenge(ctx, "turn", u)
