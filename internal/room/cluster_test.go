@@ -15,6 +15,7 @@ import (
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/room"
+	"github.com/shop-oss/shop/internal/room/roomrule"
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
@@ -68,7 +69,7 @@ func TestRoomOnACluster(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			proof := &room.Proof{Challenge: chal.Challenge, Nonce: room.Solve(chal.Challenge, chal.Bits)}
+			proof := &room.Proof{Challenge: chal.Challenge, Nonce: roomrule.Solve(chal.Challenge, chal.Bits)}
 			if _, created, err := rooms.Join(ctx, sku, users[i], proof, nil); err != nil || !created {
 				t.Fatalf("join %s: %v %v", sku, created, err)
 			}

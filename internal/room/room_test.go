@@ -3,7 +3,6 @@ package room_test
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,6 +19,7 @@ import (
 	"github.com/shop-oss/shop/internal/cache"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/room"
+	"github.com/shop-oss/shop/internal/room/roomrule"
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
@@ -176,10 +176,10 @@ func TestEarlyJoinersAreShuffledBySeed(t *testing.T) {
 		ids[i] = tk.EntryID
 	}
 	sort.Slice(ids, func(i, j int) bool {
-		a, b := room.OrderKey(*fair.Seed, ids[i]), room.OrderKey(*fair.Seed, ids[j])
+		a, b := roomrule.OrderKey(*fair.Seed, ids[i]), roomrule.OrderKey(*fair.Seed, ids[j])
 		return bytes.Compare(a[:], b[:]) < 0
 	})
-	if room.EarlyOrderSHA(ids) != *fair.EarlyOrderSHA256 {
+	if roomrule.EarlyOrderSHA(ids) != *fair.EarlyOrderSHA256 {
 		t.Fatal("early_order_sha256 is not the digest of the seed's order")
 	}
 	page, err := f.rooms.EntryList(ctx, "hype", 0, 1000)
@@ -301,9 +301,9 @@ func TestChallengeGatesTheJoin(t *testing.T) {
 	if err != nil || c.Bits != 8 || len(c.Challenge) != 32 {
 		t.Fatalf("challenge %+v %v", c, err)
 	}
-	good := room.Solve(c.Challenge, 8)
+	good := roomrule.Solve(c.Challenge, 8)
 	bad := "x"
-	for room.Solves(c.Challenge, bad, 8) {
+	for roomrule.Solves(c.Challenge, bad, 8) {
 		bad += "x"
 	}
 	// A wrong answer uses the challenge up: the right one then fails.
@@ -315,11 +315,11 @@ func TestChallengeGatesTheJoin(t *testing.T) {
 	}
 	// Another shopper's challenge fails, and is used up.
 	c2, _ := f.rooms.IssueChallenge(ctx, "pow", u)
-	if err := join(other, &room.Proof{Challenge: c2.Challenge, Nonce: room.Solve(c2.Challenge, 8)}); !errors.Is(err, room.ErrChallengeFailed) {
+	if err := join(other, &room.Proof{Challenge: c2.Challenge, Nonce: roomrule.Solve(c2.Challenge, 8)}); !errors.Is(err, room.ErrChallengeFailed) {
 		t.Fatalf("another's challenge: %v", err)
 	}
 	c3, _ := f.rooms.IssueChallenge(ctx, "pow", u)
-	if err := join(u, &room.Proof{Challenge: c3.Challenge, Nonce: room.Solve(c3.Challenge, 8)}); err != nil {
+	if err := join(u, &room.Proof{Challenge: c3.Challenge, Nonce: roomrule.Solve(c3.Challenge, 8)}); err != nil {
 		t.Fatalf("the right answer: %v", err)
 	}
 	// In the room: the ticket without a challenge.
@@ -393,25 +393,6 @@ func TestRecordedRoomOutlivesRedis(t *testing.T) {
 	// The new round has no room: joining it is a 404 of its own.
 	if _, _, err := f.rooms.Join(ctx, "rec", us[0], nil, nil); !errors.Is(err, room.ErrNoRoom) {
 		t.Fatalf("join a round without a room: %v", err)
-	}
-}
-
-func TestLeadingZeroBits(t *testing.T) {
-	t.Parallel()
-	for _, c := range []struct {
-		hex  string
-		want int
-	}{{"80", 0}, {"7f", 1}, {"00ff", 8}, {"0001", 15}, {"000000", 24}} {
-		var d [32]byte
-		b, _ := hex.DecodeString(c.hex)
-		copy(d[:], b)
-		if c.hex == "000000" {
-			d[3] = 1
-			c.want = 31
-		}
-		if got := room.LeadingZeroBits(d); got != c.want {
-			t.Errorf("%s: %d, want %d", c.hex, got, c.want)
-		}
 	}
 }
 
@@ -569,7 +550,7 @@ func TestChallengeBelongsToItsRound(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep := f.open(t, "turn", 10, time.Time{}, inventory.RoomSettings{AdmitPerSecond: 10, PassTTL: time.Minute, ChallengeBits: 4})
-	p := &room.Proof{Challenge: old.Challenge, Nonce: room.Solve(old.Challenge, 8)} // 8 bits answer 4 too
+	p := &room.Proof{Challenge: old.Challenge, Nonce: roomrule.Solve(old.Challenge, 8)} // 8 bits answer 4 too
 	if tk, _, err := f.rooms.Join(ctx, "turn", u, p, nil); !errors.Is(err, room.ErrChallengeFailed) {
 		t.Errorf("a challenge of round %d joined round %d: %+v %v", *rep.RoundID-1, *rep.RoundID, tk, err)
 	}
