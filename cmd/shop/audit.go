@@ -11,7 +11,6 @@ import (
 
 	"github.com/shop-oss/shop/internal/audit"
 	"github.com/shop-oss/shop/internal/config"
-	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/room"
 	"github.com/shop-oss/shop/internal/shop"
 )
@@ -43,7 +42,7 @@ func (a *app) runAudit(ctx context.Context, cfg *config.Config, log *slog.Logger
 	stock := shop.NewStock(st.shop(), cfg)
 	aud := audit.New(st.db, st.redis, stock, cfg.KeyPrefix, log)
 	aud.LagBound = lagBound
-	aud.Rooms = room.New(st.db, st.redis, stock, inventory.NewSales(st.db, stock), cfg.KeyPrefix, log, room.Options{})
+	aud.Rooms = room.New(st.db, st.redis, stock, cfg.KeyPrefix, log, room.Options{})
 	rep, err := aud.Run(ctx)
 	if err != nil {
 		return err

@@ -136,19 +136,16 @@ type RoomReport struct {
 	SeedSHA256     string `json:"seed_sha256"`
 }
 
-// RoomCounter reads a live room's counters: entries not yet admitted,
-// and admitted so far (internal/room's Counters).
-type RoomCounter func(ctx context.Context, sku string, round int64) (waiting, admitted int64, err error)
-
-// CountRoomsWith makes the stock reports count their rooms' entries with
-// f; without it a room's counters read 0.
-func (s *Sales) CountRoomsWith(f RoomCounter) { s.countRoom = f }
-
-// AfterOpen makes Open call f once a round is live (the room's admitter
-// learns of a new room from it); an error of f is only returned to the
-// logs, for the round is open.
-func (s *Sales) AfterOpen(f func(ctx context.Context, sku string, r LiveRound) error) {
-	s.afterOpen = f
+// Rooms is what the sales ask of the waiting rooms (internal/room's
+// Service, handed to NewSalesWithRooms).
+type Rooms interface {
+	// Counters reads the room of sku's round: entries not yet admitted,
+	// and admitted so far (the stock report's).
+	Counters(ctx context.Context, sku string, round int64) (waiting, admitted int64, err error)
+	// Track learns of a round just opened, with a room or without, so
+	// the room's admitter runs it. Open answers its error as a 503 with
+	// the round open; the retry of the seeding tells the rooms again.
+	Track(ctx context.Context, sku string, r LiveRound) error
 }
 
 // roomReport makes the report's room part for round (nil: no room).
@@ -158,9 +155,9 @@ func (s *Sales) roomReport(ctx context.Context, sku string, round int64, r *Live
 	}
 	rep := &RoomReport{AdmitPerSecond: r.AdmitPerSecond, PassTTLSeconds: int(r.PassTTL / time.Second),
 		ChallengeBits: r.ChallengeBits, SeedSHA256: r.SeedSHA}
-	if s.countRoom != nil && round > 0 {
+	if s.rooms != nil && round > 0 {
 		var err error
-		if rep.Waiting, rep.Admitted, err = s.countRoom(ctx, sku, round); err != nil {
+		if rep.Waiting, rep.Admitted, err = s.rooms.Counters(ctx, sku, round); err != nil {
 			return nil, unavailable("waiting room", err)
 		}
 	}

@@ -79,8 +79,7 @@ type Sales struct {
 	db    *pgxpool.Pool
 	stock *Stock
 
-	countRoom RoomCounter                                              // nil: rooms count 0
-	afterOpen func(ctx context.Context, sku string, r LiveRound) error // nil: none
+	rooms Rooms // nil: rooms count 0, and none is told of an opening
 
 	// afterRecord, for fault drills, is called between an opening round's
 	// PostgreSQL record and its Redis step (InjectAfterRecord).
@@ -92,8 +91,15 @@ type Sales struct {
 // drills: set it before Open runs, or from f itself.
 func (s *Sales) InjectAfterRecord(f func()) { s.afterRecord = f }
 
-// NewSales returns the sale-round service.
-func NewSales(db *pgxpool.Pool, stock *Stock) *Sales { return &Sales{db: db, stock: stock} }
+// NewSales returns the sale-round service, which tells no waiting room
+// of what it opens (the CLI's seeding, the tests of other domains).
+func NewSales(db *pgxpool.Pool, stock *Stock) *Sales { return NewSalesWithRooms(db, stock, nil) }
+
+// NewSalesWithRooms returns the sale-round service that tells rooms of
+// each round it opens and counts their entries in its reports.
+func NewSalesWithRooms(db *pgxpool.Pool, stock *Stock, rooms Rooms) *Sales {
+	return &Sales{db: db, stock: stock, rooms: rooms}
+}
 
 // Seed is an admin's request to open a sale round.
 type Seed struct {
@@ -146,8 +152,8 @@ func (s *Sales) Open(ctx context.Context, sku string, seed Seed) (StockReport, e
 		return StockReport{}, err
 	case done:
 		// The retry of a seeding whose answer was lost: the round is
-		// live, but the hook may not have run.
-		if err := s.hookOpened(ctx, sku); err != nil {
+		// live, but the rooms may not have been told.
+		if err := s.tellRooms(ctx, sku); err != nil {
 			return StockReport{}, err
 		}
 		return s.Report(ctx, sku)
@@ -173,8 +179,8 @@ func (s *Sales) Open(ctx context.Context, sku string, seed Seed) (StockReport, e
 	if err := s.markOpened(ctx, conn, round); err != nil {
 		return StockReport{}, fmt.Errorf("open sale round: %w: %w", errMarkOpened, err)
 	}
-	if s.afterOpen != nil {
-		if err := s.afterOpen(ctx, sku, live); err != nil {
+	if s.rooms != nil {
+		if err := s.rooms.Track(ctx, sku, live); err != nil {
 			return StockReport{}, unavailable("open the waiting room", err)
 		}
 	}
@@ -185,16 +191,16 @@ func (s *Sales) Open(ctx context.Context, sku string, seed Seed) (StockReport, e
 	return rep, nil
 }
 
-// hookOpened runs the AfterOpen hook on sku's live round.
-func (s *Sales) hookOpened(ctx context.Context, sku string) error {
-	if s.afterOpen == nil {
+// tellRooms tells the rooms of sku's live round.
+func (s *Sales) tellRooms(ctx context.Context, sku string) error {
+	if s.rooms == nil {
 		return nil
 	}
 	rctx, cancel := context.WithTimeout(ctx, redisTimeout)
 	live, ok, err := s.stock.Live(rctx, sku)
 	cancel()
 	if err == nil && ok {
-		err = s.afterOpen(ctx, sku, live)
+		err = s.rooms.Track(ctx, sku, live)
 	}
 	if err != nil {
 		return unavailable("open the waiting room", err)

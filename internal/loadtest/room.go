@@ -17,9 +17,9 @@ import (
 	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
-
-	"github.com/shop-oss/shop/internal/room"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/shop-oss/shop/internal/room/roomrule"
 )
 
 // A waiting-room run (--waiting-room RATE): the round gets a room that
@@ -278,7 +278,7 @@ func shopperInRoom(ctx context.Context, hc, streams *http.Client, tgt target, cf
 		var ch roomChallenge
 		_ = json.Unmarshal(r.Body, &ch)
 		t0 := time.Now()
-		nonce := room.Solve(ch.Challenge, ch.Bits) // this process pays, not the server
+		nonce := roomrule.Solve(ch.Challenge, ch.Bits) // this process pays, not the server
 		rr.mu.Lock()
 		rr.solve += time.Since(t0)
 		rr.solved++
@@ -441,16 +441,24 @@ type roomFairness struct {
 	EarlyOrderSHA256 *string `json:"early_order_sha256"`
 }
 
+// roomEntry is what the check reads of an entry of the room's entry list.
+type roomEntry struct {
+	EntryID    string     `json:"entry_id"`
+	Early      bool       `json:"early"`
+	JoinedAt   time.Time  `json:"joined_at"`
+	AdmittedAt *time.Time `json:"admitted_at"`
+}
+
 // checkRoom reads the entry list and the fairness answer and judges the
 // room: the early order is the seed's, admissions kept to the rate, and
 // no purchase went through without a pass.
 func checkRoom(ctx context.Context, c *client, cfg Config, fx *fixture, rr *roomRun) (*RoomStats, []Invariant, error) {
-	var entries []room.Entry
+	var entries []roomEntry
 	cursor := ""
 	for {
 		var page struct {
-			Items      []room.Entry `json:"items"`
-			NextCursor *string      `json:"next_cursor"`
+			Items      []roomEntry `json:"items"`
+			NextCursor *string     `json:"next_cursor"`
 		}
 		path := "/api/v1/admin/products/" + fx.sku + "/queue/entries?limit=1000"
 		if cursor != "" {
@@ -497,7 +505,7 @@ func checkRoom(ctx context.Context, c *client, cfg Config, fx *fixture, rr *room
 	if span > 0 {
 		st.AdmittedPerSec = round(float64(st.Admitted) / span)
 	}
-	bound := room.RateBound(admittedPerSecond, cfg.Room.AdmitPerSecond)
+	bound := roomrule.RateBound(admittedPerSecond, cfg.Room.AdmitPerSecond)
 	inv := []Invariant{
 		{Name: "R1 early order is the seed's", OK: fairOK, Detail: fairDetail},
 		{Name: "R2 admissions within the rate", OK: bound == "", Detail: orDefault(bound,
@@ -509,7 +517,7 @@ func checkRoom(ctx context.Context, c *client, cfg Config, fx *fixture, rr *room
 }
 
 // fairOrder recomputes the early order from the published seed.
-func fairOrder(entries []room.Entry, f roomFairness) (bool, string) {
+func fairOrder(entries []roomEntry, f roomFairness) (bool, string) {
 	if f.Seed == nil || f.EarlyOrderSHA256 == nil {
 		return false, "the seed is not published"
 	}

@@ -4,14 +4,14 @@ import (
 	"strings"
 
 	"github.com/shop-oss/shop/internal/apperr"
-	"github.com/shop-oss/shop/internal/room"
+	"github.com/shop-oss/shop/internal/room/roomkey"
 )
 
 // A round with a waiting room sells only to the shoppers it admitted: a
 // line of its SKU needs the buyer's pass (docs/api.md, "The pass"). The pass is
 // checked in the same atomic step that takes the stock (lines.lua's
 // check_lines), against the room's pass hash, which only the admitter
-// writes (internal/room).
+// writes (internal/room; the key's name is internal/room/roomkey's).
 
 // HeaderQueuePass carries the buyer's waiting room passes: one, or several
 // comma-separated for a checkout.
@@ -79,4 +79,4 @@ func validPass(p string) bool {
 
 // passesKey is sku's room pass hash, the stock-taking scripts' third key
 // of a line (read only when the sale has a room).
-func (s *Service) passesKey(sku string) string { return room.NewKeys(s.stock).Passes(sku) }
+func (s *Service) passesKey(sku string) string { return roomkey.New(s.stock).Passes(sku) }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
@@ -24,17 +23,6 @@ var (
 // is kept by more turns.
 const maxAdmitPerCall = 5_000
 
-// Turn is what one admit turn found.
-type Turn struct {
-	Status   string // ok, waiting, sold_out, ended, no_room
-	Admitted int64  // now
-	Total    int64  // admitted so far
-	// Early, Available, Now (Redis's clock, ms) and Rate (the one the
-	// turn admitted at) are the rest of the room's shared state when
-	// Status is ok, waiting or sold_out.
-	Early, Available, Now, Rate int64
-}
-
 // AdmitTurn runs one turn of sku's admitter: the entries the round's
 // rate allows now get their passes. Any number of instances may run it
 // at once; each token of the bucket admits one entry. What the turn read
@@ -46,7 +34,7 @@ func (s *Service) AdmitTurn(ctx context.Context, sku string) (Turn, error) {
 			return Turn{}, err
 		}
 		if !ok || live.Room == nil {
-			s.dropSnapshot(sku)
+			s.state.dropSnapshot(sku)
 			return Turn{Status: "no_room"}, nil
 		}
 		nonce := make([]byte, 32)
@@ -69,10 +57,10 @@ func (s *Service) AdmitTurn(ctx context.Context, sku string) (Turn, error) {
 		case len(reply) == 7:
 			n := func(i int) int64 { v, _ := strconv.ParseInt(reply[i], 10, 64); return v }
 			t.Admitted, t.Total, t.Early, t.Available, t.Now, t.Rate = n(1), n(2), n(3), n(4), n(5), n(6)
-			s.keepSnapshot(sku, live, t)
+			s.state.keepSnapshot(sku, newSnapshot(live, t))
 			return t, nil
 		}
-		s.dropSnapshot(sku) // ended or gone: tickets are read from Redis again
+		s.state.dropSnapshot(sku) // ended or gone: tickets are read from Redis again
 		return t, nil
 	}
 }
@@ -123,6 +111,3 @@ func (s *Service) recordedCounters(ctx context.Context, round int64) (waiting, a
 	}
 	return entries - admitted, admitted, nil
 }
-
-// Tick is how often an instance's admitter takes a turn in each room.
-const Tick = 100 * time.Millisecond

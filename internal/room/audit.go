@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/shop-oss/shop/internal/room/roomrule"
 )
 
 // The rooms' part of `shop audit`: for every room, live or recorded, the
@@ -99,7 +101,7 @@ func (s *Service) auditLive(ctx context.Context, t trackedRoom) ([]Finding, erro
 	if err != nil {
 		return nil, err
 	}
-	if bad := RateBound(perSecond, rate); bad != "" {
+	if bad := roomrule.RateBound(perSecond, rate); bad != "" {
 		out = append(out, Finding{Kind: "room_rate", SKU: t.sku, RoundID: t.round, Detail: bad})
 	}
 	es, err := s.entries(ctx, v, 0, v.earlyN, false)
@@ -179,11 +181,11 @@ func (s *Service) auditRecorded(ctx context.Context) ([]Finding, error) {
 			out = append(out, Finding{Kind: "room_order", SKU: x.sku, RoundID: x.round, Detail: err.Error()})
 			continue
 		}
-		if bad := earlyOrderProblem(x.seed, early); bad != "" || EarlyOrderSHA(early) != x.digest {
+		if bad := earlyOrderProblem(x.seed, early); bad != "" || roomrule.EarlyOrderSHA(early) != x.digest {
 			out = append(out, Finding{Kind: "room_order", SKU: x.sku, RoundID: x.round,
 				Detail: orDefault(bad, "early_order_sha256 is not the digest of the recorded early entries")})
 		}
-		if bad := RateBound(perSecond, x.rate); bad != "" {
+		if bad := roomrule.RateBound(perSecond, x.rate); bad != "" {
 			out = append(out, Finding{Kind: "room_rate", SKU: x.sku, RoundID: x.round, Detail: bad})
 		}
 		var users []string
@@ -222,7 +224,7 @@ func forEachRow(rows pgx.Rows, f func(id, user string, early bool, admitted *tim
 // seed ("" when they ascend by SHA-256(seed ":" id)).
 func earlyOrderProblem(seed string, ids []string) string {
 	for i := 1; i < len(ids); i++ {
-		a, b := OrderKey(seed, ids[i-1]), OrderKey(seed, ids[i])
+		a, b := roomrule.OrderKey(seed, ids[i-1]), roomrule.OrderKey(seed, ids[i])
 		if bytes.Compare(a[:], b[:]) >= 0 {
 			return fmt.Sprintf("early positions %d and %d are out of the seed's order", i, i+1)
 		}
@@ -243,26 +245,6 @@ func (s *Service) maxRate(ctx context.Context, round int64, rate int) (int, erro
 		return *highest, nil
 	}
 	return rate, nil
-}
-
-// RateBound says which span of whole seconds admitted more than rate x
-// (T + 1) ("" when none did); perSecond counts admissions by second.
-func RateBound(perSecond map[int64]int, rate int) string {
-	secs := make([]int64, 0, len(perSecond))
-	for s := range perSecond {
-		secs = append(secs, s)
-	}
-	sort.Slice(secs, func(i, j int) bool { return secs[i] < secs[j] })
-	for i := range secs {
-		sum := 0
-		for j := i; j < len(secs); j++ {
-			sum += perSecond[secs[j]]
-			if t := secs[j] - secs[i] + 1; sum > rate*int(t+1) {
-				return fmt.Sprintf("%d admitted in the %d s from second %d at %d/s", sum, t, secs[i], rate)
-			}
-		}
-	}
-	return ""
 }
 
 func orDefault(s, def string) string {

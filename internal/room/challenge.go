@@ -3,11 +3,9 @@ package room
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
 	"fmt"
-	"math/bits"
 	"strconv"
 	"time"
 
@@ -69,49 +67,4 @@ func validChallenge(c string) bool {
 	}
 	_, err := hex.DecodeString(c)
 	return err == nil
-}
-
-// ValidNonce tells whether n is 1 to 64 visible ASCII characters.
-func ValidNonce(n string) bool {
-	if len(n) < 1 || len(n) > 64 {
-		return false
-	}
-	for i := 0; i < len(n); i++ {
-		if n[i] <= ' ' || n[i] > '~' {
-			return false
-		}
-	}
-	return true
-}
-
-// Solves tells whether nonce answers challenge at difficulty n: the
-// SHA-256 of challenge ":" nonce starts with n zero bits (docs/api.md).
-func Solves(challenge, nonce string, n int) bool {
-	if !ValidNonce(nonce) {
-		return false
-	}
-	return LeadingZeroBits(sha256.Sum256([]byte(challenge+":"+nonce))) >= n
-}
-
-// LeadingZeroBits counts the zero bits a digest starts with.
-func LeadingZeroBits(d [32]byte) int {
-	n := 0
-	for _, b := range d {
-		if b != 0 {
-			return n + bits.LeadingZeros8(b)
-		}
-		n += 8
-	}
-	return n
-}
-
-// Solve finds a nonce for challenge at difficulty n (the load test's
-// shoppers, and tests): about 2^n hashes.
-func Solve(challenge string, n int) string {
-	for i := uint64(0); ; i++ {
-		nonce := strconv.FormatUint(i, 36)
-		if Solves(challenge, nonce, n) {
-			return nonce
-		}
-	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/room"
+	"github.com/shop-oss/shop/internal/room/roomrule"
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
@@ -30,10 +31,9 @@ func TestRoomOnACluster(t *testing.T) {
 	db := testenv.NewDatabase(t)
 	stock := inventory.NewPartitionedStock(rdb, c.Prefix, keyspace.NewPartitions(6, true))
 	log := slog.New(slog.DiscardHandler)
-	sales := inventory.NewSales(db.Pool, stock)
-	rooms := room.New(db.Pool, rdb, stock, sales, c.Prefix, log, room.Options{})
-	other := room.New(db.Pool, rdb, stock, sales, c.Prefix, log, room.Options{})
-	sales.AfterOpen(rooms.Track)
+	rooms := room.New(db.Pool, rdb, stock, c.Prefix, log, room.Options{})
+	other := room.New(db.Pool, rdb, stock, c.Prefix, log, room.Options{})
+	sales := inventory.NewSalesWithRooms(db.Pool, stock, rooms)
 	ch := cache.New(rdb, cache.Options{Prefix: c.Prefix + "cache:", TTL: time.Minute}, prometheus.NewRegistry())
 	cat := inventory.NewCatalogOn(db.Pool, stock, ch, log, inventory.CatalogOptions{})
 	keys := rooms.Keys()
@@ -69,7 +69,7 @@ func TestRoomOnACluster(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			proof := &room.Proof{Challenge: chal.Challenge, Nonce: room.Solve(chal.Challenge, chal.Bits)}
+			proof := &room.Proof{Challenge: chal.Challenge, Nonce: roomrule.Solve(chal.Challenge, chal.Bits)}
 			if _, created, err := rooms.Join(ctx, sku, users[i], proof, nil); err != nil || !created {
 				t.Fatalf("join %s: %v %v", sku, created, err)
 			}

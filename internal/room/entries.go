@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/server"
 )
 
@@ -35,6 +36,63 @@ type Entry struct {
 
 // readChunk is how many entries one read of a room's sets brings back.
 const readChunk = 10_000
+
+// clockSlack is how long after starts_at, by this instance's clock, the
+// seed is published: by then Redis's clock has passed starts_at too, so
+// the early entries are final.
+const clockSlack = time.Second
+
+// roundRoom is a roomed round as the reads need it.
+type roundRoom struct {
+	round        int64
+	seed, secret string
+	starts       time.Time
+	live         *inventory.LiveRoom // nil: not the live round
+	settings     inventory.RoomSettings
+}
+
+const latestRoomSQL = `
+SELECT id, room_seed, room_secret, coalesce(starts_at, seeded_at),
+       room_admit_per_second, room_pass_ttl_seconds, room_challenge_bits
+FROM sale_rounds WHERE sku = $1 AND room_seed IS NOT NULL AND opened_at IS NOT NULL
+ORDER BY id DESC LIMIT 1`
+
+// latestRoom is sku's live room, or else the room of its latest roomed
+// round (ErrNoRoom: none ever).
+func (s *Service) latestRoom(ctx context.Context, sku string) (roundRoom, error) {
+	live, ok, err := s.live(ctx, sku, false)
+	if err != nil {
+		return roundRoom{}, err
+	}
+	if ok && live.Room != nil {
+		return roundRoom{round: live.Round, seed: live.Room.Seed, secret: live.Room.Secret,
+			starts: live.StartsAt, live: live.Room, settings: live.Room.RoomSettings}, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
+	defer cancel()
+	var r roundRoom
+	var ttl int
+	err = s.db.QueryRow(ctx, latestRoomSQL, sku).Scan(&r.round, &r.seed, &r.secret, &r.starts,
+		&r.settings.AdmitPerSecond, &ttl, &r.settings.ChallengeBits)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return roundRoom{}, ErrNoRoom
+	}
+	if err != nil {
+		return roundRoom{}, storeError("room record", err)
+	}
+	r.settings.PassTTL = time.Duration(ttl) * time.Second
+	return r, nil
+}
+
+// EntryPage is one page of a room's entry list.
+type EntryPage struct {
+	Items      []Entry `json:"items"`
+	NextCursor *string `json:"next_cursor"`
+	// Joining: the list is in order of joining (before the shuffle).
+	Joining bool `json:"-"`
+	// Round is the round whose room the page lists.
+	Round int64 `json:"-"`
+}
 
 // roomView is what the entry reads need of a round's room.
 type roomView struct {
@@ -198,7 +256,7 @@ func (s *Service) sortedByJoining(ctx context.Context, v roomView, from, to int6
 	return all[min(from, int64(len(all))):min(to, int64(len(all)))], nil
 }
 
-// early reads an early member (keys.go) at rank.
+// early reads an early member (roomkey.Keys.Early) at rank.
 func (v roomView) early(m string, rank int64) (Entry, error) {
 	if len(m) != 54 {
 		return Entry{}, fmt.Errorf("waiting room %s/%d: early member of %d bytes", v.sku, v.round, len(m))
@@ -237,16 +295,6 @@ func (v roomView) entry(user string, rank int64, early bool, joinedMs int64) Ent
 		e.Position, e.AdmittedAt = &pos, v.admittedAt(rank)
 	}
 	return e
-}
-
-// EarlyOrderSHA is the digest of the early entries' ids in admission
-// order, each followed by "\n" (docs/api.md's early_order_sha256).
-func EarlyOrderSHA(ids []string) string {
-	h := sha256.New()
-	for _, id := range ids {
-		h.Write([]byte(id + "\n"))
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }
 
 // earlyDigest reads every early entry in order and digests their ids.

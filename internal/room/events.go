@@ -4,11 +4,11 @@ import (
 	"bufio"
 	"context"
 	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"time"
 
@@ -19,23 +19,7 @@ import (
 	"github.com/shop-oss/shop/internal/inventory"
 )
 
-// A ticket's event stream needs no header (an EventSource cannot send
-// one): its URL carries the user id and a MAC of it under the room's
-// secret, so only the ticket's owner has it.
-
 var errNoStream = apperr.NewError(apperr.CodeNotFound, "no such ticket stream")
-
-// eventsURL is the relative URL of user's ticket stream.
-func (s *Service) eventsURL(sku, user string, room *inventory.LiveRoom) string {
-	u, _ := uuid.Parse(user)
-	return "/api/v1/products/" + sku + "/queue/events/" + hex.EncodeToString(u[:]) + streamMAC(room.Secret, u)
-}
-
-func streamMAC(secret string, u uuid.UUID) string {
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write([]byte("events:" + u.String()))
-	return hex.EncodeToString(m.Sum(nil)[:16])
-}
 
 // streamUser checks a stream token against sku's live room and returns
 // the user it is for. Errors: errNoStream, or a 503.
@@ -62,7 +46,7 @@ func (s *Service) streamUser(ctx context.Context, sku, token string) (string, er
 }
 
 // Stream timing: a waiting ticket is sent at most once a second. Its
-// admission wakes it (admitwait.go) once its place is known and the
+// admission wakes it (state.go's awaitRank) once its place is known and the
 // instance's admitter turns; otherwise it is worked out again when its
 // entry could be admitted (wakeAfter), at most a turn apart.
 const (
@@ -134,9 +118,9 @@ func (s *Service) stream(w *bufio.Writer, conn net.Conn, sku, user string, first
 func (s *Service) sleep(sku string, t Ticket) bool {
 	var admitted <-chan struct{}
 	wait := s.wakeAfter(sku, t)
-	if t.State == StateWaiting && t.at.rank >= 0 && s.snapshotOf(sku, t.round) != nil {
+	if t.State == StateWaiting && t.at.rank >= 0 && s.state.snapshot(sku, t.round) != nil {
 		var stop func()
-		admitted, stop = s.awaitRank(sku, t.round, t.at.rank)
+		admitted, stop = s.state.awaitRank(sku, t.round, t.at.rank)
 		defer stop()
 		wait = streamSlow
 	}
@@ -163,7 +147,7 @@ func (s *Service) wakeAfter(sku string, t Ticket) time.Duration {
 	if t.State != StateWaiting || t.Position == nil {
 		return streamSlow
 	}
-	rate := int64(s.rateOf(sku))
+	rate := int64(s.state.rate(sku))
 	d := time.Duration(*t.Position-1-rate) * time.Second / time.Duration(rate)
 	return min(max(d, streamFast), streamSlow)
 }
@@ -185,7 +169,7 @@ func (s *Service) streamTicket(sku, user string, last Ticket) (Ticket, error) {
 	}
 	v := (*snapshot)(nil)
 	if ok && live.Room != nil && live.Round == last.round {
-		v = s.snapshotOf(sku, live.Round)
+		v = s.state.snapshot(sku, live.Round)
 	}
 	if v == nil {
 		return s.TicketOf(ctx, sku, user, nil)
@@ -221,12 +205,6 @@ func (s *Service) shuffled(ctx context.Context, sku string, live inventory.LiveR
 	return p, nil
 }
 
-// rateOf is the admission rate of sku's live room as last read (1: none).
-func (s *Service) rateOf(sku string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c, ok := s.infos[sku]; ok && c.r.Room != nil {
-		return c.r.Room.AdmitPerSecond
-	}
-	return 1
-}
+// spread is how long a woken stream waits before it reads its pass: up
+// to a turn, so the shoppers one turn admits buy over the next 100 ms.
+func spread() time.Duration { return rand.N(Tick) }

@@ -94,16 +94,17 @@ func (s *Service) StreamTo(ctx context.Context, w io.Writer, sku, user string) e
 // RedisTicket reads user's ticket from Redis, never from the instance's
 // snapshot of the room.
 func (s *Service) RedisTicket(ctx context.Context, sku, user string) (Ticket, error) {
-	s.mu.Lock()
-	v := s.snaps[sku]
-	delete(s.snaps, sku)
-	s.mu.Unlock()
+	st := s.state
+	st.mu.Lock()
+	v := st.snaps[sku]
+	delete(st.snaps, sku)
+	st.mu.Unlock()
 	defer func() {
-		s.mu.Lock()
-		if _, ok := s.snaps[sku]; !ok && v != nil {
-			s.snaps[sku] = v
+		st.mu.Lock()
+		if _, ok := st.snaps[sku]; !ok && v != nil {
+			st.snaps[sku] = v
 		}
-		s.mu.Unlock()
+		st.mu.Unlock()
 	}()
 	return s.TicketOf(ctx, sku, user, nil)
 }
@@ -136,11 +137,12 @@ func (s *Service) Rank(sku, user string) int64 {
 // Forget drops what the instance derived and learnt of user's entry in
 // sku's rooms, as after a restart.
 func (s *Service) Forget(sku, user string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for k := range s.ids {
+	st := s.state
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for k := range st.ids {
 		if k.sku == sku && k.user.String() == user {
-			delete(s.ids, k)
+			delete(st.ids, k)
 		}
 	}
 }
@@ -148,13 +150,14 @@ func (s *Service) Forget(sku, user string) {
 // Freshen makes the instance's snapshot of sku's room as young as if its
 // turn had just answered.
 func (s *Service) Freshen(sku string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if v := s.snaps[sku]; v != nil {
+	st := s.state
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if v := st.snaps[sku]; v != nil {
 		c := *v // a stored snapshot is never changed: readers hold it unlocked
 		c.turn.Now += time.Since(v.at).Milliseconds()
 		c.at = time.Now()
-		s.snaps[sku] = &c
+		st.snaps[sku] = &c
 	}
 }
 
@@ -168,10 +171,10 @@ func (s *Service) WakeAfter(sku, state string, position *int64) time.Duration {
 // so far, as AdmitTurn does with what admit.lua answers.
 func (s *Service) TurnAdmits(sku string, round, total int64) {
 	live := inventory.LiveRound{Round: round, Room: &inventory.LiveRoom{RoomSettings: inventory.RoomSettings{AdmitPerSecond: 10}}}
-	s.keepSnapshot(sku, live, Turn{Status: "ok", Total: total, Available: 1, Rate: 10})
+	s.state.keepSnapshot(sku, newSnapshot(live, Turn{Status: "ok", Total: total, Available: 1, Rate: 10}))
 }
 
 // AwaitRank is awaitRank.
 func (s *Service) AwaitRank(sku string, round, rank int64) (<-chan struct{}, func()) {
-	return s.awaitRank(sku, round, rank)
+	return s.state.awaitRank(sku, round, rank)
 }

@@ -24,53 +24,6 @@ type Fairness struct {
 	Live bool `json:"live"`
 }
 
-// clockSlack is how long after starts_at, by this instance's clock, the
-// seed is published: by then Redis's clock has passed starts_at too, so
-// the early entries are final.
-const clockSlack = time.Second
-
-// roundRoom is a roomed round as the reads need it.
-type roundRoom struct {
-	round        int64
-	seed, secret string
-	starts       time.Time
-	live         *inventory.LiveRoom // nil: not the live round
-	settings     inventory.RoomSettings
-}
-
-const latestRoomSQL = `
-SELECT id, room_seed, room_secret, coalesce(starts_at, seeded_at),
-       room_admit_per_second, room_pass_ttl_seconds, room_challenge_bits
-FROM sale_rounds WHERE sku = $1 AND room_seed IS NOT NULL AND opened_at IS NOT NULL
-ORDER BY id DESC LIMIT 1`
-
-// latestRoom is sku's live room, or else the room of its latest roomed
-// round (ErrNoRoom: none ever).
-func (s *Service) latestRoom(ctx context.Context, sku string) (roundRoom, error) {
-	live, ok, err := s.live(ctx, sku, false)
-	if err != nil {
-		return roundRoom{}, err
-	}
-	if ok && live.Room != nil {
-		return roundRoom{round: live.Round, seed: live.Room.Seed, secret: live.Room.Secret,
-			starts: live.StartsAt, live: live.Room, settings: live.Room.RoomSettings}, nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
-	defer cancel()
-	var r roundRoom
-	var ttl int
-	err = s.db.QueryRow(ctx, latestRoomSQL, sku).Scan(&r.round, &r.seed, &r.secret, &r.starts,
-		&r.settings.AdmitPerSecond, &ttl, &r.settings.ChallengeBits)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return roundRoom{}, ErrNoRoom
-	}
-	if err != nil {
-		return roundRoom{}, storeError("room record", err)
-	}
-	r.settings.PassTTL = time.Duration(ttl) * time.Second
-	return r, nil
-}
-
 const recordedRoomSQL = `SELECT early_entries, early_order_sha256 FROM queue_rooms WHERE round_id = $1`
 
 // Fairness answers the fairness of sku's room (the live one, else the

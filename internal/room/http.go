@@ -45,8 +45,8 @@ func (s *Service) Routes(r fiber.Router, requireUser, requireAdmin fiber.Handler
 
 type handler struct{ svc *Service }
 
-// sku reads the {sku} parameter; one that cannot exist is a 404.
-func sku(c *fiber.Ctx) (string, error) {
+// skuParam reads the {sku} parameter; one that cannot exist is a 404.
+func skuParam(c *fiber.Ctx) (string, error) {
 	s := strings.Clone(c.Params("sku"))
 	if !inventory.ValidSKU(s) {
 		return "", inventory.ErrProductNotFound
@@ -72,7 +72,7 @@ func (h handler) notFound(ctx context.Context, sku string, err error) error {
 }
 
 func (h handler) challenge(c *fiber.Ctx) error {
-	sku, err := sku(c)
+	sku, err := skuParam(c)
 	if err != nil {
 		return err
 	}
@@ -89,7 +89,7 @@ type joinBody struct {
 }
 
 func (h handler) join(c *fiber.Ctx) error {
-	sku, err := sku(c)
+	sku, err := skuParam(c)
 	if err != nil {
 		return err
 	}
@@ -119,7 +119,7 @@ func (h handler) join(c *fiber.Ctx) error {
 }
 
 func (h handler) ticket(c *fiber.Ctx) error {
-	sku, err := sku(c)
+	sku, err := skuParam(c)
 	if err != nil {
 		return err
 	}
@@ -131,7 +131,7 @@ func (h handler) ticket(c *fiber.Ctx) error {
 }
 
 func (h handler) fairness(c *fiber.Ctx) error {
-	sku, err := sku(c)
+	sku, err := skuParam(c)
 	if err != nil {
 		return err
 	}
@@ -143,7 +143,7 @@ func (h handler) fairness(c *fiber.Ctx) error {
 }
 
 func (h handler) events(c *fiber.Ctx) error {
-	sku, err := sku(c)
+	sku, err := skuParam(c)
 	if err != nil {
 		return err
 	}
@@ -198,7 +198,7 @@ func (s *Service) AdminView(ctx context.Context, sku string) (View, error) {
 }
 
 func (h handler) adminView(c *fiber.Ctx) error {
-	sku, err := sku(c)
+	sku, err := skuParam(c)
 	if err != nil {
 		return err
 	}
@@ -236,7 +236,7 @@ func (b rateBody) check(body []byte) error {
 }
 
 func (h handler) setRate(c *fiber.Ctx) error {
-	sku, err := sku(c)
+	sku, err := skuParam(c)
 	if err != nil {
 		return err
 	}
@@ -253,22 +253,12 @@ func (h handler) setRate(c *fiber.Ctx) error {
 	if err := h.svc.sales.SetAdmitRate(c.UserContext(), sku, rate); err != nil {
 		return err
 	}
-	h.svc.forget(sku)
+	h.svc.state.forget(sku)
 	return h.adminView(c)
 }
 
-// EntryPage is one page of a room's entry list.
-type EntryPage struct {
-	Items      []Entry `json:"items"`
-	NextCursor *string `json:"next_cursor"`
-	// Joining: the list is in order of joining (before the shuffle).
-	Joining bool `json:"-"`
-	// Round is the round whose room the page lists.
-	Round int64 `json:"-"`
-}
-
 func (h handler) entryList(c *fiber.Ctx) error {
-	sku, err := sku(c)
+	sku, err := skuParam(c)
 	if err != nil {
 		return err
 	}

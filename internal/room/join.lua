@@ -1,7 +1,7 @@
 -- Join or read a ticket: one shopper's entry in a round's room, in the
 -- round's slot. A join makes the entry when there is none (early before
 -- starts_at, late from then on) and answers it; a read answers it only.
--- Formats: docs/design/room.md; key names: keys.go.
+-- Formats: docs/design/room.md; key names: roomkey/roomkey.go.
 --
 -- KEYS[1] sale hash (inventory's: read only)   KEYS[2] room state (hash)
 -- KEYS[3] early entries (zset)   KEYS[4] late entries (zset)

@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/inventory"
-	"github.com/shop-oss/shop/internal/room"
+	"github.com/shop-oss/shop/internal/room/roomrule"
 )
 
 // BenchmarkJoinScript is join.lua's own cost in Redis for a first join,
@@ -74,15 +74,15 @@ func BenchmarkChallenge(b *testing.B) {
 	for _, bits := range []int{8, 16} {
 		b.Run(fmt.Sprintf("solve-%d-bits", bits), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				room.Solve(challenges[i%len(challenges)], bits)
+				roomrule.Solve(challenges[i%len(challenges)], bits)
 			}
 		})
 	}
-	nonce := room.Solve(challenges[0], 16)
+	nonce := roomrule.Solve(challenges[0], 16)
 	b.Run("check", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
-			if !room.Solves(challenges[0], nonce, 16) {
+			if !roomrule.Solves(challenges[0], nonce, 16) {
 				b.Fatal("the answer does not solve")
 			}
 		}

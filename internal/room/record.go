@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/room/roomrule"
 )
 
 // A room is recorded in PostgreSQL when its round ends or is replaced:
@@ -29,9 +30,9 @@ VALUES ($1, $2, $3, $4, $5) ON CONFLICT (round_id) DO NOTHING RETURNING 1`
 
 // Track indexes the room of a round just opened, so that every
 // instance's admitter runs it and, once it is over, records it
-// (inventory's AfterOpen hook).
+// (inventory.Rooms: the sales call it on each opening).
 func (s *Service) Track(ctx context.Context, sku string, r inventory.LiveRound) error {
-	s.forget(sku) // the round it read is replaced, with a room or without
+	s.state.forget(sku) // the round it read is replaced, with a room or without
 	if r.Room == nil {
 		return nil
 	}
@@ -140,7 +141,7 @@ func (s *Service) insert(ctx context.Context, round int64, v roomView, early []s
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // after Commit it does nothing
 	var one int
-	err = tx.QueryRow(ctx, insertRoomSQL, round, len(early), EarlyOrderSHA(early), len(rows), v.admitted).Scan(&one)
+	err = tx.QueryRow(ctx, insertRoomSQL, round, len(early), roomrule.EarlyOrderSHA(early), len(rows), v.admitted).Scan(&one)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil // recorded before
 	}
@@ -157,4 +158,11 @@ func (s *Service) insert(ctx context.Context, round int64, v roomView, early []s
 		return storeError("room record", err)
 	}
 	return nil
+}
+
+// redisMember is round's room of sku as the index holds it.
+func redisMember(round int64, sku string) string { return strconv.FormatInt(round, 10) + " " + sku }
+
+func redisZ(round int64, sku string) redis.Z {
+	return redis.Z{Score: float64(time.Now().UnixMilli()), Member: redisMember(round, sku)}
 }

@@ -71,7 +71,7 @@ func memoryUsage(t *testing.T, rdb *redis.Client, key string) int64 {
 // what the room's keys take in Redis per entry: MEMORY USAGE of the
 // round's keys, and the used_memory it grew by (client buffers taken
 // out). Early joiners (before starts_at) and late ones have members of
-// their own layout (keys.go). 10,000 in the normal run; with
+// their own layout (roomkey.Keys). 10,000 in the normal run; with
 // SHOP_ROOM_MEMORY=1 also 100,000 and 1,000,000.
 func TestRoomMemoryPerEntry(t *testing.T) {
 	t.Parallel()

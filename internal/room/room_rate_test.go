@@ -47,7 +47,7 @@ func TestAdmissionRateAccuracy(t *testing.T) {
 			if time.Now().After(starts) {
 				t.Fatalf("joining %d took past starts_at", n)
 			}
-			other := room.New(f.db.Pool, f.r.Client, f.stock, f.sales, f.r.Prefix, slog.New(slog.DiscardHandler), room.Options{})
+			other := room.New(f.db.Pool, f.r.Client, f.stock, f.r.Prefix, slog.New(slog.DiscardHandler), room.Options{})
 			runCtx, stop := context.WithCancel(ctx)
 			var wg sync.WaitGroup
 			for _, svc := range []*room.Service{f.rooms, other} {

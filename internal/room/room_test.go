@@ -3,7 +3,6 @@ package room_test
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,6 +19,7 @@ import (
 	"github.com/shop-oss/shop/internal/cache"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/room"
+	"github.com/shop-oss/shop/internal/room/roomrule"
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
@@ -45,15 +45,11 @@ func newFixtureOn(t testing.TB, r *testenv.Redis) *fixture {
 	c := cache.New(r.Client, cache.Options{Prefix: r.Prefix + "cache:", TTL: time.Minute}, prometheus.NewRegistry())
 	stock := inventory.NewStock(r.Client, r.Prefix)
 	log := slog.New(slog.DiscardHandler)
-	sales := inventory.NewSales(db.Pool, stock)
-	f := &fixture{
-		rooms: room.New(db.Pool, r.Client, stock, sales, r.Prefix, log, room.Options{}),
-		sales: sales, stock: stock, r: r, db: db,
+	rooms := room.New(db.Pool, r.Client, stock, r.Prefix, log, room.Options{})
+	return &fixture{
+		rooms: rooms, sales: inventory.NewSalesWithRooms(db.Pool, stock, rooms), stock: stock, r: r, db: db,
 		cat: inventory.NewCatalogOn(db.Pool, stock, c, log, inventory.CatalogOptions{}),
 	}
-	sales.CountRoomsWith(f.rooms.Counters)
-	sales.AfterOpen(f.rooms.Track)
-	return f
 }
 
 // open creates sku and opens a roomed round of quantity units.
@@ -180,10 +176,10 @@ func TestEarlyJoinersAreShuffledBySeed(t *testing.T) {
 		ids[i] = tk.EntryID
 	}
 	sort.Slice(ids, func(i, j int) bool {
-		a, b := room.OrderKey(*fair.Seed, ids[i]), room.OrderKey(*fair.Seed, ids[j])
+		a, b := roomrule.OrderKey(*fair.Seed, ids[i]), roomrule.OrderKey(*fair.Seed, ids[j])
 		return bytes.Compare(a[:], b[:]) < 0
 	})
-	if room.EarlyOrderSHA(ids) != *fair.EarlyOrderSHA256 {
+	if roomrule.EarlyOrderSHA(ids) != *fair.EarlyOrderSHA256 {
 		t.Fatal("early_order_sha256 is not the digest of the seed's order")
 	}
 	page, err := f.rooms.EntryList(ctx, "hype", 0, 1000)
@@ -215,7 +211,7 @@ func TestTwoAdmittersHoldTheRate(t *testing.T) {
 	us := users(300)
 	f.joinAll(t, "rate", us)
 	// A second service is a second instance.
-	other := room.New(f.db.Pool, f.r.Client, f.stock, f.sales, f.r.Prefix, slog.New(slog.DiscardHandler), room.Options{})
+	other := room.New(f.db.Pool, f.r.Client, f.stock, f.r.Prefix, slog.New(slog.DiscardHandler), room.Options{})
 	begin := time.Now()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -305,9 +301,9 @@ func TestChallengeGatesTheJoin(t *testing.T) {
 	if err != nil || c.Bits != 8 || len(c.Challenge) != 32 {
 		t.Fatalf("challenge %+v %v", c, err)
 	}
-	good := room.Solve(c.Challenge, 8)
+	good := roomrule.Solve(c.Challenge, 8)
 	bad := "x"
-	for room.Solves(c.Challenge, bad, 8) {
+	for roomrule.Solves(c.Challenge, bad, 8) {
 		bad += "x"
 	}
 	// A wrong answer uses the challenge up: the right one then fails.
@@ -319,11 +315,11 @@ func TestChallengeGatesTheJoin(t *testing.T) {
 	}
 	// Another shopper's challenge fails, and is used up.
 	c2, _ := f.rooms.IssueChallenge(ctx, "pow", u)
-	if err := join(other, &room.Proof{Challenge: c2.Challenge, Nonce: room.Solve(c2.Challenge, 8)}); !errors.Is(err, room.ErrChallengeFailed) {
+	if err := join(other, &room.Proof{Challenge: c2.Challenge, Nonce: roomrule.Solve(c2.Challenge, 8)}); !errors.Is(err, room.ErrChallengeFailed) {
 		t.Fatalf("another's challenge: %v", err)
 	}
 	c3, _ := f.rooms.IssueChallenge(ctx, "pow", u)
-	if err := join(u, &room.Proof{Challenge: c3.Challenge, Nonce: room.Solve(c3.Challenge, 8)}); err != nil {
+	if err := join(u, &room.Proof{Challenge: c3.Challenge, Nonce: roomrule.Solve(c3.Challenge, 8)}); err != nil {
 		t.Fatalf("the right answer: %v", err)
 	}
 	// In the room: the ticket without a challenge.
@@ -397,25 +393,6 @@ func TestRecordedRoomOutlivesRedis(t *testing.T) {
 	// The new round has no room: joining it is a 404 of its own.
 	if _, _, err := f.rooms.Join(ctx, "rec", us[0], nil, nil); !errors.Is(err, room.ErrNoRoom) {
 		t.Fatalf("join a round without a room: %v", err)
-	}
-}
-
-func TestLeadingZeroBits(t *testing.T) {
-	t.Parallel()
-	for _, c := range []struct {
-		hex  string
-		want int
-	}{{"80", 0}, {"7f", 1}, {"00ff", 8}, {"0001", 15}, {"000000", 24}} {
-		var d [32]byte
-		b, _ := hex.DecodeString(c.hex)
-		copy(d[:], b)
-		if c.hex == "000000" {
-			d[3] = 1
-			c.want = 31
-		}
-		if got := room.LeadingZeroBits(d); got != c.want {
-			t.Errorf("%s: %d, want %d", c.hex, got, c.want)
-		}
 	}
 }
 
@@ -565,7 +542,7 @@ func TestChallengeBelongsToItsRound(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	// A second service is a second instance.
-	other := room.New(f.db.Pool, f.r.Client, f.stock, f.sales, f.r.Prefix, slog.New(slog.DiscardHandler), room.Options{})
+	other := room.New(f.db.Pool, f.r.Client, f.stock, f.r.Prefix, slog.New(slog.DiscardHandler), room.Options{})
 	u := uuid.NewString()
 	f.open(t, "turn", 10, time.Time{}, inventory.RoomSettings{AdmitPerSecond: 10, PassTTL: time.Minute, ChallengeBits: 8})
 	old, err := f.rooms.IssueChallenge(ctx, "turn", u)
@@ -573,7 +550,7 @@ func TestChallengeBelongsToItsRound(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep := f.open(t, "turn", 10, time.Time{}, inventory.RoomSettings{AdmitPerSecond: 10, PassTTL: time.Minute, ChallengeBits: 4})
-	p := &room.Proof{Challenge: old.Challenge, Nonce: room.Solve(old.Challenge, 8)} // 8 bits answer 4 too
+	p := &room.Proof{Challenge: old.Challenge, Nonce: roomrule.Solve(old.Challenge, 8)} // 8 bits answer 4 too
 	if tk, _, err := f.rooms.Join(ctx, "turn", u, p, nil); !errors.Is(err, room.ErrChallengeFailed) {
 		t.Errorf("a challenge of round %d joined round %d: %+v %v", *rep.RoundID-1, *rep.RoundID, tk, err)
 	}

@@ -2,10 +2,8 @@ package room
 
 import (
 	"context"
-	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/shop-oss/shop/internal/telemetry"
@@ -77,10 +75,4 @@ func (s *Service) admit(ctx context.Context, t trackedRoom) {
 		telemetry.Did(ctx, "room admitter: admit", start, attribute.String("shop.sku", t.sku),
 			attribute.Int64("shop.round", t.round), attribute.Int64("shop.admitted", turn.Admitted))
 	}
-}
-
-func redisMember(round int64, sku string) string { return strconv.FormatInt(round, 10) + " " + sku }
-
-func redisZ(round int64, sku string) redis.Z {
-	return redis.Z{Score: float64(time.Now().UnixMilli()), Member: redisMember(round, sku)}
 }

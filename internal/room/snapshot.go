@@ -14,7 +14,22 @@ import (
 // far back to be admitted since the turn, are worked out from it instead
 // of one Redis read each. docs/design/room.md "Waiting" has the bounds.
 
-// snapshot is what the instance's last admit turn read of a room.
+// Tick is how often an instance's admitter takes a turn in each room.
+const Tick = 100 * time.Millisecond
+
+// Turn is what one admit turn found.
+type Turn struct {
+	Status   string // ok, waiting, sold_out, ended, no_room
+	Admitted int64  // now
+	Total    int64  // admitted so far
+	// Early, Available, Now (Redis's clock, ms) and Rate (the one the
+	// turn admitted at) are the rest of the room's shared state when
+	// Status is ok, waiting or sold_out.
+	Early, Available, Now, Rate int64
+}
+
+// snapshot is what the instance's last admit turn read of a room. A kept
+// one is never changed: readers hold it without the state's lock.
 type snapshot struct {
 	round  int64
 	starts int64     // starts_at, ms (0: none)
@@ -27,44 +42,21 @@ type snapshot struct {
 // not running or Redis is slow; the tickets are read from Redis then.
 const maxSnapshotAge = 3 * Tick
 
-// keepSnapshot keeps what an admit turn of sku's live round read.
-func (s *Service) keepSnapshot(sku string, live inventory.LiveRound, t Turn) {
+// newSnapshot is what turn t of live's room read, as of now.
+func newSnapshot(live inventory.LiveRound, t Turn) *snapshot {
 	v := &snapshot{round: live.Round, turn: t, at: time.Now()}
 	if !live.StartsAt.IsZero() {
 		v.starts = live.StartsAt.UnixMilli()
 	}
-	s.mu.Lock()
-	from := int64(0)
-	if old := s.snaps[sku]; old != nil && old.round == live.Round {
-		from = old.turn.Total
-	}
-	s.snaps[sku] = v
-	s.admitRanksLocked(sku, live.Round, from, t.Total) // their streams buy
-	s.mu.Unlock()
-}
-
-// dropSnapshot drops the snapshot of sku's room: the round ended or is gone.
-func (s *Service) dropSnapshot(sku string) {
-	s.mu.Lock()
-	delete(s.snaps, sku)
-	s.mu.Unlock()
-}
-
-// snapshotOf returns the instance's snapshot of sku's room in round, or nil when
-// there is none as fresh as maxSnapshotAge.
-func (s *Service) snapshotOf(sku string, round int64) *snapshot {
-	s.mu.Lock()
-	v := s.snaps[sku]
-	s.mu.Unlock()
-	if v == nil || v.round != round || time.Since(v.at) > maxSnapshotAge {
-		return nil
-	}
 	return v
 }
 
+// age is how long ago the snapshot's turn answered.
+func (v *snapshot) age() time.Duration { return time.Since(v.at) }
+
 // now is Redis's clock now, as the snapshot's turn read it plus the time
 // since.
-func (v *snapshot) now() int64 { return v.turn.Now + time.Since(v.at).Milliseconds() }
+func (v *snapshot) now() int64 { return v.turn.Now + v.age().Milliseconds() }
 
 // shared is the room's state a ticket is read against.
 func (v *snapshot) shared() shared {

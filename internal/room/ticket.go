@@ -14,6 +14,7 @@ import (
 
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/onetrip"
+	"github.com/shop-oss/shop/internal/room/roomrule"
 )
 
 var (
@@ -42,29 +43,10 @@ type Ticket struct {
 	EventsURL     string     `json:"events_url"`
 
 	// at is the entry's place; round the room's; pass the pass hash's
-	// record of its pass, expired too.
+	// record of its pass, expired too (place.go).
 	at    place
 	round int64
 	pass  passInfo
-}
-
-// place is an entry's place: early or late, when it joined, and its rank
-// in admission order from 0 (-1 before the shuffle); final once rank is
-// known.
-type place struct {
-	early    bool
-	joinedMs int64
-	rank     int64
-}
-
-// shared is the room's state a ticket is read against: early entries,
-// admitted so far, units available, Redis's clock (ms).
-type shared struct{ early, admitted, available, now int64 }
-
-// passInfo is an admitted entry's pass as the pass hash holds it ("": none).
-type passInfo struct {
-	pass, round string
-	expires     int64
 }
 
 // Proof is a join's answer to its challenge.
@@ -137,7 +119,7 @@ func (s *Service) entry(ctx context.Context, sku, user, mode string, proof *Proo
 			}
 			return Ticket{}, false, errUnavailable
 		case "no_room":
-			s.forget(sku)
+			s.state.forget(sku)
 			return Ticket{}, false, ErrNoRoom
 		case "ended":
 			return Ticket{}, false, ErrSaleNotActive
@@ -207,7 +189,7 @@ func (s *Service) joinCall(sku string, live inventory.LiveRound, u uuid.UUID, us
 		// is refused as one that was never issued.
 		if validChallenge(proof.Challenge) {
 			keys[challengeKey] = s.keys.Challenge(sku, proof.Challenge)
-			if Solves(proof.Challenge, proof.Nonce, live.Room.ChallengeBits) {
+			if roomrule.Solves(proof.Challenge, proof.Nonce, live.Room.ChallengeBits) {
 				work = "ok"
 			}
 		}
@@ -221,7 +203,7 @@ func (s *Service) joinCall(sku string, live inventory.LiveRound, u uuid.UUID, us
 // admitted since the snapshot was read (sold out or not), or admitted
 // with a pass this instance has read.
 func (s *Service) fromSnapshot(sku string, u uuid.UUID, live inventory.LiveRound) (Ticket, bool) {
-	v := s.snapshotOf(sku, live.Round)
+	v := s.state.snapshot(sku, live.Round)
 	if v == nil {
 		return Ticket{}, false
 	}

@@ -164,10 +164,8 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 	a.Catalog, a.catalogCache = newCatalog(st, cfg, log, reg, inventory.CatalogOptions{View: a.view})
 	purchases := purchaseRedis(cfg, st, log)
 	a.Stock = NewStock(st, cfg)
-	a.Sales = inventory.NewSales(st.DB, a.Stock)
-	a.Rooms = room.New(st.DB, st.Redis, a.Stock, a.Sales, cfg.KeyPrefix, log, room.Options{})
-	a.Sales.CountRoomsWith(a.Rooms.Counters)
-	a.Sales.AfterOpen(a.Rooms.Track)
+	a.Rooms = room.New(st.DB, st.Redis, a.Stock, cfg.KeyPrefix, log, room.Options{})
+	a.Sales = inventory.NewSalesWithRooms(st.DB, a.Stock, a.Rooms)
 	a.Saga = newSaga(cfg)
 	a.Orders = newOrders(st, cfg, a.Stock, a.Catalog, log, reg, purchases, a.Saga)
 	if cfg.PaymentProvider == "stripe" {

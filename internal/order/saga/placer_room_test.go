@@ -15,13 +15,13 @@ import (
 	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/order/ordertesting"
-	"github.com/shop-oss/shop/internal/room"
+	"github.com/shop-oss/shop/internal/room/roomkey"
 )
 
 // The pass (docs/api.md, "The pass"): a line of a round with a waiting room
 // needs the buyer's live pass, checked in the stock-taking step. The
 // admitter is room's; these tests write its pass hash directly, in its
-// format (room.Keys.Passes).
+// format (roomkey.Keys.Passes).
 
 // roomed opens a sale of units (limit per user) with a waiting room; it
 // returns the SKU and its round.
@@ -37,7 +37,7 @@ func (c *contract) admit(t *testing.T, sku, user string, round int64, expires ti
 	t.Helper()
 	pass := uuid.NewString()
 	field := fmt.Sprintf("%d %s %d %d", round, pass, expires.UnixMilli(), time.Now().UnixMilli())
-	if err := c.store.HSet(context.Background(), room.NewKeys(c.stock).Passes(sku), user, field).Err(); err != nil {
+	if err := c.store.HSet(context.Background(), roomkey.New(c.stock).Passes(sku), user, field).Err(); err != nil {
 		t.Fatal(err)
 	}
 	return pass

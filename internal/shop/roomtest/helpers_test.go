@@ -17,7 +17,7 @@ import (
 
 	"github.com/shop-oss/shop/internal/auth"
 	"github.com/shop-oss/shop/internal/openapitest"
-	"github.com/shop-oss/shop/internal/room"
+	"github.com/shop-oss/shop/internal/room/roomrule"
 	"github.com/shop-oss/shop/internal/shop/shoptest"
 )
 
@@ -302,7 +302,7 @@ func (s *queueStream) next(t testing.TB, wait time.Duration) ticket {
 }
 
 // solve answers a challenge of bits.
-func solve(challenge string, bits int) string { return room.Solve(challenge, bits) }
+func solve(challenge string, bits int) string { return roomrule.Solve(challenge, bits) }
 
 // solves tells whether nonce answers challenge at bits.
-func solves(challenge, nonce string, bits int) bool { return room.Solves(challenge, nonce, bits) }
+func solves(challenge, nonce string, bits int) bool { return roomrule.Solves(challenge, nonce, bits) }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/shop-oss/shop/internal/inventory"
-	"github.com/shop-oss/shop/internal/room"
+	"github.com/shop-oss/shop/internal/room/roomkey"
 )
 
 // RoomSale is Sale of a round with a waiting room: buying it needs a pass
@@ -27,7 +27,7 @@ func (a *App) Admit(t testing.TB, sku, user string, round int64) string {
 	pass := uuid.NewString()
 	now := time.Now()
 	field := fmt.Sprintf("%d %s %d %d", round, pass, now.Add(time.Hour).UnixMilli(), now.UnixMilli())
-	if err := a.Redis.Client.HSet(context.Background(), room.NewKeys(a.Stock).Passes(sku), user, field).Err(); err != nil {
+	if err := a.Redis.Client.HSet(context.Background(), roomkey.New(a.Stock).Passes(sku), user, field).Err(); err != nil {
 		t.Fatal(err)
 	}
 	return pass
