@@ -6,8 +6,9 @@
 // production runs rather than a hand-made copy of it.
 //
 // internal/server assembles the Fiber app (middleware order, health,
-// metrics, problem+json) and knows no domain; the domains know no server.
-// This package sits above both.
+// metrics, problem+json) and knows no domain; the domains' code takes only
+// its request helpers (Decode, the query parsers), never the app. This
+// package sits above both.
 package shop
 
 import (
@@ -335,7 +336,7 @@ func NewOrders(st Stores, cfg *config.Config, log *slog.Logger) *order.Service {
 func newOrders(st Stores, cfg *config.Config, stock *inventory.Stock, catalog *inventory.Catalog, log *slog.Logger,
 	reg prometheus.Registerer, purchases redis.Scripter) *order.Service {
 	return order.New(st.DB, st.Redis, stock, catalog.Exists, cfg.KeyPrefix, log, reg,
-		order.Options{PaymentTTL: cfg.PaymentTTL, Payments: PaymentProvider(cfg), StockChanged: StockChanged,
+		order.Options{PaymentTTL: cfg.PaymentTTL, Payments: PaymentProvider(cfg),
 			ReserveRedis: purchases, HoldLifetime: cfg.SagaHoldTTL})
 }
 
