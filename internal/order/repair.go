@@ -105,13 +105,6 @@ func (s *Sweeper) settleHold(ctx context.Context, p int, id string) error {
 		return fmt.Errorf("settle hold %s: %w", id, err)
 	}
 	s.log.Info("settled a stale order hold", "order", id, "partition", p, "outcome", mode, "units", max(n, 0))
-	if n > 0 && l.changed != nil {
-		skus := make([]string, len(items))
-		for i, it := range items {
-			skus[i] = it.SKU
-		}
-		l.changed(ctx, skus)
-	}
 	return nil
 }
 
