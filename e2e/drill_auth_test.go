@@ -61,6 +61,7 @@ var publicRoutes = map[string]bool{
 	"GET /api/v1/products": true, "GET /api/v1/products/:sku": true,
 	"POST /api/v1/auth/register": true, "POST /api/v1/auth/login": true, "POST /api/v1/auth/refresh": true,
 	"GET /api/v1/products/:sku/events": true, "GET /": true, "GET /assets/:file": true, "GET /favicon.ico": true,
+	"GET /shared/client.js": true, // the client both pages load
 	// The admin console's page and files are public; what it calls is not.
 	"GET /admin": true, "GET /admin/assets/:file": true,
 	// docs/api.md: best sellers and store reads are public.

@@ -1,5 +1,5 @@
 -- +goose Up
--- A sale round may put its buyers through a waiting room (API.md "Waiting
+-- A sale round may put its buyers through a waiting room (docs/api.md "Waiting
 -- room"). Its settings and its committed seed are the round's, recorded
 -- with it; the secret makes the entries' public ids (an HMAC of the user
 -- id), so the room's ids can be made again from this row.

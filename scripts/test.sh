@@ -62,9 +62,13 @@ fi
 # core. Raise it only once those run on their own.
 #
 # Plain `go test ./...` prints its packages' results in import-path order,
-# so e2e (minutes) held back every line after it and the run looked silent;
-# -json streams them, and scripts/testprogress prints each package's line
-# as it finishes and a failed test's output (pipefail keeps go test's exit
-# status).
-go build -o .tools/testprogress ./scripts/testprogress
-go test -json -race -count=1 -timeout 15m "$@" ./... | .tools/testprogress
+# so e2e (minutes) held back every line after it and the run looked silent.
+# gotestsum runs go test -json and prints each package's ok/FAIL line as it
+# finishes, then every failed test's output, build errors and the count at
+# the end of the log, where CI's tail shows them. The events stay in
+# .tools/test-events.json for `gotestsum tool slowest`.
+GOTESTSUM_VERSION=v1.13.0
+gotestsum_dir="$PWD/.tools/gotestsum-$GOTESTSUM_VERSION"
+[ -x "$gotestsum_dir/gotestsum" ] || GOBIN="$gotestsum_dir" go install "gotest.tools/gotestsum@$GOTESTSUM_VERSION"
+"$gotestsum_dir/gotestsum" --format standard-quiet --jsonfile .tools/test-events.json -- \
+  -race -count=1 -timeout 15m "$@" ./...

@@ -36,7 +36,7 @@ func newPaymentsCmd(a *app) *cobra.Command {
 				stock := shop.NewStock(st.shop(), cfg)
 				catalog := shop.NewCatalog(st.shop(), cfg, log, nil)
 				orders := order.New(st.db, st.redis, stock, catalog.Exists, cfg.KeyPrefix, log, newRegistry(),
-					order.Options{PaymentTTL: cfg.PaymentTTL, Payments: stripe, StockChanged: shop.StockChanged})
+					order.Options{PaymentTTL: cfg.PaymentTTL, Payments: stripe})
 				hook := payment.NewWebhook(st.db, cfg.StripeWebhookSecret, orders, log, newRegistry())
 				if err := payment.Reconcile(cmd.Context(), stripe, hook, orders, time.Now().Add(-since), a.stdout); err != nil {
 					return fmt.Errorf("payments reconcile: %w", err)

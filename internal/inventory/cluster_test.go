@@ -10,7 +10,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/shop-oss/shop/internal/database/dbtest"
 	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/testenv"
 )
@@ -23,7 +22,7 @@ func TestStockScriptsRunOnACluster(t *testing.T) {
 	t.Parallel()
 	c := testenv.StartCluster(t, 3)
 	ctx := context.Background()
-	rdb := dbtest.OpenCluster(t, c)
+	rdb := testenv.OpenCluster(t, c)
 	parts := keyspace.NewPartitions(6, true)
 	s := NewPartitionedStock(rdb, c.Prefix, parts)
 	for i := range 12 {
@@ -99,7 +98,7 @@ func TestStockChangesAreShardedOnACluster(t *testing.T) {
 	t.Parallel()
 	c := testenv.StartCluster(t, 3)
 	ctx := context.Background()
-	rdb := dbtest.OpenCluster(t, c)
+	rdb := testenv.OpenCluster(t, c)
 	s := NewPartitionedStock(rdb, c.Prefix, keyspace.NewPartitions(12, true))
 	if !s.ShardedChanges() || s.PublishCommand() != "SPUBLISH" {
 		t.Fatalf("a grouped stock publishes with %s", s.PublishCommand())

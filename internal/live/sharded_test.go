@@ -9,7 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/shop-oss/shop/internal/database/dbtest"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/testenv"
@@ -58,7 +57,7 @@ func TestShardedSubscriptionReadsTheSKUAgainWhenConfirmed(t *testing.T) {
 	t.Parallel()
 	c := testenv.StartCluster(t, 3)
 	ctx := context.Background()
-	rdb := dbtest.OpenCluster(t, c)
+	rdb := testenv.OpenCluster(t, c)
 	stock, h, s := subscribedOnCluster(t, c, rdb, "g1")
 	first, err := stock.Current(ctx, "g1")
 	if err != nil || first.Available != 5 {
@@ -81,7 +80,7 @@ func TestShardedSubscriptionRetriesAnUnconfirmedSubscribe(t *testing.T) {
 	t.Parallel()
 	c := testenv.StartCluster(t, 3)
 	ctx := context.Background()
-	rdb := dbtest.OpenCluster(t, c)
+	rdb := testenv.OpenCluster(t, c)
 	stock, h, s := subscribedOnCluster(t, c, rdb, "r1")
 	h.started(s, inventory.Change{SKU: "r1", Round: 1, Available: 5})
 
@@ -101,7 +100,7 @@ func TestShardedSubscriptionRetriesAnUnconfirmedSubscribe(t *testing.T) {
 	if _, err := c.MoveSlot(slot, to); err != nil {
 		t.Fatal(err)
 	}
-	other := dbtest.OpenCluster(t, c)
+	other := testenv.OpenCluster(t, c)
 	if err := inventory.NewPartitionedStock(other, c.Prefix, keyspace.NewPartitions(12, true)).
 		OpenRound(ctx, "r1", inventory.LiveRound{Round: 2, Quantity: 9}); err != nil {
 		t.Fatal(err)

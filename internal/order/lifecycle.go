@@ -29,19 +29,13 @@ var (
 // lifecycleTimeout bounds each Redis step of pay and cancel.
 const lifecycleTimeout = 2 * time.Second
 
-// StockChanged is told the SKUs whose live available stock went up (a
-// cancelled or expired order gave units back), after the step. Live-stock
-// events hang on it.
-type StockChanged func(ctx context.Context, skus []string)
-
 // lifecycle is the Redis side of the order's state machine, shared by the
 // Service (pay, cancel) and the Sweeper (expiry).
 type lifecycle struct {
-	log     *slog.Logger
-	rdb     redis.UniversalClient
-	stock   *inventory.Stock
-	keys    keys
-	changed StockChanged
+	log   *slog.Logger
+	rdb   redis.UniversalClient
+	stock *inventory.Stock
+	keys  keys
 
 	// faultAfterDecision, for tests, stops giveBackSpread right after its
 	// decision step, as a crash would.
@@ -82,9 +76,6 @@ func (l *lifecycle) giveBack(ctx context.Context, o Order, to string) (inventory
 	// Out of the due set: harmless if this fails, the sweeper drops an
 	// order it finds no longer pending or confirmed.
 	_ = l.rdb.ZRem(ctx, l.keys.due(o.partition), o.ID).Err()
-	if r.Units > 0 && l.changed != nil {
-		l.changed(ctx, o.skus())
-	}
 	return r, nil
 }
 
@@ -98,14 +89,6 @@ func (l *lifecycle) guarded(ctx context.Context, o Order, to string, lines []inv
 			From: []string{StatusPending, StatusConfirmed}, To: to},
 		Outbox: &inventory.Outbox{Stream: l.keys.stream(o.partition), Values: transitionValues(o, to, time.Now(), "", telemetry.Traceparent(ctx))},
 	}
-}
-
-func (o Order) skus() []string {
-	out := make([]string, len(o.Items))
-	for i, it := range o.Items {
-		out[i] = it.SKU
-	}
-	return out
 }
 
 // kindTransition marks a transition entry of the order stream: an order

@@ -136,11 +136,6 @@ type Options struct {
 	PaymentTTL time.Duration
 	// Payments is the payment provider (nil: the test provider).
 	Payments PaymentProvider
-	// StockChanged is called with the SKUs whose available stock a
-	// cancellation (or an expiry found by a payment) gave units back to,
-	// after the step: where live-stock events are published. It must not
-	// block for long; it may be nil.
-	StockChanged StockChanged
 	// ReserveRedis runs the reserve script: an auto-pipeliner of the
 	// service's Redis client (nil: the client itself); every other command
 	// stays on the client.
@@ -157,7 +152,7 @@ func New(db *pgxpool.Pool, rdb redis.UniversalClient, stock *inventory.Stock, ex
 		db: db, rdb: rdb, reserveRdb: cmp.Or[redis.Scripter](o.ReserveRedis, rdb), stock: stock, exists: exists,
 		keys: keys{prefix, stock.Partitions()}, log: log,
 		metrics: newPlaceMetrics(reg), paymentTTL: max(o.PaymentTTL, 0), payments: o.Payments,
-		life: &lifecycle{log: log, rdb: rdb, stock: stock, keys: keys{prefix, stock.Partitions()}, changed: o.StockChanged},
+		life: &lifecycle{log: log, rdb: rdb, stock: stock, keys: keys{prefix, stock.Partitions()}},
 	}
 	if s.payments == nil {
 		s.payments = NewTestProvider()
@@ -165,7 +160,7 @@ func New(db *pgxpool.Pool, rdb redis.UniversalClient, stock *inventory.Stock, ex
 	s.placer = Placer(scriptPlacer{s})
 	if o.Placer != nil {
 		s.placer = o.Placer(Kit{Redis: rdb, Reserve: s.reserveRdb, Stock: stock, Ledger: NewLedger(rdb, prefix, stock.Partitions()),
-			Log: log, StatusTTL: s.statusTTL(), PaymentTTL: s.paymentTTL, Changed: o.StockChanged,
+			Log: log, StatusTTL: s.statusTTL(), PaymentTTL: s.paymentTTL,
 			Erased: erasedMember, s: s})
 	}
 	return s

@@ -106,9 +106,6 @@ func (l *lifecycle) giveBackSpread(ctx context.Context, o Order, to string) (inv
 	}
 	// Out of the due set: harmless if this fails, as in giveBack.
 	_ = l.rdb.ZRem(ctx, l.keys.due(o.partition), o.ID).Err()
-	if r.Units > 0 && l.changed != nil {
-		l.changed(ctx, o.skus())
-	}
 	return r, nil
 }
 
@@ -186,12 +183,8 @@ func (l *lifecycle) settle(ctx context.Context, p int, id string) (done bool, er
 		case StatusPending, StatusConfirmed:
 			return false, nil // no decision yet: the claim's lease brings it back
 		case StatusCancelled, StatusExpired:
-			units, err := l.releaseForeign(ctx, o)
-			if err != nil {
+			if _, err := l.releaseForeign(ctx, o); err != nil {
 				return false, err
-			}
-			if units > 0 && l.changed != nil {
-				l.changed(ctx, o.skus())
 			}
 		}
 	}

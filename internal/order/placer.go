@@ -44,8 +44,6 @@ type Kit struct {
 	// StatusTTL is a new order's status lifetime, PaymentTTL its payment
 	// window (0: none).
 	StatusTTL, PaymentTTL time.Duration
-	// Changed is told the SKUs a release gave units back to.
-	Changed StockChanged
 	// Erased is the member of a buyer's pending index that marks them
 	// erased (CancelUnpaid).
 	Erased string

@@ -31,8 +31,6 @@ type SweeperOptions struct {
 	// Locks, when set, lets one sweeper at a time work (an efficiency
 	// measure only: two sweepers at once still expire each order once).
 	Locks *lock.Locker
-	// StockChanged is told the SKUs whose stock an expiry gave units to.
-	StockChanged StockChanged
 	// Sagas, on a Redis Cluster, settles the sagas a crash left between
 	// hold and commit (internal/order/saga): every Sweep runs it after the
 	// due orders.
@@ -92,7 +90,7 @@ type Sweeper struct {
 func NewSweeper(rdb redis.UniversalClient, stock *inventory.Stock, prefix string, log *slog.Logger,
 	reg prometheus.Registerer, o SweeperOptions) *Sweeper {
 	o.defaults()
-	life := &lifecycle{log: log, rdb: rdb, stock: stock, keys: keys{prefix, stock.Partitions()}, changed: o.StockChanged}
+	life := &lifecycle{log: log, rdb: rdb, stock: stock, keys: keys{prefix, stock.Partitions()}}
 	return &Sweeper{life: life, o: o, log: log, m: newSweeperMetrics(reg)}
 }
 

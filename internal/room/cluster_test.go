@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shop-oss/shop/internal/cache"
-	"github.com/shop-oss/shop/internal/database/dbtest"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/room"
@@ -27,7 +26,7 @@ func TestRoomOnACluster(t *testing.T) {
 	t.Parallel()
 	c := testenv.StartCluster(t, 3)
 	ctx := context.Background()
-	rdb := dbtest.OpenCluster(t, c)
+	rdb := testenv.OpenCluster(t, c)
 	db := testenv.NewDatabase(t)
 	stock := inventory.NewPartitionedStock(rdb, c.Prefix, keyspace.NewPartitions(6, true))
 	log := slog.New(slog.DiscardHandler)

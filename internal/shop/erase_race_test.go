@@ -13,7 +13,6 @@ import (
 
 	"github.com/shop-oss/shop/internal/audit"
 	"github.com/shop-oss/shop/internal/config"
-	"github.com/shop-oss/shop/internal/database/dbtest"
 	"github.com/shop-oss/shop/internal/shop/shoptest"
 	"github.com/shop-oss/shop/internal/testenv"
 )
@@ -47,7 +46,7 @@ func TestErasureStopsAPurchaseOnItsWay(t *testing.T) {
 			var a *shoptest.App
 			if tc.cluster {
 				c := testenv.StartCluster(t, 3)
-				rdb := dbtest.OpenCluster(t, c)
+				rdb := testenv.OpenCluster(t, c)
 				rdb.AddHook(g)
 				a = shoptest.OnCluster(t, c, rdb, cfg)
 			} else {

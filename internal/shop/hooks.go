@@ -60,12 +60,6 @@ func AfterTransition(boards *bestseller.Service) func(context.Context, []writer.
 	}
 }
 
-// StockChanged is called with the SKUs whose available stock went up
-// because a cancelled or expired order gave units back (by the order
-// service and by the sweeper, after their atomic step). It is the call
-// point for live-stock events: publish the SKUs' new state here.
-func StockChanged(ctx context.Context, skus []string) {}
-
 // PaymentProvider is the provider SHOP_PAYMENT_PROVIDER names (config
 // validates it): the built-in test provider, or Stripe.
 func PaymentProvider(cfg *config.Config) order.PaymentProvider {
@@ -85,10 +79,10 @@ func Stripe(cfg *config.Config) *payment.Stripe {
 // `shop serve` (App.Start) and `shop writer` alike.
 func NewSweeper(st Stores, cfg *config.Config, stock *inventory.Stock, locks *lock.Locker,
 	log *slog.Logger, reg prometheus.Registerer) *order.Sweeper {
-	o := order.SweeperOptions{Locks: locks, StockChanged: StockChanged}
+	o := order.SweeperOptions{Locks: locks}
 	if stock.Partitions().Grouped() {
 		o.Sagas = saga.NewRepair(st.Redis, stock, cfg.KeyPrefix, log,
-			saga.RepairOptions{Persisted: order.PersistedIn(st.DB), StockChanged: StockChanged})
+			saga.RepairOptions{Persisted: order.PersistedIn(st.DB)})
 	}
 	return order.NewSweeper(st.Redis, stock, cfg.KeyPrefix, log, reg, o)
 }

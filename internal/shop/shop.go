@@ -337,7 +337,7 @@ func NewOrders(st Stores, cfg *config.Config, log *slog.Logger) *order.Service {
 func newOrders(st Stores, cfg *config.Config, stock *inventory.Stock, catalog *inventory.Catalog, log *slog.Logger,
 	reg prometheus.Registerer, purchases redis.Scripter, placer *saga.Placer) *order.Service {
 	return order.New(st.DB, st.Redis, stock, catalog.Exists, cfg.KeyPrefix, log, reg,
-		order.Options{PaymentTTL: cfg.PaymentTTL, Payments: PaymentProvider(cfg), StockChanged: StockChanged,
+		order.Options{PaymentTTL: cfg.PaymentTTL, Payments: PaymentProvider(cfg),
 			ReserveRedis: purchases, Placer: placerOf(placer)})
 }
 

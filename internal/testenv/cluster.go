@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/database"
 )
 
 // RedisCluster is a Redis Cluster private to one test: masters only, or
@@ -55,6 +57,18 @@ func StartClusterWithReplicas(t testing.TB, masters int) *RedisCluster {
 		t.Fatalf("StartClusterWithReplicas: 3 masters and more, not %d", masters)
 	}
 	return startCluster(t, masters, true)
+}
+
+// OpenCluster opens a cluster client on c as `shop serve` opens one
+// (database.OpenCluster, default options), closed when t ends.
+func OpenCluster(t testing.TB, c *RedisCluster) *redis.ClusterClient {
+	t.Helper()
+	rdb, err := database.OpenCluster(context.Background(), c.URL, database.RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
 }
 
 func startCluster(t testing.TB, masters int, replicas bool) *RedisCluster {

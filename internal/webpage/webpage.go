@@ -1,10 +1,12 @@
 // Package webpage serves the files of the pages embedded in the binary
 // (the storefront, the admin console) the one way both need: under a
 // strict Content-Security-Policy that lets a page load only its own files
-// and talk only to its own origin, revalidated on every load.
+// and talk only to its own origin, revalidated on every load. It owns the
+// client of the API both pages load (client.js, at ClientPath).
 package webpage
 
 import (
+	_ "embed"
 	"io/fs"
 	"mime"
 	"path"
@@ -12,6 +14,18 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/shop-oss/shop/internal/apperr"
 )
+
+// ClientPath is where both pages load the client they share.
+const ClientPath = "/shared/client.js"
+
+//go:embed client.js
+var client []byte
+
+// Routes registers the shared client (GET ClientPath) on the app's root
+// router.
+func Routes(r fiber.Router) {
+	r.Get(ClientPath, func(c *fiber.Ctx) error { return Send(c, "client.js", client) })
+}
 
 // Policy lets a page load only its own files and talk only to its own
 // origin: no inline script or style, nothing from elsewhere.

@@ -1,103 +1,32 @@
 // The shop's admin console: plain JavaScript over the public API (/api/v1),
-// no framework, no build step. Views are switched by the URL hash. Nothing
-// is ever inserted as HTML: every value goes in through textContent.
+// no framework, no build step, on the client the pages share
+// (/shared/client.js). Views are switched by the URL hash. Nothing is ever
+// inserted as HTML: every value goes in through textContent.
 "use strict";
 
-const API = "/api/v1";
-const $ = (id) => document.getElementById(id);
-
-// ---- session ------------------------------------------------------------
+// ---- session and API calls ----------------------------------------------
 // The console keeps its tokens in sessionStorage, apart from the
-// storefront's: closing the tab ends the admin's use of them.
-const session = {
-  get access() { return sessionStorage.getItem("admin.access") || ""; },
-  get refresh() { return sessionStorage.getItem("admin.refresh") || ""; },
-  get email() { return sessionStorage.getItem("admin.email") || ""; },
-  save(pair, email) {
-    sessionStorage.setItem("admin.access", pair.access_token);
-    sessionStorage.setItem("admin.refresh", pair.refresh_token);
-    if (email) sessionStorage.setItem("admin.email", email);
-  },
-  clear() { ["admin.access", "admin.refresh", "admin.email"].forEach((k) => sessionStorage.removeItem(k)); },
-};
-
-// A refresh token is single use: one refresh at a time.
-let refreshing = null;
-function refreshTokens() {
-  if (!refreshing) {
-    refreshing = (async () => {
-      if (!session.refresh) return false;
-      const r = await fetch(API + "/auth/refresh", {
-        method: "POST", headers: { "Content-Type": "application/json" },
-        body: JSON.stringify({ refresh_token: session.refresh }),
-      });
-      if (!r.ok) return false;
-      session.save(await r.json());
-      return true;
-    })().finally(() => { refreshing = null; });
-  }
-  return refreshing;
-}
-
-// ---- API calls ----------------------------------------------------------
-class Problem extends Error {
-  constructor(status, doc) {
-    super(describe(status, doc));
-    this.status = status;
-    this.code = (doc && doc.code) || "";
-    this.errors = (doc && Array.isArray(doc.errors)) ? doc.errors : [];
-  }
-}
-
-function describe(status, doc) {
-  const friendly = {
+// storefront's: closing the tab ends the admin's use of them. A session
+// that cannot be refreshed goes to log-in.
+const client = shopClient({
+  storage: sessionStorage,
+  prefix: "admin.",
+  signedOut: () => { renderNav(); location.hash = "#/login"; },
+  words: {
     invalid_credentials: "Wrong email or password.",
     forbidden: "This account is not an admin.",
     sku_taken: "A product with this SKU already exists.",
     rate_limited: "Too many requests; wait a moment and try again.",
     unavailable: "The shop is briefly unavailable; try again in a moment.",
     invalid_request: "Some fields need attention.",
-  };
-  if (!doc) return "Something went wrong (HTTP " + status + ").";
-  return friendly[doc.code] || doc.detail || doc.title || "Something went wrong (HTTP " + status + ").";
-}
+  },
+});
+const session = client.session;
 
-async function readBody(r) {
-  const type = r.headers.get("Content-Type") || "";
-  if (r.status === 204 || !type.includes("json")) return null;
-  try { return await r.json(); } catch { return null; }
-}
+// api sends one request of the admin's session.
+const api = (method, path, body) => client.api(method, path, body, { auth: true });
 
-// api sends one authenticated request; an expired access token is
-// refreshed once, and a session that cannot be refreshed goes to log-in.
-async function api(method, path, body) {
-  const send = () => {
-    const headers = { Authorization: "Bearer " + session.access };
-    if (body !== undefined) headers["Content-Type"] = "application/json";
-    return fetch(API + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-  };
-  let r = await send();
-  if (r.status === 401 && await refreshTokens()) r = await send();
-  if (r.status === 401) { session.clear(); renderNav(); location.hash = "#/login"; }
-  const doc = await readBody(r);
-  if (!r.ok) throw new Problem(r.status, doc);
-  return doc;
-}
-
-// ---- messages and field errors -----------------------------------------
-let messageTimer = null;
-function say(text, isError = false) {
-  const m = $("message");
-  m.textContent = text;
-  m.classList.toggle("error", isError);
-  m.setAttribute("role", isError ? "alert" : "status");
-  m.hidden = false;
-  clearTimeout(messageTimer);
-  if (!isError) messageTimer = setTimeout(() => { m.hidden = true; }, 6000);
-}
-const unreachable = "The shop could not be reached. Check the connection and try again.";
-const fail = (err) => say(err instanceof Problem ? err.message : unreachable, true);
-
+// ---- field errors -------------------------------------------------------
 function clearErrors(form) {
   form.querySelectorAll(".field-error").forEach((p) => { p.textContent = ""; });
   form.querySelectorAll("[aria-invalid]").forEach((el) => el.removeAttribute("aria-invalid"));
@@ -182,13 +111,7 @@ async function login(ev) {
   clearErrors(form);
   const email = $("login-email").value.trim(), password = $("login-password").value;
   try {
-    const r = await fetch(API + "/auth/login", {
-      method: "POST", headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ email, password, device: "admin console" }),
-    });
-    const doc = await readBody(r);
-    if (!r.ok) throw new Problem(r.status, doc);
-    session.save(doc, email);
+    session.save(await client.api("POST", "/auth/login", { email, password, device: "admin console" }), email);
     const me = await api("GET", "/me");
     if (me.role !== "admin") {
       await fetch(API + "/auth/logout", { method: "POST", headers: { Authorization: "Bearer " + session.access } }).catch(() => {});

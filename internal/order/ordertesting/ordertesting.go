@@ -20,7 +20,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/cache"
-	"github.com/shop-oss/shop/internal/database/dbtest"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/testenv"
@@ -287,7 +286,7 @@ func (e *Env) Sold(t testing.TB, round int64) int64 {
 func Cluster(t testing.TB, n int) (*testenv.RedisCluster, *redis.ClusterClient, keyspace.Partitions) {
 	t.Helper()
 	c := testenv.StartCluster(t, 3)
-	return c, dbtest.OpenCluster(t, c), keyspace.NewPartitions(n, true)
+	return c, testenv.OpenCluster(t, c), keyspace.NewPartitions(n, true)
 }
 
 // Available is the units of sku's live round still for sale.

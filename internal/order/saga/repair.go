@@ -27,8 +27,6 @@ type RepairOptions struct {
 	// reused by a repeat of its Idempotency-Key, whose attempt may hold
 	// other lines).
 	Persisted func(ctx context.Context, orderID string) (*order.PersistedOrder, error)
-	// StockChanged is told the SKUs whose stock a release gave units to.
-	StockChanged order.StockChanged
 }
 
 // Repair settles the holds whose saga a crash stopped between hold and
@@ -109,13 +107,6 @@ func (s *Repair) settleHold(ctx context.Context, p int, id string) error {
 		return fmt.Errorf("settle hold %s: %w", id, err)
 	}
 	s.log.Info("settled a stale order hold", "order", id, "partition", p, "outcome", mode, "units", max(n, 0))
-	if n > 0 && s.o.StockChanged != nil {
-		skus := make([]string, len(items))
-		for i, it := range items {
-			skus[i] = it.SKU
-		}
-		s.o.StockChanged(ctx, skus)
-	}
 	return nil
 }
 

@@ -484,20 +484,10 @@ func (s *Placer) dropAll(ctx context.Context, id, attempt string, held []heldPar
 func (s *Placer) unholdAll(ctx context.Context, id, attempt string, held []heldPart) {
 	ctx, cancel := afterward(ctx)
 	defer cancel()
-	var skus []string
 	for _, h := range held {
-		n, err := s.unhold(ctx, h.p, id, attempt, "release", h.items)
-		if err != nil {
+		if _, err := s.unhold(ctx, h.p, id, attempt, "release", h.items); err != nil {
 			s.Log.Warn("release a refused order's hold; the sweeper will", "order", id, "partition", h.p, "err", err)
 		}
-		for _, it := range h.items {
-			if n > 0 {
-				skus = append(skus, it.SKU)
-			}
-		}
-	}
-	if len(skus) > 0 && s.Changed != nil {
-		s.Changed(ctx, skus)
 	}
 }
 

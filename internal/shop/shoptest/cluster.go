@@ -13,7 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/config"
-	"github.com/shop-oss/shop/internal/database/dbtest"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/order"
@@ -42,7 +41,7 @@ func NewClusterSale(t testing.TB, skuPrefix string, units int) *ClusterSale {
 	t.Helper()
 	c := testenv.StartCluster(t, 3)
 	ctx := context.Background()
-	rdb := dbtest.OpenCluster(t, c)
+	rdb := testenv.OpenCluster(t, c)
 	s := &ClusterSale{RDB: rdb, DB: testenv.NewDatabase(t), Prefix: c.Prefix, Parts: keyspace.NewPartitions(6, true),
 		Log: slog.New(slog.DiscardHandler)}
 	if err := order.SettlePartitions(ctx, rdb, s.Prefix, s.Parts); err != nil {
@@ -116,7 +115,7 @@ func (s *ClusterSale) Drained(t testing.TB) {
 func OnCluster(t testing.TB, c *testenv.RedisCluster, rdb redis.UniversalClient, cfg func(*config.Config)) *App {
 	t.Helper()
 	if rdb == nil {
-		rdb = dbtest.OpenCluster(t, c)
+		rdb = testenv.OpenCluster(t, c)
 	}
 	return New(t, Options{Redis: rdb, Config: func(conf *config.Config) {
 		conf.RedisCluster, conf.KeyPrefix = true, c.Prefix

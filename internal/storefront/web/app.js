@@ -1,29 +1,34 @@
 // The shop's storefront: plain JavaScript over the public API (/api/v1),
-// no framework, no build step. Views are switched by the URL hash. Nothing
-// is ever inserted as HTML: every value goes in through textContent.
+// no framework, no build step, on the client the pages share
+// (/shared/client.js). Views are switched by the URL hash. Nothing is ever
+// inserted as HTML: every value goes in through textContent.
 "use strict";
 
-const API = "/api/v1";
-const $ = (id) => document.getElementById(id);
-
 // ---- session ------------------------------------------------------------
-// Tokens live in localStorage so a reload keeps the shopper logged in. A
-// refresh token is single use and two refreshes with the same one revoke
-// the session, so refreshes are serialized across tabs (Web Locks) and a
-// tab that waited uses the pair the other tab already got.
-const session = {
-  get access() { return localStorage.getItem("shop.access") || ""; },
-  get refresh() { return localStorage.getItem("shop.refresh") || ""; },
-  get email() { return localStorage.getItem("shop.email") || ""; },
-  get name() { return localStorage.getItem("shop.name") || ""; },
-  setName(name) { if (name) localStorage.setItem("shop.name", name); else localStorage.removeItem("shop.name"); },
-  save(pair, email) {
-    localStorage.setItem("shop.access", pair.access_token);
-    localStorage.setItem("shop.refresh", pair.refresh_token);
-    if (email) localStorage.setItem("shop.email", email);
+// Tokens live in localStorage so a reload keeps the shopper logged in.
+const { session, api } = shopClient({
+  storage: localStorage,
+  prefix: "shop.",
+  fieldsInMessage: true,
+  signedOut: () => renderNav(),
+  words: {
+    out_of_stock: "Sorry, not enough stock left.",
+    limit_exceeded: "You have reached the purchase limit for this product.",
+    sale_not_active: "This sale is not open right now.",
+    cart_empty: "Your cart is empty.",
+    rate_limited: "Too many requests; please wait a moment and try again.",
+    invalid_credentials: "Wrong email or password.",
+    email_taken: "An account with this email already exists. Log in instead?",
+    unavailable: "The shop is briefly unavailable; please try again in a moment.",
+    order_not_payable: "This order can no longer be paid (it expired or was cancelled).",
+    order_not_cancellable: "This order can no longer be cancelled.",
+    order_pending: "This order is still being recorded; try again in a moment.",
+    payment_declined: "The payment was declined.",
+    idempotency_key_reused: "This request was already used for something else; please try again.",
+    pass_required: "This sale has a waiting room: join the queue, and buy once you are admitted.",
+    challenge_failed: "The waiting room's check did not go through; please join again.",
   },
-  clear() { ["shop.access", "shop.refresh", "shop.email", "shop.name"].forEach((k) => localStorage.removeItem(k)); },
-};
+});
 
 // Waiting-room passes, per SKU, for this tab only (sessionStorage): a
 // purchase of a roomed SKU, and a checkout of a cart holding it, send
@@ -50,101 +55,6 @@ const passes = {
     return list.length ? { "X-Queue-Pass": list.join(",") } : {};
   },
 };
-
-let refreshing = null;
-async function refreshTokens(stale) {
-  if (!refreshing) {
-    const run = async () => {
-      if (session.access !== stale) return true; // another tab refreshed
-      if (!session.refresh) return false;
-      const r = await fetch(API + "/auth/refresh", {
-        method: "POST", headers: { "Content-Type": "application/json" },
-        body: JSON.stringify({ refresh_token: session.refresh }),
-      });
-      if (!r.ok) { session.clear(); return false; }
-      session.save(await r.json());
-      return true;
-    };
-    refreshing = (navigator.locks ? navigator.locks.request("shop-refresh", run) : run())
-      .finally(() => { refreshing = null; });
-  }
-  return refreshing;
-}
-
-// ---- API calls ----------------------------------------------------------
-class Problem extends Error {
-  constructor(status, doc) {
-    super(describe(status, doc));
-    this.status = status;
-    this.code = (doc && doc.code) || "";
-    this.doc = doc || {};
-  }
-}
-
-// describe turns a problem document into a sentence for people.
-function describe(status, doc) {
-  const friendly = {
-    out_of_stock: "Sorry, not enough stock left.",
-    limit_exceeded: "You have reached the purchase limit for this product.",
-    sale_not_active: "This sale is not open right now.",
-    cart_empty: "Your cart is empty.",
-    rate_limited: "Too many requests; please wait a moment and try again.",
-    invalid_credentials: "Wrong email or password.",
-    email_taken: "An account with this email already exists. Log in instead?",
-    unavailable: "The shop is briefly unavailable; please try again in a moment.",
-    order_not_payable: "This order can no longer be paid (it expired or was cancelled).",
-    order_not_cancellable: "This order can no longer be cancelled.",
-    order_pending: "This order is still being recorded; try again in a moment.",
-    payment_declined: "The payment was declined.",
-    idempotency_key_reused: "This request was already used for something else; please try again.",
-    pass_required: "This sale has a waiting room: join the queue, and buy once you are admitted.",
-    challenge_failed: "The waiting room's check did not go through; please join again.",
-  };
-  if (!doc) return "Something went wrong (HTTP " + status + ").";
-  let text = friendly[doc.code] || doc.detail || doc.title || "Something went wrong (HTTP " + status + ").";
-  if (Array.isArray(doc.errors) && doc.errors.length) {
-    text += " " + doc.errors.map((e) => e.field + ": " + e.message).join("; ") + ".";
-  }
-  return text;
-}
-
-async function readBody(r) {
-  const type = r.headers.get("Content-Type") || "";
-  if (r.status === 204 || !type.includes("json")) return null;
-  try { return await r.json(); } catch { return null; }
-}
-
-// api sends one request; an expired access token is refreshed once.
-async function api(method, path, body, opts = {}) {
-  const send = () => {
-    const headers = {};
-    if (body !== undefined) headers["Content-Type"] = "application/json";
-    if (opts.auth && session.access) headers["Authorization"] = "Bearer " + session.access;
-    if (opts.idempotencyKey) headers["Idempotency-Key"] = opts.idempotencyKey;
-    Object.assign(headers, opts.headers || {});
-    return fetch(API + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-  };
-  const stale = session.access;
-  let r = await send();
-  if (r.status === 401 && opts.auth && session.refresh && await refreshTokens(stale)) r = await send();
-  if (r.status === 401 && opts.auth) { session.clear(); renderNav(); }
-  const doc = await readBody(r);
-  if (!r.ok) throw new Problem(r.status, doc);
-  return doc;
-}
-
-// ---- messages -----------------------------------------------------------
-let messageTimer = null;
-function say(text, isError = false) {
-  const m = $("message");
-  m.textContent = text;
-  m.classList.toggle("error", isError);
-  m.setAttribute("role", isError ? "alert" : "status");
-  m.hidden = false;
-  clearTimeout(messageTimer);
-  if (!isError) messageTimer = setTimeout(() => { m.hidden = true; }, 6000);
-}
-const fail = (err) => say(err instanceof Problem ? err.message : "The shop could not be reached. Check your connection and try again.", true);
 
 // ---- formatting ---------------------------------------------------------
 const money = (cents) => (cents / 100).toLocaleString(undefined, { style: "currency", currency: "USD" });
