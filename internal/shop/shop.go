@@ -6,8 +6,9 @@
 // production runs rather than a hand-made copy of it.
 //
 // internal/server assembles the Fiber app (middleware order, health,
-// metrics, problem+json) and knows no domain; the domains know no server.
-// This package sits above both.
+// metrics, problem+json) and knows no domain; the domains' code takes only
+// its request helpers (Decode, the query parsers), never the app. This
+// package sits above both.
 package shop
 
 import (
@@ -43,6 +44,7 @@ import (
 	"github.com/shop-oss/shop/internal/server"
 	"github.com/shop-oss/shop/internal/storefront"
 	"github.com/shop-oss/shop/internal/visitor"
+	"github.com/shop-oss/shop/internal/webpage"
 )
 
 // CatalogTTL is the base lifetime of cached catalog entries: writes keep
@@ -223,11 +225,12 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 			func(r fiber.Router) { r.Delete("/admin/users/:id", admin, a.erase) },
 		},
 		// The storefront page and the admin console, clients of the API
-		// above, outside it; the storefront asks for a card when the
-		// provider takes cards.
+		// above, outside it, with the client code they share; the
+		// storefront asks for a card when the provider takes cards.
 		Top: []func(fiber.Router){
 			func(r fiber.Router) { storefront.Routes(r, cfg.PaymentProvider) },
 			adminpage.Routes,
+			webpage.Routes,
 		},
 		Unlimited: a.webhookRoutes(),
 	})
