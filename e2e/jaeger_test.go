@@ -165,7 +165,7 @@ exporters:
 `
 
 // startJaeger runs the Jaeger binary SHOP_TEST_JAEGER names
-// (scripts/test.sh builds it into .tools/). Without it the test is
+// (scripts/test.sh builds it into its tools cache). Without it the test is
 // skipped, or fails when CI is set.
 func startJaeger(t *testing.T) *jaeger {
 	t.Helper()
@@ -174,7 +174,7 @@ func startJaeger(t *testing.T) *jaeger {
 	case bin == "" && os.Getenv("CI") != "":
 		t.Fatal("no Jaeger: set SHOP_TEST_JAEGER (scripts/test.sh builds it; CI is set, so this fails instead of skipping)")
 	case bin == "":
-		t.Skip("no Jaeger: set SHOP_TEST_JAEGER (scripts/test.sh builds it into .tools/)")
+		t.Skip("no Jaeger: set SHOP_TEST_JAEGER (scripts/test.sh builds it into its tools cache)")
 	}
 	// A free port may be taken again before Jaeger binds it: then it
 	// exits, and other ports are tried.

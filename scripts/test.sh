@@ -8,6 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/services.sh
+. scripts/tools.sh
 
 if [ -z "${SHOP_TEST_REDIS_URL:-}" ]; then
   SHOP_TEST_REDIS_URL=$(ensure_redis 1)
@@ -18,11 +19,11 @@ if [ -z "${SHOP_TEST_DATABASE_URL:-}" ]; then
   [ -n "$SHOP_TEST_DATABASE_URL" ] && export SHOP_TEST_DATABASE_URL
 fi
 # Stripe's own mock of its API (internal/payment's tests): built once from
-# its pinned Go module into .tools/, answering with its bundled fixtures,
+# its pinned Go module into the tools cache, answering with its bundled fixtures,
 # which tests may change (testenv.StripeMockWith).
 STRIPE_MOCK_VERSION=v0.203.0
 if [ -z "${SHOP_TEST_STRIPE_MOCK:-}" ]; then
-  bin_dir="$PWD/.tools/stripe-mock-$STRIPE_MOCK_VERSION"
+  bin_dir="$TOOLS/stripe-mock-$STRIPE_MOCK_VERSION"
   [ -x "$bin_dir/stripe-mock" ] || GOBIN="$bin_dir" go install "github.com/stripe/stripe-mock@$STRIPE_MOCK_VERSION"
   export SHOP_TEST_STRIPE_MOCK="$bin_dir/stripe-mock"
 fi
@@ -31,12 +32,12 @@ if [ -z "${SHOP_TEST_STRIPE_FIXTURES:-}" ]; then
   export SHOP_TEST_STRIPE_FIXTURES="$mock_dir/embedded/openapi/fixtures3.json"
 fi
 # Jaeger all-in-one (e2e's TestJaegerTraceOfAPurchase, a real collector
-# of shop's traces): built once into .tools/ from the tools module, which
+# of shop's traces): built once into the tools cache from the tools module, which
 # pins it (tools/go.mod), so that the product's go.mod stays clean. The
 # first build downloads and compiles a few hundred modules (minutes).
 JAEGER_VERSION=$(cd tools && go list -m -f '{{.Version}}' github.com/jaegertracing/jaeger)
 if [ -z "${SHOP_TEST_JAEGER:-}" ]; then
-  jaeger_bin="$PWD/.tools/jaeger-$JAEGER_VERSION/jaeger"
+  jaeger_bin="$TOOLS/jaeger-$JAEGER_VERSION/jaeger"
   [ -x "$jaeger_bin" ] || (cd tools && go build -o "$jaeger_bin" github.com/jaegertracing/jaeger/cmd/jaeger)
   export SHOP_TEST_JAEGER="$jaeger_bin"
 fi
@@ -66,9 +67,10 @@ fi
 # gotestsum runs go test -json and prints each package's ok/FAIL line as it
 # finishes, then every failed test's output, build errors and the count at
 # the end of the log, where CI's tail shows them. The events stay in
-# .tools/test-events.json for `gotestsum tool slowest`.
+# .run/test-events.json for `gotestsum tool slowest`.
 GOTESTSUM_VERSION=v1.13.0
-gotestsum_dir="$PWD/.tools/gotestsum-$GOTESTSUM_VERSION"
+gotestsum_dir="$TOOLS/gotestsum-$GOTESTSUM_VERSION"
 [ -x "$gotestsum_dir/gotestsum" ] || GOBIN="$gotestsum_dir" go install "gotest.tools/gotestsum@$GOTESTSUM_VERSION"
-"$gotestsum_dir/gotestsum" --format standard-quiet --jsonfile .tools/test-events.json -- \
+mkdir -p .run
+"$gotestsum_dir/gotestsum" --format standard-quiet --jsonfile .run/test-events.json -- \
   -race -count=1 -timeout 15m "$@" ./...
