@@ -505,8 +505,15 @@ func signUp(t *testing.T, ctx context.Context, s *shop, email, password string) 
 	)
 }
 
+// stepDeadline turns a page that never shows what a step waits for (a
+// script that failed to load, say) into that step's failure, named,
+// instead of a hang until go test's timeout. Steps take seconds.
+const stepDeadline = 2 * time.Minute
+
 func do(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, stepDeadline)
+	defer cancel()
 	if err := chromedp.Do(ctx, steps...); err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
