@@ -470,23 +470,23 @@ func (r *refusal) err(k order.Kit, lines []order.Line) error {
 // order's. A drop that fails is done by the repair after the deadline (it
 // finds the order committed by this attempt).
 func (s *Placer) dropAll(ctx context.Context, id, attempt string, held []heldPart) {
-	ctx, cancel := afterward(ctx)
-	defer cancel()
-	for _, h := range held {
-		if _, err := s.unhold(ctx, h.p, id, attempt, "drop", h.items); err != nil {
-			s.Log.Warn("drop a committed order's hold; the sweeper will", "order", id, "partition", h.p, "err", err)
-		}
-	}
+	s.endHolds(ctx, id, attempt, held, "drop", "drop a committed order's hold; the sweeper will")
 }
 
 // unholdAll gives back the holds of an order that did not commit. A
 // release that fails is done by the repair after the deadline.
 func (s *Placer) unholdAll(ctx context.Context, id, attempt string, held []heldPart) {
+	s.endHolds(ctx, id, attempt, held, "release", "release a refused order's hold; the sweeper will")
+}
+
+// endHolds runs unhold in mode over each hold, past the buyer's leaving;
+// a failure is logged as failed, for the repair to finish.
+func (s *Placer) endHolds(ctx context.Context, id, attempt string, held []heldPart, mode, failed string) {
 	ctx, cancel := afterward(ctx)
 	defer cancel()
 	for _, h := range held {
-		if _, err := s.unhold(ctx, h.p, id, attempt, "release", h.items); err != nil {
-			s.Log.Warn("release a refused order's hold; the sweeper will", "order", id, "partition", h.p, "err", err)
+		if _, err := s.unhold(ctx, h.p, id, attempt, mode, h.items); err != nil {
+			s.Log.Warn(failed, "order", id, "partition", h.p, "err", err)
 		}
 	}
 }
