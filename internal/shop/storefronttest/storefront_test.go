@@ -13,9 +13,9 @@ import (
 	"github.com/shop-oss/shop/internal/shop/shoptest"
 )
 
-// The page and its files are served from the binary, outside /api/v1 and
-// its rate limiter, under a strict content security policy; anything else
-// under /assets is a 404 problem.
+// The page and its files, and the client the pages share, are served from
+// the binary, outside /api/v1 and its rate limiter, under a strict content
+// security policy; anything else under /assets is a 404 problem.
 func TestPageIsServed(t *testing.T) {
 	t.Parallel()
 	a := shoptest.New(t, shoptest.Options{Config: func(c *config.Config) {
@@ -25,6 +25,7 @@ func TestPageIsServed(t *testing.T) {
 		{"/", "text/html; charset=utf-8", `<script src="/assets/app.js"`},
 		{"/assets/app.js", "text/javascript; charset=utf-8", "Idempotency-Key"},
 		{"/assets/app.css", "text/css; charset=utf-8", "@media"},
+		{"/shared/client.js", "text/javascript; charset=utf-8", "function shopClient"}, // both pages' client, mounted by the app
 	} {
 		r := a.Do(t, http.MethodGet, tc.path, "", "")
 		if r.Status != http.StatusOK || r.Header.Get("Content-Type") != tc.ctype || !strings.Contains(string(r.Body), tc.contains) {
