@@ -11,6 +11,7 @@ import (
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/onetrip"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/orderhttp"
 	"github.com/shop-oss/shop/internal/server"
 )
 
@@ -146,7 +147,7 @@ func (h handler) removeItem(c *fiber.Ctx) error {
 }
 
 func (h handler) checkoutCart(c *fiber.Ctx) error {
-	key, err := order.IdempotencyKey(c)
+	key, err := orderhttp.IdempotencyKey(c)
 	if err != nil {
 		return err
 	}

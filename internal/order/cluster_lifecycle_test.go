@@ -145,7 +145,7 @@ func (f *lifeFixture) writeAll(t *testing.T) {
 	w.Stop(t)
 }
 
-func (f *lifeFixture) sweeper() *Sweeper {
+func (f *lifeFixture) sweeper() Sweeper {
 	return NewSweeper(f.rdb, f.stock, f.c.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), SweeperOptions{Batch: 3})
 }
 
@@ -550,7 +550,7 @@ func TestSpreadCancelStoppedAfterItsDecisionIsFinishedBySweeper(t *testing.T) {
 	f.rdb.ZAdd(ctx, f.svc.keys.owed(5), redis.Z{Score: 1, Member: undecided})
 	f.owedNow(t)
 	sw := f.sweeper()
-	if n, err := sw.settleOwed(ctx); err != nil || n != 1 {
+	if n, err := sw.SettleOwed(ctx); err != nil || n != 1 {
 		t.Fatalf("settled %d (%v), want the crashed cancel only", n, err)
 	}
 	for _, sku := range append(foreign, home) {
@@ -560,7 +560,7 @@ func TestSpreadCancelStoppedAfterItsDecisionIsFinishedBySweeper(t *testing.T) {
 	}
 	// Again, and by every other way in: nothing more comes back.
 	f.owedNow(t)
-	if _, err := sw.settleOwed(ctx); err != nil {
+	if _, err := sw.SettleOwed(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if o, err := f.svc.Cancel(ctx, u, crashed); err != nil || o.Status != StatusCancelled {
@@ -584,7 +584,7 @@ func TestSpreadCancelStoppedAfterItsDecisionIsFinishedBySweeper(t *testing.T) {
 		t.Fatalf("swept %d (%v)", n, err)
 	}
 	f.owedNow(t)
-	if _, err := sw.settleOwed(ctx); err != nil || f.owedCount(t) != 0 {
+	if _, err := sw.SettleOwed(ctx); err != nil || f.owedCount(t) != 0 {
 		t.Fatalf("owed entries %d (%v), want none", f.owedCount(t), err)
 	}
 	for _, sku := range skus {
@@ -649,7 +649,7 @@ func TestCancelPayExpiryRaceOnACluster(t *testing.T) {
 	for id := range lines {
 		f.rdb.ZAdd(ctx, f.svc.keys.due(f.parts.Home(id)), redis.Z{Score: 1, Member: id})
 	}
-	sw := f.sweeper()
+	x := NewExpiry(f.rdb, f.stock, f.c.Prefix, slog.New(slog.DiscardHandler))
 	var ops []func()
 	for id := range lines {
 		ops = append(ops, func() {
@@ -662,13 +662,13 @@ func TestCancelPayExpiryRaceOnACluster(t *testing.T) {
 			}
 		}, func() {
 			// The sweeper's work on an order it claimed.
-			if _, err := sw.expire(ctx, f.parts.Home(id), id); err != nil {
+			if _, _, err := x.Expire(ctx, f.parts.Home(id), id); err != nil {
 				t.Errorf("expire %s: %v", id, err)
 			}
 		})
 	}
 	ordertesting.Together(ops...)
-	if _, err := sw.Sweep(ctx); err != nil {
+	if _, err := f.sweeper().Sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]int64{}

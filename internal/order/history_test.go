@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/order/ordertesting"
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
@@ -222,7 +223,7 @@ type histRig struct {
 	f       *fixture
 	proxy   *testenv.Proxy
 	svc     *Service
-	sweep   *Sweeper
+	expiry  *Expiry
 	users   []string
 	skus    []string
 	slots   map[string]int // order slots used, per SKU (under h.mu)
@@ -242,9 +243,9 @@ func newHistRig(t *testing.T) *histRig {
 	log := slog.New(slog.DiscardHandler)
 	rig := &histRig{
 		f: f, proxy: proxy, slots: map[string]int{},
-		svc:   New(f.db.Pool, rdb, stock, f.svc.exists, f.r.Prefix, log, prometheus.NewRegistry(), Options{PaymentTTL: time.Hour}),
-		sweep: NewSweeper(rdb, stock, f.r.Prefix, log, prometheus.NewRegistry(), SweeperOptions{}),
-		h:     &history{base: time.Now(), orders: hOrders{}},
+		svc:    New(f.db.Pool, rdb, stock, f.svc.exists, f.r.Prefix, log, prometheus.NewRegistry(), Options{PaymentTTL: time.Hour}),
+		expiry: NewExpiry(rdb, stock, f.r.Prefix, log),
+		h:      &history{base: time.Now(), orders: hOrders{}},
 	}
 	for i := range 3 {
 		sku := fmt.Sprintf("h%d", i)
@@ -338,7 +339,7 @@ func (r *histRig) purchase(ctx context.Context, in hInput) hOutput {
 }
 
 func (r *histRig) expire(ctx context.Context, id string) hOutput {
-	ok, err := r.sweep.expire(ctx, 0, id)
+	_, ok, err := r.expiry.Expire(ctx, 0, id)
 	switch {
 	case err != nil:
 		return hOutput{result: "unknown"}
@@ -419,7 +420,7 @@ func (r *histRig) faultyWriters(t *testing.T) (stop func()) {
 				return nil
 			}, nil)
 			_ = w.Run(ctx)
-			sleep(ctx, 100*time.Millisecond)
+			ordertesting.Sleep(ctx, 100*time.Millisecond)
 		}
 	}()
 	return func() { cancel(); <-done }
@@ -432,9 +433,9 @@ func (r *histRig) blackholes() (stop func()) {
 	go func() {
 		defer close(done)
 		for range 2 {
-			sleep(ctx, 400*time.Millisecond)
+			ordertesting.Sleep(ctx, 400*time.Millisecond)
 			r.proxy.Blackhole(true)
-			sleep(ctx, 250*time.Millisecond)
+			ordertesting.Sleep(ctx, 250*time.Millisecond)
 			r.proxy.Blackhole(false)
 		}
 	}()

@@ -30,7 +30,7 @@ var (
 const lifecycleTimeout = 2 * time.Second
 
 // lifecycle is the Redis side of the order's state machine, shared by the
-// Service (pay, cancel) and the Sweeper (expiry).
+// Service (pay, cancel) and the expiry sweeper (Expiry).
 type lifecycle struct {
 	log   *slog.Logger
 	rdb   redis.UniversalClient
@@ -40,6 +40,10 @@ type lifecycle struct {
 	// faultAfterDecision, for tests, stops giveBackSpread right after its
 	// decision step, as a crash would.
 	faultAfterDecision func() error
+}
+
+func newLifecycle(rdb redis.UniversalClient, stock *inventory.Stock, prefix string, log *slog.Logger) *lifecycle {
+	return &lifecycle{log: log, rdb: rdb, stock: stock, keys: keys{prefix, stock.Partitions()}}
 }
 
 // read returns the order's live status; found is false when Redis has

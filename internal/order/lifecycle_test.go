@@ -24,7 +24,7 @@ func (f *fixture) withPaymentTTL(d time.Duration) *TestProvider {
 	return p
 }
 
-func (f *fixture) sweeper(o SweeperOptions) *Sweeper {
+func (f *fixture) sweeper(o SweeperOptions) Sweeper {
 	return NewSweeper(f.r.Client, f.stock, f.r.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), o)
 }
 
@@ -284,7 +284,7 @@ func TestCancelRacesExpiry(t *testing.T) {
 // op(i) for every order i, each alongside a sweep, all from one start; it
 // waits for them and returns the sweeper and the orders its sweeps
 // expired.
-func (f *fixture) raceSweeps(t *testing.T, ids []string, o SweeperOptions, op func(i int)) (*Sweeper, int64) {
+func (f *fixture) raceSweeps(t *testing.T, ids []string, o SweeperOptions, op func(i int)) (Sweeper, int64) {
 	sw := f.sweeper(o)
 	f.waitUntilDue(t, ids[0])
 	var expired atomic.Int64
@@ -298,7 +298,7 @@ func (f *fixture) raceSweeps(t *testing.T, ids []string, o SweeperOptions, op fu
 
 // sweepCounting sweeps once with sw and adds the orders it expired to
 // expired.
-func sweepCounting(t *testing.T, sw *Sweeper, expired *atomic.Int64) {
+func sweepCounting(t *testing.T, sw Sweeper, expired *atomic.Int64) {
 	k, err := sw.Sweep(context.Background())
 	if err != nil {
 		t.Errorf("sweep: %v", err)
@@ -313,7 +313,7 @@ func TestTwoSweepersReleaseEachOrderOnce(t *testing.T) {
 	f, _, ids, _ := newDue(t, 2*time.Second, "two", n)
 	f.waitUntilDue(t, ids[n-1])
 
-	sweepers := []*Sweeper{f.sweeper(SweeperOptions{Batch: 5}), f.sweeper(SweeperOptions{Batch: 5})}
+	sweepers := []Sweeper{f.sweeper(SweeperOptions{Batch: 5}), f.sweeper(SweeperOptions{Batch: 5})}
 	var expired atomic.Int64
 	ordertesting.Together(func() { sweepCounting(t, sweepers[0], &expired) }, func() { sweepCounting(t, sweepers[1], &expired) })
 	live, _, _ := f.stock.Live(context.Background(), "two")
@@ -334,7 +334,7 @@ func TestSweeperCrashAfterClaimIsRepaired(t *testing.T) {
 	f.waitUntilDue(t, ids[3])
 
 	dying := f.sweeper(SweeperOptions{Lease: time.Second})
-	dying.faultAfterClaim = crashOnce()
+	dying.InjectClaimFault(crashOnce())
 	if _, err := dying.Sweep(context.Background()); err == nil {
 		t.Fatal("the fault did not stop the sweep")
 	}

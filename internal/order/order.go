@@ -1,9 +1,10 @@
 // Package order places orders and carries them through the order stream
 // and their lifecycle; package writer (internal/order/writer) persists the
 // stream to PostgreSQL exactly once, and package saga
-// (internal/order/saga) places them on a Redis Cluster (Options.Placer).
-// Ledger is its Redis state as an audit or a recovery reads and restores
-// it.
+// (internal/order/saga) places them on a Redis Cluster (Options.Placer);
+// package sweeper (internal/order/sweeper) expires them through Expiry,
+// and package orderhttp serves their routes. Ledger is its Redis state as
+// an audit or a recovery reads and restores it.
 //
 // The reasoning behind it is in docs/design/order.md.
 package order
@@ -152,7 +153,7 @@ func New(db *pgxpool.Pool, rdb redis.UniversalClient, stock *inventory.Stock, ex
 		db: db, rdb: rdb, reserveRdb: cmp.Or[redis.Scripter](o.ReserveRedis, rdb), stock: stock, exists: exists,
 		keys: keys{prefix, stock.Partitions()}, log: log,
 		metrics: newPlaceMetrics(reg), paymentTTL: max(o.PaymentTTL, 0), payments: o.Payments,
-		life: &lifecycle{log: log, rdb: rdb, stock: stock, keys: keys{prefix, stock.Partitions()}},
+		life: newLifecycle(rdb, stock, prefix, log),
 	}
 	if s.payments == nil {
 		s.payments = NewTestProvider()

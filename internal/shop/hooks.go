@@ -12,6 +12,7 @@ import (
 	"github.com/shop-oss/shop/internal/lock"
 	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/order/saga"
+	"github.com/shop-oss/shop/internal/order/sweeper"
 	"github.com/shop-oss/shop/internal/order/writer"
 	"github.com/shop-oss/shop/internal/payment"
 )
@@ -78,11 +79,11 @@ func Stripe(cfg *config.Config) *payment.Stripe {
 // NewSweeper builds the expiry sweeper under the singleton lock, for
 // `shop serve` (App.Start) and `shop writer` alike.
 func NewSweeper(st Stores, cfg *config.Config, stock *inventory.Stock, locks *lock.Locker,
-	log *slog.Logger, reg prometheus.Registerer) *order.Sweeper {
-	o := order.SweeperOptions{Locks: locks}
+	log *slog.Logger, reg prometheus.Registerer) *sweeper.Sweeper {
+	o := sweeper.Options{Locks: locks}
 	if stock.Partitions().Grouped() {
 		o.Sagas = saga.NewRepair(st.Redis, stock, cfg.KeyPrefix, log,
 			saga.RepairOptions{Persisted: order.PersistedIn(st.DB)})
 	}
-	return order.NewSweeper(st.Redis, stock, cfg.KeyPrefix, log, reg, o)
+	return sweeper.New(st.Redis, stock, cfg.KeyPrefix, log, reg, o)
 }

@@ -36,7 +36,9 @@ import (
 	"github.com/shop-oss/shop/internal/lock"
 	"github.com/shop-oss/shop/internal/onetrip"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/orderhttp"
 	"github.com/shop-oss/shop/internal/order/saga"
+	"github.com/shop-oss/shop/internal/order/sweeper"
 	"github.com/shop-oss/shop/internal/payment"
 	"github.com/shop-oss/shop/internal/pickup"
 	"github.com/shop-oss/shop/internal/ratelimit"
@@ -87,7 +89,7 @@ type App struct {
 	// Saga places the orders on a Redis Cluster (nil on a single Redis).
 	Saga *saga.Placer
 	// Sweeper expires unpaid orders; Start runs it.
-	Sweeper *order.Sweeper
+	Sweeper *sweeper.Sweeper
 	Audit   *audit.Auditor
 	// Webhook applies Stripe's events (nil with another provider).
 	Webhook *payment.Webhook
@@ -200,7 +202,7 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 			func(r fiber.Router) { a.Visits.CountRoutes(r, nil) },
 			func(r fiber.Router) { a.Catalog.OneTripRoutes(r, trips.RidePublic, a.Auth.OptionalUser()) },
 			func(r fiber.Router) { a.Rooms.OneTripRoutes(r, trips.Ride, user) },
-			func(r fiber.Router) { a.Orders.OneTripRoutes(r, trips.Ride, user) },
+			func(r fiber.Router) { orderhttp.OneTripRoutes(r, a.Orders, trips.Ride, user) },
 			func(r fiber.Router) { a.Carts.OneTripRoutes(r, trips.Ride, user) },
 		},
 		Log:            log,
@@ -219,7 +221,7 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 			func(r fiber.Router) { a.Stores.Routes(r, admin) },
 			func(r fiber.Router) { a.Sales.Routes(r, admin) },
 			func(r fiber.Router) { a.Rooms.Routes(r, user, admin) },
-			func(r fiber.Router) { a.Orders.Routes(r, user) },
+			func(r fiber.Router) { orderhttp.Routes(r, a.Orders, user) },
 			func(r fiber.Router) { a.Carts.Routes(r, user) },
 			func(r fiber.Router) { a.Audit.Routes(r, admin) },
 			func(r fiber.Router) { r.Delete("/admin/users/:id", admin, a.erase) },

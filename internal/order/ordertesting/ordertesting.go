@@ -315,3 +315,13 @@ func Together(ops ...func()) {
 	close(start)
 	wg.Wait()
 }
+
+// Sleep waits d, or until ctx ends.
+func Sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

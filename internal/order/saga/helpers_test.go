@@ -17,6 +17,7 @@ import (
 	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/order/ordertesting"
+	"github.com/shop-oss/shop/internal/order/sweeper"
 	"github.com/shop-oss/shop/internal/order/writer"
 	"github.com/shop-oss/shop/internal/testenv"
 )
@@ -125,10 +126,10 @@ func (f *clusterFixture) service(o Options, oo order.Options) (*order.Service, *
 }
 
 // sweeper is the order sweeper with the saga repair of o.
-func (f *clusterFixture) sweeper(o RepairOptions) *order.Sweeper {
+func (f *clusterFixture) sweeper(o RepairOptions) *sweeper.Sweeper {
 	log := slog.New(slog.DiscardHandler)
-	return order.NewSweeper(f.rdb, f.stock, f.c.Prefix, log, prometheus.NewRegistry(),
-		order.SweeperOptions{Sagas: NewRepair(f.rdb, f.stock, f.c.Prefix, log, o)})
+	return sweeper.New(f.rdb, f.stock, f.c.Prefix, log, prometheus.NewRegistry(),
+		sweeper.Options{Sagas: NewRepair(f.rdb, f.stock, f.c.Prefix, log, o)})
 }
 
 // writer is a writer of the cluster's orders, blocking 20ms.

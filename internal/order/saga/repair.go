@@ -12,6 +12,7 @@ import (
 
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/sweeper"
 )
 
 // The repair of sagas a crash left between hold and commit.
@@ -31,7 +32,7 @@ type RepairOptions struct {
 
 // Repair settles the holds whose saga a crash stopped between hold and
 // commit, once past their deadline: the order sweeper runs it in every
-// sweep (order.SweeperOptions.Sagas).
+// sweep (sweeper.Options.Sagas).
 type Repair struct {
 	rdb    redis.UniversalClient
 	stock  *inventory.Stock
@@ -50,7 +51,7 @@ func NewRepair(rdb redis.UniversalClient, stock *inventory.Stock, prefix string,
 // Repair settles every partition's stale holds, each claimed by sw as
 // the due orders are; it returns the number settled and the first Redis
 // error.
-func (s *Repair) Repair(ctx context.Context, sw *order.Sweeper) (int, error) {
+func (s *Repair) Repair(ctx context.Context, sw *sweeper.Sweeper) (int, error) {
 	if !s.keys.parts.Grouped() {
 		return 0, nil
 	}
@@ -65,7 +66,7 @@ func (s *Repair) Repair(ctx context.Context, sw *order.Sweeper) (int, error) {
 	return settled, nil
 }
 
-func (s *Repair) repairPartition(ctx context.Context, sw *order.Sweeper, p int) (int, error) {
+func (s *Repair) repairPartition(ctx context.Context, sw *sweeper.Sweeper, p int) (int, error) {
 	settled := 0
 	for {
 		n, more, err := sw.ClaimEach(ctx, "order sweeper: settle stale holds", p, s.keys.holds(p), func(ctx context.Context, id string) (bool, error) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/sweeper"
 	"slices"
 	"strings"
 	"sync"
@@ -162,7 +163,7 @@ func (f *clusterFixture) noHolds(t *testing.T) {
 	}
 }
 
-func (f *clusterFixture) clusterSweeper() *order.Sweeper { return f.sweeper(RepairOptions{}) }
+func (f *clusterFixture) clusterSweeper() *sweeper.Sweeper { return f.sweeper(RepairOptions{}) }
 
 // A buy-now of a SKU in each of the 12 partitions (spread over the three
 // masters' slot ranges) and a checkout over three partitions on three
@@ -511,7 +512,7 @@ func TestSagaCrashRepairedBySweeper(t *testing.T) {
 	}
 	f.rdb.ZAdd(ctx, f.saga.keys.holds(5), redis.Z{Score: 1, Member: id}) // the deadline passed
 	var wg sync.WaitGroup
-	for _, s := range []*order.Sweeper{sw, f.clusterSweeper()} {
+	for _, s := range []*sweeper.Sweeper{sw, f.clusterSweeper()} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

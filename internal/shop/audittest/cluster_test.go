@@ -17,6 +17,7 @@ import (
 	"github.com/shop-oss/shop/internal/audit"
 	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/order/saga"
+	"github.com/shop-oss/shop/internal/order/sweeper"
 	"github.com/shop-oss/shop/internal/order/writer"
 	"github.com/shop-oss/shop/internal/recovery"
 	"github.com/shop-oss/shop/internal/shop/shoptest"
@@ -116,8 +117,8 @@ func TestExactAuditWhileCrossShardCheckoutsRun(t *testing.T) {
 		users[i] = s.User(t)
 	}
 	stopWriter := s.startWriter(t)
-	stopSweeper := run(t, order.NewSweeper(s.RDB, s.Stock, s.Prefix, s.Log, prometheus.NewRegistry(),
-		order.SweeperOptions{Interval: 20 * time.Millisecond, Sagas: saga.NewRepair(s.RDB, s.Stock, s.Prefix, s.Log, saga.RepairOptions{})}).Run)
+	stopSweeper := run(t, sweeper.New(s.RDB, s.Stock, s.Prefix, s.Log, prometheus.NewRegistry(),
+		sweeper.Options{Interval: 20 * time.Millisecond, Sagas: saga.NewRepair(s.RDB, s.Stock, s.Prefix, s.Log, saga.RepairOptions{})}).Run)
 
 	start := make(chan struct{})
 	var buyers sync.WaitGroup

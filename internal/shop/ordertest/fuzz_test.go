@@ -9,6 +9,7 @@ import (
 
 	"github.com/shop-oss/shop/internal/openapitest"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/orderhttp"
 )
 
 // maxFuzzPath bounds a fuzzed path well inside the read buffer.
@@ -51,7 +52,7 @@ func FuzzPurchase(f *testing.F) {
 		events := h.Redis.Client.XLen(ctx, stream).Val()
 		var headers []string
 		if key != "" {
-			headers = []string{order.HeaderIdempotencyKey, key}
+			headers = []string{orderhttp.HeaderIdempotencyKey, key}
 		}
 		path := "/api/v1/products/" + url.PathEscape(sku) + "/purchase"
 		// A request line or header over the server's 4 KiB read buffer is

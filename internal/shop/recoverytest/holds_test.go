@@ -13,6 +13,7 @@ import (
 
 	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/order/saga"
+	"github.com/shop-oss/shop/internal/order/sweeper"
 	"github.com/shop-oss/shop/internal/order/writer"
 	"github.com/shop-oss/shop/internal/recovery"
 )
@@ -219,8 +220,8 @@ func TestRecoverCountsAHoldTheRepairGivesBack(t *testing.T) {
 	s.taken(t, foreign, u, s.units-2, "2")
 
 	ctx := context.Background()
-	sweeper := order.NewSweeper(s.RDB, s.Stock, s.Prefix, s.Log, prometheus.NewRegistry(),
-		order.SweeperOptions{Sagas: saga.NewRepair(s.RDB, s.Stock, s.Prefix, s.Log,
+	sweeper := sweeper.New(s.RDB, s.Stock, s.Prefix, s.Log, prometheus.NewRegistry(),
+		sweeper.Options{Sagas: saga.NewRepair(s.RDB, s.Stock, s.Prefix, s.Log,
 			saga.RepairOptions{Persisted: order.PersistedIn(s.DB.Pool)})})
 	holds := s.keys[1].Holds
 	for deadline := time.Now().Add(30 * time.Second); s.RDB.ZCard(ctx, holds).Val() > 0; {

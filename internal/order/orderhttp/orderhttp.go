@@ -1,4 +1,9 @@
-package order
+// Package orderhttp serves the order routes (docs/api.md, Orders and
+// the purchase): it reads and checks each request, calls the order
+// Service, and writes its answer; the Service's errors are problem+json
+// through internal/server. It owns the Idempotency-Key header's rule,
+// which the cart's checkout shares.
+package orderhttp
 
 import (
 	"net/http"
@@ -10,6 +15,7 @@ import (
 	"github.com/shop-oss/shop/internal/auth"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/onetrip"
+	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/server"
 )
 
@@ -18,12 +24,12 @@ const HeaderIdempotencyKey = "Idempotency-Key"
 
 // OneTripRoutes registers the purchase, whose checks ride with its
 // reservation: ride is its route-level check (internal/onetrip's Ride).
-func (s *Service) OneTripRoutes(r fiber.Router, ride, requireUser fiber.Handler) {
+func OneTripRoutes(r fiber.Router, s *order.Service, ride, requireUser fiber.Handler) {
 	r.Post("/products/:sku/purchase", ride, requireUser, handler{s}.purchase)
 }
 
 // Routes registers the order routes; requireUser guards them.
-func (s *Service) Routes(r fiber.Router, requireUser fiber.Handler) {
+func Routes(r fiber.Router, s *order.Service, requireUser fiber.Handler) {
 	h := handler{s}
 	r.Get("/orders/:id", requireUser, h.getOrder)
 	r.Get("/orders", requireUser, h.listOrders)
@@ -32,7 +38,7 @@ func (s *Service) Routes(r fiber.Router, requireUser fiber.Handler) {
 }
 
 // handler adapts HTTP to the Service's methods.
-type handler struct{ svc *Service }
+type handler struct{ svc *order.Service }
 
 type purchaseBody struct {
 	Quantity *int64 `json:"quantity"`
@@ -42,7 +48,7 @@ func (h handler) purchase(c *fiber.Ctx) error {
 	user := auth.MustUser(c)
 	sku := strings.Clone(c.Params("sku"))
 	if !inventory.ValidSKU(sku) {
-		return ErrProductNotFound
+		return order.ErrProductNotFound
 	}
 	var b purchaseBody
 	if err := server.DecodeOptional(c, &b); err != nil {
@@ -52,15 +58,15 @@ func (h handler) purchase(c *fiber.Ctx) error {
 	if b.Quantity != nil {
 		qty = *b.Quantity
 	}
-	if qty < 1 || qty > MaxQuantity {
-		return apperr.Invalid(apperr.FieldError{Field: "quantity", Message: "must be an integer from 1 to " + strconv.Itoa(MaxQuantity)})
+	if qty < 1 || qty > order.MaxQuantity {
+		return apperr.Invalid(apperr.FieldError{Field: "quantity", Message: "must be an integer from 1 to " + strconv.Itoa(order.MaxQuantity)})
 	}
 	key, err := IdempotencyKey(c)
 	if err != nil {
 		return err
 	}
-	placed, err := h.svc.Place(c.UserContext(), user.ID, []Line{{SKU: sku, Quantity: int(qty)}},
-		PlaceOptions{IdemKey: key, Checks: onetrip.Of(c), Passes: ParsePasses(c.Get(HeaderQueuePass))})
+	placed, err := h.svc.Place(c.UserContext(), user.ID, []order.Line{{SKU: sku, Quantity: int(qty)}},
+		order.PlaceOptions{IdemKey: key, Checks: onetrip.Of(c), Passes: order.ParsePasses(c.Get(order.HeaderQueuePass))})
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,11 @@
-package order
+// Package sweeper expires the orders not paid by their expires_at and
+// finishes the releases a stop left owed (a cross-shard order's): it
+// claims what is due in small batches under a lease, and leaves each
+// order's step to internal/order (order.Expiry), whose guard makes it
+// happen once. On a cluster every sweep also runs the saga repair.
+//
+// The reasoning behind it is in docs/design/sweeper.md.
+package sweeper
 
 import (
 	"context"
@@ -14,11 +21,13 @@ import (
 
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/lock"
+	"github.com/shop-oss/shop/internal/metric"
+	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/telemetry"
 )
 
-// SweeperOptions tune the expiry sweeper; zero values take the defaults.
-type SweeperOptions struct {
+// Options tune the sweeper; zero values take the defaults.
+type Options struct {
 	// Batch is how many due orders one claim takes (default 100).
 	Batch int
 	// Interval is how long the sweeper waits when nothing is due, and how
@@ -43,7 +52,7 @@ type Repairer interface {
 	Repair(ctx context.Context, s *Sweeper) (int, error)
 }
 
-func (o *SweeperOptions) defaults() {
+func (o *Options) defaults() {
 	if o.Batch <= 0 {
 		o.Batch = 100
 	}
@@ -75,24 +84,28 @@ const (
 // be claimed again after the lease; one that dies after the release left
 // the transition event in the stream in the same step, for the writer.
 type Sweeper struct {
-	life *lifecycle
-	o    SweeperOptions
-	log  *slog.Logger
-	m    *sweeperMetrics
+	x   *order.Expiry
+	rdb redis.UniversalClient
+	o   Options
+	log *slog.Logger
+	m   *sweeperMetrics
 
 	// faultAfterClaim, for tests, stops a sweep right after a claim, as a
 	// crash would.
 	faultAfterClaim func() error
 }
 
-// NewSweeper returns the expiry sweeper of the orders under prefix; its
-// metrics are registered on reg.
-func NewSweeper(rdb redis.UniversalClient, stock *inventory.Stock, prefix string, log *slog.Logger,
-	reg prometheus.Registerer, o SweeperOptions) *Sweeper {
+// New returns the sweeper of the orders under prefix; its metrics are
+// registered on reg.
+func New(rdb redis.UniversalClient, stock *inventory.Stock, prefix string, log *slog.Logger,
+	reg prometheus.Registerer, o Options) *Sweeper {
 	o.defaults()
-	life := &lifecycle{log: log, rdb: rdb, stock: stock, keys: keys{prefix, stock.Partitions()}}
-	return &Sweeper{life: life, o: o, log: log, m: newSweeperMetrics(reg)}
+	return &Sweeper{x: order.NewExpiry(rdb, stock, prefix, log), rdb: rdb, o: o, log: log, m: newSweeperMetrics(reg)}
 }
+
+// InjectClaimFault makes every sweep stop right after a claim with
+// f's error when f returns one, as a crash would (tests only).
+func (s *Sweeper) InjectClaimFault(f func() error) { s.faultAfterClaim = f }
 
 // Run sweeps until ctx is cancelled: under the lock when one is set (the
 // instance holding it sweeps, the others try again every Interval).
@@ -135,7 +148,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 	expired := 0
 	var lag float64 // the most of this sweep's claims, over the partitions
 	defer func() { s.m.lag.Set(lag) }()
-	for p := range s.life.keys.parts.Count() {
+	for p := range s.x.Partitions().Count() {
 		n, err := s.sweepPartition(ctx, p, &lag)
 		expired += n
 		if err != nil {
@@ -207,8 +220,8 @@ func claimed(ctx context.Context, name string, p int, ids []string,
 // true when the batch was full: more may be due.
 func (s *Sweeper) ClaimEach(ctx context.Context, name string, p int, key string,
 	each func(ctx context.Context, id string) (bool, error)) (done int, more bool, err error) {
-	cctx, cancel := context.WithTimeout(ctx, lifecycleTimeout)
-	reply, err := claimScript.Run(cctx, s.life.rdb, []string{key}, s.o.Batch, s.o.Lease.Milliseconds()).StringSlice()
+	cctx, cancel := context.WithTimeout(ctx, claimTimeout)
+	reply, err := claimScript.Run(cctx, s.rdb, []string{key}, s.o.Batch, s.o.Lease.Milliseconds()).StringSlice()
 	cancel()
 	if err != nil || len(reply) < 2 {
 		return 0, false, fmt.Errorf("claim %s: %w", key, err)
@@ -216,6 +229,9 @@ func (s *Sweeper) ClaimEach(ctx context.Context, name string, p int, key string,
 	done, err = claimed(ctx, name, p, reply[2:], each)
 	return done, len(reply)-2 >= s.o.Batch, err
 }
+
+// claimTimeout bounds each claim.
+const claimTimeout = 2 * time.Second
 
 // claimScript takes up to ARGV[1] orders of the due set KEYS[1] whose time
 // has come by Redis's clock and moves them ARGV[2] ms on (the lease).
@@ -232,9 +248,9 @@ end
 return out`)
 
 func (s *Sweeper) claim(ctx context.Context, p int, lag *float64) ([]string, error) {
-	cctx, cancel := context.WithTimeout(ctx, lifecycleTimeout)
+	cctx, cancel := context.WithTimeout(ctx, claimTimeout)
 	defer cancel()
-	reply, err := claimScript.Run(cctx, s.life.rdb, []string{s.life.keys.due(p)}, s.o.Batch, s.o.Lease.Milliseconds()).StringSlice()
+	reply, err := claimScript.Run(cctx, s.rdb, []string{s.x.DueKey(p)}, s.o.Batch, s.o.Lease.Milliseconds()).StringSlice()
 	if err != nil || len(reply) < 2 {
 		return nil, fmt.Errorf("claim due orders: %w", err)
 	}
@@ -244,30 +260,14 @@ func (s *Sweeper) claim(ctx context.Context, p int, lag *float64) ([]string, err
 	return reply[2:], nil
 }
 
-// expire expires one claimed order, if it still awaits payment; ok is
-// false when it did not (paid, cancelled, another sweeper was first).
-func (s *Sweeper) expire(ctx context.Context, p int, id string) (ok bool, err error) {
-	ctx, cancel := context.WithTimeout(ctx, lifecycleTimeout)
-	defer cancel()
-	o, found, err := s.life.read(ctx, id)
-	if err != nil {
-		return false, fmt.Errorf("expire order %s: %w", id, err)
+// expire expires one claimed order (order.Expiry), counting it.
+func (s *Sweeper) expire(ctx context.Context, p int, id string) (bool, error) {
+	units, ok, err := s.x.Expire(ctx, p, id)
+	if ok {
+		s.m.expired.Inc()
+		s.m.units.Add(float64(units))
 	}
-	if found && (o.Status == StatusPending || o.Status == StatusConfirmed) {
-		r, err := s.life.giveBack(ctx, o, StatusExpired)
-		if err != nil {
-			return false, fmt.Errorf("expire order %s: %w", id, err)
-		}
-		if !r.Refused {
-			s.m.expired.Inc()
-			s.m.units.Add(float64(r.Units))
-			return true, nil
-		}
-	}
-	if err := s.life.rdb.ZRem(ctx, s.life.keys.due(p), id).Err(); err != nil {
-		return false, fmt.Errorf("drop order %s from the due set: %w", id, err)
-	}
-	return false, nil
+	return ok, err
 }
 
 func sleep(ctx context.Context, d time.Duration) {
@@ -287,15 +287,9 @@ type sweeperMetrics struct {
 
 func newSweeperMetrics(reg prometheus.Registerer) *sweeperMetrics {
 	m := &sweeperMetrics{
-		expired: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "shop_order_expired_total", Help: "Orders this sweeper expired (not paid by expires_at).",
-		}),
-		units: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "shop_order_expired_units_total", Help: "Units the orders this sweeper expired gave back to stock.",
-		}),
-		lag: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "shop_order_sweep_lag_seconds", Help: "How late the oldest due order was when last claimed (0: none due).",
-		}),
+		expired: metric.Counter("shop_order_expired_total", "Orders this sweeper expired (not paid by expires_at)."),
+		units:   metric.Counter("shop_order_expired_units_total", "Units the orders this sweeper expired gave back to stock."),
+		lag:     metric.Gauge("shop_order_sweep_lag_seconds", "How late the oldest due order was when last claimed (0: none due)."),
 	}
 	reg.MustRegister(m.expired, m.units, m.lag)
 	return m

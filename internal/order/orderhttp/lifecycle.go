@@ -1,7 +1,6 @@
-package order
+package orderhttp
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -9,6 +8,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/auth"
+	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/server"
 )
 
@@ -39,7 +39,7 @@ func (h handler) pay(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if o.Status == StatusConfirmed {
+	if o.Status == order.StatusConfirmed {
 		// The provider needs more (the shopper's 3-D Secure, a slow
 		// method): its payment says what, and its webhook finishes it.
 		return c.Status(http.StatusAccepted).JSON(o)
@@ -60,10 +60,8 @@ func (h handler) cancel(c *fiber.Ctx) error {
 // caller's (or does not exist) with 404, as every other answer about it:
 // a 400 would tell another user's order ids from unknown ones.
 func (h handler) notFoundFirst(c *fiber.Ctx, user, id string, bad error) error {
-	ctx, cancel := context.WithTimeout(c.UserContext(), lifecycleTimeout)
-	defer cancel()
-	if _, _, err := h.svc.liveOrder(ctx, user, id); errors.Is(err, ErrNotFound) {
-		return ErrNotFound
+	if _, err := h.svc.Get(c.UserContext(), user, id); errors.Is(err, order.ErrNotFound) {
+		return order.ErrNotFound
 	}
 	return bad
 }
