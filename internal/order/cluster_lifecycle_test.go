@@ -446,12 +446,9 @@ func spreadLines(skus []string, p int) []Line {
 func TestSpreadOrderGivesEveryUnitBackOnce(t *testing.T) {
 	t.Parallel()
 	f := newLifeFixture(t)
-	skus := f.homes(t, "sp", 20)
-	u := f.user(t)
+	skus, u, ids := f.spreadOrders(t, "sp", 20, 0, 1, 2)
+	cancelled, expired, paid := ids[0], ids[1], ids[2]
 	ctx := context.Background()
-	cancelled := f.place(t, u, spreadLines(skus, 0)...)
-	expired := f.place(t, u, spreadLines(skus, 1)...)
-	paid := f.place(t, u, spreadLines(skus, 2)...)
 	f.writeAll(t)
 	for range 2 {
 		if o, err := f.svc.Cancel(ctx, u, cancelled); err != nil || o.Status != StatusCancelled {
@@ -496,6 +493,28 @@ func TestSpreadOrderGivesEveryUnitBackOnce(t *testing.T) {
 	}
 }
 
+// spreadOrders opens sales of units for SKUs homed in every partition
+// (homes) and places for one buyer the spread order spreadLines(skus, p)
+// of each p of ps; ids are in ps's order.
+func (f *lifeFixture) spreadOrders(t *testing.T, name string, units int, ps ...int) (skus []string, user string, ids []string) {
+	t.Helper()
+	skus, user = f.homes(t, name, units), f.user(t)
+	for _, p := range ps {
+		ids = append(ids, f.place(t, user, spreadLines(skus, p)...))
+	}
+	return skus, user, ids
+}
+
+// cancelStoppedAfterDecision cancels user's order id, stopping right after
+// its decision as a crash would: the other partitions' units stay owed.
+func (f *lifeFixture) cancelStoppedAfterDecision(t *testing.T, user, id string) {
+	t.Helper()
+	f.svc.life.faultAfterDecision = crashOnce()
+	if _, err := f.svc.Cancel(context.Background(), user, id); err == nil {
+		t.Fatal("the cancel did not stop")
+	}
+}
+
 // owedNow makes every owed entry due, as if owedGrace had passed.
 func (f *lifeFixture) owedNow(t *testing.T) {
 	t.Helper()
@@ -524,16 +543,11 @@ func (f *lifeFixture) owedCount(t *testing.T) int64 {
 func TestSpreadCancelStoppedAfterItsDecisionIsFinishedBySweeper(t *testing.T) {
 	t.Parallel()
 	f := newLifeFixture(t)
-	skus := f.homes(t, "cr", 10)
-	u := f.user(t)
+	skus, u, ids := f.spreadOrders(t, "cr", 10, 3, 5)
+	crashed, undecided := ids[0], ids[1]
 	ctx := context.Background()
-	crashed := f.place(t, u, spreadLines(skus, 3)...)
-	undecided := f.place(t, u, spreadLines(skus, 5)...)
 	f.writeAll(t)
-	f.svc.life.faultAfterDecision = crashOnce()
-	if _, err := f.svc.Cancel(ctx, u, crashed); err == nil {
-		t.Fatal("the cancel did not stop")
-	}
+	f.cancelStoppedAfterDecision(t, u, crashed)
 	if st := f.status(t, crashed); st != StatusCancelled {
 		t.Fatalf("status %q after the decision, want cancelled", st)
 	}
@@ -598,14 +612,9 @@ func TestSpreadCancelStoppedAfterItsDecisionIsFinishedBySweeper(t *testing.T) {
 func TestSweeperLoopFinishesOwedReleases(t *testing.T) {
 	t.Parallel()
 	f := newLifeFixture(t)
-	skus := f.homes(t, "lo", 10)
-	u := f.user(t)
+	skus, u, ids := f.spreadOrders(t, "lo", 10, 6)
 	ctx := context.Background()
-	id := f.place(t, u, spreadLines(skus, 6)...)
-	f.svc.life.faultAfterDecision = crashOnce()
-	if _, err := f.svc.Cancel(ctx, u, id); err == nil {
-		t.Fatal("the cancel did not stop")
-	}
+	f.cancelStoppedAfterDecision(t, u, ids[0])
 	f.owedNow(t)
 	sw := NewSweeper(f.rdb, f.stock, f.c.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry(),
 		SweeperOptions{Interval: 20 * time.Millisecond})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,8 +26,7 @@ type fixture struct {
 	// proxy; nil: the fixture's.
 	writerDB    *pgxpool.Pool
 	writerRedis redis.UniversalClient
-	skusMu      sync.Mutex       // the contract tests open sales in parallel
-	skus        map[int64]string // round id -> sku, of the rounds sale opened
+	rounds      ordertesting.Rounds // the rounds sale opened
 	parts       keyspace.Partitions
 }
 
@@ -43,30 +41,17 @@ func newPartitionedFixture(t testing.TB, parts keyspace.Partitions) *fixture {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	exists := func(context.Context, string) (bool, error) { return false, nil }
 	svc := New(db.Pool, r.Client, stock, exists, r.Prefix, log, prometheus.NewRegistry(), Options{})
-	return &fixture{svc: svc, stock: stock, db: db, r: r, skus: map[int64]string{}, parts: parts}
+	return &fixture{svc: svc, stock: stock, db: db, r: r, parts: parts}
 }
 
-// user inserts a user row (orders reference users) and returns its id.
-func (f *fixture) user(t testing.TB) string {
-	t.Helper()
-	return ordertesting.User(t, f.db.Pool)
-}
-
-// sale creates a product and opens a sale round for it through inventory,
-// which owns both; it returns the round id.
+// user, sale and saleWith are ordertesting's User, OpenSale and
+// OpenSaleWith on the fixture's stores, remembering each round's SKU.
+func (f *fixture) user(t testing.TB) string { return ordertesting.User(t, f.db.Pool) }
 func (f *fixture) sale(t testing.TB, sku string, quantity, limit int, price int64) int64 {
-	t.Helper()
-	return f.saleWith(t, sku, price, inventory.Seed{Quantity: quantity, PerUserLimit: limit})
+	return f.rounds.Open(t, f.db.Pool, f.stock, f.r, sku, price, inventory.Seed{Quantity: quantity, PerUserLimit: limit})
 }
-
-// saleWith is sale of any seed (a waiting room's, say).
 func (f *fixture) saleWith(t testing.TB, sku string, price int64, seed inventory.Seed) int64 {
-	t.Helper()
-	round := ordertesting.OpenSaleWith(t, f.db.Pool, f.stock, f.r, sku, price, seed)
-	f.skusMu.Lock()
-	f.skus[round] = sku
-	f.skusMu.Unlock()
-	return round
+	return f.rounds.Open(t, f.db.Pool, f.stock, f.r, sku, price, seed)
 }
 
 func (f *fixture) place(t testing.TB, user, sku string, qty int) Placed {
@@ -107,10 +92,7 @@ func (f *fixture) orderRows(t *testing.T) int64 {
 }
 
 func (f *fixture) sold(t *testing.T, round int64) int64 {
-	f.skusMu.Lock()
-	sku := f.skus[round]
-	f.skusMu.Unlock()
-	return ordertesting.Sold(t, f.db.Pool, f.stock, sku, round)
+	return ordertesting.Sold(t, f.db.Pool, f.stock, f.rounds.SKU(round), round)
 }
 
 // pendingCount is the entries delivered and not acknowledged, over every

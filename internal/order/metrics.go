@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shop-oss/shop/internal/apperr"
+	"github.com/shop-oss/shop/internal/metric"
 )
 
 type placeMetrics struct {
@@ -17,26 +18,19 @@ type placeMetrics struct {
 
 func newPlaceMetrics(reg prometheus.Registerer) *placeMetrics {
 	m := &placeMetrics{
-		purchases: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shop_purchases_total",
-			Help: "Purchase and checkout attempts by outcome (accepted, replayed, or the error code).",
-		}, []string{"outcome"}),
+		purchases: metric.CounterVec("shop_purchases_total",
+			"Purchase and checkout attempts by outcome (accepted, replayed, or the error code).", "outcome"),
 		script: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "shop_reserve_script_seconds",
 			Help:    "Latency of the reserve-and-enqueue script round trip.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .5, 1, 2},
 		}),
-		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shop_order_transitions_total",
-			Help: "Orders paid, cancelled, or expired when a payment found them late (the sweeper counts its own).",
-		}, []string{"status"}),
-		released: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shop_order_released_units_total",
-			Help: "Units given back to stock by cancelled orders and those a payment found expired.",
-		}, []string{"status"}),
-		payments: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shop_payments_total", Help: "Payments by outcome: paid, declined, not_payable, incomplete (the provider needs more), refunded (it lost to expiry, a cancel or another payment).",
-		}, []string{"outcome"}),
+		transitions: metric.CounterVec("shop_order_transitions_total",
+			"Orders paid, cancelled, or expired when a payment found them late (the sweeper counts its own).", "status"),
+		released: metric.CounterVec("shop_order_released_units_total",
+			"Units given back to stock by cancelled orders and those a payment found expired.", "status"),
+		payments: metric.CounterVec("shop_payments_total",
+			"Payments by outcome: paid, declined, not_payable, incomplete (the provider needs more), refunded (it lost to expiry, a cancel or another payment).", "outcome"),
 	}
 	reg.MustRegister(m.purchases, m.script, m.transitions, m.released, m.payments)
 	return m

@@ -108,7 +108,7 @@ func TestPartitionedWritersWriteEachOrderOnce(t *testing.T) {
 	if rows := f.orderRows(t); rows != int64(len(placed)) {
 		t.Fatalf("rows %d, want %d", rows, len(placed))
 	}
-	for round, sku := range f.skus {
+	for round, sku := range f.rounds.All() {
 		if sold := f.sold(t, round); sold != taken[sku] {
 			t.Fatalf("%s: sold %d, want %d", sku, sold, taken[sku])
 		}
@@ -147,7 +147,7 @@ func TestPartitionedWriterCrashBetweenCommitAndAck(t *testing.T) {
 	if rows := f.orderRows(t); rows != 18 || f.count(t, `SELECT count(*) FROM order_items`) != 18 {
 		t.Fatalf("after redelivery: %d rows, want 18", rows)
 	}
-	for round := range f.skus {
+	for round := range f.rounds.All() {
 		if sold := f.sold(t, round); sold != 3 {
 			t.Fatalf("round %d: sold %d, want 3", round, sold)
 		}
@@ -206,7 +206,7 @@ func TestPartitionedTransitionsFollowTheirOrder(t *testing.T) {
 		t.Fatalf("%d transitions recorded, want %d", got, len(skus))
 	}
 	// sold counts every persisted order's units; the stock came back.
-	for round, sku := range f.skus {
+	for round, sku := range f.rounds.All() {
 		if sold, a := f.sold(t, round), f.available(t, sku); sold != 1 || a != 5 {
 			t.Fatalf("%s: sold %d available %d, want 1 and 5", sku, sold, a)
 		}

@@ -1,8 +1,8 @@
 // Package ordertesting holds the fixture code that the tests of
-// internal/order and internal/order/writer share: rows and sales they set
+// internal/order and its saga and writer share: rows and sales they set
 // up through the packages that own them, a writer run in the background,
 // and the checks they make of the database and the streams. It imports
-// nothing of internal/order, so that both packages' tests may import it.
+// nothing of internal/order, so that all their tests may import it.
 package ordertesting
 
 import (
@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"sync"
 	"testing"
 	"time"
@@ -324,4 +325,39 @@ func Sleep(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
+}
+
+// Rounds remembers the SKU of each sale round a test opened, for the
+// checks that go by round (Sold); a test may open sales in parallel. The
+// zero value is ready.
+type Rounds struct {
+	mu   sync.Mutex
+	skus map[int64]string
+}
+
+// Open is OpenSaleWith, remembering the round's SKU.
+func (rs *Rounds) Open(tb testing.TB, db *pgxpool.Pool, stock *inventory.Stock, r *testenv.Redis, sku string, price int64, seed inventory.Seed) int64 {
+	tb.Helper()
+	round := OpenSaleWith(tb, db, stock, r, sku, price, seed)
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.skus == nil {
+		rs.skus = map[int64]string{}
+	}
+	rs.skus[round] = sku
+	return round
+}
+
+// SKU is the SKU of a round Open opened ("" for another).
+func (rs *Rounds) SKU(round int64) string {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.skus[round]
+}
+
+// All is every round Open opened, with its SKU (a copy).
+func (rs *Rounds) All() map[int64]string {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return maps.Clone(rs.skus)
 }

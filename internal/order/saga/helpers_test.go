@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -35,8 +34,6 @@ type fixture struct {
 	r      *testenv.Redis
 	log    *slog.Logger
 	exists order.ProductExists
-	skusMu sync.Mutex       // the contract tests open sales in parallel
-	skus   map[int64]string // round id -> sku, of the rounds sale opened
 	parts  keyspace.Partitions
 }
 
@@ -49,30 +46,17 @@ func newFixture(t testing.TB) *fixture {
 	exists := func(context.Context, string) (bool, error) { return false, nil }
 	svc := order.New(db.Pool, r.Client, stock, exists, r.Prefix, log, prometheus.NewRegistry(), order.Options{})
 	return &fixture{svc: svc, stock: stock, store: r.Client, ledger: order.NewLedger(r.Client, r.Prefix, keyspace.Partitions{}),
-		db: db, r: r, log: log, exists: exists, skus: map[int64]string{}}
+		db: db, r: r, log: log, exists: exists}
 }
 
-// user inserts a user row (orders reference users) and returns its id.
-func (f *fixture) user(t testing.TB) string {
-	t.Helper()
-	return ordertesting.User(t, f.db.Pool)
-}
-
-// sale creates a product and opens a sale round for it through inventory,
-// which owns both; it returns the round id.
+// user, sale and saleWith are ordertesting's User, OpenSale and
+// OpenSaleWith on the fixture's stores.
+func (f *fixture) user(t testing.TB) string { return ordertesting.User(t, f.db.Pool) }
 func (f *fixture) sale(t testing.TB, sku string, quantity, limit int, price int64) int64 {
-	t.Helper()
-	return f.saleWith(t, sku, price, inventory.Seed{Quantity: quantity, PerUserLimit: limit})
+	return ordertesting.OpenSale(t, f.db.Pool, f.stock, f.r, sku, quantity, limit, price)
 }
-
-// saleWith is sale of any seed (a waiting room's, say).
 func (f *fixture) saleWith(t testing.TB, sku string, price int64, seed inventory.Seed) int64 {
-	t.Helper()
-	round := ordertesting.OpenSaleWith(t, f.db.Pool, f.stock, f.r, sku, price, seed)
-	f.skusMu.Lock()
-	f.skus[round] = sku
-	f.skusMu.Unlock()
-	return round
+	return ordertesting.OpenSaleWith(t, f.db.Pool, f.stock, f.r, sku, price, seed)
 }
 
 func (f *fixture) count(t *testing.T, query string, args ...any) int64 {
@@ -140,6 +124,17 @@ func (f *clusterFixture) writer() *writer.Writer {
 func (f *fixture) available(t *testing.T, sku string) int64 {
 	t.Helper()
 	return ordertesting.Available(t, f.stock, sku)
+}
+
+// wantAvailable fails t, saying when, unless each SKU has the units
+// available that want gives it.
+func (f *fixture) wantAvailable(t *testing.T, when string, want map[string]int64) {
+	t.Helper()
+	for sku, n := range want {
+		if av := f.available(t, sku); av != n {
+			t.Fatalf("%s %s available %d, want %d", when, sku, av, n)
+		}
+	}
 }
 
 func (f *fixture) place(t testing.TB, user, sku string, qty int) order.Placed {

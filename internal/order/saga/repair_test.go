@@ -101,9 +101,8 @@ func TestRepairTombstonesBeforeItAsksPostgreSQL(t *testing.T) {
 	t.Parallel()
 	f := newClusterFixture(t)
 	ctx := context.Background()
-	u := f.user(t)
-	a, b := f.skuIn(t, "order-a", 1, 10), f.skuIn(t, "order-b", 5, 10)
-	lines := []order.Line{{SKU: a, Quantity: 1}, {SKU: b, Quantity: 4}}
+	u, lines := f.user(t), f.onOneAndFive(t, "order-a", "order-b", 4)
+	a, b := lines[0].SKU, lines[1].SKU
 	fp := f.saga.Fingerprint(lines, false)
 	newOrder := func(key string) (string, string) {
 		id := f.orderID(t, lines)

@@ -33,11 +33,18 @@ type heldSaga struct {
 // sale of 10 units.
 func (f *clusterFixture) holdOnFive(t *testing.T, prefix string, quantity int) heldSaga {
 	t.Helper()
-	u := f.user(t)
-	lines := []order.Line{{SKU: f.skuIn(t, prefix, 1, 10), Quantity: 1}, {SKU: f.skuIn(t, prefix, 5, 10), Quantity: quantity}}
+	u, lines := f.user(t), f.onOneAndFive(t, prefix, prefix, quantity)
 	id := f.orderID(t, lines)
 	items := f.take(t, 5, id, u, "attempt-1", lines[1:])
 	return heldSaga{user: u, lines: lines, id: id, items: items}
+}
+
+// onOneAndFive is an order of one unit of a SKU of partition 1 and
+// quantity of one of partition 5, named after their prefixes, each on
+// sale with 10 units.
+func (f *clusterFixture) onOneAndFive(t *testing.T, prefix1, prefix5 string, quantity int) []order.Line {
+	t.Helper()
+	return []order.Line{{SKU: f.skuIn(t, prefix1, 1, 10), Quantity: 1}, {SKU: f.skuIn(t, prefix5, 5, 10), Quantity: quantity}}
 }
 
 // orderID is a new order id for lines.
@@ -236,11 +243,7 @@ func TestPurchasesOnACluster(t *testing.T) {
 	if left := f.rdb.HGetAll(ctx, cart).Val(); len(left) != 1 || left["kept"] != "1" {
 		t.Fatalf("cart after checkout: %v", left)
 	}
-	for sku, want := range map[string]int64{skus[9]: 2, skus[1]: 0, skus[5]: 2, skus[0]: 3} {
-		if a := f.available(t, sku); a != want {
-			t.Fatalf("%s: available %d, want %d", sku, a, want)
-		}
-	}
+	f.wantAvailable(t, "", map[string]int64{skus[9]: 2, skus[1]: 0, skus[5]: 2, skus[0]: 3})
 	page, err := f.svc.List(ctx, u, 50, "")
 	if err != nil || len(page.Items) != 13 {
 		t.Fatalf("pending listing: %d orders, %v", len(page.Items), err)
@@ -410,11 +413,7 @@ func TestIdempotencyKeyOnACluster(t *testing.T) {
 	if len(ev) != 3 {
 		t.Fatalf("%d orders, want 3", len(ev))
 	}
-	for sku, want := range map[string]int64{a: 6, b: 9, c: 8} {
-		if av := f.available(t, sku); av != want {
-			t.Fatalf("%s available %d, want %d", sku, av, want)
-		}
-	}
+	f.wantAvailable(t, "", map[string]int64{a: 6, b: 9, c: 8})
 	f.noHolds(t)
 
 	// That order, whose home holds none of its lines, is cancelled like any
@@ -425,11 +424,7 @@ func TestIdempotencyKeyOnACluster(t *testing.T) {
 			t.Fatalf("cancel the order homed away from its lines: %+v %v", o, err)
 		}
 	}
-	for sku, want := range map[string]int64{a: 7, c: 9} {
-		if av := f.available(t, sku); av != want {
-			t.Fatalf("after the cancel %s available %d, want %d", sku, av, want)
-		}
-	}
+	f.wantAvailable(t, "after the cancel", map[string]int64{a: 7, c: 9})
 	tr, err := f.rdb.XRange(ctx, f.saga.keys.stream(5), "-", "+").Result()
 	if err != nil {
 		t.Fatal(err)
@@ -632,11 +627,7 @@ func TestIdempotencyKeyRaceOnACluster(t *testing.T) {
 	if len(ev) != 2 {
 		t.Fatalf("%d orders, want 2", len(ev))
 	}
-	for sku, want := range map[string]int64{a: 47, b: 49, c: 47} {
-		if av := f.available(t, sku); av != want {
-			t.Fatalf("%s available %d, want %d", sku, av, want)
-		}
-	}
+	f.wantAvailable(t, "", map[string]int64{a: 47, b: 49, c: 47})
 	f.noHolds(t)
 }
 
@@ -692,9 +683,8 @@ func TestRepairKeepsTheUnitsOfARestoredOrder(t *testing.T) {
 	t.Parallel()
 	f := newClusterFixture(t)
 	ctx := context.Background()
-	u := f.user(t)
-	a, b := f.skuIn(t, "rest", 1, 10), f.skuIn(t, "rest", 5, 10)
-	lines := []order.Line{{SKU: a, Quantity: 1}, {SKU: b, Quantity: 4}}
+	u, lines := f.user(t), f.onOneAndFive(t, "rest", "rest", 4)
+	b := lines[1].SKU
 	for _, tombstoned := range []bool{false, true} {
 		id := f.orderID(t, lines)
 		before := f.available(t, b)

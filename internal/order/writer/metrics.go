@@ -1,6 +1,10 @@
 package writer
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shop-oss/shop/internal/metric"
+)
 
 type writerMetrics struct {
 	written     prometheus.Counter
@@ -16,35 +20,19 @@ type writerMetrics struct {
 
 func newWriterMetrics(reg prometheus.Registerer) *writerMetrics {
 	m := &writerMetrics{
-		written: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "shop_order_writer_orders_total", Help: "Orders inserted into PostgreSQL by this writer.",
-		}),
-		transitions: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "shop_order_writer_transitions_total", Help: "Order transitions (paid, cancelled, expired) recorded in PostgreSQL by this writer.",
-		}),
-		deadLetters: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "shop_order_writer_dead_letters_total", Help: "Stream entries moved to the dead-letter stream.",
-		}),
-		unowned: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "shop_order_writer_dead_letters_unowned_total",
-			Help: "Dead-lettered entries whose order id or buyer could not be read: no order was marked rejected.",
-		}),
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shop_order_writer_errors_total", Help: "Writer errors by kind (transient, permanent, redis).",
-		}, []string{"kind"}),
+		written:     metric.Counter("shop_order_writer_orders_total", "Orders inserted into PostgreSQL by this writer."),
+		transitions: metric.Counter("shop_order_writer_transitions_total", "Order transitions (paid, cancelled, expired) recorded in PostgreSQL by this writer."),
+		deadLetters: metric.Counter("shop_order_writer_dead_letters_total", "Stream entries moved to the dead-letter stream."),
+		unowned: metric.Counter("shop_order_writer_dead_letters_unowned_total",
+			"Dead-lettered entries whose order id or buyer could not be read: no order was marked rejected."),
+		errors: metric.CounterVec("shop_order_writer_errors_total", "Writer errors by kind (transient, permanent, redis).", "kind"),
 		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "shop_order_writer_batch_size", Help: "Entries per batch the writer handled.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 12),
 		}),
-		streamLen: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "shop_order_stream_length", Help: "Entries in the order stream.",
-		}),
-		pending: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "shop_order_stream_pending", Help: "Entries delivered to writers and not yet acknowledged.",
-		}),
-		lag: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "shop_order_writer_lag_seconds", Help: "Age of the oldest entry not yet written (pending or undelivered).",
-		}),
+		streamLen: metric.Gauge("shop_order_stream_length", "Entries in the order stream."),
+		pending:   metric.Gauge("shop_order_stream_pending", "Entries delivered to writers and not yet acknowledged."),
+		lag:       metric.Gauge("shop_order_writer_lag_seconds", "Age of the oldest entry not yet written (pending or undelivered)."),
 	}
 	reg.MustRegister(m.written, m.transitions, m.deadLetters, m.unowned, m.errors, m.batch, m.streamLen, m.pending, m.lag)
 	return m
