@@ -44,14 +44,11 @@ func newPartitionedFixture(t testing.TB, parts keyspace.Partitions) *fixture {
 	return &fixture{svc: svc, stock: stock, db: db, r: r, parts: parts}
 }
 
-// user, sale and saleWith are ordertesting's User, OpenSale and
-// OpenSaleWith on the fixture's stores, remembering each round's SKU.
+// user and sale are ordertesting's User and OpenSale on the fixture's
+// stores, remembering each round's SKU.
 func (f *fixture) user(t testing.TB) string { return ordertesting.User(t, f.db.Pool) }
 func (f *fixture) sale(t testing.TB, sku string, quantity, limit int, price int64) int64 {
 	return f.rounds.Open(t, f.db.Pool, f.stock, f.r, sku, price, inventory.Seed{Quantity: quantity, PerUserLimit: limit})
-}
-func (f *fixture) saleWith(t testing.TB, sku string, price int64, seed inventory.Seed) int64 {
-	return f.rounds.Open(t, f.db.Pool, f.stock, f.r, sku, price, seed)
 }
 
 func (f *fixture) place(t testing.TB, user, sku string, qty int) Placed {
