@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -214,18 +215,8 @@ func buyerProblems(r Round, redisCounts, pgCounts map[string]int64, ordersOf map
 		out = append(out, Problem{Kind: "buyer", SKU: r.SKU, RoundID: r.RoundID, OrderIDs: ids,
 			Detail: fmt.Sprintf("buyer %s: Redis counts %d units, their orders hold %d", u, redisCounts[u], pgCounts[u])})
 	}
-	slices.SortFunc(out, func(a, b Problem) int { return compareStrings(a.Detail, b.Detail) })
+	slices.SortFunc(out, func(a, b Problem) int { return cmp.Compare(a.Detail, b.Detail) })
 	return out
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func partition(p int) *int { return &p }

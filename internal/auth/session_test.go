@@ -6,13 +6,14 @@ import (
 	"errors"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/shop-oss/shop/internal/racetest"
 )
 
 // TestParallelRefresh: 20 refreshes with one token, released together:
@@ -25,20 +26,11 @@ func TestParallelRefresh(t *testing.T) {
 	_, tok := h.shopper(t, "ada@example.com", "")
 
 	const n = 20
-	start := make(chan struct{})
 	results := make([]Tokens, n)
 	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			results[i], errs[i] = h.svc.Refresh(context.Background(), tok.RefreshToken)
-		}()
-	}
-	close(start)
-	wg.Wait()
+	racetest.Together(racetest.Times(n, func(i int) {
+		results[i], errs[i] = h.svc.Refresh(context.Background(), tok.RefreshToken)
+	})...)
 
 	var winner *Tokens
 	for i, err := range errs {

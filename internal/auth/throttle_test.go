@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shop-oss/shop/internal/racetest"
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
@@ -76,21 +77,12 @@ func TestLoginThrottleHoldsUnderABurst(t *testing.T) {
 	h.mustCreate(t, "ada@example.com", RoleShopper)
 	var mu sync.Mutex
 	got := map[int]int{}
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 20 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			r := h.tryLogin(t, "ada@example.com", "wrong password")
-			mu.Lock()
-			got[r.status]++
-			mu.Unlock()
-		}()
-	}
-	close(start)
-	wg.Wait()
+	racetest.Together(racetest.Times(20, func(int) {
+		r := h.tryLogin(t, "ada@example.com", "wrong password")
+		mu.Lock()
+		got[r.status]++
+		mu.Unlock()
+	})...)
 	if got[http.StatusUnauthorized] != 3 || got[http.StatusTooManyRequests] != 17 {
 		t.Fatalf("answers %v, want 3 × 401 and 17 × 429", got)
 	}

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"maps"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/shop-oss/shop/internal/lock"
+	"github.com/shop-oss/shop/internal/racetest"
 )
 
 func TestRebuildRecomputesFromPostgreSQL(t *testing.T) {
@@ -104,40 +104,27 @@ func TestRebuildsAtOnceWithWritersStayExact(t *testing.T) {
 	}
 	mustApply(t, f.s.Record, f.persist(t, fixedNow, Line{"p1", 1}))
 	ctx := context.Background()
-	start := make(chan struct{})
-	var wg sync.WaitGroup
 	var swapped atomic.Int64
-	for range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			for range 3 {
-				err := f.s.rebuild(ctx) // bypassing the lock on purpose
-				if err == nil {
-					swapped.Add(1)
-				} else if !errors.Is(err, ErrRaced) {
-					t.Error(err)
-				}
+	rebuilders := racetest.Times(3, func(int) {
+		for range 3 {
+			err := f.s.rebuild(ctx) // bypassing the lock on purpose
+			if err == nil {
+				swapped.Add(1)
+			} else if !errors.Is(err, ErrRaced) {
+				t.Error(err)
 			}
-		}()
-	}
-	for w := range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			for i := range 20 {
-				o := f.persist(t, fixedNow, Line{[]string{"p1", "p2"}[(w+i)%2], int64(1 + i%3)})
-				if _, err := f.s.Record(ctx, []Order{o}); err != nil {
-					t.Error(err)
-				}
-				time.Sleep(5 * time.Millisecond)
+		}
+	})
+	writers := racetest.Times(3, func(w int) {
+		for i := range 20 {
+			o := f.persist(t, fixedNow, Line{[]string{"p1", "p2"}[(w+i)%2], int64(1 + i%3)})
+			if _, err := f.s.Record(ctx, []Order{o}); err != nil {
+				t.Error(err)
 			}
-		}()
-	}
-	close(start)
-	wg.Wait()
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+	racetest.Together(append(rebuilders, writers...)...)
 	if swapped.Load() == 0 {
 		t.Fatal("no rebuild swapped its boards in")
 	}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/shop-oss/shop/internal/racetest"
 )
 
 func ord(id string, at time.Time, lines ...Line) Order { return Order{ID: id, At: at, Lines: lines} }
@@ -147,34 +149,25 @@ func TestRaceManyWritersSameSKUs(t *testing.T) {
 		f.round(t, s)
 	}
 	const writers, batches = 12, 10
-	start := make(chan struct{})
-	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var all []Order
-	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			for b := range batches {
-				var batch []Order
-				for i := range 5 {
-					batch = append(batch, f.persist(t, fixedNow,
-						Line{skus[(w+i)%3], int64(1 + (b+i)%4)}, Line{skus[(w+i+1)%3], 1}))
-				}
-				for range 2 { // the hook, then its retry after COMMIT
-					if _, err := f.s.Record(context.Background(), batch); err != nil {
-						t.Error(err)
-					}
-				}
-				mu.Lock()
-				all = append(all, batch...)
-				mu.Unlock()
+	racetest.Together(racetest.Times(writers, func(w int) {
+		for b := range batches {
+			var batch []Order
+			for i := range 5 {
+				batch = append(batch, f.persist(t, fixedNow,
+					Line{skus[(w+i)%3], int64(1 + (b+i)%4)}, Line{skus[(w+i+1)%3], 1}))
 			}
-		}()
-	}
-	close(start)
-	wg.Wait()
+			for range 2 { // the hook, then its retry after COMMIT
+				if _, err := f.s.Record(context.Background(), batch); err != nil {
+					t.Error(err)
+				}
+			}
+			mu.Lock()
+			all = append(all, batch...)
+			mu.Unlock()
+		}
+	})...)
 	// Every order once more, as a redelivery that slipped through would.
 	if res, err := f.s.Record(context.Background(), all); err != nil || res.Applied != 0 {
 		t.Fatalf("redelivered: %+v, %v; want nothing applied", res, err)

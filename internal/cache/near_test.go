@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/cache"
+	"github.com/shop-oss/shop/internal/racetest"
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
@@ -259,28 +259,22 @@ func TestNearReadersRacingWrites(t *testing.T) {
 	s := newSource("v0")
 	set(t, w, s, "k", "v0")
 	heard(t, rd, 1)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
 	var stop atomic.Bool
 	var bad atomic.Value
-	for range 16 {
-		wg.Go(func() {
-			<-start
-			for !stop.Load() {
-				b, err := rd.Get(context.Background(), "k", nil, s.load)
-				if err != nil || len(b) < 2 || b[0] != 'v' {
-					bad.Store(fmt.Sprintf("%q %v", b, err))
-				}
+	wait := racetest.Start(racetest.Times(16, func(int) {
+		for !stop.Load() {
+			b, err := rd.Get(context.Background(), "k", nil, s.load)
+			if err != nil || len(b) < 2 || b[0] != 'v' {
+				bad.Store(fmt.Sprintf("%q %v", b, err))
 			}
-		})
-	}
-	close(start)
+		}
+	})...)
 	for i := 1; i <= writes; i++ {
 		set(t, w, s, "k", fmt.Sprintf("v%d", i))
 	}
 	heard(t, rd, writes+1)
 	stop.Store(true)
-	wg.Wait()
+	wait()
 	if b := bad.Load(); b != nil {
 		t.Fatalf("a read returned %s", b)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/racetest"
 )
 
 // outcomes tallies concurrent attempts released together.
@@ -33,16 +34,7 @@ func (o *outcomes) record(err error) {
 // race runs every attempt in its own goroutine, all released at once.
 func race(attempts []func() error) *outcomes {
 	var o outcomes
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for _, attempt := range attempts {
-		wg.Go(func() {
-			<-start
-			o.record(attempt())
-		})
-	}
-	close(start)
-	wg.Wait()
+	racetest.Together(racetest.Times(len(attempts), func(i int) { o.record(attempts[i]()) })...)
 	return &o
 }
 

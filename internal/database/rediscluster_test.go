@@ -155,6 +155,27 @@ func masterIndex(t *testing.T, c *testenv.RedisCluster, node *redis.Client) int 
 	return -1
 }
 
+// setKept sets the key "kept" to "v", acknowledged before a master goes,
+// and returns it with a client on the master that holds it.
+func setKept(ctx context.Context, t *testing.T, c *testenv.RedisCluster, rdb redis.UniversalClient) (string, *redis.Client) {
+	t.Helper()
+	key := c.Prefix + "kept"
+	if err := rdb.Set(ctx, key, "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return key, masterOf(t, c, key)
+}
+
+// killForOutage SIGKILLs master i, which holds key: a GET of key is an
+// outage then, not some other error.
+func killForOutage(ctx context.Context, t *testing.T, c *testenv.RedisCluster, rdb redis.UniversalClient, i int, key string) {
+	t.Helper()
+	c.Kill(i)
+	if err := rdb.Get(ctx, key).Err(); err == nil || !outage.Is(err) {
+		t.Fatalf("GET on a killed master: %v, want an outage", err)
+	}
+}
+
 // A master killed with SIGKILL comes back on its AOF and nodes.conf: the
 // cluster is ok again and keeps what it acknowledged.
 func TestClusterMasterRestartsOnItsAOF(t *testing.T) {
@@ -162,15 +183,9 @@ func TestClusterMasterRestartsOnItsAOF(t *testing.T) {
 	c := testenv.StartCluster(t, 3)
 	rdb := openCluster(t, c)
 	ctx := context.Background()
-	key := c.Prefix + "kept"
-	if err := rdb.Set(ctx, key, "v", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	i := masterIndex(t, c, masterOf(t, c, key))
-	c.Kill(i)
-	if err := rdb.Get(ctx, key).Err(); err == nil || !outage.Is(err) {
-		t.Fatalf("GET on a killed master: %v, want an outage", err)
-	}
+	key, node := setKept(ctx, t, c, rdb)
+	i := masterIndex(t, c, node)
+	killForOutage(ctx, t, c, rdb, i, key)
 	if err := c.Restart(i); err != nil {
 		t.Fatal(err)
 	}
@@ -189,21 +204,14 @@ func TestClusterFollowsATakeover(t *testing.T) {
 	c := testenv.StartClusterWithReplicas(t, 3)
 	rdb := openCluster(t, c)
 	ctx := context.Background()
-	key := c.Prefix + "kept"
-	if err := rdb.Set(ctx, key, "v", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	node := masterOf(t, c, key)
+	key, node := setKept(ctx, t, c, rdb)
 	// The replica has the key before its master goes.
 	if n, err := node.Do(ctx, "WAIT", 1, 10000).Int(); err != nil || n != 1 {
 		t.Fatalf("WAIT for the replica: %d %v", n, err)
 	}
 	i := masterIndex(t, c, node)
 	slot := c.Slot(t, key)
-	c.Kill(i)
-	if err := rdb.Get(ctx, key).Err(); err == nil || !outage.Is(err) {
-		t.Fatalf("GET on a killed master: %v, want an outage", err)
-	}
+	killForOutage(ctx, t, c, rdb, i, key)
 	if err := c.TakeOver(slot); err != nil {
 		t.Fatal(err)
 	}

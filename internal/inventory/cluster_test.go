@@ -20,9 +20,8 @@ import (
 // slots are Redis's (CLUSTER KEYSLOT), not only this package's arithmetic.
 func TestStockScriptsRunOnACluster(t *testing.T) {
 	t.Parallel()
-	c := testenv.StartCluster(t, 3)
+	c, rdb := testenv.StartOpenCluster(t, 3)
 	ctx := context.Background()
-	rdb := testenv.OpenCluster(t, c)
 	parts := keyspace.NewPartitions(6, true)
 	s := NewPartitionedStock(rdb, c.Prefix, parts)
 	for i := range 12 {
@@ -96,9 +95,8 @@ func TestGroupedChangesChannel(t *testing.T) {
 // PUBLISH (which the cluster bus would broadcast to every node).
 func TestStockChangesAreShardedOnACluster(t *testing.T) {
 	t.Parallel()
-	c := testenv.StartCluster(t, 3)
+	c, rdb := testenv.StartOpenCluster(t, 3)
 	ctx := context.Background()
-	rdb := testenv.OpenCluster(t, c)
 	s := NewPartitionedStock(rdb, c.Prefix, keyspace.NewPartitions(12, true))
 	if !s.ShardedChanges() || s.PublishCommand() != "SPUBLISH" {
 		t.Fatalf("a grouped stock publishes with %s", s.PublishCommand())

@@ -55,9 +55,8 @@ func handedRound2(t *testing.T, h *Hub, s *subscriber, hang string) {
 // the stream still gets the change.
 func TestShardedSubscriptionReadsTheSKUAgainWhenConfirmed(t *testing.T) {
 	t.Parallel()
-	c := testenv.StartCluster(t, 3)
+	c, rdb := testenv.StartOpenCluster(t, 3)
 	ctx := context.Background()
-	rdb := testenv.OpenCluster(t, c)
 	stock, h, s := subscribedOnCluster(t, c, rdb, "g1")
 	first, err := stock.Current(ctx, "g1")
 	if err != nil || first.Available != 5 {
@@ -78,9 +77,8 @@ func TestShardedSubscriptionReadsTheSKUAgainWhenConfirmed(t *testing.T) {
 // gets the change made meanwhile.
 func TestShardedSubscriptionRetriesAnUnconfirmedSubscribe(t *testing.T) {
 	t.Parallel()
-	c := testenv.StartCluster(t, 3)
+	c, rdb := testenv.StartOpenCluster(t, 3)
 	ctx := context.Background()
-	rdb := testenv.OpenCluster(t, c)
 	stock, h, s := subscribedOnCluster(t, c, rdb, "r1")
 	h.started(s, inventory.Change{SKU: "r1", Round: 1, Available: 5})
 

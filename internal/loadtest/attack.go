@@ -50,26 +50,17 @@ func attack(ctx context.Context, tgt target, cfg Config, fx *fixture) (*attackRe
 	defer tick.Stop()
 	start := time.Now()
 	results := atk.Attack(targeter(tgt, fx, cfg.ForwardedFor), pacer, cfg.Duration, "shop-loadtest")
-	interrupt := ctx.Done()
-	for results != nil {
-		select {
-		case r, ok := <-results:
-			if !ok {
-				results = nil
-				continue
-			}
-			res.add(r)
-			if res.stoppedBy == stopDuration && res.tally.exhausted() {
-				res.stoppedBy = stopReason(res.tally)
-				atk.Stop() // in-flight requests still finish and are counted
-			}
-		case <-tick.C:
-			bar.attackProgress(time.Since(start), cfg.Duration, res.tally.accepted, cfg.Units, res.tally.requests)
-		case <-interrupt:
-			interrupt = nil // fires once; the loop goes on until in-flight requests end
-			res.stoppedBy = stopInterrupted
-			atk.Stop()
+	interrupted := collect(ctx, atk, results, func(r *vegeta.Result) {
+		res.add(r)
+		if res.stoppedBy == stopDuration && res.tally.exhausted() {
+			res.stoppedBy = stopReason(res.tally)
+			atk.Stop() // in-flight requests still finish and are counted
 		}
+	}, tick.C, func() {
+		bar.attackProgress(time.Since(start), cfg.Duration, res.tally.accepted, cfg.Units, res.tally.requests)
+	})
+	if interrupted {
+		res.stoppedBy = stopInterrupted
 	}
 	bar.finish()
 	res.metrics.Close()
@@ -79,6 +70,31 @@ func attack(ctx context.Context, tgt target, cfg Config, fx *fixture) (*attackRe
 	}
 	warnLimited(cfg.Warn, res.tally.limited)
 	return res, nil
+}
+
+// collect hands each result of atk's attack to add until the attack ends,
+// and runs every on each tick (a nil tick: never). ctx ending stops the
+// attacker once; the loop goes on until the requests in flight end, so
+// they are counted too. It tells whether ctx ended the attack.
+func collect(ctx context.Context, atk *vegeta.Attacker, results <-chan *vegeta.Result, add func(*vegeta.Result),
+	tick <-chan time.Time, every func()) (interrupted bool) {
+	interrupt := ctx.Done()
+	for results != nil {
+		select {
+		case r, ok := <-results:
+			if !ok {
+				results = nil
+				continue
+			}
+			add(r)
+		case <-tick:
+			every()
+		case <-interrupt:
+			interrupt, interrupted = nil, true
+			atk.Stop()
+		}
+	}
+	return interrupted
 }
 
 // warnLimited says what to do when the server's rate limiter answered: a

@@ -111,21 +111,7 @@ func Get(ctx context.Context, cfg GetConfig) (*GetReport, error) {
 	results := atk.Attack(getTargeter(tgt, cfg.Path, cfg.Addresses), vegeta.ConstantPacer{Freq: cfg.Rate, Per: time.Second},
 		cfg.Duration, "shop-loadtest-get")
 	var m vegeta.Metrics
-	interrupt := ctx.Done()
-	interrupted := false
-	for results != nil {
-		select {
-		case r, ok := <-results:
-			if !ok {
-				results = nil
-				continue
-			}
-			m.Add(r)
-		case <-interrupt:
-			interrupt, interrupted = nil, true
-			atk.Stop()
-		}
-	}
+	interrupted := collect(ctx, atk, results, m.Add, nil, nil)
 	m.Close()
 	if interrupted {
 		return nil, fmt.Errorf("read load interrupted after %d requests: %w", m.Requests, ctx.Err())

@@ -175,8 +175,25 @@ func payOne(ctx context.Context, c *client, id, token string) (outcome string, r
 // latest expires_at among them (now when none has one); those with a
 // window are the ones to wait for.
 func (lr *lifecycleRun) windows(ctx context.Context, c *client, ids []string, buyer func(string) shopper) (time.Time, error) {
-	var mu sync.Mutex
 	latest := time.Now()
+	err := readOrders(ctx, c, ids, buyer, func(id string, o order) {
+		if o.ExpiresAt == nil {
+			lr.noWindow++
+			return
+		}
+		lr.expiring = append(lr.expiring, id)
+		if o.ExpiresAt.After(latest) {
+			latest = *o.ExpiresAt
+		}
+	})
+	return latest, err
+}
+
+// readOrders reads each order of ids back as its buyer, payWorkers at a
+// time, and hands it to each, one call at a time (each may write to the
+// run without a lock of its own).
+func readOrders(ctx context.Context, c *client, ids []string, buyer func(string) shopper, each func(id string, o order)) error {
+	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(payWorkers)
 	for _, id := range ids {
@@ -188,18 +205,11 @@ func (lr *lifecycleRun) windows(ctx context.Context, c *client, ids []string, bu
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			if o.ExpiresAt == nil {
-				lr.noWindow++
-				return nil
-			}
-			lr.expiring = append(lr.expiring, id)
-			if o.ExpiresAt.After(latest) {
-				latest = *o.ExpiresAt
-			}
+			each(id, o)
 			return nil
 		})
 	}
-	return latest, g.Wait()
+	return g.Wait()
 }
 
 // waitReleased polls the stock report until the server has given back a
@@ -234,27 +244,13 @@ func (lr *lifecycleRun) waitReleased(ctx context.Context, c *client, cfg Config,
 
 // readBack reads each expiring order once more: each must be expired.
 func (lr *lifecycleRun) readBack(ctx context.Context, c *client, buyer func(string) shopper) error {
-	var mu sync.Mutex
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(payWorkers)
-	for _, id := range lr.expiring {
-		g.Go(func() error {
-			var o order
-			b := buyer(id)
-			if err := c.as(b.addr).do(gctx, http.MethodGet, "/api/v1/orders/"+id, b.token, nil, &o); err != nil {
-				return fmt.Errorf("read order back: %w", err)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if o.Status == "expired" {
-				lr.expired++
-			} else if len(lr.notExpired) < maxListed {
-				lr.notExpired = append(lr.notExpired, id+" "+o.Status)
-			}
-			return nil
-		})
-	}
-	return g.Wait()
+	return readOrders(ctx, c, lr.expiring, buyer, func(id string, o order) {
+		if o.Status == "expired" {
+			lr.expired++
+		} else if len(lr.notExpired) < maxListed {
+			lr.notExpired = append(lr.notExpired, id+" "+o.Status)
+		}
+	})
 }
 
 // lifecycleHeld judges the payment phase on the server's stock report

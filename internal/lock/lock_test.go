@@ -3,12 +3,12 @@ package lock_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/shop-oss/shop/internal/lock"
+	"github.com/shop-oss/shop/internal/racetest"
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
@@ -23,31 +23,22 @@ func TestRunOneAtATime(t *testing.T) {
 	lk, _ := newLocker(t)
 	ctx := context.Background()
 	var running, most, ran, busy atomic.Int64
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 20 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			err := lk.Run(ctx, "job", 5*time.Second, func(context.Context) error {
-				n := running.Add(1)
-				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-				}
-				time.Sleep(50 * time.Millisecond)
-				running.Add(-1)
-				ran.Add(1)
-				return nil
-			})
-			if errors.Is(err, lock.ErrBusy) {
-				busy.Add(1)
-			} else if err != nil {
-				t.Error(err)
+	racetest.Together(racetest.Times(20, func(int) {
+		err := lk.Run(ctx, "job", 5*time.Second, func(context.Context) error {
+			n := running.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 			}
-		}()
-	}
-	close(start)
-	wg.Wait()
+			time.Sleep(50 * time.Millisecond)
+			running.Add(-1)
+			ran.Add(1)
+			return nil
+		})
+		if errors.Is(err, lock.ErrBusy) {
+			busy.Add(1)
+		} else if err != nil {
+			t.Error(err)
+		}
+	})...)
 	if most.Load() != 1 || ran.Load() < 1 || ran.Load()+busy.Load() != 20 {
 		t.Fatalf("at most %d at once, %d ran, %d busy; want 1 at once", most.Load(), ran.Load(), busy.Load())
 	}

@@ -9,7 +9,6 @@ import (
 	"math"
 	"net/http"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/lock"
 	"github.com/shop-oss/shop/internal/openapitest"
+	"github.com/shop-oss/shop/internal/racetest"
 	"github.com/shop-oss/shop/internal/server"
 	"github.com/shop-oss/shop/internal/testenv"
 )
@@ -252,38 +252,25 @@ func TestRebuildsAtOnceWithWritesStayExact(t *testing.T) {
 		t.Fatalf("after a racing write: %v", ids(got))
 	}
 
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			for range 3 {
-				if err := f.s.rebuild(ctx); err != nil && err != errRebuildRaced {
-					t.Error(err)
-				}
+	rebuilders := racetest.Times(3, func(int) {
+		for range 3 {
+			if err := f.s.rebuild(ctx); err != nil && err != errRebuildRaced {
+				t.Error(err)
 			}
-		}()
-	}
-	for w := range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			for i := range 15 {
-				st := Store{fmt.Sprintf("w%d-%d", w, i%5), "S", "", 2.3 + float64(i)/1000, 48.86}
-				if i%4 == 3 {
-					_ = f.s.Delete(ctx, st.ID)
-				} else if _, err := f.s.Put(ctx, st); err != nil {
-					t.Error(err)
-				}
-				time.Sleep(2 * time.Millisecond)
+		}
+	})
+	writers := racetest.Times(2, func(w int) {
+		for i := range 15 {
+			st := Store{fmt.Sprintf("w%d-%d", w, i%5), "S", "", 2.3 + float64(i)/1000, 48.86}
+			if i%4 == 3 {
+				_ = f.s.Delete(ctx, st.ID)
+			} else if _, err := f.s.Put(ctx, st); err != nil {
+				t.Error(err)
 			}
-		}()
-	}
-	close(start)
-	wg.Wait()
+			time.Sleep(2 * time.Millisecond)
+		}
+	})
+	racetest.Together(append(rebuilders, writers...)...)
 	all, err := f.s.selectAll(ctx)
 	if err != nil {
 		t.Fatal(err)

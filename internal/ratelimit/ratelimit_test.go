@@ -2,11 +2,11 @@ package ratelimit_test
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/shop-oss/shop/internal/racetest"
 	"github.com/shop-oss/shop/internal/ratelimit"
 	"github.com/shop-oss/shop/internal/testenv"
 )
@@ -19,27 +19,18 @@ func TestAllowIsExactUnderConcurrency(t *testing.T) {
 	l := ratelimit.New(r.Client, r.Prefix, limit, time.Minute)
 
 	var allowed, denied atomic.Int64
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for range callers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			res, err := l.Allow(context.Background(), "10.0.0.1")
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if res.Allowed {
-				allowed.Add(1)
-			} else {
-				denied.Add(1)
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
+	racetest.Together(racetest.Times(callers, func(int) {
+		res, err := l.Allow(context.Background(), "10.0.0.1")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if res.Allowed {
+			allowed.Add(1)
+		} else {
+			denied.Add(1)
+		}
+	})...)
 	if allowed.Load() != limit || denied.Load() != callers-limit {
 		t.Fatalf("allowed %d, denied %d; want exactly %d and %d", allowed.Load(), denied.Load(), limit, callers-limit)
 	}

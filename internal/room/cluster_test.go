@@ -24,9 +24,8 @@ import (
 // admit, the fairness answer and the record hold.
 func TestRoomOnACluster(t *testing.T) {
 	t.Parallel()
-	c := testenv.StartCluster(t, 3)
+	c, rdb := testenv.StartOpenCluster(t, 3)
 	ctx := context.Background()
-	rdb := testenv.OpenCluster(t, c)
 	db := testenv.NewDatabase(t)
 	stock := inventory.NewPartitionedStock(rdb, c.Prefix, keyspace.NewPartitions(6, true))
 	log := slog.New(slog.DiscardHandler)

@@ -167,16 +167,13 @@ func (h handler) events(c *fiber.Ctx) error {
 	return nil
 }
 
-// View is the admin's view of a live room.
+// View is the admin's view of a live room: its SKU and round, then the
+// same members as the stock report's "waiting_room" (embedded, so that
+// they stay one list).
 type View struct {
-	SKU            string `json:"sku"`
-	RoundID        int64  `json:"round_id"`
-	AdmitPerSecond int    `json:"admit_per_second"`
-	PassTTLSeconds int    `json:"pass_ttl_seconds"`
-	ChallengeBits  int    `json:"challenge_bits"`
-	Waiting        int64  `json:"waiting"`
-	Admitted       int64  `json:"admitted"`
-	SeedSHA256     string `json:"seed_sha256"`
+	SKU     string `json:"sku"`
+	RoundID int64  `json:"round_id"`
+	inventory.RoomReport
 }
 
 // AdminView reads sku's live room. Errors: ErrNoRoom, or a 503.
@@ -188,9 +185,9 @@ func (s *Service) AdminView(ctx context.Context, sku string) (View, error) {
 	if !ok || live.Room == nil {
 		return View{}, ErrNoRoom
 	}
-	v := View{SKU: sku, RoundID: live.Round, AdmitPerSecond: live.Room.AdmitPerSecond,
+	v := View{SKU: sku, RoundID: live.Round, RoomReport: inventory.RoomReport{AdmitPerSecond: live.Room.AdmitPerSecond,
 		PassTTLSeconds: int(live.Room.PassTTL.Seconds()), ChallengeBits: live.Room.ChallengeBits,
-		SeedSHA256: live.Room.SeedSHA}
+		SeedSHA256: live.Room.SeedSHA}}
 	if v.Waiting, v.Admitted, err = s.Counters(ctx, sku, live.Round); err != nil {
 		return View{}, err
 	}

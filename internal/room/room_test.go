@@ -490,45 +490,49 @@ func TestNoChallengeAfterTheRoundEnds(t *testing.T) {
 	}
 }
 
-// A rate lowered after admissions does not make an honest room look too
-// fast: the audit bounds it by the highest rate it has had.
-func TestAuditBoundsByTheHighestRate(t *testing.T) {
+// An honest room's audit finds nothing, however its turns went: a rate
+// lowered after admissions is bounded by the highest rate the room has
+// had, and a room whose round has no starts_at is audited second by
+// second too, not as if every admission came in one second.
+func TestAuditOfHonestRooms(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	ctx := context.Background()
-	f.open(t, "slowed", 500, time.Time{}, inventory.RoomSettings{AdmitPerSecond: 1000, PassTTL: time.Minute})
-	f.joinAll(t, "slowed", users(300))
-	time.Sleep(400 * time.Millisecond)
-	if tr, err := f.rooms.AdmitTurn(ctx, "slowed"); err != nil || tr.Total < 100 {
-		t.Fatalf("turn: %+v %v", tr, err)
-	}
-	if err := f.sales.SetAdmitRate(ctx, "slowed", 1); err != nil {
-		t.Fatal(err)
-	}
-	if found, err := f.rooms.Audit(ctx); err != nil || len(found) != 0 {
-		t.Fatalf("audit after the rate was lowered: %+v %v", found, err)
-	}
-}
-
-// A room whose round has no starts_at is audited second by second too,
-// not as if every admission came in one second.
-func TestAuditWithoutStartsAt(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	ctx := context.Background()
-	f.open(t, "anytime", 500, time.Time{}, inventory.RoomSettings{AdmitPerSecond: 20, PassTTL: time.Minute})
-	f.joinAll(t, "anytime", users(100))
-	for range 6 {
-		time.Sleep(500 * time.Millisecond)
-		if _, err := f.rooms.AdmitTurn(ctx, "anytime"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if w, a, err := f.rooms.Counters(ctx, "anytime", 1); err != nil || a < 50 {
-		t.Fatalf("admitted %d (waiting %d) %v", a, w, err)
-	}
-	if found, err := f.rooms.Audit(ctx); err != nil || len(found) != 0 {
-		t.Fatalf("audit: %+v %v", found, err)
+	for _, tc := range []struct {
+		sku           string
+		rate, joiners int
+		turns         func(ctx context.Context, t *testing.T, f *fixture, sku string)
+	}{
+		{"slowed", 1000, 300, func(ctx context.Context, t *testing.T, f *fixture, sku string) {
+			time.Sleep(400 * time.Millisecond)
+			if tr, err := f.rooms.AdmitTurn(ctx, sku); err != nil || tr.Total < 100 {
+				t.Fatalf("turn: %+v %v", tr, err)
+			}
+			if err := f.sales.SetAdmitRate(ctx, sku, 1); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"anytime", 20, 100, func(ctx context.Context, t *testing.T, f *fixture, sku string) {
+			for range 6 {
+				time.Sleep(500 * time.Millisecond)
+				if _, err := f.rooms.AdmitTurn(ctx, sku); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if w, a, err := f.rooms.Counters(ctx, sku, 1); err != nil || a < 50 {
+				t.Fatalf("admitted %d (waiting %d) %v", a, w, err)
+			}
+		}},
+	} {
+		t.Run(tc.sku, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			ctx := context.Background()
+			f.open(t, tc.sku, 500, time.Time{}, inventory.RoomSettings{AdmitPerSecond: tc.rate, PassTTL: time.Minute})
+			f.joinAll(t, tc.sku, users(tc.joiners))
+			tc.turns(ctx, t, f, tc.sku)
+			if found, err := f.rooms.Audit(ctx); err != nil || len(found) != 0 {
+				t.Fatalf("audit: %+v %v", found, err)
+			}
+		})
 	}
 }
 

@@ -53,24 +53,46 @@ func (h *scriptCalls) count(cmd redis.Cmder) {
 	}
 }
 
+// countedFixture is a fixture whose Redis client counts its script calls.
+func countedFixture(t *testing.T) (*fixture, *scriptCalls) {
+	t.Helper()
+	f := newFixture(t)
+	calls := &scriptCalls{}
+	f.r.Client.AddHook(calls)
+	return f, calls
+}
+
+// freshTicket is user's ticket as the instance answers it, with the script
+// calls the answer made; Freshen first keeps the snapshot young on a slow
+// machine, so the answer depends on the rank alone.
+func freshTicket(ctx context.Context, f *fixture, calls *scriptCalls, sku, user string) (room.Ticket, int64, error) {
+	f.rooms.Freshen(sku)
+	n := calls.scripts.Load()
+	tk, err := f.rooms.TicketOf(ctx, sku, user, nil)
+	return tk, calls.scripts.Load() - n, err
+}
+
+// sameTicket fails t unless the ticket the instance answered is the one
+// Redis holds, to the byte of their JSON; it returns Redis's.
+func sameTicket(t *testing.T, got, want room.Ticket) string {
+	t.Helper()
+	g, _ := json.Marshal(got)
+	w, _ := json.Marshal(want)
+	if string(g) != string(w) {
+		t.Fatalf("ticket as answered\n%s\nfrom Redis\n%s", g, w)
+	}
+	return string(w)
+}
+
 // Far from the front, or admitted with a pass the instance has read, a
 // ticket read is worked out from the admitter's last turn with no Redis
 // call, and says what Redis would; near the front it is read from Redis,
 // so an admission shows at once.
 func TestFarBackTicketsComeFromTheAdmittersTurn(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	var calls scriptCalls
-	f.r.Client.AddHook(&calls)
+	f, calls := countedFixture(t)
 	ctx := context.Background()
-	f.open(t, "far", 100, time.Time{}, inventory.RoomSettings{AdmitPerSecond: 10, PassTTL: time.Minute})
-	us := users(60)
-	f.joinAll(t, "far", us)
-	time.Sleep(300 * time.Millisecond) // three tokens' worth
-	tr, err := f.rooms.AdmitTurn(ctx, "far")
-	if err != nil || tr.Status != "ok" || tr.Total < 1 {
-		t.Fatalf("turn: %+v %v", tr, err)
-	}
+	us := turnedRoom(ctx, t, f, "far")
 	// Each ticket from Redis (which also learns its place), then as the
 	// instance answers it: the same. No admitter runs, so Redis stays as
 	// the turn left it; Freshen keeps the snapshot young on a slow machine.
@@ -80,23 +102,17 @@ func TestFarBackTicketsComeFromTheAdmittersTurn(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.rooms.Freshen("far")
-		n := calls.scripts.Load()
-		got, err := f.rooms.TicketOf(ctx, "far", u, nil)
+		got, n, err := freshTicket(ctx, f, calls, "far", u)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if calls.scripts.Load() != n {
+		if n != 0 {
 			fromRedis++
 		}
 		if want.Position != nil && *want.Position > lastPos {
 			last, lastPos = u, *want.Position
 		}
-		g, _ := json.Marshal(got)
-		w, _ := json.Marshal(want)
-		if string(g) != string(w) {
-			t.Fatalf("ticket as answered\n%s\nfrom Redis\n%s", g, w)
-		}
+		sameTicket(t, got, want)
 	}
 	// Positions up to rate + rate x the snapshot's age + 1 behind the
 	// admitted ones are near: 10 + 3 + 1 = 14 of them.
@@ -112,10 +128,8 @@ func TestFarBackTicketsComeFromTheAdmittersTurn(t *testing.T) {
 	if _, err := f.rooms.AdmitTurn(ctx, "far"); err != nil {
 		t.Fatal(err)
 	}
-	f.rooms.Freshen("far")
-	n0 := calls.scripts.Load()
-	if _, err := f.rooms.TicketOf(ctx, "far", last, nil); err != nil || calls.scripts.Load() != n0+1 {
-		t.Fatalf("after the rate went up: %v, %d script calls, want the ticket read from Redis", err, calls.scripts.Load()-n0)
+	if _, n, err := freshTicket(ctx, f, calls, "far", last); err != nil || n != 1 {
+		t.Fatalf("after the rate went up: %v, %d script calls, want the ticket read from Redis", err, n)
 	}
 }
 
@@ -124,17 +138,9 @@ func TestFarBackTicketsComeFromTheAdmittersTurn(t *testing.T) {
 // turn); the first still waiting is read from Redis.
 func TestSoldOutTicketsFarBackComeFromTheTurn(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	var calls scriptCalls
-	f.r.Client.AddHook(&calls)
+	f, calls := countedFixture(t)
 	ctx := context.Background()
-	f.open(t, "gone", 100, time.Time{}, inventory.RoomSettings{AdmitPerSecond: 10, PassTTL: time.Minute})
-	us := users(60)
-	f.joinAll(t, "gone", us)
-	time.Sleep(300 * time.Millisecond) // three tokens' worth
-	if tr, err := f.rooms.AdmitTurn(ctx, "gone"); err != nil || tr.Status != "ok" || tr.Total < 1 {
-		t.Fatalf("turn: %+v %v", tr, err)
-	}
+	us := turnedRoom(ctx, t, f, "gone")
 	if err := f.r.Client.HSet(ctx, f.stock.SaleKey("gone"), "available", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -146,13 +152,27 @@ func TestSoldOutTicketsFarBackComeFromTheTurn(t *testing.T) {
 		user  string
 		calls int64
 	}{{atRank(t, f, "gone", us, 59), 0}, {atRank(t, f, "gone", us, tr.Total), 1}} {
-		f.rooms.Freshen("gone")
-		n := calls.scripts.Load()
-		tk, err := f.rooms.TicketOf(ctx, "gone", c.user, nil)
-		if err != nil || tk.State != room.StateSoldOut || calls.scripts.Load() != n+c.calls {
-			t.Fatalf("sold out: %+v %v, %d script calls, want %d", tk, err, calls.scripts.Load()-n, c.calls)
+		tk, n, err := freshTicket(ctx, f, calls, "gone", c.user)
+		if err != nil || tk.State != room.StateSoldOut || n != c.calls {
+			t.Fatalf("sold out: %+v %v, %d script calls, want %d", tk, err, n, c.calls)
 		}
 	}
+}
+
+// turnedRoom opens a room of 100 units admitting 10 a second, lets 60
+// shoppers join, and runs one turn once three tokens are due, which admits
+// some of them.
+func turnedRoom(ctx context.Context, t *testing.T, f *fixture, sku string) []string {
+	t.Helper()
+	f.open(t, sku, 100, time.Time{}, inventory.RoomSettings{AdmitPerSecond: 10, PassTTL: time.Minute})
+	us := users(60)
+	f.joinAll(t, sku, us)
+	time.Sleep(300 * time.Millisecond) // three tokens' worth
+	tr, err := f.rooms.AdmitTurn(ctx, sku)
+	if err != nil || tr.Status != "ok" || tr.Total < 1 {
+		t.Fatalf("turn: %+v %v", tr, err)
+	}
+	return us
 }
 
 // atRank is the shopper of us at rank (from 0) in sku's admission order.
@@ -172,9 +192,7 @@ func atRank(t *testing.T, f *fixture, sku string, us []string, rank int64) strin
 // turn with no Redis call, and say what Redis would, sold out too.
 func TestEarlyTicketsComeFromTheTurnBeforeTheShuffle(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	var calls scriptCalls
-	f.r.Client.AddHook(&calls)
+	f, calls := countedFixture(t)
 	ctx := context.Background()
 	starts := time.Now().Add(time.Hour).Truncate(time.Millisecond)
 	f.open(t, "soon", 100, starts, inventory.RoomSettings{AdmitPerSecond: 10, PassTTL: time.Minute})
@@ -196,17 +214,11 @@ func TestEarlyTicketsComeFromTheTurnBeforeTheShuffle(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			f.rooms.Freshen("soon")
-			n := calls.scripts.Load()
-			got, err := f.rooms.TicketOf(ctx, "soon", u, nil)
-			if err != nil || calls.scripts.Load() != n {
-				t.Fatalf("ticket: %v, %d script calls, want none", err, calls.scripts.Load()-n)
+			got, n, err := freshTicket(ctx, f, calls, "soon", u)
+			if err != nil || n != 0 {
+				t.Fatalf("ticket: %v, %d script calls, want none", err, n)
 			}
-			g, _ := json.Marshal(got)
-			w, _ := json.Marshal(want)
-			if string(g) != string(w) {
-				t.Fatalf("ticket as answered\n%s\nfrom Redis\n%s", g, w)
-			}
+			w := sameTicket(t, got, want)
 			if want.Position != nil || (available == 0) != (want.State == room.StateSoldOut) {
 				t.Fatalf("before the shuffle, %d available: %s", available, w)
 			}
@@ -216,10 +228,8 @@ func TestEarlyTicketsComeFromTheTurnBeforeTheShuffle(t *testing.T) {
 	// from Redis.
 	f.rooms.Forget("soon", other)
 	for _, u := range []string{other, users(1)[0]} {
-		f.rooms.Freshen("soon")
-		n := calls.scripts.Load()
-		if _, err := f.rooms.TicketOf(ctx, "soon", u, nil); calls.scripts.Load() != n+1 {
-			t.Fatalf("unseen shopper: %v, %d script calls, want 1", err, calls.scripts.Load()-n)
+		if _, n, err := freshTicket(ctx, f, calls, "soon", u); n != 1 {
+			t.Fatalf("unseen shopper: %v, %d script calls, want 1", err, n)
 		}
 	}
 }
@@ -231,9 +241,7 @@ func TestEarlyTicketsComeFromTheTurnBeforeTheShuffle(t *testing.T) {
 // holds.
 func TestStreamsShareTheAdmittersTurns(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	var calls scriptCalls
-	f.r.Client.AddHook(&calls)
+	f, calls := countedFixture(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	const n, rate = 150, 75
 	starts := time.Now().Add(2500 * time.Millisecond).Truncate(time.Millisecond)

@@ -45,8 +45,7 @@ func TestErasureStopsAPurchaseOnItsWay(t *testing.T) {
 			g := &scriptGate{hit: make(chan struct{}), release: make(chan struct{})}
 			var a *shoptest.App
 			if tc.cluster {
-				c := testenv.StartCluster(t, 3)
-				rdb := testenv.OpenCluster(t, c)
+				c, rdb := testenv.StartOpenCluster(t, 3)
 				rdb.AddHook(g)
 				a = shoptest.OnCluster(t, c, rdb, cfg)
 			} else {

@@ -126,6 +126,16 @@ func oneRead(t *testing.T, limit int, cfg func(*config.Config)) (*shoptest.App, 
 	return oneReadWith(t, limit, cfg, shoptest.Options{})
 }
 
+// rdShopper is a oneRead app with 10 units of "rd" on sale and the token
+// of a shopper signed in as email: the signed-in reads' opening.
+func rdShopper(t *testing.T, limit int, email string) (*shoptest.App, *readSpy, string) {
+	t.Helper()
+	a, spy := oneRead(t, limit, nil)
+	a.Sale(t, "rd", 100, 10, 0)
+	_, token := a.Shopper(t, email)
+	return a, spy, token
+}
+
 // oneReadWith is oneRead built with o's further options.
 func oneReadWith(t *testing.T, limit int, cfg func(*config.Config), o shoptest.Options) (*shoptest.App, *readSpy) {
 	t.Helper()
@@ -454,9 +464,7 @@ func TestOneTripReadRaceExactTotals(t *testing.T) {
 // of a check made first.
 func TestOneTripReadSignedIn(t *testing.T) {
 	t.Parallel()
-	a, spy := oneRead(t, 100, nil)
-	a.Sale(t, "rd", 100, 10, 0)
-	_, token := a.Shopper(t, "rd-signed-in@example.com")
+	a, spy, token := rdShopper(t, 100, "rd-signed-in@example.com")
 	read := func() openapitest.Reply { return a.Do(t, http.MethodGet, "/api/v1/products/rd", token, "") }
 	wantProduct(t, read(), "rd", "Product rd", 10) // loads the script
 	var r openapitest.Reply
@@ -474,9 +482,7 @@ func TestOneTripReadSignedIn(t *testing.T) {
 // all, reads anonymously, in the one trip.
 func TestOneTripReadRevokedTokenReadsAnonymously(t *testing.T) {
 	t.Parallel()
-	a, spy := oneRead(t, 100, nil)
-	a.Sale(t, "rd", 100, 10, 0)
-	_, token := a.Shopper(t, "rd-revoked@example.com")
+	a, spy, token := rdShopper(t, 100, "rd-revoked@example.com")
 	shoptest.WantStatus(t, a.Do(t, http.MethodPost, "/api/v1/auth/logout", token, ""), http.StatusNoContent)
 	wantProduct(t, a.Do(t, http.MethodGet, "/api/v1/products/rd", token, ""), "rd", "Product rd", 10)
 	for _, tok := range []string{token, "not-a-token"} {
@@ -495,9 +501,7 @@ func TestOneTripReadRevokedTokenReadsAnonymously(t *testing.T) {
 // having read nothing and checked no session (its idle expiry not slid).
 func TestOneTripReadSignedInOverTheLimit(t *testing.T) {
 	t.Parallel()
-	a, spy := oneRead(t, 2, nil)
-	a.Sale(t, "rd", 100, 10, 0)
-	_, token := a.Shopper(t, "rd-limited@example.com")
+	a, spy, token := rdShopper(t, 2, "rd-limited@example.com")
 	read := func() openapitest.Reply { return a.Do(t, http.MethodGet, "/api/v1/products/rd", token, "") }
 	for range 2 {
 		wantProduct(t, read(), "rd", "Product rd", 10)

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/valyala/fasthttp"
-
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/shop/shoptest"
 )
@@ -132,31 +130,11 @@ func benchRoom(b *testing.B, a *shoptest.App, method, sku string, bearers []stri
 // benchRoomOps runs b.N requests, the nth (from 0) op(n): method, SKU
 // (its room's route) or path, and Authorization.
 func benchRoomOps(b *testing.B, a *shoptest.App, op func(n uint64) (method, skuOrPath, bearer string)) {
-	var seq atomic.Uint64
-	h := a.Fiber.Handler()
-	b.ReportAllocs()
-	b.SetParallelism(25)
-	defer cpuPerOp(b)()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		var rc fasthttp.RequestCtx
-		for pb.Next() {
-			n := seq.Add(1) - 1
-			method, path, bearer := op(n)
-			rc.ResetUserValues()
-			rc.Request.Reset()
-			rc.Response.Reset()
-			rc.Request.Header.SetMethod(method)
-			if !strings.HasPrefix(path, "/") {
-				path = "/api/v1/products/" + path + "/queue"
-			}
-			rc.Request.SetRequestURI(path)
-			rc.Request.Header.Set("Authorization", bearer)
-			rc.Request.Header.Set("X-Forwarded-For", fmt.Sprintf("198.18.0.%d", n%benchShoppers+1))
-			h(&rc)
-			if st := rc.Response.StatusCode(); st != http.StatusOK && st != http.StatusCreated {
-				b.Fatalf("status %d: %s", st, rc.Response.Body())
-			}
+	benchRequests(b, a, func(n uint64) (string, string, string) {
+		method, path, bearer := op(n)
+		if !strings.HasPrefix(path, "/") {
+			path = "/api/v1/products/" + path + "/queue"
 		}
-	})
+		return method, path, bearer
+	}, http.StatusOK, http.StatusCreated)
 }

@@ -71,6 +71,14 @@ func OpenCluster(t testing.TB, c *RedisCluster) *redis.ClusterClient {
 	return rdb
 }
 
+// StartOpenCluster is StartCluster with a client opened on it as OpenCluster
+// opens one: what most tests of code that runs on a cluster begin with.
+func StartOpenCluster(t testing.TB, masters int) (*RedisCluster, *redis.ClusterClient) {
+	t.Helper()
+	c := StartCluster(t, masters)
+	return c, OpenCluster(t, c)
+}
+
 func startCluster(t testing.TB, masters int, replicas bool) *RedisCluster {
 	t.Helper()
 	if masters != 1 && masters < 3 {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/order/writer"
+	"github.com/shop-oss/shop/internal/racetest"
 	"github.com/shop-oss/shop/internal/shop/shoptest"
 )
 
@@ -77,27 +78,18 @@ func runWriter(t *testing.T, a *shoptest.App) (stop func()) {
 func buyAll(t *testing.T, a *shoptest.App, tokens []string) map[string]string {
 	var mu sync.Mutex
 	won := map[string]string{}
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for _, tok := range tokens {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			r := a.Do(t, "POST", "/api/v1/products/flash/purchase", tok, `{}`)
-			switch r.Status {
-			case http.StatusAccepted:
-				mu.Lock()
-				won[tok] = r.JSON(t)["order_id"].(string)
-				mu.Unlock()
-			case http.StatusConflict:
-			default:
-				t.Errorf("purchase: %d %s", r.Status, r.Body)
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
+	racetest.Together(racetest.Times(len(tokens), func(i int) {
+		r := a.Do(t, "POST", "/api/v1/products/flash/purchase", tokens[i], `{}`)
+		switch r.Status {
+		case http.StatusAccepted:
+			mu.Lock()
+			won[tokens[i]] = r.JSON(t)["order_id"].(string)
+			mu.Unlock()
+		case http.StatusConflict:
+		default:
+			t.Errorf("purchase: %d %s", r.Status, r.Body)
+		}
+	})...)
 	return won
 }
 

@@ -11,10 +11,8 @@ import (
 
 	"github.com/shop-oss/shop/internal/cart"
 	"github.com/shop-oss/shop/internal/openapitest"
+	"github.com/shop-oss/shop/internal/shop/shoptest"
 )
-
-// maxFuzzPath bounds a fuzzed path well inside the read buffer.
-const maxFuzzPath = 2048
 
 // FuzzCartChange sends arbitrary skus and bodies through the real app to
 // POST /cart/items (add), PUT /cart/items/{sku} (set) and DELETE
@@ -62,10 +60,7 @@ func FuzzCartChange(f *testing.F) {
 		case 2:
 			method, path, body = http.MethodDelete, path+"/"+url.PathEscape(sku), nil
 		}
-		// A request line over the server's 4 KiB read buffer is refused by
-		// fasthttp before Fiber (431 from a real server; app.Test reports
-		// it as an error instead): the HTTP layer's own tests cover it.
-		if len(path) > maxFuzzPath {
+		if len(path) > shoptest.MaxFuzzPath {
 			t.Skip()
 		}
 		r := openapitest.Do(t, h.Fiber, method, path, tok, string(body))

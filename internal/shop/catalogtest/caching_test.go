@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/shop-oss/shop/internal/racetest"
 )
 
 // The near cache is off in the tests of the Redis cache below: they check
@@ -156,19 +158,12 @@ func TestConcurrentMissesLoadOnce(t *testing.T) {
 	writer, in := newInstance(t, st), newInstance(t, st)
 	writer.create(t, "hot", "c", 1)
 	st.rdb.Del(context.Background(), st.prefix+"cache:entry:{product:hot}") // as if it expired
-	start := make(chan struct{})
-	var wg sync.WaitGroup
 	var failed atomic.Int32
-	for range 200 {
-		wg.Go(func() {
-			<-start
-			if p, err := in.Catalog.Get(context.Background(), "hot"); err != nil || p.SKU != "hot" {
-				failed.Add(1)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
+	racetest.Together(racetest.Times(200, func(int) {
+		if p, err := in.Catalog.Get(context.Background(), "hot"); err != nil || p.SKU != "hot" {
+			failed.Add(1)
+		}
+	})...)
 	if failed.Load() > 0 {
 		t.Errorf("%d reads failed", failed.Load())
 	}

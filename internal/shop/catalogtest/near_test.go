@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/shop-oss/shop/internal/config"
+	"github.com/shop-oss/shop/internal/racetest"
 )
 
 // The product reads from memory (SHOP_NEAR_CACHE_TTL): the near cache in
@@ -101,21 +101,15 @@ func TestNearCacheReadersRacingUpdates(t *testing.T) {
 	writer, reader := newInstance(t, st, nearHour), newInstance(t, slow, nearHour)
 	writer.create(t, "p", "c", 0)
 	nearHeard(t, reader, 3)
-	start := make(chan struct{})
 	var stop atomic.Bool
 	var failed atomic.Int32
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Go(func() {
-			<-start
-			for !stop.Load() {
-				if _, err := reader.Catalog.Get(context.Background(), "p"); err != nil {
-					failed.Add(1)
-				}
+	wait := racetest.Start(racetest.Times(16, func(int) {
+		for !stop.Load() {
+			if _, err := reader.Catalog.Get(context.Background(), "p"); err != nil {
+				failed.Add(1)
 			}
-		})
-	}
-	close(start)
+		}
+	})...)
 	ctx := context.Background()
 	for round := int64(1); round <= rounds; round++ {
 		if _, err := writer.Catalog.Update(ctx, "p", inventoryInput("c", round)); err != nil {
@@ -124,7 +118,7 @@ func TestNearCacheReadersRacingUpdates(t *testing.T) {
 	}
 	nearHeard(t, reader, 3+3*rounds) // each update: p, category:*, category:c
 	stop.Store(true)
-	wg.Wait()
+	wait()
 	if failed.Load() > 0 {
 		t.Fatalf("%d reads failed", failed.Load())
 	}

@@ -10,7 +10,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/racetest"
 )
 
 // seedFault is what a seedFaults hook does to one call of the seed script.
@@ -220,27 +220,18 @@ func TestConcurrentSeedsWhileRedisFailsAgree(t *testing.T) {
 	in.create(t, "race-1", "c", 100)
 	in.putUntilOK(t, "race-1", `{"quantity":1}`)
 
-	start := make(chan struct{})
-	var wg sync.WaitGroup
 	var ok atomic.Int64
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			body := fmt.Sprintf(`{"quantity":%d}`, 10+i%4)
-			r := in.do(t, http.MethodPut, "/api/v1/admin/products/race-1/stock", body)
-			switch r.status {
-			case http.StatusOK:
-				ok.Add(1)
-			case http.StatusServiceUnavailable:
-			default:
-				t.Errorf("PUT %s: %d %s", body, r.status, r.body)
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
+	racetest.Together(racetest.Times(n, func(i int) {
+		body := fmt.Sprintf(`{"quantity":%d}`, 10+i%4)
+		r := in.do(t, http.MethodPut, "/api/v1/admin/products/race-1/stock", body)
+		switch r.status {
+		case http.StatusOK:
+			ok.Add(1)
+		case http.StatusServiceUnavailable:
+		default:
+			t.Errorf("PUT %s: %d %s", body, r.status, r.body)
+		}
+	})...)
 	rep := in.putUntilOK(t, "race-1", `{"quantity":77}`)
 
 	rows := roundRows(t, st.db, "race-1")

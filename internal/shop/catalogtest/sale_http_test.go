@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/racetest"
 )
 
 func (r result) stockReport(t testing.TB) inventory.StockReport {
@@ -138,28 +138,15 @@ func TestReseedWhileBuyersRace(t *testing.T) {
 	in.create(t, "sale-3", "c", 100)
 	first := in.seed(t, "sale-3", `{"quantity":30,"per_user_limit":1}`)
 	const buyers, tries = 40, 5
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for u := range buyers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			for range tries {
-				_, _ = buy(t, st, in.stock, "user-"+strconv.Itoa(u), "sale-3", 1)
-			}
-		}()
-	}
 	var second inventory.StockReport
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		<-start
+	racetest.Together(append(racetest.Times(buyers, func(u int) {
+		for range tries {
+			_, _ = buy(t, st, in.stock, "user-"+strconv.Itoa(u), "sale-3", 1)
+		}
+	}), func() {
 		time.Sleep(2 * time.Millisecond)
 		second = in.seed(t, "sale-3", `{"quantity":25,"per_user_limit":1}`)
-	}()
-	close(start)
-	wg.Wait()
+	})...)
 
 	perRound := map[int64]int{}
 	perUserRound := map[string]int{}

@@ -10,10 +10,8 @@ import (
 	"github.com/shop-oss/shop/internal/openapitest"
 	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/order/orderhttp"
+	"github.com/shop-oss/shop/internal/shop/shoptest"
 )
-
-// maxFuzzPath bounds a fuzzed path well inside the read buffer.
-const maxFuzzPath = 2048
 
 // FuzzPurchase sends arbitrary skus, bodies and Idempotency-Keys through the
 // real app to POST /products/{sku}/purchase (drill 29): never a 5xx, every
@@ -55,10 +53,7 @@ func FuzzPurchase(f *testing.F) {
 			headers = []string{orderhttp.HeaderIdempotencyKey, key}
 		}
 		path := "/api/v1/products/" + url.PathEscape(sku) + "/purchase"
-		// A request line or header over the server's 4 KiB read buffer is
-		// refused by fasthttp before Fiber (431 from a real server; app.Test
-		// reports it as an error instead): the HTTP layer's tests cover it.
-		if len(path)+len(key) > maxFuzzPath {
+		if len(path)+len(key) > shoptest.MaxFuzzPath {
 			t.Skip()
 		}
 		r := openapitest.Do(t, h.Fiber, http.MethodPost, path, tok, string(body), headers...)

@@ -74,6 +74,16 @@ func (s *sagaShop) stoppedCheckout(t *testing.T, point saga.Point) (home, foreig
 	return home, foreign, user, s.stopAt(t, point, user, order.Line{SKU: home, Quantity: 1}, order.Line{SKU: foreign, Quantity: 2})
 }
 
+// newBusySagaShop is a sagaShop with its writer running and the others'
+// orders placed: where most hold tests stop their own checkout.
+func newBusySagaShop(t *testing.T, holdLifetime time.Duration) *sagaShop {
+	t.Helper()
+	s := newSagaShop(t, holdLifetime)
+	s.writer(t)
+	s.others(t)
+	return s
+}
+
 // others places committed cross-shard orders of another buyer in every
 // partition, so that the rounds recover rebuilds are not empty.
 func (s *sagaShop) others(t *testing.T) {
@@ -178,9 +188,7 @@ func round(rep recovery.Report, sku string) recovery.Round {
 // clean, and recover again changes nothing.
 func TestRecoverCountsAHoldThatCommitsAfterward(t *testing.T) {
 	t.Parallel()
-	s := newSagaShop(t, saga.DefaultHoldLifetime)
-	s.writer(t)
-	s.others(t)
+	s := newBusySagaShop(t, saga.DefaultHoldLifetime)
 	home, foreign, u, done := s.stoppedCheckout(t, saga.AfterHold)
 
 	rep := s.recover(t, nil)
@@ -211,9 +219,7 @@ func TestRecoverCountsAHoldThatCommitsAfterward(t *testing.T) {
 // exactly, the audit is clean.
 func TestRecoverCountsAHoldTheRepairGivesBack(t *testing.T) {
 	t.Parallel()
-	s := newSagaShop(t, 200*time.Millisecond)
-	s.writer(t)
-	s.others(t)
+	s := newBusySagaShop(t, 200*time.Millisecond)
 	home, foreign, u, done := s.stoppedCheckout(t, saga.AfterHold)
 
 	s.recover(t, nil)
@@ -250,9 +256,7 @@ func TestRecoverCountsAHoldTheRepairGivesBack(t *testing.T) {
 // dropped: every round adds up exactly, the audit is clean.
 func TestRecoverCountsAHoldOfAPersistedOrderOnce(t *testing.T) {
 	t.Parallel()
-	s := newSagaShop(t, saga.DefaultHoldLifetime)
-	s.writer(t)
-	s.others(t)
+	s := newBusySagaShop(t, saga.DefaultHoldLifetime)
 	home, foreign, u, done := s.stoppedCheckout(t, saga.AfterCommit)
 	s.Drained(t)
 

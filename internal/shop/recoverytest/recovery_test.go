@@ -1,6 +1,7 @@
 package recoverytest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -191,7 +192,7 @@ func TestRecoverReportsLostOrders(t *testing.T) {
 
 	rep := s.recover(t, append(slices.Clone(s.orders), gone, dead)...)
 	want := []recovery.Lost{{OrderID: gone}, {OrderID: lostWithStatus, Status: "pending"}}
-	slices.SortFunc(want, func(a, b recovery.Lost) int { return compare(a.OrderID, b.OrderID) })
+	slices.SortFunc(want, func(a, b recovery.Lost) int { return cmp.Compare(a.OrderID, b.OrderID) })
 	if !slices.Equal(rep.Lost, want) {
 		t.Fatalf("lost %+v, want %+v", rep.Lost, want)
 	}
@@ -200,16 +201,6 @@ func TestRecoverReportsLostOrders(t *testing.T) {
 	if b.Available != 5-3-1 || buyers[s.users[1]] != "" || buyers[s.users[0]] != "2" {
 		t.Fatalf("b after recovery: %+v buyers %v", b, buyers)
 	}
-}
-
-func compare(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Recover runs again and again while many buyers, released together, buy

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shop-oss/shop/internal/openapitest"
+	"github.com/shop-oss/shop/internal/shop/shoptest"
 )
 
 // FuzzJoinBody sends arbitrary bodies and SKUs to POST .../queue: never a
@@ -39,7 +40,7 @@ func FuzzJoinBody(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, sku string, body []byte) {
 		path := "/api/v1/products/" + url.PathEscape(sku) + "/queue"
-		if len(path) > 2048 {
+		if len(path) > shoptest.MaxFuzzPath {
 			return
 		}
 		r := x.Do(t, http.MethodPost, path, tok, string(body))

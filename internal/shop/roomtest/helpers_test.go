@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"github.com/shop-oss/shop/internal/auth"
+	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/openapitest"
+	"github.com/shop-oss/shop/internal/room"
 	"github.com/shop-oss/shop/internal/room/roomrule"
 	"github.com/shop-oss/shop/internal/shop/shoptest"
 )
@@ -51,67 +53,25 @@ func nextSecond(d time.Duration) time.Time {
 	return time.Now().Add(d).Truncate(time.Second).Add(time.Second).UTC()
 }
 
+// The answers decode into the API's own types (inventory.StockReport,
+// room.Ticket, room.View, room.Fairness, room.Entry): the wire form is
+// openapi.yaml's to check, which every exchange here is checked against.
+
 // seed opens a round of sku (made if need be) with body as PUT stock's;
 // it fails t unless that answers 200 and returns the report.
-func (f *fixture) seed(t testing.TB, sku, body string) stockReport {
+func (f *fixture) seed(t testing.TB, sku, body string) inventory.StockReport {
 	t.Helper()
 	if _, err := f.Catalog.Get(context.Background(), sku); err != nil {
 		f.Product(t, sku, 1000)
 	}
-	var rep stockReport
+	var rep inventory.StockReport
 	f.Do(t, http.MethodPut, "/api/v1/admin/products/"+sku+"/stock", f.admin, body).Decode(t, http.StatusOK, &rep)
 	return rep
 }
 
-type roomReport struct {
-	AdmitPerSecond int    `json:"admit_per_second"`
-	PassTTLSeconds int    `json:"pass_ttl_seconds"`
-	ChallengeBits  int    `json:"challenge_bits"`
-	Waiting        int64  `json:"waiting"`
-	Admitted       int64  `json:"admitted"`
-	SeedSHA256     string `json:"seed_sha256"`
-	RoundID        int64  `json:"round_id"`
-}
-
-type stockReport struct {
-	RoundID     *int64      `json:"round_id"`
-	Quantity    int64       `json:"quantity"`
-	Available   int64       `json:"available"`
-	WaitingRoom *roomReport `json:"waiting_room"`
-}
-
-type ticket struct {
-	EntryID       string     `json:"entry_id"`
-	State         string     `json:"state"`
-	Position      *int64     `json:"position"`
-	ETASeconds    *int64     `json:"eta_seconds"`
-	JoinedAt      time.Time  `json:"joined_at"`
-	Pass          *string    `json:"pass"`
-	PassExpiresAt *time.Time `json:"pass_expires_at"`
-	EventsURL     string     `json:"events_url"`
-}
-
-type fairness struct {
-	SKU              string  `json:"sku"`
-	RoundID          int64   `json:"round_id"`
-	SeedSHA256       string  `json:"seed_sha256"`
-	Seed             *string `json:"seed"`
-	EarlyEntries     int64   `json:"early_entries"`
-	EarlyOrderSHA256 *string `json:"early_order_sha256"`
-}
-
-type entry struct {
-	EntryID    string     `json:"entry_id"`
-	UserID     string     `json:"user_id"`
-	Position   *int64     `json:"position"` // null before the shuffle
-	Early      bool       `json:"early"`
-	JoinedAt   time.Time  `json:"joined_at"`
-	AdmittedAt *time.Time `json:"admitted_at"`
-}
-
 // sameEntries tells whether a and b list the same entries alike.
-func sameEntries(a, b []entry) bool {
-	return slices.EqualFunc(a, b, func(x, y entry) bool {
+func sameEntries(a, b []room.Entry) bool {
+	return slices.EqualFunc(a, b, func(x, y room.Entry) bool {
 		px, py := x.Position, y.Position
 		x.Position, y.Position = nil, nil
 		return x == y && (px == nil) == (py == nil) && (px == nil || *px == *py)
@@ -127,49 +87,49 @@ func position(p *int64) string {
 }
 
 type entryPage struct {
-	Items      []entry `json:"items"`
-	NextCursor *string `json:"next_cursor"`
+	Items      []room.Entry `json:"items"`
+	NextCursor *string      `json:"next_cursor"`
 }
 
-func (f *fixture) report(t testing.TB, sku string) stockReport {
+func (f *fixture) report(t testing.TB, sku string) inventory.StockReport {
 	t.Helper()
-	var rep stockReport
+	var rep inventory.StockReport
 	f.Do(t, http.MethodGet, "/api/v1/admin/products/"+sku+"/stock", f.admin, "").Decode(t, http.StatusOK, &rep)
 	return rep
 }
 
-func (f *fixture) join(t testing.TB, sku, token, body string, status int) ticket {
+func (f *fixture) join(t testing.TB, sku, token, body string, status int) room.Ticket {
 	t.Helper()
-	var tk ticket
+	var tk room.Ticket
 	f.Do(t, http.MethodPost, "/api/v1/products/"+sku+"/queue", token, body).Decode(t, status, &tk)
 	return tk
 }
 
-func (f *fixture) ticket(t testing.TB, sku, token string) ticket {
+func (f *fixture) ticket(t testing.TB, sku, token string) room.Ticket {
 	t.Helper()
-	var tk ticket
+	var tk room.Ticket
 	f.Do(t, http.MethodGet, "/api/v1/products/"+sku+"/queue", token, "").Decode(t, http.StatusOK, &tk)
 	return tk
 }
 
-func (f *fixture) adminView(t testing.TB, sku string) roomReport {
+func (f *fixture) adminView(t testing.TB, sku string) room.View {
 	t.Helper()
-	var v roomReport
+	var v room.View
 	f.Do(t, http.MethodGet, "/api/v1/admin/products/"+sku+"/queue", f.admin, "").Decode(t, http.StatusOK, &v)
 	return v
 }
 
-func (f *fixture) fairness(t testing.TB, sku string) fairness {
+func (f *fixture) fairness(t testing.TB, sku string) room.Fairness {
 	t.Helper()
-	var fr fairness
+	var fr room.Fairness
 	f.Do(t, http.MethodGet, "/api/v1/products/"+sku+"/queue/fairness", "", "").Decode(t, http.StatusOK, &fr)
 	return fr
 }
 
 // allEntries reads the whole entry list, limit at a time.
-func (f *fixture) allEntries(t testing.TB, sku string, limit int) []entry {
+func (f *fixture) allEntries(t testing.TB, sku string, limit int) []room.Entry {
 	t.Helper()
-	var out []entry
+	var out []room.Entry
 	cursor := ""
 	for pages := 0; ; pages++ {
 		if pages > 1000 {
@@ -223,7 +183,7 @@ func eventually(t testing.TB, wait time.Duration, what string, cond func() bool)
 // queueStream is a ticket's event stream read in the background.
 type queueStream struct {
 	resp    *http.Response
-	tickets chan ticket
+	tickets chan room.Ticket
 	cancel  context.CancelFunc
 }
 
@@ -248,7 +208,7 @@ func openQueueStream(t testing.TB, base, eventsURL string) *queueStream {
 		resp.Body.Close()
 		t.Fatalf("GET %s: %d %s", eventsURL, resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
-	s := &queueStream{resp: resp, tickets: make(chan ticket, 64), cancel: cancel}
+	s := &queueStream{resp: resp, tickets: make(chan room.Ticket, 64), cancel: cancel}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -264,7 +224,7 @@ func openQueueStream(t testing.TB, base, eventsURL string) *queueStream {
 			switch {
 			case line == "":
 				if name == "queue" {
-					var tk ticket
+					var tk room.Ticket
 					if json.Unmarshal([]byte(data), &tk) == nil {
 						s.tickets <- tk
 					} else {
@@ -287,7 +247,7 @@ func openQueueStream(t testing.TB, base, eventsURL string) *queueStream {
 
 // next returns the next ticket of the stream, failing t if none comes
 // within wait.
-func (s *queueStream) next(t testing.TB, wait time.Duration) ticket {
+func (s *queueStream) next(t testing.TB, wait time.Duration) room.Ticket {
 	t.Helper()
 	select {
 	case tk, ok := <-s.tickets:
@@ -298,7 +258,7 @@ func (s *queueStream) next(t testing.TB, wait time.Duration) ticket {
 	case <-time.After(wait):
 		t.Fatalf("no queue event within %s", wait)
 	}
-	return ticket{}
+	return room.Ticket{}
 }
 
 // solve answers a challenge of bits.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shop-oss/shop/internal/openapitest"
+	"github.com/shop-oss/shop/internal/room"
 )
 
 var hex64 = regexp.MustCompile(`^[0-9a-f]{64}$`)
@@ -45,7 +46,7 @@ func TestRoomOverHTTP(t *testing.T) {
 
 	// Five join early, each once; a repeat answers the same ticket.
 	var tokens, joined []string
-	tickets := map[string]ticket{}
+	tickets := map[string]room.Ticket{}
 	for range 5 {
 		_, tok := f.shopper(t)
 		tk := f.join(t, "drop", tok, "", http.StatusCreated)
@@ -76,7 +77,7 @@ func TestRoomOverHTTP(t *testing.T) {
 	}
 
 	// A new rate is in force at once, in every view.
-	var patched roomReport
+	var patched room.View
 	f.Do(t, http.MethodPatch, "/api/v1/admin/products/drop/queue", f.admin, `{"admit_per_second":2}`).
 		Decode(t, http.StatusOK, &patched)
 	if patched.AdmitPerSecond != 2 || patched.RoundID != round || patched.Waiting != 5 {
@@ -225,7 +226,7 @@ func TestTicketEvents(t *testing.T) {
 	if first.EntryID != tk.EntryID || first.State != "waiting" || first.Pass != nil || first.EventsURL != tk.EventsURL {
 		t.Fatalf("first event %+v, want the ticket %+v", first, tk)
 	}
-	var admitted ticket
+	var admitted room.Ticket
 	deadline := time.Now().Add(10 * time.Second)
 	for admitted.State != "admitted" {
 		if time.Now().After(deadline) {

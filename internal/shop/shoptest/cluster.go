@@ -39,9 +39,8 @@ type ClusterSale struct {
 // skuPrefix-0, skuPrefix-1, … until every partition has two.
 func NewClusterSale(t testing.TB, skuPrefix string, units int) *ClusterSale {
 	t.Helper()
-	c := testenv.StartCluster(t, 3)
+	c, rdb := testenv.StartOpenCluster(t, 3)
 	ctx := context.Background()
-	rdb := testenv.OpenCluster(t, c)
 	s := &ClusterSale{RDB: rdb, DB: testenv.NewDatabase(t), Prefix: c.Prefix, Parts: keyspace.NewPartitions(6, true),
 		Log: slog.New(slog.DiscardHandler)}
 	if err := order.SettlePartitions(ctx, rdb, s.Prefix, s.Parts); err != nil {
