@@ -57,7 +57,9 @@ var demoSales = []map[string]int{
 }
 
 func newSeedCmd(a *app) *cobra.Command {
-	return parentCmd("seed", "Load data", &cobra.Command{
+	// The demo's shoppers are users (their password hashing) who place
+	// orders (the saga's hold, on a cluster).
+	return parentCmd("seed", "Load data", readsSettings(&cobra.Command{
 		Use:   "demo",
 		Short: "Create a demo admin and a small catalog on sale (idempotent; SHOP_ENV=dev only)",
 		Long: "Create the demo admin (" + demoAdminEmail + ") and a small catalog in a few categories, " +
@@ -65,7 +67,7 @@ func newSeedCmd(a *app) *cobra.Command {
 			"products and sale rounds are left as they are.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.seedDemo(cmd.Context()) },
-	})
+	}, migratedSettings, []string{"SHOP_PASSWORD_HASHING", "SHOP_SAGA_HOLD_TTL"}))
 }
 
 func (a *app) seedDemo(ctx context.Context) error {
