@@ -32,6 +32,10 @@ type demoProduct struct {
 	stock, limit        int // stock < 0: not on sale
 }
 
+// demoFlashSale is the demo's flash-sale product, the one the
+// walk-through of docs/getting-started.md buys.
+const demoFlashSale = "phone-x1"
+
 var demoCatalog = []demoProduct{
 	{"phone-x1", "Phone X1 (flash sale)", "electronics", 49900, 100, 1},
 	{"earbuds-pro", "Earbuds Pro", "electronics", 12900, 500, 2},
@@ -106,7 +110,7 @@ func (a *app) seedDemo(ctx context.Context) error {
 	if err := seedSales(ctx, svc, orders, boards); err != nil {
 		return err
 	}
-	return printDemo(a.stdout)
+	return printDemo(ctx, a.stdout, sales)
 }
 
 // seedStores writes the demo stores (a replace, so a rerun changes nothing).
@@ -167,8 +171,16 @@ func seedProduct(ctx context.Context, catalog *inventory.Catalog, sales *invento
 	return err
 }
 
-func printDemo(w io.Writer) error {
-	_, err := fmt.Fprintf(w, "demo data ready: admin %s / %s; %d products (phone-x1: 100 units, 1 per shopper); %d pickup stores; %d shoppers' sales\n",
-		demoAdminEmail, demoAdminPassword, len(demoCatalog), len(demoStores), len(demoSales))
+// printDemo says what the demo holds, its flash sale's units read from
+// the store: a rerun after an admin opened another round tells that
+// round's, not the seed's.
+func printDemo(ctx context.Context, w io.Writer, sales *inventory.Sales) error {
+	rep, err := sales.Report(ctx, demoFlashSale)
+	if err != nil {
+		return fmt.Errorf("seed demo: %s: %w", demoFlashSale, err)
+	}
+	_, err = fmt.Fprintf(w, "demo data ready: admin %s / %s (console: /admin); %d products (%s: %d of %d units available, %d per shopper); %d pickup stores; %d shoppers' sales\n",
+		demoAdminEmail, demoAdminPassword, len(demoCatalog), demoFlashSale, rep.Available, rep.Quantity, rep.PerUserLimit,
+		len(demoStores), len(demoSales))
 	return err
 }
