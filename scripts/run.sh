@@ -32,16 +32,22 @@ addr=${SHOP_ADDR:-127.0.0.1:8080}
 export SHOP_ADDR=$addr
 
 mkdir -p bin
+# Say so before the silent build: a first one compiles every dependency.
+echo "run: building bin/shop (a first build compiles every dependency: about 80 s on an idle 2-core machine, far longer on a busy one; later builds take seconds)..." >&2
 go build -o bin/shop ./cmd/shop
 bin/shop migrate --create-db >/dev/null
-bin/shop seed demo
+# seed demo prints the demo admin and the flash sale's units as the store
+# has them (a walk-through may have opened another round since).
+demo=$(bin/shop seed demo)
 
 port=${addr##*:}
 cat <<MSG
 
 shop is starting on $addr: http://127.0.0.1:$port  (redis: $SHOP_REDIS_URL, postgres: $SHOP_DATABASE_URL)
 Only this machine can reach it; SHOP_ADDR=:$port make run listens on every interface.
+$demo
 Open http://127.0.0.1:$port/ in a browser: the storefront, with live stock.
+Open http://127.0.0.1:$port/admin: the admin console; sign in as the demo admin, admin@demo.shop / demo-admin-password.
 Try (docs/getting-started.md walks through a whole sale; -w prints each status):
   curl -s -w '\n%{http_code}\n' http://127.0.0.1:$port/readyz
   curl -s -w '\n%{http_code}\n' 'http://127.0.0.1:$port/api/v1/products?category=electronics'

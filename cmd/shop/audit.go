@@ -33,7 +33,7 @@ func newAuditCmd(a *app) *cobra.Command {
 		},
 	}
 	cmd.Flags().DurationVar(&lagBound, "lag-bound", audit.DefaultLagBound, "an order accepted this long ago must be in PostgreSQL")
-	return cmd
+	return readsSettings(cmd, storeSettings)
 }
 
 // runAudit runs the checks and prints the report; a violation is an error

@@ -77,6 +77,7 @@ func newBenchCmd(a *app) *cobra.Command {
 	env.str(&cfg.PostgresURL, "postgres-url", "BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "a PostgreSQL admin URL: shop_bench is created and dropped there")
 	env.str(&cfg.TestRedisURL, "test-redis-url", "SHOP_TEST_REDIS_URL", "redis://127.0.0.1:6379/1", "the Go benchmarks' Redis")
 	env.str(&cfg.TestDatabaseURL, "test-database-url", "SHOP_TEST_DATABASE_URL", "", "the Go benchmarks' PostgreSQL (default --postgres-url)")
+	readsSettings(cmd, []string{"SHOP_REDIS_URL"})
 	f.StringVar(&cfg.Dir, "dir", ".", "the shop repository")
 	f.StringVar(&cfg.Bin, "bin", "", "the shop binary the server and load generator run from (default this one)")
 	f.StringVar(&cfg.Out, "out", ".run/bench", "where the reports go (under --dir unless absolute)")

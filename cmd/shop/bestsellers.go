@@ -13,7 +13,7 @@ import (
 )
 
 func newBestsellersCmd(a *app) *cobra.Command {
-	return parentCmd("bestsellers", "Maintain the best-seller boards", &cobra.Command{
+	return parentCmd("bestsellers", "Maintain the best-seller boards", readsSettings(&cobra.Command{
 		Use:   "rebuild",
 		Short: "Recompute today's, this week's, this month's and the all-time boards from PostgreSQL",
 		Long: "The boards in Redis are derived from the orders in PostgreSQL; rebuild recomputes them " +
@@ -31,5 +31,5 @@ func newBestsellersCmd(a *app) *cobra.Command {
 				return err
 			})
 		},
-	})
+	}, migratedSettings))
 }

@@ -118,7 +118,7 @@ func newLoadtestCmd(a *app) *cobra.Command {
 		"as SHOP_REDIS_URL does with SHOP_REDIS_CLUSTER=true: the checks read each key on the master that holds it")
 	f.StringVar(&cfg.DatabaseURL, "database-url", "", "the server's PostgreSQL (with --redis-url)")
 	f.StringVar(&cfg.KeyPrefix, "key-prefix", "shop:", "the server's SHOP_KEY_PREFIX (with --redis-url)")
-	f.StringVar(&cfg.AcceptedOut, "accepted-out", "", "write the id of every order answered 202 to this file, one a line (for `shop recover --accepted`)")
+	f.StringVar(&cfg.AcceptedOut, "accepted-out", "", "write the id of every order answered 202 to this file, one a line (for shop recover --accepted)")
 	f.BoolVar(&asJSON, "json", false, "print the report as one JSON object")
 	f.IntVar(&procs, "procs", 0, "cores the load generator may use at once (GOMAXPROCS; 0: all). "+
 		"On a machine shared with the server, 1 leaves the rest to the server, like the single-threaded redis-benchmark")

@@ -45,6 +45,7 @@ func newPaymentsCmd(a *app) *cobra.Command {
 			})
 		},
 	}
+	readsSettings(reconcile, migratedSettings, orderSettings, []string{"SHOP_STRIPE_WEBHOOK_SECRET"})
 	reconcile.Flags().DurationVar(&since, "since", 24*time.Hour, "how far back to list the provider's payment intents")
 	return parentCmd("payments", "Maintain payments taken through the payment provider", reconcile)
 }

@@ -43,7 +43,7 @@ func newRecoverCmd(a *app) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&acceptedFile, "accepted", "", "file of accepted order ids, one a line (- for stdin)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as one JSON object")
-	return cmd
+	return readsSettings(cmd, storeSettings)
 }
 
 func readAccepted(path string, stdin io.Reader) ([]string, error) {

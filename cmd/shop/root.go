@@ -28,21 +28,19 @@ type app struct {
 func newRootCmd(getenv func(string) string, stdout, stderr io.Writer) (*cobra.Command, *app) {
 	a := &app{getenv: getenv, stdout: stdout, stderr: stderr}
 	root := &cobra.Command{
-		Use:           "shop",
-		Short:         "Flash-sale e-commerce backend",
-		Long:          "shop serves a storefront API built for flash sales: atomic Redis reservations, an order stream persisted to PostgreSQL exactly once.",
+		Use:   "shop",
+		Short: "Flash-sale e-commerce backend",
+		Long: "shop serves a storefront API built for flash sales: atomic Redis reservations, an order stream persisted to PostgreSQL exactly once.\n\n" +
+			"Settings come from SHOP_* environment variables; each command's -h lists, as flags of the same name, those it reads.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	a.flags = root.PersistentFlags()
-	// Each flag shows its variable's default; the value in force is the
-	// flag's when given, else the variable's, else that default.
-	defaults := config.Defaults()
-	for _, name := range config.Variables() {
-		a.flags.String(flagName(name), defaults[name], "overrides $"+name)
-	}
+	// Each command's flags are the settings it reads (readsSettings);
+	// the value in force is the flag's when given, else the variable's,
+	// else its default.
+	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) { a.flags = cmd.Flags() }
 	root.AddCommand(
 		newServeCmd(a),
 		newWriterCmd(a),
@@ -99,7 +97,7 @@ func (a *app) config() (*config.Config, error) {
 }
 
 func (a *app) lookup(name string) (string, bool) {
-	if f := a.flags.Lookup(flagName(name)); f != nil && f.Changed {
+	if f := a.flag(name); f != nil && f.Changed {
 		return f.Value.String(), true
 	}
 	if a.getenv == nil {
@@ -110,6 +108,14 @@ func (a *app) lookup(name string) (string, bool) {
 		return v, true
 	}
 	return "", false
+}
+
+// flag is the running command's flag of the variable name, if it reads it.
+func (a *app) flag(name string) *pflag.Flag {
+	if a.flags == nil {
+		return nil
+	}
+	return a.flags.Lookup(flagName(name))
 }
 
 // logger writes structured logs to stdout (stderr stays for the one line a

@@ -16,7 +16,7 @@ import (
 // connects to the stores as serve does, since the wiring needs them, but
 // serves nothing and migrates nothing.
 func newRoutesCmd(a *app) *cobra.Command {
-	return &cobra.Command{
+	return readsSettings(&cobra.Command{
 		Use:    "routes",
 		Short:  "List the HTTP routes `shop serve` mounts",
 		Hidden: true,
@@ -45,5 +45,5 @@ func newRoutesCmd(a *app) *cobra.Command {
 			_, err = fmt.Fprintln(a.stdout, strings.Join(slices.Compact(lines), "\n"))
 			return err
 		},
-	}
+	}, allSettings)
 }

@@ -32,6 +32,10 @@ type demoProduct struct {
 	stock, limit        int // stock < 0: not on sale
 }
 
+// demoFlashSale is the demo's flash-sale product, the one the
+// walk-through of docs/getting-started.md buys.
+const demoFlashSale = "phone-x1"
+
 var demoCatalog = []demoProduct{
 	{"phone-x1", "Phone X1 (flash sale)", "electronics", 49900, 100, 1},
 	{"earbuds-pro", "Earbuds Pro", "electronics", 12900, 500, 2},
@@ -57,7 +61,9 @@ var demoSales = []map[string]int{
 }
 
 func newSeedCmd(a *app) *cobra.Command {
-	return parentCmd("seed", "Load data", &cobra.Command{
+	// The demo's shoppers are users (their password hashing) who place
+	// orders (the saga's hold, on a cluster).
+	return parentCmd("seed", "Load data", readsSettings(&cobra.Command{
 		Use:   "demo",
 		Short: "Create a demo admin and a small catalog on sale (idempotent; SHOP_ENV=dev only)",
 		Long: "Create the demo admin (" + demoAdminEmail + ") and a small catalog in a few categories, " +
@@ -65,7 +71,7 @@ func newSeedCmd(a *app) *cobra.Command {
 			"products and sale rounds are left as they are.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.seedDemo(cmd.Context()) },
-	})
+	}, migratedSettings, []string{"SHOP_PASSWORD_HASHING", "SHOP_SAGA_HOLD_TTL"}))
 }
 
 func (a *app) seedDemo(ctx context.Context) error {
@@ -104,7 +110,7 @@ func (a *app) seedDemo(ctx context.Context) error {
 	if err := seedSales(ctx, svc, orders, boards); err != nil {
 		return err
 	}
-	return printDemo(a.stdout)
+	return printDemo(ctx, a.stdout, sales)
 }
 
 // seedStores writes the demo stores (a replace, so a rerun changes nothing).
@@ -165,8 +171,16 @@ func seedProduct(ctx context.Context, catalog *inventory.Catalog, sales *invento
 	return err
 }
 
-func printDemo(w io.Writer) error {
-	_, err := fmt.Fprintf(w, "demo data ready: admin %s / %s; %d products (phone-x1: 100 units, 1 per shopper); %d pickup stores; %d shoppers' sales\n",
-		demoAdminEmail, demoAdminPassword, len(demoCatalog), len(demoStores), len(demoSales))
+// printDemo says what the demo holds, its flash sale's units read from
+// the store: a rerun after an admin opened another round tells that
+// round's, not the seed's.
+func printDemo(ctx context.Context, w io.Writer, sales *inventory.Sales) error {
+	rep, err := sales.Report(ctx, demoFlashSale)
+	if err != nil {
+		return fmt.Errorf("seed demo: %s: %w", demoFlashSale, err)
+	}
+	_, err = fmt.Fprintf(w, "demo data ready: admin %s / %s (console: /admin); %d products (%s: %d of %d units available, %d per shopper); %d pickup stores; %d shoppers' sales\n",
+		demoAdminEmail, demoAdminPassword, len(demoCatalog), demoFlashSale, rep.Available, rep.Quantity, rep.PerUserLimit,
+		len(demoStores), len(demoSales))
 	return err
 }

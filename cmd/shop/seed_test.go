@@ -39,9 +39,13 @@ func TestSeedDemoIsIdempotent(t *testing.T) {
 			t.Fatalf("run %d: %d products, %d rounds, %d admins; want %d, 4, 1", i+1, p, rounds, admins, len(demoCatalog))
 		}
 	}
-	// One demo shopper bought a phone, on the first run only.
+	// One demo shopper bought a phone, on the first run only; the rerun
+	// says so, read from the store.
 	if n := r.Client.HGet(context.Background(), r.Prefix+"sale:{phone-x1}", "available").Val(); n != "99" {
 		t.Fatalf("phone-x1 available = %q, want 99", n)
+	}
+	if out, _ := seed(); !strings.Contains(out, "phone-x1: 99 of 100 units available, 1 per shopper") {
+		t.Fatalf("rerun says %q, want phone-x1's units as the store has them", out)
 	}
 	if n := count(`SELECT count(*) FROM stores`); n != len(demoStores) {
 		t.Fatalf("%d stores, want %d", n, len(demoStores))

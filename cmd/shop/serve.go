@@ -40,6 +40,7 @@ func newServeCmd(a *app) *cobra.Command {
 	cmd.Flags().BoolVar(&o.writer, "writer", true, "also run an order writer in this process")
 	cmd.Flags().StringVar(&o.pprofAddr, "pprof-addr", "", "serve the Go profiler (/debug/pprof/) on this separate address, e.g. 127.0.0.1:6060 (off when empty)")
 	o.wf.register(cmd)
+	readsSettings(cmd, allSettings)
 	// Hidden: for the fault drills only, and refused outside SHOP_ENV=dev.
 	cmd.Flags().StringVar(&o.sagaFault, "saga-fault", "", "SIGKILL this process mid-saga: after-hold|after-commit|before-finish:N (SHOP_ENV=dev only)")
 	_ = cmd.Flags().MarkHidden("saga-fault")

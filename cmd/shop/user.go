@@ -6,12 +6,13 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
 	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/auth"
 	"github.com/shop-oss/shop/internal/config"
-	"github.com/shop-oss/shop/internal/database"
 	"github.com/shop-oss/shop/internal/shop"
-	"github.com/spf13/cobra"
 )
 
 func newUserCmd(a *app) *cobra.Command {
@@ -29,27 +30,16 @@ func newUserAddCmd(a *app) *cobra.Command {
 			"Exits non-zero with one line when the email exists (in any letter case) or the input is invalid.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := a.config()
-			if err != nil {
+			return a.onDatabase(cmd.Context(), false, func(cfg *config.Config, db *pgxpool.Pool, _ int) error {
+				// No Redis: creating a user touches PostgreSQL only.
+				svc := auth.New(db, nil, shop.AuthConfig(cfg), a.logger(cfg), nil)
+				u, err := svc.CreateUser(cmd.Context(), email, password, name, role)
+				if err != nil {
+					return userAddError(email, err)
+				}
+				_, err = fmt.Fprintln(a.stdout, u.ID)
 				return err
-			}
-			ctx := cmd.Context()
-			db, err := database.OpenPostgres(ctx, cfg.DatabaseURL)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			if _, err := database.Migrate(ctx, db); err != nil {
-				return err
-			}
-			// No Redis: creating a user touches PostgreSQL only.
-			svc := auth.New(db, nil, shop.AuthConfig(cfg), a.logger(cfg), nil)
-			u, err := svc.CreateUser(ctx, email, password, name, role)
-			if err != nil {
-				return userAddError(email, err)
-			}
-			_, err = fmt.Fprintln(a.stdout, u.ID)
-			return err
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -57,6 +47,8 @@ func newUserAddCmd(a *app) *cobra.Command {
 	f.StringVar(&password, "password", "", "the password, 8 characters to 128 bytes (required)")
 	f.StringVar(&name, "name", "", "the user's display name")
 	f.StringVar(&role, "role", auth.RoleShopper, "shopper or admin")
+	// PostgreSQL only, and the password's hashing cost.
+	readsSettings(cmd, logSettings, []string{"SHOP_DATABASE_URL", "SHOP_PASSWORD_HASHING"})
 	_ = cmd.MarkFlagRequired("email")
 	_ = cmd.MarkFlagRequired("password")
 	return cmd
@@ -119,5 +111,6 @@ func newUserDeleteCmd(a *app) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&id, "id", "", "the user's id")
 	f.StringVar(&email, "email", "", "the user's email address")
-	return cmd
+	// Its sessions, and its unpaid orders cancelled.
+	return readsSettings(cmd, migratedSettings, orderSettings)
 }

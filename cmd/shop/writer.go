@@ -110,6 +110,7 @@ func newWriterCmd(a *app) *cobra.Command {
 		},
 	}
 	wf.register(cmd)
+	readsSettings(cmd, migratedSettings)
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve /metrics and /healthz on this address (off when empty)")
 	// Hidden: for the fault drills only, and refused outside SHOP_ENV=dev.
 	cmd.Flags().StringVar(&faultSpec, "fault", "", "crash on purpose: exit|stop-before|after-commit:N (SHOP_ENV=dev only)")
