@@ -141,30 +141,84 @@ func (s *Stock) sumBuckets(ctx context.Context, sku string, buckets int, sums []
 	return nil
 }
 
-// BucketHints remembers how many buckets each SKU's live round has, as
+// bucketHints remembers how many buckets each SKU's live round has, as
 // the purchases of this process last learnt it (1 until told). A stale
 // hint costs a retry, never a wrong count: the script deciding a
 // purchase refuses one not made in the shopper's home bucket.
-type BucketHints struct{ m sync.Map }
+type bucketHints struct{ m sync.Map }
 
-// Of is the hint for sku.
-func (h *BucketHints) Of(sku string) int {
+func (h *bucketHints) of(sku string) int {
 	if v, ok := h.m.Load(sku); ok {
 		return v.(int)
 	}
 	return 1
 }
 
-// Learn reads sku's buckets from its live round and keeps it as the hint.
-func (h *BucketHints) Learn(ctx context.Context, s *Stock, sku string) (int, error) {
+// PurchaseKeys are the sale hash and buyer counts a purchase by user of
+// sku is decided on: the user's home bucket as this process last knew
+// the round's buckets (SaleKey and BuyersKey for a round of one). A
+// purchase refused 'bucket' asks LearnBuckets and tries again.
+func (s *Stock) PurchaseKeys(sku, user string) (sale, buyers string) {
+	buckets := s.hints.of(sku)
+	sale = s.BucketKey(sku, HomeBucket(user, buckets), buckets)
+	return sale, sale + ":buyers"
+}
+
+// BucketsHint is how many buckets sku's round has, as PurchaseKeys
+// assumes.
+func (s *Stock) BucketsHint(sku string) int { return s.hints.of(sku) }
+
+// LearnBuckets reads how many buckets sku's live round has and keeps it
+// for PurchaseKeys.
+func (s *Stock) LearnBuckets(ctx context.Context, sku string) (int, error) {
 	n, err := s.bucketsOf(ctx, sku)
 	if err != nil {
 		return 0, err
 	}
 	if n <= 1 {
-		h.m.Delete(sku) // most SKUs: keep the map to the bucketed ones
+		s.hints.m.Delete(sku) // most SKUs: keep the map to the bucketed ones
 	} else {
-		h.m.Store(sku, n)
+		s.hints.m.Store(sku, n)
 	}
 	return n, nil
+}
+
+var (
+	//go:embed move.lua
+	moveLua    string
+	moveScript = redis.NewScript(moveLua)
+)
+
+// ErrRoundShort: the round as a whole, over every bucket, has fewer
+// units than a purchase needs.
+var ErrRoundShort = errors.New("the round has too few units in all its buckets")
+
+// ErrBucketsChanging: the buckets are not one round (a seeding or a close
+// is under way); the caller retries or answers 503.
+var ErrBucketsChanging = errors.New("the round's buckets are changing")
+
+// MoveInto moves units of sku's live round of buckets into bucket home
+// from the others, so that home holds at least need (move.lua), in one
+// atomic step: ErrRoundShort when the round has fewer, ErrBucketsChanging
+// when its buckets are mid-seeding. It is built for a single Redis only:
+// on a cluster the buckets lie in several slots (docs/design/buckets.md).
+func (s *Stock) MoveInto(ctx context.Context, sku string, home, need, buckets int) error {
+	if s.parts.Grouped() {
+		return fmt.Errorf("move units of %s between buckets: %w", sku, errors.ErrUnsupported)
+	}
+	keys := make([]string, buckets)
+	for b := range keys {
+		keys[b] = s.BucketKey(sku, b, buckets)
+	}
+	reply, err := moveScript.Run(ctx, s.rdb, keys, home, need).Slice()
+	if err != nil {
+		return fmt.Errorf("move units of %s into bucket %d: %w", sku, home, err)
+	}
+	switch reply[0] {
+	case "ok":
+		return nil
+	case "short":
+		return ErrRoundShort
+	}
+	return fmt.Errorf("move units of %s into bucket %d: %w", sku, home, ErrBucketsChanging)
 }

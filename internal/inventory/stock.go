@@ -27,6 +27,7 @@ type Stock struct {
 	rdb    redis.UniversalClient
 	prefix string
 	parts  keyspace.Partitions
+	hints  bucketHints // how many buckets each SKU's round has, as purchases learnt it
 }
 
 // NewStock returns the live stock whose keys start with prefix, on a
