@@ -22,15 +22,15 @@ const (
 	insertRoundSQL = `
 WITH p AS (SELECT price_cents FROM products WHERE sku = $1 FOR SHARE)
 INSERT INTO sale_rounds (sku, quantity, per_user_limit, price_cents, starts_at, ends_at,
-    room_admit_per_second, room_pass_ttl_seconds, room_challenge_bits, room_seed, room_secret)
-SELECT $1, $2, $3, p.price_cents, $4, $5, $6, $7, $8, $9, $10 FROM p
+    room_admit_per_second, room_pass_ttl_seconds, room_challenge_bits, room_seed, room_secret, buckets)
+SELECT $1, $2, $3, p.price_cents, $4, $5, $6, $7, $8, $9, $10, $11 FROM p
 RETURNING id, price_cents, seeded_at`
 
 	// paid reads the order package's tables (read only): the units of the
 	// round's orders whose recorded final state is paid.
 	selectRoundSQL = `
 SELECT r.id, r.quantity, r.sold, r.per_user_limit, r.starts_at, r.ends_at,
-       r.room_admit_per_second, r.room_pass_ttl_seconds, r.room_challenge_bits, r.room_seed,
+       r.room_admit_per_second, r.room_pass_ttl_seconds, r.room_challenge_bits, r.room_seed, r.buckets,
        (SELECT coalesce(sum(i.quantity), 0) FROM order_items i
         JOIN order_transitions t ON t.order_id = i.order_id AND t.status = 'paid'
         WHERE i.round_id = r.id)
@@ -44,7 +44,7 @@ ORDER BY r.id DESC LIMIT 1`
 	// sold > 0: orders of it were persisted, so it went live.
 	latestRoundSQL = `
 SELECT id, quantity, per_user_limit, starts_at, ends_at,
-       room_admit_per_second, room_pass_ttl_seconds, room_challenge_bits,
+       room_admit_per_second, room_pass_ttl_seconds, room_challenge_bits, buckets,
        opened_at IS NOT NULL, sold > 0, now() - seeded_at > make_interval(secs => $2::float8)
 FROM sale_rounds WHERE sku = $1 ORDER BY id DESC LIMIT 1`
 
@@ -53,7 +53,7 @@ FROM sale_rounds WHERE sku = $1 ORDER BY id DESC LIMIT 1`
 WITH p AS (SELECT price_cents FROM products WHERE sku = $1 FOR SHARE)
 UPDATE sale_rounds r SET quantity = $3, per_user_limit = $4, price_cents = p.price_cents,
        starts_at = $5, ends_at = $6, room_admit_per_second = $7, room_pass_ttl_seconds = $8,
-       room_challenge_bits = $9, room_seed = $10, room_secret = $11, seeded_at = now()
+       room_challenge_bits = $9, room_seed = $10, room_secret = $11, buckets = $12, seeded_at = now()
 FROM p WHERE r.id = $2 AND r.opened_at IS NULL
 RETURNING r.id, r.price_cents`
 
@@ -108,6 +108,7 @@ type Seed struct {
 	StartsAt     time.Time     // zero: open now
 	EndsAt       time.Time     // zero: no end
 	Room         *RoomSettings // nil: no waiting room
+	Buckets      int           // the stock buckets, 1 to MaxBuckets (0 reads as 1)
 }
 
 // StockReport is the state of a SKU's current sale round.
@@ -120,6 +121,7 @@ type StockReport struct {
 	Paid         int64       `json:"paid"`
 	Released     int64       `json:"released"`
 	PerUserLimit int         `json:"per_user_limit"`
+	Buckets      int         `json:"buckets"`
 	StartsAt     *time.Time  `json:"starts_at"`
 	EndsAt       *time.Time  `json:"ends_at"`
 	RoundID      *int64      `json:"round_id"`
@@ -164,7 +166,7 @@ func (s *Sales) Open(ctx context.Context, sku string, seed Seed) (StockReport, e
 	live := LiveRound{
 		Round: round, Quantity: int64(seed.Quantity), Available: int64(seed.Quantity),
 		PerUserLimit: seed.PerUserLimit, StartsAt: seed.StartsAt, EndsAt: seed.EndsAt, PriceCents: price,
-		Room: room,
+		Room: room, Buckets: seed.buckets(),
 	}
 	rctx, cancel := context.WithTimeout(ctx, redisTimeout)
 	defer cancel()
@@ -260,7 +262,7 @@ func (s *Sales) latest(ctx context.Context, q rowQuerier, sku string) (r recorde
 	var starts, ends *time.Time
 	var rate, ttl, bits *int
 	err = q.QueryRow(ctx, latestRoundSQL, sku, settleAfter.Seconds()).Scan(&r.id, &r.seed.Quantity,
-		&r.seed.PerUserLimit, &starts, &ends, &rate, &ttl, &bits, &r.opened, &r.sold, &r.settled)
+		&r.seed.PerUserLimit, &starts, &ends, &rate, &ttl, &bits, &r.seed.Buckets, &r.opened, &r.sold, &r.settled)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, false, nil
 	}
@@ -278,6 +280,7 @@ func (s *Sales) reuse(ctx context.Context, q rowQuerier, sku string, id int64, s
 	defer cancel()
 	args := append([]any{sku, id, seed.Quantity, seed.PerUserLimit, nullTime(seed.StartsAt), nullTime(seed.EndsAt)},
 		room.columns()...)
+	args = append(args, seed.buckets())
 	err = q.QueryRow(ctx, reuseRoundSQL, args...).Scan(&round, &price)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, 0, ErrProductNotFound
@@ -300,10 +303,14 @@ func (s *Sales) markOpened(ctx context.Context, q rowQuerier, round int64) error
 	return err
 }
 
+// buckets is the seed's stock buckets, 1 when unset.
+func (s Seed) buckets() int { return max(s.Buckets, 1) }
+
 // same tells whether two seeds ask for the same round (PostgreSQL keeps
 // times to the microsecond).
 func (a Seed) same(b Seed) bool {
 	return a.Quantity == b.Quantity && a.PerUserLimit == b.PerUserLimit && sameRoom(a.Room, b.Room) &&
+		a.buckets() == b.buckets() &&
 		a.StartsAt.Truncate(time.Microsecond).Equal(b.StartsAt.Truncate(time.Microsecond)) &&
 		a.EndsAt.Truncate(time.Microsecond).Equal(b.EndsAt.Truncate(time.Microsecond))
 }
@@ -315,6 +322,7 @@ func (s *Sales) record(ctx context.Context, q rowQuerier, sku string, seed Seed,
 	var seededAt time.Time
 	args := append([]any{sku, seed.Quantity, seed.PerUserLimit, nullTime(seed.StartsAt), nullTime(seed.EndsAt)},
 		room.columns()...)
+	args = append(args, seed.buckets())
 	err = q.QueryRow(ctx, insertRoundSQL, args...).Scan(&round, &price, &seededAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, 0, ErrProductNotFound
@@ -343,7 +351,8 @@ func (s *Sales) Report(ctx context.Context, sku string) (StockReport, error) {
 	var rate, ttl, bits *int
 	var roomSeed *string
 	err = s.db.QueryRow(ctx, selectRoundSQL, sku, live.Round).
-		Scan(&r.Round, &r.Quantity, &confirmed, &r.PerUserLimit, &starts, &ends, &rate, &ttl, &bits, &roomSeed, &paid)
+		Scan(&r.Round, &r.Quantity, &confirmed, &r.PerUserLimit, &starts, &ends, &rate, &ttl, &bits, &roomSeed,
+			&r.Buckets, &paid)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return s.noRound(ctx, sku)
@@ -397,7 +406,7 @@ func report(sku string, r LiveRound, confirmed int64) StockReport {
 	round := r.Round
 	return StockReport{
 		SKU: sku, Quantity: r.Quantity, Available: r.Available, Sold: r.Quantity - r.Available,
-		Confirmed: confirmed, Released: r.Released, PerUserLimit: r.PerUserLimit,
+		Confirmed: confirmed, Released: r.Released, PerUserLimit: r.PerUserLimit, Buckets: max(r.Buckets, 1),
 		StartsAt: timePtr(r.StartsAt), EndsAt: timePtr(r.EndsAt), RoundID: &round,
 	}
 }

@@ -26,6 +26,7 @@ func (s *Sales) Routes(r fiber.Router, requireAdmin fiber.Handler) {
 type seedBody struct {
 	Quantity     *int64  `json:"quantity"`
 	PerUserLimit *int64  `json:"per_user_limit"`
+	Buckets      *int64  `json:"buckets"`
 	StartsAt     *string `json:"starts_at"`
 	EndsAt       *string `json:"ends_at"`
 	// WaitingRoom: null or absent for none.
@@ -146,6 +147,14 @@ func (b seedBody) validate(now time.Time) (Seed, error) {
 			bad("per_user_limit", "must be an integer from 0 (unlimited) to 1000000")
 		} else {
 			seed.PerUserLimit = int(*b.PerUserLimit)
+		}
+	}
+	seed.Buckets = 1
+	if b.Buckets != nil {
+		if *b.Buckets < 1 || *b.Buckets > MaxBuckets {
+			bad("buckets", "must be an integer from 1 to 64")
+		} else {
+			seed.Buckets = int(*b.Buckets)
 		}
 	}
 	seed.StartsAt = parseTime(b.StartsAt, "starts_at", bad)

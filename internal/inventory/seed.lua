@@ -18,12 +18,16 @@
 --       (0 = no deadline), changes channel, publish command, then the
 --       waiting room: admit_per_second (0 = no room), pass_ttl_ms,
 --       challenge_bits, seed, seed_sha, secret (room.go: the room_*
---       fields of the sale hash; a round without a room has none)
-if #ARGV ~= 16 then
-  return redis.error_reply('ERR seed: want 16 arguments')
+--       fields of the sale hash; a round without a room has none),
+--       and for one bucket of a round of several (buckets.go) three more:
+--       the bucket's index, the round's buckets and the bucket's share of
+--       the quantity, its available (a round of one bucket has none of
+--       these fields: its hash is as before buckets)
+if #ARGV ~= 16 and #ARGV ~= 19 then
+  return redis.error_reply('ERR seed: want 16 or 19 arguments')
 end
-for _, i in ipairs({1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13}) do
-  local v = tonumber(ARGV[i])
+for _, i in ipairs({1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 17, 18, 19}) do
+  local v = tonumber(ARGV[i] or '0')
   if not v or v < 0 or v ~= math.floor(v) then
     return redis.error_reply('ERR seed: argument ' .. i .. ' must be a non-negative integer')
   end
@@ -46,6 +50,9 @@ end
 redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3])
 redis.call('HSET', KEYS[1], 'round', ARGV[1], 'quantity', ARGV[2], 'available', ARGV[2],
   'limit', ARGV[3], 'starts_ms', ARGV[4], 'ends_ms', ARGV[5], 'price_cents', ARGV[6])
+if #ARGV == 19 then
+  redis.call('HSET', KEYS[1], 'available', ARGV[19], 'seeded', ARGV[19], 'bucket', ARGV[17], 'buckets', ARGV[18])
+end
 if tonumber(ARGV[11]) > 0 then
   if ARGV[14] == '' or ARGV[15] == '' or ARGV[16] == '' then
     return redis.error_reply('ERR seed: a room needs its seed, seed hash and secret')

@@ -27,6 +27,7 @@ type Stock struct {
 	rdb    redis.UniversalClient
 	prefix string
 	parts  keyspace.Partitions
+	hints  bucketHints // how many buckets each SKU's round has, as purchases learnt it
 }
 
 // NewStock returns the live stock whose keys start with prefix, on a
@@ -78,6 +79,9 @@ type LiveRound struct {
 	PriceCents   int64
 	Released     int64     // units given back by released orders this round
 	Room         *LiveRoom // nil: no waiting room
+	// Buckets is how many sale hashes the units are split over (0 or 1:
+	// one, the SKU's of before); Available and Released are their sums.
+	Buckets int
 }
 
 // OpenRound replaces the live state of sku with a fresh round: available is
@@ -98,10 +102,7 @@ func (s *Stock) OpenRound(ctx context.Context, sku string, r LiveRound) error {
 	if d, ok := ctx.Deadline(); ok {
 		applyBy = d.UnixMilli()
 	}
-	args := append([]any{r.Round, r.Quantity, r.PerUserLimit, unixMilli(r.StartsAt), unixMilli(r.EndsAt),
-		r.PriceCents, ttlMs, applyBy, s.ChangesChannel(sku), s.PublishCommand()}, r.Room.args()...)
-	opened, err := seedScript.Run(ctx, s.rdb, []string{s.SaleKey(sku), s.BuyersKey(sku), s.releasedKey(sku)},
-		args...).Int()
+	opened, err := s.openRound(ctx, sku, r, applyBy, ttlMs)
 	switch {
 	case err != nil:
 		return fmt.Errorf("open sale round %d for %s: %w", r.Round, sku, err)
@@ -120,8 +121,29 @@ var (
 	errTooLate = errors.New("the seed reached Redis after its deadline; nothing was opened")
 )
 
+// openRound runs the seeding: one run of seed.lua for a round of one
+// bucket (closing the buckets of a round of several it replaces), else
+// openBuckets. It returns seed.lua's answer.
+func (s *Stock) openRound(ctx context.Context, sku string, r LiveRound, applyBy, ttlMs int64) (int, error) {
+	if r.Buckets > 1 {
+		return s.openBuckets(ctx, sku, r, applyBy, ttlMs)
+	}
+	before, err := s.bucketsOf(ctx, sku)
+	if err != nil {
+		return 0, err
+	}
+	args := append([]any{r.Round, r.Quantity, r.PerUserLimit, unixMilli(r.StartsAt), unixMilli(r.EndsAt),
+		r.PriceCents, ttlMs, applyBy, s.ChangesChannel(sku), s.PublishCommand()}, r.Room.args()...)
+	opened, err := seedScript.Run(ctx, s.rdb, []string{s.SaleKey(sku), s.BuyersKey(sku), s.releasedKey(sku)},
+		args...).Int()
+	if err != nil || opened != 1 {
+		return opened, err
+	}
+	return 1, s.closeBuckets(ctx, sku, 1, before)
+}
+
 // Live returns the live round of sku; ok is false when none was seeded.
-func (s *Stock) Live(ctx context.Context, sku string) (r LiveRound, ok bool, err error) {
+func (s *Stock) Live(ctx context.Context, sku string) (LiveRound, bool, error) {
 	m, err := s.rdb.HGetAll(ctx, s.SaleKey(sku)).Result()
 	if err != nil {
 		return LiveRound{}, false, fmt.Errorf("live stock of %s: %w", sku, err)
@@ -130,7 +152,7 @@ func (s *Stock) Live(ctx context.Context, sku string) (r LiveRound, ok bool, err
 		return LiveRound{}, false, nil
 	}
 	num := func(k string) int64 { n, _ := strconv.ParseInt(m[k], 10, 64); return n }
-	return LiveRound{
+	r := LiveRound{
 		Round:        num("round"),
 		Quantity:     num("quantity"),
 		Available:    num("available"),
@@ -140,33 +162,58 @@ func (s *Stock) Live(ctx context.Context, sku string) (r LiveRound, ok bool, err
 		PriceCents:   num("price_cents"),
 		Released:     num("released"),
 		Room:         liveRoom(m),
-	}, true, nil
+		Buckets:      max(int(num("buckets")), 1),
+	}
+	sums := []int64{r.Available, r.Released}
+	if err := s.sumBuckets(ctx, sku, r.Buckets, sums, "available", "released"); err != nil {
+		return LiveRound{}, false, fmt.Errorf("live stock of %s: %w", sku, err)
+	}
+	r.Available, r.Released = sums[0], sums[1]
+	return r, true, nil
 }
 
 // Available returns the live available units of each SKU, in one round trip
 // (0 for a SKU with no sale).
 func (s *Stock) Available(ctx context.Context, skus ...string) ([]int64, error) {
 	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.StringCmd, len(skus))
+	cmds := make([]*redis.SliceCmd, len(skus))
 	for i, sku := range skus {
-		cmds[i] = pipe.HGet(ctx, s.SaleKey(sku), "available")
+		cmds[i] = pipe.HMGet(ctx, s.SaleKey(sku), "available", "buckets")
 	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("available stock: %w", err)
 	}
 	out := make([]int64, len(skus))
 	for i, c := range cmds {
-		out[i], _ = c.Int64() // redis.Nil: no sale, 0
+		v := c.Val()
+		str, _ := v[0].(string) // nil: no sale, 0
+		out[i], _ = strconv.ParseInt(str, 10, 64)
+		// A round of several buckets: a second trip, for its SKUs only.
+		if str, _ = v[1].(string); str != "" {
+			buckets, _ := strconv.Atoi(str)
+			sum := []int64{out[i]}
+			if err := s.sumBuckets(ctx, skus[i], buckets, sum, "available"); err != nil {
+				return nil, fmt.Errorf("available stock: %w", err)
+			}
+			out[i] = sum[0]
+		}
 	}
 	return out, nil
 }
 
 // SetPrice changes the unit price of sku's live round, if it has one, so
 // that reservations take the product's price at that moment.
+// Each bucket of a round of several takes the price in its own step.
 func (s *Stock) SetPrice(ctx context.Context, sku string, priceCents int64) error {
-	err := setPriceScript.Run(ctx, s.rdb, []string{s.SaleKey(sku)}, priceCents).Err()
-	if err != nil && !errors.Is(err, redis.Nil) {
+	buckets, err := s.bucketsOf(ctx, sku)
+	if err != nil {
 		return fmt.Errorf("set live price of %s: %w", sku, err)
+	}
+	for b := range buckets {
+		err := setPriceScript.Run(ctx, s.rdb, []string{s.BucketKey(sku, b, buckets)}, priceCents).Err()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return fmt.Errorf("set live price of %s: %w", sku, err)
+		}
 	}
 	return nil
 }
@@ -184,7 +231,14 @@ return 0`)
 // Its subscribers hear "no sale" in the same MULTI (PublishCommand's: on a
 // cluster the MULTI's keys and the sharded channel share one slot).
 func (s *Stock) Close(ctx context.Context, sku string) error {
-	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	buckets, err := s.bucketsOf(ctx, sku)
+	if err != nil {
+		return fmt.Errorf("close sale of %s: %w", sku, err)
+	}
+	if err := s.closeBuckets(ctx, sku, 1, buckets); err != nil {
+		return fmt.Errorf("close sale of %s: %w", sku, err)
+	}
+	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.Unlink(ctx, s.SaleKey(sku), s.BuyersKey(sku), s.releasedKey(sku))
 		if s.ShardedChanges() {
 			p.SPublish(ctx, s.ChangesChannel(sku), closedMessage)

@@ -56,15 +56,27 @@ end
 -- it fails 'pass'. It notes each line's round, price and released units
 -- for take_lines. It only reads: a script calls it before its first
 -- write, for a script that fails midway keeps its earlier writes.
-local rank = {no_sale = 5, not_active = 4, pass = 3, limit = 2, stock = 1}
+--
+-- A line's sale hash may be one bucket of a round of several (inventory's
+-- buckets.go, docs/design/buckets.md): it decides only for the shoppers
+-- homed in it (else 'bucket': the caller named the wrong one), and a
+-- line it is short of fails 'short', ranked as 'stock' (the caller may
+-- move units in from the other buckets and ask again).
+local rank = {bucket = 6, no_sale = 5, not_active = 4, pass = 3, limit = 2, stock = 1, short = 1}
 local function check_lines(lines, user, now, passes)
   local worst, failed = nil, {}
   local function fail(reason, sku)
     if not worst or rank[reason] > rank[worst] then worst, failed = reason, {} end
-    if reason == worst then failed[#failed + 1] = sku end
+    if rank[reason] == rank[worst] then
+      failed[#failed + 1] = sku
+      if reason == 'short' then worst = reason end -- some line may get units moved in
+    end
   end
   for _, l in ipairs(lines) do
-    local s = redis.call('HMGET', l.sale, 'round', 'available', 'limit', 'starts_ms', 'ends_ms', 'price_cents', 'released', 'room_rate')
+    local s = redis.call('HMGET', l.sale, 'round', 'available', 'limit', 'starts_ms', 'ends_ms', 'price_cents', 'released', 'room_rate',
+      'buckets', 'bucket', 'round_released')
+    local buckets = tonumber(s[9] or '1')
+    l.bucketed = buckets and buckets > 1
     if not s[1] then
       fail('no_sale', l.sku)
     else
@@ -77,16 +89,24 @@ local function check_lines(lines, user, now, passes)
         return nil, nil, 'unreadable sale state of ' .. l.sku
       end
       local bought = tonumber(redis.call('HGET', l.buyers, user) or '0')
-      if now < starts or (ends > 0 and now >= ends) then
+      if l.bucketed and tonumber(string.sub(redis.sha1hex(user), 1, 8), 16) % buckets ~= tonumber(s[10]) then
+        fail('bucket', l.sku)
+      elseif now < starts or (ends > 0 and now >= ends) then
         fail('not_active', l.sku)
       elseif s[8] and not has_pass(l.passes, user, round, passes, now) then
         fail('pass', l.sku)
       elseif limit > 0 and bought + l.qty > limit then
         fail('limit', l.sku)
+      elseif avail < l.qty and l.bucketed then
+        fail('short', l.sku)
       elseif avail < l.qty then
         fail('stock', l.sku)
       end
       l.round, l.price, l.released, l.window = round, price, tonumber(s[7] or '0'), s[4] .. ' ' .. s[5] .. ' ' .. (s[3] or '0')
+      -- A bucket's units may be ones another bucket was given back and
+      -- moved here: the round's releases, as the last move saw them, are
+      -- what PostgreSQL's CHECK must allow for.
+      if l.bucketed then l.released = math.max(l.released, tonumber(s[11] or '0')) end
     end
   end
   return worst, failed
@@ -107,7 +127,9 @@ local function take_lines(lines, user, publish)
   for i, l in ipairs(lines) do
     local left = redis.call('HINCRBY', l.sale, 'available', -l.qty)
     redis.call('HINCRBY', l.buyers, user, l.qty)
-    if l.channel ~= '' then
+    -- A bucket's own available is not the SKU's: a round of several
+    -- buckets publishes from its seeding only (so far).
+    if l.channel ~= '' and not l.bucketed then
       redis.call(publish, l.channel, string.format('%d %d ', l.round, left) .. l.window)
     end
     -- The counts expire with the sale (its TTL is set once, when seeded or

@@ -83,7 +83,7 @@ func (s *Service) placeOne(ctx context.Context, user string, lines []Line, o Pla
 		e.idemKey = s.keys.idem(user, o.IdemKey)
 		e.fingerprint = fingerprint(lines, o.CartKey != "")
 	}
-	return s.reserve(ctx, e, lines)
+	return s.reserveInBuckets(ctx, e, lines)
 }
 
 // newOrderID makes the id of an order of these lines before it is

@@ -138,7 +138,8 @@ func (s *Service) reserve(ctx context.Context, e enqueue, lines []Line) (reserva
 	args = append(args, e.orderID, e.userID, s.statusTTL().Milliseconds(), idemTTL.Milliseconds(),
 		fingerprint, useCart, s.paymentTTL.Milliseconds(), home, len(lines))
 	for _, l := range lines {
-		keys = append(keys, s.stock.SaleKey(l.SKU), s.stock.BuyersKey(l.SKU), s.passesKey(l.SKU))
+		sale, buyers := s.stock.PurchaseKeys(l.SKU, e.userID) // the buyer's home bucket
+		keys = append(keys, sale, buyers, s.passesKey(l.SKU))
 		args = append(args, l.SKU, l.Quantity, s.changesChannel(l.SKU))
 	}
 	args = append(args, reserveDeadline(ctx), e.passes, telemetry.Traceparent(ctx))
@@ -244,6 +245,10 @@ func rejection(reason string, skus []string) error {
 		return withSKUs(ErrLimitExceeded, skus)
 	case "stock":
 		return withSKUs(ErrOutOfStock, skus)
+	case "short":
+		return &shortError{skus: skus}
+	case "bucket":
+		return &wrongBucketError{skus: skus}
 	}
 	return errors.New("reserve: unknown rejection " + reason)
 }

@@ -1,0 +1,113 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/shop-oss/shop/internal/apperr"
+	"github.com/shop-oss/shop/internal/inventory"
+)
+
+// Purchases from a round split over stock buckets (docs/design/buckets.md):
+// each line is decided on the buyer's home bucket; a refusal because the
+// guess of the round's buckets was stale, or because the home bucket ran
+// dry while the round has units, is answered by learning the buckets or
+// moving units in, and the same order id is placed again.
+
+// maxBucketTries bounds the placements of one order: each retry follows
+// a stale guess of the buckets (once per SKU and round in a process) or a
+// race lost for units moved in (someone else bought them).
+const maxBucketTries = 8
+
+// errBucketsBusy answers a placement that kept losing those races: a
+// retry, never an out_of_stock the round as a whole does not bear out.
+var errBucketsBusy = apperr.Unavailable("the stock is being rebalanced; retry with the same Idempotency-Key")
+
+// wrongBucketError: a line went to a bucket that is not the buyer's home
+// (the round's buckets were not what this process thought). On a cluster,
+// whose placer does not learn them yet, it answers a retry.
+type wrongBucketError struct{ skus []string }
+
+func (e *wrongBucketError) Error() string {
+	return fmt.Sprintf("order: not the home bucket for %v", e.skus)
+}
+func (e *wrongBucketError) Unwrap() error { return errBucketsBusy }
+
+// shortError: a line's home bucket had too few units (some of skus may be
+// unbucketed, simply out of stock). It is out_of_stock where nothing
+// moves units (the cluster's placer, so far).
+type shortError struct{ skus []string }
+
+func (e *shortError) Error() string { return fmt.Sprintf("order: home buckets short of %v", e.skus) }
+func (e *shortError) Unwrap() error { return withSKUs(ErrOutOfStock, e.skus) }
+
+// reserveInBuckets is reserve, placed again after a stale guess of the
+// buckets or with units moved into a dry home bucket.
+func (s *Service) reserveInBuckets(ctx context.Context, e enqueue, lines []Line) (reservation, error) {
+	for try := 1; ; try++ {
+		res, err := s.reserve(ctx, e, lines)
+		var wrong *wrongBucketError
+		var short *shortError
+		switch {
+		case errors.As(err, &wrong):
+			err = s.learnBuckets(ctx, wrong.skus)
+		case errors.As(err, &short):
+			err = s.moveUnits(ctx, e.userID, lines, short.skus)
+		default:
+			return res, err
+		}
+		if err != nil {
+			return reservation{}, err
+		}
+		if try == maxBucketTries {
+			return reservation{}, errBucketsBusy
+		}
+	}
+}
+
+func (s *Service) learnBuckets(ctx context.Context, skus []string) error {
+	for _, sku := range skus {
+		if _, err := s.stock.LearnBuckets(ctx, sku); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// moveUnits moves units into user's home bucket of each short line that
+// is bucketed. Lines the round as a whole cannot serve (and unbucketed
+// ones, short in their only bucket) are the out_of_stock answer.
+func (s *Service) moveUnits(ctx context.Context, user string, lines []Line, skus []string) error {
+	var out []string
+	for _, sku := range skus {
+		buckets, err := s.stock.LearnBuckets(ctx, sku)
+		if err != nil {
+			return err
+		}
+		if buckets <= 1 {
+			out = append(out, sku)
+			continue
+		}
+		err = s.stock.MoveInto(ctx, sku, inventory.HomeBucket(user, buckets), quantityOf(lines, sku), buckets)
+		switch {
+		case errors.Is(err, inventory.ErrRoundShort):
+			out = append(out, sku)
+		case err != nil && !errors.Is(err, inventory.ErrBucketsChanging):
+			return err
+		}
+	}
+	if len(out) > 0 {
+		return withSKUs(ErrOutOfStock, out)
+	}
+	return nil
+}
+
+func quantityOf(lines []Line, sku string) int {
+	for _, l := range lines {
+		if l.SKU == sku {
+			return l.Quantity
+		}
+	}
+	return 0
+}

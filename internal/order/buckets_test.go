@@ -1,0 +1,155 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/order/ordertesting"
+	"github.com/shop-oss/shop/internal/testenv"
+)
+
+// newReserveFixtureOn is newReserveFixture on r: another process of the
+// same shop.
+func newReserveFixtureOn(t testing.TB, r *testenv.Redis) *reserveFixture {
+	t.Helper()
+	stock := inventory.NewStock(r.Client, r.Prefix)
+	svc := New(nil, r.Client, stock, nil, r.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), Options{})
+	return &reserveFixture{Stock: stock, svc: svc, r: r}
+}
+
+// The oversell race over a round split in buckets, on a single Redis:
+// buyers released together, each trying several times, more demand than
+// units. Exactly the seeded units are sold (so none is stranded in a
+// bucket its shoppers left), every bucket ends empty, never more per
+// buyer than the limit, one event per sale.
+func TestBucketRaceSellsExactlyTheRound(t *testing.T) {
+	t.Parallel()
+	for _, buckets := range []int{4, 16} {
+		t.Run(strconv.Itoa(buckets), func(t *testing.T) {
+			t.Parallel()
+			f := newReserveFixture(t)
+			const units, users, tries, limit = 100, 80, 3, 2
+			f.seed(t, "hot", inventory.LiveRound{Quantity: units, PerUserLimit: limit, Buckets: buckets})
+			var sold atomic.Int64
+			perUser := make([]atomic.Int64, users)
+			var ops []func()
+			for u := range users {
+				buy := func() {
+					_, err := f.svc.Place(context.Background(), "user-"+strconv.Itoa(u), []Line{{"hot", 1}}, PlaceOptions{})
+					// A loaded host may answer late, or after too many lost
+					// races for moved units: nothing was bought, and a
+					// client tries again.
+					for errors.Is(err, errLate) || errors.Is(err, errBucketsBusy) {
+						_, err = f.svc.Place(context.Background(), "user-"+strconv.Itoa(u), []Line{{"hot", 1}}, PlaceOptions{})
+					}
+					switch {
+					case err == nil:
+						sold.Add(1)
+						perUser[u].Add(1)
+					case errors.Is(err, ErrOutOfStock), errors.Is(err, ErrLimitExceeded):
+					default:
+						t.Error(err)
+					}
+				}
+				ops = append(ops, slices.Repeat([]func(){buy}, tries)...)
+			}
+			ordertesting.Together(ops...)
+			if sold.Load() != units || f.available(t, "hot") != 0 || f.streamLen(t) != units {
+				t.Fatalf("sold %d, available %d, events %d; want %d, 0, %d",
+					sold.Load(), f.available(t, "hot"), f.streamLen(t), units, units)
+			}
+			for u := range perUser {
+				if n := perUser[u].Load(); n > limit {
+					t.Fatalf("user %d bought %d, limit %d", u, n, limit)
+				}
+			}
+			f.checkBuckets(t, "hot", buckets, units)
+		})
+	}
+}
+
+// One shopper can buy every unit of a round of 4 buckets, three quarters
+// of them seeded in buckets that are not theirs; out_of_stock comes only
+// when the round as a whole is empty.
+func TestBucketsStrandNoUnit(t *testing.T) {
+	t.Parallel()
+	f := newReserveFixture(t)
+	f.seed(t, "hot", inventory.LiveRound{Quantity: 9, Buckets: 4})
+	ctx := context.Background()
+	for i := range 4 {
+		if _, err := f.svc.Place(ctx, "solo", []Line{{"hot", 2}}, PlaceOptions{}); err != nil {
+			t.Fatalf("purchase %d of 2 units: %v", i+1, err)
+		}
+	}
+	if _, err := f.svc.Place(ctx, "solo", []Line{{"hot", 2}}, PlaceOptions{}); !errors.Is(err, ErrOutOfStock) {
+		t.Fatalf("2 units with 1 left in the round: %v, want out_of_stock", err)
+	}
+	if _, err := f.svc.Place(ctx, "solo", []Line{{"hot", 1}}, PlaceOptions{}); err != nil {
+		t.Fatalf("the last unit: %v", err)
+	}
+	f.checkBuckets(t, "hot", 4, 9)
+}
+
+// checkBuckets checks each bucket's own equation, seeded + moved_in =
+// available + taken + moved_out (taken: its buyers' counts, with no
+// release), that every bucket is empty, and that the buyers' counts sum
+// to the round's units.
+func (f *reserveFixture) checkBuckets(t *testing.T, sku string, buckets int, units int64) {
+	t.Helper()
+	ctx := context.Background()
+	var taken int64
+	for b := range buckets {
+		key := f.BucketKey(sku, b, buckets)
+		m := f.r.Client.HGetAll(ctx, key).Val()
+		n := func(k string) int64 { v, _ := strconv.ParseInt(m[k], 10, 64); return v }
+		var bought int64
+		for _, v := range f.r.Client.HVals(ctx, key+":buyers").Val() {
+			c, _ := strconv.ParseInt(v, 10, 64)
+			bought += c
+		}
+		if n("seeded")+n("moved_in") != n("available")+bought+n("moved_out") || n("available") != 0 {
+			t.Errorf("bucket %d: %v with %d bought: seeded + moved_in != available + bought + moved_out, or units left", b, m, bought)
+		}
+		taken += bought
+	}
+	if taken != units {
+		t.Fatalf("the buckets' buyers hold %d units, want %d", taken, units)
+	}
+}
+
+// A process whose picture of the round's buckets is stale (the round was
+// reseeded with fewer) still counts a shopper in the home bucket only:
+// the script refuses the wrong bucket, so the limit holds across
+// processes.
+func TestStaleBucketGuessKeepsTheLimit(t *testing.T) {
+	t.Parallel()
+	f := newReserveFixture(t)
+	ctx := context.Background()
+	user := ""
+	for i := 0; user == ""; i++ {
+		u := "u" + strconv.Itoa(i)
+		if h := inventory.HomeBucket(u, 4); h < 3 && h != inventory.HomeBucket(u, 3) {
+			user = u
+		}
+	}
+	f.seed(t, "hot", inventory.LiveRound{Quantity: 40, PerUserLimit: 1, Buckets: 4})
+	if _, err := f.LearnBuckets(ctx, "hot"); err != nil { // this process: 4 buckets
+		t.Fatal(err)
+	}
+	other := newReserveFixtureOn(t, f.r) // another process, told nothing yet
+	other.seed(t, "hot", inventory.LiveRound{Round: 2, Quantity: 40, PerUserLimit: 1, Buckets: 3})
+	if _, err := f.svc.Place(ctx, user, []Line{{"hot", 1}}, PlaceOptions{}); err != nil {
+		t.Fatalf("first purchase, with a stale guess of 4 buckets: %v", err)
+	}
+	if _, err := other.svc.Place(ctx, user, []Line{{"hot", 1}}, PlaceOptions{}); !errors.Is(err, ErrLimitExceeded) {
+		t.Fatalf("second purchase in another process: %v, want limit_exceeded", err)
+	}
+}
