@@ -43,6 +43,11 @@ if [ -z "${SHOP_TEST_JAEGER:-}" ]; then
 fi
 echo "test services: redis=${SHOP_TEST_REDIS_URL:-<testcontainers or skip>} postgres=${SHOP_TEST_DATABASE_URL:-<testcontainers or skip>} stripe-mock=$SHOP_TEST_STRIPE_MOCK jaeger=$SHOP_TEST_JAEGER"
 
+# -trimpath for every go command from here on (vet, the tests, the binary
+# e2e builds): without it Go's build cache keys this module's packages by
+# their folder, so each fresh clone compiled all of them again, with and
+# without -race (docs/testing.md). No code here reads its source paths.
+export GOFLAGS="${GOFLAGS:+$GOFLAGS }-trimpath"
 go vet ./...
 scripts/staticcheck.sh
 # openapi.yaml's lint (Redocly and Spectral, npm packages) when Node.js is
