@@ -43,6 +43,9 @@ func TestSeedDemoIsIdempotent(t *testing.T) {
 	if n := r.Client.HGet(context.Background(), r.Prefix+"sale:{phone-x1}", "available").Val(); n != "99" {
 		t.Fatalf("phone-x1 available = %q, want 99", n)
 	}
+	if n := count(`SELECT count(DISTINCT sha256) FROM product_images`); n != len(demoCatalog) {
+		t.Fatalf("%d distinct product images, want one per product (%d)", n, len(demoCatalog))
+	}
 	if n := count(`SELECT count(*) FROM stores`); n != len(demoStores) {
 		t.Fatalf("%d stores, want %d", n, len(demoStores))
 	}

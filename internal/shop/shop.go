@@ -208,6 +208,8 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 		DB:             st.DB,
 		Registry:       reg,
 		BodyLimit:      cfg.BodyLimit,
+		Upload:         inventory.IsImageUpload, // product images
+		UploadLimit:    inventory.MaxImageBytes,
 		TrustedProxies: cfg.TrustedProxies,
 		IPv6Prefix:     cfg.RateLimitIPv6Prefix,
 		Mount: []func(fiber.Router){
