@@ -225,6 +225,7 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 			func(r fiber.Router) { a.Carts.Routes(r, user) },
 			func(r fiber.Router) { a.Audit.Routes(r, admin) },
 			func(r fiber.Router) { r.Delete("/admin/users/:id", admin, a.erase) },
+			func(r fiber.Router) { r.Get("/admin/users", admin, a.listUsers) },
 		},
 		// The storefront page and the admin console, clients of the API
 		// above, outside it, with the client code they share; the
