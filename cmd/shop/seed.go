@@ -160,6 +160,9 @@ func seedProduct(ctx context.Context, catalog *inventory.Catalog, sales *invento
 	if err != nil && !errors.Is(err, inventory.ErrSKUTaken) {
 		return err
 	}
+	if err := seedImage(ctx, catalog, p.sku); err != nil {
+		return err
+	}
 	if p.stock < 0 {
 		return nil
 	}
@@ -168,6 +171,17 @@ func seedProduct(ctx context.Context, catalog *inventory.Catalog, sales *invento
 		return err
 	}
 	_, err = sales.Open(ctx, p.sku, inventory.Seed{Quantity: p.stock, PerUserLimit: p.limit})
+	return err
+}
+
+// seedImage gives the product its drawn picture unless it has one (an
+// admin's upload stays).
+func seedImage(ctx context.Context, catalog *inventory.Catalog, sku string) error {
+	p, err := catalog.Get(ctx, sku)
+	if err != nil || p.ImageURL != "" {
+		return err
+	}
+	_, err = catalog.SetImage(ctx, sku, "image/png", demoImage(sku))
 	return err
 }
 

@@ -27,9 +27,12 @@ func (s *Catalog) OneTripRoutes(r fiber.Router, ride, optionalUser fiber.Handler
 func (s *Catalog) Routes(r fiber.Router, requireAdmin fiber.Handler) {
 	h := handler{catalog: s}
 	r.Get("/products", h.list)
+	r.Get("/products/:sku/image/:hash", h.image)
 	if requireAdmin == nil {
 		return
 	}
+	r.Put("/admin/products/:sku/image", requireAdmin, h.putImage)
+	r.Delete("/admin/products/:sku/image", requireAdmin, h.deleteImage)
 	r.Post("/admin/products", requireAdmin, h.create)
 	r.Put("/admin/products/:sku", requireAdmin, h.update)
 	r.Delete("/admin/products/:sku", requireAdmin, h.delete)

@@ -48,6 +48,9 @@ type Product struct {
 	// Available is the live stock; never cached with the product.
 	Available int64     `json:"available"`
 	UpdatedAt time.Time `json:"updated_at"`
+	// ImageURL is after UpdatedAt so that productJSON finds available
+	// where it expects it.
+	ImageURL ImageURL `json:"image_url"`
 }
 
 // ProductInput is what an admin sets on a product.

@@ -13,7 +13,10 @@ import (
 
 // The SQL the database sees.
 const (
-	productColumns = `sku, name, description, category, price_cents, updated_at`
+	productColumns = `sku, name, description, category, price_cents, updated_at, ` + imageColumn
+
+	// The product's image hash, '' without one (images.go).
+	imageColumn = `COALESCE((SELECT i.sha256 FROM product_images i WHERE i.sku = products.sku), '')`
 
 	selectProductSQL = `SELECT ` + productColumns + ` FROM products WHERE sku = $1`
 
@@ -44,7 +47,8 @@ RETURNING ` + productColumns
 UPDATE products p
 SET name = $2, description = $3, category = $4, price_cents = $5, updated_at = now()
 FROM old WHERE p.sku = old.sku
-RETURNING p.sku, p.name, p.description, p.category, p.price_cents, p.updated_at, old.category`
+RETURNING p.sku, p.name, p.description, p.category, p.price_cents, p.updated_at,
+	COALESCE((SELECT i.sha256 FROM product_images i WHERE i.sku = p.sku), ''), old.category`
 
 	deleteProductSQL = `DELETE FROM products WHERE sku = $1 RETURNING category`
 )
@@ -60,16 +64,18 @@ type record struct {
 	Category    string    `json:"category"`
 	PriceCents  int64     `json:"price_cents"`
 	UpdatedAt   time.Time `json:"updated_at"`
+	// Image is the hex SHA-256 of the product's image, "" without one.
+	Image string `json:"image,omitempty"`
 }
 
 func (r record) product(available int64) Product {
 	return Product{SKU: r.SKU, Name: r.Name, Description: r.Description, Category: r.Category,
-		PriceCents: r.PriceCents, Available: available, UpdatedAt: r.UpdatedAt}
+		PriceCents: r.PriceCents, Available: available, UpdatedAt: r.UpdatedAt, ImageURL: imageURL(r.SKU, r.Image)}
 }
 
 func scanRecord(row pgx.Row, extra ...any) (record, error) {
 	var r record
-	dest := append([]any{&r.SKU, &r.Name, &r.Description, &r.Category, &r.PriceCents, &r.UpdatedAt}, extra...)
+	dest := append([]any{&r.SKU, &r.Name, &r.Description, &r.Category, &r.PriceCents, &r.UpdatedAt, &r.Image}, extra...)
 	err := row.Scan(dest...)
 	r.UpdatedAt = r.UpdatedAt.UTC()
 	return r, err
@@ -77,9 +83,15 @@ func scanRecord(row pgx.Row, extra ...any) (record, error) {
 
 // selectProduct returns the row of sku, or ErrProductNotFound.
 func (s *Catalog) selectProduct(ctx context.Context, sku string) (record, error) {
+	return s.selectProductOn(ctx, s.db, sku)
+}
+
+// selectProductOn is selectProduct on q (a connection holding the
+// product's lock).
+func (s *Catalog) selectProductOn(ctx context.Context, q rowQuerier, sku string) (record, error) {
 	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
 	defer cancel()
-	r, err := scanRecord(s.db.QueryRow(ctx, selectProductSQL, sku))
+	r, err := scanRecord(q.QueryRow(ctx, selectProductSQL, sku))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return record{}, fmt.Errorf("select product %s: %w", sku, ErrProductNotFound)
 	}

@@ -34,7 +34,7 @@ var (
 func Spec(t testing.TB) (*openapi3.T, routers.Router) {
 	t.Helper()
 	once.Do(func() {
-		for _, ct := range []string{"application/yaml", "text/event-stream", "text/html", "text/css", "text/javascript", "image/svg+xml"} {
+		for _, ct := range []string{"application/yaml", "text/event-stream", "text/html", "text/css", "text/javascript", "image/svg+xml", "image/png", "image/jpeg", "image/webp"} {
 			openapi3filter.RegisterBodyDecoder(ct, openapi3filter.PlainBodyDecoder)
 		}
 		loader := openapi3.NewLoader()

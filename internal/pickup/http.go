@@ -13,6 +13,7 @@ import (
 // the admin writes behind requireAdmin (none when it is nil).
 func (s *Service) Routes(r fiber.Router, requireAdmin fiber.Handler) {
 	h := handler{s}
+	r.Get("/stores", h.list)
 	r.Get("/stores/nearby", h.nearby) // before /stores/:id
 	r.Get("/stores/:id", h.get)
 	if requireAdmin == nil {
@@ -103,6 +104,22 @@ func parseStore(c *fiber.Ctx) (Store, error) {
 		st.Address = *b.Address
 	}
 	return st, nil
+}
+
+func (h handler) list(c *fiber.Ctx) error {
+	q, bad := server.PageQuery(c, ListDefaultLimit, ListMaxLimit)
+	if bad != nil { // every bad parameter in one answer
+		errs := []apperr.FieldError{*bad}
+		if _, ok := decodeListCursor(q.Cursor); !ok {
+			errs = append(errs, badCursor)
+		}
+		return apperr.Invalid(errs...)
+	}
+	p, err := h.s.List(c.UserContext(), q.Limit, q.Cursor)
+	if err != nil {
+		return err
+	}
+	return c.JSON(p)
 }
 
 func (h handler) nearby(c *fiber.Ctx) error {

@@ -36,6 +36,10 @@ type Deps struct {
 	Registry *prometheus.Registry
 	// BodyLimit is the largest request body in bytes (413 above it).
 	BodyLimit int
+	// Upload names the requests whose body may be up to UploadLimit
+	// instead (an admin's image); nil: none.
+	Upload      func(method, path string) bool
+	UploadLimit int
 	// TrustedProxies may set the client IP through X-Forwarded-For.
 	TrustedProxies []string
 	// IPv6Prefix is the prefix length of the IPv6 addresses that share one
@@ -68,7 +72,7 @@ func New(d Deps) *fiber.App {
 	app := fiber.New(fiber.Config{
 		AppName:                 "shop",
 		ErrorHandler:            ErrorHandler(d.Log),
-		BodyLimit:               d.BodyLimit,
+		BodyLimit:               fiberBodyLimit(d),
 		ReadTimeout:             readTimeout,
 		WriteTimeout:            writeTimeout,
 		IdleTimeout:             idleTimeout,
@@ -90,6 +94,9 @@ func New(d Deps) *fiber.App {
 	app.Use(RequestID())
 	app.Use(observe(d.Log, httpm, who, app.ErrorHandler))
 	app.Use(recover.New())
+	if fiberBodyLimit(d) > d.BodyLimit {
+		app.Use(bodyLimit(d))
+	}
 
 	app.Get("/healthz", healthz)
 	app.Get("/readyz", readyz(d.Redis, d.DB))

@@ -210,6 +210,8 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 		DB:             st.DB,
 		Registry:       reg,
 		BodyLimit:      cfg.BodyLimit,
+		Upload:         inventory.IsImageUpload, // product images
+		UploadLimit:    inventory.MaxImageBytes,
 		TrustedProxies: cfg.TrustedProxies,
 		IPv6Prefix:     cfg.RateLimitIPv6Prefix,
 		Mount: []func(fiber.Router){
@@ -225,6 +227,8 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 			func(r fiber.Router) { a.Carts.Routes(r, user) },
 			func(r fiber.Router) { a.Audit.Routes(r, admin) },
 			func(r fiber.Router) { r.Delete("/admin/users/:id", admin, a.erase) },
+			func(r fiber.Router) { r.Get("/admin/users", admin, a.listUsers) },
+			func(r fiber.Router) { a.Orders.AdminRoutes(r, admin) },
 		},
 		// The storefront page and the admin console, clients of the API
 		// above, outside it, with the client code they share; the
