@@ -18,8 +18,8 @@ const (
 )
 
 // adminListSQL is listOrdersSQL over every buyer, with the buyer, and the
-// filters: $3 a status ('' any), $4 a sku among the lines ('' any), $5
-// the buyer's email in any case ('' any).
+// filters: $3 a status, $4 a sku among the lines, $5 the buyer's email
+// in any case; an empty one matches any.
 const adminListSQL = `
 SELECT o.id, o.total_cents, o.created_at, o.expires_at, coalesce(t.status, 'confirmed'),
        CASE WHEN t.status = 'paid' THEN t.at END, coalesce(t.payment_ref, ''),
