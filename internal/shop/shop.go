@@ -228,7 +228,7 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 			func(r fiber.Router) { a.Audit.Routes(r, admin) },
 			func(r fiber.Router) { r.Delete("/admin/users/:id", admin, a.erase) },
 			func(r fiber.Router) { r.Get("/admin/users", admin, a.listUsers) },
-			func(r fiber.Router) { a.Orders.AdminRoutes(r, admin) },
+			func(r fiber.Router) { orderhttp.AdminRoutes(r, a.Orders, admin) },
 		},
 		// The storefront page and the admin console, clients of the API
 		// above, outside it, with the client code they share; the
