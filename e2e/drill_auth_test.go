@@ -66,7 +66,9 @@ var publicRoutes = map[string]bool{
 	"GET /admin": true, "GET /admin/assets/:file": true,
 	// docs/api.md: best sellers and store reads are public.
 	"GET /api/v1/best-sellers": true, "GET /api/v1/best-sellers/:sku": true,
-	"GET /api/v1/stores/:id": true, "GET /api/v1/stores/nearby": true,
+	"GET /api/v1/stores": true, "GET /api/v1/stores/:id": true, "GET /api/v1/stores/nearby": true,
+	// docs/api.md: a product's image is public, like the product.
+	"GET /api/v1/products/:sku/image/:hash": true,
 	// docs/api.md: a room's fairness answer is public; a ticket's stream needs
 	// no header (its unguessable URL is the credential).
 	"GET /api/v1/products/:sku/queue/fairness": true, "GET /api/v1/products/:sku/queue/events/:token": true,
