@@ -49,9 +49,13 @@ func (s *Service) reserveInBuckets(ctx context.Context, e enqueue, lines []Line)
 		res, err := s.reserve(ctx, e, lines)
 		var wrong *wrongBucketError
 		var short *shortError
+		var noSale *noSaleError
 		switch {
 		case errors.As(err, &wrong):
 			err = s.learnBuckets(ctx, wrong.skus)
+		case errors.As(err, &noSale) && s.guessedBuckets(noSale.skus):
+			// The guessed home bucket is gone: a reseeding left fewer.
+			err = s.learnBuckets(ctx, noSale.skus)
 		case errors.As(err, &short):
 			err = s.moveUnits(ctx, e.userID, lines, short.skus)
 		default:
@@ -64,6 +68,18 @@ func (s *Service) reserveInBuckets(ctx context.Context, e enqueue, lines []Line)
 			return reservation{}, errBucketsBusy
 		}
 	}
+}
+
+// guessedBuckets tells whether any of skus was placed in a bucket past
+// the first, as this process last knew the round: such a bucket may be
+// missing because the round was reseeded with fewer, not for want of a sale.
+func (s *Service) guessedBuckets(skus []string) bool {
+	for _, sku := range skus {
+		if s.stock.BucketsHint(sku) > 1 {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Service) learnBuckets(ctx context.Context, skus []string) error {

@@ -153,3 +153,36 @@ func TestStaleBucketGuessKeepsTheLimit(t *testing.T) {
 		t.Fatalf("second purchase in another process: %v, want limit_exceeded", err)
 	}
 }
+
+// A process that knew a round of 4 buckets still sells to a shopper
+// homed in a bucket the reseeding removed (the round now has fewer): the
+// missing bucket is a stale guess to learn from, not a SKU without a
+// sale.
+func TestStaleGuessOfARemovedBucketStillSells(t *testing.T) {
+	t.Parallel()
+	for _, now := range []int{1, 3} {
+		t.Run(strconv.Itoa(now), func(t *testing.T) {
+			t.Parallel()
+			f := newReserveFixture(t)
+			ctx := context.Background()
+			user := ""
+			for i := 0; user == ""; i++ {
+				if u := "u" + strconv.Itoa(i); inventory.HomeBucket(u, 4) == 3 {
+					user = u
+				}
+			}
+			f.seed(t, "hot", inventory.LiveRound{Quantity: 40, Buckets: 4})
+			if _, err := f.LearnBuckets(ctx, "hot"); err != nil { // this process: 4 buckets
+				t.Fatal(err)
+			}
+			other := newReserveFixtureOn(t, f.r)
+			other.seed(t, "hot", inventory.LiveRound{Round: 2, Quantity: 40, Buckets: now})
+			if _, err := f.svc.Place(ctx, user, []Line{{"hot", 1}}, PlaceOptions{}); err != nil {
+				t.Fatalf("purchase homed in bucket 3 of a stale 4, the round now of %d: %v", now, err)
+			}
+			if got := f.BucketsHint("hot"); got != now {
+				t.Fatalf("the process now guesses %d buckets, want %d", got, now)
+			}
+		})
+	}
+}
