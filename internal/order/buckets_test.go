@@ -4,15 +4,12 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"slices"
 	"strconv"
-	"sync/atomic"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shop-oss/shop/internal/inventory"
-	"github.com/shop-oss/shop/internal/order/ordertesting"
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
@@ -38,39 +35,16 @@ func TestBucketRaceSellsExactlyTheRound(t *testing.T) {
 			f := newReserveFixture(t)
 			const units, users, tries, limit = 100, 80, 3, 2
 			f.seed(t, "hot", inventory.LiveRound{Quantity: units, PerUserLimit: limit, Buckets: buckets})
-			var sold atomic.Int64
-			perUser := make([]atomic.Int64, users)
-			var ops []func()
-			for u := range users {
-				buy := func() {
-					_, err := f.svc.Place(context.Background(), "user-"+strconv.Itoa(u), []Line{{"hot", 1}}, PlaceOptions{})
-					// A loaded host may answer late, or after too many lost
-					// races for moved units: nothing was bought, and a
-					// client tries again.
-					for errors.Is(err, errLate) || errors.Is(err, errBucketsBusy) {
-						_, err = f.svc.Place(context.Background(), "user-"+strconv.Itoa(u), []Line{{"hot", 1}}, PlaceOptions{})
-					}
-					switch {
-					case err == nil:
-						sold.Add(1)
-						perUser[u].Add(1)
-					case errors.Is(err, ErrOutOfStock), errors.Is(err, ErrLimitExceeded):
-					default:
-						t.Error(err)
-					}
+			f.race(t, "hot", units, users, tries, limit, func(user string) error {
+				_, err := f.svc.Place(context.Background(), user, []Line{{"hot", 1}}, PlaceOptions{})
+				// A loaded host may answer late, or after too many lost
+				// races for moved units: nothing was bought, and a client
+				// tries again.
+				for errors.Is(err, errLate) || errors.Is(err, errBucketsBusy) {
+					_, err = f.svc.Place(context.Background(), user, []Line{{"hot", 1}}, PlaceOptions{})
 				}
-				ops = append(ops, slices.Repeat([]func(){buy}, tries)...)
-			}
-			ordertesting.Together(ops...)
-			if sold.Load() != units || f.available(t, "hot") != 0 || f.streamLen(t) != units {
-				t.Fatalf("sold %d, available %d, events %d; want %d, 0, %d",
-					sold.Load(), f.available(t, "hot"), f.streamLen(t), units, units)
-			}
-			for u := range perUser {
-				if n := perUser[u].Load(); n > limit {
-					t.Fatalf("user %d bought %d, limit %d", u, n, limit)
-				}
-			}
+				return err
+			})
 			f.checkBuckets(t, "hot", buckets, units)
 		})
 	}

@@ -354,21 +354,17 @@ func TestReserveRejectsBadInputBeforeWriting(t *testing.T) {
 	}
 }
 
-// The oversell race: buyers released together, each trying several times.
-// Exactly the seeded units are sold, never more per user than the limit,
-// and every success has exactly one event.
-func TestReserveRaceNeverOversells(t *testing.T) {
-	t.Parallel()
-	f := newReserveFixture(t)
-	const units, users, tries, limit = 100, 150, 3, 1
-	f.seed(t, "hot", inventory.LiveRound{Quantity: units, PerUserLimit: limit})
+// race releases users buyers of sku together, each calling buy tries
+// times, and checks that exactly units were sold, one event each, with
+// nothing left and never more per user than limit.
+func (f *reserveFixture) race(t *testing.T, sku string, units int64, users, tries int, limit int64, buy func(user string) error) {
+	t.Helper()
 	var sold atomic.Int64
 	perUser := make([]atomic.Int64, users)
 	var ops []func()
 	for u := range users {
-		buy := func() {
-			_, err := f.buy(t, "user-"+strconv.Itoa(u), Line{"hot", 1})
-			switch {
+		one := func() {
+			switch err := buy("user-" + strconv.Itoa(u)); {
 			case err == nil:
 				sold.Add(1)
 				perUser[u].Add(1)
@@ -377,18 +373,32 @@ func TestReserveRaceNeverOversells(t *testing.T) {
 				t.Error(err)
 			}
 		}
-		ops = append(ops, slices.Repeat([]func(){buy}, tries)...)
+		ops = append(ops, slices.Repeat([]func(){one}, tries)...)
 	}
 	ordertesting.Together(ops...)
-	if sold.Load() != units || f.available(t, "hot") != 0 || f.streamLen(t) != units {
+	if sold.Load() != units || f.available(t, sku) != 0 || f.streamLen(t) != units {
 		t.Fatalf("sold %d, available %d, events %d; want %d, 0, %d",
-			sold.Load(), f.available(t, "hot"), f.streamLen(t), units, units)
+			sold.Load(), f.available(t, sku), f.streamLen(t), units, units)
 	}
 	for u := range perUser {
 		if n := perUser[u].Load(); n > limit {
 			t.Fatalf("user %d bought %d, limit %d", u, n, limit)
 		}
 	}
+}
+
+// The oversell race: buyers released together, each trying several times.
+// Exactly the seeded units are sold, never more per user than the limit,
+// and every success has exactly one event.
+func TestReserveRaceNeverOversells(t *testing.T) {
+	t.Parallel()
+	f := newReserveFixture(t)
+	const units, users, tries, limit = 100, 150, 3, 1
+	f.seed(t, "hot", inventory.LiveRound{Quantity: units, PerUserLimit: limit})
+	f.race(t, "hot", units, users, tries, limit, func(user string) error {
+		_, err := f.buy(t, user, Line{"hot", 1})
+		return err
+	})
 }
 
 func TestSetPriceOnlyTouchesLiveRounds(t *testing.T) {
