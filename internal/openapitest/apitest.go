@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -170,6 +171,24 @@ func WantProblem(t testing.TB, r Reply, status int, code string) {
 		t.Fatalf("401 without WWW-Authenticate: Bearer: %s", r.Body)
 	case (status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests) && r.Header.Get("Retry-After") == "":
 		t.Fatalf("%d without Retry-After: %s", status, r.Body)
+	}
+}
+
+// WantInvalid fails t unless r is a 400 invalid_request problem whose
+// errors name fields, in that order.
+func WantInvalid(t testing.TB, r Reply, fields []string) {
+	t.Helper()
+	WantProblem(t, r, http.StatusBadRequest, "invalid_request")
+	var p struct{ Errors []struct{ Field string } }
+	if err := json.Unmarshal(r.Body, &p); err != nil {
+		t.Fatalf("problem %s: %v", r.Body, err)
+	}
+	got := make([]string, 0, len(p.Errors))
+	for _, e := range p.Errors {
+		got = append(got, e.Field)
+	}
+	if !slices.Equal(got, fields) {
+		t.Fatalf("fields %v, want %v: %s", got, fields, r.Body)
 	}
 }
 
