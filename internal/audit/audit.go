@@ -22,7 +22,7 @@ import (
 
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/keyspace"
-	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/ledger"
 	"github.com/shop-oss/shop/internal/room"
 )
 
@@ -41,14 +41,14 @@ type Auditor struct {
 	rdb    redis.UniversalClient
 	stock  *inventory.Stock
 	parts  keyspace.Partitions
-	ledger *order.Ledger // order's keys and status hashes
+	ledger *ledger.Ledger // order's keys and status hashes
 	log    *slog.Logger
 	// lastKey holds the latest outcome (Latest).
 	lastKey string
 	// LagBound: see DefaultLagBound.
 	LagBound time.Duration
 	// SettledWindow is the settled log's retention as the cluster audit's
-	// time fence reads it (package doc): order.SettledRetention, or any
+	// time fence reads it (package doc): ledger.SettledRetention, or any
 	// shorter span still far above the masters' clock differences.
 	SettledWindow time.Duration
 	// Rooms, when set, has every waiting room checked too (room.Audit).
@@ -61,8 +61,8 @@ type Auditor struct {
 // New returns an auditor of the stores under prefix.
 func New(db *pgxpool.Pool, rdb redis.UniversalClient, stock *inventory.Stock, prefix string, log *slog.Logger) *Auditor {
 	parts := stock.Partitions()
-	return &Auditor{db: db, rdb: rdb, stock: stock, parts: parts, ledger: order.NewLedger(rdb, prefix, parts),
-		log: log, lastKey: prefix + "audit:last", LagBound: DefaultLagBound, SettledWindow: order.SettledRetention}
+	return &Auditor{db: db, rdb: rdb, stock: stock, parts: parts, ledger: ledger.New(rdb, prefix, parts),
+		log: log, lastKey: prefix + "audit:last", LagBound: DefaultLagBound, SettledWindow: ledger.SettledRetention}
 }
 
 // Report is an audit's answer.

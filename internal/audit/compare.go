@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/ledger"
 	"github.com/shop-oss/shop/internal/order/writer"
 )
 
@@ -257,7 +258,7 @@ func (a *Auditor) streamProblems(ctx context.Context, s snap) ([]Problem, error)
 	return append(out, missing...), nil
 }
 
-func (a *Auditor) deadLetters(ctx context.Context, k order.StreamKeys) ([]Problem, error) {
+func (a *Auditor) deadLetters(ctx context.Context, k ledger.StreamKeys) ([]Problem, error) {
 	msgs, err := a.rdb.XRangeN(ctx, k.Dead, "-", "+", 1000).Result()
 	if err != nil {
 		return nil, wrap("dead letters", err)
@@ -328,7 +329,7 @@ func (a *Auditor) oldOrders(ctx context.Context, cutoff int64) ([]string, error)
 		mu.Lock()
 		defer mu.Unlock()
 		for i, c := range cmds {
-			status, created := order.StatusHash(c.Val()).Live()
+			status, created := ledger.StatusHash(c.Val()).Live()
 			if status != "" && status != order.StatusRejected && created > 0 && created < cutoff {
 				out = append(out, ids[i])
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/ledger"
 )
 
 var (
@@ -314,7 +315,7 @@ type settledEntry struct {
 // released sets as they were at the snapshot's instant: the holds and the
 // log's newest entries from the script, the released sets and the log's
 // older entries after it (package doc, "Bounded snapshots").
-func (a *Auditor) readForeign(ctx context.Context, k order.StreamKeys, raw rawSnap, skus []string) (foreignSnap, error) {
+func (a *Auditor) readForeign(ctx context.Context, k ledger.StreamKeys, raw rawSnap, skus []string) (foreignSnap, error) {
 	if raw.Now == 0 || raw.ReleasesLast == "" {
 		return foreignSnap{}, fmt.Errorf("no time or releases log id read")
 	}
@@ -540,7 +541,7 @@ func pgxForEach(rows pgx.Rows, dest any, fn func()) (any, error) {
 }
 
 // homes are the partitions each order's entries may have gone to (its
-// home, see order.Ledger.HomeOf): one when known, else every partition
+// home, see ledger.Ledger.HomeOf): one when known, else every partition
 // its lines fall in. A row is cut by its home's stream: an order whose
 // home is not certain from its SKUs and whose entries fall between its
 // candidates' cuts (in any of cuts) is looked up in its status hash,
@@ -608,7 +609,7 @@ func (a *Auditor) lookUpHomes(ctx context.Context, ids []string, out homes) erro
 		return wrap("order statuses", err)
 	}
 	for i, c := range cmds {
-		if p, ok := order.StatusHash(c.Val()).Home(); ok && p < a.parts.Count() {
+		if p, ok := ledger.StatusHash(c.Val()).Home(); ok && p < a.parts.Count() {
 			out[ids[i]] = []int{p}
 		}
 	}

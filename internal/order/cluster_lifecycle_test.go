@@ -94,7 +94,7 @@ func (f *lifeFixture) place(t *testing.T, user string, lines ...Line) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	home := f.svc.keys.home(lines)
+	home := homeOfLines(f.svc.keys, lines)
 	var items []ReservedItem
 	var total int64
 	for _, l := range lines {
@@ -113,13 +113,13 @@ func (f *lifeFixture) place(t *testing.T, user string, lines ...Line) string {
 	created, expires := strconv.FormatInt(now.UnixMilli(), 10), strconv.FormatInt(now.Add(f.svc.paymentTTL).UnixMilli(), 10)
 	tot := strconv.FormatInt(total, 10)
 	steps := []error{
-		f.rdb.XAdd(ctx, &redis.XAddArgs{Stream: f.svc.keys.stream(home), Values: []string{"order_id", id, "user_id", user,
+		f.rdb.XAdd(ctx, &redis.XAddArgs{Stream: f.svc.keys.Stream(home), Values: []string{"order_id", id, "user_id", user,
 			"created_ms", created, "total_cents", tot, "items", string(js), "expires_ms", expires}}).Err(),
-		f.rdb.HSet(ctx, f.svc.keys.status(id), "user_id", user, "status", StatusPending, "items", string(js),
+		f.rdb.HSet(ctx, f.svc.keys.Status(id), "user_id", user, "status", StatusPending, "items", string(js),
 			"total_cents", tot, "created_ms", created, "expires_ms", expires, "partition", home).Err(),
-		f.rdb.PExpire(ctx, f.svc.keys.status(id), f.svc.statusTTL()).Err(),
-		f.rdb.ZAdd(ctx, f.svc.keys.due(home), redis.Z{Score: float64(now.Add(f.svc.paymentTTL).UnixMilli()), Member: id}).Err(),
-		f.rdb.ZAdd(ctx, f.svc.keys.pending(user), redis.Z{Score: float64(now.UnixMilli()), Member: id}).Err(),
+		f.rdb.PExpire(ctx, f.svc.keys.Status(id), f.svc.statusTTL()).Err(),
+		f.rdb.ZAdd(ctx, f.svc.keys.Due(home), redis.Z{Score: float64(now.Add(f.svc.paymentTTL).UnixMilli()), Member: id}).Err(),
+		f.rdb.ZAdd(ctx, f.svc.keys.Pending(user), redis.Z{Score: float64(now.UnixMilli()), Member: id}).Err(),
 	}
 	if err := errors.Join(steps...); err != nil {
 		t.Fatalf("place %v: %v", lines, err)
@@ -135,7 +135,7 @@ func (f *lifeFixture) writer(name string, o WriterOptions) Writer {
 // drained waits until every entry of every partition is acknowledged.
 func (f *lifeFixture) drained(t *testing.T) {
 	t.Helper()
-	ordertesting.Drained(t, f.rdb, f.parts.Count(), f.svc.keys.stream)
+	ordertesting.Drained(t, f.rdb, f.parts.Count(), f.svc.keys.Stream)
 }
 
 func (f *lifeFixture) writeAll(t *testing.T) {
@@ -151,7 +151,7 @@ func (f *lifeFixture) sweeper() Sweeper {
 
 func (f *lifeFixture) status(t *testing.T, id string) string {
 	t.Helper()
-	return f.rdb.HGet(context.Background(), f.svc.keys.status(id), "status").Val()
+	return f.rdb.HGet(context.Background(), f.svc.keys.Status(id), "status").Val()
 }
 
 func (f *lifeFixture) available(t *testing.T, sku string) int64 {
@@ -173,7 +173,7 @@ func (f *lifeFixture) count(t *testing.T, query string, args ...any) int64 {
 // masterOf is the address of the master holding partition p.
 func (f *lifeFixture) masterOf(t *testing.T, p int) string {
 	t.Helper()
-	m, err := f.c.Client.MasterForKey(context.Background(), f.svc.keys.stream(p))
+	m, err := f.c.Client.MasterForKey(context.Background(), f.svc.keys.Stream(p))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func (f *lifeFixture) transitions(t *testing.T) map[string][]string {
 	t.Helper()
 	out := map[string][]string{}
 	for p := range f.parts.Count() {
-		for _, m := range f.rdb.XRange(context.Background(), f.svc.keys.stream(p), "-", "+").Val() {
+		for _, m := range f.rdb.XRange(context.Background(), f.svc.keys.Stream(p), "-", "+").Val() {
 			if k, _ := m.Values["kind"].(string); k == kindTransition {
 				id, _ := m.Values["order_id"].(string)
 				st, _ := m.Values["status"].(string)
@@ -258,7 +258,7 @@ func TestWriterConfirmsOnEveryMasterOfACluster(t *testing.T) {
 		}
 	}
 	for _, u := range users {
-		if n := f.rdb.ZCard(ctx, f.svc.keys.pending(u)).Val(); n != 0 {
+		if n := f.rdb.ZCard(ctx, f.svc.keys.Pending(u)).Val(); n != 0 {
 			t.Fatalf("%s's pending index holds %d orders after the writer", u, n)
 		}
 		page, err := f.svc.List(ctx, u, 50, "")
@@ -309,7 +309,7 @@ func TestWriterStoppedBetweenItsAckStepsOnACluster(t *testing.T) {
 			t.Fatalf("order %s: %q after the redelivery, want confirmed", id, st)
 		}
 	}
-	if n := f.rdb.ZCard(ctx, f.svc.keys.pending(u)).Val(); n != 0 {
+	if n := f.rdb.ZCard(ctx, f.svc.keys.Pending(u)).Val(); n != 0 {
 		t.Fatalf("the pending index holds %d orders", n)
 	}
 	if rows := f.count(t, `SELECT count(*) FROM orders`); rows != int64(len(ids)) {
@@ -339,7 +339,7 @@ func TestDeadLetterOnACluster(t *testing.T) {
 			bad = append(bad, id)
 		}
 		// Spoil the order event: its total no longer sums its lines.
-		m := f.rdb.XRange(ctx, f.svc.keys.stream(p), "-", "+").Val()[0]
+		m := f.rdb.XRange(ctx, f.svc.keys.Stream(p), "-", "+").Val()[0]
 		vals := []string{}
 		for k, v := range m.Values {
 			if k == "total_cents" {
@@ -347,15 +347,15 @@ func TestDeadLetterOnACluster(t *testing.T) {
 			}
 			vals = append(vals, k, v.(string))
 		}
-		f.rdb.XDel(ctx, f.svc.keys.stream(p), m.ID)
-		f.rdb.XAdd(ctx, &redis.XAddArgs{Stream: f.svc.keys.stream(p), Values: vals})
+		f.rdb.XDel(ctx, f.svc.keys.Stream(p), m.ID)
+		f.rdb.XAdd(ctx, &redis.XAddArgs{Stream: f.svc.keys.Stream(p), Values: vals})
 	}
 	w := start(f.writer("w", WriterOptions{MaxDeliveries: 1}))
 	f.drained(t)
 	w.Stop(t)
 	var dead int64
 	for p := range f.parts.Count() {
-		dead += f.rdb.XLen(ctx, f.svc.keys.dead(p)).Val()
+		dead += f.rdb.XLen(ctx, f.svc.keys.Dead(p)).Val()
 	}
 	if dead != int64(len(skus)) {
 		t.Fatalf("%d dead letters, want %d", dead, len(skus))
@@ -370,7 +370,7 @@ func TestDeadLetterOnACluster(t *testing.T) {
 			t.Fatalf("cancelled order %s: %q after its dead letter, want cancelled", id, st)
 		}
 	}
-	if n := f.rdb.ZCard(ctx, f.svc.keys.pending(u)).Val(); n != 0 {
+	if n := f.rdb.ZCard(ctx, f.svc.keys.Pending(u)).Val(); n != 0 {
 		t.Fatalf("the pending index holds %d orders", n)
 	}
 }
@@ -400,7 +400,7 @@ func TestPayCancelExpireOnEveryMasterOfACluster(t *testing.T) {
 			t.Fatalf("partition %d: cancel = %+v %v", p, got, err)
 		}
 		// Its payment window closes now.
-		f.rdb.ZAdd(ctx, f.svc.keys.due(p), redis.Z{Score: 1, Member: o.expired})
+		f.rdb.ZAdd(ctx, f.svc.keys.Due(p), redis.Z{Score: 1, Member: o.expired})
 	}
 	if n, err := f.sweeper().Sweep(ctx); err != nil || n != len(skus) {
 		t.Fatalf("swept %d (%v), want %d", n, err, len(skus))
@@ -421,7 +421,7 @@ func TestPayCancelExpireOnEveryMasterOfACluster(t *testing.T) {
 		if cents, n := f.pay.Charged(o.paid); cents != 100 || n != 1 {
 			t.Fatalf("order %s charged %d in %d", o.paid, cents, n)
 		}
-		if n := f.rdb.ZCard(ctx, f.svc.keys.due(p)).Val(); n != 0 {
+		if n := f.rdb.ZCard(ctx, f.svc.keys.Due(p)).Val(); n != 0 {
 			t.Fatalf("partition %d: %d orders still due", p, n)
 		}
 	}
@@ -458,8 +458,8 @@ func TestSpreadOrderGivesEveryUnitBackOnce(t *testing.T) {
 	if _, err := f.svc.Pay(ctx, u, paid, "tok_ok"); err != nil {
 		t.Fatal(err)
 	}
-	f.rdb.ZAdd(ctx, f.svc.keys.due(1), redis.Z{Score: 1, Member: expired})
-	f.rdb.ZAdd(ctx, f.svc.keys.due(2), redis.Z{Score: 1, Member: paid})
+	f.rdb.ZAdd(ctx, f.svc.keys.Due(1), redis.Z{Score: 1, Member: expired})
+	f.rdb.ZAdd(ctx, f.svc.keys.Due(2), redis.Z{Score: 1, Member: paid})
 	if n, err := f.sweeper().Sweep(ctx); err != nil || n != 1 {
 		t.Fatalf("swept %d (%v), want 1", n, err)
 	}
@@ -483,7 +483,7 @@ func TestSpreadOrderGivesEveryUnitBackOnce(t *testing.T) {
 		}
 	}
 	for p := range f.parts.Count() {
-		if n := f.rdb.ZCard(ctx, f.svc.keys.owed(p)).Val(); n != 0 {
+		if n := f.rdb.ZCard(ctx, f.svc.keys.Owed(p)).Val(); n != 0 {
 			t.Fatalf("partition %d still owes %d orders", p, n)
 		}
 	}
@@ -520,8 +520,8 @@ func (f *lifeFixture) owedNow(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
 	for p := range f.parts.Count() {
-		for _, id := range f.rdb.ZRange(ctx, f.svc.keys.owed(p), 0, -1).Val() {
-			f.rdb.ZAdd(ctx, f.svc.keys.owed(p), redis.Z{Score: 1, Member: id})
+		for _, id := range f.rdb.ZRange(ctx, f.svc.keys.Owed(p), 0, -1).Val() {
+			f.rdb.ZAdd(ctx, f.svc.keys.Owed(p), redis.Z{Score: 1, Member: id})
 		}
 	}
 }
@@ -530,7 +530,7 @@ func (f *lifeFixture) owedCount(t *testing.T) int64 {
 	t.Helper()
 	var n int64
 	for p := range f.parts.Count() {
-		n += f.rdb.ZCard(context.Background(), f.svc.keys.owed(p)).Val()
+		n += f.rdb.ZCard(context.Background(), f.svc.keys.Owed(p)).Val()
 	}
 	return n
 }
@@ -561,7 +561,7 @@ func TestSpreadCancelStoppedAfterItsDecisionIsFinishedBySweeper(t *testing.T) {
 		}
 	}
 	// A stop before the decision: only the owed entry.
-	f.rdb.ZAdd(ctx, f.svc.keys.owed(5), redis.Z{Score: 1, Member: undecided})
+	f.rdb.ZAdd(ctx, f.svc.keys.Owed(5), redis.Z{Score: 1, Member: undecided})
 	f.owedNow(t)
 	sw := f.sweeper()
 	if n, err := sw.SettleOwed(ctx); err != nil || n != 1 {
@@ -593,7 +593,7 @@ func TestSpreadCancelStoppedAfterItsDecisionIsFinishedBySweeper(t *testing.T) {
 		t.Fatalf("owed entries %d, want the undecided order's", f.owedCount(t))
 	}
 	// The undecided order expires; the entry it left is settled.
-	f.rdb.ZAdd(ctx, f.svc.keys.due(5), redis.Z{Score: 1, Member: undecided})
+	f.rdb.ZAdd(ctx, f.svc.keys.Due(5), redis.Z{Score: 1, Member: undecided})
 	if n, err := sw.Sweep(ctx); err != nil || n != 1 {
 		t.Fatalf("swept %d (%v)", n, err)
 	}
@@ -656,7 +656,7 @@ func TestCancelPayExpiryRaceOnACluster(t *testing.T) {
 	}
 	f.writeAll(t)
 	for id := range lines {
-		f.rdb.ZAdd(ctx, f.svc.keys.due(f.parts.Home(id)), redis.Z{Score: 1, Member: id})
+		f.rdb.ZAdd(ctx, f.svc.keys.Due(f.parts.Home(id)), redis.Z{Score: 1, Member: id})
 	}
 	x := NewExpiry(f.rdb, f.stock, f.c.Prefix, slog.New(slog.DiscardHandler))
 	var ops []func()

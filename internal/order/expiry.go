@@ -24,15 +24,15 @@ func NewExpiry(rdb redis.UniversalClient, stock *inventory.Stock, prefix string,
 
 // Partitions are the order partitions, each with its due set and, on a
 // cluster, its owed set.
-func (e *Expiry) Partitions() keyspace.Partitions { return e.life.keys.parts }
+func (e *Expiry) Partitions() keyspace.Partitions { return e.life.keys.Parts() }
 
 // DueKey is partition p's due set: orders awaiting payment, scored by
 // expires_ms (a claimed one by its lease's end).
-func (e *Expiry) DueKey(p int) string { return e.life.keys.due(p) }
+func (e *Expiry) DueKey(p int) string { return e.life.keys.Due(p) }
 
 // OwedKey is partition p's owed set: spread orders whose releases may be
 // unfinished (owed.go), scored by when a sweeper may finish them.
-func (e *Expiry) OwedKey(p int) string { return e.life.keys.owed(p) }
+func (e *Expiry) OwedKey(p int) string { return e.life.keys.Owed(p) }
 
 // Expire expires order id, claimed from partition p's due set, if it
 // still awaits payment, and returns the units it gave back; expired is
@@ -54,7 +54,7 @@ func (e *Expiry) Expire(ctx context.Context, p int, id string) (units int64, exp
 			return r.Units, true, nil
 		}
 	}
-	if err := e.life.rdb.ZRem(ctx, e.life.keys.due(p), id).Err(); err != nil {
+	if err := e.life.rdb.ZRem(ctx, e.life.keys.Due(p), id).Err(); err != nil {
 		return 0, false, fmt.Errorf("drop order %s from the due set: %w", id, err)
 	}
 	return 0, false, nil

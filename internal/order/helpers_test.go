@@ -76,7 +76,7 @@ func start(w Writer) *ordertesting.Running { return ordertesting.Start(w.Run) }
 // drained waits until every entry of every partition is acknowledged.
 func (f *fixture) drained(t *testing.T) {
 	t.Helper()
-	ordertesting.Drained(t, f.r.Client, f.parts.Count(), f.svc.keys.stream)
+	ordertesting.Drained(t, f.r.Client, f.parts.Count(), f.svc.keys.Stream)
 }
 
 func (f *fixture) count(t *testing.T, query string, args ...any) int64 {
@@ -96,7 +96,7 @@ func (f *fixture) sold(t *testing.T, round int64) int64 {
 // partition.
 func (f *fixture) pendingCount(t *testing.T) int64 {
 	t.Helper()
-	return ordertesting.Pending(t, f.r.Client, f.parts.Count(), f.svc.keys.stream, group)
+	return ordertesting.Pending(t, f.r.Client, f.parts.Count(), f.svc.keys.Stream, group)
 }
 
 // crashOnce returns a hook that fails the first call only.

@@ -466,7 +466,7 @@ func TestStaleEntriesOfThePendingIndex(t *testing.T) {
 	f.sale(t, "stale-1", 5, 0, 100)
 	u := f.user(t)
 	p := f.place(t, u, "stale-1", 1)
-	key := f.svc.keys.pending(u)
+	key := f.svc.keys.Pending(u)
 	now := float64(time.Now().UnixMilli())
 	for i := range 40 {
 		f.r.Client.ZAdd(ctx, key, redis.Z{Score: now + float64(i), Member: uuid.NewString()})

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/order/orderkey"
 	"github.com/shop-oss/shop/internal/telemetry"
 )
 
@@ -35,7 +36,7 @@ type lifecycle struct {
 	log   *slog.Logger
 	rdb   redis.UniversalClient
 	stock *inventory.Stock
-	keys  keys
+	keys  orderkey.Keys
 
 	// faultAfterDecision, for tests, stops giveBackSpread right after its
 	// decision step, as a crash would.
@@ -43,13 +44,13 @@ type lifecycle struct {
 }
 
 func newLifecycle(rdb redis.UniversalClient, stock *inventory.Stock, prefix string, log *slog.Logger) *lifecycle {
-	return &lifecycle{log: log, rdb: rdb, stock: stock, keys: keys{prefix, stock.Partitions()}}
+	return &lifecycle{log: log, rdb: rdb, stock: stock, keys: orderkey.New(prefix, stock.Partitions())}
 }
 
 // read returns the order's live status; found is false when Redis has
 // none (never placed, or forgotten after statusTTL).
 func (l *lifecycle) read(ctx context.Context, id string) (Order, bool, error) {
-	m, err := l.rdb.HGetAll(ctx, l.keys.status(id)).Result()
+	m, err := l.rdb.HGetAll(ctx, l.keys.Status(id)).Result()
 	if err != nil || m["status"] == "" {
 		return Order{}, false, err
 	}
@@ -79,7 +80,7 @@ func (l *lifecycle) giveBack(ctx context.Context, o Order, to string) (inventory
 	}
 	// Out of the due set: harmless if this fails, the sweeper drops an
 	// order it finds no longer pending or confirmed.
-	_ = l.rdb.ZRem(ctx, l.keys.due(o.partition), o.ID).Err()
+	_ = l.rdb.ZRem(ctx, l.keys.Due(o.partition), o.ID).Err()
 	return r, nil
 }
 
@@ -89,9 +90,9 @@ func (l *lifecycle) giveBack(ctx context.Context, o Order, to string) (inventory
 func (l *lifecycle) guarded(ctx context.Context, o Order, to string, lines []inventory.ReleaseLine) inventory.Release {
 	return inventory.Release{
 		OrderID: o.ID, UserID: o.userID, Lines: lines,
-		Guard: &inventory.Guard{Key: l.keys.status(o.ID), Field: "status",
+		Guard: &inventory.Guard{Key: l.keys.Status(o.ID), Field: "status",
 			From: []string{StatusPending, StatusConfirmed}, To: to},
-		Outbox: &inventory.Outbox{Stream: l.keys.stream(o.partition), Values: transitionValues(o, to, time.Now(), "", telemetry.Traceparent(ctx))},
+		Outbox: &inventory.Outbox{Stream: l.keys.Stream(o.partition), Values: transitionValues(o, to, time.Now(), "", telemetry.Traceparent(ctx))},
 	}
 }
 
@@ -204,7 +205,7 @@ func (s *Service) liveStatusOf(ctx context.Context, user, id string) (Order, boo
 func (s *Service) markErased(ctx context.Context, user string) error {
 	ctx, cancel := context.WithTimeout(ctx, lifecycleTimeout)
 	defer cancel()
-	key := s.keys.pending(user)
+	key := s.keys.Pending(user)
 	pipe := s.rdb.TxPipeline()
 	pipe.ZAdd(ctx, key, redis.Z{Score: math.Inf(1), Member: erasedMember})
 	pipe.PExpire(ctx, key, s.statusTTL())

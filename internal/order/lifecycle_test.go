@@ -43,7 +43,7 @@ func (f *fixture) available(t *testing.T, sku string) int64 {
 
 func (f *fixture) status(t *testing.T, id string) string {
 	t.Helper()
-	return f.r.Client.HGet(context.Background(), f.svc.keys.status(id), "status").Val()
+	return f.r.Client.HGet(context.Background(), f.svc.keys.Status(id), "status").Val()
 }
 
 func TestPayNeedsThePersistedOrderAndChargesOnce(t *testing.T) {
@@ -81,7 +81,7 @@ func TestPayNeedsThePersistedOrderAndChargesOnce(t *testing.T) {
 	if _, err := f.svc.Cancel(ctx, user, p.OrderID); !errors.Is(err, ErrNotCancellable) {
 		t.Fatalf("cancel of a paid order: %v", err)
 	}
-	if n := f.r.Client.ZCard(ctx, f.svc.keys.due(0)).Val(); n != 0 {
+	if n := f.r.Client.ZCard(ctx, f.svc.keys.Due(0)).Val(); n != 0 {
 		t.Fatalf("a paid order is still due (%d)", n)
 	}
 	f.writeAll(t)
@@ -128,7 +128,7 @@ func TestCancelGivesUnitsBackOnceAndTheWriterRecordsIt(t *testing.T) {
 	if sold := f.sold(t, round); sold != 2 {
 		t.Fatalf("sold %d, want the 2 units of both persisted orders", sold)
 	}
-	f.r.Client.Del(ctx, f.svc.keys.status(p.OrderID)) // forgotten by Redis
+	f.r.Client.Del(ctx, f.svc.keys.Status(p.OrderID)) // forgotten by Redis
 	got, err := f.svc.Get(ctx, user, p.OrderID)
 	if err != nil || got.Status != StatusCancelled {
 		t.Fatalf("get from PostgreSQL = %+v %v", got, err)
@@ -160,7 +160,7 @@ func TestResoldUnitsPassTheSoldCheck(t *testing.T) {
 	if n := f.count(t, `SELECT count(*) FROM orders`); n != 4 {
 		t.Fatalf("%d orders written, want 4", n)
 	}
-	if dead := f.r.Client.XLen(ctx, f.svc.keys.dead(0)).Val(); dead != 0 {
+	if dead := f.r.Client.XLen(ctx, f.svc.keys.Dead(0)).Val(); dead != 0 {
 		t.Fatalf("%d dead letters", dead)
 	}
 	if sold := f.sold(t, round); sold != 4 {
@@ -359,14 +359,14 @@ func TestSweeperLeavesAPaidOrder(t *testing.T) {
 	if _, err := f.svc.Pay(context.Background(), users[0], ids[0], "tok_ok"); err != nil {
 		t.Fatal(err)
 	}
-	f.r.Client.ZAdd(context.Background(), f.svc.keys.due(0), redis.Z{Score: 1, Member: ids[0]})
+	f.r.Client.ZAdd(context.Background(), f.svc.keys.Due(0), redis.Z{Score: 1, Member: ids[0]})
 	if k, err := f.sweeper(SweeperOptions{}).Sweep(context.Background()); err != nil || k != 0 {
 		t.Fatalf("sweep expired %d (%v), want 0", k, err)
 	}
 	if st, a := f.status(t, ids[0]), f.available(t, "pd"); st != StatusPaid || a != 0 {
 		t.Fatalf("status %q, available %d; want paid, 0", st, a)
 	}
-	if n := f.r.Client.ZCard(context.Background(), f.svc.keys.due(0)).Val(); n != 0 {
+	if n := f.r.Client.ZCard(context.Background(), f.svc.keys.Due(0)).Val(); n != 0 {
 		t.Fatalf("the paid order is still due")
 	}
 }
@@ -384,7 +384,7 @@ func TestNoPaymentWindow(t *testing.T) {
 	if err != nil || o.ExpiresAt != nil || o.Status != StatusConfirmed {
 		t.Fatalf("get = %+v %v, want confirmed without expires_at", o, err)
 	}
-	if n := f.r.Client.ZCard(context.Background(), f.svc.keys.due(0)).Val(); n != 0 {
+	if n := f.r.Client.ZCard(context.Background(), f.svc.keys.Due(0)).Val(); n != 0 {
 		t.Fatalf("%d orders due without a window", n)
 	}
 	if c := f.count(t, `SELECT count(*) FROM orders WHERE expires_at IS NULL`); c != 1 {
@@ -485,13 +485,13 @@ func TestOrderBeingDecidedIsNotRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := f.svc.keys.status(p.OrderID)
+	key := f.svc.keys.Status(p.OrderID)
 	if err := f.r.Client.Del(ctx, key).Err(); err != nil {
 		t.Fatal(err)
 	}
 	// Still in the buyer's pending index too, as after a failover that
 	// lost the confirmation: the list meets the mark there as well.
-	if err := f.r.Client.ZAdd(ctx, f.svc.keys.pending(user), redis.Z{Score: float64(written.CreatedAt.UnixMilli()), Member: p.OrderID}).Err(); err != nil {
+	if err := f.r.Client.ZAdd(ctx, f.svc.keys.Pending(user), redis.Z{Score: float64(written.CreatedAt.UnixMilli()), Member: p.OrderID}).Err(); err != nil {
 		t.Fatal(err)
 	}
 	// The tombstone marked deciding, as the saga repair's abort script

@@ -3,8 +3,9 @@
 // stream to PostgreSQL exactly once, and package saga
 // (internal/order/saga) places them on a Redis Cluster (Options.Placer);
 // package sweeper (internal/order/sweeper) expires them through Expiry,
-// and package orderhttp serves their routes. Ledger is its Redis state as
-// an audit or a recovery reads and restores it.
+// and package orderhttp serves their routes. Package orderkey names its
+// Redis keys, and package ledger reads and restores them for an audit or
+// a recovery.
 //
 // The reasoning behind it is in docs/design/order.md.
 package order
@@ -12,8 +13,6 @@ package order
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"log/slog"
 	"time"
 
@@ -22,7 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/inventory"
-	"github.com/shop-oss/shop/internal/keyspace"
+	"github.com/shop-oss/shop/internal/order/orderkey"
 )
 
 // Statuses of an order.
@@ -112,7 +111,7 @@ type Service struct {
 	placer  Placer
 	stock   *inventory.Stock
 	exists  ProductExists
-	keys    keys
+	keys    orderkey.Keys
 	log     *slog.Logger
 	metrics *placeMetrics
 	life    *lifecycle
@@ -151,7 +150,7 @@ func New(db *pgxpool.Pool, rdb redis.UniversalClient, stock *inventory.Stock, ex
 	prefix string, log *slog.Logger, reg prometheus.Registerer, o Options) *Service {
 	s := &Service{
 		db: db, rdb: rdb, reserveRdb: cmp.Or[redis.Scripter](o.ReserveRedis, rdb), stock: stock, exists: exists,
-		keys: keys{prefix, stock.Partitions()}, log: log,
+		keys: orderkey.New(prefix, stock.Partitions()), log: log,
 		metrics: newPlaceMetrics(reg), paymentTTL: max(o.PaymentTTL, 0), payments: o.Payments,
 		life: newLifecycle(rdb, stock, prefix, log),
 	}
@@ -160,7 +159,7 @@ func New(db *pgxpool.Pool, rdb redis.UniversalClient, stock *inventory.Stock, ex
 	}
 	s.placer = Placer(scriptPlacer{s})
 	if o.Placer != nil {
-		s.placer = o.Placer(Kit{Redis: rdb, Reserve: s.reserveRdb, Stock: stock, Ledger: NewLedger(rdb, prefix, stock.Partitions()),
+		s.placer = o.Placer(Kit{Redis: rdb, Reserve: s.reserveRdb, Stock: stock, Keys: s.keys,
 			Log: log, StatusTTL: s.statusTTL(), PaymentTTL: s.paymentTTL,
 			Erased: erasedMember, s: s})
 	}
@@ -171,44 +170,10 @@ func New(db *pgxpool.Pool, rdb redis.UniversalClient, stock *inventory.Stock, ex
 // least a day past its payment window.
 func (s *Service) statusTTL() time.Duration { return max(statusTTL, s.paymentTTL+24*time.Hour) }
 
-type keys struct {
-	prefix string
-	parts  keyspace.Partitions
-}
-
-// partition is the name the keys of order partition p start with: the
-// untagged "orders" of before partitions for partition 0 on a single
-// Redis, else "orders:" and the partition's tag (the slot its SKUs share
-// on a cluster).
-func (k keys) partition(p int) string {
-	if k.parts.Legacy(p) {
-		return k.prefix + "orders"
-	}
-	return k.prefix + "orders:" + k.parts.Tag(p)
-}
-
-func (k keys) stream(p int) string { return k.partition(p) }
-func (k keys) dead(p int) string   { return k.partition(p) + ":dead" }
-func (k keys) due(p int) string    { return k.partition(p) + ":due" }
-
-// status is order id's status hash. On a cluster it carries the tag of the
-// order's home partition, which the id names (keyspace's Stamp), so the
-// status shares a slot with the home's stream, due set and SKUs; on a
-// single Redis it keeps its old name.
-func (k keys) status(id string) string {
-	if k.parts.Grouped() {
-		return k.prefix + "order:" + k.parts.Tag(k.parts.Home(id)) + id
-	}
-	return k.prefix + "order:" + id
-}
-
-// home is the partition of an order with these lines: its first SKU's.
-// The order's events (the order itself, then its transitions) all go to
-// that partition's stream, so one consumer group sees them in order.
-func (k keys) home(lines []Line) int { return k.parts.Of(lines[0].SKU) }
-func (k keys) pending(user string) string {
-	return k.prefix + "orders:pending:{" + user + "}"
-}
+// homeOfLines is the partition of an order with these lines: its first
+// SKU's. The order's events (the order itself, then its transitions) all
+// go to that partition's stream, so one consumer group sees them in order.
+func homeOfLines(k orderkey.Keys, lines []Line) int { return k.Parts().Of(lines[0].SKU) }
 
 // erasedMember, in a buyer's pending index with the score +inf, marks
 // the buyer erased (CancelUnpaid): every placement writes that index in
@@ -216,10 +181,3 @@ func (k keys) pending(user string) string {
 // Readers of the index ask for finite scores only, and no order id looks
 // like it.
 const erasedMember = "~erased"
-
-// idem hashes the client's key: any printable text up to 255 bytes becomes
-// a short, safe key name.
-func (k keys) idem(user, key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return k.prefix + "idem:{" + user + "}:" + hex.EncodeToString(sum[:16])
-}

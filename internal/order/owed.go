@@ -29,18 +29,14 @@ var (
 	decideScript = redis.NewScript(decideLua)
 )
 
-// owed is partition p's set of spread orders whose releases may be owed
-// (zset by when a sweeper may finish them, member the order id).
-func (k keys) owed(p int) string { return k.partition(p) + ":owed" }
-
 // spread reports whether o has lines outside its home partition (only on
 // a cluster: on a single Redis every key shares the one server).
 func (l *lifecycle) spread(o Order) bool {
-	if !l.keys.parts.Grouped() {
+	if !l.keys.Parts().Grouped() {
 		return false
 	}
 	for _, it := range o.lines {
-		if l.keys.parts.Of(it.SKU) != o.partition {
+		if l.keys.Parts().Of(it.SKU) != o.partition {
 			return true
 		}
 	}
@@ -53,7 +49,7 @@ func (l *lifecycle) linesByPartition(o Order) (home []inventory.ReleaseLine, for
 	foreign = map[int][]inventory.ReleaseLine{}
 	for _, it := range o.lines {
 		line := inventory.ReleaseLine{SKU: it.SKU, Quantity: it.Quantity, RoundID: it.RoundID}
-		if p := l.keys.parts.Of(it.SKU); p != o.partition {
+		if p := l.keys.Parts().Of(it.SKU); p != o.partition {
 			foreign[p] = append(foreign[p], line)
 		} else {
 			home = append(home, line)
@@ -70,7 +66,7 @@ func (l *lifecycle) linesByPartition(o Order) (home []inventory.ReleaseLine, for
 // settle it); one after it is logged, and the sweeper finishes the rest.
 func (l *lifecycle) giveBackSpread(ctx context.Context, o Order, to string) (inventory.Released, error) {
 	at := time.Now().Add(owedGrace).UnixMilli()
-	if err := l.rdb.ZAddNX(ctx, l.keys.owed(o.partition), redis.Z{Score: float64(at), Member: o.ID}).Err(); err != nil {
+	if err := l.rdb.ZAddNX(ctx, l.keys.Owed(o.partition), redis.Z{Score: float64(at), Member: o.ID}).Err(); err != nil {
 		return inventory.Released{}, fmt.Errorf("give back order %s: note the owed releases: %w", o.ID, err)
 	}
 	r, err := l.decide(ctx, o, to)
@@ -98,14 +94,14 @@ func (l *lifecycle) giveBackSpread(ctx context.Context, o Order, to string) (inv
 			r.Units += units
 		}
 	}
-	if err := l.rdb.ZRem(ctx, l.keys.owed(o.partition), o.ID).Err(); err != nil {
+	if err := l.rdb.ZRem(ctx, l.keys.Owed(o.partition), o.ID).Err(); err != nil {
 		l.warn("give back order: owed entry left to the sweeper", o.ID, err)
 	}
 	if r.Refused {
 		return r, nil
 	}
 	// Out of the due set: harmless if this fails, as in giveBack.
-	_ = l.rdb.ZRem(ctx, l.keys.due(o.partition), o.ID).Err()
+	_ = l.rdb.ZRem(ctx, l.keys.Due(o.partition), o.ID).Err()
 	return r, nil
 }
 
@@ -167,7 +163,7 @@ func (l *lifecycle) releaseRecord(id string, p int, lines []inventory.ReleaseLin
 	for i, ln := range lines {
 		skus[i] = ln.SKU
 	}
-	return &inventory.Outbox{Stream: l.keys.releases(p), Values: []string{"order_id", id, "skus", strings.Join(skus, ",")}, WhenGiven: true}
+	return &inventory.Outbox{Stream: l.keys.Releases(p), Values: []string{"order_id", id, "skus", strings.Join(skus, ",")}, WhenGiven: true}
 }
 
 // settle is the sweeper's look at a spread order in partition p's owed
@@ -188,7 +184,7 @@ func (l *lifecycle) settle(ctx context.Context, p int, id string) (done bool, er
 			}
 		}
 	}
-	if err := l.rdb.ZRem(ctx, l.keys.owed(p), id).Err(); err != nil {
+	if err := l.rdb.ZRem(ctx, l.keys.Owed(p), id).Err(); err != nil {
 		return false, fmt.Errorf("settle order %s: %w", id, err)
 	}
 	return true, nil

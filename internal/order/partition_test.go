@@ -12,6 +12,7 @@ import (
 
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/keyspace"
+	"github.com/shop-oss/shop/internal/order/orderkey"
 )
 
 // partitionedSales opens one round of units per SKU for n SKUs spread over
@@ -87,7 +88,7 @@ func TestPartitionedWritersWriteEachOrderOnce(t *testing.T) {
 	// Each event sits in its home partition, nowhere else.
 	var entries int
 	for k := range f.parts.Count() {
-		for _, m := range f.r.Client.XRange(ctx, f.svc.keys.stream(k), "-", "+").Val() {
+		for _, m := range f.r.Client.XRange(ctx, f.svc.keys.Stream(k), "-", "+").Val() {
 			id, _ := m.Values["order_id"].(string)
 			lines, ok := placed[id]
 			if !ok || f.parts.Of(lines[0].SKU) != k {
@@ -183,21 +184,21 @@ func TestPartitionedTransitionsFollowTheirOrder(t *testing.T) {
 	// The payment window of the others closes now.
 	for _, id := range expiring {
 		o, _, _ := f.svc.life.read(ctx, id)
-		f.r.Client.ZAdd(ctx, f.svc.keys.due(o.partition), redis.Z{Score: 1, Member: id})
+		f.r.Client.ZAdd(ctx, f.svc.keys.Due(o.partition), redis.Z{Score: 1, Member: id})
 	}
 	n, err := f.sweeper(SweeperOptions{}).Sweep(ctx)
 	if err != nil || n != len(expiring) {
 		t.Fatalf("swept %d (%v), want %d", n, err, len(expiring))
 	}
 	for k := range f.parts.Count() {
-		for _, m := range f.r.Client.XRange(ctx, f.svc.keys.stream(k), "-", "+").Val() {
+		for _, m := range f.r.Client.XRange(ctx, f.svc.keys.Stream(k), "-", "+").Val() {
 			id, _ := m.Values["order_id"].(string)
 			o, _, _ := f.svc.life.read(ctx, id)
 			if o.partition != k || f.parts.Of(o.Items[0].SKU) != k {
 				t.Fatalf("an event of order %s (home %d) in partition %d", id, o.partition, k)
 			}
 		}
-		if n := f.r.Client.ZCard(ctx, f.svc.keys.due(k)).Val(); n != 0 {
+		if n := f.r.Client.ZCard(ctx, f.svc.keys.Due(k)).Val(); n != 0 {
 			t.Fatalf("partition %d's due set still holds %d orders", k, n)
 		}
 	}
@@ -220,7 +221,7 @@ func TestPartitionedTransitionsFollowTheirOrder(t *testing.T) {
 func TestOrderIDsPutTheStatusInTheHomeSlot(t *testing.T) {
 	parts := keyspace.NewPartitions(12, true)
 	stock := inventory.NewPartitionedStock(nil, "p:", parts)
-	s := &Service{keys: keys{"p:", parts}, stock: stock}
+	s := &Service{keys: orderkey.New("p:", parts), stock: stock}
 	for i := range 200 {
 		lines := []Line{{SKU: fmt.Sprintf("sku-%d", i), Quantity: 1}, {SKU: "other", Quantity: 1}}
 		id, err := s.newOrderID(lines)
@@ -228,15 +229,15 @@ func TestOrderIDsPutTheStatusInTheHomeSlot(t *testing.T) {
 			t.Fatal(err)
 		}
 		home := parts.Of(lines[0].SKU)
-		want := keyspace.Slot(s.keys.stream(home))
-		for _, k := range []string{s.keys.status(id), s.keys.due(home), stock.SaleKey(lines[0].SKU)} {
+		want := keyspace.Slot(s.keys.Stream(home))
+		for _, k := range []string{s.keys.Status(id), s.keys.Due(home), stock.SaleKey(lines[0].SKU)} {
 			if got := keyspace.Slot(k); got != want {
 				t.Fatalf("order %s (home %d): %s in slot %d, the home stream in %d", id, home, k, got, want)
 			}
 		}
 	}
-	single := keys{"p:", keyspace.NewPartitions(4, false)}
-	if got := single.status("abc"); got != "p:order:abc" {
+	single := orderkey.New("p:", keyspace.NewPartitions(4, false))
+	if got := single.Status("abc"); got != "p:order:abc" {
 		t.Fatalf("single Redis status key %q", got)
 	}
 }

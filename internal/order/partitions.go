@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/keyspace"
+	"github.com/shop-oss/shop/internal/order/orderkey"
 )
 
 // PartitionsKey holds the order partitions a Redis's orders are spread
@@ -64,10 +65,10 @@ func SettlePartitions(ctx context.Context, rdb redis.UniversalClient, prefix str
 // Streams names the order streams under prefix, one per partition of
 // parts (for tests and tools that wait for the writers).
 func Streams(prefix string, parts keyspace.Partitions) []string {
-	k := keys{prefix: prefix, parts: parts}
+	k := orderkey.New(prefix, parts)
 	out := make([]string, parts.Count())
 	for p := range out {
-		out[p] = k.stream(p)
+		out[p] = k.Stream(p)
 	}
 	return out
 }

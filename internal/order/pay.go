@@ -122,7 +122,7 @@ const (
 func (s *Service) payStep(ctx context.Context, o Order, p Payment) (Order, payWin, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lifecycleTimeout)
 	defer cancel()
-	reply, err := payScript.Run(ctx, s.rdb, []string{s.keys.status(o.ID), s.keys.due(o.partition), s.keys.stream(o.partition)},
+	reply, err := payScript.Run(ctx, s.rdb, []string{s.keys.Status(o.ID), s.keys.Due(o.partition), s.keys.Stream(o.partition)},
 		o.ID, p.ID, telemetry.Traceparent(ctx)).StringSlice()
 	if err != nil {
 		// Unknown outcome: keep the charge; a retry with the same token

@@ -80,7 +80,7 @@ func (s *Service) placeOne(ctx context.Context, user string, lines []Line, o Pla
 	}
 	e := enqueue{orderID: id, userID: user, cartKey: o.CartKey, checks: o.Checks, passes: passArg(o.Passes)}
 	if o.IdemKey != "" {
-		e.idemKey = s.keys.idem(user, o.IdemKey)
+		e.idemKey = s.keys.Idem(user, o.IdemKey)
 		e.fingerprint = fingerprint(lines, o.CartKey != "")
 	}
 	return s.reserveInBuckets(ctx, e, lines)
@@ -98,7 +98,7 @@ func (s *Service) newOrderID(lines []Line) (string, error) {
 	if len(lines) == 0 { // refused by reserve's checks
 		return id.String(), nil
 	}
-	return s.keys.parts.Stamp(id, s.keys.home(lines)).String(), nil
+	return s.keys.Parts().Stamp(id, homeOfLines(s.keys, lines)).String(), nil
 }
 
 // explain turns a reservation error into the answer the buyer gets.
@@ -155,7 +155,7 @@ func (s *Service) Replay(ctx context.Context, user, key string, checks *onetrip.
 	}
 	ctx, cancel := context.WithTimeout(ctx, placeTimeout)
 	defer cancel()
-	rec, err := s.rdb.Get(ctx, s.keys.idem(user, key)).Result()
+	rec, err := s.rdb.Get(ctx, s.keys.Idem(user, key)).Result()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return Placed{}, false, nil

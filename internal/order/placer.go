@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/order/orderkey"
 )
 
 // A Placer reserves an order's lines and enqueues the order, all or
@@ -39,7 +40,7 @@ type Kit struct {
 	// Reserve runs the stock-taking scripts (Options.ReserveRedis).
 	Reserve redis.Scripter
 	Stock   *inventory.Stock
-	Ledger  *Ledger // the order keys' names
+	Keys    orderkey.Keys // the order keys' names
 	Log     *slog.Logger
 	// StatusTTL is a new order's status lifetime, PaymentTTL its payment
 	// window (0: none).

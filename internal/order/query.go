@@ -90,7 +90,7 @@ func (s *Service) Get(ctx context.Context, user, id string) (Order, error) {
 // none (never placed, or forgotten a week after it was placed), and the
 // error is errDeciding while the repair decides a status a failover lost.
 func (s *Service) liveStatus(ctx context.Context, id string) (o Order, found bool, err error) {
-	m, err := s.rdb.HGetAll(ctx, s.keys.status(id)).Result()
+	m, err := s.rdb.HGetAll(ctx, s.keys.Status(id)).Result()
 	switch {
 	case err != nil || m["status"] == "":
 		return Order{}, false, err
@@ -218,7 +218,7 @@ func (s *Service) overlay(ctx context.Context, orders []Order) {
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(orders))
 	for i, o := range orders {
-		cmds[i] = pipe.HMGet(ctx, s.keys.status(o.ID), "status", "paid_ms", "payment_ref")
+		cmds[i] = pipe.HMGet(ctx, s.keys.Status(o.ID), "status", "paid_ms", "payment_ref")
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return
@@ -250,7 +250,7 @@ func (s *Service) overlay(ctx context.Context, orders []Order) {
 // An order whose entry was never written (a crash right after its commit)
 // is listed once the writer has persisted it.
 func (s *Service) pendingBefore(ctx context.Context, user string, after position, n int) ([]Order, error) {
-	key := s.keys.pending(user)
+	key := s.keys.Pending(user)
 	window := int64(n) + 16
 	var out []Order
 	for offset := int64(0); offset < maxPendingScan && len(out) < n; offset += window {

@@ -122,7 +122,7 @@ func (s *Service) reserve(ctx context.Context, e enqueue, lines []Line) (reserva
 		return reservation{}, err
 	}
 	// Every key goes in KEYS; an unused one names a key never touched.
-	status := s.keys.status(e.orderID)
+	status := s.keys.Status(e.orderID)
 	idemKey, _ := optionalKey(e.idemKey, status+":noidem")
 	cartKey, useCart := optionalKey(e.cartKey, status+":nocart")
 	fingerprint := ""
@@ -131,9 +131,9 @@ func (s *Service) reserve(ctx context.Context, e enqueue, lines []Line) (reserva
 			return reservation{}, fmt.Errorf("reserve order %s: an idempotency key without a fingerprint", e.orderID)
 		}
 	}
-	home := s.keys.home(lines)
+	home := homeOfLines(s.keys, lines)
 	keys := make([]string, 0, 6+3*len(lines))
-	keys = append(keys, s.keys.stream(home), status, s.keys.pending(e.userID), idemKey, cartKey, s.keys.due(home))
+	keys = append(keys, s.keys.Stream(home), status, s.keys.Pending(e.userID), idemKey, cartKey, s.keys.Due(home))
 	args := make([]any, 0, 12+3*len(lines))
 	args = append(args, e.orderID, e.userID, s.statusTTL().Milliseconds(), idemTTL.Milliseconds(),
 		fingerprint, useCart, s.paymentTTL.Milliseconds(), home, len(lines))

@@ -63,7 +63,7 @@ func (f *reserveFixture) seed(t testing.TB, sku string, r inventory.LiveRound) {
 func (f *reserveFixture) enqueue(user, idem string) enqueue {
 	e := enqueue{orderID: uuid.NewString(), userID: user}
 	if idem != "" {
-		e.idemKey, e.fingerprint = f.svc.keys.idem(user, idem), "test-request"
+		e.idemKey, e.fingerprint = f.svc.keys.Idem(user, idem), "test-request"
 	}
 	return e
 }
@@ -167,7 +167,7 @@ func TestReserveWritesEventStatusAndIndex(t *testing.T) {
 		t.Fatalf("reservation = %+v, items %+v %v", res, items, err)
 	}
 	ctx := context.Background()
-	msgs := f.r.Client.XRange(ctx, f.svc.keys.stream(0), "-", "+").Val()
+	msgs := f.r.Client.XRange(ctx, f.svc.keys.Stream(0), "-", "+").Val()
 	if len(msgs) != 1 {
 		t.Fatalf("stream = %v", msgs)
 	}
@@ -175,14 +175,14 @@ func TestReserveWritesEventStatusAndIndex(t *testing.T) {
 	if v["order_id"] != e.orderID || v["user_id"] != "u1" || v["total_cents"] != "4003" || v["items"] == "" {
 		t.Errorf("event = %v", v)
 	}
-	st := f.r.Client.HGetAll(ctx, f.svc.keys.status(e.orderID)).Val()
+	st := f.r.Client.HGetAll(ctx, f.svc.keys.Status(e.orderID)).Val()
 	if st["status"] != "pending" || st["user_id"] != "u1" || st["total_cents"] != "4003" {
 		t.Errorf("status = %v", st)
 	}
-	if ttl := f.r.Client.PTTL(ctx, f.svc.keys.status(e.orderID)).Val(); ttl <= 0 {
+	if ttl := f.r.Client.PTTL(ctx, f.svc.keys.Status(e.orderID)).Val(); ttl <= 0 {
 		t.Errorf("status key TTL = %s, want one", ttl)
 	}
-	if f.r.Client.ZScore(ctx, f.svc.keys.pending("u1"), e.orderID).Err() != nil {
+	if f.r.Client.ZScore(ctx, f.svc.keys.Pending("u1"), e.orderID).Err() != nil {
 		t.Error("order not in the buyer's pending index")
 	}
 	if b := f.r.Client.HGet(ctx, f.BuyersKey("a"), "u1").Val(); b != "2" {
@@ -205,11 +205,11 @@ func TestReserveWritesNoDefaults(t *testing.T) {
 	if _, err := f.svc.reserve(ctx, e, []Line{{"a", 1}, {"b", 1}}); err != nil {
 		t.Fatal(err)
 	}
-	st := f.r.Client.HGetAll(ctx, f.svc.keys.status(e.orderID)).Val()
+	st := f.r.Client.HGetAll(ctx, f.svc.keys.Status(e.orderID)).Val()
 	if _, ok := st["partition"]; ok {
 		t.Errorf("status = %v: a partition-0 order wrote its partition", st)
 	}
-	msgs := f.r.Client.XRange(ctx, f.svc.keys.stream(0), "-", "+").Val()
+	msgs := f.r.Client.XRange(ctx, f.svc.keys.Stream(0), "-", "+").Val()
 	if len(msgs) != 1 {
 		t.Fatalf("stream = %v", msgs)
 	}
@@ -543,7 +543,7 @@ func TestReserveRunningLateReservesNothing(t *testing.T) {
 	wantCode(t, err, apperr.CodeUnavailable)
 	bought, _ := f.r.Client.HGet(context.Background(), f.BuyersKey("late"), "u1").Int()
 	if f.available(t, "late") != 10 || f.streamLen(t) != 0 || bought != 0 ||
-		f.r.Client.Exists(context.Background(), f.svc.keys.status(e.orderID)).Val() != 0 {
+		f.r.Client.Exists(context.Background(), f.svc.keys.Status(e.orderID)).Val() != 0 {
 		t.Fatalf("a late run held something: available %d, events %d, bought %d", f.available(t, "late"), f.streamLen(t), bought)
 	}
 	// In time, then repeated late: the repeat answers the order.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/ledger"
 	"github.com/shop-oss/shop/internal/order/saga"
 	"github.com/shop-oss/shop/internal/order/writer"
 )
@@ -329,7 +330,7 @@ func roundReport(lr liveRound, st inventory.Restored, orders map[string]*holding
 }
 
 // advance moves every partition's stream's last id past every entry
-// PostgreSQL recorded (see order.Ledger.AdvanceStream). The newest
+// PostgreSQL recorded (see ledger.Ledger.AdvanceStream). The newest
 // recorded id of any partition will do for each: PostgreSQL does not say
 // which partition an entry was in (an order's home is its first line's,
 // and its lines are kept by SKU), and an id PostgreSQL recorded is in the
@@ -402,7 +403,7 @@ func (r *Recoverer) statuses(ctx context.Context, lost []Lost) error {
 }
 
 // restoreStatuses gives the live rounds' confirmed orders whose Redis
-// status was lost their status back (order.Ledger.RestoreStatuses).
+// status was lost their status back (ledger.Ledger.RestoreStatuses).
 func (r *Recoverer) restoreStatuses(ctx context.Context, rounds []liveRound) (int, error) {
 	ids := make([]int64, len(rounds))
 	for i, lr := range rounds {
@@ -412,8 +413,8 @@ func (r *Recoverer) restoreStatuses(ctx context.Context, rounds []liveRound) (in
 	if err != nil {
 		return 0, wrap("confirmed orders", err)
 	}
-	confirmed, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (order.Confirmed, error) {
-		var c order.Confirmed
+	confirmed, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ledger.Confirmed, error) {
+		var c ledger.Confirmed
 		var expires *time.Time
 		var skus []string
 		var qtys []int32
@@ -439,8 +440,8 @@ func (r *Recoverer) restoreStatuses(ctx context.Context, rounds []liveRound) (in
 
 // withoutStatus keeps the orders whose status hash is gone, looked up in
 // pipelines of 1,000.
-func (r *Recoverer) withoutStatus(ctx context.Context, orders []order.Confirmed) ([]order.Confirmed, error) {
-	var out []order.Confirmed
+func (r *Recoverer) withoutStatus(ctx context.Context, orders []ledger.Confirmed) ([]ledger.Confirmed, error) {
+	var out []ledger.Confirmed
 	for from := 0; from < len(orders); from += 1000 {
 		batch := orders[from:min(from+1000, len(orders))]
 		pipe := r.rdb.Pipeline()

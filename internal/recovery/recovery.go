@@ -21,7 +21,7 @@ import (
 
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/keyspace"
-	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/ledger"
 	"github.com/shop-oss/shop/internal/order/saga"
 )
 
@@ -35,8 +35,8 @@ type Recoverer struct {
 	rdb    redis.UniversalClient
 	stock  *inventory.Stock
 	parts  keyspace.Partitions
-	ledger *order.Ledger // order's keys and status hashes
-	sagas  *saga.Ledger  // the sagas' holds and settled logs
+	ledger *ledger.Ledger // order's keys and status hashes
+	sagas  *saga.Ledger   // the sagas' holds and settled logs
 	log    *slog.Logger
 	// betweenReads, when set (InjectBetweenReads), runs in each attempt
 	// after the holds are read and before the streams are.
@@ -52,7 +52,7 @@ func (r *Recoverer) InjectBetweenReads(f func()) { r.betweenReads = f }
 func New(db *pgxpool.Pool, rdb redis.UniversalClient, stock *inventory.Stock, prefix string, log *slog.Logger) *Recoverer {
 	parts := stock.Partitions()
 	return &Recoverer{db: db, rdb: rdb, stock: stock, parts: parts,
-		ledger: order.NewLedger(rdb, prefix, parts), sagas: saga.NewLedger(rdb, parts), log: log}
+		ledger: ledger.New(rdb, prefix, parts), sagas: saga.NewLedger(rdb, parts), log: log}
 }
 
 // Report is what a recovery did and found.

@@ -11,6 +11,7 @@ import (
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/lock"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/ledger"
 	"github.com/shop-oss/shop/internal/order/saga"
 	"github.com/shop-oss/shop/internal/order/sweeper"
 	"github.com/shop-oss/shop/internal/order/writer"
@@ -83,7 +84,7 @@ func NewSweeper(st Stores, cfg *config.Config, stock *inventory.Stock, locks *lo
 	o := sweeper.Options{Locks: locks}
 	if stock.Partitions().Grouped() {
 		o.Sagas = saga.NewRepair(st.Redis, stock, cfg.KeyPrefix, log,
-			saga.RepairOptions{Persisted: order.PersistedIn(st.DB)})
+			saga.RepairOptions{Persisted: ledger.PersistedIn(st.DB)})
 	}
 	return sweeper.New(st.Redis, stock, cfg.KeyPrefix, log, reg, o)
 }

@@ -25,7 +25,7 @@ import (
 func (s *Placer) finish(ctx context.Context, user string, res reservation, lines []order.Line, cartKey, idem string) (erased bool) {
 	ctx, cancel := afterward(ctx)
 	defer cancel()
-	pending := s.keys.pending(user)
+	pending := s.keys.Pending(user)
 	keys := []string{pending, pending + ":nocart"}
 	args := []any{res.OrderID, res.CreatedAt.UnixMilli(), s.StatusTTL.Milliseconds(), 0}
 	if cartKey != "" {

@@ -15,6 +15,7 @@ import (
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/ledger"
 	"github.com/shop-oss/shop/internal/order/ordertesting"
 	"github.com/shop-oss/shop/internal/order/sweeper"
 	"github.com/shop-oss/shop/internal/order/writer"
@@ -28,7 +29,7 @@ type fixture struct {
 	saga *Placer // nil: the one-script placer
 	// store is the service's Redis, ledger its order keys.
 	store  redis.UniversalClient
-	ledger *order.Ledger
+	ledger *ledger.Ledger
 	stock  *inventory.Stock
 	db     *testenv.Database
 	r      *testenv.Redis
@@ -45,7 +46,7 @@ func newFixture(t testing.TB) *fixture {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	exists := func(context.Context, string) (bool, error) { return false, nil }
 	svc := order.New(db.Pool, r.Client, stock, exists, r.Prefix, log, prometheus.NewRegistry(), order.Options{})
-	return &fixture{svc: svc, stock: stock, store: r.Client, ledger: order.NewLedger(r.Client, r.Prefix, keyspace.Partitions{}),
+	return &fixture{svc: svc, stock: stock, store: r.Client, ledger: ledger.New(r.Client, r.Prefix, keyspace.Partitions{}),
 		db: db, r: r, log: log, exists: exists}
 }
 
@@ -96,7 +97,7 @@ func newClusterFixture(t *testing.T) *clusterFixture {
 	f := newFixture(t)
 	f.parts = parts
 	f.stock = inventory.NewPartitionedStock(rdb, c.Prefix, f.parts)
-	f.store, f.ledger = rdb, order.NewLedger(rdb, c.Prefix, parts)
+	f.store, f.ledger = rdb, ledger.New(rdb, c.Prefix, parts)
 	x := &clusterFixture{fixture: f, c: c, rdb: rdb}
 	f.svc, f.saga = x.service(Options{}, order.Options{})
 	return x
@@ -149,6 +150,6 @@ func (f *fixture) place(t testing.TB, user, sku string, qty int) order.Placed {
 // home is the home partition order id's status names.
 func (f *clusterFixture) home(t *testing.T, id string) int {
 	t.Helper()
-	p, _ := order.StatusHash(f.rdb.HGetAll(context.Background(), f.saga.keys.status(id)).Val()).Home()
+	p, _ := ledger.StatusHash(f.rdb.HGetAll(context.Background(), f.saga.keys.Status(id)).Val()).Home()
 	return p
 }

@@ -10,11 +10,12 @@ import (
 
 	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/ledger"
 )
 
 // Ledger is the saga's Redis state as a recovery reads and restores it:
 // each partition's holds and settled log, under the keys order's Ledger
-// names (order.StreamKeys).
+// names (ledger.StreamKeys).
 type Ledger struct {
 	rdb     redis.UniversalClient
 	grouped bool // on a single Redis there are no sagas, so none of it
@@ -72,7 +73,7 @@ type SettledEntry struct {
 
 // ReadSettled reads partition k's settled log and holds (nothing on a
 // single Redis, which has neither).
-func (l *Ledger) ReadSettled(ctx context.Context, k order.StreamKeys) (Settled, error) {
+func (l *Ledger) ReadSettled(ctx context.Context, k ledger.StreamKeys) (Settled, error) {
 	out := Settled{Orders: map[string]bool{}, Entries: map[string][]SettledEntry{}}
 	if !l.grouped {
 		return out, nil
@@ -102,7 +103,7 @@ func (l *Ledger) ReadSettled(ctx context.Context, k order.StreamKeys) (Settled, 
 // ReadHolds reads partition k's standing holds, at one instant (nothing
 // on a single Redis, which has none). A record this package did not write
 // is an error: recover must not rebuild the stock without its lines.
-func (l *Ledger) ReadHolds(ctx context.Context, k order.StreamKeys) ([]Hold, error) {
+func (l *Ledger) ReadHolds(ctx context.Context, k ledger.StreamKeys) ([]Hold, error) {
 	if !l.grouped {
 		return nil, nil
 	}
@@ -126,7 +127,7 @@ func (l *Ledger) ReadHolds(ctx context.Context, k order.StreamKeys) ([]Hold, err
 // store knows them, so no unit is theirs any more) and add's are written
 // (orders whose units recover counted as taken in this partition, whose
 // log entry the failover lost), with the log's retention from now.
-func (l *Ledger) RestoreSettled(ctx context.Context, k order.StreamKeys, remove, add []SettledEntry) error {
+func (l *Ledger) RestoreSettled(ctx context.Context, k ledger.StreamKeys, remove, add []SettledEntry) error {
 	if len(remove) == 0 && len(add) == 0 {
 		return nil
 	}
@@ -145,7 +146,7 @@ func (l *Ledger) RestoreSettled(ctx context.Context, k order.StreamKeys, remove,
 		}
 		pipe.ZAdd(ctx, k.Settled, redis.Z{Score: float64(now.UnixMilli()), Member: string(b)})
 	}
-	pipe.PExpire(ctx, k.Settled, order.SettledRetention)
+	pipe.PExpire(ctx, k.Settled, ledger.SettledRetention)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("restore the settled log %s: %w", k.Settled, err)
 	}

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/shop-oss/shop/internal/order"
 	"maps"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/shop-oss/shop/internal/order"
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/shop-oss/shop/internal/order"
 	"sync/atomic"
 	"testing"
+
+	"github.com/shop-oss/shop/internal/order"
 
 	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/inventory"

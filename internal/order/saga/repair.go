@@ -12,6 +12,8 @@ import (
 
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/ledger"
+	"github.com/shop-oss/shop/internal/order/orderkey"
 	"github.com/shop-oss/shop/internal/order/sweeper"
 )
 
@@ -21,13 +23,13 @@ import (
 // RepairOptions are the optional parts of a Repair.
 type RepairOptions struct {
 	// Persisted, when set, reads an order from PostgreSQL (nil: it has
-	// no such order; see order.PersistedIn). The repair asks it before it
+	// no such order; see ledger.PersistedIn). The repair asks it before it
 	// gives back the hold of an order whose status is gone (a failover
 	// lost it): an order PostgreSQL has gets its status back, and keeps
 	// the hold's units only when it has the hold's items (an order id is
 	// reused by a repeat of its Idempotency-Key, whose attempt may hold
 	// other lines).
-	Persisted func(ctx context.Context, orderID string) (*order.PersistedOrder, error)
+	Persisted func(ctx context.Context, orderID string) (*ledger.PersistedOrder, error)
 }
 
 // Repair settles the holds whose saga a crash stopped between hold and
@@ -36,27 +38,27 @@ type RepairOptions struct {
 type Repair struct {
 	rdb    redis.UniversalClient
 	stock  *inventory.Stock
-	ledger *order.Ledger
-	keys   keys
+	ledger *ledger.Ledger
+	keys   orderkey.Keys
 	log    *slog.Logger
 	o      RepairOptions
 }
 
 // NewRepair returns the repair of the sagas of the orders under prefix.
 func NewRepair(rdb redis.UniversalClient, stock *inventory.Stock, prefix string, log *slog.Logger, o RepairOptions) *Repair {
-	l := order.NewLedger(rdb, prefix, stock.Partitions())
-	return &Repair{rdb: rdb, stock: stock, ledger: l, keys: keys{l, stock.Partitions()}, log: log, o: o}
+	return &Repair{rdb: rdb, stock: stock, ledger: ledger.New(rdb, prefix, stock.Partitions()),
+		keys: orderkey.New(prefix, stock.Partitions()), log: log, o: o}
 }
 
 // Repair settles every partition's stale holds, each claimed by sw as
 // the due orders are; it returns the number settled and the first Redis
 // error.
 func (s *Repair) Repair(ctx context.Context, sw *sweeper.Sweeper) (int, error) {
-	if !s.keys.parts.Grouped() {
+	if !s.keys.Parts().Grouped() {
 		return 0, nil
 	}
 	settled := 0
-	for p := range s.keys.parts.Count() {
+	for p := range s.keys.Parts().Count() {
 		n, err := s.repairPartition(ctx, sw, p)
 		settled += n
 		if err != nil {
@@ -69,7 +71,7 @@ func (s *Repair) Repair(ctx context.Context, sw *sweeper.Sweeper) (int, error) {
 func (s *Repair) repairPartition(ctx context.Context, sw *sweeper.Sweeper, p int) (int, error) {
 	settled := 0
 	for {
-		n, more, err := sw.ClaimEach(ctx, "order sweeper: settle stale holds", p, s.keys.holds(p), func(ctx context.Context, id string) (bool, error) {
+		n, more, err := sw.ClaimEach(ctx, "order sweeper: settle stale holds", p, s.keys.Holds(p), func(ctx context.Context, id string) (bool, error) {
 			return true, s.settleHold(ctx, p, id)
 		})
 		settled += n
@@ -87,7 +89,7 @@ func (s *Repair) repairPartition(ctx context.Context, sw *sweeper.Sweeper, p int
 func (s *Repair) settleHold(ctx context.Context, p int, id string) error {
 	ctx, cancel := context.WithTimeout(ctx, stepTimeout)
 	defer cancel()
-	rec, err := s.rdb.HMGet(ctx, s.keys.hold(p, id), "attempt", "items").Result()
+	rec, err := s.rdb.HMGet(ctx, s.keys.Hold(p, id), "attempt", "items").Result()
 	if err != nil {
 		return fmt.Errorf("read hold %s: %w", id, err)
 	}
@@ -97,7 +99,7 @@ func (s *Repair) settleHold(ctx context.Context, p int, id string) error {
 	if attempt == "" || json.Unmarshal([]byte(raw), &items) != nil || len(items) == 0 {
 		// Settled meanwhile (the record is gone) or not a record this
 		// package wrote: only the index entry is left to drop.
-		return s.rdb.ZRem(ctx, s.keys.holds(p), id).Err()
+		return s.rdb.ZRem(ctx, s.keys.Holds(p), id).Err()
 	}
 	mode, err := s.decideHold(ctx, id, attempt, items)
 	if err != nil {
@@ -119,7 +121,7 @@ func (s *Repair) decideHold(ctx context.Context, id, attempt string, items []ord
 	if s.o.Persisted != nil {
 		mark = 1
 	}
-	decision, err := abortScript.Run(ctx, s.rdb, []string{s.keys.status(id)}, abortedTTL.Milliseconds(), mark).StringSlice()
+	decision, err := abortScript.Run(ctx, s.rdb, []string{s.keys.Status(id)}, abortedTTL.Milliseconds(), mark).StringSlice()
 	switch {
 	case err != nil || len(decision) == 0:
 		return "", fmt.Errorf("decide the saga of order %s: %w", id, err)
@@ -168,7 +170,7 @@ func (s *Repair) decideTombstoned(ctx context.Context, id string, items []order.
 		return "", fmt.Errorf("is order %s in PostgreSQL: %w", id, err)
 	}
 	if o == nil {
-		if err := endDecisionScript.Run(ctx, s.rdb, []string{s.keys.status(id)}).Err(); err != nil {
+		if err := endDecisionScript.Run(ctx, s.rdb, []string{s.keys.Status(id)}).Err(); err != nil {
 			return "", fmt.Errorf("end the decision on order %s: %w", id, err)
 		}
 		return "release", nil
@@ -207,16 +209,16 @@ func dropIf(ours bool) string {
 // unholdOn runs unholdScript (mode "drop" or "release") on the hold of
 // order id on partition p, whose record holds items in this order; it
 // returns the units given back, -1 when attempt holds nothing there.
-func unholdOn(ctx context.Context, rdb redis.Scripter, k keys, stock *inventory.Stock,
+func unholdOn(ctx context.Context, rdb redis.Scripter, k orderkey.Keys, stock *inventory.Stock,
 	p int, id, attempt, mode string, items []order.ReservedItem) (int64, error) {
-	keys := []string{k.hold(p, id), k.holds(p)}
+	keys := []string{k.Hold(p, id), k.Holds(p)}
 	args := []any{id, attempt, mode}
 	for _, it := range items {
 		keys = append(keys, stock.SaleKey(it.SKU), stock.BuyersKey(it.SKU))
 		args = append(args, it.SKU, stock.ChangesChannel(it.SKU))
 	}
-	keys = append(keys, k.settled(p))
-	args = append(args, order.SettledRetention.Milliseconds())
+	keys = append(keys, k.Settled(p))
+	args = append(args, ledger.SettledRetention.Milliseconds())
 	n, err := unholdScript.Run(ctx, rdb, keys, args...).Int64()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return 0, fmt.Errorf("%s hold of order %s on partition %d: %w", mode, id, p, err)

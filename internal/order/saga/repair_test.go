@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/shop-oss/shop/internal/order"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/ledger"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -52,13 +54,13 @@ func TestRepairGivesBackTheHoldOfAnotherAttemptOfAPersistedOrder(t *testing.T) {
 		res := f.commitOf(t, id, u, "a2", repeat, held)
 		f.saga.dropAll(ctx, id, "a2", held)
 		f.writeOrder(t, id)
-		f.rdb.Del(ctx, f.saga.keys.status(id)) // the failover
+		f.rdb.Del(ctx, f.saga.keys.Status(id)) // the failover
 		if restored {
 			f.restore(t, id, u, res)
 		}
-		settledBefore := f.rdb.ZRange(ctx, f.saga.keys.settled(5), 0, -1).Val()
-		f.rdb.ZAdd(ctx, f.saga.keys.holds(5), redis.Z{Score: 1, Member: id}) // a1's deadline passed
-		sw := f.sweeper(RepairOptions{Persisted: order.PersistedIn(f.db.Pool)})
+		settledBefore := f.rdb.ZRange(ctx, f.saga.keys.Settled(5), 0, -1).Val()
+		f.rdb.ZAdd(ctx, f.saga.keys.Holds(5), redis.Z{Score: 1, Member: id}) // a1's deadline passed
+		sw := f.sweeper(RepairOptions{Persisted: ledger.PersistedIn(f.db.Pool)})
 		if _, err := sw.Sweep(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -71,14 +73,14 @@ func TestRepairGivesBackTheHoldOfAnotherAttemptOfAPersistedOrder(t *testing.T) {
 		if got, want := f.available(t, c), int64(8); got != want {
 			t.Fatalf("restored %v: %s available %d, want %d (the order's)", restored, c, got, want)
 		}
-		for _, e := range f.rdb.ZRange(ctx, f.saga.keys.settled(5), 0, -1).Val() {
+		for _, e := range f.rdb.ZRange(ctx, f.saga.keys.Settled(5), 0, -1).Val() {
 			if strings.Contains(e, id) {
 				t.Fatalf("restored %v: partition 5's settled log names the order: %s (before: %v)", restored, e, settledBefore)
 			}
 		}
 		// Lost or restored, the order's status is there after the repair
 		// (back from PostgreSQL), not a tombstone over a persisted order.
-		if st := f.rdb.HGet(ctx, f.saga.keys.status(id), "status").Val(); st != order.StatusConfirmed {
+		if st := f.rdb.HGet(ctx, f.saga.keys.Status(id), "status").Val(); st != order.StatusConfirmed {
 			t.Fatalf("restored %v: status %q after the repair, want %q", restored, st, order.StatusConfirmed)
 		}
 		f.noHolds(t)
@@ -106,7 +108,7 @@ func TestRepairTombstonesBeforeItAsksPostgreSQL(t *testing.T) {
 	fp := f.saga.Fingerprint(lines, false)
 	newOrder := func(key string) (string, string) {
 		id := f.orderID(t, lines)
-		idem := f.saga.keys.idem(u, key)
+		idem := f.saga.keys.Idem(u, key)
 		if got, _, err := f.saga.claim(ctx, idem, fp, id, ""); err != nil || got != id {
 			t.Fatalf("claim: %s %v", got, err)
 		}
@@ -116,8 +118,8 @@ func TestRepairTombstonesBeforeItAsksPostgreSQL(t *testing.T) {
 	items := f.take(t, 5, written, u, "a1", lines[1:])
 	f.commitOf(t, written, u, "a1", lines, []heldPart{{p: 5, items: items}})
 	f.writeOrder(t, written)
-	f.rdb.Del(ctx, f.saga.keys.status(written)) // the failover
-	f.rdb.ZAdd(ctx, f.saga.keys.holds(5), redis.Z{Score: 1, Member: written})
+	f.rdb.Del(ctx, f.saga.keys.Status(written)) // the failover
+	f.rdb.ZAdd(ctx, f.saga.keys.Holds(5), redis.Z{Score: 1, Member: written})
 
 	type look struct {
 		status     string
@@ -127,9 +129,9 @@ func TestRepairTombstonesBeforeItAsksPostgreSQL(t *testing.T) {
 	}
 	looks := map[string]look{}
 	idems := map[string]string{written: writtenIdem}
-	persisted := order.PersistedIn(f.db.Pool)
-	hook := func(ctx context.Context, id string) (*order.PersistedOrder, error) {
-		l := look{status: f.rdb.HGet(ctx, f.saga.keys.status(id), "status").Val(), available: f.available(t, b)}
+	persisted := ledger.PersistedIn(f.db.Pool)
+	hook := func(ctx context.Context, id string) (*ledger.PersistedOrder, error) {
+		l := look{status: f.rdb.HGet(ctx, f.saga.keys.Status(id), "status").Val(), available: f.available(t, b)}
 		// Another run of the order committing, and a repeat of its key
 		// arriving, while PostgreSQL is asked.
 		_, _, l.lateCommit = f.saga.commit(ctx, id, u, "", "a3", 1, "commit", lines[:1], nil)
@@ -160,7 +162,7 @@ func TestRepairTombstonesBeforeItAsksPostgreSQL(t *testing.T) {
 	// repeat of its key is answered that order: it never runs again under
 	// the same id (which would take its units a second time, for an event
 	// the writer ignores).
-	if st := f.rdb.HGetAll(ctx, f.saga.keys.status(written)).Val(); st["status"] != "confirmed" || st["user_id"] != u ||
+	if st := f.rdb.HGetAll(ctx, f.saga.keys.Status(written)).Val(); st["status"] != "confirmed" || st["user_id"] != u ||
 		st["deciding"] != "" || st["items"] == "" {
 		t.Fatalf("status %v after the repair, want the written order's, confirmed", st)
 	}
@@ -174,7 +176,7 @@ func TestRepairTombstonesBeforeItAsksPostgreSQL(t *testing.T) {
 	if got, gotB := f.available(t, a), f.available(t, b); got != 9 || gotB != 6 {
 		t.Fatalf("available %d and %d after the repeat, want 9 and 6 (nothing taken again)", got, gotB)
 	}
-	if log := f.rdb.ZRange(ctx, f.saga.keys.settled(5), 0, -1).Val(); len(log) != 1 || !strings.Contains(log[0], written) {
+	if log := f.rdb.ZRange(ctx, f.saga.keys.Settled(5), 0, -1).Val(); len(log) != 1 || !strings.Contains(log[0], written) {
 		t.Fatalf("settled log %v, want the order's entry", log)
 	}
 	f.noHolds(t)
@@ -183,7 +185,7 @@ func TestRepairTombstonesBeforeItAsksPostgreSQL(t *testing.T) {
 	aborted, abortedIdem := newOrder("aborted")
 	idems[aborted] = abortedIdem
 	f.take(t, 5, aborted, u, "a1", lines[1:])
-	f.rdb.ZAdd(ctx, f.saga.keys.holds(5), redis.Z{Score: 1, Member: aborted})
+	f.rdb.ZAdd(ctx, f.saga.keys.Holds(5), redis.Z{Score: 1, Member: aborted})
 	if _, err := sw.Sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +196,7 @@ func TestRepairTombstonesBeforeItAsksPostgreSQL(t *testing.T) {
 	if got := f.available(t, b); got != 6 {
 		t.Fatalf("%s available %d, want 6 (the aborted order's hold given back)", b, got)
 	}
-	if st := f.rdb.HGetAll(ctx, f.saga.keys.status(aborted)).Val(); len(st) != 1 || st["status"] != order.StatusAborted {
+	if st := f.rdb.HGetAll(ctx, f.saga.keys.Status(aborted)).Val(); len(st) != 1 || st["status"] != order.StatusAborted {
 		t.Fatalf("status %v after the repair, want the tombstone alone", st)
 	}
 	if _, _, err := f.saga.commit(ctx, aborted, u, "", "a4", 1, "commit", lines[:1], nil); !errors.Is(err, errSagaAborted) {

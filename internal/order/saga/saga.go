@@ -17,8 +17,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 	"github.com/shop-oss/shop/internal/apperr"
-	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/orderkey"
 	"github.com/shop-oss/shop/internal/telemetry"
 )
 
@@ -46,7 +46,7 @@ type Options struct {
 // one; order.New binds it to its service with On (order.Options.Placer).
 type Placer struct {
 	order.Kit
-	keys                                   keys
+	keys                                   orderkey.Keys
 	holdScript, commitScript, finishScript *redis.Script
 	holdLifetime                           time.Duration
 	// fault, for the fault drills, is called at each Point a placement
@@ -65,7 +65,7 @@ func New(o Options) *Placer {
 
 // On binds p to the order service whose Kit k is, once, in order.New.
 func (p *Placer) On(k order.Kit) order.Placer {
-	p.Kit, p.keys = k, keys{k.Ledger, k.Stock.Partitions()}
+	p.Kit, p.keys = k, k.Keys
 	p.holdScript, p.commitScript = redis.NewScript(k.Script(holdLua)), redis.NewScript(k.Script(commitLua))
 	p.finishScript = redis.NewScript(fmt.Sprintf(finishLua, k.Erased))
 	return p
@@ -81,22 +81,6 @@ func (p *Placer) Exists(ctx context.Context, id string) (bool, error) {
 // abortedTTL is how long a tombstone refuses a late commit (and answers a
 // repeat of the aborted id's Idempotency-Key with a fresh order).
 const abortedTTL = order.IdemTTL
-
-// keys names the order keys the saga works with, as order's Ledger names
-// them.
-type keys struct {
-	l     *order.Ledger
-	parts keyspace.Partitions
-}
-
-func (k keys) status(id string) string      { return k.l.Keys(0).StatusKey(id) }
-func (k keys) pending(user string) string   { return k.l.Keys(0).PendingKey(user) }
-func (k keys) idem(user, key string) string { return k.l.Keys(0).IdemKey(user, key) }
-func (k keys) stream(p int) string          { return k.l.Keys(p).Stream }
-func (k keys) due(p int) string             { return k.l.Keys(p).Due }
-func (k keys) hold(p int, id string) string { return k.l.Keys(p).HoldPrefix + id }
-func (k keys) holds(p int) string           { return k.l.Keys(p).Holds }
-func (k keys) settled(p int) string         { return k.l.Keys(p).Settled }
 
 // reservation is what a saga did: the order, or the one a repeat names.
 type reservation = order.Reserved
@@ -125,7 +109,7 @@ func (s *Placer) place(ctx context.Context, user string, lines []order.Line, o o
 	}
 	fp, idem := s.Fingerprint(lines, o.CartKey != ""), ""
 	if o.IdemKey != "" {
-		idem = s.keys.idem(user, o.IdemKey)
+		idem = s.keys.Idem(user, o.IdemKey)
 		var replayed bool
 		if id, replayed, err = s.claimOrderID(ctx, idem, fp, id, lines); err != nil || replayed {
 			if replayed && o.CartKey != "" {
@@ -166,7 +150,7 @@ func (s *Placer) claimOrderID(ctx context.Context, idem, fp, id string, lines []
 	if err != nil || !had {
 		return got, false, err
 	}
-	st, err := s.Redis.HMGet(ctx, s.keys.status(got), "status", "deciding").Result()
+	st, err := s.Redis.HMGet(ctx, s.keys.Status(got), "status", "deciding").Result()
 	if err != nil {
 		return "", false, fmt.Errorf("read order %s status: %w", got, err)
 	}
@@ -214,11 +198,11 @@ func (s *Placer) reclaim(ctx context.Context, idem, fp, old string, lines []orde
 // (one EXISTS a partition, in one pipeline: a rare path, taken only after
 // the repair aborted an order).
 func (s *Placer) heldAnywhere(ctx context.Context, id string) (bool, error) {
-	n := s.keys.parts.Count()
+	n := s.keys.Parts().Count()
 	cmds := make([]*redis.IntCmd, n)
 	_, err := s.Redis.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for p := range n {
-			cmds[p] = pipe.Exists(ctx, s.keys.hold(p, id))
+			cmds[p] = pipe.Exists(ctx, s.keys.Hold(p, id))
 		}
 		return nil
 	})
@@ -257,7 +241,7 @@ type heldPart struct {
 // saga holds the lines outside the home, then commits on the home; passes
 // are the buyer's waiting room passes (passArg).
 func (s *Placer) saga(ctx context.Context, id, user, passes string, lines []order.Line) (reservation, error) {
-	home := s.keys.parts.Home(id)
+	home := s.keys.Parts().Home(id)
 	attempt := uuid.NewString()
 	groups := s.groupLines(lines, home)
 	var held []heldPart
@@ -336,7 +320,7 @@ type lineGroup struct {
 func (s *Placer) groupLines(lines []order.Line, home int) []lineGroup {
 	by := map[int][]order.Line{}
 	for _, l := range lines {
-		if p := s.keys.parts.Of(l.SKU); p != home {
+		if p := s.keys.Parts().Of(l.SKU); p != home {
 			by[p] = append(by[p], l)
 		}
 	}
@@ -359,7 +343,7 @@ func asItems(lines []order.Line) []order.ReservedItem {
 
 // hold runs hold.lua on partition p; fail is its refusal (reason, SKUs).
 func (s *Placer) hold(ctx context.Context, p int, id, user, passes, attempt, mode string, home int, lines []order.Line) ([]order.ReservedItem, []string, error) {
-	keys := []string{s.keys.hold(p, id), s.keys.holds(p)}
+	keys := []string{s.keys.Hold(p, id), s.keys.Holds(p)}
 	args := []any{id, user, attempt, mode, home, s.holdLifetime.Milliseconds(), len(lines)}
 	for _, l := range lines {
 		sale, buyers, passes, channel := s.LineKeys(l.SKU)
@@ -396,12 +380,12 @@ func (s *Placer) commit(ctx context.Context, id, user, passes, attempt string, h
 			items[it.SKU] = it
 		}
 	}
-	keys := []string{s.keys.stream(home), s.keys.status(id), s.keys.due(home)}
+	keys := []string{s.keys.Stream(home), s.keys.Status(id), s.keys.Due(home)}
 	args := []any{id, user, s.StatusTTL.Milliseconds(), s.PaymentTTL.Milliseconds(), home, attempt, mode, len(lines)}
 	for _, l := range lines {
 		heldJSON := ""
 		sale, buyers, passes, channel := s.LineKeys(l.SKU)
-		if s.keys.parts.Of(l.SKU) != home {
+		if s.keys.Parts().Of(l.SKU) != home {
 			it, ok := items[l.SKU]
 			if !ok { // check mode: a line refused elsewhere, not judged here
 				it = order.ReservedItem{SKU: l.SKU, Quantity: l.Quantity}

@@ -5,13 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/shop-oss/shop/internal/order"
-	"github.com/shop-oss/shop/internal/order/sweeper"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/ledger"
+	"github.com/shop-oss/shop/internal/order/sweeper"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/shop-oss/shop/internal/apperr"
@@ -89,7 +91,7 @@ func (f *clusterFixture) restore(t *testing.T, id, u string, res reservation) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := order.NewLedger(f.rdb, f.c.Prefix, f.parts).RestoreStatuses(context.Background(), []order.Confirmed{{OrderID: id, UserID: u,
+	n, err := ledger.New(f.rdb, f.c.Prefix, f.parts).RestoreStatuses(context.Background(), []ledger.Confirmed{{OrderID: id, UserID: u,
 		TotalCents: res.TotalCents, CreatedAt: res.CreatedAt, Items: items}})
 	if err != nil || n != 1 {
 		t.Fatalf("restore of %s: %d %v", id, n, err)
@@ -126,7 +128,7 @@ func (f *clusterFixture) events(t *testing.T) map[string]streamed {
 	t.Helper()
 	out := map[string]streamed{}
 	for p := range f.parts.Count() {
-		msgs, err := f.rdb.XRange(context.Background(), f.saga.keys.stream(p), "-", "+").Result()
+		msgs, err := f.rdb.XRange(context.Background(), f.saga.keys.Stream(p), "-", "+").Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,7 +157,7 @@ func (f *clusterFixture) noHolds(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
 	for p := range f.parts.Count() {
-		if n := f.rdb.ZCard(ctx, f.saga.keys.holds(p)).Val(); n != 0 {
+		if n := f.rdb.ZCard(ctx, f.saga.keys.Holds(p)).Val(); n != 0 {
 			t.Fatalf("partition %d: %d holds left", p, n)
 		}
 	}
@@ -425,7 +427,7 @@ func TestIdempotencyKeyOnACluster(t *testing.T) {
 		}
 	}
 	f.wantAvailable(t, "after the cancel", map[string]int64{a: 7, c: 9})
-	tr, err := f.rdb.XRange(ctx, f.saga.keys.stream(5), "-", "+").Result()
+	tr, err := f.rdb.XRange(ctx, f.saga.keys.Stream(5), "-", "+").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -505,7 +507,7 @@ func TestSagaCrashRepairedBySweeper(t *testing.T) {
 	if av := f.available(t, b); av != 6 {
 		t.Fatalf("%s available %d while held, want 6", b, av)
 	}
-	f.rdb.ZAdd(ctx, f.saga.keys.holds(5), redis.Z{Score: 1, Member: id}) // the deadline passed
+	f.rdb.ZAdd(ctx, f.saga.keys.Holds(5), redis.Z{Score: 1, Member: id}) // the deadline passed
 	var wg sync.WaitGroup
 	for _, s := range []*sweeper.Sweeper{sw, f.clusterSweeper()} {
 		wg.Add(1)
@@ -544,11 +546,11 @@ func TestSagaCrashRepairedBySweeper(t *testing.T) {
 	if ev := f.events(t); len(ev) != 0 {
 		t.Fatalf("events of an aborted order: %v", ev)
 	}
-	if n := f.rdb.ZCard(ctx, f.saga.keys.settled(5)).Val(); n != 0 {
+	if n := f.rdb.ZCard(ctx, f.saga.keys.Settled(5)).Val(); n != 0 {
 		t.Fatalf("the settled log names %d orders after an abort, want none", n)
 	}
 	// An entry past the settled log's retention, trimmed by the next drop.
-	f.rdb.ZAdd(ctx, f.saga.keys.settled(5), redis.Z{Score: 1, Member: "old"})
+	f.rdb.ZAdd(ctx, f.saga.keys.Settled(5), redis.Z{Score: 1, Member: "old"})
 
 	// Committed, then the crash: the repair drops the hold, units stay sold.
 	id2, _ := f.saga.NewOrderID(lines)
@@ -559,7 +561,7 @@ func TestSagaCrashRepairedBySweeper(t *testing.T) {
 	if _, _, err := f.saga.commit(ctx, id2, u, "", "attempt-2", 1, "commit", lines, []heldPart{{p: 5, items: items}}); err != nil {
 		t.Fatal(err)
 	}
-	f.rdb.ZAdd(ctx, f.saga.keys.holds(5), redis.Z{Score: 1, Member: id2})
+	f.rdb.ZAdd(ctx, f.saga.keys.Holds(5), redis.Z{Score: 1, Member: id2})
 	if _, err := sw.Sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -572,7 +574,7 @@ func TestSagaCrashRepairedBySweeper(t *testing.T) {
 	}
 	// The drop moved the hold into the settled log, in the same step: the
 	// audit's record that these units are id2's.
-	log := f.rdb.ZRange(ctx, f.saga.keys.settled(5), 0, -1).Val()
+	log := f.rdb.ZRange(ctx, f.saga.keys.Settled(5), 0, -1).Val()
 	var entry struct {
 		OrderID string               `json:"order_id"`
 		User    string               `json:"user"`
@@ -582,8 +584,8 @@ func TestSagaCrashRepairedBySweeper(t *testing.T) {
 		len(entry.Items) != 1 || entry.Items[0] != items[0] {
 		t.Fatalf("settled log %v, want one entry of %s with %+v", log, id2, items)
 	}
-	if ttl := f.rdb.PTTL(ctx, f.saga.keys.settled(5)).Val(); ttl <= 0 || ttl > order.SettledRetention {
-		t.Fatalf("settled log expires in %s, want within %s", ttl, order.SettledRetention)
+	if ttl := f.rdb.PTTL(ctx, f.saga.keys.Settled(5)).Val(); ttl <= 0 || ttl > ledger.SettledRetention {
+		t.Fatalf("settled log expires in %s, want within %s", ttl, ledger.SettledRetention)
 	}
 }
 
@@ -690,14 +692,14 @@ func TestRepairKeepsTheUnitsOfARestoredOrder(t *testing.T) {
 		before := f.available(t, b)
 		items := f.take(t, 5, id, u, "attempt-1", lines[1:])
 		res := f.commitOf(t, id, u, "attempt-1", lines, []heldPart{{p: 5, items: items}})
-		f.rdb.Del(ctx, f.saga.keys.status(id)) // the failover
+		f.rdb.Del(ctx, f.saga.keys.Status(id)) // the failover
 		if tombstoned {
-			if _, err := abortScript.Run(ctx, f.rdb, []string{f.saga.keys.status(id)}, time.Hour.Milliseconds()).Result(); err != nil {
+			if _, err := abortScript.Run(ctx, f.rdb, []string{f.saga.keys.Status(id)}, time.Hour.Milliseconds()).Result(); err != nil {
 				t.Fatal(err)
 			}
 		}
 		f.restore(t, id, u, res)
-		f.rdb.ZAdd(ctx, f.saga.keys.holds(5), redis.Z{Score: 1, Member: id}) // the deadline passed
+		f.rdb.ZAdd(ctx, f.saga.keys.Holds(5), redis.Z{Score: 1, Member: id}) // the deadline passed
 		if _, err := f.clusterSweeper().Sweep(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -708,7 +710,7 @@ func TestRepairKeepsTheUnitsOfARestoredOrder(t *testing.T) {
 			t.Fatalf("tombstone %v: the restored order: %+v %v", tombstoned, o, err)
 		}
 	}
-	if n := f.rdb.ZCard(ctx, f.saga.keys.holds(5)).Val(); n != 0 {
+	if n := f.rdb.ZCard(ctx, f.saga.keys.Holds(5)).Val(); n != 0 {
 		t.Fatalf("%d holds left", n)
 	}
 }
@@ -736,19 +738,19 @@ func TestRepairAsksPostgreSQLBeforeTheTombstone(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	running.Stop(t)
-	f.rdb.Del(ctx, f.saga.keys.status(id)) // the failover
-	f.rdb.ZAdd(ctx, f.saga.keys.holds(5), redis.Z{Score: 1, Member: id})
-	sw := f.sweeper(RepairOptions{Persisted: order.PersistedIn(f.db.Pool)})
+	f.rdb.Del(ctx, f.saga.keys.Status(id)) // the failover
+	f.rdb.ZAdd(ctx, f.saga.keys.Holds(5), redis.Z{Score: 1, Member: id})
+	sw := f.sweeper(RepairOptions{Persisted: ledger.PersistedIn(f.db.Pool)})
 	if _, err := sw.Sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.available(t, b); got != 6 {
 		t.Fatalf("%s available %d after the repair, want 6 (the written order keeps its units)", b, got)
 	}
-	if st := f.rdb.HGet(ctx, f.saga.keys.status(id), "status").Val(); st != order.StatusConfirmed {
+	if st := f.rdb.HGet(ctx, f.saga.keys.Status(id), "status").Val(); st != order.StatusConfirmed {
 		t.Fatalf("status %q after the repair, want the order's, back from PostgreSQL", st)
 	}
-	if log := f.rdb.ZRange(ctx, f.saga.keys.settled(5), 0, -1).Val(); len(log) != 1 || !strings.Contains(log[0], id) {
+	if log := f.rdb.ZRange(ctx, f.saga.keys.Settled(5), 0, -1).Val(); len(log) != 1 || !strings.Contains(log[0], id) {
 		t.Fatalf("settled log %v, want the order's entry", log)
 	}
 	f.noHolds(t)
@@ -767,10 +769,10 @@ func TestRepeatWaitsForTheAbortedOrdersHolds(t *testing.T) {
 	// gone; the repair tombstoned the order on its home.
 	h := f.holdOnFive(t, "wait", 1)
 	u, lines, id := h.user, h.lines, h.id
-	if _, _, err := f.saga.claim(ctx, f.saga.keys.idem(u, "k"), f.saga.Fingerprint(lines, false), id, ""); err != nil {
+	if _, _, err := f.saga.claim(ctx, f.saga.keys.Idem(u, "k"), f.saga.Fingerprint(lines, false), id, ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := abortScript.Run(ctx, f.rdb, []string{f.saga.keys.status(id)}, time.Hour.Milliseconds()).Result(); err != nil {
+	if _, err := abortScript.Run(ctx, f.rdb, []string{f.saga.keys.Status(id)}, time.Hour.Milliseconds()).Result(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.svc.Place(ctx, u, lines, order.PlaceOptions{IdemKey: "k"}); !errors.Is(err, errSagaBusy) {

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/shop-oss/shop/internal/order"
 	"sync"
 	"testing"
+
+	"github.com/shop-oss/shop/internal/order"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/shop-oss/shop/internal/apperr"
@@ -50,7 +51,7 @@ func newCheckFixture(t *testing.T) *checkFixture {
 	// master, so that only the home's step meets its outage.
 	for x.user == "" {
 		u := f.user(t)
-		m, err := f.rdb.MasterForKey(ctx, f.saga.keys.idem(u, "chk"))
+		m, err := f.rdb.MasterForKey(ctx, f.saga.keys.Idem(u, "chk"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,7 +176,7 @@ func TestFailedCheckAfterTheRepairReleasesNothingTwice(t *testing.T) {
 	var id string
 	hooked := &beforeCheck{Scripter: x.rdb, hook: func(order string) {
 		id = order
-		if err := x.rdb.ZAdd(ctx, x.saga.keys.holds(5), redis.Z{Score: 1, Member: order}).Err(); err != nil {
+		if err := x.rdb.ZAdd(ctx, x.saga.keys.Holds(5), redis.Z{Score: 1, Member: order}).Err(); err != nil {
 			t.Error(err)
 		}
 		if _, err := x.clusterSweeper().Sweep(ctx); err != nil {
@@ -190,7 +191,7 @@ func TestFailedCheckAfterTheRepairReleasesNothingTwice(t *testing.T) {
 		t.Fatalf("checkout whose home fails its check after the repair: %v (order %q), want an outage (503)", err, id)
 	}
 	x.untouched(t, "after the repair and the failed check")
-	if st := x.rdb.HGet(ctx, x.saga.keys.status(id), "status").Val(); st != order.StatusAborted {
+	if st := x.rdb.HGet(ctx, x.saga.keys.Status(id), "status").Val(); st != order.StatusAborted {
 		t.Fatalf("status of the repaired order %q, want its tombstone", st)
 	}
 	x.allowWrites(t)
@@ -198,7 +199,7 @@ func TestFailedCheckAfterTheRepairReleasesNothingTwice(t *testing.T) {
 	_, err = svc.Place(ctx, x.user, x.lines, order.PlaceOptions{IdemKey: "chk"})
 	x.wantRefusal(t, err)
 	x.untouched(t, "after the repeat")
-	if st := x.rdb.HGet(ctx, x.saga.keys.status(id), "status").Val(); st != order.StatusAborted {
+	if st := x.rdb.HGet(ctx, x.saga.keys.Status(id), "status").Val(); st != order.StatusAborted {
 		t.Fatalf("status of the repaired order %q after the repeat, want its tombstone", st)
 	}
 }

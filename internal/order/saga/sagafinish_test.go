@@ -2,10 +2,11 @@ package saga
 
 import (
 	"context"
-	"github.com/shop-oss/shop/internal/order"
 	"runtime"
 	"sync/atomic"
 	"testing"
+
+	"github.com/shop-oss/shop/internal/order"
 )
 
 // A checkout on a cluster cut between its commit and its finish (the
@@ -47,7 +48,7 @@ func TestRepeatFinishesACheckoutCutBeforeItsFinish(t *testing.T) {
 	if got := f.rdb.HGetAll(ctx, cart).Val(); len(got) != 1 || got[c] != "1" {
 		t.Fatalf("cart after the repeat: %v, want only %s:1", got, c)
 	}
-	if ids := f.rdb.ZRange(ctx, f.saga.keys.pending(u), 0, -1).Val(); len(ids) != 1 || ids[0] != p1.OrderID {
+	if ids := f.rdb.ZRange(ctx, f.saga.keys.Pending(u), 0, -1).Val(); len(ids) != 1 || ids[0] != p1.OrderID {
 		t.Fatalf("pending index %v, want %s", ids, p1.OrderID)
 	}
 	f.cart(t, u, lines...)

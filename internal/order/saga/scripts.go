@@ -131,7 +131,7 @@ return {'aborted'}`)
 // endDecisionScript makes a tombstone final once PostgreSQL has answered
 // that it has no such order: the mark 'deciding' goes. (An order
 // PostgreSQL has gets its status back over the tombstone instead:
-// order.Ledger's RestoreStatus.) Any other status is left alone. KEYS[1] the order
+// ledger.Ledger's RestoreStatus.) Any other status is left alone. KEYS[1] the order
 // status.
 var endDecisionScript = redis.NewScript(`
 if redis.call('HGET', KEYS[1], 'status') ~= 'aborted' then return 0 end

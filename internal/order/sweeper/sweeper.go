@@ -120,7 +120,7 @@ func (s *Sweeper) Run(ctx context.Context) error {
 		if err != nil && !errors.Is(err, lock.ErrBusy) && ctx.Err() == nil {
 			s.log.Warn("order sweeper", "err", err)
 		}
-		sleep(ctx, s.o.Interval)
+		s.rest(ctx)
 	}
 	return nil
 }
@@ -134,7 +134,7 @@ func (s *Sweeper) loop(ctx context.Context) error {
 		}
 		s.finishOwed(ctx)
 		if n == 0 {
-			sleep(ctx, s.o.Interval)
+			s.rest(ctx)
 		}
 	}
 	return nil
@@ -270,12 +270,12 @@ func (s *Sweeper) expire(ctx context.Context, p int, id string) (bool, error) {
 	return ok, err
 }
 
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
+// rest waits Interval, or until ctx is done. (time.After's timer is
+// collected when it fires or is dropped, since Go 1.23.)
+func (s *Sweeper) rest(ctx context.Context) {
 	select {
 	case <-ctx.Done():
-	case <-t.C:
+	case <-time.After(s.o.Interval):
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/orderkey"
 	"github.com/shop-oss/shop/internal/order/ordertesting"
 	"github.com/shop-oss/shop/internal/testenv"
 )
@@ -70,7 +71,7 @@ func waitDrained(b *testing.B, r *testenv.Redis) {
 	b.Helper()
 	deadline := time.Now().Add(5 * time.Minute)
 	for time.Now().Before(deadline) {
-		groups, err := r.Client.XInfoGroups(context.Background(), newKeys(r.Prefix, keyspace.Partitions{}).stream(0)).Result()
+		groups, err := r.Client.XInfoGroups(context.Background(), orderkey.New(r.Prefix, keyspace.Partitions{}).Stream(0)).Result()
 		if err == nil && len(groups) == 1 && groups[0].Pending == 0 && groups[0].Lag == 0 {
 			return
 		}

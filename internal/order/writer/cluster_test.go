@@ -10,7 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/ledger"
+	"github.com/shop-oss/shop/internal/order/orderkey"
 	"github.com/shop-oss/shop/internal/order/ordertesting"
 )
 
@@ -21,7 +22,7 @@ func TestWriterStreamsOnACluster(t *testing.T) {
 	t.Parallel()
 	c, rdb, parts := ordertesting.Cluster(t, 6)
 	ctx := context.Background()
-	k := newKeys(c.Prefix, parts)
+	k := orderkey.New(c.Prefix, parts)
 
 	w := New(nil, rdb, c.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry(),
 		Options{Consumer: "w", Partitions: parts})
@@ -29,16 +30,16 @@ func TestWriterStreamsOnACluster(t *testing.T) {
 		if err := w.ensureGroup(ctx, p); err != nil {
 			t.Fatal(err)
 		}
-		rdb.XAdd(ctx, &redis.XAddArgs{Stream: k.stream(p), Values: []string{"x", "1"}})
+		rdb.XAdd(ctx, &redis.XAddArgs{Stream: k.Stream(p), Values: []string{"x", "1"}})
 		loop := w.sibling(p, 0)
 		msgs, err := loop.read(ctx, ">", -1)
 		if err != nil || len(msgs) != 1 {
 			t.Fatalf("partition %d: read %v %v", p, msgs, err)
 		}
-		if err := rdb.XAck(ctx, k.stream(p), group, msgs[0].ID).Err(); err != nil {
+		if err := rdb.XAck(ctx, k.Stream(p), group, msgs[0].ID).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: k.stream(p), Group: group,
+		if _, _, err := rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: k.Stream(p), Group: group,
 			Consumer: "w", Start: "0-0", Count: 10}).Result(); err != nil {
 			t.Fatal(err)
 		}
@@ -50,15 +51,15 @@ func TestWriterStreamsOnACluster(t *testing.T) {
 	// one: the old one goes with the written entries.
 	now := rdb.Time(ctx).Val()
 	for p := range parts.Count() {
-		old := fmt.Sprintf("%d-0", now.Add(-order.SettledRetention-time.Minute).UnixMilli())
-		rdb.XAdd(ctx, &redis.XAddArgs{Stream: k.releases(p), ID: old, Values: []string{"order_id", "old"}})
-		rdb.XAdd(ctx, &redis.XAddArgs{Stream: k.releases(p), Values: []string{"order_id", "new"}})
+		old := fmt.Sprintf("%d-0", now.Add(-ledger.SettledRetention-time.Minute).UnixMilli())
+		rdb.XAdd(ctx, &redis.XAddArgs{Stream: k.Releases(p), ID: old, Values: []string{"order_id", "old"}})
+		rdb.XAdd(ctx, &redis.XAddArgs{Stream: k.Releases(p), Values: []string{"order_id", "new"}})
 	}
 	if n, err := w.Trim(ctx); err != nil || n != int64(2*parts.Count()) {
 		t.Fatalf("trim: %d %v, want one written entry and one old release per partition", n, err)
 	}
 	for p := range parts.Count() {
-		if got := rdb.XRange(ctx, k.releases(p), "-", "+").Val(); len(got) != 1 || got[0].Values["order_id"] != "new" {
+		if got := rdb.XRange(ctx, k.Releases(p), "-", "+").Val(); len(got) != 1 || got[0].Values["order_id"] != "new" {
 			t.Fatalf("partition %d: releases log %v after the trim, want the new entry only", p, got)
 		}
 	}

@@ -15,7 +15,7 @@ import (
 func (f *fixture) corrupt(t *testing.T, p order.Placed) {
 	t.Helper()
 	ctx := context.Background()
-	stream := f.keys.stream(0)
+	stream := f.keys.Stream(0)
 	msgs, err := f.R.Client.XRange(ctx, stream, "-", "+").Result()
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +47,7 @@ func TestDeadLetteredOrderIsRejectedEvenWhenItsEntryDoesNotParse(t *testing.T) {
 	if err != nil || o.Status != order.StatusRejected {
 		t.Fatalf("the dead-lettered order reads %+v, %v; want rejected", o, err)
 	}
-	if _, err := f.R.Client.ZScore(ctx, f.keys.pending(u), bad.OrderID).Result(); err != redis.Nil {
+	if _, err := f.R.Client.ZScore(ctx, f.keys.Pending(u), bad.OrderID).Result(); err != redis.Nil {
 		t.Errorf("the rejected order is still in its buyer's pending index (%v)", err)
 	}
 	if o, err := f.svc.Get(ctx, u, good.OrderID); err != nil || o.Status != order.StatusConfirmed {
@@ -68,7 +68,7 @@ func TestUnownedEntryIsDeadLetteredWhole(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	stream := f.keys.stream(0)
+	stream := f.keys.Stream(0)
 	u := f.User(t)
 	for _, v := range []map[string]any{
 		{"order_id": "nope", "user_id": u, "qty": "x"},
@@ -77,12 +77,12 @@ func TestUnownedEntryIsDeadLetteredWhole(t *testing.T) {
 		f.R.Client.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: v})
 	}
 	w := f.drain(t, "w1", Options{MaxDeliveries: 2})
-	dead := f.R.Client.XRange(ctx, f.keys.dead(0), "-", "+").Val()
+	dead := f.R.Client.XRange(ctx, f.keys.Dead(0), "-", "+").Val()
 	if len(dead) != 2 || dead[0].Values["event_order_id"] != "nope" || dead[0].Values["event_qty"] != "x" ||
 		dead[1].Values["event_user_id"] != "someone" {
 		t.Fatalf("dead letters = %v, want both entries whole", dead)
 	}
-	if n := f.R.Client.Exists(ctx, f.keys.status("6f1c1fd4-8a54-4f5b-9d3e-5d43b6e1f6a1")).Val(); n != 0 {
+	if n := f.R.Client.Exists(ctx, f.keys.Status("6f1c1fd4-8a54-4f5b-9d3e-5d43b6e1f6a1")).Val(); n != 0 {
 		t.Errorf("a status was written for an entry with no readable buyer")
 	}
 	if got := counterValue(t, w.m.unowned); got != 2 {

@@ -12,7 +12,7 @@ import (
 // consumers lists the group's consumers and what each holds.
 func (f *fixture) consumers(t *testing.T) map[string]int64 {
 	t.Helper()
-	list, err := f.R.Client.XInfoConsumers(context.Background(), f.keys.stream(0), group).Result()
+	list, err := f.R.Client.XInfoConsumers(context.Background(), f.keys.Stream(0), group).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +27,7 @@ func (f *fixture) consumers(t *testing.T) map[string]int64 {
 func (f *fixture) deliver(t *testing.T, consumer string) redis.XMessage {
 	t.Helper()
 	res, err := f.R.Client.XReadGroup(context.Background(), &redis.XReadGroupArgs{
-		Group: group, Consumer: consumer, Streams: []string{f.keys.stream(0), ">"}, Count: 1, Block: -1,
+		Group: group, Consumer: consumer, Streams: []string{f.keys.Stream(0), ">"}, Count: 1, Block: -1,
 	}).Result()
 	if err != nil || len(res) == 0 || len(res[0].Messages) != 1 {
 		t.Fatalf("deliver to %s: %v %v", consumer, res, err)
@@ -43,7 +43,7 @@ func TestWriterForgetsIdleConsumersHoldingNothing(t *testing.T) {
 	f, _, u := newSale(t, 10)
 	ctx := context.Background()
 	f.placeN(t, u, "s", 2, 1)
-	stream := f.keys.stream(0)
+	stream := f.keys.Stream(0)
 	if err := f.R.Client.XGroupCreateMkStream(ctx, stream, group, "0").Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -10,13 +10,14 @@ import (
 
 	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/orderkey"
 	"github.com/shop-oss/shop/internal/order/ordertesting"
 )
 
 type fixture struct {
 	*ordertesting.Env
 	svc  *order.Service
-	keys keys // the order package's key names, as the writer sees them
+	keys orderkey.Keys // the order package's key names, as the writer sees them
 }
 
 func newFixture(t testing.TB) *fixture { return newPartitionedFixture(t, keyspace.Partitions{}) }
@@ -27,7 +28,7 @@ func newPartitionedFixture(t testing.TB, parts keyspace.Partitions) *fixture {
 	e := ordertesting.NewEnv(t, parts)
 	exists := func(context.Context, string) (bool, error) { return false, nil }
 	svc := order.New(e.DB.Pool, e.R.Client, e.Stock, exists, e.R.Prefix, e.Log, prometheus.NewRegistry(), order.Options{})
-	return &fixture{Env: e, svc: svc, keys: newKeys(e.R.Prefix, parts)}
+	return &fixture{Env: e, svc: svc, keys: orderkey.New(e.R.Prefix, parts)}
 }
 
 func (f *fixture) place(t testing.TB, user, sku string, qty int) order.Placed {
@@ -63,14 +64,14 @@ func start(w *Writer) *ordertesting.Running { return ordertesting.Start(w.Run) }
 // drained waits until every entry of every partition is acknowledged.
 func (f *fixture) drained(t *testing.T) {
 	t.Helper()
-	ordertesting.Drained(t, f.R.Client, f.Parts.Count(), f.keys.stream)
+	ordertesting.Drained(t, f.R.Client, f.Parts.Count(), f.keys.Stream)
 }
 
 // pendingCount is the entries delivered and not acknowledged, over every
 // partition.
 func (f *fixture) pendingCount(t *testing.T) int64 {
 	t.Helper()
-	return ordertesting.Pending(t, f.R.Client, f.Parts.Count(), f.keys.stream, group)
+	return ordertesting.Pending(t, f.R.Client, f.Parts.Count(), f.keys.Stream, group)
 }
 
 // crashAfterCommit runs the writer name with o until a simulated crash

@@ -9,8 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/ledger"
 )
 
 //go:embed trim.lua
@@ -40,7 +39,7 @@ func (w *Writer) housekeep(ctx context.Context) {
 	if _, err := w.Trim(hctx); err != nil {
 		w.log.Debug("order writer: trim", "err", err)
 	}
-	for p := range w.keys.parts.Count() {
+	for p := range w.keys.Parts().Count() {
 		if gone, err := w.forgetConsumers(hctx, p); err != nil {
 			w.log.Debug("order writer: forget idle consumers", "partition", p, "err", err)
 		} else if len(gone) > 0 {
@@ -62,33 +61,33 @@ func (w *Writer) forgetConsumers(ctx context.Context, p int) ([]string, error) {
 	for _, name := range w.own {
 		args = append(args, name)
 	}
-	return forgetScript.Run(ctx, w.rdb, []string{w.keys.stream(p)}, args...).StringSlice()
+	return forgetScript.Run(ctx, w.rdb, []string{w.keys.Stream(p)}, args...).StringSlice()
 }
 
 // Trim removes the stream entries every group has acknowledged, never one
 // that is pending or not yet delivered, in every partition, and on a
-// cluster the releases logs' entries older than order.SettledRetention (by a
+// cluster the releases logs' entries older than ledger.SettledRetention (by a
 // master's clock: the audit reads only entries newer than its snapshot).
 // It returns how many it removed; on an error, what was removed before.
 func (w *Writer) Trim(ctx context.Context) (int64, error) {
 	var total int64
-	for p := range w.keys.parts.Count() {
-		n, err := trimScript.Run(ctx, w.rdb, []string{w.keys.stream(p)}).Int64()
+	for p := range w.keys.Parts().Count() {
+		n, err := trimScript.Run(ctx, w.rdb, []string{w.keys.Stream(p)}).Int64()
 		if err != nil {
 			return total, err
 		}
 		total += n
 	}
-	if !w.keys.parts.Grouped() {
+	if !w.keys.Parts().Grouped() {
 		return total, nil
 	}
 	now, err := w.rdb.Time(ctx).Result()
 	if err != nil {
 		return total, err
 	}
-	minID := fmt.Sprintf("%d-0", now.Add(-order.SettledRetention).UnixMilli())
-	for p := range w.keys.parts.Count() {
-		n, err := w.rdb.XTrimMinID(ctx, w.keys.releases(p), minID).Result()
+	minID := fmt.Sprintf("%d-0", now.Add(-ledger.SettledRetention).UnixMilli())
+	for p := range w.keys.Parts().Count() {
+		n, err := w.rdb.XTrimMinID(ctx, w.keys.Releases(p), minID).Result()
 		if err != nil {
 			return total, err
 		}
@@ -103,8 +102,8 @@ func (w *Writer) Trim(ctx context.Context) (int64, error) {
 func (w *Writer) sample(ctx context.Context) error {
 	var length, pending int64
 	var lag time.Duration
-	for p := range w.keys.parts.Count() {
-		s, err := w.samplePartition(ctx, w.keys.stream(p))
+	for p := range w.keys.Parts().Count() {
+		s, err := w.samplePartition(ctx, w.keys.Stream(p))
 		if err != nil {
 			return err
 		}

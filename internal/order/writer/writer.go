@@ -17,6 +17,7 @@ import (
 
 	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/orderkey"
 	"github.com/shop-oss/shop/internal/telemetry"
 )
 
@@ -136,7 +137,7 @@ type Persisted struct {
 type Writer struct {
 	db   beginner
 	rdb  redis.UniversalClient
-	keys keys
+	keys orderkey.Keys
 	log  *slog.Logger
 	o    Options
 	m    *writerMetrics
@@ -169,7 +170,7 @@ type Writer struct {
 func New(db *pgxpool.Pool, rdb redis.UniversalClient, prefix string, log *slog.Logger,
 	reg prometheus.Registerer, o Options) *Writer {
 	o.defaults()
-	w := &Writer{db: db, rdb: rdb, keys: newKeys(prefix, o.Partitions), log: log, o: o, m: newWriterMetrics(reg)}
+	w := &Writer{db: db, rdb: rdb, keys: orderkey.New(prefix, o.Partitions), log: log, o: o, m: newWriterMetrics(reg)}
 	w.own = []string{o.Consumer}
 	if o.Concurrency > 1 {
 		w.own = w.own[:0]
@@ -206,7 +207,7 @@ func (w *Writer) InjectAckFault(betweenAcks func() error) { w.faultBetweenAcks =
 // nothing), and an order's events all go to one partition (its home), so
 // its transitions follow it there in order.
 func (w *Writer) Run(ctx context.Context) error {
-	for p := range w.keys.parts.Count() {
+	for p := range w.keys.Parts().Count() {
 		if err := w.ensureGroup(ctx, p); err != nil {
 			if ctx.Err() != nil {
 				return nil // stopped before it started: nothing in hand
@@ -214,11 +215,11 @@ func (w *Writer) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	if w.o.Concurrency == 1 && w.keys.parts.Count() == 1 {
+	if w.o.Concurrency == 1 && w.keys.Parts().Count() == 1 {
 		return w.loop(ctx)
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	for p := range w.keys.parts.Count() {
+	for p := range w.keys.Parts().Count() {
 		pace := newBacklog()
 		for i := range w.o.Concurrency {
 			sib := w.sibling(p, i)
@@ -284,7 +285,7 @@ func (w *Writer) loop(ctx context.Context) error {
 }
 
 func (w *Writer) ensureGroup(ctx context.Context, p int) error {
-	err := w.rdb.XGroupCreateMkStream(ctx, w.keys.stream(p), group, "0").Err()
+	err := w.rdb.XGroupCreateMkStream(ctx, w.keys.Stream(p), group, "0").Err()
 	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
 		return fmt.Errorf("create consumer group: %w", err)
 	}
@@ -326,7 +327,7 @@ func (w *Writer) next(ctx context.Context) ([]redis.XMessage, bool, error) {
 	if time.Since(w.lastClaim) >= w.o.ClaimIdle/2 {
 		w.lastClaim = time.Now()
 		msgs, _, err := w.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
-			Stream: w.keys.stream(w.part), Group: group, Consumer: w.o.Consumer,
+			Stream: w.keys.Stream(w.part), Group: group, Consumer: w.o.Consumer,
 			MinIdle: w.o.ClaimIdle, Start: "0-0", Count: int64(w.o.Batch),
 		}).Result()
 		if err != nil || len(msgs) > 0 {
@@ -345,7 +346,7 @@ func (w *Writer) next(ctx context.Context) ([]redis.XMessage, bool, error) {
 
 func (w *Writer) read(ctx context.Context, from string, block time.Duration) ([]redis.XMessage, error) {
 	res, err := w.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
-		Group: group, Consumer: w.o.Consumer, Streams: []string{w.keys.stream(w.part), from},
+		Group: group, Consumer: w.o.Consumer, Streams: []string{w.keys.Stream(w.part), from},
 		Count: int64(w.o.Batch), Block: block,
 	}).Result()
 	if errors.Is(err, redis.Nil) {

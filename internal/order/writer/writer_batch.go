@@ -203,7 +203,7 @@ func (w *Writer) confirm(ctx context.Context, events []event, extra []string) er
 	if len(events) == 0 && len(extra) == 0 {
 		return nil
 	}
-	if w.keys.parts.Grouped() {
+	if w.keys.Parts().Grouped() {
 		return w.retryRedis(ctx, func(ctx context.Context) error { return w.confirmSplit(ctx, events, extra) })
 	}
 	// In chunks: Redis runs a script whole while purchases wait behind
@@ -228,7 +228,7 @@ const confirmOrders = 32
 func (w *Writer) confirmChunk(ctx context.Context, events []event, extra []string) bool {
 	keys := make([]string, 0, 1+2*len(events))
 	args := make([]any, 0, 2+len(extra)+2*len(events))
-	keys = append(keys, w.keys.stream(w.part))
+	keys = append(keys, w.keys.Stream(w.part))
 	args = append(args, group, len(extra)+len(events))
 	for _, id := range extra {
 		args = append(args, id)
@@ -237,7 +237,7 @@ func (w *Writer) confirmChunk(ctx context.Context, events []event, extra []strin
 		args = append(args, e.streamID)
 	}
 	for _, e := range events {
-		keys = append(keys, w.keys.status(e.orderID.String()), w.keys.pending(e.userID.String()))
+		keys = append(keys, w.keys.Status(e.orderID.String()), w.keys.Pending(e.userID.String()))
 		args = append(args, e.orderID.String())
 	}
 	b := newBackoff()
@@ -280,7 +280,7 @@ return 0`)
 func (w *Writer) reject(ctx context.Context, failures []failure) {
 	for _, f := range failures {
 		pend, err := w.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
-			Stream: w.keys.stream(w.part), Group: group, Start: f.msg.ID, End: f.msg.ID, Count: 1,
+			Stream: w.keys.Stream(w.part), Group: group, Start: f.msg.ID, End: f.msg.ID, Count: 1,
 		}).Result()
 		if err != nil || len(pend) == 0 {
 			continue // acked meanwhile, or Redis trouble: it comes back
@@ -311,7 +311,7 @@ func (w *Writer) deadLetter(ctx context.Context, f failure, deliveries int64) {
 		}
 	}
 	var err error
-	if w.keys.parts.Grouped() {
+	if w.keys.Parts().Grouped() {
 		err = w.deadLetterSplit(ctx, f, fields)
 	} else {
 		err = w.deadLetterTx(ctx, f, fields)
@@ -331,13 +331,13 @@ func (w *Writer) deadLetter(ctx context.Context, f failure, deliveries int64) {
 // deadLetterTx is deadLetter's one MULTI on a single Redis.
 func (w *Writer) deadLetterTx(ctx context.Context, f failure, fields map[string]any) error {
 	_, err := w.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.XAdd(ctx, &redis.XAddArgs{Stream: w.keys.dead(w.part), Values: fields})
-		p.XAck(ctx, w.keys.stream(w.part), group, f.msg.ID)
+		p.XAdd(ctx, &redis.XAddArgs{Stream: w.keys.Dead(w.part), Values: fields})
+		p.XAck(ctx, w.keys.Stream(w.part), group, f.msg.ID)
 		if f.ev != nil {
-			key := w.keys.status(f.ev.orderID.String())
+			key := w.keys.Status(f.ev.orderID.String())
 			p.HSet(ctx, key, "status", order.StatusRejected)
 			p.PExpire(ctx, key, order.StatusTTL)
-			p.ZRem(ctx, w.keys.pending(f.ev.userID.String()), f.ev.orderID.String())
+			p.ZRem(ctx, w.keys.Pending(f.ev.userID.String()), f.ev.orderID.String())
 		}
 		return nil
 	})

@@ -39,7 +39,7 @@ func (w *Writer) confirmSplit(ctx context.Context, events []event, extra []strin
 	if len(events) > 0 {
 		pipe := w.rdb.Pipeline()
 		for _, e := range events {
-			pipe.ZRem(ctx, w.keys.pending(e.userID.String()), e.orderID.String())
+			pipe.ZRem(ctx, w.keys.Pending(e.userID.String()), e.orderID.String())
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			return fmt.Errorf("pending indexes: %w", err)
@@ -50,7 +50,7 @@ func (w *Writer) confirmSplit(ctx context.Context, events []event, extra []strin
 			return hookError{err}
 		}
 	}
-	keys := []string{w.keys.stream(w.part)}
+	keys := []string{w.keys.Stream(w.part)}
 	args := make([]any, 0, 1+len(extra)+len(events))
 	args = append(args, group)
 	for _, id := range extra {
@@ -61,11 +61,11 @@ func (w *Writer) confirmSplit(ctx context.Context, events []event, extra []strin
 	}
 	for _, e := range events {
 		id := e.orderID.String()
-		if w.keys.parts.Home(id) == w.part {
-			keys = append(keys, w.keys.status(id))
+		if w.keys.Parts().Home(id) == w.part {
+			keys = append(keys, w.keys.Status(id))
 			continue
 		}
-		if err := confirmStatusScript.Run(ctx, w.rdb, []string{w.keys.status(id)}).Err(); err != nil {
+		if err := confirmStatusScript.Run(ctx, w.rdb, []string{w.keys.Status(id)}).Err(); err != nil {
 			return fmt.Errorf("confirm order %s: %w", id, err)
 		}
 	}
@@ -129,15 +129,15 @@ return 0`)
 // delivered again and dead-lettered then. Unlike the single Redis's MULTI
 // it keeps a final status (rejectLua).
 func (w *Writer) deadLetterSplit(ctx context.Context, f failure, fields map[string]any) error {
-	stream := w.keys.stream(w.part)
+	stream := w.keys.Stream(w.part)
 	status, ttl := stream+":nostatus", "0"
 	if f.ev != nil {
 		id := f.ev.orderID.String()
-		if err := w.rdb.ZRem(ctx, w.keys.pending(f.ev.userID.String()), id).Err(); err != nil {
+		if err := w.rdb.ZRem(ctx, w.keys.Pending(f.ev.userID.String()), id).Err(); err != nil {
 			return fmt.Errorf("pending index: %w", err)
 		}
-		status, ttl = w.keys.status(id), fmt.Sprint(order.StatusTTL.Milliseconds())
-		if w.keys.parts.Home(id) != w.part {
+		status, ttl = w.keys.Status(id), fmt.Sprint(order.StatusTTL.Milliseconds())
+		if w.keys.Parts().Home(id) != w.part {
 			if err := rejectStatusScript.Run(ctx, w.rdb, []string{status}, ttl).Err(); err != nil {
 				return fmt.Errorf("reject order %s: %w", id, err)
 			}
@@ -149,5 +149,5 @@ func (w *Writer) deadLetterSplit(ctx context.Context, f failure, fields map[stri
 	for k, v := range fields {
 		args = append(args, k, v)
 	}
-	return deadLetterScript.Run(ctx, w.rdb, []string{stream, w.keys.dead(w.part), status}, args...).Err()
+	return deadLetterScript.Run(ctx, w.rdb, []string{stream, w.keys.Dead(w.part), status}, args...).Err()
 }

@@ -49,7 +49,7 @@ func TestConcurrentWriterWritesEachOrderOnce(t *testing.T) {
 			t.Fatalf("order %s: %+v, %v; want confirmed", id, o, err)
 		}
 	}
-	consumers, err := f.R.Client.XInfoConsumers(context.Background(), f.keys.stream(0), group).Result()
+	consumers, err := f.R.Client.XInfoConsumers(context.Background(), f.keys.Stream(0), group).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func (f *fixture) pendingOwners(t *testing.T) func() []string {
 		defer close(done)
 		for ctx.Err() == nil {
 			for p := range f.Parts.Count() {
-				if s, err := f.R.Client.XPending(ctx, f.keys.stream(p), group).Result(); err == nil {
+				if s, err := f.R.Client.XPending(ctx, f.keys.Stream(p), group).Result(); err == nil {
 					for c, n := range s.Consumers {
 						if n > 0 {
 							names[c] = true

@@ -37,7 +37,7 @@ func TestWriterPersistsAndConfirms(t *testing.T) {
 			t.Fatalf("after the writer: %+v %v", o, err)
 		}
 	}
-	if n := f.R.Client.ZCard(context.Background(), f.keys.pending(u)).Val(); n != 0 {
+	if n := f.R.Client.ZCard(context.Background(), f.keys.Pending(u)).Val(); n != 0 {
 		t.Errorf("pending index still holds %d orders", n)
 	}
 }
@@ -96,7 +96,7 @@ func TestPoisonEntriesAreDeadLettered(t *testing.T) {
 	f, round, u := newSale(t, 3)
 	ctx := context.Background()
 	f.place(t, u, "s", 1)
-	stream := f.keys.stream(0)
+	stream := f.keys.Stream(0)
 	f.R.Client.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: map[string]any{"order_id": "nope", "qty": "x"}})
 	f.place(t, u, "s", 1)
 	// Two forged events past what the round holds in PostgreSQL (3): the
@@ -110,7 +110,7 @@ func TestPoisonEntriesAreDeadLettered(t *testing.T) {
 	}
 	w := f.drain(t, "w1", Options{MaxDeliveries: 3})
 	f.wantWritten(t, round, 3, 3)
-	dead := f.R.Client.XRange(ctx, f.keys.dead(0), "-", "+").Val()
+	dead := f.R.Client.XRange(ctx, f.keys.Dead(0), "-", "+").Val()
 	if len(dead) != 2 {
 		t.Fatalf("dead letters = %d, want 2: %v", len(dead), dead)
 	}
@@ -168,12 +168,12 @@ func TestTrimNeverRemovesUnwrittenEntries(t *testing.T) {
 		f.place(t, u, "s", 1) // undelivered: no writer runs now
 	}
 	// The second writer's own housekeeping may have trimmed some already.
-	written := f.R.Client.XLen(ctx, f.keys.stream(0)).Val() - 3
+	written := f.R.Client.XLen(ctx, f.keys.Stream(0)).Val() - 3
 	n, err := first.Trim(ctx)
 	if err != nil || n != written {
 		t.Fatalf("trim removed %d (%v), want the %d written entries left", n, err, written)
 	}
-	if l := f.R.Client.XLen(ctx, f.keys.stream(0)).Val(); l != 3 {
+	if l := f.R.Client.XLen(ctx, f.keys.Stream(0)).Val(); l != 3 {
 		t.Fatalf("stream holds %d entries, want the 3 undelivered", l)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/shop-oss/shop/internal/audit"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/ledger"
 	"github.com/shop-oss/shop/internal/order/saga"
 	"github.com/shop-oss/shop/internal/order/sweeper"
 	"github.com/shop-oss/shop/internal/order/writer"
@@ -228,7 +229,7 @@ func TestExactAuditWhileCrossShardCheckoutsRun(t *testing.T) {
 func waitNoDue(t *testing.T, s *clusterSale) {
 	t.Helper()
 	ctx := context.Background()
-	keys := order.NewLedger(s.RDB, s.Prefix, s.Parts).Partitions()
+	keys := ledger.New(s.RDB, s.Prefix, s.Parts).Partitions()
 	deadline := time.Now().Add(60 * time.Second)
 	for _, k := range keys {
 		owed := strings.TrimSuffix(k.Due, ":due") + ":owed"
@@ -296,7 +297,7 @@ func TestClusterAuditReportsAForeignLineDifference(t *testing.T) {
 	reported("settled log")
 	corrupt(-1)
 
-	keys := order.NewLedger(s.RDB, s.Prefix, s.Parts).Partitions()
+	keys := ledger.New(s.RDB, s.Prefix, s.Parts).Partitions()
 	for _, k := range keys {
 		s.RDB.Del(ctx, k.Settled)
 	}
@@ -335,7 +336,7 @@ func TestRecoverRestoresTheSettledLog(t *testing.T) {
 		t.Fatalf("audit before: %v %+v", err, rep.Problems)
 	}
 
-	keys := order.NewLedger(s.RDB, s.Prefix, s.Parts).Partitions()
+	keys := ledger.New(s.RDB, s.Prefix, s.Parts).Partitions()
 	s.RDB.Del(ctx, keys[2].Settled)
 	last := s.RDB.XRevRangeN(ctx, keys[3].Stream, "+", "-", 1).Val()
 	if len(last) != 1 || last[0].Values["order_id"] != lost {
@@ -381,7 +382,7 @@ func TestClusterAuditPagesTheSettledLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := now.UnixMilli() - 60000 // before every drop of this test's orders
-	for p, k := range order.NewLedger(s.RDB, s.Prefix, s.Parts).Partitions() {
+	for p, k := range ledger.New(s.RDB, s.Prefix, s.Parts).Partitions() {
 		var zs []redis.Z
 		filler := func(i int, score int64) {
 			zs = append(zs, redis.Z{Score: float64(score), Member: fmt.Sprintf(

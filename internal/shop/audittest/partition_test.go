@@ -14,6 +14,7 @@ import (
 	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/ledger"
 	"github.com/shop-oss/shop/internal/order/writer"
 	"github.com/shop-oss/shop/internal/shop/shoptest"
 )
@@ -24,7 +25,7 @@ type partitionedSale struct {
 	*shoptest.App
 	parts keyspace.Partitions
 	skus  [][]string
-	keys  []order.StreamKeys
+	keys  []ledger.StreamKeys
 }
 
 const partitionedUnits = 60
@@ -33,7 +34,7 @@ func newPartitionedSale(t *testing.T) *partitionedSale {
 	t.Helper()
 	s := &partitionedSale{App: shoptest.New(t, shoptest.Options{Config: func(c *config.Config) { c.OrderPartitions = 3 }})}
 	s.parts = s.Config.Partitions()
-	s.keys = order.NewLedger(s.Redis.Client, s.Config.KeyPrefix, s.parts).Partitions()
+	s.keys = ledger.New(s.Redis.Client, s.Config.KeyPrefix, s.parts).Partitions()
 	s.skus = make([][]string, s.parts.Count())
 	for i := 0; slices.ContainsFunc(s.skus, func(skus []string) bool { return len(skus) < 3 }); i++ {
 		sku := fmt.Sprintf("p-%d", i)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/loadtest"
-	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/ledger"
 	"github.com/shop-oss/shop/internal/order/writer"
 	"github.com/shop-oss/shop/internal/shop/shoptest"
 )
@@ -134,7 +134,7 @@ func TestRunOnPartitionedOrders(t *testing.T) {
 	}
 	// The dead letter goes where the server's writer puts one: the SKU's
 	// partition's dead letters, by the order package's own key names.
-	rdb.XAdd(ctx, &redis.XAddArgs{Stream: order.NewLedger(rdb, cfg.KeyPrefix, parts).Keys(parts.Of(sku)).Dead, Values: map[string]any{
+	rdb.XAdd(ctx, &redis.XAddArgs{Stream: ledger.New(rdb, cfg.KeyPrefix, parts).Keys(parts.Of(sku)).Dead, Values: map[string]any{
 		"event_order_id": id, "event_user_id": user,
 		"event_items": `[{"sku":"` + sku + `","quantity":1,"price_cents":100,"round_id":` + round + `}]`,
 	}})

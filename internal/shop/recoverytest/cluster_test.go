@@ -16,6 +16,7 @@ import (
 	"github.com/shop-oss/shop/internal/audit"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/ledger"
 	"github.com/shop-oss/shop/internal/order/writer"
 	"github.com/shop-oss/shop/internal/recovery"
 	"github.com/shop-oss/shop/internal/shop/shoptest"
@@ -31,7 +32,7 @@ import (
 // PostgreSQL as the writer does (rows, then XACK, then the status).
 type clusterShop struct {
 	*shoptest.ClusterSale
-	keys  []order.StreamKeys
+	keys  []ledger.StreamKeys
 	units int64
 
 	mu     sync.Mutex
@@ -49,7 +50,7 @@ type clusterOrder struct {
 func newClusterShop(t *testing.T) *clusterShop {
 	t.Helper()
 	s := &clusterShop{ClusterSale: shoptest.NewClusterSale(t, "c", 40), units: 40}
-	s.keys = order.NewLedger(s.RDB, s.Prefix, s.Parts).Partitions()
+	s.keys = ledger.New(s.RDB, s.Prefix, s.Parts).Partitions()
 	for _, k := range s.keys {
 		if err := s.RDB.XGroupCreateMkStream(context.Background(), k.Stream, k.Group, "0").Err(); err != nil {
 			t.Fatal(err)
@@ -360,7 +361,7 @@ func TestAuditAndRecoverOnACluster(t *testing.T) {
 	for _, o := range s.orders {
 		if p := s.Parts.Of(o.sku); (p == 1 || p == 3) && !o.cancelled {
 			m := s.RDB.HGetAll(ctx, s.keys[p].StatusKey(o.id)).Val()
-			if home, ok := order.StatusHash(m).Home(); !ok || home != p || m["status"] != order.StatusConfirmed {
+			if home, ok := ledger.StatusHash(m).Home(); !ok || home != p || m["status"] != order.StatusConfirmed {
 				t.Fatalf("restored status of %s: %v, want confirmed in partition %d", o.id, m, p)
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/ledger"
 	"github.com/shop-oss/shop/internal/order/saga"
 	"github.com/shop-oss/shop/internal/order/sweeper"
 	"github.com/shop-oss/shop/internal/order/writer"
@@ -228,7 +229,7 @@ func TestRecoverCountsAHoldTheRepairGivesBack(t *testing.T) {
 	ctx := context.Background()
 	sweeper := sweeper.New(s.RDB, s.Stock, s.Prefix, s.Log, prometheus.NewRegistry(),
 		sweeper.Options{Sagas: saga.NewRepair(s.RDB, s.Stock, s.Prefix, s.Log,
-			saga.RepairOptions{Persisted: order.PersistedIn(s.DB.Pool)})})
+			saga.RepairOptions{Persisted: ledger.PersistedIn(s.DB.Pool)})})
 	holds := s.keys[1].Holds
 	for deadline := time.Now().Add(30 * time.Second); s.RDB.ZCard(ctx, holds).Val() > 0; {
 		if time.Now().After(deadline) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/ledger"
 	"github.com/shop-oss/shop/internal/recovery"
 	"github.com/shop-oss/shop/internal/shop/shoptest"
 )
@@ -36,7 +37,7 @@ func TestRecoverPartitionedStock(t *testing.T) {
 	t.Parallel()
 	s := &sale{App: shoptest.New(t, shoptest.Options{Config: func(c *config.Config) { c.OrderPartitions = 3 }})}
 	parts := s.Config.Partitions()
-	keys := order.NewLedger(s.Redis.Client, s.Config.KeyPrefix, parts).Partitions()
+	keys := ledger.New(s.Redis.Client, s.Config.KeyPrefix, parts).Partitions()
 	skus := make([][]string, parts.Count())
 	for i := 0; slices.ContainsFunc(skus, func(x []string) bool { return len(x) < 2 }); i++ {
 		sku := fmt.Sprintf("r-%d", i)
@@ -151,7 +152,7 @@ func TestRecoverPartitionedStock(t *testing.T) {
 			continue
 		}
 		m := rdb.HGetAll(ctx, keys[0].StatusKey(o.id)).Val()
-		p, ok := order.StatusHash(m).Home()
+		p, ok := ledger.StatusHash(m).Home()
 		homes := []int{}
 		for _, l := range o.lines {
 			homes = append(homes, parts.Of(l.SKU))

@@ -16,6 +16,7 @@ import (
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/ledger"
 	"github.com/shop-oss/shop/internal/order/saga"
 	"github.com/shop-oss/shop/internal/testenv"
 )
@@ -93,7 +94,7 @@ func (s *ClusterSale) Orders(o order.Options) *order.Service {
 func (s *ClusterSale) Drained(t testing.TB) {
 	t.Helper()
 	ctx := context.Background()
-	keys := order.NewLedger(s.RDB, s.Prefix, s.Parts).Partitions()
+	keys := ledger.New(s.RDB, s.Prefix, s.Parts).Partitions()
 	deadline := time.Now().Add(60 * time.Second)
 	for p := 0; p < len(keys); {
 		if time.Now().After(deadline) {

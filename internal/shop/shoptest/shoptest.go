@@ -25,6 +25,7 @@ import (
 	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/openapitest"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/ledger"
 	"github.com/shop-oss/shop/internal/order/writer"
 	"github.com/shop-oss/shop/internal/server"
 	"github.com/shop-oss/shop/internal/shop"
@@ -279,8 +280,8 @@ func (a *App) Drain(t testing.TB) {
 // OrderKeys are order's keys of the one partition of a single Redis with
 // the default layout (partition 0, the untagged stream), for a test that
 // changes order's state by hand.
-func (a *App) OrderKeys() order.StreamKeys {
-	return order.NewLedger(a.Redis.Client, a.Config.KeyPrefix, keyspace.Partitions{}).Keys(0)
+func (a *App) OrderKeys() ledger.StreamKeys {
+	return ledger.New(a.Redis.Client, a.Config.KeyPrefix, keyspace.Partitions{}).Keys(0)
 }
 
 func (a *App) waitDrained(limit time.Duration) error {

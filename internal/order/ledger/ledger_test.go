@@ -1,16 +1,22 @@
-package order
+package ledger
 
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/keyspace"
+	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/orderkey"
+	"github.com/shop-oss/shop/internal/testenv"
 )
 
 // A bad id changes nothing: the script validates before it creates the
@@ -19,11 +25,11 @@ func TestAdvanceStreamRefusesABadIDBeforeWriting(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	l := NewLedger(f.r.Client, f.r.Prefix, keyspace.Partitions{})
+	l := New(f.r.Client, f.r.Prefix, keyspace.Partitions{})
 	if _, err := l.AdvanceStream(ctx, l.Keys(0), "not-an-id"); err == nil {
 		t.Fatal("a bad id was accepted")
 	}
-	if n := f.r.Client.Exists(ctx, keys{prefix: f.r.Prefix}.stream(0)).Val(); n != 0 {
+	if n := f.r.Client.Exists(ctx, orderkey.New(f.r.Prefix, keyspace.Partitions{}).Stream(0)).Val(); n != 0 {
 		t.Fatalf("the stream was created by a refused call")
 	}
 	last, err := l.AdvanceStream(ctx, l.Keys(0), "1700000000000-3")
@@ -42,18 +48,18 @@ func TestRestoredStatusOutlivesItsPaymentWindow(t *testing.T) {
 	ctx := context.Background()
 	week, month := uuid.NewString(), uuid.NewString()
 	now := time.Now()
-	n, err := NewLedger(f.r.Client, f.r.Prefix, keyspace.Partitions{}).RestoreStatuses(ctx, []Confirmed{
+	n, err := New(f.r.Client, f.r.Prefix, keyspace.Partitions{}).RestoreStatuses(ctx, []Confirmed{
 		{OrderID: week, UserID: uuid.NewString(), CreatedAt: now, ExpiresAt: now.Add(time.Hour)},
 		{OrderID: month, UserID: uuid.NewString(), CreatedAt: now, ExpiresAt: now.Add(20 * 24 * time.Hour)},
 	})
 	if err != nil || n != 2 {
 		t.Fatalf("restored %d, %v", n, err)
 	}
-	k := keys{prefix: f.r.Prefix}
-	if ttl := f.r.Client.PTTL(ctx, k.status(week)).Val(); ttl < statusTTL-time.Minute {
+	k := orderkey.New(f.r.Prefix, keyspace.Partitions{})
+	if ttl := f.r.Client.PTTL(ctx, k.Status(week)).Val(); ttl < order.StatusTTL-time.Minute {
 		t.Errorf("a status with an hour's window lives %v, want a week", ttl)
 	}
-	if ttl := f.r.Client.PTTL(ctx, k.status(month)).Val(); ttl < 21*24*time.Hour-time.Minute {
+	if ttl := f.r.Client.PTTL(ctx, k.Status(month)).Val(); ttl < 21*24*time.Hour-time.Minute {
 		t.Errorf("a status with a 20-day window lives %v, want at least 21 days", ttl)
 	}
 }
@@ -82,12 +88,12 @@ func TestRestoreStatusesInTheirHomePartition(t *testing.T) {
 	slices.Sort(homes)
 	one, two := uuid.NewString(), uuid.NewString()
 	now := time.Now()
-	l := NewLedger(f.r.Client, f.r.Prefix, parts)
+	l := New(f.r.Client, f.r.Prefix, parts)
 	n, err := l.RestoreStatuses(ctx, []Confirmed{
 		{OrderID: one, UserID: uuid.NewString(), CreatedAt: now, ExpiresAt: now.Add(time.Hour),
-			Items: []ReservedItem{{SKU: bySKU[homes[0]], Quantity: 1, RoundID: 1}}},
+			Items: []order.ReservedItem{{SKU: bySKU[homes[0]], Quantity: 1, RoundID: 1}}},
 		{OrderID: two, UserID: uuid.NewString(), CreatedAt: now, ExpiresAt: now.Add(time.Hour),
-			Items: []ReservedItem{{SKU: bySKU[homes[1]], Quantity: 1, RoundID: 2}, {SKU: bySKU[homes[2]], Quantity: 1, RoundID: 3}}},
+			Items: []order.ReservedItem{{SKU: bySKU[homes[1]], Quantity: 1, RoundID: 2}, {SKU: bySKU[homes[2]], Quantity: 1, RoundID: 3}}},
 	})
 	if err != nil || n != 2 {
 		t.Fatalf("restored %d, %v", n, err)
@@ -105,16 +111,21 @@ func TestRestoreStatusesInTheirHomePartition(t *testing.T) {
 		}
 	}
 	// The lifecycle reads the home back: its transitions go there.
-	o, err := f.svc.Get(ctx, f.r.Client.HGet(ctx, k[0].StatusKey(one), "user_id").Val(), one)
-	if err != nil || o.partition != homes[0] {
-		t.Fatalf("the restored order reads %+v %v, want partition %d", o, err, homes[0])
+	if _, err := f.svc.Pay(ctx, f.r.Client.HGet(ctx, k[0].StatusKey(one), "user_id").Val(), one, "tok_visa"); err != nil {
+		t.Fatalf("pay the restored order: %v", err)
+	}
+	for p := range k {
+		n := len(f.r.Client.XRange(ctx, k[p].Stream, "-", "+").Val())
+		if home := p == homes[0]; (n == 1) != home || n > 1 {
+			t.Fatalf("partition %d's stream has %d events of the restored order; its home is %d", p, n, homes[0])
+		}
 	}
 }
 
 // A status key names its order; other keys matching the pattern do not.
 func TestStatusIDReadsStatusKeys(t *testing.T) {
 	parts := keyspace.NewPartitions(3, true)
-	k := NewLedger(nil, "p:", parts).Partitions()
+	k := New(nil, "p:", parts).Partitions()
 	id := uuid.NewString()
 	if got, ok := k[2].StatusID(k[1].StatusKey(id)); !ok || got != id {
 		t.Fatalf("StatusID(%q) = %q %v", k[1].StatusKey(id), got, ok)
@@ -135,4 +146,24 @@ func TestStatusIDReadsStatusKeys(t *testing.T) {
 	if len(k) != 3 || k[1].Partition != 1 || k[1].Stream == k[2].Stream || k[1].Due != k[1].Stream+":due" {
 		t.Fatalf("partition keys %+v", k)
 	}
+}
+
+type fixture struct {
+	svc *order.Service
+	r   *testenv.Redis
+}
+
+// newFixture is an order service on fresh stores.
+func newFixture(t *testing.T) fixture { return newPartitionedFixture(t, keyspace.Partitions{}) }
+
+// newPartitionedFixture is an order service on fresh stores whose orders
+// go to parts.
+func newPartitionedFixture(t *testing.T, parts keyspace.Partitions) fixture {
+	t.Helper()
+	db := testenv.NewDatabase(t)
+	r := testenv.NewRedis(t)
+	stock := inventory.NewPartitionedStock(r.Client, r.Prefix, parts)
+	exists := func(context.Context, string) (bool, error) { return false, nil }
+	svc := order.New(db.Pool, r.Client, stock, exists, r.Prefix, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), order.Options{})
+	return fixture{svc: svc, r: r}
 }

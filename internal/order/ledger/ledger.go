@@ -1,56 +1,45 @@
-package order
+// Package ledger is order's Redis state as an audit or a recovery reads
+// and restores it: the keys of every partition, the status hashes, and
+// the few writes a recovery makes through them.
+package ledger
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/keyspace"
+	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/orderkey"
 )
 
-// Ledger is order's Redis state as an audit or a recovery reads and
-// restores it: the keys of every partition, the status hashes, and the
-// few writes a recovery makes through them.
+// Ledger reads and restores order's Redis state on one Redis or cluster.
 type Ledger struct {
 	rdb   redis.UniversalClient
-	k     keys         // the prefix and the partitions
+	k     orderkey.Keys
 	parts []StreamKeys // by partition
 }
-
-// The keys of a saga's work in partition p (internal/order/saga), which
-// an audit and a recovery read: hold is the record of the lines a saga
-// took there for order id, holds indexes the holds by deadline; settled
-// is the log of the holds dropped because their order committed, each an
-// entry {order_id, user, items} scored by when (Redis's ms), kept
-// SettledRetention; releases is a stream entry {order_id, skus} for each
-// release there of an order homed elsewhere that gave units back.
-func (k keys) hold(p int, id string) string { return k.partition(p) + ":hold:" + id }
-func (k keys) holds(p int) string           { return k.partition(p) + ":holds" }
-func (k keys) settled(p int) string         { return k.partition(p) + ":settled" }
-func (k keys) releases(p int) string        { return k.partition(p) + ":releases" }
 
 // SettledRetention is how long a settled log keeps an entry: far longer
 // than an audit may take and than the masters' clocks may differ, for the
 // audit's time fence (internal/audit's package doc).
 const SettledRetention = 10 * time.Minute
 
-// NewLedger returns the ledger of order's keys under prefix on rdb,
+// New returns the ledger of order's keys under prefix on rdb,
 // partitioned as parts. rdb may be nil for a ledger asked only for key
 // names (Partitions, Keys, HomeOf).
-func NewLedger(rdb redis.UniversalClient, prefix string, parts keyspace.Partitions) *Ledger {
-	k := keys{prefix: prefix, parts: parts}
+func New(rdb redis.UniversalClient, prefix string, parts keyspace.Partitions) *Ledger {
+	k := orderkey.New(prefix, parts)
 	out := make([]StreamKeys, parts.Count())
-	pattern := k.statusPattern()
+	pattern := k.StatusPattern()
 	for p := range out {
-		out[p] = StreamKeys{Partition: p, Stream: k.stream(p), Group: group, Dead: k.dead(p), Due: k.due(p),
-			Holds: k.holds(p), HoldPrefix: k.hold(p, ""), Settled: k.settled(p), Releases: k.releases(p), StatusPattern: pattern, k: k}
+		out[p] = StreamKeys{Partition: p, Stream: k.Stream(p), Group: order.StreamGroup, Dead: k.Dead(p), Due: k.Due(p),
+			Holds: k.Holds(p), HoldPrefix: k.Hold(p, ""), Settled: k.Settled(p), Releases: k.Releases(p), StatusPattern: pattern, k: k}
 	}
 	return &Ledger{rdb: rdb, k: k, parts: out}
 }
@@ -84,33 +73,23 @@ type StreamKeys struct {
 	// StatusPattern matches every order status hash (for SCAN, on every
 	// master of a cluster); StatusKey names one, StatusID reads one's name.
 	StatusPattern string
-	k             keys
+	k             orderkey.Keys
 }
 
 // StatusKey is the key of order id's status hash.
-func (k StreamKeys) StatusKey(id string) string { return k.k.status(id) }
+func (k StreamKeys) StatusKey(id string) string { return k.k.Status(id) }
 
 // IdemKey is the key of user's idempotency record for the client's key.
-func (k StreamKeys) IdemKey(user, key string) string { return k.k.idem(user, key) }
+func (k StreamKeys) IdemKey(user, key string) string { return k.k.Idem(user, key) }
 
 // PendingKey is the key of user's pending index: the orders not yet
 // persisted, which the writer takes them off.
-func (k StreamKeys) PendingKey(user string) string { return k.k.pending(user) }
+func (k StreamKeys) PendingKey(user string) string { return k.k.Pending(user) }
 
 // StatusID is the order id a status hash's key names (a key SCAN found
 // with StatusPattern); ok is false for a key that names no order.
 func (k StreamKeys) StatusID(key string) (id string, ok bool) {
-	// An order id is a UUID at the end of the name; the name must be the
-	// one StatusKey gives it, whatever tag it carries.
-	const n = 36
-	if len(key) < n {
-		return "", false
-	}
-	u, err := uuid.Parse(key[len(key)-n:])
-	if err != nil || k.StatusKey(u.String()) != key {
-		return "", false
-	}
-	return u.String(), true
+	return k.k.StatusID(key)
 }
 
 // HomeOf is the home partition (where its events go) of order id with
@@ -123,7 +102,7 @@ func (k StreamKeys) StatusID(key string) (id string, ok bool) {
 // first SKU given, a right home on a single Redis, where any partition's
 // stream and due set reach the writers and sweepers.
 func (l *Ledger) HomeOf(id string, skus []string) (home int, certain bool) {
-	return homeOf(l.k.parts, id, skus)
+	return homeOf(l.k.Parts(), id, skus)
 }
 
 // homeOf is HomeOf for callers holding keys, not a Ledger (restoreStatus).
@@ -148,7 +127,7 @@ type StatusHash map[string]string
 
 // Live reads the hash's status and creation time (Unix ms).
 func (m StatusHash) Live() (status string, createdMS int64) {
-	return m["status"], MillisTime(m["created_ms"]).UnixMilli()
+	return m["status"], order.MillisTime(m["created_ms"]).UnixMilli()
 }
 
 // Home reads the hash's home partition (no field: partition 0, which
@@ -160,25 +139,6 @@ func (m StatusHash) Home() (partition int, ok bool) {
 	}
 	p, _ := strconv.Atoi(m["partition"])
 	return p, true
-}
-
-// statusPattern matches the status hash of an order of any partition: the
-// part every partition's status names share (on a cluster they differ by
-// their home's tag, which the id names), then anything. It may match
-// other keys too; StatusID tells the status hashes apart.
-func (k keys) statusPattern() string {
-	var common string
-	for p := range k.parts.Count() {
-		id := k.parts.Stamp(uuid.UUID{}, p).String()
-		pre := strings.TrimSuffix(k.status(id), id)
-		if p == 0 {
-			common = pre
-		}
-		for !strings.HasPrefix(pre, common) {
-			common = common[:len(common)-1]
-		}
-	}
-	return common + "*"
 }
 
 // advanceScript moves the order stream's last generated id up to ARGV[2] if it
@@ -229,7 +189,7 @@ type Confirmed struct {
 	TotalCents      int64
 	CreatedAt       time.Time
 	ExpiresAt       time.Time
-	Items           []ReservedItem
+	Items           []order.ReservedItem
 }
 
 // restoreStatusScript writes a confirmed order's status hash unless one
@@ -286,7 +246,7 @@ func (l *Ledger) RestoreStatus(ctx context.Context, o Confirmed, state string) (
 
 // restoreStatus writes order o's status hash as state (restoreStatusScript)
 // and, for a confirmed order with a payment window, its due entry.
-func restoreStatus(ctx context.Context, rdb redis.UniversalClient, k keys, o Confirmed, state string) (bool, error) {
+func restoreStatus(ctx context.Context, rdb redis.UniversalClient, k orderkey.Keys, o Confirmed, state string) (bool, error) {
 	items, err := json.Marshal(o.Items)
 	if err != nil {
 		return false, fmt.Errorf("restore the status of order %s: %w", o.OrderID, err)
@@ -294,26 +254,26 @@ func restoreStatus(ctx context.Context, rdb redis.UniversalClient, k keys, o Con
 	// The hash lives as a new order's does: a week, and at least a day
 	// past its payment window (which may be longer than a week).
 	var expires int64
-	ttl := statusTTL
+	ttl := order.StatusTTL
 	if !o.ExpiresAt.IsZero() {
 		expires = o.ExpiresAt.UnixMilli()
 		ttl = max(ttl, time.Until(o.ExpiresAt)+24*time.Hour)
 	}
-	home, _ := homeOf(k.parts, o.OrderID, skusOf(o.Items))
-	wrote, err := restoreStatusScript.Run(ctx, rdb, []string{k.status(o.OrderID)}, o.UserID, string(items),
+	home, _ := homeOf(k.Parts(), o.OrderID, skusOf(o.Items))
+	wrote, err := restoreStatusScript.Run(ctx, rdb, []string{k.Status(o.OrderID)}, o.UserID, string(items),
 		o.TotalCents, o.CreatedAt.UnixMilli(), expires, ttl.Milliseconds(), home, state).Int()
 	if err != nil {
 		return false, fmt.Errorf("restore the status of order %s: %w", o.OrderID, err)
 	}
 	if expires > 0 && state == "confirmed" { // an entry for an order no longer due is dropped by the sweeper
-		if err := rdb.ZAddNX(ctx, k.due(home), redis.Z{Score: float64(expires), Member: o.OrderID}).Err(); err != nil {
+		if err := rdb.ZAddNX(ctx, k.Due(home), redis.Z{Score: float64(expires), Member: o.OrderID}).Err(); err != nil {
 			return wrote == 1, fmt.Errorf("restore the payment due time of order %s: %w", o.OrderID, err)
 		}
 	}
 	return wrote == 1, nil
 }
 
-func skusOf(items []ReservedItem) []string {
+func skusOf(items []order.ReservedItem) []string {
 	out := make([]string, len(items))
 	for i, it := range items {
 		out[i] = it.SKU
@@ -363,7 +323,7 @@ WHERE o.id = $1::uuid`, id)
 				o = &rec
 			}
 			if sku != nil && qty != nil && price != nil && round != nil {
-				o.Items = append(o.Items, ReservedItem{SKU: *sku, Quantity: *qty, PriceCents: *price, RoundID: *round})
+				o.Items = append(o.Items, order.ReservedItem{SKU: *sku, Quantity: *qty, PriceCents: *price, RoundID: *round})
 			}
 		}
 		return o, rows.Err()
