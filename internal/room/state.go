@@ -26,6 +26,25 @@ func newState() *state {
 		snaps: map[string]*snapshot{}, ranks: map[rankKey]*rankWait{}}
 }
 
+// get reads m[k] under st's lock.
+func get[K comparable, V any](st *state, m map[K]V, k K) (V, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	v, ok := m[k]
+	return v, ok
+}
+
+// keep stores v as m[k] under st's lock, starting m afresh once it holds
+// limit entries: m caches what can be read or derived again.
+func keep[K comparable, V any](st *state, m map[K]V, limit int, k K, v V) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(m) >= limit {
+		clear(m)
+	}
+	m[k] = v
+}
+
 // cachedInfo is what the instance read of a SKU's live round, and when.
 type cachedInfo struct {
 	r    inventory.LiveRound
@@ -37,22 +56,10 @@ type cachedInfo struct {
 const maxInfos = 10_000
 
 // liveRound returns what the instance last read of sku's live round.
-func (st *state) liveRound(sku string) (cachedInfo, bool) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	c, ok := st.infos[sku]
-	return c, ok
-}
+func (st *state) liveRound(sku string) (cachedInfo, bool) { return get(st, st.infos, sku) }
 
 // keepLive keeps what the instance just read of sku's live round.
-func (st *state) keepLive(sku string, c cachedInfo) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if len(st.infos) > maxInfos {
-		clear(st.infos)
-	}
-	st.infos[sku] = c
-}
+func (st *state) keepLive(sku string, c cachedInfo) { keep(st, st.infos, maxInfos, sku, c) }
 
 // forget drops what the instance read of sku's live round.
 func (st *state) forget(sku string) {
@@ -94,22 +101,10 @@ type derivedIDs struct {
 const maxIDs = 200_000
 
 // derived returns the ids kept of entry k.
-func (st *state) derived(k idsKey) (derivedIDs, bool) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	d, ok := st.ids[k]
-	return d, ok
-}
+func (st *state) derived(k idsKey) (derivedIDs, bool) { return get(st, st.ids, k) }
 
 // keepDerived keeps d as entry k's ids.
-func (st *state) keepDerived(k idsKey, d derivedIDs) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if len(st.ids) >= maxIDs {
-		clear(st.ids)
-	}
-	st.ids[k] = d
-}
+func (st *state) keepDerived(k idsKey, d derivedIDs) { keep(st, st.ids, maxIDs, k, d) }
 
 // place keeps p as entry k's place and pass as its pass, when the
 // instance has derived its ids.

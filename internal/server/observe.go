@@ -2,6 +2,7 @@ package server
 
 import (
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
@@ -59,21 +60,11 @@ func statusLabel(status int) string { return strconv.Itoa(status) }
 // as a label value it would later read "POS" or "GETT" (seen in tests).
 // Constants also bound the label's values.
 func methodLabel(m string) string {
-	switch m {
-	case fiber.MethodGet:
-		return fiber.MethodGet
-	case fiber.MethodHead:
-		return fiber.MethodHead
-	case fiber.MethodPost:
-		return fiber.MethodPost
-	case fiber.MethodPut:
-		return fiber.MethodPut
-	case fiber.MethodPatch:
-		return fiber.MethodPatch
-	case fiber.MethodDelete:
-		return fiber.MethodDelete
-	case fiber.MethodOptions:
-		return fiber.MethodOptions
+	if i := slices.Index(labelledMethods, m); i >= 0 {
+		return labelledMethods[i]
 	}
 	return "OTHER"
 }
+
+var labelledMethods = []string{fiber.MethodGet, fiber.MethodHead, fiber.MethodPost, fiber.MethodPut,
+	fiber.MethodPatch, fiber.MethodDelete, fiber.MethodOptions}
