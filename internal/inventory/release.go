@@ -95,38 +95,86 @@ func (s *Stock) Release(ctx context.Context, r Release) (Released, error) {
 	if err := checkRelease(r); err != nil {
 		return Released{}, err
 	}
-	keys := make([]string, 0, 1+3*len(r.Lines))
-	args := make([]any, 0, 6+4*len(r.Lines))
+	for try := 1; ; try++ {
+		homes := s.homeBuckets(r)
+		reply, err := releaseScript.Run(ctx, s.rdb, s.releaseKeys(r, homes), s.releaseArgs(r, homes)...).StringSlice()
+		if err != nil {
+			return Released{}, fmt.Errorf("release order %s: %w", r.OrderID, err)
+		}
+		// A line named a bucket other than its buyer's home: this process
+		// did not know the round's buckets. Learn them and ask again.
+		if len(reply) == 3 && reply[0] == "bucket" && try < maxReleaseTries {
+			if _, err := s.LearnBuckets(ctx, reply[1]); err != nil {
+				return Released{}, fmt.Errorf("release order %s: %w", r.OrderID, err)
+			}
+			continue
+		}
+		return parseReleased(r.OrderID, reply)
+	}
+}
+
+// maxReleaseTries bounds the retries of a release after a stale guess of
+// a round's buckets (once per SKU and round in a process; more only while
+// the round is reseeded over and over).
+const maxReleaseTries = 4
+
+// homeBuckets are the buyer's home bucket of each line, and its round's
+// buckets, as this process last knew them (bucketHints).
+func (s *Stock) homeBuckets(r Release) [][2]int {
+	out := make([][2]int, len(r.Lines))
+	for i, l := range r.Lines {
+		buckets := s.hints.of(l.SKU)
+		out[i] = [2]int{HomeBucket(r.UserID, buckets), buckets}
+	}
+	return out
+}
+
+// releaseKeys are release.lua's keys: the guard's, each line's sale hash,
+// its buyer's counts in the home bucket, its released set, and the outbox
+// stream.
+func (s *Stock) releaseKeys(r Release, homes [][2]int) []string {
+	keys := make([]string, 0, 2+3*len(r.Lines))
 	// An unused guard key is never touched, but it must share the slot of
 	// the other keys on Redis Cluster.
-	gkey, gfield, gto, gfrom := s.SaleKey(r.Lines[0].SKU)+":noguard", "", "", ""
-	if g := r.Guard; g != nil {
-		gkey, gfield, gto, gfrom = g.Key, g.Field, g.To, strings.Join(g.From, ",")
+	gkey := s.SaleKey(r.Lines[0].SKU) + ":noguard"
+	if r.Guard != nil {
+		gkey = r.Guard.Key
 	}
 	keys = append(keys, gkey)
-	args = append(args, r.OrderID, r.UserID, gfield, gto, gfrom, len(r.Lines))
-	for _, l := range r.Lines {
-		keys = append(keys, s.SaleKey(l.SKU), s.BuyersKey(l.SKU), s.releasedKey(l.SKU))
-		args = append(args, l.SKU, l.Quantity, l.RoundID, s.ChangesChannel(l.SKU))
+	for i, l := range r.Lines {
+		keys = append(keys, s.SaleKey(l.SKU), s.BucketBuyersKey(l.SKU, homes[i][0], homes[i][1]), s.releasedKey(l.SKU))
 	}
-	okey, ovalues, whenGiven := s.SaleKey(r.Lines[0].SKU)+":nooutbox", []string(nil), "0"
+	okey := s.SaleKey(r.Lines[0].SKU) + ":nooutbox"
 	if r.Outbox != nil {
-		okey, ovalues = r.Outbox.Stream, r.Outbox.Values
+		okey = r.Outbox.Stream
+	}
+	return append(keys, okey)
+}
+
+// releaseArgs are release.lua's arguments, in releaseKeys' order.
+func (s *Stock) releaseArgs(r Release, homes [][2]int) []any {
+	gfield, gto, gfrom := "", "", ""
+	if g := r.Guard; g != nil {
+		gfield, gto, gfrom = g.Field, g.To, strings.Join(g.From, ",")
+	}
+	args := make([]any, 0, 9+5*len(r.Lines))
+	args = append(args, r.OrderID, r.UserID, gfield, gto, gfrom, len(r.Lines))
+	for i, l := range r.Lines {
+		args = append(args, l.SKU, l.Quantity, l.RoundID, s.ChangesChannel(l.SKU), homes[i][0])
+	}
+	var ovalues []string
+	whenGiven := "0"
+	if r.Outbox != nil {
+		ovalues = r.Outbox.Values
 		if r.Outbox.WhenGiven {
 			whenGiven = "1"
 		}
 	}
-	keys = append(keys, okey)
 	args = append(args, len(ovalues)/2)
 	for _, v := range ovalues {
 		args = append(args, v)
 	}
-	args = append(args, whenGiven, s.PublishCommand())
-	reply, err := releaseScript.Run(ctx, s.rdb, keys, args...).StringSlice()
-	if err != nil {
-		return Released{}, fmt.Errorf("release order %s: %w", r.OrderID, err)
-	}
-	return parseReleased(r.OrderID, reply)
+	return append(args, whenGiven, s.PublishCommand())
 }
 
 func checkRelease(r Release) error {

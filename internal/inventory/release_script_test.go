@@ -15,20 +15,22 @@ func TestReleaseScriptRefusesBadArgumentsBeforeWriting(t *testing.T) {
 	r, s := twoHeldOfFive(t)
 	ctx := context.Background()
 	keys := []string{s.SaleKey("a") + ":noguard", s.SaleKey("a"), s.BuyersKey("a"), s.releasedKey("a"), s.SaleKey("a") + ":nooutbox"}
-	good := []any{"o1", "u1", "", "", "", 1, "a", 2, 1, "", 0, "0", "PUBLISH"}
+	good := []any{"o1", "u1", "", "", "", 1, "a", 2, 1, "", 0, 0, "0", "PUBLISH"}
 	bad := map[string][]any{
-		"no_order":       {"", "u1", "", "", "", 1, "a", 2, 1, "", 0, "0", "PUBLISH"},
-		"no_user":        {"o1", "", "", "", "", 1, "a", 2, 1, "", 0, "0", "PUBLISH"},
-		"zero_quantity":  {"o1", "u1", "", "", "", 1, "a", 0, 1, "", 0, "0", "PUBLISH"},
-		"fraction":       {"o1", "u1", "", "", "", 1, "a", 1.5, 1, "", 0, "0", "PUBLISH"},
-		"no_round":       {"o1", "u1", "", "", "", 1, "a", 2, 0, "", 0},
-		"line_count":     {"o1", "u1", "", "", "", 2, "a", 2, 1, "", 0, "0", "PUBLISH"},
-		"guard_no_value": {"o1", "u1", "status", "", "", 1, "a", 2, 1, "", 0, "0", "PUBLISH"},
-		"empty_sku":      {"o1", "u1", "", "", "", 1, "", 2, 1, "", 0, "0", "PUBLISH"},
-		"outbox_odd":     {"o1", "u1", "", "", "", 1, "a", 2, 1, "", 1, "field", "0", "PUBLISH"},
-		"no_command":     {"o1", "u1", "", "", "", 1, "a", 2, 1, "", 0},
-		"bad_command":    {"o1", "u1", "", "", "", 1, "a", 2, 1, "", 0, "0", "SET"},
-		"bad_condition":  {"o1", "u1", "", "", "", 1, "a", 2, 1, "", 0, "2", "PUBLISH"},
+		"no_order":       {"", "u1", "", "", "", 1, "a", 2, 1, "", 0, 0, "0", "PUBLISH"},
+		"no_user":        {"o1", "", "", "", "", 1, "a", 2, 1, "", 0, 0, "0", "PUBLISH"},
+		"zero_quantity":  {"o1", "u1", "", "", "", 1, "a", 0, 1, "", 0, 0, "0", "PUBLISH"},
+		"fraction":       {"o1", "u1", "", "", "", 1, "a", 1.5, 1, "", 0, 0, "0", "PUBLISH"},
+		"no_round":       {"o1", "u1", "", "", "", 1, "a", 2, 0, "", 0, 0},
+		"line_count":     {"o1", "u1", "", "", "", 2, "a", 2, 1, "", 0, 0, "0", "PUBLISH"},
+		"guard_no_value": {"o1", "u1", "status", "", "", 1, "a", 2, 1, "", 0, 0, "0", "PUBLISH"},
+		"empty_sku":      {"o1", "u1", "", "", "", 1, "", 2, 1, "", 0, 0, "0", "PUBLISH"},
+		"outbox_odd":     {"o1", "u1", "", "", "", 1, "a", 2, 1, "", 0, 1, "field", "0", "PUBLISH"},
+		"no_command":     {"o1", "u1", "", "", "", 1, "a", 2, 1, "", 0, 0},
+		"bad_command":    {"o1", "u1", "", "", "", 1, "a", 2, 1, "", 0, 0, "0", "SET"},
+		"bad_condition":  {"o1", "u1", "", "", "", 1, "a", 2, 1, "", 0, 0, "2", "PUBLISH"},
+		"bad_bucket":     {"o1", "u1", "", "", "", 1, "a", 2, 1, "", -1, 0, "0", "PUBLISH"},
+		"no_bucket":      {"o1", "u1", "", "", "", 1, "a", 2, 1, "", "", 0, "0", "PUBLISH"},
 	}
 	for name, args := range bad {
 		if err := releaseScript.Run(ctx, r.Client, keys, args...).Err(); err == nil {

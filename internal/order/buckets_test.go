@@ -5,11 +5,13 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/racetest"
 	"github.com/shop-oss/shop/internal/testenv"
 )
 
@@ -158,5 +160,113 @@ func TestStaleGuessOfARemovedBucketStillSells(t *testing.T) {
 				t.Fatalf("the process now guesses %d buckets, want %d", got, now)
 			}
 		})
+	}
+}
+
+// A cancel gives the buyer's count back in their home bucket, where every
+// purchase of theirs counts it: a shopper at the limit who cancels may
+// buy again (with the count lowered in bucket 0 instead, the limit would
+// still refuse them). The units go back to the round, and the other
+// buckets' shoppers can buy them. A process that never learnt the
+// round's buckets cancels as well as the one that placed the order.
+func TestCancelGivesTheCountBackInTheHomeBucket(t *testing.T) {
+	t.Parallel()
+	f := newReserveFixture(t)
+	other := newReserveFixtureOn(t, f.r) // knows nothing of the buckets
+	const buckets, limit = 4, 2
+	f.seed(t, "hot", inventory.LiveRound{Quantity: 8, PerUserLimit: limit, Buckets: buckets})
+	ctx := context.Background()
+	var user string // homed past bucket 0, where the two counts differ
+	for i := 0; user == ""; i++ {
+		if u := "shopper-" + strconv.Itoa(i); inventory.HomeBucket(u, buckets) != 0 {
+			user = u
+		}
+	}
+	for i, svc := range []*Service{f.svc, other.svc} {
+		p, err := f.svc.Place(ctx, user, []Line{{"hot", limit}}, PlaceOptions{})
+		if err != nil {
+			t.Fatalf("purchase %d: %v", i+1, err)
+		}
+		if _, err := svc.Cancel(ctx, user, p.OrderID); err != nil {
+			t.Fatalf("cancel %d: %v", i+1, err)
+		}
+	}
+	if _, err := f.svc.Place(ctx, user, []Line{{"hot", limit}}, PlaceOptions{}); err != nil {
+		t.Fatalf("buy again after two cancels: %v", err)
+	}
+	if _, err := f.svc.Place(ctx, user, []Line{{"hot", 1}}, PlaceOptions{}); !errors.Is(err, ErrLimitExceeded) {
+		t.Fatalf("a unit past the limit: %v, want limit_exceeded", err)
+	}
+	home := inventory.HomeBucket(user, buckets)
+	for b := range buckets {
+		n, _ := f.r.Client.HGet(ctx, f.BucketBuyersKey("hot", b, buckets), user).Int()
+		if want := map[bool]int{true: limit, false: 0}[b == home]; n != want {
+			t.Errorf("bucket %d counts %d units of the shopper, want %d", b, n, want)
+		}
+	}
+	// Everyone else buys the other 6, the 4 given back among them.
+	for i := 0; ; i++ {
+		_, err := f.svc.Place(ctx, "other-"+strconv.Itoa(i), []Line{{"hot", 1}}, PlaceOptions{})
+		if errors.Is(err, ErrOutOfStock) {
+			if i != 6 {
+				t.Fatalf("out of stock after %d more units, want 6", i)
+			}
+			break
+		}
+		if err != nil {
+			t.Fatalf("unit %d: %v", i+1, err)
+		}
+	}
+}
+
+// The cancel race over a round of 4 buckets: every shopper, released
+// together, buys one unit, cancels it and buys up to the limit. Exactly
+// the round's units are held at the end (none lost or made by the
+// cancels), each shopper's count is in their home bucket only and within
+// the limit, and the round's releases are exactly the cancelled units.
+func TestBucketCancelRaceKeepsTheRoundExact(t *testing.T) {
+	t.Parallel()
+	f := newReserveFixture(t)
+	const buckets, units, users, limit = 4, 40, 30, 2
+	f.seed(t, "hot", inventory.LiveRound{Quantity: units, PerUserLimit: limit, Buckets: buckets})
+	ctx := context.Background()
+	place := func(user string, qty int) (Placed, error) {
+		p, err := f.svc.Place(ctx, user, []Line{{"hot", qty}}, PlaceOptions{})
+		for errors.Is(err, errLate) || errors.Is(err, errBucketsBusy) {
+			p, err = f.svc.Place(ctx, user, []Line{{"hot", qty}}, PlaceOptions{})
+		}
+		return p, err
+	}
+	var cancelled atomic.Int64
+	racetest.Together(racetest.Times(users, func(i int) {
+		user := "racer-" + strconv.Itoa(i)
+		if p, err := place(user, 1); err == nil {
+			if _, err := f.svc.Cancel(ctx, user, p.OrderID); err != nil {
+				t.Errorf("cancel: %v", err)
+			} else {
+				cancelled.Add(1)
+			}
+		}
+		for range limit + 1 {
+			_, _ = place(user, 1)
+		}
+	})...)
+	var available, held, released int64
+	for b := range buckets {
+		m := f.r.Client.HGetAll(ctx, f.BucketKey("hot", b, buckets)).Val()
+		a, _ := strconv.ParseInt(m["available"], 10, 64)
+		r, _ := strconv.ParseInt(m["released"], 10, 64)
+		available, released = available+a, released+r
+		for user, v := range f.r.Client.HGetAll(ctx, f.BucketBuyersKey("hot", b, buckets)).Val() {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			if inventory.HomeBucket(user, buckets) != b || n > limit || n < 1 {
+				t.Errorf("bucket %d counts %d units of %s (home %d)", b, n, user, inventory.HomeBucket(user, buckets))
+			}
+			held += n
+		}
+	}
+	if available+held != units || released != cancelled.Load() || cancelled.Load() == 0 {
+		t.Fatalf("available %d + held %d, want %d; released %d, cancelled %d", available, held, units,
+			released, cancelled.Load())
 	}
 }
