@@ -249,13 +249,20 @@ func (a *Auditor) snapshot(ctx context.Context, skus []string) (snap, error) {
 
 func (a *Auditor) snapshotGroup(ctx context.Context, parts []int, bySKU map[int][]string, s *snap) error {
 	var keys, skus []string
+	var buckets []int // of each SKU, as many sale hashes as the script reads
 	for _, p := range parts {
 		keys = append(keys, a.ledger.Keys(p).Stream)
 	}
 	for _, p := range parts {
 		for _, sku := range bySKU[p] {
-			keys = append(keys, a.stock.SaleKey(sku), a.stock.BuyersKey(sku))
-			skus = append(skus, sku)
+			n, err := a.bucketsOf(ctx, sku)
+			if err != nil {
+				return wrap("redis snapshot", err)
+			}
+			for b := range n {
+				keys = append(keys, a.stock.BucketKey(sku, b, n), a.stock.BucketBuyersKey(sku, b, n))
+			}
+			skus, buckets = append(skus, sku), append(buckets, n)
 		}
 	}
 	args := []any{a.ledger.Keys(0).Group, maxEntries, len(parts)}
@@ -272,10 +279,11 @@ func (a *Auditor) snapshotGroup(ctx context.Context, parts []int, bySKU map[int]
 	if err := json.Unmarshal([]byte(out), &raw); err != nil {
 		return wrap("redis snapshot", err)
 	}
-	if len(raw.Streams) != len(parts) || len(raw.Rounds) != len(skus) {
-		return wrap("redis snapshot", fmt.Errorf("%d streams and %d rounds read, want %d and %d",
-			len(raw.Streams), len(raw.Rounds), len(parts), len(skus)))
+	rounds, err := sumBuckets(raw.Rounds, skus, buckets)
+	if len(raw.Streams) != len(parts) || err != nil {
+		return wrap("redis snapshot", fmt.Errorf("%d streams read, want %d: %v", len(raw.Streams), len(parts), err))
 	}
+	raw.Rounds = rounds
 	if s.foreign != nil {
 		f, err := a.readForeign(ctx, a.ledger.Keys(parts[0]), raw, skus)
 		if err != nil {
@@ -301,6 +309,64 @@ func (a *Auditor) snapshotGroup(ctx context.Context, parts []int, bySKU map[int]
 		}
 	}
 	return nil
+}
+
+// bucketsOf is how many stock buckets sku's live round has, on a single
+// Redis, where one snapshot reads them all; on a cluster the audit reads
+// bucket 0 only (a bucketed round sells there only to the shoppers homed
+// in it so far: docs/design/buckets.md).
+func (a *Auditor) bucketsOf(ctx context.Context, sku string) (int, error) {
+	if a.parts.Grouped() {
+		return 1, nil
+	}
+	return a.stock.LearnBuckets(ctx, sku)
+}
+
+// sumBuckets folds the sale hashes and buyer counts read for each SKU
+// (buckets[i] of them for SKU i, bucket 0 first) into one, as a round of
+// one bucket reads: the round's fields from bucket 0, the buckets'
+// available and released summed, their buyer counts joined (a shopper is
+// counted in their home bucket only). A bucket of another round means
+// the SKU is being reseeded: the snapshot is refused, to be taken again.
+func sumBuckets(raw list[[2]any], skus []string, buckets []int) (list[[2]any], error) {
+	out := make(list[[2]any], 0, len(skus))
+	i := 0
+	for k, n := range buckets {
+		if i+n > len(raw) {
+			return nil, fmt.Errorf("%d sale hashes read, want more", len(raw))
+		}
+		if n == 1 {
+			out, i = append(out, raw[i]), i+1
+			continue
+		}
+		sale, buyers := pairs(raw[i][0]), pairs(raw[i][1])
+		avail, given := num(sale["available"]), num(sale["released"])
+		for _, r := range raw[i+1 : i+n] {
+			bs := pairs(r[0])
+			if bs["round"] != sale["round"] {
+				return nil, fmt.Errorf("%s: its buckets hold rounds %s and %s (being reseeded)", skus[k], sale["round"], bs["round"])
+			}
+			avail, given = avail+num(bs["available"]), given+num(bs["released"])
+			for u, c := range pairs(r[1]) {
+				buyers[u] = strconv.FormatInt(num(buyers[u])+num(c), 10)
+			}
+		}
+		sale["available"], sale["released"] = strconv.FormatInt(avail, 10), strconv.FormatInt(given, 10)
+		out, i = append(out, [2]any{flatten(sale), flatten(buyers)}), i+n
+	}
+	if i != len(raw) {
+		return nil, fmt.Errorf("%d sale hashes read, want %d", len(raw), i)
+	}
+	return out, nil
+}
+
+// flatten is pairs' inverse: a hash as HGETALL answers it.
+func flatten(m map[string]string) []any {
+	out := make([]any, 0, 2*len(m))
+	for k, v := range m {
+		out = append(out, k, v)
+	}
+	return out
 }
 
 // settledEntry is an entry of a settled log (the order package's unhold

@@ -8,9 +8,10 @@
 -- share the partition's slot.
 --
 -- Whose keys: KEYS[1..n] are the order package's streams of the group's
--- partitions (order.PartitionKeys), n = ARGV[3]; KEYS[n + 1 + 2(i-1)] and
--- KEYS[n + 2 + 2(i-1)] are inventory's sale state and buyer counts of SKU
--- i (Stock.SaleKey, BuyersKey).
+-- partitions (order.PartitionKeys), n = ARGV[3]; then pairs of
+-- inventory's sale state and buyer counts (Stock.BucketKey,
+-- BucketBuyersKey): one per SKU, or one per stock bucket of a bucketed
+-- round on a single Redis, which the Go side sums.
 -- ARGV[1] the writers' group, ARGV[2] the most entries to return per
 -- stream (pending and undelivered each), ARGV[3] n.
 -- On a cluster (ARGV[4] = k, the group's SKU count, given) it also reads

@@ -13,15 +13,16 @@ import (
 // productReadLua runs the cache's read of a product (KEYS 1..ARGV[1], no
 // arguments of its own) as a local function with its own KEYS and ARGV,
 // then reads the available units of the sale hash (the next key; the
-// Live stock format in stock.go). It answers {the cache read's reply,
-// available or false}.
+// Live stock format in stock.go) and its buckets. It answers {the cache
+// read's reply, available or false, buckets or false}.
 const productReadLua = `local function document(KEYS, ARGV)
 %s
 end
 local n = tonumber(ARGV[1])
 local dk = {}
 for i = 1, n do dk[i] = KEYS[i] end
-return {document(dk, {}), redis.call('HGET', KEYS[n + 1], 'available')}
+local s = redis.call('HMGET', KEYS[n + 1], 'available', 'buckets')
+return {document(dk, {}), s[1], s[2]}
 `
 
 // productReadTrip is a product read's one trip: the request's checks,
@@ -45,10 +46,13 @@ func (s *Catalog) getChecked(ctx context.Context, sku string, checks *onetrip.Ch
 	if err != nil {
 		return Product{}, true, err
 	}
-	doc, available, err := splitRead(reply)
+	doc, available, bucketed, err := splitRead(reply)
 	if err != nil {
 		s.log.WarnContext(ctx, "product read script", "err", err)
 		return Product{}, false, nil
+	}
+	if bucketed { // bucket 0's units are a share of the round's: sum them all
+		available = s.available(ctx, []string{sku})[0]
 	}
 	rec, err := cache.GetJSONPrefetched(ctx, pre, doc, s.loadProduct(sku))
 	if err != nil {
@@ -57,24 +61,25 @@ func (s *Catalog) getChecked(ctx context.Context, sku string, checks *onetrip.Ch
 	return rec.product(max(available, 0)), true, nil
 }
 
-// splitRead reads productReadLua's answer: the cache read's reply and the
-// available units (0 where no sale was seeded).
-func splitRead(reply any) (doc any, available int64, err error) {
+// splitRead reads productReadLua's answer: the cache read's reply, the
+// available units (0 where no sale was seeded) and whether the round is
+// split over several stock buckets.
+func splitRead(reply any) (doc any, available int64, bucketed bool, err error) {
 	vals, ok := reply.([]any)
-	if !ok || len(vals) != 2 {
-		return nil, 0, fmt.Errorf("product read: script answered %v", reply)
+	if !ok || len(vals) != 3 {
+		return nil, 0, false, fmt.Errorf("product read: script answered %v", reply)
 	}
 	switch v := vals[1].(type) {
 	case nil:
-		return vals[0], 0, nil
 	case string:
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return nil, 0, fmt.Errorf("product read: available %q: %w", v, err)
+		if available, err = strconv.ParseInt(v, 10, 64); err != nil {
+			return nil, 0, false, fmt.Errorf("product read: available %q: %w", v, err)
 		}
-		return vals[0], n, nil
+	default:
+		return nil, 0, false, fmt.Errorf("product read: script answered %v", reply)
 	}
-	return nil, 0, fmt.Errorf("product read: script answered %v", reply)
+	b, _ := vals[2].(string) // nil: a round of one bucket
+	return vals[0], available, b != "" && b != "1", nil
 }
 
 // loadProduct is the cache's loader of a product.

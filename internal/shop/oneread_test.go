@@ -238,6 +238,18 @@ func TestOneTripReadHit(t *testing.T) {
 	wantCounted(t, a, 4)
 }
 
+// A round split over stock buckets reads as the sum of its buckets: bucket
+// 0, which the one trip reads, holds only its share of the units.
+func TestOneTripReadSumsTheBuckets(t *testing.T) {
+	t.Parallel()
+	a, _ := oneRead(t, 100, nil)
+	a.Product(t, "rd", 100)
+	a.Round(t, "rd", inventory.Seed{Quantity: 10, Buckets: 4})
+	for range 2 {
+		wantProduct(t, getProduct(t, a, "rd"), "rd", "Product rd", 10)
+	}
+}
+
 // A read over the limit gets 429 with Retry-After before anything else
 // (an unknown or malformed SKU too), reads nothing (the cache counts no
 // read and loads nothing) and is not counted.
