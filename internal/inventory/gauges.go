@@ -39,12 +39,13 @@ func (s *Sales) OnSale(ctx context.Context) ([]OnSale, error) {
 }
 
 // onSale reads each SKU's live round's quantity and available units in
-// one pipeline, leaving out SKUs without a live round.
+// one pipeline (and a second for each round of several buckets), leaving
+// out SKUs without a live round.
 func (s *Stock) onSale(ctx context.Context, skus []string) ([]OnSale, error) {
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(skus))
 	for i, sku := range skus {
-		cmds[i] = pipe.HMGet(ctx, s.SaleKey(sku), "round", "quantity", "available")
+		cmds[i] = pipe.HMGet(ctx, s.SaleKey(sku), "round", "quantity", "available", "buckets")
 	}
 	if len(skus) > 0 {
 		if _, err := pipe.Exec(ctx); err != nil {
@@ -58,7 +59,12 @@ func (s *Stock) onSale(ctx context.Context, skus []string) ([]OnSale, error) {
 			continue // no live round
 		}
 		num := func(x any) int64 { s, _ := x.(string); n, _ := strconv.ParseInt(s, 10, 64); return n }
-		out = append(out, OnSale{SKU: skus[i], Quantity: num(v[1]), Available: num(v[2])})
+		available := []int64{num(v[2])}
+		// A round of several buckets: bucket 0 holds a share of its units.
+		if err := s.sumBuckets(ctx, skus[i], int(num(v[3])), available, "available"); err != nil {
+			return nil, fmt.Errorf("live stock: %w", err)
+		}
+		out = append(out, OnSale{SKU: skus[i], Quantity: num(v[1]), Available: available[0]})
 	}
 	return out, nil
 }

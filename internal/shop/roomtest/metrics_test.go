@@ -18,8 +18,10 @@ func TestScrapeReportsTheSale(t *testing.T) {
 	f := newFixture(t)
 	f.seed(t, "gauge-plain", `{"quantity":7,"per_user_limit":0}`)
 	f.seed(t, "gauge-room", `{"quantity":5,"starts_at":"`+stamp(nextSecond(time.Hour))+`","waiting_room":{"admit_per_second":5}}`)
+	f.seed(t, "gauge-split", `{"quantity":9,"per_user_limit":0,"buckets":4}`) // bucket 0 holds 3
 	_, buyer := f.shopper(t)
 	f.Do(t, http.MethodPost, "/api/v1/products/gauge-plain/purchase", buyer, `{"quantity":2}`).Decode(t, http.StatusAccepted, &map[string]any{})
+	f.Do(t, http.MethodPost, "/api/v1/products/gauge-split/purchase", buyer, `{"quantity":1}`).Decode(t, http.StatusAccepted, &map[string]any{})
 	for range 3 {
 		_, shopper := f.shopper(t)
 		f.join(t, "gauge-room", shopper, "", http.StatusCreated)
@@ -36,6 +38,8 @@ func TestScrapeReportsTheSale(t *testing.T) {
 		`shop_sale_available{sku="gauge-plain"}`: 5,
 		`shop_sale_quantity{sku="gauge-room"}`:   5,
 		`shop_sale_available{sku="gauge-room"}`:  5,
+		`shop_sale_quantity{sku="gauge-split"}`:  9,
+		`shop_sale_available{sku="gauge-split"}`: 8,
 		`shop_room_waiting{sku="gauge-room"}`:    3,
 		`shop_room_admitted{sku="gauge-room"}`:   0,
 		"shop_audit_problems":                    0,
