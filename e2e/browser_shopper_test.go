@@ -24,11 +24,13 @@ var shopperWidths = []struct {
 	mobile        bool
 }{{1280, 900, false}, {390, 844, true}}
 
-// overflowJS lists what sticks out of the viewport sideways: the page
-// itself (scrollWidth) and every drawn element whose right edge lies past
-// the viewport's; "" when nothing does.
-const overflowJS = `(() => {
-	const w = window.innerWidth, out = [];
+// overflowJS lists what sticks out of a viewport w px wide sideways: the
+// page itself (scrollWidth) and every drawn element whose right edge lies
+// past it; "" when nothing does. The width is the one asked for, not
+// innerWidth: a phone zooms out to show a page wider than itself, and
+// innerWidth then grows with the page.
+const overflowJS = `((w) => {
+	const out = [];
 	if (document.documentElement.scrollWidth > w) out.push('page ' + document.documentElement.scrollWidth + ' px');
 	for (const e of document.querySelectorAll('body *')) {
 		if (e.getClientRects().length === 0) continue;
@@ -36,7 +38,7 @@ const overflowJS = `(() => {
 		if (r.width > 0 && r.right > w + 0.5) out.push(e.tagName + '#' + e.id + '.' + e.className + ' right ' + Math.round(r.right));
 	}
 	return out.slice(0, 8).join(', ');
-})()`
+})(%d)`
 
 // fits saves the page at 1280 and 390 px (name-1280.png, name-390.png)
 // and fails t when, at either width, anything overflows sideways.
@@ -53,7 +55,7 @@ func fits(t *testing.T, ctx context.Context, name string) {
 			`new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))`, chromedp.EvalAwaitPromise)); err != nil {
 			t.Fatal(err)
 		}
-		wide, err := chromedp.Run(ctx, chromedp.Evaluate[string](overflowJS))
+		wide, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(overflowJS, w.width)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -215,7 +217,7 @@ var shopperCatalog = []shopperProduct{
 	{"drop-d", "Limited sneaker drop", "apparel", "Two hundred pairs, one per shopper, through the queue.",
 		&[2]color.NRGBA{{240, 240, 240, 255}, {220, 40, 120, 255}},
 		map[string]any{"quantity": 50, "per_user_limit": 1, "waiting_room": map[string]any{"admit_per_second": 50}}},
-	{"mug-e", "Stoneware mug", "kitchen", "A 350 ml mug, dishwasher safe.", nil, map[string]any{"quantity": 30, "per_user_limit": 0}},
+	{"mug-e", "Stoneware mug", "kitchen", "A 350 ml mug, dishwasher safe.", nil, map[string]any{"quantity": 200, "per_user_limit": 0}},
 	{"pin-f", "Enamel pin", "misc", "A hard enamel pin with a butterfly clasp.",
 		&[2]color.NRGBA{{250, 200, 40, 255}, {20, 20, 120, 255}}, map[string]any{"quantity": 8, "per_user_limit": 0}},
 }
@@ -287,7 +289,9 @@ func shopperCatalogView(t *testing.T, ctx context.Context, s *shop, net *netLog)
 
 func shopperProductViews(t *testing.T, ctx context.Context, s *shop, net *netLog) {
 	t.Helper()
-	// A typed URL: main takes the focus, with no ring around the page.
+	// A typed URL (the keyboard used last, as in the address bar): main
+	// takes the focus, with no ring around the page.
+	do(t, ctx, "a key pressed", chromedp.KeyEvent("\t"))
 	do(t, ctx, "type a product's URL", chromedp.Navigate(s.URL+"/#/p/cam-a"))
 	until(t, ctx, "the product with its picture and description", text("product-name", "Instant camera")+
 		` && !document.getElementById('product-image').hidden && document.getElementById('product-image').naturalWidth > 0`+
@@ -341,10 +345,11 @@ func shopperQueue(t *testing.T, ctx context.Context, s *shop, net *netLog) {
 
 func shopperCartAndOrders(t *testing.T, ctx context.Context, s *shop) {
 	t.Helper()
-	for _, sku := range []string{"tee-c", "mug-e"} {
+	// A line of 100 mugs: a wide line total beside a long word.
+	for sku, quantity := range map[string]string{"tee-c": "1", "mug-e": "100"} {
 		do(t, ctx, "open "+sku, chromedp.Navigate(s.URL+"/#/p/"+sku))
 		until(t, ctx, sku+": add to cart is on", `!document.getElementById('live').classList.contains('loading') && !document.getElementById('add-to-cart').disabled`)
-		do(t, ctx, "add "+sku, chromedp.Click(chromedp.ID("add-to-cart")))
+		do(t, ctx, "add "+sku, chromedp.SetValue(chromedp.ID("buy-quantity"), quantity), chromedp.Click(chromedp.ID("add-to-cart")))
 		until(t, ctx, "added", `document.getElementById('message').textContent.includes('Added')`)
 	}
 	do(t, ctx, "open the cart", chromedp.Navigate(s.URL+"/#/cart"))
