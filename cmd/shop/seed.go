@@ -27,9 +27,9 @@ const (
 )
 
 type demoProduct struct {
-	sku, name, category string
-	price               int64
-	stock, limit        int // stock < 0: not on sale
+	sku, name, category, description string
+	price                            int64
+	stock, limit                     int // stock < 0: not on sale
 }
 
 // demoFlashSale is the demo's flash-sale product, the one the
@@ -37,13 +37,29 @@ type demoProduct struct {
 const demoFlashSale = "phone-x1"
 
 var demoCatalog = []demoProduct{
-	{"phone-x1", "Phone X1 (flash sale)", "electronics", 49900, 100, 1},
-	{"earbuds-pro", "Earbuds Pro", "electronics", 12900, 500, 2},
-	{"tee-black", "T-shirt, black", "apparel", 1999, 1000, 0},
-	{"hoodie-grey", "Hoodie, grey", "apparel", 4999, 200, 0},
-	{"mug-logo", "Mug with logo", "kitchen", 1299, -1, 0},
-	{"sticker-pack", "Sticker pack", "misc", 299, -1, 0},
+	{"phone-x1", "Phone X1 (flash sale)", "electronics",
+		"A 6.1-inch phone with a two-day battery and a camera that handles low light. One per shopper while the drop lasts.",
+		49900, 100, 1},
+	{"earbuds-pro", "Earbuds Pro", "electronics",
+		"Wireless earbuds with noise cancelling, eight hours of play and a pocket-sized charging case.",
+		12900, 500, 2},
+	{"tee-black", "T-shirt, black", "apparel",
+		"A heavyweight organic cotton tee with a relaxed fit. Keeps its shape wash after wash.",
+		1999, 1000, 0},
+	{"hoodie-grey", "Hoodie, grey", "apparel",
+		"A brushed-fleece hoodie with a lined hood and a kangaroo pocket. Soft inside, warm on cold mornings.",
+		4999, 200, 0},
+	{"mug-logo", "Mug with logo", "kitchen",
+		"A 350 ml stoneware mug with the shop's logo. Dishwasher and microwave safe.",
+		1299, -1, 0},
+	{"sticker-pack", "Sticker pack", "misc",
+		"Ten weatherproof vinyl stickers for laptops, bottles and notebooks.",
+		299, -1, 0},
 }
+
+// demoOldDescription is what the demo's products said before they had
+// descriptions of their own: a rerun replaces it (and nothing else).
+const demoOldDescription = "Demo product."
 
 // demoStores are pickup stores around central Paris.
 var demoStores = []pickup.Store{
@@ -154,10 +170,12 @@ func seedSales(ctx context.Context, users *auth.Service, orders *order.Service, 
 // seedProduct creates p if it is missing and opens its sale if it never had
 // one, so a second run neither duplicates nor restocks anything.
 func seedProduct(ctx context.Context, catalog *inventory.Catalog, sales *inventory.Sales, p demoProduct) error {
-	_, err := catalog.Create(ctx, p.sku, inventory.ProductInput{
-		Name: p.name, Description: "Demo product.", Category: p.category, PriceCents: p.price,
-	})
+	in := inventory.ProductInput{Name: p.name, Description: p.description, Category: p.category, PriceCents: p.price}
+	_, err := catalog.Create(ctx, p.sku, in)
 	if err != nil && !errors.Is(err, inventory.ErrSKUTaken) {
+		return err
+	}
+	if err := seedDescription(ctx, catalog, p.sku, in); err != nil {
 		return err
 	}
 	if err := seedImage(ctx, catalog, p.sku); err != nil {
@@ -171,6 +189,19 @@ func seedProduct(ctx context.Context, catalog *inventory.Catalog, sales *invento
 		return err
 	}
 	_, err = sales.Open(ctx, p.sku, inventory.Seed{Quantity: p.stock, PerUserLimit: p.limit})
+	return err
+}
+
+// seedDescription gives a product of an earlier demo its description
+// in place of demoOldDescription; an admin's edit stays.
+func seedDescription(ctx context.Context, catalog *inventory.Catalog, sku string, in inventory.ProductInput) error {
+	p, err := catalog.Get(ctx, sku)
+	if err != nil || p.Description != demoOldDescription {
+		return err
+	}
+	_, err = catalog.Update(ctx, sku, inventory.ProductInput{
+		Name: p.Name, Description: in.Description, Category: p.Category, PriceCents: p.PriceCents,
+	})
 	return err
 }
 

@@ -47,6 +47,10 @@ func TestSeedDemoIsIdempotent(t *testing.T) {
 	if out, _ := seed(); !strings.Contains(out, "phone-x1: 99 of 100 units available, 1 per shopper") {
 		t.Fatalf("rerun says %q, want phone-x1's units as the store has them", out)
 	}
+	if n := count(`SELECT count(DISTINCT description) FROM products WHERE description <> '' AND description <> '` +
+		demoOldDescription + `'`); n != len(demoCatalog) {
+		t.Fatalf("%d distinct descriptions, want one per product (%d)", n, len(demoCatalog))
+	}
 	if n := count(`SELECT count(DISTINCT sha256) FROM product_images`); n != len(demoCatalog) {
 		t.Fatalf("%d distinct product images, want one per product (%d)", n, len(demoCatalog))
 	}

@@ -53,6 +53,12 @@ type Change struct {
 	// PerUserLimit is the round's units per shopper (0: no limit), so a
 	// page can state it before a purchase is refused.
 	PerUserLimit int64
+	// Room tells whether the round has a waiting room, so that a page
+	// asks for the queue only where there is one. RoomKnown says whether
+	// the state said it: a seeding's message and Current do; a
+	// purchase's or a release's message does not (the round's flag is
+	// the one its seeding published).
+	Room, RoomKnown bool
 }
 
 // ParseChange reads a message received on channel.
@@ -63,19 +69,23 @@ func (s *Stock) ParseChange(channel, payload string) (Change, error) {
 	}
 	f := strings.Fields(payload)
 	// Four fields from an instance older than the limit's (a rolling
-	// upgrade): the limit reads 0 until the next change.
-	if len(f) != 4 && len(f) != 5 {
+	// upgrade): the limit reads 0 until the next change. Six from a
+	// seeding: the room's flag.
+	if len(f) < 4 || len(f) > 6 {
 		return Change{}, fmt.Errorf("stock change of %s: bad message %q", sku, payload)
 	}
-	var n [5]int64
+	var n [6]int64
 	for i, v := range f {
 		var err error
 		if n[i], err = strconv.ParseInt(v, 10, 64); err != nil {
 			return Change{}, fmt.Errorf("stock change of %s: bad message %q", sku, payload)
 		}
 	}
+	if n[5] != 0 && n[5] != 1 {
+		return Change{}, fmt.Errorf("stock change of %s: bad message %q", sku, payload)
+	}
 	return Change{SKU: sku, Round: n[0], Available: n[1], StartsAt: fromMilli(n[2]), EndsAt: fromMilli(n[3]),
-		PerUserLimit: n[4]}, nil
+		PerUserLimit: n[4], Room: n[5] == 1, RoomKnown: len(f) == 6}, nil
 }
 
 // ChangesSKU is the SKU whose changes channel is channel; ok is false for
@@ -113,7 +123,7 @@ func (s *Stock) Current(ctx context.Context, sku string) (Change, error) {
 		return Change{SKU: sku}, err
 	}
 	return Change{SKU: sku, Round: r.Round, Available: r.Available, StartsAt: r.StartsAt, EndsAt: r.EndsAt,
-		PerUserLimit: int64(r.PerUserLimit)}, nil
+		PerUserLimit: int64(r.PerUserLimit), Room: r.Room != nil, RoomKnown: true}, nil
 }
 
 // closedMessage is the change Close publishes: no sale.

@@ -15,7 +15,8 @@ func TestParseChangeRefusesStrangers(t *testing.T) {
 	for _, m := range []struct{ channel, payload string }{
 		{"other:sale:{a}:changed", "1 2 0 0"},
 		{"p*:sale:{a}:changed", "1 2 0"},
-		{"p*:sale:{a}:changed", "1 2 0 0 1 1"},
+		{"p*:sale:{a}:changed", "1 2 0 0 1 1 1"},
+		{"p*:sale:{a}:changed", "1 2 0 0 1 2"},
 		{"p*:sale:{a}:changed", "1 2 0 0 x"},
 		{"p*:sale:{a}:changed", "1 x 0 0"},
 		{"p*:sale:{a b}:changed", "1 2 0 0"},
@@ -33,5 +34,10 @@ func TestParseChangeRefusesStrangers(t *testing.T) {
 	c, err = s.ParseChange("p*:sale:{a}:changed", "3 7 0 0 2")
 	if err != nil || c != (inventory.Change{SKU: "a", Round: 3, Available: 7, PerUserLimit: 2}) {
 		t.Errorf("ParseChange with the limit = %+v, %v", c, err)
+	}
+	// A seeding's message says whether the round has a waiting room.
+	c, err = s.ParseChange("p*:sale:{a}:changed", "3 7 0 0 2 1")
+	if err != nil || c != (inventory.Change{SKU: "a", Round: 3, Available: 7, PerUserLimit: 2, Room: true, RoomKnown: true}) {
+		t.Errorf("ParseChange with the room = %+v, %v", c, err)
 	}
 }

@@ -115,6 +115,7 @@ if ttl > 0 then
   if nr > 0 then redis.call('PEXPIRE', KEYS[3], ttl) end
 end
 if ARGV[11] ~= '' then
-  redis.call(publish, ARGV[11], ARGV[2] .. ' ' .. ARGV[9] .. ' ' .. ARGV[5] .. ' ' .. ARGV[6] .. ' ' .. ARGV[4])
+  local roomed = next(room) and '1' or '0'
+  redis.call(publish, ARGV[11], ARGV[2] .. ' ' .. ARGV[9] .. ' ' .. ARGV[5] .. ' ' .. ARGV[6] .. ' ' .. ARGV[4] .. ' ' .. roomed)
 end
 return {'ok', 1}

@@ -1,7 +1,11 @@
 package live
 
 import (
+	"bufio"
+	"bytes"
+	"encoding/json"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,5 +123,39 @@ func TestEventOf(t *testing.T) {
 				t.Errorf("EventOf(%+v) = %+v, want sale %s", tc.c, e, tc.want)
 			}
 		})
+	}
+}
+
+// A stream shows whether the round has a waiting room: a seeding's
+// message and the first read say it; a purchase's message of the same
+// round does not, and is shown with the round's flag; a new round's
+// seeding says it afresh.
+func TestStreamCarriesTheRoundsRoom(t *testing.T) {
+	var buf bytes.Buffer
+	s := &stream{h: newTestHub(Options{}), w: bufio.NewWriter(&buf)}
+	for _, step := range []struct {
+		name string
+		c    inventory.Change
+		want bool
+	}{
+		{"first_read", inventory.Change{SKU: "p1", Round: 1, Available: 5, Room: true, RoomKnown: true}, true},
+		{"purchase", inventory.Change{SKU: "p1", Round: 1, Available: 4}, true},
+		{"new_round_without", inventory.Change{SKU: "p1", Round: 2, Available: 9, RoomKnown: true}, false},
+		{"its_purchase", inventory.Change{SKU: "p1", Round: 2, Available: 8}, false},
+		{"no_sale", inventory.Change{SKU: "p1"}, false},
+	} {
+		buf.Reset()
+		if !s.event(step.c, false) {
+			t.Fatalf("%s: no event written", step.name)
+		}
+		_ = s.w.Flush()
+		data := strings.TrimSpace(strings.TrimPrefix(buf.String(), "event: stock\ndata: "))
+		var e Event
+		if err := json.Unmarshal([]byte(data), &e); err != nil {
+			t.Fatalf("%s: %q: %v", step.name, buf.String(), err)
+		}
+		if e.WaitingRoom != step.want {
+			t.Errorf("%s: waiting_room %v, want %v (%s)", step.name, e.WaitingRoom, step.want, data)
+		}
 	}
 }

@@ -29,17 +29,24 @@ type Event struct {
 	// PerUserLimit is the round's units per shopper, 0 for no limit;
 	// absent without a sale.
 	PerUserLimit *int64 `json:"per_user_limit,omitempty"`
+	// WaitingRoom tells whether the round puts its buyers through a
+	// waiting room (false without a sale).
+	WaitingRoom bool `json:"waiting_room"`
+	// RoundID is the live round's id (as in the stock report and the
+	// fairness answer); absent without a sale. A page tells a new round
+	// from the last one by it.
+	RoundID *int64 `json:"round_id,omitempty"`
 }
 
 // EventOf is what a stream shows of c at now. The sale's window is checked
 // as the reserve script checks it: open from starts_at, ended at ends_at.
 func EventOf(c inventory.Change, now time.Time) Event {
-	limit := c.PerUserLimit
-	e := Event{SKU: c.SKU, Available: max(c.Available, 0), Sale: SaleOpen,
-		StartsAt: timePtr(c.StartsAt), EndsAt: timePtr(c.EndsAt), PerUserLimit: &limit}
+	limit, round := c.PerUserLimit, c.Round
+	e := Event{SKU: c.SKU, Available: max(c.Available, 0), Sale: SaleOpen, StartsAt: timePtr(c.StartsAt),
+		EndsAt: timePtr(c.EndsAt), PerUserLimit: &limit, WaitingRoom: c.Room, RoundID: &round}
 	switch {
 	case c.Round == 0:
-		e.Sale, e.Available, e.PerUserLimit = SaleNone, 0, nil
+		e.Sale, e.Available, e.PerUserLimit, e.WaitingRoom, e.RoundID = SaleNone, 0, nil, false, nil
 	case !c.EndsAt.IsZero() && !now.Before(c.EndsAt):
 		e.Sale = SaleEnded
 	case now.Before(c.StartsAt):
@@ -67,6 +74,10 @@ type stream struct {
 	w    *bufio.Writer
 	conn net.Conn
 	last Event
+	// room is the last state that said whether its round has a waiting
+	// room: a purchase's or a release's message does not, and is shown
+	// with its round's flag from here.
+	room inventory.Change
 	gone chan struct{} // closed when the client hangs up
 }
 
@@ -133,6 +144,11 @@ func (s *stream) retry(d time.Duration) {
 // event writes c as a stock event unless it shows what the stream last
 // showed (a coalesced repeat); it reports whether it wrote.
 func (s *stream) event(c inventory.Change, force bool) bool {
+	if c.RoomKnown {
+		s.room = c
+	} else if s.room.Round == c.Round {
+		c.Room = s.room.Room
+	}
 	e := EventOf(c, time.Now())
 	if !force && sameEvent(e, s.last) {
 		return false
@@ -147,9 +163,13 @@ func (s *stream) event(c inventory.Change, force bool) bool {
 }
 
 func sameEvent(a, b Event) bool {
-	return a.SKU == b.SKU && a.Available == b.Available && a.Sale == b.Sale &&
+	return a.SKU == b.SKU && a.Available == b.Available && a.Sale == b.Sale && a.WaitingRoom == b.WaitingRoom &&
 		equalTime(a.StartsAt, b.StartsAt) && equalTime(a.EndsAt, b.EndsAt) &&
-		(a.PerUserLimit == nil) == (b.PerUserLimit == nil) && (a.PerUserLimit == nil || *a.PerUserLimit == *b.PerUserLimit)
+		equalInt(a.PerUserLimit, b.PerUserLimit) && equalInt(a.RoundID, b.RoundID)
+}
+
+func equalInt(a, b *int64) bool {
+	return a == nil && b == nil || a != nil && b != nil && *a == *b
 }
 
 func equalTime(a, b *time.Time) bool {

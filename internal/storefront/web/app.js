@@ -56,15 +56,39 @@ const passes = {
   },
 };
 
+// The rounds whose waiting room the shopper joined, per SKU (round_id),
+// so that the page asks for a ticket only where there is one: the
+// queue's GET answers 404 to a shopper who never joined. Kept across
+// tabs; they go at log-in and log-out with the passes.
+const joined = {
+  all() {
+    try { return JSON.parse(localStorage.getItem("shop.joined") || "{}") || {}; } catch { return {}; }
+  },
+  put(sku, round) { const all = this.all(); all[sku] = round; localStorage.setItem("shop.joined", JSON.stringify(all)); },
+  drop(sku) { const all = this.all(); delete all[sku]; localStorage.setItem("shop.joined", JSON.stringify(all)); },
+  has(sku, round) { return round != null && this.all()[sku] === round; },
+  clear() { localStorage.removeItem("shop.joined"); },
+};
+
 // ---- formatting ---------------------------------------------------------
 const money = (cents) => (cents / 100).toLocaleString(undefined, { style: "currency", currency: "USD" });
-function span(ms) {
-  const s = Math.max(0, Math.ceil(ms / 1000));
-  const d = Math.floor(s / 86400), h = Math.floor(s % 86400 / 3600), m = Math.floor(s % 3600 / 60), sec = s % 60;
-  const two = (n) => String(n).padStart(2, "0");
-  return (d ? d + "d " : "") + two(h) + ":" + two(m) + ":" + two(sec);
+// inWords says a stretch of time as people do: "about 10 seconds",
+// "about 3 minutes", "about an hour".
+function inWords(ms) {
+  const about = (n, unit) => "about " + (n === 1 ? (unit === "hour" ? "an " : "a ") + unit : n + " " + unit + "s");
+  const s = Math.max(1, Math.round(ms / 1000));
+  if (s < 60) return about(s, "second");
+  const m = Math.round(s / 60);
+  if (m < 60) return about(m, "minute");
+  const h = Math.round(s / 3600);
+  if (h < 48) return about(h, "hour");
+  return about(Math.round(s / 86400), "day");
 }
 const saleWords = { none: "not on sale", upcoming: "upcoming", open: "on sale now", sold_out: "sold out", ended: "sale ended" };
+// A sale that sells nothing now or later: no count, no buy form.
+const closedSale = (sale) => sale === "none" || sale === "ended" || sale === "sold_out";
+const categoryWords = (c) => { const w = c.replace(/[-_.]+/g, " "); return w.charAt(0).toUpperCase() + w.slice(1); };
+const validCategory = (c) => /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/.test(c);
 const when = (iso) => new Date(iso).toLocaleString(undefined,
   { weekday: "short", month: "short", day: "numeric", hour: "numeric", minute: "2-digit" });
 
@@ -88,34 +112,33 @@ function limitSentence(st) {
   return " Limit " + n + (n === 1 ? " unit" : " units") + " per shopper.";
 }
 
-// saleSentence says a sale plainly: its state, its window and its limit.
+// saleSentence adds to the sale's badge what it does not say: the
+// window and the limit ("" when there is nothing to add).
 function saleSentence(sale, st) {
-  const until = st.ends_at ? " until " + when(st.ends_at) : "";
   switch (sale) {
     case "upcoming":
       return "Sale starts " + when(st.starts_at) + (st.ends_at ? " and ends " + when(st.ends_at) : "") + "." + limitSentence(st);
-    case "open": return "On sale now" + until + "." + limitSentence(st);
-    case "sold_out": return "Sold out" + (st.ends_at ? "; the sale runs" + until : "") + ". Units come back if orders are cancelled.";
-    case "ended": return "This sale ended" + (st.ends_at ? " " + when(st.ends_at) : "") + ".";
-    default: return "Not on sale right now.";
+    case "open": return ((st.ends_at ? "Ends " + when(st.ends_at) + "." : "") + limitSentence(st)).trim();
+    case "sold_out": return "Units come back if orders are cancelled" + (st.ends_at ? " before " + when(st.ends_at) : "") + ".";
+    case "ended": return st.ends_at ? "It ran until " + when(st.ends_at) + "." : "";
+    default: return "";
   }
 }
 
-// Why Buy cannot succeed now ("" when it can).
-const buyReasons = {
-  upcoming: "Buying opens when the sale starts.",
-  sold_out: "Sold out: there are no units left.",
-  ended: "This sale has ended.",
-  none: "This product is not on sale right now.",
-};
+// Why Buy cannot succeed now ("" when it can); closed sales hide the
+// form instead, their badge says why.
+const buyReasons = { upcoming: "Buying opens when the sale starts." };
 const newKey = () => (crypto.randomUUID ? crypto.randomUUID() : String(Date.now()) + Math.random().toString(16).slice(2));
 
 // ---- views --------------------------------------------------------------
 let leave = () => {}; // stops the current view's timers and streams
-const views = ["catalog", "product", "cart", "orders", "login", "register"];
+const views = ["catalog", "product", "notfound", "cart", "orders", "login", "register"];
+const titles = { catalog: "Flash sales", notfound: "Product not found", cart: "Your cart", orders: "Your orders",
+  login: "Log in", register: "Sign up" };
 
-function show(name) {
+function show(name, title) {
   for (const v of views) $("view-" + v).hidden = v !== name;
+  document.title = (title || titles[name] || "Flash sales") + " · shop";
 }
 
 async function route() {
@@ -125,6 +148,7 @@ async function route() {
   $("message").hidden = true;
   switch (view) {
     case "p": return showProduct(decodeURIComponent(arg || ""));
+    case "c": return showCatalog(decodeURIComponent(arg || ""));
     case "cart": return needLogin() && showCart();
     case "orders": return needLogin() && showOrders();
     case "login": show("login"); return focusFirst("login-email");
@@ -151,24 +175,29 @@ function renderNav() {
   $("nav-register").hidden = inside;
 }
 
-// Catalog: the listing, its availability polled (one stream per product
-// would take the browser's few connections per server).
-async function showCatalog() {
-  show("catalog");
+// Catalog: the listing (of one category, or all), its availability
+// polled (one stream per product would take the browser's few
+// connections per server).
+async function showCatalog(category = "") {
+  show("catalog", category ? categoryWords(category) : "");
+  const invalid = !!category && !validCategory(category); // no product has it: nothing to ask
   let stopped = false, timer = null, cursor = null;
   const cards = new Map();
   const states = saleStates();
+  const query = "/products?limit=50" + (category ? "&category=" + encodeURIComponent(category) : "");
   const load = async (more) => {
-    const page = await api("GET", "/products?limit=50" + (more && cursor ? "&cursor=" + encodeURIComponent(cursor) : ""));
+    const page = invalid ? { items: [], next_cursor: null }
+      : await api("GET", query + (more && cursor ? "&cursor=" + encodeURIComponent(cursor) : ""));
     if (!more) { $("catalog").textContent = ""; cards.clear(); }
     for (const p of page.items) { const c = card(p, states); cards.set(p.sku, c); states.want(p.sku, c.state); }
+    if (!category) learnCategories(page.items);
     cursor = page.next_cursor;
     $("catalog-more").hidden = !cursor;
     $("catalog-empty").hidden = cards.size > 0;
   };
   const poll = async () => {
     try {
-      const page = await api("GET", "/products?limit=50");
+      const page = await api("GET", query);
       for (const p of page.items) { const c = cards.get(p.sku); if (c) c.update(p); }
       for (const c of cards.values()) c.tick();
     } catch { /* the next poll tries again */ }
@@ -176,8 +205,56 @@ async function showCatalog() {
   };
   $("catalog-more").onclick = () => load(true).catch(fail);
   leave = () => { stopped = true; clearTimeout(timer); states.stop(); };
+  renderCategories(category);
   try { await load(false); } catch (err) { fail(err); }
-  if (!stopped) timer = setTimeout(poll, 3000);
+  if (category && !categories.size) await listCategories();
+  renderCategories(category);
+  if (!stopped && !invalid) timer = setTimeout(poll, 3000);
+}
+
+// The categories of the catalog's filter, from the unfiltered listing:
+// the API has no list of them.
+const categories = new Set();
+function learnCategories(items) { for (const p of items) if (p.category) categories.add(p.category); }
+async function listCategories() {
+  try { learnCategories((await api("GET", "/products?limit=100")).items); } catch { /* the filter waits for the next visit */ }
+}
+
+// renderCategories draws the filter: All, then each category, the
+// shown one marked as the current page.
+function renderCategories(active) {
+  const nav = $("categories");
+  nav.textContent = "";
+  const link = (label, href, current) => {
+    const a = document.createElement("a");
+    a.href = href;
+    a.textContent = label;
+    if (current) a.setAttribute("aria-current", "page");
+    nav.append(a);
+  };
+  link("All", "#/", !active);
+  for (const c of [...categories].sort()) link(categoryWords(c), "#/c/" + encodeURIComponent(c), c === active);
+  nav.hidden = categories.size < 2 && !active;
+}
+
+// cardDetail is what a card says beside its sale's badge, without
+// saying the badge again.
+function cardDetail(sale, st, available) {
+  switch (sale) {
+    case "upcoming": return "Starts " + when(st.starts_at);
+    case "open": return available + " available" + (st.ends_at ? " · ends " + when(st.ends_at) : "");
+    case "ended": return st.ends_at ? when(st.ends_at) : "";
+    default: return ""; // not on sale, sold out: the badge says it all
+  }
+}
+
+// showImage puts a product's picture in img (alt: its name), or leaves
+// the placeholder when it has none or it fails to load.
+function showImage(img, p) {
+  img.onerror = () => { img.hidden = true; };
+  img.hidden = !p.image_url;
+  img.alt = p.name;
+  if (p.image_url && img.getAttribute("src") !== p.image_url) img.src = p.image_url;
 }
 
 // card draws a catalog card: the sale's state (from the product's first
@@ -189,6 +266,7 @@ function card(p, states) {
   li.querySelector(".card-name").textContent = p.name;
   li.querySelector(".card-price").textContent = money(p.price_cents);
   li.dataset.sku = p.sku;
+  showImage(li.querySelector(".card-image"), p);
   const badge = li.querySelector(".card-sale"), avail = li.querySelector(".card-available");
   let st = null, available = p.available;
   const draw = () => {
@@ -200,15 +278,13 @@ function card(p, states) {
     li.dataset.sale = sale;
     badge.textContent = saleWords[sale] || sale;
     badge.className = "badge card-sale " + sale;
-    avail.textContent = sale === "upcoming" ? "Starts " + when(st.starts_at)
-      : sale === "open" ? available + " available" + (st.ends_at ? " · ends " + when(st.ends_at) : "")
-      : sale === "sold_out" ? "None left"
-      : sale === "ended" ? "Ended " + when(st.ends_at)
-      : "Not on sale";
+    avail.textContent = cardDetail(sale, st, available);
+    li.querySelector(".card-queue").hidden = !(st.waiting_room && sale !== "none" && sale !== "ended");
   };
   const update = (q) => {
     const before = available;
     available = q.available;
+    showImage(li.querySelector(".card-image"), q);
     // Stock where there was no sale, or more than the round had: a new
     // round, perhaps; read its state again.
     if (st && ((st.sale === "none" && available > 0) || available > before && saleNow(st) !== "open")) states.want(p.sku, state);
@@ -261,45 +337,28 @@ async function firstStock(sku, signal) {
 }
 
 // Product page: live stock over Server-Sent Events, the countdown to the
-// sale's start, buy now and add to cart.
+// sale's start, buy now and add to cart. An unknown SKU shows the
+// not-found page.
 async function showProduct(sku) {
   show("product");
-  ["product-name", "product-description", "product-price", "live-sale", "live-status", "live-available", "sale-info"]
-    .forEach((id) => { $(id).textContent = ""; });
-  $("live").classList.add("loading"); // a skeleton until the first event
-  $("live").setAttribute("aria-busy", "true");
-  $("view-product").classList.add("loading");
-  $("countdown").hidden = true;
-  let state = null, tick = null, events = null, lastSale = null, opens = null;
+  resetProduct();
+  let state = null, tick = null, events = null, opens = null, gone = false;
   const room = waitingRoom(sku);
   currentRoom = room;
-  leave = () => { if (events) events.close(); clearInterval(tick); clearTimeout(opens); room.stop(); productRender = null; };
+  leave = () => {
+    gone = true;
+    if (events) events.close();
+    clearInterval(tick);
+    clearTimeout(opens);
+    room.stop();
+    productRender = null;
+  };
   disableBuy("Checking availability…");
-  try {
-    const p = await api("GET", "/products/" + encodeURIComponent(sku));
-    $("product-name").textContent = p.name;
-    $("product-description").textContent = p.description || "";
-    $("product-price").textContent = money(p.price_cents);
-    $("view-product").classList.remove("loading");
-  } catch (err) { fail(err); return; }
+  const found = await loadProduct(sku);
+  if (gone || !found) return;
   const render = () => {
     if (!state) return;
-    const sale = saleNow(state);
-    const starts = state.starts_at ? Date.parse(state.starts_at) : 0;
-    $("live").classList.remove("loading");
-    $("live").removeAttribute("aria-busy");
-    $("live").dataset.sale = sale;
-    $("live-available").textContent = String(state.available);
-    $("live-sale").textContent = saleWords[sale] || sale;
-    $("live-sale").className = "badge " + sale;
-    $("sale-info").textContent = saleSentence(sale, state);
-    const cd = $("countdown");
-    cd.hidden = sale !== "upcoming";
-    if (sale === "upcoming") cd.textContent = "Starts in " + span(starts - Date.now());
-    const limited = limitHit === roundKey(sku, state);
-    const reason = buyReasons[sale] || (limited ? "You have reached the purchase limit for this sale." : "");
-    if (reason) disableBuy(reason, sale !== "upcoming" && sale !== "open");
-    else if (!buying) enableBuy();
+    renderSale(sku, state);
     room.tick();
   };
   productRender = render;
@@ -307,7 +366,7 @@ async function showProduct(sku) {
   events.addEventListener("stock", (ev) => {
     const was = state;
     state = JSON.parse(ev.data);
-    // Units back (a cancellation) or a new window: the limit may allow
+    // Units back (a cancellation) or a new round: the limit may allow
     // another purchase, so the server is asked again.
     if (was && (state.available > was.available || roundKey(sku, was) !== roundKey(sku, state))) limitHit = null;
     currentRound = roundKey(sku, state);
@@ -315,36 +374,101 @@ async function showProduct(sku) {
     clearTimeout(opens);
     const wait = state.sale === "upcoming" && state.starts_at ? Date.parse(state.starts_at) - Date.now() : -1;
     if (wait >= 0 && wait < 2147483647) opens = setTimeout(render, wait);
-    $("live-status").textContent = "Live";
-    // A new round may bring a room or take it away: look again when the
-    // sale's state changes (not on every unit sold).
-    if (lastSale !== null && state.sale !== lastSale) room.check();
-    lastSale = state.sale;
+    $("live-status").textContent = "";
+    room.seen(state);
     render();
   });
   events.onerror = () => {
     $("live-status").textContent = events.readyState === EventSource.CLOSED
-      ? "Live updates stopped; reload the page to try again." : "Reconnecting to live updates…";
+      ? "Stock numbers stopped updating; reload the page to see the latest." : "Reconnecting…";
   };
   tick = setInterval(render, 1000);
   buyIntent = null;
-  room.check();
+}
+
+// resetProduct empties the product page and shows its skeleton.
+function resetProduct() {
+  ["product-name", "product-description", "product-price", "live-sale", "live-status", "live-available", "sale-info"]
+    .forEach((id) => { $(id).textContent = ""; });
+  $("product-image").hidden = true;
+  $("product-image").removeAttribute("src");
+  $("live").classList.add("loading"); // a skeleton until the first event
+  $("live").setAttribute("aria-busy", "true");
+  $("view-product").classList.add("loading");
+  $("countdown").hidden = true;
+  $("buy-area").hidden = false;
+}
+
+// loadProduct reads the product and fills in the page; false when it is
+// not there (the not-found page is shown, unless the shopper moved on)
+// or could not be read.
+async function loadProduct(sku) {
+  let p;
+  try {
+    p = await api("GET", "/products/" + encodeURIComponent(sku));
+  } catch (err) {
+    if (!isProductPage(sku)) return false;
+    if (err instanceof Problem && err.status === 404) showNotFound(); else fail(err);
+    return false;
+  }
+  $("product-name").textContent = p.name;
+  $("product-description").textContent = p.description || "";
+  $("product-price").textContent = money(p.price_cents);
+  showImage($("product-image"), p);
+  document.title = p.name + " · shop";
+  $("view-product").classList.remove("loading");
+  return true;
+}
+
+const isProductPage = (sku) => location.hash.split("/")[1] === "p" &&
+  decodeURIComponent(location.hash.split("/")[2] || "") === sku;
+
+function showNotFound() {
+  leave();
+  leave = () => {};
+  show("notfound");
+}
+
+// renderSale shows a stock state on the product page: the badge, the
+// count and the sentence, and Buy on or off (with the reason) or hidden
+// for a sale that sells nothing.
+function renderSale(sku, state) {
+  const sale = saleNow(state);
+  const starts = state.starts_at ? Date.parse(state.starts_at) : 0;
+  $("live").classList.remove("loading");
+  $("live").removeAttribute("aria-busy");
+  $("live").dataset.sale = sale;
+  $("live-available").textContent = String(state.available);
+  $("live-count").hidden = sale === "none" || sale === "ended";
+  $("live-sale").textContent = saleWords[sale] || sale;
+  $("live-sale").className = "badge " + sale;
+  $("sale-info").textContent = saleSentence(sale, state);
+  const cd = $("countdown");
+  cd.hidden = sale !== "upcoming";
+  if (sale === "upcoming") cd.textContent = "Starts in " + inWords(starts - Date.now());
+  $("buy-area").hidden = closedSale(sale);
+  const limited = limitHit === roundKey(sku, state);
+  const reason = buyReasons[sale] || (limited ? "You have reached the purchase limit for this sale." : "");
+  if (reason) disableBuy(reason, sale !== "upcoming" && sale !== "open");
+  else if (!buying) enableBuy();
 }
 
 // waitingRoom runs the product page's waiting room for sku: whether the
-// sale has one, the shopper's ticket live from its event stream, and the
-// join with its proof of work. The buy form shows only without a room or
-// once admitted. The public fairness answer says whether the room it
-// describes is the live round's (live), or the last roomed round's.
+// round has one (the stock event's waiting_room), the shopper's ticket
+// live from its event stream, and the join with its proof of work. The
+// buy form shows only without a room or once admitted. The ticket is
+// asked for only once the shopper joined this round's room: the page
+// makes no request it knows is answered 404.
 const ticketWords = { waiting: "waiting", admitted: "admitted", expired: "pass expired", sold_out: "sold out" };
 function waitingRoom(sku) {
   const path = "/products/" + encodeURIComponent(sku) + "/queue";
-  let stopped = false, roomed = false, ticket = null, stream = null, worker = null;
+  let stopped = false, roomed = false, round = null, ticket = null, stream = null, worker = null;
   const el = $("queue");
   el.hidden = true;
   el.removeAttribute("data-solve-ms");
   el.removeAttribute("data-solve-tries");
-  el.removeAttribute("data-room"); // until the first check
+  el.removeAttribute("data-room"); // until the first stock event
+  el.removeAttribute("data-state");
   $("queue-ticket").hidden = true;
   $("queue-work").hidden = true;
   $("queue-join").hidden = false;
@@ -359,42 +483,22 @@ function waitingRoom(sku) {
     $("queue-join").hidden = !roomed || !!ticket;
     $("queue-ticket").hidden = !ticket;
     $("queue-intro").hidden = !!ticket;
-    if (!ticket) return;
-    el.dataset.state = ticket.state;
-    $("queue-state").textContent = ticketWords[ticket.state] || ticket.state;
-    $("queue-state").className = "badge " + ticket.state;
-    const place = $("queue-place"), eta = $("queue-eta");
-    place.removeAttribute("data-position");
-    eta.textContent = "";
-    switch (ticket.state) {
-      case "waiting":
-        if (ticket.position == null) {
-          place.textContent = "Your place in line is drawn when the sale starts.";
-        } else {
-          place.dataset.position = String(ticket.position);
-          place.textContent = "Number " + ticket.position + " in line";
-        }
-        if (ticket.eta_seconds != null) eta.textContent = "Estimated wait " + span(ticket.eta_seconds * 1000) + ". Keep this page open.";
-        break;
-      case "admitted":
-        place.textContent = "You are in: buy now.";
-        if (ticket.pass_expires_at) eta.textContent = "Your pass is good for " + span(Date.parse(ticket.pass_expires_at) - Date.now()) + ".";
-        break;
-      case "expired":
-        place.textContent = "Your pass ran out.";
-        break;
-      case "sold_out":
-        place.textContent = "Sold out for now; admission resumes if units come back.";
-        break;
-    }
+    if (ticket) renderTicket(ticket);
   };
 
   const show = (t) => {
     if (stopped) return;
     ticket = t;
+    el.dataset.state = t.state;
     if (t.state === "admitted" && t.pass) passes.put(sku, t.pass, t.pass_expires_at);
     else if (t.state === "expired") passes.drop(sku);
     render();
+  };
+
+  const forget = () => {
+    ticket = null;
+    el.removeAttribute("data-state");
+    if (stream) { stream.close(); stream = null; }
   };
 
   const follow = (t) => {
@@ -404,39 +508,38 @@ function waitingRoom(sku) {
     stream.onerror = () => {
       if (stream && stream.readyState === EventSource.CLOSED) {
         stream = null; // the room is over or the round changed: look again
-        if (!stopped) setTimeout(check, 2000);
+        if (!stopped) setTimeout(() => { if (roomed && !stream) readTicket().catch(fail); }, 2000);
       }
     };
   };
 
-  // readTicket fetches the shopper's ticket, if it has one in this room.
+  // readTicket fetches the shopper's ticket, if the shopper joined this
+  // round's room.
   const readTicket = async () => {
-    if (!session.access) return;
+    if (!session.access || !joined.has(sku, round)) return;
     try {
       const t = await api("GET", path, undefined, { auth: true });
       show(t);
       follow(t);
     } catch (err) {
       if (!(err instanceof Problem && err.status === 404)) throw err;
+      joined.drop(sku); // not in this room after all
+      forget();
+      render();
     }
   };
 
-  async function check() {
-    try {
-      const f = await api("GET", path + "/fairness");
-      if (stopped) return;
-      roomed = !!f.live;
-      if (!roomed) { ticket = null; if (stream) { stream.close(); stream = null; } }
-    } catch (err) {
-      if (stopped) return;
-      if (!(err instanceof Problem && err.status === 404)) { fail(err); return; }
-      roomed = false;
-      ticket = null;
-      if (stream) { stream.close(); stream = null; }
-    }
+  // seen is told every stock state: a new round, or a sale that ended,
+  // drops the ticket; a round with a room the shopper joined reads it.
+  const seen = (st) => {
+    const id = st.round_id == null ? null : st.round_id;
+    const now = !!st.waiting_room && st.sale !== "none" && st.sale !== "ended";
+    if (id !== round || !now) forget();
+    round = id;
+    roomed = now;
     render();
-    if (roomed) readTicket().catch(fail);
-  }
+    if (roomed && !ticket) readTicket().catch(fail);
+  };
 
   // solve finds the challenge's nonce in workers, one a core (each draws
   // its own nonces; Web Crypto's digests are asynchronous and each worker
@@ -476,10 +579,11 @@ function waitingRoom(sku) {
         work.hidden = false;
         work.textContent = "Checking your browser (a short puzzle keeps bots out of the line)…";
         body = { challenge: ch.challenge, nonce: await solve(ch.challenge, ch.bits) };
-        work.textContent = "Checked in " + (Number(el.dataset.solveMs) / 1000).toFixed(2) + " s.";
       }
       if (stopped) return;
       const t = await api("POST", path, body, { auth: true });
+      joined.put(sku, round);
+      work.hidden = true;
       show(t);
       follow(t);
       say("You are in the queue.");
@@ -502,17 +606,48 @@ function waitingRoom(sku) {
   $("queue-join").onclick = join;
 
   return {
-    check,
+    seen,
     tick() { if (ticket && ticket.state === "admitted") render(); },
     // lost is told of a 403 pass_required: the pass is gone, read the
     // ticket again.
-    lost() { passes.drop(sku); if (ticket) ticket = { ...ticket, state: "expired", pass: null }; render(); readTicket().catch(fail); },
+    lost() { passes.drop(sku); if (ticket) show({ ...ticket, state: "expired", pass: null }); readTicket().catch(fail); },
     stop() {
       stopped = true;
       if (stream) stream.close();
       if (worker) worker.terminate();
     },
   };
+}
+
+// renderTicket shows a waiting-room ticket: its state, the place in
+// line and the wait in words.
+function renderTicket(ticket) {
+  $("queue-state").textContent = ticketWords[ticket.state] || ticket.state;
+  $("queue-state").className = "badge " + ticket.state;
+  const place = $("queue-place"), eta = $("queue-eta");
+  place.removeAttribute("data-position");
+  eta.textContent = "";
+  switch (ticket.state) {
+    case "waiting":
+      if (ticket.position == null) {
+        place.textContent = "Your place in line is drawn when the sale starts.";
+      } else {
+        place.dataset.position = String(ticket.position);
+        place.textContent = "Number " + ticket.position + " in line";
+      }
+      if (ticket.eta_seconds != null) eta.textContent = "Estimated wait: " + inWords(ticket.eta_seconds * 1000) + ". Keep this page open.";
+      break;
+    case "admitted":
+      place.textContent = "You are in: buy now.";
+      if (ticket.pass_expires_at) eta.textContent = "Your pass is good for " + inWords(Date.parse(ticket.pass_expires_at) - Date.now()) + ".";
+      break;
+    case "expired":
+      place.textContent = "Your pass ran out.";
+      break;
+    case "sold_out":
+      place.textContent = "Sold out for now; admission resumes if units come back.";
+      break;
+  }
 }
 
 // Buy is disabled, with the reason shown, when it cannot succeed: before
@@ -524,7 +659,7 @@ let productRender = null; // the product page's render, while shown
 let limitHit = null; // the round (roundKey) whose limit the shopper reached
 let currentRound = null; // the product page's round (roundKey)
 let buying = false;
-const roundKey = (sku, st) => sku + "|" + (st.starts_at || "") + "|" + (st.ends_at || "");
+const roundKey = (sku, st) => sku + "|" + (st.round_id || "") + "|" + (st.starts_at || "") + "|" + (st.ends_at || "");
 function disableBuy(reason, noCart = true) {
   $("buy-now").disabled = true;
   $("add-to-cart").disabled = noCart;
@@ -556,7 +691,7 @@ async function buyNow(ev) {
     const r = await api("POST", "/products/" + encodeURIComponent(sku) + "/purchase", { quantity },
       { auth: true, idempotencyKey: buyIntent.key, headers: passes.header([sku]) });
     buyIntent = null;
-    say("Order " + r.order_id + " placed (" + r.status + "). See it under Orders.");
+    say("Order " + orderNumber(r.order_id) + " placed. Pay for it under Orders.");
   } catch (err) {
     if (err instanceof Problem) buyIntent = null; // answered: the next click is a new intent
     if (err instanceof Problem && err.code === "pass_required" && currentRoom) currentRoom.lost();
@@ -636,7 +771,7 @@ async function checkout() {
     const r = await api("POST", "/cart/checkout", undefined,
       { auth: true, idempotencyKey: checkoutKey, headers: passes.header(cartSkus) });
     checkoutKey = null;
-    say("Order " + r.order_id + " placed (" + r.status + ").");
+    say("Order " + orderNumber(r.order_id) + " placed. Pay for it below.");
     location.hash = "#/orders";
   } catch (err) {
     if (err instanceof Problem) checkoutKey = null;
@@ -674,28 +809,28 @@ function paymentWords(o) {
   if (!p) return null;
   const refunded = p.refunded_cents > 0 ? money(p.refunded_cents) + " refunded" : "";
   if (o.status !== "confirmed" && (paymentUnderWay.has(p.status) || p.status === "requires_payment_method")) {
-    return { kind: "", text: "The payment was not completed (" + p.status + ")." };
+    return { kind: "", text: "The payment was not completed." };
   }
   switch (p.status) {
     case "requires_action":
-      return { kind: "waiting", text: "Your bank needs to confirm this payment (requires_action). Waiting for it…" };
+      return { kind: "waiting", text: "Your bank needs to confirm this payment. Waiting for it…" };
     case "requires_confirmation":
-      return { kind: "waiting", text: "The payment is waiting to be confirmed (requires_confirmation)…" };
+      return { kind: "waiting", text: "The payment is waiting to be confirmed…" };
     case "processing":
       return { kind: "waiting", text: "Processing the payment…" };
     case "requires_payment_method":
     case "failed":
       return o.status === "confirmed"
-        ? { kind: "retry", text: "The card was not accepted (" + p.status + "); try another card." }
-        : { kind: "", text: "The payment did not go through (" + p.status + ")." };
+        ? { kind: "retry", text: "The card was not accepted; try another card." }
+        : { kind: "", text: "The payment did not go through." };
     case "refunded":
       return { kind: "", text: "Payment refunded: " + money(p.refunded_cents || p.amount_cents) +
-        (o.status === "paid" ? "." : " (the order was " + o.status + " before the payment went through).") };
+        (o.status === "paid" ? "." : " (the order was " + (statusWords[o.status] || o.status).toLowerCase() + " before the payment went through).") };
     case "succeeded":
       if (refunded) return { kind: "", text: "Paid " + money(p.amount_cents) + "; " + refunded + "." };
       return o.status === "confirmed" ? { kind: "waiting", text: "Payment received; the order updates in a moment…" } : null;
   }
-  return { kind: o.status === "confirmed" ? "waiting" : "", text: "Payment " + p.status + (refunded ? "; " + refunded : "") + "." };
+  return { kind: o.status === "confirmed" ? "waiting" : "", text: "Payment under way" + (refunded ? "; " + refunded : "") + "." };
 }
 
 // Orders: polled while shown, so pending turns confirmed on its own; pay
@@ -755,7 +890,7 @@ async function showOrders() {
       if (o && !waitingOnPayment(o)) { followers.delete(id); settled(o); return; }
       if (tries + 1 >= followTries) {
         followers.delete(id);
-        say("The payment of order " + id + " is still under way; this page shows it once it is done (or reload later).");
+        say("The payment of order " + orderNumber(id) + " is still under way; this page shows it once it is done (or reload later).");
         return;
       }
       follow(id, tries + 1);
@@ -842,10 +977,18 @@ async function showOrders() {
   await poll();
 }
 
-// A short order reference for people: the id's last eight characters
-// (its first ones are a timestamp in a time-ordered id, shared by orders
-// of the same moment; the whole id stays in the title and data-order-id).
-const shortRef = (id) => String(id).replace(/-/g, "").slice(-8).toUpperCase();
+// orderNumber is an order's number for people, the one the page uses
+// everywhere: "#" and the id's last eight characters (its first ones are
+// a timestamp in a time-ordered id, shared by orders of the same moment;
+// the whole id stays in the title and data-order-id).
+const orderNumber = (id) => "#" + String(id).replace(/-/g, "").slice(-8).toUpperCase();
+
+// An order's status in a shopper's words, and its badge's colour: an
+// order not yet recorded (pending) and one recorded (confirmed) both
+// wait for the shopper's payment.
+const statusWords = { pending: "Awaiting payment", confirmed: "Awaiting payment", paid: "Paid",
+  cancelled: "Cancelled", expired: "Expired", refunded: "Refunded" };
+const statusKind = (status) => (status === "pending" || status === "confirmed" ? "awaiting" : status);
 
 // Product names for the order lines, from the catalog: the listing once,
 // then GET /products/{sku} for a SKU it did not hold (a deleted product
@@ -876,12 +1019,13 @@ const unsupported = (err) => err instanceof Problem && (err.status === 404 || er
 function orderItem(o, expiries, act) {
   const li = $("order-item").content.firstElementChild.cloneNode(true);
   li.dataset.orderId = o.order_id;
-  li.querySelector(".order-id").textContent = "Order #" + shortRef(o.order_id);
+  li.dataset.status = o.status;
+  li.querySelector(".order-id").textContent = "Order " + orderNumber(o.order_id);
   li.querySelector(".order-id").title = o.order_id;
   if (o.created_at) li.querySelector(".order-date").textContent = when(o.created_at);
   const st = li.querySelector(".order-status");
-  st.textContent = o.status;
-  st.className = "badge order-status " + o.status;
+  st.textContent = statusWords[o.status] || o.status;
+  st.className = "badge order-status " + statusKind(o.status);
   li.querySelector(".order-lines").textContent = (o.items || []).map((i) => i.quantity + " × " + (productNames.get(i.sku) || i.sku)).join(", ");
   li.querySelector(".order-total").textContent = "Total " + money(o.total_cents);
   if (o.payment) li.dataset.payment = o.payment.status;
@@ -913,7 +1057,8 @@ function orderButton(label, o, onclick) {
   const b = document.createElement("button");
   b.type = "button";
   b.textContent = label;
-  b.setAttribute("aria-label", label + " order " + o.order_id);
+  b.setAttribute("aria-label", label + " order " + orderNumber(o.order_id));
+  b.dataset.action = label.toLowerCase();
   b.onclick = () => { b.disabled = true; onclick(); };
   return b;
 }
@@ -921,7 +1066,7 @@ function orderButton(label, o, onclick) {
 function tickExpiries(expiries) {
   for (const e of expiries) {
     const left = e.at - Date.now();
-    e.el.textContent = left > 0 ? "Pay within " + span(left) : "The payment window has closed.";
+    e.el.textContent = left > 0 ? "Pay within " + inWords(left) : "The time to pay has run out.";
   }
 }
 
@@ -930,6 +1075,7 @@ async function login(email, password) {
   const pair = await api("POST", "/auth/login", { email, password, device: "storefront" });
   session.save(pair, email);
   passes.clear();
+  joined.clear();
   await whoAmI();
 }
 
@@ -979,6 +1125,7 @@ async function logout() {
   try { await api("POST", "/auth/logout", undefined, { auth: true }); } catch { /* logged out locally anyway */ }
   session.clear();
   passes.clear();
+  joined.clear();
   renderNav();
   say("You are logged out.");
   location.hash = "#/";
