@@ -59,6 +59,10 @@ type Change struct {
 	// purchase's or a release's message does not (the round's flag is
 	// the one its seeding published).
 	Room, RoomKnown bool
+	// Buckets > 1: the change is one stock bucket's of a round of that
+	// many (docs/design/buckets.md), and Available is that bucket's own,
+	// not the round's: a reader reads the round again (Stock.Current).
+	Buckets int
 }
 
 // ParseChange reads a message received on channel.
@@ -70,22 +74,28 @@ func (s *Stock) ParseChange(channel, payload string) (Change, error) {
 	f := strings.Fields(payload)
 	// Four fields from an instance older than the limit's (a rolling
 	// upgrade): the limit reads 0 until the next change. Six from a
-	// seeding: the room's flag.
-	if len(f) < 4 || len(f) > 6 {
+	// seeding: the room's flag. Seven from one bucket of a round of
+	// several: the bucket and the buckets.
+	if len(f) < 4 || len(f) > 7 {
 		return Change{}, fmt.Errorf("stock change of %s: bad message %q", sku, payload)
 	}
-	var n [6]int64
+	var n [7]int64
 	for i, v := range f {
 		var err error
 		if n[i], err = strconv.ParseInt(v, 10, 64); err != nil {
 			return Change{}, fmt.Errorf("stock change of %s: bad message %q", sku, payload)
 		}
 	}
-	if n[5] != 0 && n[5] != 1 {
+	c := Change{SKU: sku, Round: n[0], Available: n[1], StartsAt: fromMilli(n[2]), EndsAt: fromMilli(n[3]), PerUserLimit: n[4]}
+	switch {
+	case len(f) == 6 && (n[5] == 0 || n[5] == 1):
+		c.Room, c.RoomKnown = n[5] == 1, true
+	case len(f) == 7 && n[5] >= 0 && n[5] < n[6] && n[6] > 1 && n[6] <= MaxBuckets:
+		c.Buckets = int(n[6])
+	case len(f) >= 6:
 		return Change{}, fmt.Errorf("stock change of %s: bad message %q", sku, payload)
 	}
-	return Change{SKU: sku, Round: n[0], Available: n[1], StartsAt: fromMilli(n[2]), EndsAt: fromMilli(n[3]),
-		PerUserLimit: n[4], Room: n[5] == 1, RoomKnown: len(f) == 6}, nil
+	return c, nil
 }
 
 // ChangesSKU is the SKU whose changes channel is channel; ok is false for

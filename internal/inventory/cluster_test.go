@@ -164,7 +164,7 @@ func TestStockChangesAreShardedOnACluster(t *testing.T) {
 	}
 	for _, sku := range skus {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second) // a bound on a hang, not a timing
-		for i, payload := range []string{"1 5 0 0 2", "1 5 0 0 2", "1 4 0 0 2", closedMessage} {
+		for i, payload := range []string{"1 5 0 0 2 0", "1 5 0 0 2", "1 4 0 0 2 0", closedMessage} {
 			m, err := subs[sku].ReceiveMessage(rctx)
 			if err != nil || m.Channel != s.ChangesChannel(sku) || m.Payload != payload {
 				t.Fatalf("%s: change %d: %+v %v, want %q", sku, i, m, err, payload)

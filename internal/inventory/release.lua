@@ -90,6 +90,8 @@ for _, l in ipairs(lines) do
   l.live = tonumber(s[1] or '0') == l.round
   local buckets = tonumber(s[2] or '1')
   l.bucketed = buckets > 1
+  l.bucket_of = ''
+  if l.bucketed then l.bucket_of = ' 0 ' .. s[2] end
   local home = 0
   if l.bucketed then home = tonumber(string.sub(redis.sha1hex(user), 1, 8), 16) % buckets end
   if l.live and not l.before and home ~= l.bucket then
@@ -113,11 +115,11 @@ for _, l in ipairs(lines) do
     local ttl = redis.call('PTTL', l.sale)
     if ttl > 0 then redis.call('PEXPIRE', l.released, ttl) end
     units = units + l.qty
-    -- Bucket 0's available is not a bucketed round's: its changes are
-    -- published from its seeding only (as reserve.lua does).
-    if l.channel ~= '' and not l.bucketed then
+    -- Bucket 0's available is not a bucketed round's: its message names
+    -- the bucket, and readers read the round again (changes.go).
+    if l.channel ~= '' then
       local w = redis.call('HMGET', l.sale, 'starts_ms', 'ends_ms', 'limit')
-      redis.call(publish, l.channel, string.format('%d %d %s %s %s', l.round, left, w[1], w[2], w[3] or '0'))
+      redis.call(publish, l.channel, string.format('%d %d %s %s %s', l.round, left, w[1], w[2], w[3] or '0') .. l.bucket_of)
     end
   end
 end

@@ -70,8 +70,11 @@ func (v *StockView) Heard(c Change) {
 		return
 	}
 	e.available, e.known, e.at = c.Available, true, time.Now()
-	if c.Round == 0 {
+	switch {
+	case c.Round == 0:
 		e.available = 0
+	case c.Buckets > 1:
+		e.known = false // one bucket's units: the next read sums the round
 	}
 	e.heard++
 }

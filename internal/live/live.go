@@ -78,6 +78,9 @@ type Hub struct {
 	closed   bool
 	watched  chan struct{}  // a SKU's first stream opened or its last ended (poke)
 	active   sync.WaitGroup // running streams
+	// rereads are the bucketed SKUs being read again (buckets.go), and
+	// whether a change came during the read.
+	rereads map[string]bool
 
 	// resyncRead, for tests, is called between a resync's read of a SKU
 	// and its hand-out.
@@ -91,7 +94,7 @@ func New(rdb redis.UniversalClient, stock *inventory.Stock, o Options, log *slog
 	return &Hub{
 		rdb: rdb, stock: stock, o: o, log: log, metrics: newMetrics(reg),
 		topics: map[string]*topic{}, perIP: map[string]int{}, shutdown: make(chan struct{}),
-		watched: make(chan struct{}, 1),
+		watched: make(chan struct{}, 1), rereads: map[string]bool{},
 	}
 }
 
@@ -148,7 +151,11 @@ func (h *Hub) receive(m *redis.Message) {
 	defer h.mu.Unlock()
 	if t := h.topics[c.SKU]; t != nil {
 		t.heard++
-		h.update(t, c)
+		if c.Buckets > 1 {
+			h.rereadBuckets(c.SKU)
+		} else {
+			h.update(t, c)
+		}
 	}
 }
 

@@ -103,6 +103,8 @@ local function check_lines(lines, user, now, passes)
         fail('stock', l.sku)
       end
       l.round, l.price, l.released, l.window = round, price, tonumber(s[7] or '0'), s[4] .. ' ' .. s[5] .. ' ' .. (s[3] or '0')
+      l.bucket_of = ''
+      if l.bucketed then l.bucket_of = ' ' .. s[10] .. ' ' .. s[9] end
       -- A bucket's units may be ones another bucket was given back and
       -- moved here: the round's releases, as the last move saw them, are
       -- what PostgreSQL's CHECK must allow for.
@@ -127,10 +129,10 @@ local function take_lines(lines, user, publish)
   for i, l in ipairs(lines) do
     local left = redis.call('HINCRBY', l.sale, 'available', -l.qty)
     redis.call('HINCRBY', l.buyers, user, l.qty)
-    -- A bucket's own available is not the SKU's: a round of several
-    -- buckets publishes from its seeding only (so far).
-    if l.channel ~= '' and not l.bucketed then
-      redis.call(publish, l.channel, string.format('%d %d ', l.round, left) .. l.window)
+    -- A bucket's own available is not the SKU's: its message names the
+    -- bucket, and readers read the round again (inventory's changes.go).
+    if l.channel ~= '' then
+      redis.call(publish, l.channel, string.format('%d %d ', l.round, left) .. l.window .. l.bucket_of)
     end
     -- The counts expire with the sale (its TTL is set once, when seeded or
     -- restored): once set, the two run down together, so only a count

@@ -72,6 +72,43 @@ func TestStreamFollowsPurchases(t *testing.T) {
 	openapitest.WantProblem(t, a.Do(t, http.MethodGet, "/api/v1/products/bad%20sku/events", "", ""), 404, "not_found")
 }
 
+// A round split over 4 stock buckets streams the round's units, not a
+// bucket's: each purchase (from the buyer's home bucket) and each cancel
+// (back to bucket 0) is followed by the round's sum, down to the sell-out.
+func TestStreamFollowsABucketedRound(t *testing.T) {
+	t.Parallel()
+	a := shoptest.New(t, shoptest.Options{})
+	base := a.Serve(t)
+	a.Product(t, "split", 100)
+	a.Round(t, "split", inventory.Seed{Quantity: 8, Buckets: 4})
+	s := open(t, base, "split")
+	if e := first(t, s); e.Available != 8 {
+		t.Fatalf("first event %+v, want 8", e)
+	}
+	var last string
+	for i := range 8 {
+		user, tok := a.Shopper(t, fmt.Sprintf("b%d@shop.test", i))
+		r := a.Do(t, http.MethodPost, "/api/v1/products/split/purchase", tok, `{"quantity":1}`)
+		if r.Status != http.StatusAccepted {
+			t.Fatalf("purchase %d: %d %s", i+1, r.Status, r.Body)
+		}
+		if i == 0 {
+			if _, ok := s.Until(wait, func(e openapitest.StockEvent) bool { return e.Available == 7 }); !ok {
+				t.Fatal("the first purchase was not streamed as 7 of the round's units")
+			}
+			a.Cancel(t, user, r.JSON(t)["order_id"].(string))
+			if _, ok := s.Until(wait, func(e openapitest.StockEvent) bool { return e.Available == 8 }); !ok {
+				t.Fatal("the cancel was not streamed as 8 of the round's units")
+			}
+		}
+		last = tok
+	}
+	buy(t, a, last, "split", 1)
+	if _, ok := s.Until(wait, func(e openapitest.StockEvent) bool { return e.Available == 0 && e.Sale == "sold_out" }); !ok {
+		t.Fatal("the sell-out was not streamed")
+	}
+}
+
 // Every event of a round states its per-shopper limit: the first (read
 // from the live state), a purchase's (the reserve script's), a cancel's
 // (the release script's); none without a sale.

@@ -1,0 +1,58 @@
+package live
+
+import (
+	"context"
+	"time"
+)
+
+// A change of a round split over stock buckets (docs/design/buckets.md)
+// tells one bucket's units, not the round's: the hub reads the round
+// again instead (Stock.Current sums its buckets), at most once an
+// Interval per SKU, and hands out what it read.
+
+// rereadBuckets reads sku's round again after a change of one of its
+// buckets, or, while a read is under way, has it read once more after.
+// h.mu is held.
+func (h *Hub) rereadBuckets(sku string) {
+	if _, busy := h.rereads[sku]; busy {
+		h.rereads[sku] = true
+		return
+	}
+	h.rereads[sku] = false
+	go h.reread(sku)
+}
+
+// reread reads sku's round and hands it out, again after an Interval
+// while changes of its buckets keep coming.
+func (h *Hub) reread(sku string) {
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), resyncTimeout)
+		c, err := h.stock.Current(ctx, sku)
+		cancel()
+		h.mu.Lock()
+		t := h.topics[sku]
+		if err != nil {
+			h.log.Warn("live stock: a bucketed round not read again", "sku", sku, "err", err)
+		} else if t != nil {
+			h.update(t, c)
+		}
+		again := h.rereads[sku] && t != nil
+		if again {
+			h.rereads[sku] = false
+		} else {
+			delete(h.rereads, sku)
+		}
+		h.mu.Unlock()
+		if !again {
+			return
+		}
+		select {
+		case <-time.After(h.o.Interval):
+		case <-h.shutdown:
+			h.mu.Lock()
+			delete(h.rereads, sku)
+			h.mu.Unlock()
+			return
+		}
+	}
+}
