@@ -123,11 +123,14 @@ function button(text, cls, onClick, label) {
 const enc = encodeURIComponent;
 
 // labelCells gives each cell of a table's body its column's name
-// (data-label), which a phone shows before the value once rows stack.
+// (data-label), which a phone shows before the value once rows stack;
+// actions and images speak for themselves.
 function labelCells(table) {
   const names = [...table.querySelectorAll("thead th")].map((th) => th.textContent.trim());
   for (const tr of table.tBodies[0].rows) {
-    [...tr.cells].forEach((td, i) => { td.dataset.label = td.classList.contains("actions") ? "" : names[i] || ""; });
+    [...tr.cells].forEach((td, i) => {
+      td.dataset.label = td.classList.contains("actions") || td.classList.contains("image") ? "" : names[i] || "";
+    });
   }
 }
 
