@@ -378,7 +378,8 @@ func testPNG(t *testing.T) (pngPath, textPath string) {
 func consoleImages(t *testing.T, c *console) {
 	pngPath, textPath := testPNG(t)
 	c.open(t, "product/con-open", "product")
-	c.until(t, "no image yet", `!document.getElementById('image-card').hidden && document.getElementById('image-preview').hidden`)
+	c.until(t, "the product is read, without an image yet", `document.getElementById('product-name').value !== ''`+
+		` && !document.getElementById('image-card').hidden && document.getElementById('image-preview').hidden`)
 	c.do(t, "a text file", chromedp.SetUploadFiles(chromedp.ID("image-file"), []string{textPath}), chromedp.Click(chromedp.ID("image-upload")))
 	c.until(t, "an error beside the field", `document.getElementById('image-file-error').textContent !== ''`)
 	if got, _ := chromedp.Run(c.ctx, chromedp.Evaluate[string](`document.getElementById('image-file-error').textContent`)); !strings.Contains(got, "PNG") {

@@ -77,6 +77,7 @@ async function showProduct(sku) {
   $("product-save").textContent = sku ? "Save changes" : "Create product";
   $("product-sku").readOnly = !!sku;
   $("image-card").hidden = !sku;
+  $("image-file").value = ""; // a file chosen while the product loads stays chosen
   if (!sku) return $("product-sku").focus();
   try {
     const p = await api("GET", "/products/" + enc(sku));
@@ -123,7 +124,6 @@ function showImage(p) {
   if (has) { $("image-preview").src = p.image_url; $("image-preview").alt = "Image of " + p.name; }
   $("image-none").hidden = has;
   $("image-remove").hidden = !has;
-  $("image-file").value = "";
 }
 
 // uploadImage sends the chosen file as the body, checked here first for
@@ -137,6 +137,7 @@ async function uploadImage() {
   try {
     const r = await api("PUT", "/admin/products/" + enc(editing) + "/image", file);
     showImage({ image_url: r.image_url, name: $("product-name").value });
+    $("image-file").value = "";
     say("The image of " + editing + " is saved.");
   } catch (err) { showErrors(card, err); }
 }
