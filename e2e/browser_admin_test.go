@@ -25,16 +25,16 @@ func views(t *testing.T, ctx context.Context, name string) {
 		} else {
 			do(t, ctx, "desktop width", chromedp.EmulateViewport(w, 900))
 		}
-		fits(t, ctx, fmt.Sprintf("%s at %d px", name, w))
+		adminFits(t, ctx, fmt.Sprintf("%s at %d px", name, w))
 		screenshot(t, ctx, fmt.Sprintf("admin-%s-%d.png", name, w))
 	}
 	do(t, ctx, "desktop width again", chromedp.EmulateViewport(1280, 900))
 }
 
-// overflowJS names what does not fit the viewport's width: the page
+// adminOverflowJS names what does not fit the viewport's width: the page
 // scrolling sideways, or a visible element whose right edge is past the
 // viewport's.
-const overflowJS = `(() => {
+const adminOverflowJS = `(() => {
 	const w = window.innerWidth, out = [];
 	if (document.documentElement.scrollWidth > w) out.push('the page is ' + document.documentElement.scrollWidth + ' px wide');
 	for (const e of document.querySelectorAll('body *')) {
@@ -45,22 +45,22 @@ const overflowJS = `(() => {
 	return out.slice(0, 8).join('; ');
 })()`
 
-// smallLabelsJS names the chart labels drawn under 11 px on screen.
-const smallLabelsJS = `[...document.querySelectorAll('svg text')].filter(e => e.getClientRects().length).map(e =>
+// adminSmallLabelsJS names the chart labels drawn under 11 px on screen.
+const adminSmallLabelsJS = `[...document.querySelectorAll('svg text')].filter(e => e.getClientRects().length).map(e =>
 	[e.textContent, parseFloat(getComputedStyle(e).fontSize) * e.ownerSVGElement.getScreenCTM().a]).filter(([, px]) => px < 11)
 	.map(([text, px]) => text + ' ' + px.toFixed(1) + ' px').slice(0, 8).join('; ')`
 
-// fits fails t when something does not fit the viewport's width (waiting a
+// adminFits fails t when something does not fit the viewport's width (waiting a
 // moment for a redraw at a new width) or a chart label is under 11 px.
-func fits(t *testing.T, ctx context.Context, what string) {
+func adminFits(t *testing.T, ctx context.Context, what string) {
 	t.Helper()
 	var wide, small string
 	for range 20 {
 		var err error
-		if wide, err = chromedp.Run(ctx, chromedp.Evaluate[string](overflowJS)); err != nil {
+		if wide, err = chromedp.Run(ctx, chromedp.Evaluate[string](adminOverflowJS)); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
-		if small, err = chromedp.Run(ctx, chromedp.Evaluate[string](smallLabelsJS)); err != nil {
+		if small, err = chromedp.Run(ctx, chromedp.Evaluate[string](adminSmallLabelsJS)); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
 		if wide == "" && small == "" {
