@@ -4,18 +4,139 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 )
 
-// views saves the console's page at both widths (screenshots), then
-// goes on at a desktop's.
+// views saves the console's page at both widths (screenshots named
+// admin-<name>-1280.png and -390.png), failing on anything that does not
+// fit either width or a chart label too small to read, then goes on at a
+// desktop's.
 func views(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
-	screenshots(t, ctx, "admin-"+name)
+	for _, w := range []int64{1280, 390} {
+		if w == 390 {
+			do(t, ctx, "phone width", chromedp.EmulateViewport(w, 844, chromedp.EmulateMobile))
+		} else {
+			do(t, ctx, "desktop width", chromedp.EmulateViewport(w, 900))
+		}
+		adminFits(t, ctx, fmt.Sprintf("%s at %d px", name, w))
+		screenshot(t, ctx, fmt.Sprintf("admin-%s-%d.png", name, w))
+	}
 	do(t, ctx, "desktop width again", chromedp.EmulateViewport(1280, 900))
+}
+
+// adminOverflowJS names what does not fit the viewport's width: the page
+// scrolling sideways, or a visible element whose right edge is past the
+// viewport's.
+const adminOverflowJS = `(() => {
+	const w = window.innerWidth, out = [];
+	if (document.documentElement.scrollWidth > w) out.push('the page is ' + document.documentElement.scrollWidth + ' px wide');
+	for (const e of document.querySelectorAll('body *')) {
+		if (!e.getClientRects().length || getComputedStyle(e).visibility === 'hidden') continue;
+		const r = e.getBoundingClientRect();
+		if (r.width > 0 && r.height > 0 && r.right > w + 0.5) out.push(e.tagName + '#' + e.id + '.' + e.className + ' ends at ' + Math.round(r.right));
+	}
+	return out.slice(0, 8).join('; ');
+})()`
+
+// adminSmallLabelsJS names the chart labels drawn under 11 px on screen.
+const adminSmallLabelsJS = `[...document.querySelectorAll('svg text')].filter(e => e.getClientRects().length).map(e =>
+	[e.textContent, parseFloat(getComputedStyle(e).fontSize) * e.ownerSVGElement.getScreenCTM().a]).filter(([, px]) => px < 11)
+	.map(([text, px]) => text + ' ' + px.toFixed(1) + ' px').slice(0, 8).join('; ')`
+
+// adminFits fails t when something does not fit the viewport's width (waiting a
+// moment for a redraw at a new width) or a chart label is under 11 px.
+func adminFits(t *testing.T, ctx context.Context, what string) {
+	t.Helper()
+	var wide, small string
+	for range 20 {
+		var err error
+		if wide, err = chromedp.Run(ctx, chromedp.Evaluate[string](adminOverflowJS)); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if small, err = chromedp.Run(ctx, chromedp.Evaluate[string](adminSmallLabelsJS)); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if wide == "" && small == "" {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if wide != "" {
+		t.Errorf("%s: wider than the screen: %s", what, wide)
+	}
+	if small != "" {
+		t.Errorf("%s: chart labels under 11 px: %s", what, small)
+	}
+}
+
+// failures records the page's requests answered 4xx or 5xx; check fails
+// t for each one not allowed beforehand (the failures a step provokes on
+// purpose, such as a field the API refuses).
+type failures struct {
+	mu      sync.Mutex
+	methods map[network.RequestID]string
+	seen    []string
+	allowed map[string]bool
+}
+
+// watchFailures starts recording; call it before the first navigation.
+func watchFailures(ctx context.Context) *failures {
+	f := &failures{methods: map[network.RequestID]string{}, allowed: map[string]bool{}}
+	sent := chromedp.Events(ctx, network.RequestWillBeSent)
+	go func() {
+		for ev, err := range sent {
+			if err != nil {
+				return
+			}
+			if ev.Request == nil {
+				continue
+			}
+			f.mu.Lock()
+			f.methods[ev.RequestID] = ev.Request.Method
+			f.mu.Unlock()
+		}
+	}()
+	answers := chromedp.Events(ctx, network.ResponseReceived)
+	go func() {
+		for ev, err := range answers {
+			if err != nil {
+				return
+			}
+			if ev.Response == nil || ev.Response.Status < 400 {
+				continue
+			}
+			f.mu.Lock()
+			u, _ := url.Parse(ev.Response.URL)
+			f.seen = append(f.seen, fmt.Sprintf("%s %s %d", f.methods[ev.RequestID], u.Path, ev.Response.Status))
+			f.mu.Unlock()
+		}
+	}()
+	return f
+}
+
+// allow lets the page get status for method on path (no query).
+func (f *failures) allow(method, path string, status int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.allowed[fmt.Sprintf("%s %s %d", method, path, status)] = true
+}
+
+func (f *failures) check(t *testing.T) {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, s := range f.seen {
+		if !f.allowed[s] {
+			t.Errorf("a request of the page failed unexpectedly: %s", s)
+		}
+	}
 }
 
 func typeInto(id, text string) chromedp.Action[chromedp.Void] {
@@ -49,6 +170,12 @@ func TestBrowserAdmin(t *testing.T) {
 	ctx, noScriptErrors := browser(t)
 	defer noScriptErrors()
 	defer stayOnOrigin(t, ctx, s.URL)()
+	failed := watchFailures(ctx)
+	defer failed.check(t)
+	// The fields the API refuses on purpose below.
+	failed.allow("POST", "/api/v1/admin/products", 400)
+	failed.allow("PUT", "/api/v1/admin/products/"+sku+"/stock", 400)
+	failed.allow("PUT", "/api/v1/admin/stores/paris-1", 400)
 	do(t, ctx, "desktop width", chromedp.EmulateViewport(1280, 900))
 
 	adminRefusesShopper(t, ctx, s)
@@ -85,17 +212,19 @@ func adminLogIn(t *testing.T, ctx context.Context, s *shop) {
 		typeInto("login-email", "admin@shop.test"),
 		typeInto("login-password", "admin-password\r"),
 	)
-	until(t, ctx, "the products open", `!document.getElementById('view-products').hidden && !`+isHidden("nav"))
+	until(t, ctx, "the overview opens", `!document.getElementById('view-overview').hidden && !`+isHidden("nav"))
 }
 
 func adminProducts(t *testing.T, ctx context.Context, s *shop, sku string) {
 	t.Helper()
 	do(t, ctx, "a product with bad fields",
+		chromedp.Navigate(s.URL+"/admin#/products"),
+		chromedp.WaitVisible(chromedp.ID("product-new")),
 		chromedp.Click(chromedp.ID("product-new")),
 		chromedp.WaitVisible(chromedp.ID("product-sku")),
 		typeInto("product-sku", sku),
 		typeInto("product-category", "bad category!"),
-		typeInto("product-price", "-5"),
+		typeInto("product-price", "1234567.89"),
 		chromedp.Click(chromedp.ID("product-save")),
 	)
 	until(t, ctx, "the API's field errors are shown beside their fields",
@@ -107,7 +236,7 @@ func adminProducts(t *testing.T, ctx context.Context, s *shop, sku string) {
 		typeInto("product-name", "Demo kettle"),
 		typeInto("product-description", "A kettle for the admin console's test."),
 		typeInto("product-category", "kitchen"),
-		typeInto("product-price", "2599"),
+		typeInto("product-price", "25.99"),
 		chromedp.Click(chromedp.ID("product-save")),
 	)
 	row := `document.querySelector('#products tr[data-sku="` + sku + `"]')`
@@ -124,22 +253,26 @@ func adminProducts(t *testing.T, ctx context.Context, s *shop, sku string) {
 
 func adminSeed(t *testing.T, ctx context.Context, s *shop, sku string, room bool) {
 	t.Helper()
+	do(t, ctx, "open the sale round", chromedp.Navigate(s.URL+"/admin#/sale/"+sku))
+	until(t, ctx, "the form holds the current round", `!document.getElementById('sale-seed').disabled`)
 	steps := []chromedp.Action[chromedp.Void]{
-		chromedp.Navigate(s.URL + "/admin#/sale/" + sku),
-		chromedp.WaitVisible(chromedp.ID("sale-quantity")),
 		typeInto("sale-quantity", "40"),
 		typeInto("sale-limit", "0"),
 	}
 	if room {
+		// The round before has sales: a new one is opened only once the
+		// admin confirms.
 		steps = append(steps, chromedp.Click(chromedp.ID("sale-room")), chromedp.WaitVisible(chromedp.ID("sale-admit")),
-			typeInto("sale-admit", "100000000"), chromedp.Click(chromedp.ID("sale-seed")))
+			typeInto("sale-admit", "100000000"), chromedp.Click(chromedp.ID("sale-seed")),
+			chromedp.WaitVisible(chromedp.ID("confirm-yes")), chromedp.Click(chromedp.ID("confirm-yes")))
 	} else {
 		steps = append(steps, chromedp.Click(chromedp.ID("sale-seed")))
 	}
 	do(t, ctx, "seed a round", steps...)
 	if room {
 		until(t, ctx, "a rate out of range is shown beside its field", `document.getElementById('sale-admit-error').textContent.trim() !== ''`)
-		do(t, ctx, "a sound rate", typeInto("sale-admit", "1"), chromedp.Click(chromedp.ID("sale-seed")))
+		do(t, ctx, "a sound rate", typeInto("sale-admit", "1"), chromedp.Click(chromedp.ID("sale-seed")),
+			chromedp.WaitVisible(chromedp.ID("confirm-yes")), chromedp.Click(chromedp.ID("confirm-yes")))
 		until(t, ctx, "the report shows the room", `document.querySelector('#report dd[data-key="waiting_room"]').textContent.startsWith('1/s')`)
 		return
 	}
@@ -220,7 +353,7 @@ func adminStores(t *testing.T, ctx context.Context, s *shop) {
 	)
 	until(t, ctx, "an out-of-range longitude is shown beside its field", `document.getElementById('store-lng-error').textContent.trim() !== ''`)
 	do(t, ctx, "a sound longitude", typeInto("store-lng", "2.3522"), chromedp.Click(chromedp.ID("store-save")))
-	until(t, ctx, "the store is listed near itself", `!!document.querySelector('#stores li[data-id="paris-1"]')`)
+	until(t, ctx, "the store is listed", `!!document.querySelector('#stores li[data-id="paris-1"]')`)
 	views(t, ctx, "stores")
 }
 

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -24,7 +25,8 @@ func TestConsoleIsServed(t *testing.T) {
 	app := newApp()
 	for _, tc := range []struct{ name, path, ctype, contains string }{
 		{"page", "/admin", "text/html; charset=utf-8", `<script src="/admin/assets/app.js" defer></script>`},
-		{"script", "/admin/assets/app.js", "text/javascript; charset=utf-8", "\"/admin/audit\""},
+		{"script", "/admin/assets/app.js", "text/javascript; charset=utf-8", "function route()"},
+		{"area script", "/admin/assets/reports.js", "text/javascript; charset=utf-8", "\"/admin/audit\""},
 		{"style", "/admin/assets/app.css", "text/css; charset=utf-8", "@media"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -46,6 +48,29 @@ func TestConsoleIsServed(t *testing.T) {
 				t.Errorf("GET %s: Content-Security-Policy %q allows something unsafe", tc.path, csp)
 			}
 		})
+	}
+}
+
+// Every script the page loads from /admin/assets is one of its files,
+// served as JavaScript: the console split over several files loses none.
+func TestEveryScriptIsServed(t *testing.T) {
+	b, err := files.ReadFile("web/index.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srcs := regexp.MustCompile(`<script src="(/admin/assets/[^"]+)" defer></script>`).FindAllStringSubmatch(string(b), -1)
+	if len(srcs) < 2 {
+		t.Fatalf("index.html loads %d console scripts", len(srcs))
+	}
+	app := newApp()
+	for _, m := range srcs {
+		res, err := app.Test(httptest.NewRequest("GET", m[1], nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.StatusCode != 200 || res.Header.Get("Content-Type") != "text/javascript; charset=utf-8" {
+			t.Errorf("GET %s: %d %q", m[1], res.StatusCode, res.Header.Get("Content-Type"))
+		}
 	}
 }
 

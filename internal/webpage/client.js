@@ -94,16 +94,19 @@ function shopClient({ storage, prefix, words, fieldsInMessage = false, signedOut
   }
 
   // api sends one request and answers its JSON body, or throws a Problem.
-  // With opts.auth it carries the access token, refreshed once when it has
-  // expired; opts.idempotencyKey and opts.headers are sent as given.
+  // A body is sent as JSON, or as itself with its type when it is a Blob
+  // (a file). With opts.auth it carries the access token, refreshed once
+  // when it has expired; opts.idempotencyKey and opts.headers are sent as
+  // given.
   async function api(method, path, body, opts = {}) {
+    const raw = body instanceof Blob;
     const send = () => {
       const headers = {};
-      if (body !== undefined) headers["Content-Type"] = "application/json";
+      if (body !== undefined) headers["Content-Type"] = raw ? body.type || "application/octet-stream" : "application/json";
       if (opts.auth && session.access) headers["Authorization"] = "Bearer " + session.access;
       if (opts.idempotencyKey) headers["Idempotency-Key"] = opts.idempotencyKey;
       Object.assign(headers, opts.headers || {});
-      return fetch(API + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+      return fetch(API + path, { method, headers, body: body === undefined || raw ? body : JSON.stringify(body) });
     };
     const stale = session.access;
     let r = await send();
