@@ -1,7 +1,6 @@
 package audittest
 
 import (
-	"fmt"
 	"net/http"
 	"testing"
 
@@ -20,14 +19,8 @@ func TestBucketedRoundAuditsClean(t *testing.T) {
 	a.Round(t, "flash", inventory.Seed{Quantity: units, PerUserLimit: 2, Buckets: 4})
 	stop := runWriter(t, a)
 	defer stop()
-	tokens := make([]string, 3*units)
-	for i := range tokens {
-		_, tokens[i] = a.Shopper(t, fmt.Sprintf("b%d@example.com", i))
-	}
-	first := buyAll(t, a, tokens[:2*units])
-	if len(first) != units {
-		t.Fatalf("%d winners of %d units", len(first), units)
-	}
+	tokens := shoppers(t, a, 3*units)
+	first := buyExactly(t, a, tokens[:2*units], units)
 	cancelled := 0
 	for tok, id := range first {
 		if cancelled == units/3 {
@@ -38,9 +31,7 @@ func TestBucketedRoundAuditsClean(t *testing.T) {
 		}
 		cancelled++
 	}
-	if again := buyAll(t, a, tokens[2*units:]); len(again) != units/3 {
-		t.Fatalf("%d bought the %d units given back", len(again), units/3)
-	}
+	buyExactly(t, a, tokens[2*units:], units/3) // the units given back
 	a.Drain(t)
 	_, admin := a.User(t, "admin@example.com", "admin")
 	if r := a.Do(t, "GET", "/api/v1/admin/audit", admin, ""); r.Status != http.StatusOK || r.JSON(t)["ok"] != true {

@@ -27,14 +27,8 @@ func TestHalfTheWinnersNeverPay(t *testing.T) {
 	stop := runWriter(t, a)
 	defer stop()
 
-	tokens := make([]string, 3*units)
-	for i := range tokens {
-		_, tokens[i] = a.Shopper(t, fmt.Sprintf("s%d@example.com", i))
-	}
-	first := buyAll(t, a, tokens[:2*units]) // twice as many shoppers as units
-	if len(first) != units {
-		t.Fatalf("%d winners of %d units", len(first), units)
-	}
+	tokens := shoppers(t, a, 3*units)
+	first := buyExactly(t, a, tokens[:2*units], units) // twice as many shoppers as units
 	paid := 0
 	for tok, id := range first {
 		if paid == units/2 {
@@ -44,10 +38,7 @@ func TestHalfTheWinnersNeverPay(t *testing.T) {
 		paid++
 	}
 	waitAvailable(t, a, units/2)
-	second := buyAll(t, a, tokens[2*units:])
-	if len(second) != units/2 {
-		t.Fatalf("%d bought the %d units given back", len(second), units/2)
-	}
+	buyExactly(t, a, tokens[2*units:], units/2) // the units given back
 	a.Drain(t)
 	_, admin := a.User(t, "admin@example.com", "admin")
 	r := a.Do(t, "GET", "/api/v1/admin/audit", admin, "")
@@ -58,6 +49,25 @@ func TestHalfTheWinnersNeverPay(t *testing.T) {
 	if st["available"] != 0.0 || st["released"] != float64(units/2) || st["paid"] != float64(units/2) {
 		t.Fatalf("stock report %v", st)
 	}
+}
+
+// buyExactly is buyAll, failing t unless exactly want shoppers won.
+func buyExactly(t *testing.T, a *shoptest.App, tokens []string, want int) map[string]string {
+	t.Helper()
+	won := buyAll(t, a, tokens)
+	if len(won) != want {
+		t.Fatalf("%d of %d shoppers won, want %d", len(won), len(tokens), want)
+	}
+	return won
+}
+
+// shoppers signs up n shoppers and returns their tokens.
+func shoppers(t *testing.T, a *shoptest.App, n int) []string {
+	tokens := make([]string, n)
+	for i := range tokens {
+		_, tokens[i] = a.Shopper(t, fmt.Sprintf("s%d@example.com", i))
+	}
+	return tokens
 }
 
 func runWriter(t *testing.T, a *shoptest.App) (stop func()) {
