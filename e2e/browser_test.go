@@ -155,24 +155,6 @@ func stayOnOrigin(t *testing.T, ctx context.Context, origin string) func() {
 	}
 }
 
-// screenshots saves the page at a desktop's width (1280 px) and a phone's
-// (390 px, emulated as one), as name-1280.png and name-390.png, then puts
-// the window back; at 390 px nothing may overflow sideways (the widest
-// elements are logged when something does).
-func screenshots(t *testing.T, ctx context.Context, name string) {
-	t.Helper()
-	do(t, ctx, "desktop width", chromedp.EmulateViewport(1280, 900))
-	screenshot(t, ctx, name+"-1280.png")
-	do(t, ctx, "phone width", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
-	wide, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.documentElement.scrollWidth <= 390 ? '' : [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > 391 && e.offsetParent !== null).map(e => e.tagName + '#' + e.id + '.' + e.className + ':' + Math.round(e.getBoundingClientRect().right)).slice(0, 8).join(' ')`))
-	if wide != "" {
-		t.Logf("%s at 390 px, wider than the screen: %s", name, wide)
-	}
-	until(t, ctx, name+" fits a 390 px phone", `document.documentElement.scrollWidth <= 390`)
-	screenshot(t, ctx, name+"-390.png")
-	do(t, ctx, "resize back", chromedp.ResetViewport())
-}
-
 // until waits for a JavaScript condition on the page.
 func until(t *testing.T, ctx context.Context, what, expr string) {
 	t.Helper()
