@@ -31,12 +31,31 @@ const (
 	StatusPaid      = "paid"
 	StatusCancelled = "cancelled" // by its buyer: the units went back
 	StatusExpired   = "expired"   // not paid by expires_at: the units went back
+	StatusRefunded  = "refunded"  // paid, then paid back by an admin: the units went back
 	StatusRejected  = "rejected"  // could never be written: dead-lettered
 	// StatusAborted is the tombstone the saga repair leaves on the home of
 	// an order that never committed (internal/order/saga). It has no
 	// items, so every reader of statuses sees no order.
 	StatusAborted = "aborted"
 )
+
+// Final returns an order's final state once next is known after
+// recorded: the first final state stands (a redelivered or late event
+// changes nothing), except that a refund follows the payment it undoes.
+// Readers that merge PostgreSQL's record with the stream's events (the
+// audit, recovery) go by it.
+func Final(recorded, next string) string {
+	if recorded == "" || recorded == StatusPaid && next == StatusRefunded {
+		return next
+	}
+	return recorded
+}
+
+// GivenBack tells whether an order in final state status gave its units
+// back (cancelled, expired or refunded): it holds none.
+func GivenBack(status string) bool {
+	return status == StatusCancelled || status == StatusExpired || status == StatusRefunded
+}
 
 // How long Redis keeps an order's status and a buyer's idempotency record.
 // The status hash is the guard of every lifecycle step, so it lives at

@@ -283,7 +283,7 @@ func skusOf(items []order.ReservedItem) []string {
 
 // PersistedOrder is an order as PostgreSQL holds it: the order and its
 // items, and State, its final state if one was recorded ('paid',
-// 'cancelled' or 'expired'), else "confirmed".
+// 'cancelled', 'expired' or 'refunded'), else "confirmed".
 type PersistedOrder struct {
 	Confirmed
 	State string
