@@ -137,6 +137,7 @@ type Service struct {
 
 	paymentTTL time.Duration
 	payments   PaymentProvider
+	restore    func(ctx context.Context, id string) error // Options.Restore
 	// betweenReads, for tests, is called between the Redis and the
 	// PostgreSQL read of an order (Get, a lifecycle step, on a miss in
 	// Redis) or of a buyer's orders (List).
@@ -162,6 +163,11 @@ type Options struct {
 	// Placer builds the placer on the service's Kit: internal/order/saga's
 	// on a Redis Cluster (nil: one run of reserve.lua, on a single Redis).
 	Placer func(Kit) Placer
+	// Restore writes the Redis status of written order id back from
+	// PostgreSQL, as PostgreSQL records its state (internal/order/ledger's
+	// Restorer): a refund of a paid order Redis forgot takes the guarded
+	// step of any other (nil: such a refund answers 503).
+	Restore func(ctx context.Context, id string) error
 }
 
 // New returns the order service. Its metrics are registered on reg.
@@ -171,7 +177,7 @@ func New(db *pgxpool.Pool, rdb redis.UniversalClient, stock *inventory.Stock, ex
 		db: db, rdb: rdb, reserveRdb: cmp.Or[redis.Scripter](o.ReserveRedis, rdb), stock: stock, exists: exists,
 		keys: orderkey.New(prefix, stock.Partitions()), log: log,
 		metrics: newPlaceMetrics(reg), paymentTTL: max(o.PaymentTTL, 0), payments: o.Payments,
-		life: newLifecycle(rdb, stock, prefix, log),
+		life: newLifecycle(rdb, stock, prefix, log), restore: o.Restore,
 	}
 	if s.payments == nil {
 		s.payments = NewTestProvider()
