@@ -1,8 +1,11 @@
 # The two commands a new user needs: `make run` and `make test`.
-.PHONY: run test bench bench-room bench-cluster build vet fmt tidy clean-run
+.PHONY: run reset-demo test bench bench-room bench-cluster build vet fmt tidy clean-run
 
 run: ## migrate and serve the API on 127.0.0.1:8080 (SHOP_ADDR=:8080 for every interface), starting Redis/PostgreSQL if needed
 	@scripts/run.sh
+
+reset-demo: ## seed make run's demo afresh (shop seed demo --reset): only the demo's products, rounds, orders and shoppers are cleared
+	@scripts/reset-demo.sh
 
 test: ## go vet, staticcheck + all tests with -race (unit, integration and e2e)
 	@scripts/test.sh

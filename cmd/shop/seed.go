@@ -79,18 +79,24 @@ var demoSales = []map[string]int{
 func newSeedCmd(a *app) *cobra.Command {
 	// The demo's shoppers are users (their password hashing) who place
 	// orders (the saga's hold, on a cluster).
-	return parentCmd("seed", "Load data", readsSettings(&cobra.Command{
+	var reset bool
+	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Create a demo admin and a small catalog on sale (idempotent; SHOP_ENV=dev only)",
 		Long: "Create the demo admin (" + demoAdminEmail + ") and a small catalog in a few categories, " +
 			"and open sale rounds for some products. Running it again changes nothing: existing users, " +
-			"products and sale rounds are left as they are.",
+			"products and sale rounds are left as they are.\n\n" +
+			"--reset first clears the demo's data and nothing else: the demo products, their sale rounds " +
+			"and every order with a line of them, the demo shoppers (shopper1..3@demo.shop) and their " +
+			"orders; the demo admin and its sessions are kept. Then it seeds afresh.",
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return a.seedDemo(cmd.Context()) },
-	}, migratedSettings, []string{"SHOP_PASSWORD_HASHING", "SHOP_SAGA_HOLD_TTL"}))
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.seedDemo(cmd.Context(), reset) },
+	}
+	cmd.Flags().BoolVar(&reset, "reset", false, "clear the demo's data (only the demo's) before seeding it again")
+	return parentCmd("seed", "Load data", readsSettings(cmd, migratedSettings, []string{"SHOP_PASSWORD_HASHING", "SHOP_SAGA_HOLD_TTL"}))
 }
 
-func (a *app) seedDemo(ctx context.Context) error {
+func (a *app) seedDemo(ctx context.Context, reset bool) error {
 	cfg, err := a.config()
 	if err != nil {
 		return err
@@ -105,12 +111,20 @@ func (a *app) seedDemo(ctx context.Context) error {
 	}
 	defer st.Close()
 	svc := auth.New(st.db, st.redis, shop.AuthConfig(cfg), log, nil)
+	catalog := shop.NewCatalog(st.shop(), cfg, log, nil)
+	stock := shop.NewStock(st.shop(), cfg)
+	reg := newRegistry()
+	boards := bestseller.New(st.redis, st.db, catalog, lock.New(st.redis, cfg.KeyPrefix), cfg.KeyPrefix, log, reg)
+	if reset {
+		if err := resetDemo(ctx, st, cfg, log, svc, boards); err != nil {
+			return err
+		}
+	}
 	if _, err := svc.CreateUser(ctx, demoAdminEmail, demoAdminPassword, "Demo admin", auth.RoleAdmin); err != nil &&
 		!errors.Is(err, auth.ErrEmailTaken) {
 		return fmt.Errorf("seed demo: admin: %w", err)
 	}
-	catalog := shop.NewCatalog(st.shop(), cfg, log, nil)
-	sales := inventory.NewSales(st.db, shop.NewStock(st.shop(), cfg))
+	sales := inventory.NewSales(st.db, stock)
 	for _, p := range demoCatalog {
 		if err := seedProduct(ctx, catalog, sales, p); err != nil {
 			return fmt.Errorf("seed demo: %s: %w", p.sku, err)
@@ -119,10 +133,7 @@ func (a *app) seedDemo(ctx context.Context) error {
 	if err := seedStores(ctx, pickup.New(st.db, st.redis, lock.New(st.redis, cfg.KeyPrefix), cfg.KeyPrefix, log)); err != nil {
 		return err
 	}
-	stock := shop.NewStock(st.shop(), cfg)
-	reg := newRegistry()
 	orders := order.New(st.db, st.redis, stock, catalog.Exists, cfg.KeyPrefix, log, reg, order.Options{Placer: shop.Placer(cfg)})
-	boards := bestseller.New(st.redis, st.db, catalog, lock.New(st.redis, cfg.KeyPrefix), cfg.KeyPrefix, log, reg)
 	if err := seedSales(ctx, svc, orders, boards); err != nil {
 		return err
 	}
@@ -139,6 +150,9 @@ func seedStores(ctx context.Context, stores *pickup.Service) error {
 	return nil
 }
 
+// demoShopper is the email of the demo shopper who buys demoSales[i].
+func demoShopper(i int) string { return fmt.Sprintf("shopper%d@demo.shop", i+1) }
+
 // seedSales has new demo shoppers buy demoSales through the real purchase
 // path (the order writer of `shop serve` persists them), and counts them on
 // the best-seller boards at once, which the writer's after-commit hook
@@ -146,7 +160,7 @@ func seedStores(ctx context.Context, stores *pickup.Service) error {
 // that exist already bought on an earlier run, so a rerun buys nothing.
 func seedSales(ctx context.Context, users *auth.Service, orders *order.Service, boards *bestseller.Service) error {
 	for i, basket := range demoSales {
-		u, err := users.CreateUser(ctx, fmt.Sprintf("shopper%d@demo.shop", i+1), demoAdminPassword, "", auth.RoleShopper)
+		u, err := users.CreateUser(ctx, demoShopper(i), demoAdminPassword, "", auth.RoleShopper)
 		if errors.Is(err, auth.ErrEmailTaken) {
 			continue
 		}

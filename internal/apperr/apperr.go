@@ -34,6 +34,7 @@ const (
 	CodeOrderPending       = "order_pending"
 	CodeOrderNotPayable    = "order_not_payable"
 	CodeNotCancellable     = "order_not_cancellable"
+	CodeNotRefundable      = "order_not_refundable"
 	CodeConflict           = "conflict"
 	CodePayloadTooLarge    = "payload_too_large"
 	CodeUnsupportedMedia   = "unsupported_media_type"

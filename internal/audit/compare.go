@@ -21,7 +21,7 @@ import (
 type held struct {
 	user  string
 	units int64
-	final string // "", paid, cancelled, expired
+	final string // "", paid, cancelled, expired, refunded
 }
 
 // postgresHeld builds, per round, the orders PostgreSQL records up to the
@@ -140,13 +140,13 @@ func applyItem(orders map[string]*held, ent writer.Entry, it order.ReservedItem)
 		h = &held{user: ent.UserID, units: int64(it.Quantity)}
 		orders[ent.OrderID] = h
 	}
-	if ent.Transition != "" && h.final == "" {
-		h.final = ent.Transition
+	if ent.Transition != "" {
+		h.final = order.Final(h.final, ent.Transition)
 	}
 }
 
 func (h *held) holds() bool {
-	return h.final != order.StatusCancelled && h.final != order.StatusExpired
+	return !order.GivenBack(h.final)
 }
 
 // compareRounds checks every live round on both sides, buyer by buyer.

@@ -11,12 +11,12 @@ import (
 // The rebuild's SQL, run in one read-only REPEATABLE READ transaction so
 // that the totals and the recent orders come from the same snapshot.
 //
-// Cancelled and expired orders (a row in the order package's
+// Cancelled, expired and refunded orders (a row in the order package's
 // order_transitions) are left out of the totals: they were taken back from
 // the boards.
 const (
 	released = `EXISTS (SELECT 1 FROM order_transitions t
-        WHERE t.order_id = o.id AND t.status IN ('cancelled', 'expired'))`
+        WHERE t.order_id = o.id AND t.status IN ('cancelled', 'expired', 'refunded'))`
 
 	// totalsSQL sums each SKU's units per period in one scan: $1..$6 are
 	// the day, week and month bounds [start, end).
@@ -38,7 +38,7 @@ SELECT o.id::text, o.created_at, false FROM orders o
 WHERE o.confirmed_at >= now() - $1::interval AND NOT ` + released + `
 UNION ALL
 SELECT o.id::text, o.created_at, true FROM order_transitions t JOIN orders o ON o.id = t.order_id
-WHERE t.status IN ('cancelled', 'expired') AND t.recorded_at >= now() - $1::interval`
+WHERE t.status IN ('cancelled', 'expired', 'refunded') AND t.recorded_at >= now() - $1::interval`
 )
 
 // snapshot is what a rebuild read from PostgreSQL.

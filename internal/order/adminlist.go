@@ -22,7 +22,7 @@ const (
 // in any case; an empty one matches any.
 const adminListSQL = `
 SELECT o.id, o.total_cents, o.created_at, o.expires_at, coalesce(t.status, 'confirmed'),
-       CASE WHEN t.status = 'paid' THEN t.at END, coalesce(t.payment_ref, ''),
+       CASE WHEN t.status IN ('paid', 'refunded') THEN t.at END, coalesce(t.payment_ref, ''),
        coalesce(json_agg(json_build_object('sku', i.sku, 'quantity', i.quantity, 'price_cents', i.price_cents)
                 ORDER BY i.sku) FILTER (WHERE i.sku IS NOT NULL), '[]'),
        o.user_id::text, u.email
@@ -57,7 +57,7 @@ type AdminFilter struct {
 
 // listedStatuses are the statuses the admin list filters on: the ones
 // PostgreSQL records (a pending order is not there yet).
-var listedStatuses = []string{StatusConfirmed, StatusPaid, StatusCancelled, StatusExpired}
+var listedStatuses = []string{StatusConfirmed, StatusPaid, StatusCancelled, StatusExpired, StatusRefunded}
 
 // CheckAdminList reports what is wrong with a filter and a cursor.
 func CheckAdminList(f AdminFilter, cursor string) []apperr.FieldError {

@@ -57,8 +57,9 @@ func (l *lifecycle) read(ctx context.Context, id string) (Order, bool, error) {
 	return parseLive(id, m)
 }
 
-// giveBack moves a pending or confirmed order to status to (cancelled or
-// expired) and gives its units back, in one atomic step: inventory's
+// giveBack moves an order to status to (a pending or confirmed one to
+// cancelled or expired, a paid one to refunded: fromOf) and gives its
+// units back, in one atomic step: inventory's
 // release, guarded by the order's status and carrying the transition
 // event for PostgreSQL as its outbox entry. Of two calls (a cancel and an
 // expiry, two sweepers) exactly one passes the guard; the other is
@@ -85,15 +86,25 @@ func (l *lifecycle) giveBack(ctx context.Context, o Order, to string) (inventory
 }
 
 // guarded is the release of lines (o's, in its home partition) that moves
-// o from pending or confirmed to to, with the transition event as its
+// o from fromOf(to) to to, with the transition event as its
 // outbox entry on o's stream, carrying ctx's trace.
 func (l *lifecycle) guarded(ctx context.Context, o Order, to string, lines []inventory.ReleaseLine) inventory.Release {
 	return inventory.Release{
 		OrderID: o.ID, UserID: o.userID, Lines: lines,
 		Guard: &inventory.Guard{Key: l.keys.Status(o.ID), Field: "status",
-			From: []string{StatusPending, StatusConfirmed}, To: to},
-		Outbox: &inventory.Outbox{Stream: l.keys.Stream(o.partition), Values: transitionValues(o, to, time.Now(), "", telemetry.Traceparent(ctx))},
+			From: fromOf(to), To: to},
+		Outbox: &inventory.Outbox{Stream: l.keys.Stream(o.partition), Values: transitionValues(o, to, time.Now(), o.paymentRef, telemetry.Traceparent(ctx))},
 	}
+}
+
+// fromOf is the statuses an order may move to to from by giving its
+// units back: only a paid order is refunded, only an unpaid one cancelled
+// or expired, so a payment and a cancel (or expiry) never both win.
+func fromOf(to string) []string {
+	if to == StatusRefunded {
+		return []string{StatusPaid}
+	}
+	return []string{StatusPending, StatusConfirmed}
 }
 
 // kindTransition marks a transition entry of the order stream: an order

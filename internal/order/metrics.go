@@ -26,11 +26,11 @@ func newPlaceMetrics(reg prometheus.Registerer) *placeMetrics {
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .5, 1, 2},
 		}),
 		transitions: metric.CounterVec("shop_order_transitions_total",
-			"Orders paid, cancelled, or expired when a payment found them late (the sweeper counts its own).", "status"),
+			"Orders paid, cancelled, refunded, or expired when a payment found them late (the sweeper counts its own).", "status"),
 		released: metric.CounterVec("shop_order_released_units_total",
-			"Units given back to stock by cancelled orders and those a payment found expired.", "status"),
+			"Units given back to stock by cancelled and refunded orders and those a payment found expired.", "status"),
 		payments: metric.CounterVec("shop_payments_total",
-			"Payments by outcome: paid, declined, not_payable, incomplete (the provider needs more), refunded (it lost to expiry, a cancel or another payment).", "outcome"),
+			"Payments by outcome: paid, declined, not_payable, incomplete (the provider needs more), refunded (by an admin, or it lost to expiry, a cancel or another payment).", "outcome"),
 	}
 	reg.MustRegister(m.purchases, m.script, m.transitions, m.released, m.payments)
 	return m

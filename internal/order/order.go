@@ -31,12 +31,31 @@ const (
 	StatusPaid      = "paid"
 	StatusCancelled = "cancelled" // by its buyer: the units went back
 	StatusExpired   = "expired"   // not paid by expires_at: the units went back
+	StatusRefunded  = "refunded"  // paid, then paid back by an admin: the units went back
 	StatusRejected  = "rejected"  // could never be written: dead-lettered
 	// StatusAborted is the tombstone the saga repair leaves on the home of
 	// an order that never committed (internal/order/saga). It has no
 	// items, so every reader of statuses sees no order.
 	StatusAborted = "aborted"
 )
+
+// Final returns an order's final state once next is known after
+// recorded: the first final state stands (a redelivered or late event
+// changes nothing), except that a refund follows the payment it undoes.
+// Readers that merge PostgreSQL's record with the stream's events (the
+// audit, recovery) go by it.
+func Final(recorded, next string) string {
+	if recorded == "" || recorded == StatusPaid && next == StatusRefunded {
+		return next
+	}
+	return recorded
+}
+
+// GivenBack tells whether an order in final state status gave its units
+// back (cancelled, expired or refunded): it holds none.
+func GivenBack(status string) bool {
+	return status == StatusCancelled || status == StatusExpired || status == StatusRefunded
+}
 
 // How long Redis keeps an order's status and a buyer's idempotency record.
 // The status hash is the guard of every lifecycle step, so it lives at
@@ -118,6 +137,7 @@ type Service struct {
 
 	paymentTTL time.Duration
 	payments   PaymentProvider
+	restore    func(ctx context.Context, id string) error // Options.Restore
 	// betweenReads, for tests, is called between the Redis and the
 	// PostgreSQL read of an order (Get, a lifecycle step, on a miss in
 	// Redis) or of a buyer's orders (List).
@@ -143,6 +163,11 @@ type Options struct {
 	// Placer builds the placer on the service's Kit: internal/order/saga's
 	// on a Redis Cluster (nil: one run of reserve.lua, on a single Redis).
 	Placer func(Kit) Placer
+	// Restore writes the Redis status of written order id back from
+	// PostgreSQL, as PostgreSQL records its state (internal/order/ledger's
+	// Restorer): a refund of a paid order Redis forgot takes the guarded
+	// step of any other (nil: such a refund answers 503).
+	Restore func(ctx context.Context, id string) error
 }
 
 // New returns the order service. Its metrics are registered on reg.
@@ -152,7 +177,7 @@ func New(db *pgxpool.Pool, rdb redis.UniversalClient, stock *inventory.Stock, ex
 		db: db, rdb: rdb, reserveRdb: cmp.Or[redis.Scripter](o.ReserveRedis, rdb), stock: stock, exists: exists,
 		keys: orderkey.New(prefix, stock.Partitions()), log: log,
 		metrics: newPlaceMetrics(reg), paymentTTL: max(o.PaymentTTL, 0), payments: o.Payments,
-		life: newLifecycle(rdb, stock, prefix, log),
+		life: newLifecycle(rdb, stock, prefix, log), restore: o.Restore,
 	}
 	if s.payments == nil {
 		s.payments = NewTestProvider()

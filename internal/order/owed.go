@@ -82,7 +82,7 @@ func (l *lifecycle) giveBackSpread(ctx context.Context, o Order, to string) (inv
 	if r.Refused {
 		state = r.State
 	}
-	if state == StatusCancelled || state == StatusExpired {
+	if GivenBack(state) {
 		// Ours or another's decision: finish its releases either way, so
 		// the owed entry can go.
 		units, err := l.releaseForeign(ctx, o)
@@ -178,7 +178,7 @@ func (l *lifecycle) settle(ctx context.Context, p int, id string) (done bool, er
 		switch o.Status {
 		case StatusPending, StatusConfirmed:
 			return false, nil // no decision yet: the claim's lease brings it back
-		case StatusCancelled, StatusExpired:
+		case StatusCancelled, StatusExpired, StatusRefunded:
 			if _, err := l.releaseForeign(ctx, o); err != nil {
 				return false, err
 			}

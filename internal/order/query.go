@@ -23,7 +23,7 @@ const (
 	// else confirmed.
 	orderColumnsSQL = `
 SELECT o.id, o.total_cents, o.created_at, o.expires_at, coalesce(t.status, 'confirmed'),
-       CASE WHEN t.status = 'paid' THEN t.at END, coalesce(t.payment_ref, ''),
+       CASE WHEN t.status IN ('paid', 'refunded') THEN t.at END, coalesce(t.payment_ref, ''),
        coalesce(json_agg(json_build_object('sku', i.sku, 'quantity', i.quantity, 'price_cents', i.price_cents)
                 ORDER BY i.sku) FILTER (WHERE i.sku IS NOT NULL), '[]')
 FROM orders o LEFT JOIN order_items i ON i.order_id = o.id

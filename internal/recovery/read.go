@@ -178,7 +178,7 @@ func (sc *scan) add(m redis.XMessage) {
 type holding struct {
 	user  string
 	units int64
-	final string // "", paid, cancelled, expired
+	final string // "", paid, cancelled, expired, refunded
 	// hold: counted from a standing saga hold, no store naming its order.
 	hold bool
 }
@@ -198,7 +198,7 @@ func (r *Recoverer) readHolds(ctx context.Context) ([]saga.Hold, error) {
 }
 
 func (h *holding) holds() bool {
-	return h.final != order.StatusCancelled && h.final != order.StatusExpired
+	return !order.GivenBack(h.final)
 }
 
 // heldOrders gathers, per live round, every known order once: PostgreSQL's
@@ -242,14 +242,12 @@ func (r *Recoverer) heldOrders(ctx context.Context, rounds []liveRound, sc *scan
 		return nil, err
 	}
 	for _, t := range sc.transitions {
-		if _, ok := finals[t.OrderID]; !ok {
-			finals[t.OrderID] = t.Transition
-		}
+		finals[t.OrderID] = order.Final(finals[t.OrderID], t.Transition)
 	}
 	for _, orders := range out {
 		for id, h := range orders {
-			if h.final == "" {
-				h.final = finals[id]
+			if f, ok := finals[id]; ok {
+				h.final = order.Final(h.final, f)
 			}
 		}
 	}

@@ -30,6 +30,7 @@ var statusOf = map[string]int{
 	apperr.CodeOrderPending:       http.StatusConflict,
 	apperr.CodeOrderNotPayable:    http.StatusConflict,
 	apperr.CodeNotCancellable:     http.StatusConflict,
+	apperr.CodeNotRefundable:      http.StatusConflict,
 	apperr.CodeConflict:           http.StatusConflict,
 	apperr.CodePayloadTooLarge:    http.StatusRequestEntityTooLarge,
 	apperr.CodeUnsupportedMedia:   http.StatusUnsupportedMediaType,

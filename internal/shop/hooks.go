@@ -43,14 +43,14 @@ func AfterCommit(boards *bestseller.Service) func(context.Context, []writer.Pers
 	}
 }
 
-// AfterTransition is the order writer's after-transition hook: a cancelled
-// or expired order's units leave the best-seller boards (once: TakeBack
+// AfterTransition is the order writer's after-transition hook: a
+// cancelled, expired or refunded order's units leave the best-seller boards (once: TakeBack
 // marks order ids, so a transition delivered again takes nothing twice).
 func AfterTransition(boards *bestseller.Service) func(context.Context, []writer.Transition) error {
 	return func(ctx context.Context, ts []writer.Transition) error {
 		var back []bestseller.Order
 		for _, t := range ts {
-			if t.Status == order.StatusCancelled || t.Status == order.StatusExpired {
+			if order.GivenBack(t.Status) {
 				back = append(back, BestSellerOrders([]writer.Persisted{{ID: t.OrderID, CreatedAt: t.CreatedAt, Items: t.Items}})...)
 			}
 		}

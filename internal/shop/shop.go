@@ -36,6 +36,7 @@ import (
 	"github.com/shop-oss/shop/internal/lock"
 	"github.com/shop-oss/shop/internal/onetrip"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/ledger"
 	"github.com/shop-oss/shop/internal/order/orderhttp"
 	"github.com/shop-oss/shop/internal/order/saga"
 	"github.com/shop-oss/shop/internal/order/sweeper"
@@ -347,7 +348,8 @@ func newOrders(st Stores, cfg *config.Config, stock *inventory.Stock, catalog *i
 	reg prometheus.Registerer, purchases redis.Scripter, placer *saga.Placer) *order.Service {
 	return order.New(st.DB, st.Redis, stock, catalog.Exists, cfg.KeyPrefix, log, reg,
 		order.Options{PaymentTTL: cfg.PaymentTTL, Payments: PaymentProvider(cfg),
-			ReserveRedis: purchases, Placer: placerOf(placer)})
+			ReserveRedis: purchases, Placer: placerOf(placer),
+			Restore: ledger.New(st.Redis, cfg.KeyPrefix, cfg.Partitions()).Restorer(st.DB)})
 }
 
 // newSaga is the placer of the orders on a Redis Cluster, whose lines lie

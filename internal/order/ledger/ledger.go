@@ -6,6 +6,7 @@ package ledger
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -283,7 +284,7 @@ func skusOf(items []order.ReservedItem) []string {
 
 // PersistedOrder is an order as PostgreSQL holds it: the order and its
 // items, and State, its final state if one was recorded ('paid',
-// 'cancelled' or 'expired'), else "confirmed".
+// 'cancelled', 'expired' or 'refunded'), else "confirmed".
 type PersistedOrder struct {
 	Confirmed
 	State string
@@ -327,5 +328,23 @@ WHERE o.id = $1::uuid`, id)
 			}
 		}
 		return o, rows.Err()
+	}
+}
+
+// Restorer restores the Redis status of written order id as PostgreSQL
+// records its state (order's Options.Restore: the refund of a paid order
+// whose status Redis forgot).
+func (l *Ledger) Restorer(db *pgxpool.Pool) func(context.Context, string) error {
+	persisted := PersistedIn(db)
+	return func(ctx context.Context, id string) error {
+		o, err := persisted(ctx, id)
+		if err == nil && o == nil {
+			err = errors.New("not in PostgreSQL")
+		}
+		if err != nil {
+			return fmt.Errorf("restore the status of order %s: %w", id, err)
+		}
+		_, err = l.RestoreStatus(ctx, o.Confirmed, o.State)
+		return err
 	}
 }

@@ -36,7 +36,7 @@ type event struct {
 // confirmed (or pending), added by the lifecycle step itself (order's
 // pay.lua and transitionValues, or inventory's release with its outbox
 // entry). Fields: kind, order_id,
-// user_id, status (paid, cancelled, expired), at_ms, payment_ref,
+// user_id, status (paid, cancelled, expired, refunded), at_ms, payment_ref,
 // created_ms, items (as in the order's event).
 const kindTransition = "transition"
 
@@ -68,7 +68,7 @@ func parseTransition(m redis.XMessage) (Transition, error) {
 	}
 	t.OrderID, t.UserID = id.String(), user.String()
 	switch t.Status {
-	case order.StatusPaid, order.StatusCancelled, order.StatusExpired:
+	case order.StatusPaid, order.StatusCancelled, order.StatusExpired, order.StatusRefunded:
 	default:
 		return t, fmt.Errorf("%w: transition to %q", errMalformed, t.Status)
 	}

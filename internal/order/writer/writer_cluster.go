@@ -95,12 +95,12 @@ func (w *Writer) retryRedis(ctx context.Context, step func(context.Context) erro
 }
 
 // rejectLua marks the status hash key rejected, for ttl ms, unless it holds
-// a final status (paid, cancelled, expired): an order whose units went back
+// a final status (paid, cancelled, expired, refunded): an order whose units went back
 // must keep saying so, and the owed step (owed.go) goes by it.
 const rejectLua = `
 local function reject(key, ttl)
   local st = redis.call('HGET', key, 'status')
-  if st ~= 'paid' and st ~= 'cancelled' and st ~= 'expired' then
+  if st ~= 'paid' and st ~= 'cancelled' and st ~= 'expired' and st ~= 'refunded' then
     redis.call('HSET', key, 'status', 'rejected')
     redis.call('PEXPIRE', key, ttl)
   end

@@ -555,3 +555,43 @@ func TestManyEventsAtOnce(t *testing.T) {
 	}
 	f.audited(t)
 }
+
+// An admin's refund of an order paid through Stripe is one Refund of its
+// PaymentIntent: Stripe erring answers 503 with the order refunded (its
+// unit back) and its payment not yet; the next refund finishes it, and a
+// repeat asks Stripe nothing more.
+func TestAdminRefundThroughStripe(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.stripe.point(t, stripeMockSucceeded(t))
+	f.Sale(t, "stripe-refund", 300, 5, 0)
+	id, tok := f.confirmedOrder(t, "stripe-refund")
+	r := f.Do(t, "POST", "/api/v1/orders/"+id+"/pay", tok, `{"payment_token":"pm_card_visa"}`)
+	shoptest.WantStatus(t, r, http.StatusOK)
+	pi := r.JSON(t)["payment"].(map[string]any)["id"].(string)
+	adm := admin(t, f)
+	refund := func() openapitest.Reply { return f.Do(t, "POST", "/api/v1/admin/orders/"+id+"/refund", adm, "") }
+
+	f.stripe.refundsDown.Store(true)
+	shoptest.WantStatus(t, refund(), http.StatusServiceUnavailable)
+	if o := f.order(t, id, tok); o["status"] != "refunded" || o["payment"].(map[string]any)["status"] != "succeeded" {
+		t.Fatalf("after Stripe erred: %v, want refunded with the payment not yet", o)
+	}
+	f.stripe.refundsDown.Store(false)
+	for range 2 {
+		r := refund()
+		shoptest.WantStatus(t, r, http.StatusOK)
+		p := r.JSON(t)["payment"].(map[string]any)
+		if r.JSON(t)["status"] != "refunded" || p["status"] != "refunded" || p["refunded_cents"] != 300.0 || p["id"] != pi {
+			t.Fatalf("refund: %s", r.Body)
+		}
+	}
+	if n := f.stripe.refundsOf(pi); n != 1 {
+		t.Fatalf("%d refunds asked of Stripe, want 1", n)
+	}
+	st := f.Do(t, "GET", "/api/v1/admin/products/stripe-refund/stock", adm, "").JSON(t)
+	if st["available"] != 5.0 || st["released"] != 1.0 {
+		t.Fatalf("stock %v: the refunded unit is not back once", st)
+	}
+	f.audited(t)
+}

@@ -296,3 +296,25 @@ func TestRecoverDuringASale(t *testing.T) {
 		t.Fatalf("recovery of a sound sale changed it: %+v", rep.Rounds)
 	}
 }
+
+// A refunded order holds no units for recover, also while PostgreSQL
+// still records it paid and only the stream has its refund: "a"'s live
+// state lost after the refund, the rebuild gives back the refunded unit
+// and takes it off its buyer, once; the audit agrees once it is written.
+func TestRecoverGivesBackARefundedOrdersUnits(t *testing.T) {
+	t.Parallel()
+	s := newSale(t)
+	ctx, rdb := context.Background(), s.Redis.Client
+	if o, err := s.Orders.Refund(ctx, s.orders[0]); err != nil || o.Status != order.StatusRefunded {
+		t.Fatalf("refund: %+v %v", o, err)
+	}
+	rdb.Unlink(ctx, s.Stock.SaleKey("a"), s.Stock.BuyersKey("a"), s.Stock.SaleKey("a")+":released")
+	s.recover(t, s.orders...)
+	a, buyers := s.live(t, "a")
+	// a0 (1, refunded) and a1 (2, cancelled) back; a2 (3) held.
+	if a.Available != 7 || a.Released != 3 || buyers[s.users[2]] != "3" || len(buyers) != 1 {
+		t.Fatalf("a after recover: %+v buyers %v, want 7 available, 3 released, only buyer 2's 3 units", a, buyers)
+	}
+	s.Drain(t)
+	s.auditOK(t)
+}
