@@ -14,8 +14,8 @@ import (
 	"github.com/shop-oss/shop/internal/auth"
 	"github.com/shop-oss/shop/internal/bestseller"
 	"github.com/shop-oss/shop/internal/config"
-	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/order/ledger"
+	"github.com/shop-oss/shop/internal/order/orderkey"
 )
 
 // `shop seed demo --reset` clears the demo's data, and only it, so that a
@@ -122,7 +122,7 @@ func persistAccepted(ctx context.Context, st *stores, cfg *config.Config, log *s
 	wctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- newWriter(st, cfg, log, newRegistry(), wf, nil).Run(wctx) }()
-	err := waitDrained(ctx, st.redis, order.Streams(cfg.KeyPrefix, cfg.Partitions()))
+	err := waitDrained(ctx, st.redis, orderkey.Streams(cfg.KeyPrefix, cfg.Partitions()))
 	stop()
 	// A writer may return at once (nothing to do) or when stopped.
 	if werr := <-done; err == nil && werr != nil && !errors.Is(werr, context.Canceled) {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/database"
-	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/orderkey"
 	"github.com/shop-oss/shop/internal/order/writer"
 	"github.com/shop-oss/shop/internal/server"
 	"github.com/shop-oss/shop/internal/shop"
@@ -174,7 +174,7 @@ func openMigrated(ctx context.Context, cfg *config.Config, log *slog.Logger) (*s
 	if n > 0 {
 		log.Info("migrations applied", "count", n)
 	}
-	if err := order.SettlePartitions(ctx, st.redis, cfg.KeyPrefix, cfg.Partitions()); err != nil {
+	if err := orderkey.SettlePartitions(ctx, st.redis, cfg.KeyPrefix, cfg.Partitions()); err != nil {
 		st.Close()
 		return nil, err
 	}

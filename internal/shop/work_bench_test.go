@@ -18,7 +18,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/shop-oss/shop/internal/config"
-	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/orderkey"
 	"github.com/shop-oss/shop/internal/order/writer"
 	"github.com/shop-oss/shop/internal/shop"
 	"github.com/shop-oss/shop/internal/shop/shoptest"
@@ -86,7 +86,7 @@ func BenchmarkPurchaseWork(b *testing.B) {
 		stopWriter()
 		<-wdone
 	}()
-	stream := order.Streams(a.Config.KeyPrefix, a.Config.Partitions())[0]
+	stream := orderkey.Streams(a.Config.KeyPrefix, a.Config.Partitions())[0]
 
 	aof, aofFrom := aofFile(b, rdb)
 	before := readWork(b, rdb)

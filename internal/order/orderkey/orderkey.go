@@ -2,7 +2,8 @@
 // dead letters, due and owed sets, the saga's holds and logs, and every
 // order's status hash, idempotency records and buyer's pending index.
 // Order writes them; its writer, saga, ledger, audit and recovery read
-// them by these names, so a key is spelled in one place.
+// them by these names, so a key is spelled in one place. The partition
+// count they are laid out by is settled once per prefix (partitions.go).
 package orderkey
 
 import (

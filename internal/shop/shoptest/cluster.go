@@ -17,6 +17,7 @@ import (
 	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/order/ledger"
+	"github.com/shop-oss/shop/internal/order/orderkey"
 	"github.com/shop-oss/shop/internal/order/saga"
 	"github.com/shop-oss/shop/internal/testenv"
 )
@@ -44,7 +45,7 @@ func NewClusterSale(t testing.TB, skuPrefix string, units int) *ClusterSale {
 	ctx := context.Background()
 	s := &ClusterSale{RDB: rdb, DB: testenv.NewDatabase(t), Prefix: c.Prefix, Parts: keyspace.NewPartitions(6, true),
 		Log: slog.New(slog.DiscardHandler)}
-	if err := order.SettlePartitions(ctx, rdb, s.Prefix, s.Parts); err != nil {
+	if err := orderkey.SettlePartitions(ctx, rdb, s.Prefix, s.Parts); err != nil {
 		t.Fatal(err)
 	}
 	s.Stock = inventory.NewPartitionedStock(rdb, s.Prefix, s.Parts)

@@ -24,8 +24,8 @@ import (
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/openapitest"
-	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/order/ledger"
+	"github.com/shop-oss/shop/internal/order/orderkey"
 	"github.com/shop-oss/shop/internal/order/writer"
 	"github.com/shop-oss/shop/internal/server"
 	"github.com/shop-oss/shop/internal/shop"
@@ -135,7 +135,7 @@ func New(t testing.TB, o Options) *App {
 	}
 	// The partition count recorded, as every command that opens the
 	// stores does (tools read it, e.g. shop loadtest's checks).
-	if err := order.SettlePartitions(pctx, st.Redis, cfg.KeyPrefix, cfg.Partitions()); err != nil {
+	if err := orderkey.SettlePartitions(pctx, st.Redis, cfg.KeyPrefix, cfg.Partitions()); err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(10 * time.Second); !a.Listening(); time.Sleep(time.Millisecond) {
@@ -287,7 +287,7 @@ func (a *App) OrderKeys() ledger.StreamKeys {
 func (a *App) waitDrained(limit time.Duration) error {
 	ctx := context.Background()
 	deadline := time.Now().Add(limit)
-	for _, stream := range order.Streams(a.Config.KeyPrefix, a.Config.Partitions()) {
+	for _, stream := range orderkey.Streams(a.Config.KeyPrefix, a.Config.Partitions()) {
 		for !drained(ctx, a.Redis.Client, stream) {
 			if time.Now().After(deadline) {
 				return fmt.Errorf("the order stream %s did not drain in %s", stream, limit)

@@ -1,4 +1,4 @@
-package order
+package orderkey
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/shop-oss/shop/internal/keyspace"
+	"github.com/shop-oss/shop/internal/testenv"
 )
 
 // The partition count is settled by the first process; a later one with
@@ -13,8 +14,8 @@ import (
 // raising 1 on a single Redis, whose partition 0 keeps its stream.
 func TestSettlePartitions(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	ctx, rdb, pre := context.Background(), f.r.Client, f.r.Prefix
+	r := testenv.NewRedis(t)
+	ctx, rdb, pre := context.Background(), r.Client, r.Prefix
 	steps := []struct {
 		n       int
 		refused bool
@@ -36,7 +37,7 @@ func TestSettlePartitions(t *testing.T) {
 		t.Fatalf("recorded %q, want 4", got)
 	}
 	// On a cluster even a recorded 1 is not raised: every SKU is re-tagged.
-	other := f.r.Prefix + "c:"
+	other := r.Prefix + "c:"
 	if err := SettlePartitions(ctx, rdb, other, keyspace.NewPartitions(1, true)); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package order
+package orderkey
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/keyspace"
-	"github.com/shop-oss/shop/internal/order/orderkey"
 )
 
 // PartitionsKey holds the order partitions a Redis's orders are spread
@@ -65,7 +64,7 @@ func SettlePartitions(ctx context.Context, rdb redis.UniversalClient, prefix str
 // Streams names the order streams under prefix, one per partition of
 // parts (for tests and tools that wait for the writers).
 func Streams(prefix string, parts keyspace.Partitions) []string {
-	k := orderkey.New(prefix, parts)
+	k := New(prefix, parts)
 	out := make([]string, parts.Count())
 	for p := range out {
 		out[p] = k.Stream(p)
