@@ -16,6 +16,7 @@ import (
 	"github.com/shop-oss/shop/internal/config"
 	"github.com/shop-oss/shop/internal/order/ledger"
 	"github.com/shop-oss/shop/internal/order/orderkey"
+	"github.com/shop-oss/shop/internal/order/writer"
 )
 
 // `shop seed demo --reset` clears the demo's data, and only it, so that a
@@ -136,7 +137,7 @@ func persistAccepted(ctx context.Context, st *stores, cfg *config.Config, log *s
 func waitDrained(ctx context.Context, rdb redis.UniversalClient, streams []string) error {
 	deadline := time.Now().Add(drainLimit)
 	for _, s := range streams {
-		for !drained(ctx, rdb, s) {
+		for !writer.Drained(ctx, rdb, s) {
 			if time.Now().After(deadline) {
 				return fmt.Errorf("the order stream %s did not drain in %s: is PostgreSQL up?", s, drainLimit)
 			}
@@ -144,14 +145,6 @@ func waitDrained(ctx context.Context, rdb redis.UniversalClient, streams []strin
 		}
 	}
 	return nil
-}
-
-func drained(ctx context.Context, rdb redis.UniversalClient, stream string) bool {
-	groups, err := rdb.XInfoGroups(ctx, stream).Result()
-	if err == nil {
-		return len(groups) == 1 && groups[0].Pending == 0 && groups[0].Lag == 0
-	}
-	return rdb.XLen(ctx, stream).Val() == 0
 }
 
 // forgetStatuses deletes the status hashes of deleted orders: the

@@ -3,6 +3,8 @@ package writer
 import (
 	"context"
 	"sync"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // backlog paces the loops of one partition.
@@ -41,4 +43,15 @@ func (b *backlog) wait(ctx context.Context) {
 	case <-wake:
 	case <-ctx.Done():
 	}
+}
+
+// Drained tells whether the writers have read and acknowledged every entry
+// of stream (or there is no stream): PostgreSQL then holds every order
+// and transition it carried.
+func Drained(ctx context.Context, rdb redis.UniversalClient, stream string) bool {
+	groups, err := rdb.XInfoGroups(ctx, stream).Result()
+	if err == nil {
+		return len(groups) == 1 && groups[0].Pending == 0 && groups[0].Lag == 0
+	}
+	return rdb.XLen(ctx, stream).Val() == 0
 }

@@ -288,7 +288,7 @@ func (a *App) waitDrained(limit time.Duration) error {
 	ctx := context.Background()
 	deadline := time.Now().Add(limit)
 	for _, stream := range orderkey.Streams(a.Config.KeyPrefix, a.Config.Partitions()) {
-		for !drained(ctx, a.Redis.Client, stream) {
+		for !writer.Drained(ctx, a.Redis.Client, stream) {
 			if time.Now().After(deadline) {
 				return fmt.Errorf("the order stream %s did not drain in %s", stream, limit)
 			}
@@ -296,16 +296,6 @@ func (a *App) waitDrained(limit time.Duration) error {
 		}
 	}
 	return nil
-}
-
-// drained: the stream's one group has read and acknowledged every entry,
-// or there is no stream.
-func drained(ctx context.Context, rdb redis.UniversalClient, stream string) bool {
-	groups, err := rdb.XInfoGroups(ctx, stream).Result()
-	if err == nil {
-		return len(groups) == 1 && groups[0].Pending == 0 && groups[0].Lag == 0
-	}
-	return rdb.XLen(ctx, stream).Val() == 0
 }
 
 // WantStatus fails t unless r has status.
