@@ -45,11 +45,15 @@ type harness struct {
 // newHarness builds a service on the test Redis and PostgreSQL behind the
 // rate limiter, under a limit no test reaches. (The session check riding
 // with the limiter's window is internal/onetrip's, tested there.)
-func newHarness(t *testing.T) *harness {
+func newHarness(t *testing.T, opts ...func(*Config)) *harness {
 	t.Helper()
 	r := testenv.NewRedis(t)
-	return newHarnessLimited(t, testenv.NewDatabase(t).Pool, r.Client, r.Prefix, 1_000_000)
+	return newHarnessLimited(t, testenv.NewDatabase(t).Pool, r.Client, r.Prefix, 1_000_000, opts...)
 }
+
+// productionCost hashes at OWASP's cost, for the tests of what the cost
+// buys (an unknown email's login costing a hash, say).
+func productionCost(c *Config) { c.FastHashing = false }
 
 // newHarnessOn builds a service on the given stores (a dead one, say),
 // without a rate limiter, so that the service alone answers an outage.
@@ -64,7 +68,10 @@ func newHarnessLimited(t *testing.T, db *pgxpool.Pool, rdb redis.UniversalClient
 	t.Helper()
 	h := &harness{db: db, rdb: rdb, prefix: prefix, reg: prometheus.NewRegistry()}
 	log := slog.New(slog.DiscardHandler)
-	cfg := Config{Secret: testSecret, AccessTTL: testAccessTTL, SessionTTL: testSessionTTL, KeyPrefix: prefix}
+	// Cheap hashes: the harness's tests are about sessions, throttles and
+	// erasure, not the hash's cost, which password_test.go checks at the
+	// production cost (OWASP's argon2id under -race took a second a login).
+	cfg := Config{Secret: testSecret, AccessTTL: testAccessTTL, SessionTTL: testSessionTTL, KeyPrefix: prefix, FastHashing: true}
 	for _, o := range opts {
 		o(&cfg)
 	}

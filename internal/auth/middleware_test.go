@@ -74,7 +74,7 @@ func (h *harness) sessionKeys(t *testing.T) []string {
 // faster; the bound is loose (5x) so a busy machine cannot fail it.
 func TestUnknownEmailCostsAHash(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
+	h := newHarness(t, productionCost)
 	h.mustCreate(t, "ada@example.com", RoleShopper)
 	fastest := func(email string) time.Duration {
 		best := time.Hour
