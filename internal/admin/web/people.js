@@ -90,15 +90,22 @@ async function findOrders(ev) {
   await moreOrders(false);
 }
 
+// latestList numbers the list requests: an answer to an older one (a search
+// the admin has since changed, or a page asked before a refund) is
+// dropped, so it never draws over a newer list.
+const latestList = { orders: 0, customers: 0 };
+
 async function moreOrders(more = true) {
   const form = $("orders-form");
+  const n = ++latestList.orders;
   try {
     const page = await api("GET", "/admin/orders" + ordersQuery());
+    if (n !== latestList.orders) return;
     clearErrors(form);
     showRows("orders-table", page.items.map(orderRow), more);
     ordersCursor = page.next_cursor || null;
     $("orders-more").hidden = !ordersCursor;
-  } catch (err) { showErrors(form, err); }
+  } catch (err) { if (n === latestList.orders) showErrors(form, err); }
 }
 
 // shortId is an order id's last eight characters: its ids are time
@@ -157,13 +164,15 @@ async function moreCustomers(more = true) {
   const email = $("customers-email").value.trim();
   if (email) q.set("email", email);
   if (customersCursor) q.set("cursor", customersCursor);
+  const n = ++latestList.customers;
   try {
     const page = await api("GET", "/admin/users?" + q.toString());
+    if (n !== latestList.customers) return;
     clearErrors(form);
     showRows("customers-table", page.items.map(customerRow), more);
     customersCursor = page.next_cursor || null;
     $("customers-more").hidden = !customersCursor;
-  } catch (err) { showErrors(form, err); }
+  } catch (err) { if (n === latestList.customers) showErrors(form, err); }
 }
 
 function customerRow(u) {
