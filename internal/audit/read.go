@@ -335,11 +335,19 @@ func sumBuckets(raw list[[2]any], skus []string, buckets []int) (list[[2]any], e
 		if i+n > len(raw) {
 			return nil, fmt.Errorf("%d sale hashes read, want more", len(raw))
 		}
+		sale := pairs(raw[i][0])
+		// The buckets were counted before the snapshot: a reseeding with
+		// another number in between would leave some unread, and on a
+		// cluster (bucketsOf) only bucket 0 is read.
+		if sale["round"] != "" && int(max(num(sale["buckets"]), 1)) != n {
+			return nil, fmt.Errorf("%s: read as %d buckets, its round has %s (being reseeded, or on a cluster, where the audit does not sum buckets yet)",
+				skus[k], n, sale["buckets"])
+		}
 		if n == 1 {
 			out, i = append(out, raw[i]), i+1
 			continue
 		}
-		sale, buyers := pairs(raw[i][0]), pairs(raw[i][1])
+		buyers := pairs(raw[i][1])
 		avail, given := num(sale["available"]), num(sale["released"])
 		for _, r := range raw[i+1 : i+n] {
 			bs := pairs(r[0])

@@ -66,3 +66,32 @@ func TestSnapshotScriptReadsABoundedPartOfTheSettledLog(t *testing.T) {
 		t.Errorf("settled with a cap of 1: %d read, truncated %v; want 1 and truncated", len(raw.Settled), raw.SettledTruncated)
 	}
 }
+
+// sumBuckets adds a bucketed round's buckets up, and refuses a snapshot
+// whose buckets do not agree with the count read before it (a reseeding
+// in between) rather than audit a part of the round.
+func TestSumBuckets(t *testing.T) {
+	hash := func(kv ...any) any { return kv }
+	b0 := hash("round", "7", "quantity", "9", "available", "2", "released", "1", "buckets", "2")
+	b1 := hash("round", "7", "available", "3", "buckets", "2")
+	got, err := sumBuckets(list[[2]any]{{b0, hash("u1", "2")}, {b1, hash("u2", "1")}}, []string{"a"}, []int{2})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("sum: %v %v", got, err)
+	}
+	l, _ := liveRound("a", got[0])
+	if l.avail != 5 || l.given != 1 || l.buyers["u1"] != 2 || l.buyers["u2"] != 1 {
+		t.Fatalf("summed round %+v", l)
+	}
+	for name, c := range map[string]struct {
+		raw list[[2]any]
+		n   int
+	}{
+		"another_round": {list[[2]any]{{b0, hash()}, {hash("round", "8", "available", "3"), hash()}}, 2},
+		"more_buckets":  {list[[2]any]{{b0, hash()}}, 1},
+		"fewer_read":    {list[[2]any]{{b0, hash()}}, 2},
+	} {
+		if _, err := sumBuckets(c.raw, []string{"a"}, []int{c.n}); err == nil {
+			t.Errorf("%s: summed", name)
+		}
+	}
+}
