@@ -31,11 +31,32 @@ func (s *Stock) BucketKey(sku string, b, buckets int) string {
 	}
 	suffix := "#" + strconv.Itoa(b)
 	if s.parts.Grouped() {
-		n := s.parts.Count()
-		p := (s.parts.Of(sku) + b*n/buckets) % n
-		return s.prefix + "sale:" + s.parts.Tag(p) + sku + suffix
+		return s.prefix + "sale:" + s.parts.Tag(s.BucketPartition(sku, b, buckets)) + sku + suffix
 	}
 	return s.prefix + "sale:{" + sku + suffix + "}"
+}
+
+// BucketPartition is the order partition whose slot bucket b of sku's
+// round of buckets shares on a cluster: the SKU's own for bucket 0, the
+// others spaced evenly over the partitions from it. A purchase from the
+// bucket appends its order to that partition's stream in the same script.
+func (s *Stock) BucketPartition(sku string, b, buckets int) int {
+	p := s.parts.Of(sku)
+	if b == 0 || buckets <= 1 || !s.parts.Grouped() {
+		return p // a single Redis: any partition's stream is as near
+	}
+	n := s.parts.Count()
+	return (p + b*n/buckets) % n
+}
+
+// BucketChannel is the changes channel a purchase from bucket b publishes
+// on: the SKU's on a single Redis, the bucket's own on a cluster, where
+// SPUBLISH must stay in the slot of the keys the script writes.
+func (s *Stock) BucketChannel(sku string, b, buckets int) string {
+	if b == 0 || !s.parts.Grouped() {
+		return s.ChangesChannel(sku)
+	}
+	return s.BucketKey(sku, b, buckets) + ":changed"
 }
 
 // BucketBuyersKey is the buyer counts of sku's bucket b: the shoppers
@@ -154,14 +175,28 @@ func (h *bucketHints) of(sku string) int {
 	return 1
 }
 
-// PurchaseKeys are the sale hash and buyer counts a purchase by user of
-// sku is decided on: the user's home bucket as this process last knew
-// the round's buckets (SaleKey and BuyersKey for a round of one). A
+// Home is where a shopper's purchases of a SKU are decided: their home
+// bucket's sale hash, buyer counts and changes channel, and the order
+// partition whose slot those keys share on a cluster.
+type Home struct {
+	Sale, Buyers, Channel      string
+	Bucket, Buckets, Partition int
+}
+
+// HomeOf is user's Home for sku, as this process last knew the round's
+// buckets (SaleKey, BuyersKey and bucket 0 for a round of one). A
 // purchase refused 'bucket' asks LearnBuckets and tries again.
-func (s *Stock) PurchaseKeys(sku, user string) (sale, buyers string) {
+func (s *Stock) HomeOf(sku, user string) Home {
 	buckets := s.hints.of(sku)
-	sale = s.BucketKey(sku, HomeBucket(user, buckets), buckets)
-	return sale, sale + ":buyers"
+	return s.HomeIn(sku, user, buckets)
+}
+
+// HomeIn is user's Home for sku in a round of buckets.
+func (s *Stock) HomeIn(sku, user string, buckets int) Home {
+	b := HomeBucket(user, buckets)
+	sale := s.BucketKey(sku, b, buckets)
+	return Home{Sale: sale, Buyers: sale + ":buyers", Channel: s.BucketChannel(sku, b, buckets),
+		Bucket: b, Buckets: max(buckets, 1), Partition: s.BucketPartition(sku, b, buckets)}
 }
 
 // BucketsHint is how many buckets sku's round has, as PurchaseKeys
@@ -200,11 +235,11 @@ var ErrBucketsChanging = errors.New("the round's buckets are changing")
 // MoveInto moves units of sku's live round of buckets into bucket home
 // from the others, so that home holds at least need (move.lua), in one
 // atomic step: ErrRoundShort when the round has fewer, ErrBucketsChanging
-// when its buckets are mid-seeding. It is built for a single Redis only:
-// on a cluster the buckets lie in several slots (docs/design/buckets.md).
+// when its buckets are mid-seeding. On a cluster, where the buckets lie
+// in several slots, it moves in steps (move_cluster.go).
 func (s *Stock) MoveInto(ctx context.Context, sku string, home, need, buckets int) error {
 	if s.parts.Grouped() {
-		return fmt.Errorf("move units of %s between buckets: %w", sku, errors.ErrUnsupported)
+		return s.moveAcross(ctx, sku, home, need, buckets)
 	}
 	keys := make([]string, buckets)
 	for b := range keys {
@@ -218,7 +253,7 @@ func (s *Stock) MoveInto(ctx context.Context, sku string, home, need, buckets in
 	case "ok":
 		return nil
 	case "short":
-		return ErrRoundShort
+		return s.moveAcross(ctx, sku, home, need, buckets)
 	}
 	return fmt.Errorf("move units of %s into bucket %d: %w", sku, home, ErrBucketsChanging)
 }

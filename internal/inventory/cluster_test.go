@@ -208,3 +208,129 @@ func commandCalls(stats, cmd string) int {
 	}
 	return 0
 }
+
+// A cluster move interrupted after its first step (a crash) leaves its
+// units on their way, counted by the source's moving and the round's
+// unsold sum, never lost: the sweeper's FinishMoves, once the record is
+// past its deadline, brings them in once, however often it runs, and a
+// move whose target round was replaced meanwhile adds nothing there.
+func TestClusterMoveFinishedAfterACrash(t *testing.T) {
+	t.Parallel()
+	c, rdb := testenv.StartOpenCluster(t, 3)
+	ctx := context.Background()
+	s := NewPartitionedStock(rdb, c.Prefix, keyspace.NewPartitions(6, true))
+	sku := "hot"
+	if err := s.OpenRound(ctx, sku, LiveRound{Round: 1, Quantity: 12, Buckets: 3}); err != nil {
+		t.Fatal(err)
+	}
+	crashed := false
+	s.faultAfterMoveOut = func() error {
+		crashed = true
+		return fmt.Errorf("simulated crash")
+	}
+	if err := s.MoveInto(ctx, sku, 1, 7, 3); err == nil || !crashed {
+		t.Fatalf("a move that crashed after its first step: %v", err)
+	}
+	s.faultAfterMoveOut = nil
+	states := readStates(t, s, sku, 3)
+	if sumOf(states, "available") >= 12 || sumOf(states, "moving") == 0 || unsoldOf(states) != 12 {
+		t.Fatalf("after the crash: %v, want units moving, none lost", states)
+	}
+	if n, err := s.FinishMoves(ctx); err != nil || n != 0 {
+		t.Fatalf("FinishMoves before the deadline: %d %v, want none finished", n, err)
+	}
+	inOnly(t, s, sku, 3) // a repair that crashed between its two steps
+	pastDeadline(t, s)
+	for range 2 { // a second sweeper, or the next sweep: nothing more
+		if _, err := s.FinishMoves(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	states = readStates(t, s, sku, 3)
+	if sumOf(states, "available") != 12 || sumOf(states, "moving") != 0 || sumOf(states, "moved_in") != sumOf(states, "moved_out") {
+		t.Fatalf("after FinishMoves: %v, want all 12 available, none moving", states)
+	}
+	if avail, _ := strconv.Atoi(states[1]["available"]); avail < 7 {
+		t.Fatalf("the home bucket holds %d, want at least the 7 asked", avail)
+	}
+
+	// Crashed again, and the round replaced before the repair: the new
+	// round's buckets get nothing from the old one's move.
+	s.faultAfterMoveOut = func() error { return fmt.Errorf("simulated crash") }
+	if err := s.MoveInto(ctx, sku, 0, 10, 3); err == nil {
+		t.Fatal("the second move did not crash")
+	}
+	s.faultAfterMoveOut = nil
+	if err := s.OpenRound(ctx, sku, LiveRound{Round: 2, Quantity: 6, Buckets: 3}); err != nil {
+		t.Fatal(err)
+	}
+	pastDeadline(t, s)
+	if _, err := s.FinishMoves(ctx); err != nil {
+		t.Fatal(err)
+	}
+	states = readStates(t, s, sku, 3)
+	if sumOf(states, "available") != 6 || sumOf(states, "moving") != 0 {
+		t.Fatalf("round 2 after the old round's move was finished: %v, want its own 6", states)
+	}
+	for p := range 6 {
+		if n := rdb.ZCard(ctx, s.movesIndexOf(p)).Val(); n != 0 {
+			t.Fatalf("partition %d's moves index holds %d entries after the repair", p, n)
+		}
+	}
+}
+
+func readStates(t *testing.T, s *Stock, sku string, buckets int) []map[string]string {
+	t.Helper()
+	out := make([]map[string]string, buckets)
+	for b := range buckets {
+		out[b] = s.rdb.HGetAll(context.Background(), s.BucketKey(sku, b, buckets)).Val()
+	}
+	return out
+}
+
+func sumOf(states []map[string]string, field string) int64 {
+	var n int64
+	for _, m := range states {
+		v, _ := strconv.ParseInt(m[field], 10, 64)
+		n += v
+	}
+	return n
+}
+
+func unsoldOf(states []map[string]string) int64 {
+	return sumOf(states, "available") + sumOf(states, "moved_out") - sumOf(states, "moved_in")
+}
+
+// inOnly runs the second step of every move of sku's round that has a
+// record, and not the third, as a repair that stopped between them.
+func inOnly(t *testing.T, s *Stock, sku string, buckets int) {
+	t.Helper()
+	ctx := context.Background()
+	for b := range buckets {
+		src := s.BucketKey(sku, b, buckets)
+		for id, rec := range s.rdb.HGetAll(ctx, src+":moves").Val() {
+			var dst int
+			var k, released int64
+			var round string
+			if _, err := fmt.Sscanf(rec, "%d %d %d %s", &dst, &k, &released, &round); err != nil {
+				t.Fatal(err)
+			}
+			in := s.BucketKey(sku, dst, buckets)
+			if err := moveInScript.Run(ctx, s.rdb, []string{in, in + ":moved"}, id, round, k, released).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// pastDeadline puts every move's index entry past its deadline, as time
+// would.
+func pastDeadline(t *testing.T, s *Stock) {
+	t.Helper()
+	ctx := context.Background()
+	for p := range s.parts.Count() {
+		for _, m := range s.rdb.ZRange(ctx, s.movesIndexOf(p), 0, -1).Val() {
+			s.rdb.ZAdd(ctx, s.movesIndexOf(p), redis.Z{Score: 1, Member: m})
+		}
+	}
+}

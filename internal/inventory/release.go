@@ -26,6 +26,10 @@ type ReleaseLine struct {
 	SKU      string
 	Quantity int
 	RoundID  int64
+	// Buckets is how many buckets the line's round had when it was bought
+	// (its item's; 0: as this process last knew). It names the home bucket
+	// the units go back to on a cluster.
+	Buckets int
 }
 
 // Guard makes a release conditional on, and atomic with, a state change of
@@ -123,7 +127,12 @@ const maxReleaseTries = 4
 func (s *Stock) homeBuckets(r Release) [][2]int {
 	out := make([][2]int, len(r.Lines))
 	for i, l := range r.Lines {
-		buckets := s.hints.of(l.SKU)
+		buckets := l.Buckets
+		if buckets == 0 && !s.parts.Grouped() {
+			// A line that does not say: bought before items named their
+			// buckets (on a cluster, only bucket 0 sold before they did).
+			buckets = s.hints.of(l.SKU)
+		}
 		out[i] = [2]int{HomeBucket(r.UserID, buckets), buckets}
 	}
 	return out
@@ -142,13 +151,27 @@ func (s *Stock) releaseKeys(r Release, homes [][2]int) []string {
 	}
 	keys = append(keys, gkey)
 	for i, l := range r.Lines {
-		keys = append(keys, s.SaleKey(l.SKU), s.BucketBuyersKey(l.SKU, homes[i][0], homes[i][1]), s.releasedKey(l.SKU))
+		sale := s.releaseInto(l.SKU, homes[i][0], homes[i][1])
+		keys = append(keys, sale, s.BucketBuyersKey(l.SKU, homes[i][0], homes[i][1]), sale+":released")
 	}
 	okey := s.SaleKey(r.Lines[0].SKU) + ":nooutbox"
 	if r.Outbox != nil {
 		okey = r.Outbox.Stream
 	}
 	return append(keys, okey)
+}
+
+// releaseInto is the sale hash a line bought from bucket b of a round of
+// buckets gives its units back to: bucket 0's on a single Redis, where one
+// script reaches both it and the buyer's count (so PostgreSQL's CHECK sees
+// every release in one place); the home bucket's own on a cluster, the
+// slot of the buyer's count, whose releases the moves carry on
+// (released_in) and PostgreSQL sums per bucket (docs/design/buckets.md).
+func (s *Stock) releaseInto(sku string, b, buckets int) string {
+	if !s.parts.Grouped() {
+		return s.SaleKey(sku)
+	}
+	return s.BucketKey(sku, b, buckets)
 }
 
 // releaseArgs are release.lua's arguments, in releaseKeys' order.
@@ -160,7 +183,11 @@ func (s *Stock) releaseArgs(r Release, homes [][2]int) []any {
 	args := make([]any, 0, 9+5*len(r.Lines))
 	args = append(args, r.OrderID, r.UserID, gfield, gto, gfrom, len(r.Lines))
 	for i, l := range r.Lines {
-		args = append(args, l.SKU, l.Quantity, l.RoundID, s.ChangesChannel(l.SKU), homes[i][0])
+		into := 0
+		if s.parts.Grouped() {
+			into = homes[i][0]
+		}
+		args = append(args, l.SKU, l.Quantity, l.RoundID, s.BucketChannel(l.SKU, into, homes[i][1]), homes[i][0])
 	}
 	var ovalues []string
 	whenGiven := "0"

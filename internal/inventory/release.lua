@@ -19,9 +19,10 @@
 -- All reads and checks come before the first write.
 --
 -- KEYS[1] guard hash (touched only when ARGV[3] ~= '')
--- KEYS[2 + 3(i-1)] sale state of line i (bucket 0's)
+-- KEYS[2 + 3(i-1)] sale state of line i (bucket 0's on a single Redis, the
+--         buyer's home bucket's on a cluster: release.go's releaseInto)
 -- KEYS[3 + 3(i-1)] its buyer counts (the buyer's home bucket's)
--- KEYS[4 + 3(i-1)] its released set
+-- KEYS[4 + 3(i-1)] the released set of KEYS[2 + 3(i-1)]
 -- ARGV[1] order id   ARGV[2] user id
 -- ARGV[3] guard field ('' for none)   ARGV[4] new value   ARGV[5] allowed
 --         values, comma-separated
@@ -86,12 +87,12 @@ end
 -- Decide every line before writing any.
 for _, l in ipairs(lines) do
   l.before = redis.call('SISMEMBER', l.released, order_id) == 1
-  local s = redis.call('HMGET', l.sale, 'round', 'buckets')
+  local s = redis.call('HMGET', l.sale, 'round', 'buckets', 'bucket')
   l.live = tonumber(s[1] or '0') == l.round
   local buckets = tonumber(s[2] or '1')
   l.bucketed = buckets > 1
   l.bucket_of = ''
-  if l.bucketed then l.bucket_of = ' 0 ' .. s[2] end
+  if l.bucketed then l.bucket_of = ' ' .. (s[3] or '0') .. ' ' .. s[2] end
   local home = 0
   if l.bucketed then home = tonumber(string.sub(redis.sha1hex(user), 1, 8), 16) % buckets end
   if l.live and not l.before and home ~= l.bucket then

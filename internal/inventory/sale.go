@@ -448,6 +448,22 @@ UPDATE sale_rounds AS r SET sold = r.sold + d.qty, released_seen = greatest(r.re
 FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS d(round_id, qty, released)
 WHERE r.id = d.round_id`
 
+// bucketsSoldSQL keeps the most units each bucket of a round had been
+// given back as its lines saw them, and addSoldBucketsSQL raises a
+// bucketed round's released_seen to their sum before the CHECK.
+const (
+	bucketsSoldSQL = `
+INSERT INTO sale_round_bucket_released (round_id, bucket, released_seen)
+SELECT * FROM unnest($1::bigint[], $2::smallint[], $3::bigint[]) ORDER BY 1, 2
+ON CONFLICT (round_id, bucket) DO UPDATE
+SET released_seen = greatest(sale_round_bucket_released.released_seen, excluded.released_seen)`
+	addSoldBucketsSQL = `
+UPDATE sale_rounds AS r SET sold = r.sold + d.qty, released_seen = greatest(r.released_seen, d.released,
+  CASE WHEN d.bucketed THEN (SELECT sum(b.released_seen) FROM sale_round_bucket_released b WHERE b.round_id = r.id) ELSE 0 END)
+FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::boolean[]) AS d(round_id, qty, released, bucketed)
+WHERE r.id = d.round_id`
+)
+
 // Sold is what a batch of persisted orders adds to one round: its units,
 // and the most units the round had given back (Released, see the live
 // stock format) when any of those orders was reserved. Units given back
@@ -455,6 +471,11 @@ WHERE r.id = d.round_id`
 type Sold struct {
 	Units    int64
 	Released int64
+	// Buckets, for a round of several stock buckets, is Released per
+	// bucket the lines were taken from: each bucket counts its own
+	// releases (on a cluster), so the round may sell quantity plus the
+	// sum over its buckets (docs/design/buckets.md).
+	Buckets map[int]int64
 }
 
 // RecordSold adds units (round id -> what was sold) to the rounds' sold
@@ -468,10 +489,26 @@ func RecordSold(ctx context.Context, tx pgx.Tx, units map[int64]Sold) error {
 	}
 	rounds := slices.Sorted(maps.Keys(units))
 	qtys, released := make([]int64, len(rounds)), make([]int64, len(rounds))
+	bucketed := make([]bool, len(rounds))
+	var bRounds, bReleased []int64
+	var bIndex []int16
 	for i, r := range rounds {
 		qtys[i], released[i] = units[r].Units, units[r].Released
+		for _, b := range slices.Sorted(maps.Keys(units[r].Buckets)) {
+			bucketed[i] = true
+			bRounds, bIndex, bReleased = append(bRounds, r), append(bIndex, int16(b)), append(bReleased, units[r].Buckets[b])
+		}
 	}
-	if _, err := tx.Exec(ctx, addSoldSQL, rounds, qtys, released); err != nil {
+	if len(bRounds) == 0 { // no bucketed round: the one statement of before
+		if _, err := tx.Exec(ctx, addSoldSQL, rounds, qtys, released); err != nil {
+			return fmt.Errorf("add to sold counts: %w", err)
+		}
+		return nil
+	}
+	if _, err := tx.Exec(ctx, bucketsSoldSQL, bRounds, bIndex, bReleased); err != nil {
+		return fmt.Errorf("add to the buckets' releases seen: %w", err)
+	}
+	if _, err := tx.Exec(ctx, addSoldBucketsSQL, rounds, qtys, released, bucketed); err != nil {
 		return fmt.Errorf("add to sold counts: %w", err)
 	}
 	return nil

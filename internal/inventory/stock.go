@@ -28,6 +28,9 @@ type Stock struct {
 	prefix string
 	parts  keyspace.Partitions
 	hints  bucketHints // how many buckets each SKU's round has, as purchases learnt it
+	// faultAfterMoveOut, for tests, runs after a cluster move's first
+	// step (a crash there leaves the record for FinishMoves).
+	faultAfterMoveOut func() error
 }
 
 // NewStock returns the live stock whose keys start with prefix, on a

@@ -25,8 +25,8 @@ const maxBucketTries = 8
 var errBucketsBusy = apperr.Unavailable("the stock is being rebalanced; retry with the same Idempotency-Key")
 
 // wrongBucketError: a line went to a bucket that is not the buyer's home
-// (the round's buckets were not what this process thought). On a cluster,
-// whose placer does not learn them yet, it answers a retry.
+// (the round's buckets were not what this process thought). Past the
+// last try it answers a retry.
 type wrongBucketError struct{ skus []string }
 
 func (e *wrongBucketError) Error() string {
@@ -35,8 +35,8 @@ func (e *wrongBucketError) Error() string {
 func (e *wrongBucketError) Unwrap() error { return errBucketsBusy }
 
 // shortError: a line's home bucket had too few units (some of skus may be
-// unbucketed, simply out of stock). It is out_of_stock where nothing
-// moves units (the cluster's placer, so far).
+// unbucketed, simply out of stock). Unwrapped, it is out_of_stock; a
+// placer moves units in and tries again instead (inBuckets).
 type shortError struct{ skus []string }
 
 func (e *shortError) Error() string { return fmt.Sprintf("order: home buckets short of %v", e.skus) }
@@ -45,8 +45,24 @@ func (e *shortError) Unwrap() error { return withSKUs(ErrOutOfStock, e.skus) }
 // reserveInBuckets is reserve, placed again after a stale guess of the
 // buckets or with units moved into a dry home bucket.
 func (s *Service) reserveInBuckets(ctx context.Context, e enqueue, lines []Line) (reservation, error) {
+	var res reservation
+	err := s.inBuckets(ctx, e.userID, lines, func() (err error) {
+		res, err = s.reserve(ctx, e, lines)
+		return err
+	})
+	return res, err
+}
+
+// InBuckets runs place (a placement of user's lines, by the saga on a
+// cluster) and runs it again after a stale guess of the buckets or with
+// units moved into a dry home bucket, as a single Redis's placement does.
+func (k Kit) InBuckets(ctx context.Context, user string, lines []Line, place func() error) error {
+	return k.s.inBuckets(ctx, user, lines, place)
+}
+
+func (s *Service) inBuckets(ctx context.Context, user string, lines []Line, place func() error) error {
 	for try := 1; ; try++ {
-		res, err := s.reserve(ctx, e, lines)
+		err := place()
 		var wrong *wrongBucketError
 		var short *shortError
 		var noSale *noSaleError
@@ -57,15 +73,15 @@ func (s *Service) reserveInBuckets(ctx context.Context, e enqueue, lines []Line)
 			// The guessed home bucket is gone: a reseeding left fewer.
 			err = s.learnBuckets(ctx, noSale.skus)
 		case errors.As(err, &short):
-			err = s.moveUnits(ctx, e.userID, lines, short.skus)
+			err = s.moveUnits(ctx, user, lines, short.skus)
 		default:
-			return res, err
+			return err
 		}
 		if err != nil {
-			return reservation{}, err
+			return err
 		}
 		if try == maxBucketTries {
-			return reservation{}, errBucketsBusy
+			return errBucketsBusy
 		}
 	}
 }

@@ -90,7 +90,7 @@ func (f *lifeFixture) sale(t *testing.T, sku string, units int) {
 func (f *lifeFixture) place(t *testing.T, user string, lines ...Line) string {
 	t.Helper()
 	ctx := context.Background()
-	id, err := f.svc.newOrderID(lines)
+	id, err := f.svc.newOrderID(user, lines)
 	if err != nil {
 		t.Fatal(err)
 	}

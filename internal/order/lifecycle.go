@@ -73,7 +73,7 @@ func (l *lifecycle) giveBack(ctx context.Context, o Order, to string) (inventory
 	}
 	var lines []inventory.ReleaseLine
 	for _, it := range o.lines {
-		lines = append(lines, inventory.ReleaseLine{SKU: it.SKU, Quantity: it.Quantity, RoundID: it.RoundID})
+		lines = append(lines, releaseLine(it))
 	}
 	r, err := l.stock.Release(ctx, l.guarded(ctx, o, to, lines))
 	if err != nil || r.Refused {
@@ -83,6 +83,18 @@ func (l *lifecycle) giveBack(ctx context.Context, o Order, to string) (inventory
 	// order it finds no longer pending or confirmed.
 	_ = l.rdb.ZRem(ctx, l.keys.Due(o.partition), o.ID).Err()
 	return r, nil
+}
+
+// releaseLine is the release of order line it: into the bucket it was
+// bought from.
+func releaseLine(it ReservedItem) inventory.ReleaseLine {
+	return inventory.ReleaseLine{SKU: it.SKU, Quantity: it.Quantity, RoundID: it.RoundID, Buckets: it.Buckets}
+}
+
+// linePartition is the partition of o's line it on a cluster: its
+// bucket's.
+func (l *lifecycle) linePartition(o Order, it ReservedItem) int {
+	return l.stock.HomeIn(it.SKU, o.userID, it.Buckets).Partition
 }
 
 // guarded is the release of lines (o's, in its home partition) that moves

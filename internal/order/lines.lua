@@ -74,9 +74,10 @@ local function check_lines(lines, user, now, passes)
   end
   for _, l in ipairs(lines) do
     local s = redis.call('HMGET', l.sale, 'round', 'available', 'limit', 'starts_ms', 'ends_ms', 'price_cents', 'released', 'room_rate',
-      'buckets', 'bucket', 'round_released')
+      'buckets', 'bucket', 'round_released', 'released_in')
     local buckets = tonumber(s[9] or '1')
     l.bucketed = buckets and buckets > 1
+    l.buckets = buckets
     if not s[1] then
       fail('no_sale', l.sku)
     else
@@ -106,9 +107,12 @@ local function check_lines(lines, user, now, passes)
       l.bucket_of = ''
       if l.bucketed then l.bucket_of = ' ' .. s[10] .. ' ' .. s[9] end
       -- A bucket's units may be ones another bucket was given back and
-      -- moved here: the round's releases, as the last move saw them, are
-      -- what PostgreSQL's CHECK must allow for.
-      if l.bucketed then l.released = math.max(l.released, tonumber(s[11] or '0')) end
+      -- moved here: the round's releases as the last move saw them (a
+      -- single Redis), or those the moves brought (released_in, a
+      -- cluster), are what PostgreSQL's CHECK must allow for.
+      if l.bucketed then
+        l.released = math.max(l.released, tonumber(s[11] or '0')) + tonumber(s[12] or '0')
+      end
     end
   end
   return worst, failed
@@ -143,6 +147,7 @@ local function take_lines(lines, user, publish)
     -- Absent reads as 0 everywhere (ReservedItem's omitempty): a round
     -- that gave nothing back costs the event and the status 13 bytes less.
     if l.released ~= 0 then items[i].released = l.released end
+    if l.bucketed then items[i].buckets = l.buckets end
   end
   return items
 end

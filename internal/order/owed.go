@@ -36,7 +36,7 @@ func (l *lifecycle) spread(o Order) bool {
 		return false
 	}
 	for _, it := range o.lines {
-		if l.keys.Parts().Of(it.SKU) != o.partition {
+		if l.linePartition(o, it) != o.partition {
 			return true
 		}
 	}
@@ -48,8 +48,8 @@ func (l *lifecycle) spread(o Order) bool {
 func (l *lifecycle) linesByPartition(o Order) (home []inventory.ReleaseLine, foreign map[int][]inventory.ReleaseLine) {
 	foreign = map[int][]inventory.ReleaseLine{}
 	for _, it := range o.lines {
-		line := inventory.ReleaseLine{SKU: it.SKU, Quantity: it.Quantity, RoundID: it.RoundID}
-		if p := l.keys.Parts().Of(it.SKU); p != o.partition {
+		line := releaseLine(it)
+		if p := l.linePartition(o, it); p != o.partition {
 			foreign[p] = append(foreign[p], line)
 		} else {
 			home = append(home, line)

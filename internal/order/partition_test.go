@@ -224,7 +224,7 @@ func TestOrderIDsPutTheStatusInTheHomeSlot(t *testing.T) {
 	s := &Service{keys: orderkey.New("p:", parts), stock: stock}
 	for i := range 200 {
 		lines := []Line{{SKU: fmt.Sprintf("sku-%d", i), Quantity: 1}, {SKU: "other", Quantity: 1}}
-		id, err := s.newOrderID(lines)
+		id, err := s.newOrderID("user", lines)
 		if err != nil {
 			t.Fatal(err)
 		}

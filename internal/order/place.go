@@ -74,7 +74,7 @@ func (s *Service) Place(ctx context.Context, user string, lines []Line, o PlaceO
 
 // placeOne places an order on a single Redis: one run of reserve.lua.
 func (s *Service) placeOne(ctx context.Context, user string, lines []Line, o PlaceOptions) (reservation, error) {
-	id, err := s.newOrderID(lines)
+	id, err := s.newOrderID(user, lines)
 	if err != nil {
 		return reservation{}, err
 	}
@@ -90,7 +90,7 @@ func (s *Service) placeOne(ctx context.Context, user string, lines []Line, o Pla
 // reserved (so a second run of the same reservation is recognised): a
 // UUIDv7, stamped on a cluster with the order's home partition, whose slot
 // its status hash shares.
-func (s *Service) newOrderID(lines []Line) (string, error) {
+func (s *Service) newOrderID(user string, lines []Line) (string, error) {
 	id, err := uuid.NewV7()
 	if err != nil {
 		return "", fmt.Errorf("order id: %w", err)
@@ -98,7 +98,8 @@ func (s *Service) newOrderID(lines []Line) (string, error) {
 	if len(lines) == 0 { // refused by reserve's checks
 		return id.String(), nil
 	}
-	return s.keys.Parts().Stamp(id, homeOfLines(s.keys, lines)).String(), nil
+	// The first line's bucket's partition: a buy-now commits in one step.
+	return s.keys.Parts().Stamp(id, s.linePlace(lines[0].SKU, user).Partition).String(), nil
 }
 
 // explain turns a reservation error into the answer the buyer gets.

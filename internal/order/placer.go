@@ -68,15 +68,18 @@ func (Kit) Refusal(reason string, skus []string) error { return rejection(reason
 // share with reserve.lua (lines.lua).
 func (Kit) Script(body string) string { return withLines(body) }
 
-// NewOrderID is the id of a new order of lines (Service.newOrderID).
-func (k Kit) NewOrderID(lines []Line) (string, error) { return k.s.newOrderID(lines) }
-
-// LineKeys are the keys a stock-taking script gets for sku, as
-// reserve.lua does: its sale, its buyers, its room's passes; and the
-// channel it publishes the stock it leaves on.
-func (k Kit) LineKeys(sku string) (sale, buyers, passes, channel string) {
-	return k.Stock.SaleKey(sku), k.Stock.BuyersKey(sku), k.s.passesKey(sku), k.s.changesChannel(sku)
+// NewOrderID is the id of a new order of user's lines (Service.newOrderID).
+func (k Kit) NewOrderID(user string, lines []Line) (string, error) {
+	return k.s.newOrderID(user, lines)
 }
+
+// LinePlace is where user's line of sku is decided, as reserve.lua's
+// keys and channel: the buyer's home bucket as this process last knew the
+// round's buckets, and its partition.
+func (k Kit) LinePlace(sku, user string) LinePlace { return k.s.linePlace(sku, user) }
+
+// ItemPartition is the partition of user's order line it (its bucket's).
+func (k Kit) ItemPartition(user string, it ReservedItem) int { return k.s.itemPartition(user, it) }
 
 // Live reads order id's live status (found false when Redis has none).
 func (k Kit) Live(ctx context.Context, id string) (Order, bool, error) {

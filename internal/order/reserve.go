@@ -82,6 +82,10 @@ type ReservedItem struct {
 	// expired orders) when this line was reserved: the round can sell its
 	// quantity plus those, which is what PostgreSQL checks (inventory.Sold).
 	Released int64 `json:"released,omitempty"`
+	// Buckets is how many stock buckets the line's round had (absent: 1):
+	// the line was taken from the buyer's home bucket of that many
+	// (inventory.HomeIn), whose partition is the line's on a cluster.
+	Buckets int `json:"buckets,omitempty"`
 }
 
 // enqueue is one run of the reserve script: the order's own keys, which
@@ -138,9 +142,9 @@ func (s *Service) reserve(ctx context.Context, e enqueue, lines []Line) (reserva
 	args = append(args, e.orderID, e.userID, s.statusTTL().Milliseconds(), idemTTL.Milliseconds(),
 		fingerprint, useCart, s.paymentTTL.Milliseconds(), home, len(lines))
 	for _, l := range lines {
-		sale, buyers := s.stock.PurchaseKeys(l.SKU, e.userID) // the buyer's home bucket
-		keys = append(keys, sale, buyers, s.passesKey(l.SKU))
-		args = append(args, l.SKU, l.Quantity, s.changesChannel(l.SKU))
+		at := s.linePlace(l.SKU, e.userID) // the buyer's home bucket
+		keys = append(keys, at.Sale, at.Buyers, at.Passes)
+		args = append(args, l.SKU, l.Quantity, at.Channel)
 	}
 	args = append(args, reserveDeadline(ctx), e.passes, telemetry.Traceparent(ctx))
 	reply, err := s.runReserve(ctx, e.checks, keys, args)
@@ -150,14 +154,34 @@ func (s *Service) reserve(ctx context.Context, e enqueue, lines []Line) (reserva
 	return parseReply(e.orderID, reply)
 }
 
-// changesChannel is where a reservation of sku publishes the stock it
-// leaves (inventory's format), unless the service was built quiet (the
+// LinePlace is where a buyer's line of a SKU is decided: their home
+// bucket (inventory.Home), the room passes read there, and the channel
+// the stock it leaves is published on (” for a service built quiet: the
 // events-off side of the reserve benchmark).
-func (s *Service) changesChannel(sku string) string {
-	if s.quiet {
-		return ""
+type LinePlace struct {
+	inventory.Home
+	Passes string
+}
+
+// linePlace is user's LinePlace for sku, as this process last knew the
+// round's buckets.
+func (s *Service) linePlace(sku, user string) LinePlace {
+	at := LinePlace{Home: s.stock.HomeOf(sku, user), Passes: s.passesKey(sku)}
+	if at.Bucket != 0 && s.stock.Partitions().Grouped() {
+		// A cluster's script may read only its own slot's keys: the
+		// passes a room admits to the bucket's shoppers are kept there.
+		at.Passes = at.Sale + ":room:passes"
 	}
-	return s.stock.ChangesChannel(sku)
+	if s.quiet {
+		at.Channel = ""
+	}
+	return at
+}
+
+// itemPartition is the partition of user's order line it on a cluster:
+// its bucket's (the SKU's own for a round of one bucket).
+func (s *Service) itemPartition(user string, it ReservedItem) int {
+	return s.stock.HomeIn(it.SKU, user, it.Buckets).Partition
 }
 
 func optionalKey(key, unused string) (string, string) {

@@ -57,6 +57,11 @@ func (s *Repair) Repair(ctx context.Context, sw *sweeper.Sweeper) (int, error) {
 	if !s.keys.Parts().Grouped() {
 		return 0, nil
 	}
+	// Moves of units between a round's buckets that a crash left half
+	// done: their units are on their way until finished.
+	if _, err := s.stock.FinishMoves(ctx); err != nil {
+		return 0, err
+	}
 	settled := 0
 	for p := range s.keys.Parts().Count() {
 		n, err := s.repairPartition(ctx, sw, p)
@@ -89,12 +94,13 @@ func (s *Repair) repairPartition(ctx context.Context, sw *sweeper.Sweeper, p int
 func (s *Repair) settleHold(ctx context.Context, p int, id string) error {
 	ctx, cancel := context.WithTimeout(ctx, stepTimeout)
 	defer cancel()
-	rec, err := s.rdb.HMGet(ctx, s.keys.Hold(p, id), "attempt", "items").Result()
+	rec, err := s.rdb.HMGet(ctx, s.keys.Hold(p, id), "attempt", "items", "user").Result()
 	if err != nil {
 		return fmt.Errorf("read hold %s: %w", id, err)
 	}
 	attempt, _ := rec[0].(string)
 	raw, _ := rec[1].(string)
+	user, _ := rec[2].(string)
 	var items []order.ReservedItem
 	if attempt == "" || json.Unmarshal([]byte(raw), &items) != nil || len(items) == 0 {
 		// Settled meanwhile (the record is gone) or not a record this
@@ -105,7 +111,7 @@ func (s *Repair) settleHold(ctx context.Context, p int, id string) error {
 	if err != nil {
 		return err
 	}
-	n, err := unholdOn(ctx, s.rdb, s.keys, s.stock, p, id, attempt, mode, items)
+	n, err := unholdOn(ctx, s.rdb, s.keys, s.stock, p, id, user, attempt, mode, items)
 	if err != nil {
 		return fmt.Errorf("settle hold %s: %w", id, err)
 	}
@@ -210,12 +216,13 @@ func dropIf(ours bool) string {
 // order id on partition p, whose record holds items in this order; it
 // returns the units given back, -1 when attempt holds nothing there.
 func unholdOn(ctx context.Context, rdb redis.Scripter, k orderkey.Keys, stock *inventory.Stock,
-	p int, id, attempt, mode string, items []order.ReservedItem) (int64, error) {
+	p int, id, user, attempt, mode string, items []order.ReservedItem) (int64, error) {
 	keys := []string{k.Hold(p, id), k.Holds(p)}
 	args := []any{id, attempt, mode}
 	for _, it := range items {
-		keys = append(keys, stock.SaleKey(it.SKU), stock.BuyersKey(it.SKU))
-		args = append(args, it.SKU, stock.ChangesChannel(it.SKU))
+		at := stock.HomeIn(it.SKU, user, it.Buckets) // the bucket the hold took from
+		keys = append(keys, at.Sale, at.Buyers)
+		args = append(args, it.SKU, at.Channel)
 	}
 	keys = append(keys, k.Settled(p))
 	args = append(args, ledger.SettledRetention.Milliseconds())

@@ -52,7 +52,7 @@ func TestRepairGivesBackTheHoldOfAnotherAttemptOfAPersistedOrder(t *testing.T) {
 		items := f.take(t, 9, id, u, "a2", repeat[1:])
 		held := []heldPart{{p: 9, items: items}}
 		res := f.commitOf(t, id, u, "a2", repeat, held)
-		f.saga.dropAll(ctx, id, "a2", held)
+		f.saga.dropAll(ctx, id, u, "a2", held)
 		f.writeOrder(t, id)
 		f.rdb.Del(ctx, f.saga.keys.Status(id)) // the failover
 		if restored {
@@ -135,8 +135,8 @@ func TestRepairTombstonesBeforeItAsksPostgreSQL(t *testing.T) {
 		// Another run of the order committing, and a repeat of its key
 		// arriving, while PostgreSQL is asked.
 		_, _, l.lateCommit = f.saga.commit(ctx, id, u, "", "a3", 1, "commit", lines[:1], nil)
-		fresh, _ := f.saga.NewOrderID(lines)
-		_, _, l.repeat = f.saga.claimOrderID(ctx, idems[id], fp, fresh, lines)
+		fresh, _ := f.saga.NewOrderID("buyer", lines)
+		_, _, l.repeat = f.saga.claimOrderID(ctx, idems[id], fp, fresh, u, lines)
 		looks[id] = l
 		return persisted(ctx, id)
 	}
@@ -166,7 +166,7 @@ func TestRepairTombstonesBeforeItAsksPostgreSQL(t *testing.T) {
 		st["deciding"] != "" || st["items"] == "" {
 		t.Fatalf("status %v after the repair, want the written order's, confirmed", st)
 	}
-	if got, replayed, err := f.saga.claimOrderID(ctx, writtenIdem, fp, "unused", lines); err != nil || got != written || !replayed {
+	if got, replayed, err := f.saga.claimOrderID(ctx, writtenIdem, fp, "unused", u, lines); err != nil || got != written || !replayed {
 		t.Fatalf("a repeat after the repair: %s replayed %v %v, want the written order's id, replayed", got, replayed, err)
 	}
 	r, err := f.saga.place(ctx, u, lines, order.PlaceOptions{IdemKey: "written"})
@@ -202,7 +202,7 @@ func TestRepairTombstonesBeforeItAsksPostgreSQL(t *testing.T) {
 	if _, _, err := f.saga.commit(ctx, aborted, u, "", "a4", 1, "commit", lines[:1], nil); !errors.Is(err, errSagaAborted) {
 		t.Fatalf("a late commit: %v, want aborted", err)
 	}
-	if got, replayed, err := f.saga.claimOrderID(ctx, abortedIdem, fp, "x", lines); err != nil || got == aborted || replayed {
+	if got, replayed, err := f.saga.claimOrderID(ctx, abortedIdem, fp, "x", u, lines); err != nil || got == aborted || replayed {
 		t.Fatalf("a repeat of the aborted order's key: %s %v %v, want a fresh order", got, replayed, err)
 	}
 	f.noHolds(t)

@@ -95,7 +95,11 @@ var errSagaBusy = apperr.Unavailable("another request with this Idempotency-Key 
 
 // Place places an order on a cluster (see the package doc).
 func (s *Placer) Place(ctx context.Context, user string, lines []order.Line, o order.PlaceOptions) (order.Placed, error) {
-	res, err := s.place(ctx, user, lines, o)
+	var res reservation
+	err := s.InBuckets(ctx, user, lines, func() (err error) {
+		res, err = s.place(ctx, user, lines, o)
+		return err
+	})
 	return order.Placed{OrderID: res.OrderID, Status: order.StatusPending, Replayed: res.Replayed}, err
 }
 
@@ -103,7 +107,7 @@ func (s *Placer) place(ctx context.Context, user string, lines []order.Line, o o
 	if err := s.CheckLines(lines); err != nil {
 		return reservation{}, err
 	}
-	id, err := s.NewOrderID(lines)
+	id, err := s.NewOrderID(user, lines)
 	if err != nil {
 		return reservation{}, err
 	}
@@ -111,7 +115,7 @@ func (s *Placer) place(ctx context.Context, user string, lines []order.Line, o o
 	if o.IdemKey != "" {
 		idem = s.keys.Idem(user, o.IdemKey)
 		var replayed bool
-		if id, replayed, err = s.claimOrderID(ctx, idem, fp, id, lines); err != nil || replayed {
+		if id, replayed, err = s.claimOrderID(ctx, idem, fp, id, user, lines); err != nil || replayed {
 			if replayed && o.CartKey != "" {
 				s.refinish(ctx, user, id, idem, o.CartKey)
 			}
@@ -123,7 +127,7 @@ func (s *Placer) place(ctx context.Context, user string, lines []order.Line, o o
 	if errors.Is(err, errSagaAborted) && idem != "" {
 		// The repair undid this id while the claim pointed at it (it
 		// decided between our claim and our commit): start afresh once.
-		if id, err = s.reclaim(ctx, idem, fp, id, lines); err == nil {
+		if id, err = s.reclaim(ctx, idem, fp, id, user, lines); err == nil {
 			res, err = s.saga(ctx, id, user, passes, lines)
 		}
 	}
@@ -145,7 +149,7 @@ func (s *Placer) place(ctx context.Context, user string, lines []order.Line, o o
 // the order id to place under: id, or the one claimed before for the same
 // request. replayed is true when that earlier order exists (a repeat:
 // nothing to do); one the repair aborted is replaced by a new id.
-func (s *Placer) claimOrderID(ctx context.Context, idem, fp, id string, lines []order.Line) (string, bool, error) {
+func (s *Placer) claimOrderID(ctx context.Context, idem, fp, id, user string, lines []order.Line) (string, bool, error) {
 	got, had, err := s.claim(ctx, idem, fp, id, "")
 	if err != nil || !had {
 		return got, false, err
@@ -162,7 +166,7 @@ func (s *Placer) claimOrderID(ctx context.Context, idem, fp, id string, lines []
 		// second one for this key.
 		return "", false, errSagaBusy
 	case status == order.StatusAborted:
-		got, err = s.reclaim(ctx, idem, fp, got, lines)
+		got, err = s.reclaim(ctx, idem, fp, got, user, lines)
 		return got, false, err
 	case st[0] != nil:
 		return got, true, nil
@@ -179,14 +183,14 @@ func (s *Placer) claimOrderID(ctx context.Context, idem, fp, id string, lines []
 // final answer to a request whose repeat, moments later, succeeds
 // (e2e TestClusterDrillServeKilledMidCheckout saw it under load). The
 // repeat is told to retry (503) instead.
-func (s *Placer) reclaim(ctx context.Context, idem, fp, old string, lines []order.Line) (string, error) {
+func (s *Placer) reclaim(ctx context.Context, idem, fp, old, user string, lines []order.Line) (string, error) {
 	if held, err := s.heldAnywhere(ctx, old); err != nil || held {
 		if err == nil {
 			err = errSagaBusy
 		}
 		return "", err
 	}
-	fresh, err := s.NewOrderID(lines)
+	fresh, err := s.NewOrderID(user, lines)
 	if err != nil {
 		return "", err
 	}
@@ -243,7 +247,7 @@ type heldPart struct {
 func (s *Placer) saga(ctx context.Context, id, user, passes string, lines []order.Line) (reservation, error) {
 	home := s.keys.Parts().Home(id)
 	attempt := uuid.NewString()
-	groups := s.groupLines(lines, home)
+	groups := s.groupLines(user, lines, home)
 	var held []heldPart
 	var refused refusal
 	for _, g := range groups {
@@ -251,9 +255,9 @@ func (s *Placer) saga(ctx context.Context, id, user, passes string, lines []orde
 		if refused.reason != "" {
 			mode = "check" // only to rank the refusal as a single Redis would
 		}
-		items, fail, err := s.hold(ctx, g.p, id, user, passes, attempt, mode, home, g.lines)
+		items, fail, err := s.hold(ctx, g, id, user, passes, attempt, mode, home)
 		if err != nil {
-			s.unholdAll(ctx, id, attempt, append(held, heldPart{p: g.p, items: asItems(g.lines)}))
+			s.unholdAll(ctx, id, user, attempt, append(held, heldPart{p: g.p, items: g.asItems()}))
 			return reservation{}, err
 		}
 		if refused.add(fail); fail == nil && mode == "take" {
@@ -270,23 +274,23 @@ func (s *Placer) saga(ctx context.Context, id, user, passes string, lines []orde
 	switch {
 	case err == nil && refused.reason == "" && !res.Replayed:
 		s.at(AfterCommit)
-		s.dropAll(ctx, id, attempt, held)
+		s.dropAll(ctx, id, user, attempt, held)
 		return res, nil
 	case err == nil && res.Replayed:
 		// Another run of this order (a repeat of its Idempotency-Key)
 		// committed: that order is the answer, even if this run's holds
 		// were refused because of it, and what this run holds is no order's.
-		s.unholdAll(ctx, id, attempt, held)
+		s.unholdAll(ctx, id, user, attempt, held)
 		return res, nil
 	case errors.Is(err, errSagaBusy):
 		// The repair is deciding this order (it may be a written one whose
 		// status a failover lost): no commit, and no answer yet but retry.
-		s.unholdAll(ctx, id, attempt, held)
+		s.unholdAll(ctx, id, user, attempt, held)
 		return reservation{}, err
 	case err == nil || errors.Is(err, errSagaAborted):
 		// Refused, or another run of this order committed: what this run
 		// holds is no order's.
-		s.unholdAll(ctx, id, attempt, held)
+		s.unholdAll(ctx, id, user, attempt, held)
 		if refused.reason != "" {
 			return reservation{}, refused.err(s.Kit, lines)
 		}
@@ -301,7 +305,7 @@ func (s *Placer) saga(ctx context.Context, id, user, passes string, lines []orde
 		// there first is not undone twice. The refusal found so far is not
 		// the answer: the home's lines, unjudged, may outrank it, or its
 		// status name a repeat that committed; so the error stands.
-		s.unholdAll(ctx, id, attempt, held)
+		s.unholdAll(ctx, id, user, attempt, held)
 		return reservation{}, fmt.Errorf("check order %s on its home: %w", id, err)
 	}
 	// Redis failed: the commit may have happened. The holds stay for the
@@ -309,46 +313,57 @@ func (s *Placer) saga(ctx context.Context, id, user, passes string, lines []orde
 	return reservation{}, fmt.Errorf("commit order %s: %w", id, err)
 }
 
-// lineGroup is an order's lines on one partition.
+// lineGroup is an order's lines on one partition, with where each is
+// decided (the buyer's home bucket of its SKU: order.LinePlace).
 type lineGroup struct {
-	p     int
-	lines []order.Line
+	p      int
+	lines  []order.Line
+	places []order.LinePlace
 }
 
-// groupLines groups the lines outside home by partition, in ascending
-// partition order.
-func (s *Placer) groupLines(lines []order.Line, home int) []lineGroup {
-	by := map[int][]order.Line{}
+// groupLines groups user's lines outside home by the partition of the
+// bucket each is decided on, in ascending partition order.
+func (s *Placer) groupLines(user string, lines []order.Line, home int) []lineGroup {
+	by := map[int]*lineGroup{}
 	for _, l := range lines {
-		if p := s.keys.Parts().Of(l.SKU); p != home {
-			by[p] = append(by[p], l)
+		at := s.LinePlace(l.SKU, user)
+		if at.Partition == home {
+			continue
 		}
+		g := by[at.Partition]
+		if g == nil {
+			g = &lineGroup{p: at.Partition}
+			by[at.Partition] = g
+		}
+		g.lines, g.places = append(g.lines, l), append(g.places, at)
 	}
 	out := make([]lineGroup, 0, len(by))
-	for p, ls := range by {
-		out = append(out, lineGroup{p: p, lines: ls})
+	for _, g := range by {
+		out = append(out, *g)
 	}
 	slices.SortFunc(out, func(a, b lineGroup) int { return a.p - b.p })
 	return out
 }
 
-// asItems names lines as items, for releasing a hold whose answer was lost.
-func asItems(lines []order.Line) []order.ReservedItem {
-	out := make([]order.ReservedItem, len(lines))
-	for i, l := range lines {
-		out[i] = order.ReservedItem{SKU: l.SKU, Quantity: l.Quantity}
+// asItems names g's lines as items, for releasing a hold whose answer was
+// lost: in the buckets the hold named.
+func (g lineGroup) asItems() []order.ReservedItem {
+	out := make([]order.ReservedItem, len(g.lines))
+	for i, l := range g.lines {
+		out[i] = order.ReservedItem{SKU: l.SKU, Quantity: l.Quantity, Buckets: g.places[i].Buckets}
 	}
 	return out
 }
 
-// hold runs hold.lua on partition p; fail is its refusal (reason, SKUs).
-func (s *Placer) hold(ctx context.Context, p int, id, user, passes, attempt, mode string, home int, lines []order.Line) ([]order.ReservedItem, []string, error) {
+// hold runs hold.lua on g's partition; fail is its refusal (reason, SKUs).
+func (s *Placer) hold(ctx context.Context, g lineGroup, id, user, passes, attempt, mode string, home int) ([]order.ReservedItem, []string, error) {
+	p := g.p
 	keys := []string{s.keys.Hold(p, id), s.keys.Holds(p)}
-	args := []any{id, user, attempt, mode, home, s.holdLifetime.Milliseconds(), len(lines)}
-	for _, l := range lines {
-		sale, buyers, passes, channel := s.LineKeys(l.SKU)
-		keys = append(keys, sale, buyers, passes)
-		args = append(args, l.SKU, l.Quantity, channel)
+	args := []any{id, user, attempt, mode, home, s.holdLifetime.Milliseconds(), len(g.lines)}
+	for i, l := range g.lines {
+		at := g.places[i]
+		keys = append(keys, at.Sale, at.Buyers, at.Passes)
+		args = append(args, l.SKU, l.Quantity, at.Channel)
 	}
 	args = append(args, passes)
 	reply, err := s.holdScript.Run(ctx, s.Reserve, keys, args...).StringSlice()
@@ -384,8 +399,8 @@ func (s *Placer) commit(ctx context.Context, id, user, passes, attempt string, h
 	args := []any{id, user, s.StatusTTL.Milliseconds(), s.PaymentTTL.Milliseconds(), home, attempt, mode, len(lines)}
 	for _, l := range lines {
 		heldJSON := ""
-		sale, buyers, passes, channel := s.LineKeys(l.SKU)
-		if s.keys.Parts().Of(l.SKU) != home {
+		at := s.LinePlace(l.SKU, user)
+		if at.Partition != home {
 			it, ok := items[l.SKU]
 			if !ok { // check mode: a line refused elsewhere, not judged here
 				it = order.ReservedItem{SKU: l.SKU, Quantity: l.Quantity}
@@ -396,9 +411,9 @@ func (s *Placer) commit(ctx context.Context, id, user, passes, attempt string, h
 			}
 			heldJSON = string(b)
 		} else {
-			keys = append(keys, sale, buyers, passes)
+			keys = append(keys, at.Sale, at.Buyers, at.Passes)
 		}
-		args = append(args, l.SKU, l.Quantity, channel, heldJSON)
+		args = append(args, l.SKU, l.Quantity, at.Channel, heldJSON)
 	}
 	args = append(args, passes, telemetry.Traceparent(ctx))
 	reply, err := s.commitScript.Run(ctx, s.Reserve, keys, args...).StringSlice()
@@ -425,7 +440,9 @@ type refusal struct {
 	skus   []string
 }
 
-var refusalRank = map[string]int{"no_sale": 5, "not_active": 4, "pass": 3, "limit": 2, "stock": 1}
+// refusalRank is lines.lua's rank: 'bucket' (a stale guess of a round's
+// buckets) first, 'short' (a dry home bucket) with 'stock'.
+var refusalRank = map[string]int{"bucket": 6, "no_sale": 5, "not_active": 4, "pass": 3, "limit": 2, "stock": 1, "short": 1}
 
 // add merges one step's refusal (reason, SKUs...; nil: none).
 func (r *refusal) add(fail []string) {
@@ -435,7 +452,10 @@ func (r *refusal) add(fail []string) {
 	switch reason := fail[0]; {
 	case refusalRank[reason] > refusalRank[r.reason]:
 		r.reason, r.skus = reason, slices.Clone(fail[1:])
-	case reason == r.reason:
+	case refusalRank[reason] == refusalRank[r.reason]:
+		if reason == "short" {
+			r.reason = reason // some line may get units moved in: try that
+		}
 		r.skus = append(r.skus, fail[1:]...)
 	}
 }
@@ -453,23 +473,23 @@ func (r *refusal) err(k order.Kit, lines []order.Line) error {
 // dropAll ends the holds of a committed order: their units are the
 // order's. A drop that fails is done by the repair after the deadline (it
 // finds the order committed by this attempt).
-func (s *Placer) dropAll(ctx context.Context, id, attempt string, held []heldPart) {
-	s.endHolds(ctx, id, attempt, held, "drop", "drop a committed order's hold; the sweeper will")
+func (s *Placer) dropAll(ctx context.Context, id, user, attempt string, held []heldPart) {
+	s.endHolds(ctx, id, user, attempt, held, "drop", "drop a committed order's hold; the sweeper will")
 }
 
 // unholdAll gives back the holds of an order that did not commit. A
 // release that fails is done by the repair after the deadline.
-func (s *Placer) unholdAll(ctx context.Context, id, attempt string, held []heldPart) {
-	s.endHolds(ctx, id, attempt, held, "release", "release a refused order's hold; the sweeper will")
+func (s *Placer) unholdAll(ctx context.Context, id, user, attempt string, held []heldPart) {
+	s.endHolds(ctx, id, user, attempt, held, "release", "release a refused order's hold; the sweeper will")
 }
 
 // endHolds runs unhold in mode over each hold, past the buyer's leaving;
 // a failure is logged as failed, for the repair to finish.
-func (s *Placer) endHolds(ctx context.Context, id, attempt string, held []heldPart, mode, failed string) {
+func (s *Placer) endHolds(ctx context.Context, id, user, attempt string, held []heldPart, mode, failed string) {
 	ctx, cancel := afterward(ctx)
 	defer cancel()
 	for _, h := range held {
-		if _, err := s.unhold(ctx, h.p, id, attempt, mode, h.items); err != nil {
+		if _, err := s.unhold(ctx, h.p, id, user, attempt, mode, h.items); err != nil {
 			s.Log.Warn(failed, "order", id, "partition", h.p, "err", err)
 		}
 	}
@@ -483,6 +503,6 @@ func afterward(ctx context.Context) (context.Context, context.CancelFunc) {
 
 // unhold runs unholdScript over the hold of order id on partition p, whose
 // record holds items; it returns the units given back (-1: no such hold).
-func (s *Placer) unhold(ctx context.Context, p int, id, attempt, mode string, items []order.ReservedItem) (int64, error) {
-	return unholdOn(ctx, s.Redis, s.keys, s.Stock, p, id, attempt, mode, items)
+func (s *Placer) unhold(ctx context.Context, p int, id, user, attempt, mode string, items []order.ReservedItem) (int64, error) {
+	return unholdOn(ctx, s.Redis, s.keys, s.Stock, p, id, user, attempt, mode, items)
 }

@@ -52,18 +52,27 @@ func (f *clusterFixture) onOneAndFive(t *testing.T, prefix1, prefix5 string, qua
 // orderID is a new order id for lines.
 func (f *clusterFixture) orderID(t *testing.T, lines []order.Line) string {
 	t.Helper()
-	id, err := f.saga.NewOrderID(lines)
+	id, err := f.saga.NewOrderID("buyer", lines)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return id
 }
 
+// group is u's lines on partition p, as the saga groups them.
+func (f *clusterFixture) group(p int, u string, lines []order.Line) lineGroup {
+	g := lineGroup{p: p, lines: lines}
+	for _, l := range lines {
+		g.places = append(g.places, f.saga.LinePlace(l.SKU, u))
+	}
+	return g
+}
+
 // take holds lines on partition p for order id of user u, as attempt, and
 // fails t unless they are held.
 func (f *clusterFixture) take(t *testing.T, p int, id, u, attempt string, lines []order.Line) []order.ReservedItem {
 	t.Helper()
-	items, fail, err := f.saga.hold(context.Background(), p, id, u, "", attempt, "take", 1, lines)
+	items, fail, err := f.saga.hold(context.Background(), f.group(p, u, lines), id, u, "", attempt, "take", 1)
 	if err != nil || fail != nil {
 		t.Fatalf("hold of %s: %v %v", attempt, fail, err)
 	}
@@ -553,8 +562,8 @@ func TestSagaCrashRepairedBySweeper(t *testing.T) {
 	f.rdb.ZAdd(ctx, f.saga.keys.Settled(5), redis.Z{Score: 1, Member: "old"})
 
 	// Committed, then the crash: the repair drops the hold, units stay sold.
-	id2, _ := f.saga.NewOrderID(lines)
-	items, _, err := f.saga.hold(ctx, 5, id2, u, "", "attempt-2", "take", 1, lines[1:])
+	id2, _ := f.saga.NewOrderID("buyer", lines)
+	items, _, err := f.saga.hold(ctx, f.group(5, u, lines[1:]), id2, u, "", "attempt-2", "take", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -778,7 +787,7 @@ func TestRepeatWaitsForTheAbortedOrdersHolds(t *testing.T) {
 	if _, err := f.svc.Place(ctx, u, lines, order.PlaceOptions{IdemKey: "k"}); !errors.Is(err, errSagaBusy) {
 		t.Fatalf("a repeat while the aborted order still holds partition 5: %v, want %v", err, errSagaBusy)
 	}
-	if _, err := f.saga.unhold(ctx, 5, id, "attempt-1", "release", h.items); err != nil {
+	if _, err := f.saga.unhold(ctx, 5, id, u, "attempt-1", "release", h.items); err != nil {
 		t.Fatal(err)
 	}
 	placed, err := f.svc.Place(ctx, u, lines, order.PlaceOptions{IdemKey: "k"})

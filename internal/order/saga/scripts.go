@@ -86,8 +86,11 @@ if ARGV[3] == 'release' then
       end
       units = units + it.quantity
       if channel ~= '' then -- sharded on a cluster, as in lines.lua's take_lines
-        local w = redis.call('HMGET', sale, 'starts_ms', 'ends_ms')
-        redis.call('SPUBLISH', channel, string.format('%d %d %s %s', it.round_id, left, w[1], w[2]))
+        local w = redis.call('HMGET', sale, 'starts_ms', 'ends_ms', 'limit', 'bucket', 'buckets')
+        local msg = string.format('%d %d %s %s', it.round_id, left, w[1], w[2])
+        -- One bucket's available is not the round's: say whose it is.
+        if w[5] then msg = msg .. string.format(' %s %s %s', w[3] or '0', w[4] or '0', w[5]) end
+        redis.call('SPUBLISH', channel, msg)
       end
     end
   end

@@ -147,6 +147,13 @@ func soldUnits(events []event) map[int64]inventory.Sold {
 			s := sold[it.RoundID]
 			s.Units += int64(it.Quantity)
 			s.Released = max(s.Released, it.Released)
+			if it.Buckets > 1 {
+				if s.Buckets == nil {
+					s.Buckets = map[int]int64{}
+				}
+				b := inventory.HomeBucket(e.userID.String(), it.Buckets) // the bucket it was taken from
+				s.Buckets[b] = max(s.Buckets[b], it.Released)
+			}
 			sold[it.RoundID] = s
 		}
 	}
