@@ -60,10 +60,13 @@ func TestBenchCluster(t *testing.T) {
 	runs := benchInt(t, "BENCH_RUNS", 1)
 	setups := []int{0, 1, 3} // masters; 0: a plain Redis
 	var results []benchResult
+	var hot []hotResult
 	for run := range runs {
 		order := slices.Clone(setups)
+		hotOrder := []int{1, 3} // one hot SKU's buckets
 		if run%2 == 1 {
 			slices.Reverse(order)
+			slices.Reverse(hotOrder)
 		}
 		for _, m := range order {
 			t.Run(benchName(m), func(t *testing.T) {
@@ -71,6 +74,9 @@ func TestBenchCluster(t *testing.T) {
 				r.run = run + 1
 				results = append(results, r)
 			})
+		}
+		for _, b := range hotOrder {
+			t.Run("hot buckets "+strconv.Itoa(b), func(t *testing.T) { hot = append(hot, benchHot(t, cfg, b)) })
 		}
 	}
 	var out strings.Builder
@@ -82,6 +88,7 @@ func TestBenchCluster(t *testing.T) {
 		fmt.Fprintf(&out, "%-4d %-18s %12.0f %9.2f %9.2f %8d  %-22s %14.0f  %s\n", r.run, benchName(r.masters), r.perSec,
 			ms(r.p50), ms(r.p99), r.other, floats(r.cpu, "%.2f"), sum(r.script), floats(r.script, "%.0f"))
 	}
+	out.WriteString(hotTable(cfg, hot))
 	fmt.Fprintf(&out, "load average at the end: %s\n", loadavg())
 	fmt.Print(out.String()) // with -v: scripts/bench-cluster.sh
 }

@@ -74,6 +74,13 @@ func (s *Service) inBuckets(ctx context.Context, user string, lines []Line, plac
 			err = s.learnBuckets(ctx, noSale.skus)
 		case errors.As(err, &short):
 			err = s.moveUnits(ctx, user, lines, short.skus)
+		case errors.Is(err, ErrPassRequired) && s.stock.Partitions().Grouped():
+			// A cluster's bucket reads a copy of the room's pass: copy
+			// it, unless it was there (then the refusal stands).
+			if copied, cerr := s.copyPasses(ctx, user, lines); cerr != nil || !copied {
+				return err
+			}
+			err = nil
 		default:
 			return err
 		}

@@ -1,8 +1,12 @@
 package order
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"strings"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/room/roomkey"
 )
@@ -80,3 +84,46 @@ func validPass(p string) bool {
 // passesKey is sku's room pass hash, the stock-taking scripts' third key
 // of a line (read only when the sale has a room).
 func (s *Service) passesKey(sku string) string { return roomkey.New(s.stock).Passes(sku) }
+
+// copyPassScript copies a room's pass of one shopper into a bucket's pass
+// hash, in the bucket's slot, keeping the hash alive as long as the
+// room's. KEYS[1] the bucket's passes; ARGV[1] the user, ARGV[2] the pass
+// field (room's format), ARGV[3] the room hash's TTL (ms; <= 0: none).
+// Returns 1, or 0 when the bucket already held that very pass.
+var copyPassScript = redis.NewScript(`
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+local ttl = tonumber(ARGV[3])
+if ttl > 0 and redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
+return 1`)
+
+// copyPasses copies user's room passes of lines decided outside bucket 0
+// on a cluster into their buckets' pass hashes (LinePlace.Passes), where
+// the script deciding the line reads them: the room admits into the
+// SKU's own hash (docs/design/buckets.md, "Waiting-room passes"). It says
+// whether it copied any pass the bucket lacked, so that a refusal for
+// want of one is worth another try.
+func (s *Service) copyPasses(ctx context.Context, user string, lines []Line) (bool, error) {
+	copied := false
+	for _, l := range lines {
+		at := s.linePlace(l.SKU, user)
+		if at.Bucket == 0 || !s.stock.Partitions().Grouped() {
+			continue
+		}
+		src := s.passesKey(l.SKU)
+		pipe := s.rdb.Pipeline()
+		field, ttl := pipe.HGet(ctx, src, user), pipe.PTTL(ctx, src)
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return copied, fmt.Errorf("read the room pass of %s: %w", l.SKU, err)
+		}
+		if field.Val() == "" {
+			continue
+		}
+		n, err := copyPassScript.Run(ctx, s.rdb, []string{at.Passes}, user, field.Val(), ttl.Val().Milliseconds()).Int()
+		if err != nil {
+			return copied, fmt.Errorf("copy the room pass of %s: %w", l.SKU, err)
+		}
+		copied = copied || n == 1
+	}
+	return copied, nil
+}

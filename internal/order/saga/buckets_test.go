@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/order"
@@ -230,5 +231,41 @@ func (f *clusterFixture) checkClusterBuckets(t *testing.T, sku string, buckets i
 	}
 	if t.Failed() {
 		t.FailNow()
+	}
+}
+
+// A round with a waiting room and buckets on a cluster: the room admits
+// into the SKU's pass hash, and the placement copies an admitted
+// shopper's pass to their home bucket, whose script checks it. Shoppers
+// homed in every bucket buy with their pass; none buys without one, with
+// another's, or with a made-up one, and nothing is taken for them.
+func TestClusterBucketsCheckTheRoomsPass(t *testing.T) {
+	t.Parallel()
+	f := newClusterFixture(t)
+	c := &contract{fixture: f.fixture}
+	const buckets = 3
+	round := f.saleWith(t, "roomed", 100, inventory.Seed{Quantity: 30, PerUserLimit: 1, Buckets: buckets,
+		Room: &inventory.RoomSettings{AdmitPerSecond: 10, PassTTL: 2 * time.Minute}})
+	homes := map[int]bool{}
+	var passes []string
+	for len(homes) < buckets || len(passes) < 6 {
+		u := f.user(t)
+		pass := c.admit(t, "roomed", u, round, time.Now().Add(time.Hour))
+		passes = append(passes, pass)
+		homes[inventory.HomeBucket(u, buckets)] = true
+		if _, err := c.buyWith(u, []string{pass}, order.Line{SKU: "roomed", Quantity: 1}); err != nil {
+			t.Fatalf("an admitted shopper of bucket %d: %v", inventory.HomeBucket(u, buckets), err)
+		}
+		// Their pass, presented by another shopper of any bucket.
+		other := f.user(t)
+		if _, err := c.buyWith(other, []string{pass}, order.Line{SKU: "roomed", Quantity: 1}); !errors.Is(err, order.ErrPassRequired) {
+			t.Fatalf("another's pass (bucket %d): %v, want pass_required", inventory.HomeBucket(other, buckets), err)
+		}
+		if _, err := c.buyWith(other, []string{"made-up"}, order.Line{SKU: "roomed", Quantity: 1}); !errors.Is(err, order.ErrPassRequired) {
+			t.Fatalf("a made-up pass: %v, want pass_required", err)
+		}
+	}
+	if got := f.available(t, "roomed"); got != int64(30-len(passes)) {
+		t.Fatalf("available %d after %d admitted purchases, want %d", got, len(passes), 30-len(passes))
 	}
 }
