@@ -3,6 +3,7 @@ package order
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -115,4 +116,65 @@ func reserveParallel(b *testing.B, f *reserveFixture, after func(sku string)) {
 			}
 		}
 	})
+}
+
+// BenchmarkReserveBuckets is a buy-now of one SKU whose round is split
+// over 1, 4 and 16 stock buckets on a single Redis, in the same run
+// (issue 49: buckets on one Redis cost at most a tenth): the whole
+// placement (home bucket, with the moves a dry home needs), and, as
+// work counters a noisy host cannot blur, the Redis core-µs and commands
+// per purchase (INFO cpu and commandstats over the run; run it alone on
+// its Redis).
+func BenchmarkReserveBuckets(b *testing.B) {
+	for _, buckets := range []int{1, 4, 16} {
+		b.Run(strconv.Itoa(buckets), func(b *testing.B) {
+			f := newReserveFixture(b)
+			if err := f.OpenRound(context.Background(), "bench", inventory.LiveRound{Round: 1, Quantity: 1 << 40, PriceCents: 100,
+				Buckets: buckets}); err != nil {
+				b.Fatal(err)
+			}
+			var n atomic.Int64
+			cpu0, cmds0 := redisWork(b, f)
+			b.ReportAllocs()
+			b.SetParallelism(25)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					u := "u" + strconv.FormatInt(n.Add(1), 10)
+					if _, err := f.svc.Place(context.Background(), u, []Line{{"bench", 1}}, PlaceOptions{}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.StopTimer()
+			cpu1, cmds1 := redisWork(b, f)
+			b.ReportMetric((cpu1-cpu0)*1e6/float64(b.N), "redis-core-µs/op")
+			b.ReportMetric(float64(cmds1-cmds0)/float64(b.N), "redis-cmds/op")
+		})
+	}
+}
+
+// redisWork is the fixture's Redis CPU seconds (user + sys) and command
+// calls so far.
+func redisWork(b *testing.B, f *reserveFixture) (float64, int64) {
+	ctx := context.Background()
+	info, err := f.r.Client.Info(ctx, "cpu", "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var cpu float64
+	var calls int64
+	for _, line := range strings.Split(info, "\r\n") {
+		k, v, _ := strings.Cut(line, ":")
+		switch {
+		case k == "used_cpu_user" || k == "used_cpu_sys":
+			x, _ := strconv.ParseFloat(v, 64)
+			cpu += x
+		case strings.HasPrefix(k, "cmdstat_"):
+			c, _, _ := strings.Cut(strings.TrimPrefix(v, "calls="), ",")
+			x, _ := strconv.ParseInt(c, 10, 64)
+			calls += x
+		}
+	}
+	return cpu, calls
 }
