@@ -98,17 +98,75 @@ func (s *Stock) ParseChange(channel, payload string) (Change, error) {
 	return c, nil
 }
 
-// ChangesSKU is the SKU whose changes channel is channel; ok is false for
-// any other channel.
+// ChangesSKU is the SKU whose changes channel is channel (on a cluster,
+// that of one of its round's buckets too: BucketChannel); ok is false
+// for any other channel.
 func (s *Stock) ChangesSKU(channel string) (sku string, ok bool) {
 	sku, ok = strings.CutPrefix(channel, s.prefix+"sale:")
 	if ok {
 		sku, ok = strings.CutSuffix(sku, ":changed")
 	}
+	if name, b, bucketed := strings.Cut(sku, "#"); ok && bucketed && s.parts.Grouped() {
+		return s.bucketChannelSKU(channel, name, b)
+	}
 	if ok {
 		sku, ok = channelSKU(s, sku)
 	}
 	return sku, ok && ValidSKU(sku)
+}
+
+// bucketChannelSKU reads the SKU of a cluster bucket's channel, whose
+// name is "{<tag>}<sku>" and bucket b: it must be bucket b's channel of
+// the SKU in a round of some number of buckets.
+func (s *Stock) bucketChannelSKU(channel, name, b string) (string, bool) {
+	tag, sku, ok := strings.Cut(name, "}")
+	bucket, err := strconv.Atoi(b)
+	if !ok || !strings.HasPrefix(tag, "{") || err != nil || bucket < 1 || !ValidSKU(sku) {
+		return "", false
+	}
+	for buckets := bucket + 1; buckets <= MaxBuckets; buckets++ {
+		if s.BucketChannel(sku, bucket, buckets) == channel {
+			return sku, true
+		}
+	}
+	return "", false
+}
+
+// WatchedChannel is a changes channel a watcher of a SKU listens on, and
+// the partition whose slot it lies in.
+type WatchedChannel struct {
+	Partition int
+	Channel   string
+}
+
+// WatchChannels are the changes channels a watcher of sku listens on:
+// its own, and on a cluster those of its round's other buckets, as this
+// process last knew them (NoteBuckets); a single Redis publishes every
+// bucket's changes on the SKU's channel.
+func (s *Stock) WatchChannels(sku string) []WatchedChannel {
+	out := []WatchedChannel{{Partition: s.parts.Of(sku), Channel: s.ChangesChannel(sku)}}
+	if !s.parts.Grouped() {
+		return out
+	}
+	buckets := s.hints.of(sku)
+	for b := 1; b < buckets; b++ {
+		out = append(out, WatchedChannel{Partition: s.BucketPartition(sku, b, buckets), Channel: s.BucketChannel(sku, b, buckets)})
+	}
+	return out
+}
+
+// NoteBuckets records that sku's live round has buckets, as a change or
+// a read told, and says whether this process knew otherwise.
+func (s *Stock) NoteBuckets(sku string, buckets int) bool {
+	if s.hints.of(sku) == max(buckets, 1) {
+		return false
+	}
+	if buckets <= 1 {
+		s.hints.m.Delete(sku)
+	} else {
+		s.hints.m.Store(sku, buckets)
+	}
+	return true
 }
 
 // channelSKU reads the SKU from a channel's "{<sku>}" (or, grouped,
@@ -132,6 +190,7 @@ func (s *Stock) Current(ctx context.Context, sku string) (Change, error) {
 	if err != nil || !ok {
 		return Change{SKU: sku}, err
 	}
+	s.NoteBuckets(sku, r.Buckets) // the watchers' channels follow it
 	return Change{SKU: sku, Round: r.Round, Available: r.Available, StartsAt: r.StartsAt, EndsAt: r.EndsAt,
 		PerUserLimit: int64(r.PerUserLimit), Room: r.Room != nil, RoomKnown: true}, nil
 }

@@ -3,6 +3,8 @@ package live
 import (
 	"context"
 	"time"
+
+	"github.com/shop-oss/shop/internal/inventory"
 )
 
 // A change of a round split over stock buckets (docs/design/buckets.md)
@@ -27,7 +29,7 @@ func (h *Hub) rereadBuckets(sku string) {
 func (h *Hub) reread(sku string) {
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), resyncTimeout)
-		c, err := h.stock.Current(ctx, sku)
+		c, err := h.current(ctx, sku)
 		cancel()
 		h.mu.Lock()
 		t := h.topics[sku]
@@ -55,4 +57,17 @@ func (h *Hub) reread(sku string) {
 			return
 		}
 	}
+}
+
+// current reads sku's live state (Stock.Current, which sums a bucketed
+// round's buckets). A round whose buckets it learns of this way widens
+// the SKU's subscription on a cluster, where each bucket publishes on a
+// channel of its own (poke).
+func (h *Hub) current(ctx context.Context, sku string) (inventory.Change, error) {
+	before := h.stock.BucketsHint(sku)
+	c, err := h.stock.Current(ctx, sku)
+	if h.stock.BucketsHint(sku) != before {
+		h.poke()
+	}
+	return c, err
 }

@@ -77,7 +77,7 @@ func (h handler) events(c *fiber.Ctx) error {
 func (h handler) first(ctx context.Context, sku string) (inventory.Change, error) {
 	ctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
-	c, err := h.hub.stock.Current(ctx, sku)
+	c, err := h.hub.current(ctx, sku)
 	if err != nil {
 		return c, unavailable(err)
 	}

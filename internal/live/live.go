@@ -149,6 +149,9 @@ func (h *Hub) receive(m *redis.Message) {
 	h.o.View.Heard(c)
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if c.Buckets > 1 && h.stock.NoteBuckets(c.SKU, c.Buckets) {
+		h.poke() // on a cluster, listen to the round's other buckets too
+	}
 	if t := h.topics[c.SKU]; t != nil {
 		t.heard++
 		if c.Buckets > 1 {
@@ -200,7 +203,7 @@ func (h *Hub) resyncSKUs(ctx context.Context, skus []string) {
 			continue
 		}
 		rctx, cancel := context.WithTimeout(ctx, resyncTimeout)
-		c, err := h.stock.Current(rctx, sku)
+		c, err := h.current(rctx, sku)
 		cancel()
 		if err != nil {
 			h.log.Warn("live stock: state not read again after resubscribing", "sku", sku, "err", err)

@@ -356,16 +356,16 @@ func (s *shards) subscribe(ctx context.Context, want map[int]map[string]bool) {
 
 // wanted is the channels of the watched SKUs, by partition.
 func (s *shards) wanted() map[int]map[string]bool {
-	parts := s.h.stock.Partitions()
 	want := map[int]map[string]bool{}
 	s.h.mu.Lock()
 	defer s.h.mu.Unlock()
 	for sku := range s.h.topics {
-		k := parts.Of(sku)
-		if want[k] == nil {
-			want[k] = map[string]bool{}
+		for _, w := range s.h.stock.WatchChannels(sku) { // a bucketed round's buckets' too
+			if want[w.Partition] == nil {
+				want[w.Partition] = map[string]bool{}
+			}
+			want[w.Partition][w.Channel] = true
 		}
-		want[k][s.h.stock.ChangesChannel(sku)] = true
 	}
 	return want
 }
