@@ -187,3 +187,49 @@ func TestEnterRaceManyShoppers(t *testing.T) {
 		t.Fatalf("%d holds, want %d", len(f.pay.Holds()), n)
 	}
 }
+
+// slowAuth is the test provider whose authorisations wait for release.
+type slowAuth struct {
+	*order.TestProvider
+	asked, release chan struct{}
+}
+
+func (p *slowAuth) Authorize(ctx context.Context, c order.Charge) (order.Payment, error) {
+	p.asked <- struct{}{}
+	<-p.release
+	return p.TestProvider.Authorize(ctx, c)
+}
+
+// An entry whose authorisation comes back after the close takes no part:
+// it is lost, its hold cancelled, and its shopper told the draw is not
+// open.
+func TestEntryAuthorisedAfterTheClose(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	round := f.draw(t, "drop", 1, 1)
+	slow := &slowAuth{TestProvider: f.pay, asked: make(chan struct{}), release: make(chan struct{})}
+	f.svc.pay = slow
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.svc.Enter(ctx, f.user(t), "drop", Enter{Quantity: 1, Token: "tok_visa"})
+		done <- err
+	}()
+	<-slow.asked
+	if _, err := f.svc.Close(ctx, "drop"); err != nil {
+		t.Fatal(err)
+	}
+	close(slow.release)
+	if err := <-done; !errors.Is(err, ErrNotOpen) {
+		t.Fatalf("enter: %v, want sale_not_active", err)
+	}
+	for id, h := range f.pay.Holds() {
+		if !h.Canceled || h.CapturedCents != 0 {
+			t.Fatalf("hold %s %+v, want cancelled", id, h)
+		}
+	}
+	if n := f.count(t, `SELECT count(*) FROM draw_entries WHERE round_id = $1 AND state = 'lost' AND rank IS NULL
+		AND cancelled_at IS NOT NULL`, round); n != 1 {
+		t.Fatalf("%d lost and cancelled entries, want 1", n)
+	}
+}

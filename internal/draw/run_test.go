@@ -177,3 +177,32 @@ func TestDrawResumesAfterACrash(t *testing.T) {
 		})
 	}
 }
+
+// Several instances drawing the same round at once (a lost lock): the
+// rows keep the outcome that of one draw, each winner captured once.
+func TestDrawRunnersRace(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	const units = 7
+	round := f.draw(t, "drop", units, 2)
+	entries, holds := f.entries(t, "drop", 12, func(i int) int { return 1 + i%2 })
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	errs := make([]error, 6)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			errs[i] = f.svc.Run(context.Background(), round)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("runner %d: %v", i, err)
+		}
+	}
+	f.check(t, round, "drop", units, expect(f.seed(t, round), entries, units, nil), holds)
+}
