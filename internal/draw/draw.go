@@ -56,24 +56,16 @@ type Service struct {
 	// limit); 0: no pause.
 	cancelEvery time.Duration
 	// afterCapture, for fault tests, runs after each capture the provider
-	// answered and before its row is updated; an error stops the draw
-	// there, as a crash would.
+	// answered and its order was written, before its row is updated; an
+	// error stops the draw there, as a crash would.
 	afterCapture func(entryID string) error
 }
 
 // OrderWriter turns a won entry into its paid order, exactly once
-// whatever the number of calls (the order id is the entry's).
+// whatever the number of calls (the order id is made from the entry's),
+// and returns the order's id: order.Service.
 type OrderWriter interface {
-	WriteWon(ctx context.Context, w Won) error
-}
-
-// Won is a won entry, as its order is written.
-type Won struct {
-	OrderID, EntryID, UserID, SKU string
-	Round                         int64
-	Units                         int
-	PriceCents                    int64
-	Payment                       order.Payment
+	PlaceWon(ctx context.Context, w order.Won) (string, error)
 }
 
 // Options configure a Service.

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/order"
@@ -33,6 +35,15 @@ func newFixture(t *testing.T) *fixture {
 	f.stock = inventory.NewStock(f.r.Client, f.r.Prefix)
 	f.svc = New(f.db.Pool, f.pay, slog.New(slog.DiscardHandler), Options{})
 	return f
+}
+
+// withOrders makes the fixture's won entries paid orders.
+func (f *fixture) withOrders() *order.Service {
+	exists := func(context.Context, string) (bool, error) { return true, nil }
+	o := order.New(f.db.Pool, f.r.Client, f.stock, exists, f.r.Prefix, slog.New(slog.DiscardHandler),
+		prometheus.NewRegistry(), order.Options{Payments: f.pay})
+	f.svc.orders = o
+	return o
 }
 
 // draw opens a draw of units for sku at price 100, closing in an hour.

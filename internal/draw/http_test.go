@@ -2,6 +2,7 @@ package draw_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,6 +92,21 @@ func TestDrawRoutes(t *testing.T) {
 	}
 	openapitest.WantProblem(t, a.Do(t, http.MethodDelete, "/api/v1/products/drop/draw/entries/me", ann, ""),
 		http.StatusConflict, apperr.CodeDrawClosed)
+	// The won entry is a paid order, persisted by the writer like any other.
+	orderID, _ := r.JSON(t)["order_id"].(string)
+	a.Drain(t)
+	r = a.Do(t, http.MethodGet, "/api/v1/orders/"+orderID, ann, "")
+	o := r.JSON(t)
+	if shoptest.WantStatus(t, r, http.StatusOK); o["status"] != "paid" || o["total_cents"] != float64(500) {
+		t.Fatalf("the won order %s", r.Body)
+	}
+	if p, _ := o["payment"].(map[string]any); p["status"] != "succeeded" || p["amount_cents"] != float64(500) {
+		t.Fatalf("the won order's payment %v", o["payment"])
+	}
+	r = a.Do(t, http.MethodGet, "/api/v1/orders", ann, "")
+	if items, _ := r.JSON(t)["items"].([]any); len(items) != 1 {
+		t.Fatalf("ann's orders %s", r.Body)
+	}
 	r = a.Do(t, http.MethodGet, "/api/v1/admin/products/drop/draw/entries?limit=1", admin, "")
 	if shoptest.WantStatus(t, r, http.StatusOK); r.JSON(t)["next_cursor"] == nil {
 		t.Fatalf("admin list %s", r.Body)
@@ -100,5 +116,17 @@ func TestDrawRoutes(t *testing.T) {
 	r = a.Do(t, http.MethodGet, "/api/v1/admin/products/drop/stock", admin, "")
 	if d, _ := r.JSON(t)["draw"].(map[string]any); d["state"] != "drawn" || d["winners"] != float64(1) || d["entries"] != float64(1) {
 		t.Fatalf("stock report's draw after the draw %v", r.JSON(t)["draw"])
+	}
+	if rep := r.JSON(t); rep["available"] != float64(0) || rep["sold"] != float64(2) || rep["paid"] != float64(2) {
+		t.Fatalf("stock report after the draw %s", r.Body)
+	}
+	r = a.Do(t, http.MethodGet, "/api/v1/admin/audit", admin, "")
+	if shoptest.WantStatus(t, r, http.StatusOK); r.JSON(t)["ok"] != true {
+		t.Fatalf("audit after the draw %s", r.Body)
+	}
+	r = a.Do(t, http.MethodGet, "/api/v1/best-sellers?period=all", "", "")
+	if shoptest.WantStatus(t, r, http.StatusOK); !strings.Contains(string(r.Body), `"sku":"drop"`) ||
+		!strings.Contains(string(r.Body), `"units":2`) {
+		t.Fatalf("best sellers after the draw %s", r.Body)
 	}
 }

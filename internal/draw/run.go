@@ -76,10 +76,11 @@ WHERE id = $1 AND draw_state = 'closed'`
 )
 
 // orderNamespace makes a won entry's order id from its entry id (UUID
-// v5): the same entry always names the same order.
+// v5) when no OrderWriter names it: the same entry always names the same
+// order (order.Service.WonOrderID uses the same namespace).
 var orderNamespace = uuid.MustParse("4f0e9c1a-5d0b-4d53-9a57-2f1c3e8b7d60")
 
-// OrderID is the id of the order a won entry becomes.
+// OrderID is the id of the order a won entry becomes on a single Redis.
 func OrderID(entryID string) string {
 	return uuid.NewSHA1(orderNamespace, []byte(entryID)).String()
 }
@@ -175,18 +176,18 @@ func (s *Service) capture(ctx context.Context, roundID int64, w winner) error {
 	if err != nil {
 		return errorf("capture "+w.id, err)
 	}
+	orderID := OrderID(w.id)
+	if s.orders != nil {
+		p.AmountCents, p.Status = amount, order.PaymentSucceeded
+		won := order.Won{EntryID: w.id, UserID: w.user, SKU: w.sku, Round: roundID, Units: w.units,
+			PriceCents: w.price, Payment: p}
+		if orderID, err = s.orders.PlaceWon(ctx, won); err != nil {
+			return errorf("write the order of "+w.id, err)
+		}
+	}
 	if s.afterCapture != nil {
 		if err := s.afterCapture(w.id); err != nil {
 			return err
-		}
-	}
-	orderID := OrderID(w.id)
-	if s.orders != nil {
-		p.AmountCents = amount
-		won := Won{OrderID: orderID, EntryID: w.id, UserID: w.user, SKU: w.sku, Round: roundID, Units: w.units,
-			PriceCents: w.price, Payment: p}
-		if err := s.orders.WriteWon(ctx, won); err != nil {
-			return errorf("write the order of "+w.id, err)
 		}
 	}
 	if _, err := s.db.Exec(ctx, wonSQL, w.id, amount, orderID); err != nil {

@@ -147,6 +147,7 @@ func TestDrawResumesAfterACrash(t *testing.T) {
 		t.Run(fmt.Sprintf("after capture %d", crashAt), func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t)
+			orders := f.withOrders()
 			const units = 6
 			round := f.draw(t, "drop", units, 2)
 			entries, holds := f.entries(t, "drop", 10, func(i int) int { return 1 + i%2 })
@@ -173,6 +174,25 @@ func TestDrawResumesAfterACrash(t *testing.T) {
 			}
 			if n, err := f.svc.RunDue(context.Background()); err != nil || n != 0 {
 				t.Fatalf("a drawn draw is due again: %d %v", n, err)
+			}
+			// One paid order per winner, its units taken once.
+			if live, _, err := f.stock.Live(context.Background(), "drop"); err != nil || live.Available != 0 {
+				t.Fatalf("live %+v %v, want every unit won", live, err)
+			}
+			users := f.count(t, `SELECT count(DISTINCT user_id) FROM draw_entries WHERE state = 'won'`)
+			for id := range ex.won {
+				var user, orderID string
+				if err := f.db.Pool.QueryRow(context.Background(),
+					`SELECT user_id::text, order_id::text FROM draw_entries WHERE id = $1`, id).Scan(&user, &orderID); err != nil {
+					t.Fatal(err)
+				}
+				o, err := orders.Get(context.Background(), user, orderID)
+				if err != nil || o.Status != order.StatusPaid || len(o.Items) != 1 || o.Items[0].Quantity != ex.won[id] {
+					t.Fatalf("winner %s's order %+v %v", id, o, err)
+				}
+			}
+			if users != int64(len(ex.won)) {
+				t.Fatalf("%d winners, want %d", users, len(ex.won))
 			}
 		})
 	}

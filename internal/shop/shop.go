@@ -182,7 +182,7 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 	a.Carts = cart.New(st.Redis, a.Catalog, a.Orders, cfg.KeyPrefix, log, reg)
 	a.Locks = lock.New(st.Redis, cfg.KeyPrefix)
 	a.Sweeper = NewSweeper(st, cfg, a.Stock, a.Locks, log, reg)
-	a.Draws = draw.New(st.DB, Authorizer(cfg), log, draw.Options{})
+	a.Draws = draw.New(st.DB, Authorizer(cfg), log, draw.Options{Orders: a.Orders})
 	a.Audit = audit.New(st.DB, st.Redis, a.Stock, cfg.KeyPrefix, log)
 	a.Audit.Rooms = a.Rooms
 	a.auditEvery = cfg.AuditInterval
