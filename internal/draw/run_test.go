@@ -226,3 +226,26 @@ func TestDrawRunnersRace(t *testing.T) {
 	}
 	f.check(t, round, "drop", units, expect(f.seed(t, round), entries, units, nil), holds)
 }
+
+// The runner draws a draw once its closes_at has passed, not before.
+func TestRunDueDrawsAtTheClose(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	round := f.draw(t, "drop", 2, 1)
+	entries, holds := f.entries(t, "drop", 3, func(int) int { return 1 })
+	if n, err := f.svc.RunDue(ctx); err != nil || n != 0 {
+		t.Fatalf("before the close: ran %d %v", n, err)
+	}
+	if _, err := f.db.Pool.Exec(ctx, `UPDATE sale_rounds SET draw_closes_at = now() - interval '1 second' WHERE id = $1`,
+		round); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.Enter(ctx, f.user(t), "drop", Enter{Quantity: 1, Token: "tok_visa"}); !errors.Is(err, ErrNotOpen) {
+		t.Fatalf("enter past the close, before the draw: %v", err)
+	}
+	if n, err := f.svc.RunDue(ctx); err != nil || n != 1 {
+		t.Fatalf("after the close: ran %d %v", n, err)
+	}
+	f.check(t, round, "drop", 2, expect(f.seed(t, round), entries, 2, nil), holds)
+}
