@@ -72,6 +72,8 @@ var publicRoutes = map[string]bool{
 	// docs/api.md: a room's fairness answer is public; a ticket's stream needs
 	// no header (its unguessable URL is the credential).
 	"GET /api/v1/products/:sku/queue/fairness": true, "GET /api/v1/products/:sku/queue/events/:token": true,
+	// docs/api.md: a draw's answer (its seed and winners' digest once drawn) is public.
+	"GET /api/v1/products/:sku/draw": true,
 }
 
 func routeClass(route string) string {

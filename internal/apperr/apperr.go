@@ -35,6 +35,8 @@ const (
 	CodeOrderNotPayable    = "order_not_payable"
 	CodeNotCancellable     = "order_not_cancellable"
 	CodeNotRefundable      = "order_not_refundable"
+	CodeAlreadyEntered     = "already_entered"
+	CodeDrawClosed         = "draw_closed"
 	CodeConflict           = "conflict"
 	CodePayloadTooLarge    = "payload_too_large"
 	CodeUnsupportedMedia   = "unsupported_media_type"

@@ -103,7 +103,7 @@ func (s *Stock) openBuckets(ctx context.Context, sku string, r LiveRound, applyB
 		}
 		key := s.BucketKey(sku, b, r.Buckets)
 		args := append([]any{r.Round, r.Quantity, r.PerUserLimit, unixMilli(r.StartsAt), unixMilli(r.EndsAt),
-			r.PriceCents, ttlMs, applyBy, channel, s.PublishCommand()}, r.Room.args()...)
+			r.PriceCents, ttlMs, applyBy, channel, s.PublishCommand()}, r.roomArgs()...)
 		args = append(args, b, r.Buckets, share(r.Quantity, b, r.Buckets))
 		opened, err := seedScript.Run(ctx, s.rdb, []string{key, key + ":buyers", key + ":released"}, args...).Int()
 		if err != nil || opened != 1 {

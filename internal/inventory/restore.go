@@ -77,7 +77,7 @@ func (s *Stock) Restore(ctx context.Context, sku string, fence Fence, r Restored
 	for _, id := range r.ReleasedOrders {
 		args = append(args, id)
 	}
-	args = append(args, r.Room.args()...)
+	args = append(args, r.roomArgs()...)
 	args = append(args, s.PublishCommand())
 	out, err := restoreScript.Run(ctx, s.rdb, []string{s.SaleKey(sku), s.BuyersKey(sku), s.releasedKey(sku)}, args...).Slice()
 	if err != nil {

@@ -64,6 +64,8 @@ if rate > 0 then
   if ARGV[r + 3] == '' or ARGV[r + 4] == '' or ARGV[r + 5] == '' then return bad('a room needs its seed and secret') end
   room = {room_rate = ARGV[r], room_pass_ttl_ms = ARGV[r + 1], room_bits = ARGV[r + 2],
     room_seed = ARGV[r + 3], room_seed_sha = ARGV[r + 4], room_secret = ARGV[r + 5]}
+elseif ARGV[r + 5] == 'draw' then
+  room = {draw = '1'} -- a draw's mark rides in the room's slot (seed.lua): it must come back too
 end
 if publish ~= 'PUBLISH' and publish ~= 'SPUBLISH' then return bad('bad publish command') end
 
@@ -115,7 +117,7 @@ if ttl > 0 then
   if nr > 0 then redis.call('PEXPIRE', KEYS[3], ttl) end
 end
 if ARGV[11] ~= '' then
-  local roomed = next(room) and '1' or '0'
+  local roomed = room.room_rate and '1' or '0'
   redis.call(publish, ARGV[11], ARGV[2] .. ' ' .. ARGV[9] .. ' ' .. ARGV[5] .. ' ' .. ARGV[6] .. ' ' .. ARGV[4] .. ' ' .. roomed)
 end
 return {'ok', 1}

@@ -22,8 +22,10 @@ const (
 	insertRoundSQL = `
 WITH p AS (SELECT price_cents FROM products WHERE sku = $1 FOR SHARE)
 INSERT INTO sale_rounds (sku, quantity, per_user_limit, price_cents, starts_at, ends_at,
-    room_admit_per_second, room_pass_ttl_seconds, room_challenge_bits, room_seed, room_secret, buckets)
-SELECT $1, $2, $3, p.price_cents, $4, $5, $6, $7, $8, $9, $10, $11 FROM p
+    room_admit_per_second, room_pass_ttl_seconds, room_challenge_bits, room_seed, room_secret, buckets,
+    draw_closes_at, draw_seed, draw_state)
+SELECT $1, $2, $3, p.price_cents, $4, $5, $6, $7, $8, $9, $10, $11,
+    $12::timestamptz, $13::text, CASE WHEN $12::timestamptz IS NULL THEN NULL ELSE 'open' END FROM p
 RETURNING id, price_cents, seeded_at`
 
 	// paid reads the order package's tables (read only): the units of the
@@ -33,7 +35,10 @@ SELECT r.id, r.quantity, r.sold, r.per_user_limit, r.starts_at, r.ends_at,
        r.room_admit_per_second, r.room_pass_ttl_seconds, r.room_challenge_bits, r.room_seed, r.buckets,
        (SELECT coalesce(sum(i.quantity), 0) FROM order_items i
         JOIN order_transitions t ON t.order_id = i.order_id AND t.status = 'paid'
-        WHERE i.round_id = r.id)
+        WHERE i.round_id = r.id),
+       r.draw_closes_at, r.draw_seed, r.draw_state,
+       (SELECT count(*) FILTER (WHERE e.state <> 'withdrawn') FROM draw_entries e WHERE e.round_id = r.id),
+       (SELECT count(*) FILTER (WHERE e.state = 'won') FROM draw_entries e WHERE e.round_id = r.id)
 FROM sale_rounds r WHERE r.sku = $1 AND (r.id = $2 OR $2 = 0 AND r.opened_at IS NOT NULL)
 ORDER BY r.id DESC LIMIT 1`
 
@@ -44,7 +49,7 @@ ORDER BY r.id DESC LIMIT 1`
 	// sold > 0: orders of it were persisted, so it went live.
 	latestRoundSQL = `
 SELECT id, quantity, per_user_limit, starts_at, ends_at,
-       room_admit_per_second, room_pass_ttl_seconds, room_challenge_bits, buckets,
+       room_admit_per_second, room_pass_ttl_seconds, room_challenge_bits, buckets, draw_closes_at,
        opened_at IS NOT NULL, sold > 0, now() - seeded_at > make_interval(secs => $2::float8)
 FROM sale_rounds WHERE sku = $1 ORDER BY id DESC LIMIT 1`
 
@@ -53,7 +58,9 @@ FROM sale_rounds WHERE sku = $1 ORDER BY id DESC LIMIT 1`
 WITH p AS (SELECT price_cents FROM products WHERE sku = $1 FOR SHARE)
 UPDATE sale_rounds r SET quantity = $3, per_user_limit = $4, price_cents = p.price_cents,
        starts_at = $5, ends_at = $6, room_admit_per_second = $7, room_pass_ttl_seconds = $8,
-       room_challenge_bits = $9, room_seed = $10, room_secret = $11, buckets = $12, seeded_at = now()
+       room_challenge_bits = $9, room_seed = $10, room_secret = $11, buckets = $12,
+       draw_closes_at = $13::timestamptz, draw_seed = $14::text,
+       draw_state = CASE WHEN $13::timestamptz IS NULL THEN NULL ELSE 'open' END, seeded_at = now()
 FROM p WHERE r.id = $2 AND r.opened_at IS NULL
 RETURNING r.id, r.price_cents`
 
@@ -109,6 +116,12 @@ type Seed struct {
 	EndsAt       time.Time     // zero: no end
 	Room         *RoomSettings // nil: no waiting room
 	Buckets      int           // the stock buckets, 1 to MaxBuckets (0 reads as 1)
+	Draw         *DrawSettings // nil: no draw
+}
+
+// check lists what is wrong with the seed's window and its draw.
+func (s Seed) check(now time.Time) []apperr.FieldError {
+	return append(s.checkWindow(now), s.checkDraw(now)...)
 }
 
 // StockReport is the state of a SKU's current sale round.
@@ -126,6 +139,7 @@ type StockReport struct {
 	EndsAt       *time.Time  `json:"ends_at"`
 	RoundID      *int64      `json:"round_id"`
 	WaitingRoom  *RoomReport `json:"waiting_room"`
+	Draw         *DrawReport `json:"draw"`
 }
 
 // Open records a new round for sku and opens it: available becomes the
@@ -134,7 +148,7 @@ type StockReport struct {
 // range (checked before anything is recorded), ErrProductNotFound,
 // ErrRoundSuperseded, or a 503.
 func (s *Sales) Open(ctx context.Context, sku string, seed Seed) (StockReport, error) {
-	if errs := seed.checkWindow(time.Now()); len(errs) > 0 {
+	if errs := seed.check(time.Now()); len(errs) > 0 {
 		return StockReport{}, apperr.Invalid(errs...)
 	}
 	conn, unlock, err := lockSale(ctx, s.db, sku)
@@ -147,6 +161,13 @@ func (s *Sales) Open(ctx context.Context, sku string, seed Seed) (StockReport, e
 		if room, err = newLiveRoom(*seed.Room); err != nil {
 			return StockReport{}, err
 		}
+	}
+	if seed.Draw != nil {
+		draw := *seed.Draw
+		if draw.Seed, err = randomHex(32); err != nil {
+			return StockReport{}, err
+		}
+		seed.Draw = &draw
 	}
 	round, price, done, err := s.roundFor(ctx, conn, sku, seed, room)
 	switch {
@@ -166,7 +187,7 @@ func (s *Sales) Open(ctx context.Context, sku string, seed Seed) (StockReport, e
 	live := LiveRound{
 		Round: round, Quantity: int64(seed.Quantity), Available: int64(seed.Quantity),
 		PerUserLimit: seed.PerUserLimit, StartsAt: seed.StartsAt, EndsAt: seed.EndsAt, PriceCents: price,
-		Room: room, Buckets: seed.buckets(),
+		Room: room, Buckets: seed.buckets(), Draw: seed.Draw != nil,
 	}
 	rctx, cancel := context.WithTimeout(ctx, redisTimeout)
 	defer cancel()
@@ -187,6 +208,7 @@ func (s *Sales) Open(ctx context.Context, sku string, seed Seed) (StockReport, e
 		}
 	}
 	rep := report(sku, live, 0)
+	rep.Draw = seed.Draw.report(seed.StartsAt, DrawOpen, 0, 0, time.Now())
 	if rep.WaitingRoom, err = s.roomReport(ctx, sku, round, room); err != nil {
 		return StockReport{}, err
 	}
@@ -261,8 +283,10 @@ func (s *Sales) latest(ctx context.Context, q rowQuerier, sku string) (r recorde
 	defer cancel()
 	var starts, ends *time.Time
 	var rate, ttl, bits *int
+	var closes *time.Time
 	err = q.QueryRow(ctx, latestRoundSQL, sku, settleAfter.Seconds()).Scan(&r.id, &r.seed.Quantity,
-		&r.seed.PerUserLimit, &starts, &ends, &rate, &ttl, &bits, &r.seed.Buckets, &r.opened, &r.sold, &r.settled)
+		&r.seed.PerUserLimit, &starts, &ends, &rate, &ttl, &bits, &r.seed.Buckets, &closes, &r.opened, &r.sold,
+		&r.settled)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, false, nil
 	}
@@ -271,6 +295,9 @@ func (s *Sales) latest(ctx context.Context, q rowQuerier, sku string) (r recorde
 	}
 	r.seed.StartsAt, r.seed.EndsAt = deref(starts), deref(ends)
 	r.seed.Room = roomSettings(rate, ttl, bits)
+	if closes != nil {
+		r.seed.Draw = &DrawSettings{ClosesAt: closes.UTC()}
+	}
 	return r, true, nil
 }
 
@@ -281,6 +308,7 @@ func (s *Sales) reuse(ctx context.Context, q rowQuerier, sku string, id int64, s
 	args := append([]any{sku, id, seed.Quantity, seed.PerUserLimit, nullTime(seed.StartsAt), nullTime(seed.EndsAt)},
 		room.columns()...)
 	args = append(args, seed.buckets())
+	args = append(args, seed.Draw.columns()...)
 	err = q.QueryRow(ctx, reuseRoundSQL, args...).Scan(&round, &price)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, 0, ErrProductNotFound
@@ -310,6 +338,7 @@ func (s Seed) buckets() int { return max(s.Buckets, 1) }
 // times to the microsecond).
 func (a Seed) same(b Seed) bool {
 	return a.Quantity == b.Quantity && a.PerUserLimit == b.PerUserLimit && sameRoom(a.Room, b.Room) &&
+		sameDraw(a.Draw, b.Draw) &&
 		a.buckets() == b.buckets() &&
 		a.StartsAt.Truncate(time.Microsecond).Equal(b.StartsAt.Truncate(time.Microsecond)) &&
 		a.EndsAt.Truncate(time.Microsecond).Equal(b.EndsAt.Truncate(time.Microsecond))
@@ -323,6 +352,7 @@ func (s *Sales) record(ctx context.Context, q rowQuerier, sku string, seed Seed,
 	args := append([]any{sku, seed.Quantity, seed.PerUserLimit, nullTime(seed.StartsAt), nullTime(seed.EndsAt)},
 		room.columns()...)
 	args = append(args, seed.buckets())
+	args = append(args, seed.Draw.columns()...)
 	err = q.QueryRow(ctx, insertRoundSQL, args...).Scan(&round, &price, &seededAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, 0, ErrProductNotFound
@@ -350,9 +380,10 @@ func (s *Sales) Report(ctx context.Context, sku string) (StockReport, error) {
 	var starts, ends *time.Time
 	var rate, ttl, bits *int
 	var roomSeed *string
+	var d drawRow
 	err = s.db.QueryRow(ctx, selectRoundSQL, sku, live.Round).
 		Scan(&r.Round, &r.Quantity, &confirmed, &r.PerUserLimit, &starts, &ends, &rate, &ttl, &bits, &roomSeed,
-			&r.Buckets, &paid)
+			&r.Buckets, &paid, &d.closes, &d.seed, &d.state, &d.entries, &d.winners)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return s.noRound(ctx, sku)
@@ -367,6 +398,7 @@ func (s *Sales) Report(ctx context.Context, sku string) (StockReport, error) {
 	}
 	rep := report(sku, r, confirmed)
 	rep.Paid = paid
+	rep.Draw = d.report(r.StartsAt, time.Now())
 	if settings := roomSettings(rate, ttl, bits); settings != nil && roomSeed != nil {
 		room := &LiveRoom{RoomSettings: *settings, SeedSHA: SeedSHA(*roomSeed)}
 		counted := int64(0) // a round no longer live has its counts in its record

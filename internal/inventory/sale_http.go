@@ -31,6 +31,8 @@ type seedBody struct {
 	EndsAt       *string `json:"ends_at"`
 	// WaitingRoom: null or absent for none.
 	WaitingRoom *roomBody `json:"waiting_room"`
+	// Draw: null or absent for none.
+	Draw *drawBody `json:"draw"`
 }
 
 type roomBody struct {
@@ -160,7 +162,8 @@ func (b seedBody) validate(now time.Time) (Seed, error) {
 	seed.StartsAt = parseTime(b.StartsAt, "starts_at", bad)
 	seed.EndsAt = parseTime(b.EndsAt, "ends_at", bad)
 	seed.Room = b.WaitingRoom.validate(bad)
-	errs = append(errs, seed.checkWindow(now)...)
+	seed.Draw = b.Draw.validate(bad)
+	errs = append(errs, seed.check(now)...)
 	if len(errs) > 0 {
 		return Seed{}, apperr.Invalid(errs...)
 	}

@@ -19,7 +19,9 @@
 --       (0 = no deadline), changes channel, publish command, then the
 --       waiting room: admit_per_second (0 = no room), pass_ttl_ms,
 --       challenge_bits, seed, seed_sha, secret (room.go: the room_*
---       fields of the sale hash; a round without a room has none),
+--       fields of the sale hash; a round without a room has none; a
+--       draw, which has no room, is rate 0 and secret 'draw': its hash
+--       gets draw = 1, and the reservation rule refuses it),
 --       and for one bucket of a round of several (buckets.go) three more:
 --       the bucket's index, the round's buckets and the bucket's share of
 --       the quantity, its available (a round of one bucket has none of
@@ -60,6 +62,8 @@ if tonumber(ARGV[11]) > 0 then
   end
   redis.call('HSET', KEYS[1], 'room_rate', ARGV[11], 'room_pass_ttl_ms', ARGV[12],
     'room_bits', ARGV[13], 'room_seed', ARGV[14], 'room_seed_sha', ARGV[15], 'room_secret', ARGV[16])
+elseif ARGV[16] == 'draw' then
+  redis.call('HSET', KEYS[1], 'draw', '1')
 end
 if tonumber(ARGV[7]) > 0 then
   redis.call('PEXPIRE', KEYS[1], ARGV[7])

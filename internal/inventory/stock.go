@@ -85,6 +85,17 @@ type LiveRound struct {
 	// Buckets is how many sale hashes the units are split over (0 or 1:
 	// one, the SKU's of before); Available and Released are their sums.
 	Buckets int
+	// Draw: the round is a draw (draw.go); its units are not bought.
+	Draw bool
+}
+
+// roomArgs are the seed and restore scripts' waiting room arguments,
+// which carry a draw's mark (drawArgs) when the round is one.
+func (r LiveRound) roomArgs() []any {
+	if r.Draw {
+		return drawArgs
+	}
+	return r.Room.args()
 }
 
 // OpenRound replaces the live state of sku with a fresh round: available is
@@ -136,7 +147,7 @@ func (s *Stock) openRound(ctx context.Context, sku string, r LiveRound, applyBy,
 		return 0, err
 	}
 	args := append([]any{r.Round, r.Quantity, r.PerUserLimit, unixMilli(r.StartsAt), unixMilli(r.EndsAt),
-		r.PriceCents, ttlMs, applyBy, s.ChangesChannel(sku), s.PublishCommand()}, r.Room.args()...)
+		r.PriceCents, ttlMs, applyBy, s.ChangesChannel(sku), s.PublishCommand()}, r.roomArgs()...)
 	opened, err := seedScript.Run(ctx, s.rdb, []string{s.SaleKey(sku), s.BuyersKey(sku), s.releasedKey(sku)},
 		args...).Int()
 	if err != nil || opened != 1 {
@@ -166,6 +177,7 @@ func (s *Stock) Live(ctx context.Context, sku string) (LiveRound, bool, error) {
 		Released:     num("released"),
 		Room:         liveRoom(m),
 		Buckets:      max(int(num("buckets")), 1),
+		Draw:         m["draw"] == "1",
 	}
 	sums := []int64{r.Available, r.Released}
 	if err := s.sumBuckets(ctx, sku, r.Buckets, sums, "available", "released"); err != nil {

@@ -74,7 +74,7 @@ local function check_lines(lines, user, now, passes)
   end
   for _, l in ipairs(lines) do
     local s = redis.call('HMGET', l.sale, 'round', 'available', 'limit', 'starts_ms', 'ends_ms', 'price_cents', 'released', 'room_rate',
-      'buckets', 'bucket', 'round_released', 'released_in')
+      'buckets', 'bucket', 'round_released', 'released_in', 'draw')
     local buckets = tonumber(s[9] or '1')
     l.bucketed = buckets and buckets > 1
     l.buckets = buckets
@@ -92,7 +92,9 @@ local function check_lines(lines, user, now, passes)
       local bought = tonumber(redis.call('HGET', l.buyers, user) or '0')
       if l.bucketed and tonumber(string.sub(redis.sha1hex(user), 1, 8), 16) % buckets ~= tonumber(s[10]) then
         fail('bucket', l.sku)
-      elseif now < starts or (ends > 0 and now >= ends) then
+      elseif now < starts or (ends > 0 and now >= ends) or s[13] then
+        -- A draw's units go to its entrants (internal/draw), never first
+        -- come, first served.
         fail('not_active', l.sku)
       elseif s[8] and not has_pass(l.passes, user, round, passes, now) then
         fail('pass', l.sku)

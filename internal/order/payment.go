@@ -87,12 +87,15 @@ type TestProvider struct {
 	byKey    map[string]string // key -> id
 	charges  map[string]Charge // id -> charge
 	refunded map[string]bool
-	refunds  int // Refund calls, repeats included
+	refunds  int                   // Refund calls, repeats included
+	holds    map[string]*holdState // id -> an authorisation (hold.go)
+	calls    map[string]int        // hold calls by kind
 }
 
 // NewTestProvider returns an empty test provider.
 func NewTestProvider() *TestProvider {
-	return &TestProvider{byKey: map[string]string{}, charges: map[string]Charge{}, refunded: map[string]bool{}}
+	return &TestProvider{byKey: map[string]string{}, charges: map[string]Charge{}, refunded: map[string]bool{},
+		holds: map[string]*holdState{}, calls: map[string]int{}}
 }
 
 // Name is "test".

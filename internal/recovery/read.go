@@ -24,9 +24,10 @@ import (
 const (
 	liveRoundsSQL = `
 SELECT id, sku, quantity, per_user_limit, price_cents, starts_at, ends_at,
-       room_admit_per_second, room_pass_ttl_seconds, room_challenge_bits, room_seed, room_secret FROM (
+       room_admit_per_second, room_pass_ttl_seconds, room_challenge_bits, room_seed, room_secret, draw FROM (
   SELECT DISTINCT ON (r.sku) r.id, r.sku, r.quantity, r.per_user_limit, p.price_cents, r.starts_at, r.ends_at,
-         r.room_admit_per_second, r.room_pass_ttl_seconds, r.room_challenge_bits, r.room_seed, r.room_secret
+         r.room_admit_per_second, r.room_pass_ttl_seconds, r.room_challenge_bits, r.room_seed, r.room_secret,
+         r.draw_closes_at IS NOT NULL AS draw
   FROM sale_rounds r JOIN products p ON p.sku = r.sku
   -- A round whose seeding failed never went live; one that sold did.
   WHERE r.opened_at IS NOT NULL OR EXISTS (SELECT 1 FROM order_items i WHERE i.round_id = r.id)
@@ -72,6 +73,7 @@ type liveRound struct {
 	price        int64
 	starts, ends time.Time
 	room         *inventory.LiveRoom // nil: no waiting room
+	draw         bool                // a draw: its hash must come back marked
 }
 
 func (r *Recoverer) liveRounds(ctx context.Context) ([]liveRound, error) {
@@ -85,7 +87,7 @@ func (r *Recoverer) liveRounds(ctx context.Context) ([]liveRound, error) {
 		var rate, ttl, bits *int
 		var seed, secret *string
 		err := row.Scan(&lr.id, &lr.sku, &lr.quantity, &lr.limit, &lr.price, &starts, &ends,
-			&rate, &ttl, &bits, &seed, &secret)
+			&rate, &ttl, &bits, &seed, &secret, &lr.draw)
 		if rate != nil && ttl != nil && bits != nil && seed != nil && secret != nil {
 			lr.room = &inventory.LiveRoom{
 				RoomSettings: inventory.RoomSettings{AdmitPerSecond: *rate, PassTTL: time.Duration(*ttl) * time.Second, ChallengeBits: *bits},
@@ -293,7 +295,7 @@ func (r *Recoverer) recordedFinals(ctx context.Context, ids []string) (map[strin
 func rebuild(lr liveRound, orders map[string]*holding) (inventory.Restored, error) {
 	st := inventory.Restored{
 		LiveRound: inventory.LiveRound{Round: lr.id, Quantity: lr.quantity, PerUserLimit: lr.limit,
-			StartsAt: lr.starts, EndsAt: lr.ends, PriceCents: lr.price, Room: lr.room},
+			StartsAt: lr.starts, EndsAt: lr.ends, PriceCents: lr.price, Room: lr.room, Draw: lr.draw},
 		Buyers: map[string]int64{},
 	}
 	var held int64

@@ -31,6 +31,8 @@ var statusOf = map[string]int{
 	apperr.CodeOrderNotPayable:    http.StatusConflict,
 	apperr.CodeNotCancellable:     http.StatusConflict,
 	apperr.CodeNotRefundable:      http.StatusConflict,
+	apperr.CodeAlreadyEntered:     http.StatusConflict,
+	apperr.CodeDrawClosed:         http.StatusConflict,
 	apperr.CodeConflict:           http.StatusConflict,
 	apperr.CodePayloadTooLarge:    http.StatusRequestEntityTooLarge,
 	apperr.CodeUnsupportedMedia:   http.StatusUnsupportedMediaType,

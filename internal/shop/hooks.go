@@ -71,6 +71,14 @@ func PaymentProvider(cfg *config.Config) order.PaymentProvider {
 	return order.NewTestProvider()
 }
 
+// Authorizer is the provider of the draws' holds as cfg names it.
+func Authorizer(cfg *config.Config) order.Authorizer {
+	if cfg.PaymentProvider == "stripe" {
+		return Stripe(cfg)
+	}
+	return order.NewTestProvider()
+}
+
 // Stripe is the Stripe provider of cfg's settings.
 func Stripe(cfg *config.Config) *payment.Stripe {
 	return payment.NewStripe(payment.StripeOptions{SecretKey: cfg.StripeSecretKey, APIURL: cfg.StripeAPIURL,

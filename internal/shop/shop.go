@@ -31,6 +31,7 @@ import (
 	"github.com/shop-oss/shop/internal/cache"
 	"github.com/shop-oss/shop/internal/cart"
 	"github.com/shop-oss/shop/internal/config"
+	"github.com/shop-oss/shop/internal/draw"
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/live"
 	"github.com/shop-oss/shop/internal/lock"
@@ -92,6 +93,8 @@ type App struct {
 	// Sweeper expires unpaid orders; Start runs it.
 	Sweeper *sweeper.Sweeper
 	Audit   *audit.Auditor
+	// Draws runs the rounds that are draws; Start runs its runner.
+	Draws *draw.Service
 	// Webhook applies Stripe's events (nil with another provider).
 	Webhook *payment.Webhook
 	// Live streams live stock to browsers; Start runs its subscription,
@@ -179,6 +182,7 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 	a.Carts = cart.New(st.Redis, a.Catalog, a.Orders, cfg.KeyPrefix, log, reg)
 	a.Locks = lock.New(st.Redis, cfg.KeyPrefix)
 	a.Sweeper = NewSweeper(st, cfg, a.Stock, a.Locks, log, reg)
+	a.Draws = draw.New(st.DB, Authorizer(cfg), log, draw.Options{Orders: a.Orders})
 	a.Audit = audit.New(st.DB, st.Redis, a.Stock, cfg.KeyPrefix, log)
 	a.Audit.Rooms = a.Rooms
 	a.auditEvery = cfg.AuditInterval
@@ -224,6 +228,7 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 			func(r fiber.Router) { a.Stores.Routes(r, admin) },
 			func(r fiber.Router) { a.Sales.Routes(r, admin) },
 			func(r fiber.Router) { a.Rooms.Routes(r, user, admin) },
+			func(r fiber.Router) { a.Draws.Routes(r, user, admin) },
 			func(r fiber.Router) { orderhttp.Routes(r, a.Orders, user) },
 			func(r fiber.Router) { a.Carts.Routes(r, user) },
 			func(r fiber.Router) { a.Audit.Routes(r, admin) },
@@ -272,6 +277,8 @@ func (a *App) Start(ctx context.Context) (stop func()) {
 	go func() { defer wg.Done(); _ = a.Sweeper.Run(bctx) }()
 	go func() { defer wg.Done(); a.Live.Run(bctx) }()
 	go func() { defer wg.Done(); a.catalogCache.Run(bctx) }()
+	wg.Add(1)
+	go func() { defer wg.Done(); a.Draws.Loop(bctx, a.Locks, drawEvery) }()
 	if a.auditEvery > 0 {
 		wg.Add(1)
 		go func() { defer wg.Done(); a.Audit.Every(bctx, a.Locks, a.auditEvery) }()
@@ -282,6 +289,9 @@ func (a *App) Start(ctx context.Context) (stop func()) {
 		wg.Wait()
 	}
 }
+
+// drawEvery is how often the draw runner looks for draws due.
+const drawEvery = time.Second
 
 // streamsStopTimeout bounds how long StopStreams waits for the streams'
 // last writes.

@@ -1,0 +1,278 @@
+package draw
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/shop-oss/shop/internal/order"
+)
+
+// The draw, in steps whose progress is only in rows (docs/design/draws.md,
+// "The draw"): close, rank, allocate, capture, cancel, publish. Each step
+// reads its work from the rows, so a second run, on any instance, after
+// any crash, continues where the first stopped.
+
+const (
+	closeSQL = `UPDATE sale_rounds SET draw_state = 'closed' WHERE id = $1 AND draw_state = 'open'`
+
+	// Entries still authorizing take no part; the rest are ranked, once:
+	// after the first run every entered entry has its rank.
+	loseAuthorizingSQL = `UPDATE draw_entries SET state = 'lost', updated_at = now()
+WHERE round_id = $1 AND state = 'authorizing'`
+	rankSQL = `
+WITH ranked AS (
+  SELECT id, row_number() OVER (ORDER BY sha256(convert_to($2 || ':' || id::text, 'UTF8')), id) AS rank
+  FROM draw_entries WHERE round_id = $1 AND state = 'entered')
+UPDATE draw_entries e SET rank = ranked.rank, updated_at = now() FROM ranked
+WHERE e.id = ranked.id AND NOT EXISTS (SELECT 1 FROM draw_entries x WHERE x.round_id = $1 AND x.rank IS NOT NULL)`
+
+	// The units each entered rank gets if every capture above it
+	// succeeds: the units not yet won, down the ranks as a running sum.
+	allocateSQL = `
+WITH left_units AS (
+  SELECT r.quantity - coalesce((SELECT sum(won_units) FROM draw_entries WHERE round_id = $1 AND state = 'won'), 0) AS n
+  FROM sale_rounds r WHERE r.id = $1),
+alloc AS (
+  SELECT id, quantity, coalesce(sum(quantity) OVER (ORDER BY rank ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS above
+  FROM draw_entries WHERE round_id = $1 AND state = 'entered')
+UPDATE draw_entries e SET won_units = greatest(0, least(a.quantity, l.n - a.above)), updated_at = now()
+FROM alloc a, left_units l WHERE e.id = a.id AND e.won_units <> greatest(0, least(a.quantity, l.n - a.above))`
+
+	nextWinnerSQL = `
+SELECT e.id::text, e.user_id::text, e.provider, e.payment_id, e.won_units, r.price_cents, r.sku
+FROM draw_entries e JOIN sale_rounds r ON r.id = e.round_id
+WHERE e.round_id = $1 AND e.state = 'entered' AND e.won_units > 0 ORDER BY e.rank LIMIT 1`
+
+	wonSQL = `UPDATE draw_entries SET state = 'won', captured_cents = $2, payment_status = 'succeeded',
+    order_id = $3, updated_at = now() WHERE id = $1 AND state = 'entered'`
+	failedSQL = `UPDATE draw_entries SET state = 'failed', won_units = 0, updated_at = now()
+WHERE id = $1 AND state = 'entered'`
+
+	// Once every winner is captured, the entered entries left have no units.
+	loseRestSQL = `UPDATE draw_entries SET state = 'lost', updated_at = now()
+WHERE round_id = $1 AND state = 'entered' AND won_units = 0
+  AND NOT EXISTS (SELECT 1 FROM draw_entries x WHERE x.round_id = $1 AND x.state = 'entered' AND x.won_units > 0)`
+
+	toCancelSQL = `SELECT id::text, payment_id FROM draw_entries
+WHERE round_id = $1 AND state IN ('lost', 'withdrawn', 'failed') AND payment_id <> '' AND cancelled_at IS NULL
+ORDER BY rank NULLS LAST, created_at, id LIMIT 100`
+
+	cancelledSQL = `UPDATE draw_entries SET cancelled_at = now(), payment_status = 'canceled', updated_at = now()
+WHERE id = $1 AND cancelled_at IS NULL`
+
+	winnersSQL = `SELECT id::text FROM draw_entries WHERE round_id = $1 AND state = 'won' ORDER BY rank`
+
+	drawnSQL = `UPDATE sale_rounds SET draw_state = 'drawn', draw_winners_sha256 = $2
+WHERE id = $1 AND draw_state = 'closed'`
+
+	roundSeedSQL = `SELECT draw_seed, draw_state FROM sale_rounds WHERE id = $1 AND draw_seed IS NOT NULL`
+)
+
+// orderNamespace makes a won entry's order id from its entry id (UUID
+// v5) when no OrderWriter names it: the same entry always names the same
+// order (order.Service.WonOrderID uses the same namespace).
+var orderNamespace = uuid.MustParse("4f0e9c1a-5d0b-4d53-9a57-2f1c3e8b7d60")
+
+// OrderID is the id of the order a won entry becomes on a single Redis.
+func OrderID(entryID string) string {
+	return uuid.NewSHA1(orderNamespace, []byte(entryID)).String()
+}
+
+// Run draws round: closes it if it is open, and takes every step the rows
+// say is left. It is safe to run again, and on several instances at once
+// (each step is guarded by its rows), though the runner's lock keeps it
+// to one.
+func (s *Service) Run(ctx context.Context, roundID int64) error {
+	var seed, state string
+	if err := s.db.QueryRow(ctx, roundSeedSQL, roundID).Scan(&seed, &state); err != nil {
+		return errorf("read the round", err)
+	}
+	if state == "drawn" {
+		return nil
+	}
+	if _, err := s.db.Exec(ctx, closeSQL, roundID); err != nil {
+		return errorf("close", err)
+	}
+	if err := s.rank(ctx, roundID, seed); err != nil {
+		return err
+	}
+	if err := s.captureWinners(ctx, roundID); err != nil {
+		return err
+	}
+	if _, err := s.db.Exec(ctx, loseRestSQL, roundID); err != nil {
+		return errorf("lose the rest", err)
+	}
+	if err := s.cancelAll(ctx, roundID); err != nil {
+		return err
+	}
+	return s.publish(ctx, roundID)
+}
+
+// rank loses the authorizing entries and ranks the entered ones, in one
+// transaction: a rerun finds them ranked and changes nothing.
+func (s *Service) rank(ctx context.Context, roundID int64, seed string) error {
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, loseAuthorizingSQL, roundID); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, rankSQL, roundID, seed)
+		return err
+	})
+	if err != nil {
+		return errorf("rank", err)
+	}
+	return nil
+}
+
+// winner is the next entry to capture.
+type winner struct {
+	id, user, provider, payment, sku string
+	units                            int
+	price                            int64
+}
+
+// captureWinners captures the entered entries with units, in rank
+// order. Each is captured only once every rank above it is settled, so
+// its allocation is final when it is captured, and its key stays bound
+// to one amount.
+func (s *Service) captureWinners(ctx context.Context, roundID int64) error {
+	for {
+		if _, err := s.db.Exec(ctx, allocateSQL, roundID); err != nil {
+			return errorf("allocate", err)
+		}
+		var w winner
+		err := s.db.QueryRow(ctx, nextWinnerSQL, roundID).Scan(&w.id, &w.user, &w.provider, &w.payment, &w.units,
+			&w.price, &w.sku)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return errorf("next winner", err)
+		}
+		if err := s.capture(ctx, roundID, w); err != nil {
+			return err
+		}
+	}
+}
+
+// capture captures w's units and records the outcome: won (and its
+// order written), or failed, its units going on down the ranks.
+func (s *Service) capture(ctx context.Context, roundID int64, w winner) error {
+	amount := int64(w.units) * w.price
+	p, err := s.pay.Capture(ctx, w.payment, amount, "draw:"+w.id+":capture")
+	if errors.Is(err, order.ErrPaymentDeclined) {
+		if _, err := s.db.Exec(ctx, failedSQL, w.id); err != nil {
+			return errorf("record a failed capture", err)
+		}
+		return nil
+	}
+	if err != nil {
+		return errorf("capture "+w.id, err)
+	}
+	orderID := OrderID(w.id)
+	if s.orders != nil {
+		p.AmountCents, p.Status = amount, order.PaymentSucceeded
+		won := order.Won{EntryID: w.id, UserID: w.user, SKU: w.sku, Round: roundID, Units: w.units,
+			PriceCents: w.price, Payment: p}
+		if orderID, err = s.orders.PlaceWon(ctx, won); err != nil {
+			return errorf("write the order of "+w.id, err)
+		}
+	}
+	if s.afterCapture != nil {
+		if err := s.afterCapture(w.id); err != nil {
+			return err
+		}
+	}
+	if _, err := s.db.Exec(ctx, wonSQL, w.id, amount, orderID); err != nil {
+		return errorf("record a capture", err)
+	}
+	return nil
+}
+
+// cancelAll releases every hold the draw leaves: lost, withdrawn and
+// failed entries' not yet cancelled, at most one per cancelEvery.
+func (s *Service) cancelAll(ctx context.Context, roundID int64) error {
+	for {
+		batch, err := s.toCancel(ctx, roundID)
+		if err != nil || len(batch) == 0 {
+			return err
+		}
+		for _, c := range batch {
+			if err := s.cancelOne(ctx, c[0], c[1]); err != nil {
+				return err
+			}
+			if s.cancelEvery > 0 {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(s.cancelEvery):
+				}
+			}
+		}
+	}
+}
+
+func (s *Service) toCancel(ctx context.Context, roundID int64) ([][2]string, error) {
+	rows, err := s.db.Query(ctx, toCancelSQL, roundID)
+	if err != nil {
+		return nil, errorf("entries to cancel", err)
+	}
+	var out [][2]string
+	var id, payment string
+	_, err = pgx.ForEachRow(rows, []any{&id, &payment}, func() error {
+		out = append(out, [2]string{id, payment})
+		return nil
+	})
+	if err != nil {
+		return nil, errorf("entries to cancel", err)
+	}
+	return out, nil
+}
+
+// cancelOne releases one hold and records it.
+func (s *Service) cancelOne(ctx context.Context, entryID, paymentID string) error {
+	if err := s.pay.Cancel(ctx, paymentID, "draw:"+entryID+":cancel"); err != nil {
+		return errorf("cancel "+entryID, err)
+	}
+	if _, err := s.db.Exec(ctx, cancelledSQL, entryID); err != nil {
+		return errorf("record a cancel", err)
+	}
+	return nil
+}
+
+// cancelHold releases an entry's hold outside the draw (a withdrawal);
+// a failure is left for the draw's cancels, which retry it.
+func (s *Service) cancelHold(ctx context.Context, entryID, paymentID string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*dbTimeout)
+	defer cancel()
+	if err := s.cancelOne(ctx, entryID, paymentID); err != nil {
+		s.log.Warn("draw: release a hold; the draw will retry", "entry", entryID, "err", err)
+	}
+}
+
+// publish records winners_sha256 and marks the round drawn.
+func (s *Service) publish(ctx context.Context, roundID int64) error {
+	rows, err := s.db.Query(ctx, winnersSQL, roundID)
+	if err != nil {
+		return errorf("winners", err)
+	}
+	h := sha256.New()
+	var id string
+	if _, err := pgx.ForEachRow(rows, []any{&id}, func() error {
+		fmt.Fprintf(h, "%s\n", id)
+		return nil
+	}); err != nil {
+		return errorf("winners", err)
+	}
+	if _, err := s.db.Exec(ctx, drawnSQL, roundID, hex.EncodeToString(h.Sum(nil))); err != nil {
+		return errorf("mark drawn", err)
+	}
+	return nil
+}
