@@ -1,0 +1,106 @@
+package saga
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shop-oss/shop/internal/apperr"
+	"github.com/shop-oss/shop/internal/order"
+)
+
+// lastUnitHeld is a SKU of partition 5 whose one unit another buyer's
+// saga holds (its process gone, say, between hold and commit): the hold
+// of order id, as attempt-1, with items.
+type lastUnitHeld struct {
+	sku   string
+	id    string
+	items []order.ReservedItem
+}
+
+// holdLastUnit makes a lastUnitHeld of a SKU named after prefix; stale
+// puts the hold past its deadline.
+func (f *clusterFixture) holdLastUnit(t *testing.T, prefix string, stale bool) lastUnitHeld {
+	t.Helper()
+	sku := f.skuIn(t, prefix, 5, 1)
+	lines := []order.Line{{SKU: f.skuIn(t, prefix+"-home", 1, 10), Quantity: 1}, {SKU: sku, Quantity: 1}}
+	id := f.orderID(t, lines)
+	items := f.take(t, 5, id, f.user(t), "attempt-1", lines[1:])
+	if stale {
+		f.rdb.ZAdd(context.Background(), f.saga.keys.Holds(5), redis.Z{Score: 1, Member: id})
+	}
+	return lastUnitHeld{sku: sku, id: id, items: items}
+}
+
+// A buy-now of the last unit while another buyer's saga holds it (its
+// process killed before the commit, the hold past its deadline or not
+// yet) is not refused out_of_stock: that saga may never commit, and the
+// repair gives the unit back, after which a repeat of the same
+// Idempotency-Key would buy it, a second answer to one request (e2e
+// TestClusterDrillServeKilledMidCheckout saw 409 out_of_stock, then 202).
+// The buyer is told to retry (503) until the hold is settled; a
+// refusal the held units could not undo stays a refusal.
+func TestStockRefusalWaitsForUnitsHeldInFlight(t *testing.T) {
+	t.Parallel()
+	f := newClusterFixture(t)
+	ctx := context.Background()
+	for _, stale := range []bool{true, false} {
+		h := f.holdLastUnit(t, fmt.Sprintf("held-%v", stale), stale)
+		u := f.user(t)
+		buy := []order.Line{{SKU: h.sku, Quantity: 1}}
+		_, err := f.svc.Place(ctx, u, []order.Line{{SKU: h.sku, Quantity: 2}}, order.PlaceOptions{IdemKey: "two"})
+		wantSKUs(t, err, apperr.CodeOutOfStock, h.sku) // 1 held + 0 available < 2: true whatever the hold becomes
+		_, err = f.svc.Place(ctx, u, buy, order.PlaceOptions{IdemKey: "k"})
+		wantCode(t, err, apperr.CodeUnavailable) // not out_of_stock while the unit is held
+		if stale {
+			if _, err := f.clusterSweeper().Sweep(ctx); err != nil {
+				t.Fatal(err)
+			}
+		} else if _, err := f.saga.unhold(ctx, 5, h.id, "attempt-1", "release", h.items); err != nil {
+			t.Fatal(err) // that saga refused elsewhere gives its hold back
+		}
+		first, err := f.svc.Place(ctx, u, buy, order.PlaceOptions{IdemKey: "k"})
+		if err != nil || first.Replayed {
+			t.Fatalf("stale %v: the repeat once the hold is given back: %+v %v", stale, first, err)
+		}
+		again, err := f.svc.Place(ctx, u, buy, order.PlaceOptions{IdemKey: "k"})
+		if err != nil || !again.Replayed || again.OrderID != first.OrderID {
+			t.Fatalf("stale %v: another repeat: %+v %v, want %s replayed", stale, again, err, first.OrderID)
+		}
+		_, err = f.svc.Place(ctx, f.user(t), buy, order.PlaceOptions{IdemKey: "k"})
+		wantSKUs(t, err, apperr.CodeOutOfStock, h.sku) // sold: nothing held
+		f.wantAvailable(t, "", map[string]int64{h.sku: 0})
+	}
+	f.noHolds(t)
+}
+
+// A buy-now refused while another buyer's saga holds the last unit, live,
+// waits for that hold: the saga refused elsewhere gives it back (here at
+// the second run's first step, told by the fault hook) and the run after
+// the wait buys the unit, the one answer.
+func TestStockRefusalRunsAgainOnceTheHoldIsGivenBack(t *testing.T) {
+	t.Parallel()
+	f := newClusterFixture(t)
+	ctx := context.Background()
+	h := f.holdLastUnit(t, "back", false)
+	svc, p := f.service(Options{}, order.Options{})
+	runs := 0
+	p.InjectFault(func(at Point) {
+		if at != AfterHold {
+			return
+		}
+		if runs++; runs == 2 {
+			if _, err := p.unhold(ctx, 5, h.id, "attempt-1", "release", h.items); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	placed, err := svc.Place(ctx, f.user(t), []order.Line{{SKU: h.sku, Quantity: 1}}, order.PlaceOptions{IdemKey: "k"})
+	if err != nil || runs != 2 {
+		t.Fatalf("placed %+v %v after %d runs, want the unit bought by the second", placed, err, runs)
+	}
+	f.wantAvailable(t, "", map[string]int64{h.sku: 0})
+	f.noHolds(t)
+}
