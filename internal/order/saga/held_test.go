@@ -2,13 +2,17 @@ package saga
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"sync"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/order"
+	"github.com/shop-oss/shop/internal/order/ordertesting"
 )
 
 // lastUnitHeld is a SKU of partition 5 whose one unit another buyer's
@@ -102,5 +106,76 @@ func TestStockRefusalRunsAgainOnceTheHoldIsGivenBack(t *testing.T) {
 		t.Fatalf("placed %+v %v after %d runs, want the unit bought by the second", placed, err, runs)
 	}
 	f.wantAvailable(t, "", map[string]int64{h.sku: 0})
+	f.noHolds(t)
+}
+
+// Buyers racing for a SKU whose last units a dead saga holds: those who
+// find nothing available are told to retry (none refused while the units
+// are held), and once the repair has given them back, their repeats race
+// for exactly those units; the rest are refused, and a further repeat of
+// each key answers the same.
+func TestRaceForUnitsADeadSagaHolds(t *testing.T) {
+	t.Parallel()
+	f := newClusterFixture(t)
+	ctx := context.Background()
+	const units, heldUnits, buyers = 5, 2, 12
+	sku := f.skuIn(t, "dead", 5, units)
+	dead := []order.Line{{SKU: f.skuIn(t, "dead-home", 1, 10), Quantity: 1}, {SKU: sku, Quantity: heldUnits}}
+	id := f.orderID(t, dead)
+	f.take(t, 5, id, f.user(t), "attempt-1", dead[1:])
+	f.rdb.ZAdd(ctx, f.saga.keys.Holds(5), redis.Z{Score: 1, Member: id}) // past its deadline
+	users := make([]string, buyers)
+	for i := range users {
+		users[i] = f.user(t)
+	}
+	race := func(who []string) (placed map[string]string, codes map[string]int) {
+		var mu sync.Mutex
+		placed, codes = map[string]string{}, map[string]int{}
+		var ops []func()
+		for _, u := range who {
+			ops = append(ops, func() {
+				p, err := f.svc.Place(ctx, u, []order.Line{{SKU: sku, Quantity: 1}}, order.PlaceOptions{IdemKey: "k"})
+				var e *apperr.Error
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					placed[u] = p.OrderID
+				case errors.As(err, &e):
+					codes[e.Code]++
+				default:
+					t.Error(err)
+				}
+			})
+		}
+		ordertesting.Together(ops...)
+		return placed, codes
+	}
+	first, codes := race(users)
+	if len(first) != units-heldUnits || codes[apperr.CodeUnavailable] != buyers-len(first) {
+		t.Fatalf("while held: %d placed, answers %v; want %d placed, the rest told to retry", len(first), codes, units-heldUnits)
+	}
+	if _, err := f.clusterSweeper().Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var waiting []string
+	for _, u := range users {
+		if first[u] == "" {
+			waiting = append(waiting, u)
+		}
+	}
+	second, codes := race(waiting)
+	if len(second) != heldUnits || codes[apperr.CodeOutOfStock] != len(waiting)-heldUnits {
+		t.Fatalf("once given back: %d placed, answers %v; want %d placed, the rest out of stock", len(second), codes, heldUnits)
+	}
+	maps.Copy(second, first)
+	again, codes := race(users)
+	if !maps.Equal(again, second) || codes[apperr.CodeOutOfStock] != buyers-units {
+		t.Fatalf("repeats: placed %v, answers %v; want %v and the refusals again", again, codes, second)
+	}
+	if ev := f.events(t); len(ev) != units {
+		t.Fatalf("%d orders, want %d", len(ev), units)
+	}
+	f.wantAvailable(t, "", map[string]int64{sku: 0})
 	f.noHolds(t)
 }
