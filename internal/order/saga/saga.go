@@ -123,12 +123,12 @@ func (s *Placer) place(ctx context.Context, user string, lines []order.Line, o o
 		}
 	}
 	passes := s.Passes(o.Passes)
-	res, err := s.saga(ctx, id, user, passes, lines)
+	res, err := s.sagaSettled(ctx, id, user, passes, lines)
 	if errors.Is(err, errSagaAborted) && idem != "" {
 		// The repair undid this id while the claim pointed at it (it
 		// decided between our claim and our commit): start afresh once.
 		if id, err = s.reclaim(ctx, idem, fp, id, user, lines); err == nil {
-			res, err = s.saga(ctx, id, user, passes, lines)
+			res, err = s.sagaSettled(ctx, id, user, passes, lines)
 		}
 	}
 	if errors.Is(err, errSagaAborted) {
@@ -292,7 +292,7 @@ func (s *Placer) saga(ctx context.Context, id, user, passes string, lines []orde
 		// holds is no order's.
 		s.unholdAll(ctx, id, user, attempt, held)
 		if refused.reason != "" {
-			return reservation{}, refused.err(s.Kit, lines)
+			return reservation{}, s.refusalOf(ctx, refused, lines)
 		}
 		return res, err
 	}
