@@ -244,7 +244,7 @@ type histRig struct {
 	users   []string
 	skus    []string
 	slots   map[string]int // order slots used, per SKU (under h.mu)
-	reseeds atomic.Int64 // a round of several buckets is not reseeded: see act
+	reseeds atomic.Int64   // a round of several buckets is not reseeded: see act
 	h       *history
 	buckets int // each SKU's round's stock buckets
 }
