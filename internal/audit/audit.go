@@ -102,10 +102,12 @@ type Round struct {
 
 // Problem is one violation.
 type Problem struct {
-	// Kind: stock_redis, stock_postgres, quantity, buyer, not_persisted,
-	// pending_missing, dead_letter, backlog, stream_behind; and the
-	// waiting rooms': room_rate, room_pass, room_order.
+	// Kind: stock_redis, stock_postgres, quantity, buyer, bucket,
+	// not_persisted, pending_missing, dead_letter, backlog, stream_behind;
+	// and the waiting rooms': room_rate, room_pass, room_order.
 	Kind string `json:"kind"`
+	// Bucket is a bucket problem's stock bucket (0 first).
+	Bucket *int `json:"bucket,omitempty"`
 	// Partition is the order partition the problem is in (a stream's, or
 	// the SKU's).
 	Partition *int     `json:"partition,omitempty"`

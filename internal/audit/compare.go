@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/order/ledger"
 	"github.com/shop-oss/shop/internal/order/writer"
@@ -168,7 +169,8 @@ func compareRounds(s snap, rows []heldRow, homes homes, quantities map[int64]int
 			}
 		}
 		rounds = append(rounds, r)
-		for _, p := range append(roundProblems(r, l, quantities), buyerProblems(r, l.buyers, perUser, ordersOf)...) {
+		found := append(roundProblems(r, l, quantities), buyerProblems(r, l.buyers, perUser, ordersOf)...)
+		for _, p := range append(found, bucketProblems(r, l.buckets, byRound[l.round])...) {
 			p.Partition = partition(l.partition)
 			problems = append(problems, p)
 		}
@@ -192,6 +194,31 @@ func roundProblems(r Round, l live, quantities map[int64]int64) []Problem {
 	if r.Quantity != r.Available+r.HeldPostgres {
 		p("stock_postgres", "quantity %d != available %d + %d units held by orders in PostgreSQL and the stream",
 			r.Quantity, r.Available, r.HeldPostgres)
+	}
+	return out
+}
+
+// bucketProblems checks each stock bucket's own equation, seeded +
+// moved_in + released = available + taken + moved_out, where taken is the
+// units of every order line of the round reserved from it (its buyers'
+// home bucket), given back since or not: a unit made or lost inside a
+// bucket shows there even when the round's sums agree (docs/design/buckets.md).
+func bucketProblems(r Round, buckets []bucketCounts, orders map[string]*held) []Problem {
+	if len(buckets) < 2 {
+		return nil
+	}
+	taken := make([]int64, len(buckets))
+	for _, h := range orders {
+		taken[inventory.HomeBucket(h.user, len(buckets))] += h.units
+	}
+	var out []Problem
+	for b, c := range buckets {
+		if c.seeded+c.movedIn+c.released == c.available+taken[b]+c.movedOut {
+			continue
+		}
+		out = append(out, Problem{Kind: "bucket", SKU: r.SKU, RoundID: r.RoundID, Bucket: partition(b), Detail: fmt.Sprintf(
+			"bucket %d of %d: seeded %d + moved in %d + released %d != available %d + %d units its orders took + moved out %d",
+			b, len(buckets), c.seeded, c.movedIn, c.released, c.available, taken[b], c.movedOut)})
 	}
 	return out
 }

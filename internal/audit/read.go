@@ -51,6 +51,19 @@ type live struct {
 	partition                     int
 	round, quantity, avail, given int64
 	buyers                        map[string]int64
+	// buckets: each stock bucket's own counters, bucket 0 first, when
+	// the round has several (nil for a round of one).
+	buckets []bucketCounts
+}
+
+// bucketCounts is one stock bucket's own counters (its sale hash's).
+type bucketCounts struct {
+	seeded, movedIn, movedOut, released, available int64
+}
+
+func countsOf(sale map[string]string) bucketCounts {
+	return bucketCounts{seeded: num(sale["seeded"]), movedIn: num(sale["moved_in"]), movedOut: num(sale["moved_out"]),
+		released: num(sale["released"]), available: num(sale["available"])}
 }
 
 // snap is the Redis snapshot: every partition's stream (indexed by
@@ -279,7 +292,7 @@ func (a *Auditor) snapshotGroup(ctx context.Context, parts []int, bySKU map[int]
 	if err := json.Unmarshal([]byte(out), &raw); err != nil {
 		return wrap("redis snapshot", err)
 	}
-	rounds, err := sumBuckets(raw.Rounds, skus, buckets)
+	rounds, perBucket, err := sumBuckets(raw.Rounds, skus, buckets)
 	if len(raw.Streams) != len(parts) || err != nil {
 		return wrap("redis snapshot", fmt.Errorf("%d streams read, want %d: %v", len(raw.Streams), len(parts), err))
 	}
@@ -304,7 +317,7 @@ func (a *Auditor) snapshotGroup(ctx context.Context, parts []int, bySKU map[int]
 	}
 	for i, r := range raw.Rounds {
 		if l, ok := liveRound(skus[i], r); ok {
-			l.partition = a.parts.Of(skus[i])
+			l.partition, l.buckets = a.parts.Of(skus[i]), perBucket[i]
 			s.live = append(s.live, l)
 		}
 	}
@@ -328,19 +341,21 @@ func (a *Auditor) bucketsOf(ctx context.Context, sku string) (int, error) {
 // available and released summed, their buyer counts joined (a shopper is
 // counted in their home bucket only). A bucket of another round means
 // the SKU is being reseeded: the snapshot is refused, to be taken again.
-func sumBuckets(raw list[[2]any], skus []string, buckets []int) (list[[2]any], error) {
-	out := make(list[[2]any], 0, len(skus))
+// perBucket holds each SKU's buckets' own counters (nil for one bucket),
+// for their equations (compare.go's bucketProblems).
+func sumBuckets(raw list[[2]any], skus []string, buckets []int) (out list[[2]any], perBucket [][]bucketCounts, err error) {
+	out, perBucket = make(list[[2]any], 0, len(skus)), make([][]bucketCounts, len(skus))
 	i := 0
 	for k, n := range buckets {
 		if i+n > len(raw) {
-			return nil, fmt.Errorf("%d sale hashes read, want more", len(raw))
+			return nil, nil, fmt.Errorf("%d sale hashes read, want more", len(raw))
 		}
 		sale := pairs(raw[i][0])
 		// The buckets were counted before the snapshot: a reseeding with
 		// another number in between would leave some unread, and on a
 		// cluster (bucketsOf) only bucket 0 is read.
 		if sale["round"] != "" && int(max(num(sale["buckets"]), 1)) != n {
-			return nil, fmt.Errorf("%s: read as %d buckets, its round has %s (being reseeded, or on a cluster, where the audit does not sum buckets yet)",
+			return nil, nil, fmt.Errorf("%s: read as %d buckets, its round has %s (being reseeded, or on a cluster, where the audit does not sum buckets yet)",
 				skus[k], n, sale["buckets"])
 		}
 		if n == 1 {
@@ -349,10 +364,12 @@ func sumBuckets(raw list[[2]any], skus []string, buckets []int) (list[[2]any], e
 		}
 		buyers := pairs(raw[i][1])
 		avail, given := num(sale["available"]), num(sale["released"])
+		perBucket[k] = []bucketCounts{countsOf(sale)}
 		for _, r := range raw[i+1 : i+n] {
 			bs := pairs(r[0])
+			perBucket[k] = append(perBucket[k], countsOf(bs))
 			if bs["round"] != sale["round"] {
-				return nil, fmt.Errorf("%s: its buckets hold rounds %s and %s (being reseeded)", skus[k], sale["round"], bs["round"])
+				return nil, nil, fmt.Errorf("%s: its buckets hold rounds %s and %s (being reseeded)", skus[k], sale["round"], bs["round"])
 			}
 			avail, given = avail+num(bs["available"]), given+num(bs["released"])
 			for u, c := range pairs(r[1]) {
@@ -363,9 +380,9 @@ func sumBuckets(raw list[[2]any], skus []string, buckets []int) (list[[2]any], e
 		out, i = append(out, [2]any{flatten(sale), flatten(buyers)}), i+n
 	}
 	if i != len(raw) {
-		return nil, fmt.Errorf("%d sale hashes read, want %d", len(raw), i)
+		return nil, nil, fmt.Errorf("%d sale hashes read, want %d", len(raw), i)
 	}
-	return out, nil
+	return out, perBucket, nil
 }
 
 // flatten is pairs' inverse: a hash as HGETALL answers it.

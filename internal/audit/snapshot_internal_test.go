@@ -74,7 +74,7 @@ func TestSumBuckets(t *testing.T) {
 	hash := func(kv ...any) any { return kv }
 	b0 := hash("round", "7", "quantity", "9", "available", "2", "released", "1", "buckets", "2")
 	b1 := hash("round", "7", "available", "3", "buckets", "2")
-	got, err := sumBuckets(list[[2]any]{{b0, hash("u1", "2")}, {b1, hash("u2", "1")}}, []string{"a"}, []int{2})
+	got, _, err := sumBuckets(list[[2]any]{{b0, hash("u1", "2")}, {b1, hash("u2", "1")}}, []string{"a"}, []int{2})
 	if err != nil || len(got) != 1 {
 		t.Fatalf("sum: %v %v", got, err)
 	}
@@ -90,7 +90,7 @@ func TestSumBuckets(t *testing.T) {
 		"more_buckets":  {list[[2]any]{{b0, hash()}}, 1},
 		"fewer_read":    {list[[2]any]{{b0, hash()}}, 2},
 	} {
-		if _, err := sumBuckets(c.raw, []string{"a"}, []int{c.n}); err == nil {
+		if _, _, err := sumBuckets(c.raw, []string{"a"}, []int{c.n}); err == nil {
 			t.Errorf("%s: summed", name)
 		}
 	}

@@ -137,21 +137,29 @@ func (s *Stock) bucketsOf(ctx context.Context, sku string) (int, error) {
 	return max(v, 1), nil
 }
 
-// sumBuckets reads buckets 1.. of a round of buckets and adds each one's
-// field values (available, released, ...) to sums, in one pipeline (on
-// a cluster, go-redis sends it to each master at once).
+// sumBuckets sets sums (holding bucket 0's values of fields: available,
+// released, ...) to their sums over every bucket of a round of buckets,
+// bucket 0 read again with the others: in one MULTI on a single Redis,
+// so that the sum is one instant's (a release into bucket 0 and a sale
+// from another between two reads would show units the round never had
+// so few of); in one pipeline on a cluster, where the buckets lie in
+// several slots (go-redis sends it to each master at once).
 func (s *Stock) sumBuckets(ctx context.Context, sku string, buckets int, sums []int64, fields ...string) error {
 	if buckets <= 1 {
 		return nil
 	}
-	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.SliceCmd, 0, buckets-1)
-	for b := 1; b < buckets; b++ {
+	pipe := s.rdb.TxPipeline()
+	if s.parts.Grouped() {
+		pipe = s.rdb.Pipeline()
+	}
+	cmds := make([]*redis.SliceCmd, 0, buckets)
+	for b := range buckets {
 		cmds = append(cmds, pipe.HMGet(ctx, s.BucketKey(sku, b, buckets), fields...))
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("buckets of %s: %w", sku, err)
 	}
+	clear(sums)
 	for _, c := range cmds {
 		for i, v := range c.Val() {
 			str, _ := v.(string)
