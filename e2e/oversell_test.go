@@ -180,45 +180,59 @@ func TestNoOversellTwoThousandBuyers(t *testing.T) {
 }
 
 // 20 buyers with no limit buying 1 to 3 units at a time, until nothing is
-// left of 10 units: multi-unit reservations never overshoot.
+// left of 10 units: multi-unit reservations never overshoot, with the
+// round in one stock bucket or split over 4 or 16 (units moved to dry
+// homes as they run out).
 func TestNoOversellMultiUnit(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	s := newShop(t, e)
-	const units, buyers, tries = 10, 20, 6
-	s.product(t, "hot-multi", 700, map[string]any{"quantity": units, "per_user_limit": 0})
-	tokens := s.shoppers(t, buyers, "multi")
-	tally := attack(t, buyers, func(b, a int) (int, outcome) {
-		qty := 1 + rand.IntN(3)
-		return qty, s.purchase(t, tokens[b], "hot-multi", qty, "m"+strconv.Itoa(a))
-	}, tries)
-	// A 3-unit request cannot take the last unit or two: sweep them up one
-	// at a time, so the sale ends sold out whatever the random sizes were.
-	for i := 0; ; i++ {
-		o := s.purchase(t, tokens[0], "hot-multi", 1, "sweep"+strconv.Itoa(i))
-		tally.add(0, 1, o)
-		if o.status != http.StatusAccepted {
-			break
-		}
+	for _, buckets := range []int{1, 4, 16} {
+		t.Run("buckets "+strconv.Itoa(buckets), func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			s := newShop(t, e)
+			const units, buyers, tries = 10, 20, 6
+			s.product(t, "hot-multi", 700, map[string]any{"quantity": units, "per_user_limit": 0, "buckets": buckets})
+			tokens := s.shoppers(t, buyers, "multi")
+			tally := attack(t, buyers, func(b, a int) (int, outcome) {
+				qty := 1 + rand.IntN(3)
+				return qty, s.purchase(t, tokens[b], "hot-multi", qty, "m"+strconv.Itoa(a))
+			}, tries)
+			// A 3-unit request cannot take the last unit or two: sweep them
+			// up one at a time, so the sale ends sold out whatever the
+			// random sizes were.
+			for i := 0; ; i++ {
+				o := s.purchase(t, tokens[0], "hot-multi", 1, "sweep"+strconv.Itoa(i))
+				tally.add(0, 1, o)
+				if o.status != http.StatusAccepted {
+					break
+				}
+			}
+			verify(t, s, e["SHOP_DATABASE_URL"], "hot-multi", units, tally, 0)
+		})
 	}
-	verify(t, s, e["SHOP_DATABASE_URL"], "hot-multi", units, tally, 0)
 }
 
 // Two `shop serve` processes (each with its own order writer) share Redis
-// and PostgreSQL and take the same sale.
+// and PostgreSQL and take the same sale, its round in one stock bucket
+// or split over 16: each process learns the buckets on its own.
 func TestNoOversellTwoServers(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	s := newShop(t, e)
-	second := s.startServer(t)
-	const units, buyers, tries = 60, 200, 2
-	s.product(t, "hot-two", 300, map[string]any{"quantity": units, "per_user_limit": 1})
-	tokens := s.shoppers(t, buyers, "two")
-	apis := []string{s.api, second.URL + "/api/v1"}
-	tally := attack(t, buyers, func(b, a int) (int, outcome) {
-		// Alternate servers: a buyer's two attempts hit both.
-		via := &shop{server: s.server, api: apis[(b+a)%2], admin: s.admin, watch: s.watch}
-		return 1, via.purchase(t, tokens[b], "hot-two", 1, "t"+strconv.Itoa(a))
-	}, tries)
-	verify(t, s, e["SHOP_DATABASE_URL"], "hot-two", units, tally, 1)
+	for _, buckets := range []int{1, 16} {
+		t.Run("buckets "+strconv.Itoa(buckets), func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			s := newShop(t, e)
+			second := s.startServer(t)
+			const units, buyers, tries = 60, 200, 2
+			s.product(t, "hot-two", 300, map[string]any{"quantity": units, "per_user_limit": 1, "buckets": buckets})
+			tokens := s.shoppers(t, buyers, "two")
+			apis := []string{s.api, second.URL + "/api/v1"}
+			tally := attack(t, buyers, func(b, a int) (int, outcome) {
+				// Alternate servers: a buyer's two attempts hit both.
+				via := &shop{server: s.server, api: apis[(b+a)%2], admin: s.admin, watch: s.watch}
+				return 1, via.purchase(t, tokens[b], "hot-two", 1, "t"+strconv.Itoa(a))
+			}, tries)
+			verify(t, s, e["SHOP_DATABASE_URL"], "hot-two", units, tally, 1)
+		})
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/keyspace"
 )
 
@@ -277,6 +278,32 @@ func readLive(ctx context.Context, rdb redis.UniversalClient, l Layout, sku stri
 	st.Buyers = make(map[string]int64, len(buyers))
 	for u, n := range buyers {
 		st.Buyers[u], _ = strconv.ParseInt(n, 10, 64)
+	}
+	buckets, _ := strconv.Atoi(sale["buckets"])
+	return readBuckets(ctx, rdb, l, sku, buckets, st)
+}
+
+// readBuckets adds the units, releases and buyer counts of buckets 1..
+// of a round split over buckets (docs/design/buckets.md) to st's.
+func readBuckets(ctx context.Context, rdb redis.UniversalClient, l Layout, sku string, buckets int, st *Store) error {
+	keys := inventory.NewPartitionedStock(rdb, l.Prefix, l.Partitions)
+	for b := 1; b < buckets; b++ {
+		key := keys.BucketKey(sku, b, buckets)
+		sale, err := rdb.HGetAll(ctx, key).Result()
+		if err != nil {
+			return fmt.Errorf("read bucket %d of the live sale: %w", b, err)
+		}
+		avail, _ := strconv.ParseInt(sale["available"], 10, 64)
+		released, _ := strconv.ParseInt(sale["released"], 10, 64)
+		st.Available, st.Released = st.Available+avail, st.Released+released
+		buyers, err := rdb.HGetAll(ctx, key+":buyers").Result()
+		if err != nil {
+			return fmt.Errorf("read the buyer counts of bucket %d: %w", b, err)
+		}
+		for u, n := range buyers {
+			c, _ := strconv.ParseInt(n, 10, 64)
+			st.Buyers[u] += c
+		}
 	}
 	return nil
 }
