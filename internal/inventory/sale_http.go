@@ -100,7 +100,7 @@ func (b *roomBody) validate(bad func(field, msg string)) *RoomSettings {
 }
 
 func (h handler) putStock(c *fiber.Ctx) error {
-	sku, err := pathSKU(c)
+	sku, err := PathSKU(c)
 	if err != nil {
 		return err
 	}
@@ -120,7 +120,7 @@ func (h handler) putStock(c *fiber.Ctx) error {
 }
 
 func (h handler) getStock(c *fiber.Ctx) error {
-	sku, err := pathSKU(c)
+	sku, err := PathSKU(c)
 	if err != nil {
 		return err
 	}
@@ -224,9 +224,11 @@ func parseTime(s *string, field string, bad func(string, string)) time.Time {
 	return t
 }
 
-// pathSKU returns the {sku} path parameter, copied (Fiber reuses its
+// PathSKU returns the {sku} path parameter, copied (Fiber reuses its
 // buffers); a SKU that cannot exist is answered 404 like a missing one.
-func pathSKU(c *fiber.Ctx) (string, error) {
+// Every package serving /products/{sku}/… reads it here, so they all
+// answer a bad SKU alike.
+func PathSKU(c *fiber.Ctx) (string, error) {
 	sku := param(c, "sku")
 	if !ValidSKU(sku) {
 		return "", ErrProductNotFound
