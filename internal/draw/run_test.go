@@ -9,6 +9,7 @@ import (
 
 	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/order/ordertesting"
+	"github.com/shop-oss/shop/internal/racetest"
 )
 
 // failing is the test provider whose captures of some holds fail, as a
@@ -206,19 +207,10 @@ func TestDrawRunnersRace(t *testing.T) {
 	const units = 7
 	round := f.draw(t, "drop", units, 2)
 	entries, holds := f.entries(t, "drop", 12, func(i int) int { return 1 + i%2 })
-	var wg sync.WaitGroup
-	start := make(chan struct{})
 	errs := make([]error, 6)
-	for i := range errs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			errs[i] = f.svc.Run(context.Background(), round)
-		}()
-	}
-	close(start)
-	wg.Wait()
+	racetest.Together(racetest.Times(len(errs), func(i int) {
+		errs[i] = f.svc.Run(context.Background(), round)
+	})...)
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("runner %d: %v", i, err)
