@@ -3,7 +3,6 @@ package draw
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/order/ordertesting"
+	"github.com/shop-oss/shop/internal/racetest"
 )
 
 // Every rule of an entry (docs/api.md, Draws): its authorisation, one
@@ -121,23 +121,14 @@ func TestEnterRaceOneShopper(t *testing.T) {
 		const n = 24
 		ids := make([]string, n)
 		errs := make([]error, n)
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for i := range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				key := "k"
-				if !sameKey {
-					key += string(rune('a' + i))
-				}
-				e, err := f.svc.Enter(context.Background(), u, "drop", Enter{Quantity: 1, Token: "tok_visa", IdemKey: key})
-				ids[i], errs[i] = e.ID, err
-			}()
-		}
-		close(start)
-		wg.Wait()
+		racetest.Together(racetest.Times(n, func(i int) {
+			key := "k"
+			if !sameKey {
+				key += string(rune('a' + i))
+			}
+			e, err := f.svc.Enter(context.Background(), u, "drop", Enter{Quantity: 1, Token: "tok_visa", IdemKey: key})
+			ids[i], errs[i] = e.ID, err
+		})...)
 		entered := map[string]bool{}
 		for i := range n {
 			switch {
@@ -163,18 +154,9 @@ func TestEnterRaceManyShoppers(t *testing.T) {
 	const n = 40
 	users := ordertesting.Users(t, f.db.Pool, n)
 	errs := make([]error, n)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			_, errs[i] = f.svc.Enter(context.Background(), users[i], "drop", Enter{Quantity: 1, Token: "tok_visa"})
-		}()
-	}
-	close(start)
-	wg.Wait()
+	racetest.Together(racetest.Times(n, func(i int) {
+		_, errs[i] = f.svc.Enter(context.Background(), users[i], "drop", Enter{Quantity: 1, Token: "tok_visa"})
+	})...)
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("shopper %d: %v", i, err)

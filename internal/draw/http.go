@@ -2,14 +2,12 @@ package draw
 
 import (
 	"net/http"
-	"strings"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/auth"
 	"github.com/shop-oss/shop/internal/inventory"
-	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/order/orderhttp"
 	"github.com/shop-oss/shop/internal/server"
 )
@@ -19,23 +17,31 @@ import (
 // close behind requireAdmin.
 func (s *Service) Routes(r fiber.Router, requireUser, requireAdmin fiber.Handler) {
 	h := handler{s}
-	r.Get("/products/:sku/draw", h.get)
+	r.Get("/products/:sku/draw", onSKU(h.get))
 	r.Post("/products/:sku/draw/entries", requireUser, h.enter)
-	r.Get("/products/:sku/draw/entries/me", requireUser, h.mine)
-	r.Delete("/products/:sku/draw/entries/me", requireUser, h.withdraw)
+	r.Get("/products/:sku/draw/entries/me", requireUser, onSKU(h.mine))
+	r.Delete("/products/:sku/draw/entries/me", requireUser, onSKU(h.withdraw))
 	r.Get("/admin/products/:sku/draw/entries", requireAdmin, h.entries)
-	r.Post("/admin/products/:sku/draw/close", requireAdmin, h.close)
+	r.Post("/admin/products/:sku/draw/close", requireAdmin, onSKU(h.close))
 }
 
 type handler struct{ s *Service }
 
-// pathSKU is the {sku} parameter, copied; a SKU that cannot exist is a 404.
-func pathSKU(c *fiber.Ctx) (string, error) {
-	sku := strings.Clone(c.Params("sku"))
-	if !inventory.ValidSKU(sku) {
-		return "", order.ErrProductNotFound
+// onSKU makes a route whose whole work is one call on the path's SKU: the
+// SKU is checked first, so do never sees one that cannot exist, and what do
+// returns is the 200 body.
+func onSKU[T any](do func(c *fiber.Ctx, sku string) (T, error)) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		sku, err := inventory.PathSKU(c)
+		if err != nil {
+			return err
+		}
+		v, err := do(c, sku)
+		if err != nil {
+			return err
+		}
+		return c.JSON(v)
 	}
-	return sku, nil
 }
 
 type enterBody struct {
@@ -71,7 +77,7 @@ func (b enterBody) validate() (Enter, error) {
 }
 
 func (h handler) enter(c *fiber.Ctx) error {
-	sku, err := pathSKU(c)
+	sku, err := inventory.PathSKU(c)
 	if err != nil {
 		return err
 	}
@@ -100,44 +106,8 @@ func (h handler) enter(c *fiber.Ctx) error {
 	return c.Status(status).JSON(e.Entry)
 }
 
-func (h handler) mine(c *fiber.Ctx) error {
-	sku, err := pathSKU(c)
-	if err != nil {
-		return err
-	}
-	e, err := h.s.Mine(c.UserContext(), auth.MustUser(c).ID, sku)
-	if err != nil {
-		return err
-	}
-	return c.JSON(e)
-}
-
-func (h handler) withdraw(c *fiber.Ctx) error {
-	sku, err := pathSKU(c)
-	if err != nil {
-		return err
-	}
-	e, err := h.s.Withdraw(c.UserContext(), auth.MustUser(c).ID, sku)
-	if err != nil {
-		return err
-	}
-	return c.JSON(e)
-}
-
-func (h handler) get(c *fiber.Ctx) error {
-	sku, err := pathSKU(c)
-	if err != nil {
-		return err
-	}
-	p, err := h.s.Get(c.UserContext(), sku)
-	if err != nil {
-		return err
-	}
-	return c.JSON(p)
-}
-
 func (h handler) entries(c *fiber.Ctx) error {
-	sku, err := pathSKU(c)
+	sku, err := inventory.PathSKU(c)
 	if err != nil {
 		return err
 	}
@@ -152,14 +122,20 @@ func (h handler) entries(c *fiber.Ctx) error {
 	return c.JSON(page)
 }
 
-func (h handler) close(c *fiber.Ctx) error {
-	sku, err := pathSKU(c)
-	if err != nil {
-		return err
-	}
-	p, err := h.s.Close(c.UserContext(), sku)
-	if err != nil {
-		return err
-	}
-	return c.JSON(p)
+// The routes below are one call on the path's SKU, answered as JSON; the
+// shopper's come from the session, which requireUser has checked.
+func (h handler) get(c *fiber.Ctx, sku string) (Public, error) {
+	return h.s.Get(c.UserContext(), sku)
+}
+
+func (h handler) mine(c *fiber.Ctx, sku string) (Entry, error) {
+	return h.s.Mine(c.UserContext(), auth.MustUser(c).ID, sku)
+}
+
+func (h handler) withdraw(c *fiber.Ctx, sku string) (Entry, error) {
+	return h.s.Withdraw(c.UserContext(), auth.MustUser(c).ID, sku)
+}
+
+func (h handler) close(c *fiber.Ctx, sku string) (Public, error) {
+	return h.s.Close(c.UserContext(), sku)
 }

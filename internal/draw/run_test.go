@@ -9,6 +9,7 @@ import (
 
 	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/order/ordertesting"
+	"github.com/shop-oss/shop/internal/racetest"
 )
 
 // failing is the test provider whose captures of some holds fail, as a
@@ -29,16 +30,19 @@ func (p *failing) Capture(ctx context.Context, id string, cents int64, key strin
 	return p.TestProvider.Capture(ctx, id, cents, key)
 }
 
-// entries makes n shoppers enter sku, the i-th for qty(i) units; it
-// returns entry id -> units and entry id -> hold id.
-func (f *fixture) entries(t *testing.T, sku string, n int, qty func(int) int) (map[string]int, map[string]string) {
+// drawEntered opens a draw of units on "drop" with a per-shopper limit
+// and has n shoppers enter it, asking 1, 2, … up to the limit in turn, so
+// that entries of every size meet in the ranking. It returns the round,
+// entry id -> units and entry id -> hold id.
+func (f *fixture) drawEntered(t *testing.T, units, limit, n int) (int64, map[string]int, map[string]string) {
 	t.Helper()
-	units, holds := map[string]int{}, map[string]string{}
+	round := f.draw(t, "drop", units, limit)
+	entries, holds := map[string]int{}, map[string]string{}
 	for i, u := range ordertesting.Users(t, f.db.Pool, n) {
-		e := f.enter(t, u, sku, qty(i))
-		units[e.ID], holds[e.ID] = e.Quantity, e.Payment.ID
+		e := f.enter(t, u, "drop", 1+i%limit)
+		entries[e.ID], holds[e.ID] = e.Quantity, e.Payment.ID
 	}
-	return units, holds
+	return round, entries, holds
 }
 
 // check compares the draw's rows and the provider's holds with ex: every
@@ -89,8 +93,7 @@ func TestDrawAllocatesTheQuantityExactly(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	const units = 20
-	round := f.draw(t, "drop", units, 3)
-	entries, holds := f.entries(t, "drop", 25, func(i int) int { return 1 + i%3 })
+	round, entries, holds := f.drawEntered(t, units, 3, 25)
 	if _, err := f.svc.Close(context.Background(), "drop"); err != nil {
 		t.Fatal(err)
 	}
@@ -117,8 +120,7 @@ func TestDrawCaptureFailurePassesUnitsDown(t *testing.T) {
 	pay := &failing{TestProvider: f.pay, holds: map[string]bool{}}
 	f.svc.pay = pay
 	const units = 4
-	round := f.draw(t, "drop", units, 2)
-	entries, holds := f.entries(t, "drop", 8, func(i int) int { return 1 + i%2 })
+	round, entries, holds := f.drawEntered(t, units, 2, 8)
 	ex := expect(f.seed(t, round), entries, units, nil)
 	fails := map[string]bool{ex.order[0]: true, ex.order[2]: true} // two of the first winners' cards fail
 	for id := range fails {
@@ -149,8 +151,7 @@ func TestDrawResumesAfterACrash(t *testing.T) {
 			f := newFixture(t)
 			orders := f.withOrders()
 			const units = 6
-			round := f.draw(t, "drop", units, 2)
-			entries, holds := f.entries(t, "drop", 10, func(i int) int { return 1 + i%2 })
+			round, entries, holds := f.drawEntered(t, units, 2, 10)
 			captures := 0
 			f.svc.InjectAfterCapture(func(string) error {
 				if captures++; captures == crashAt {
@@ -204,21 +205,11 @@ func TestDrawRunnersRace(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	const units = 7
-	round := f.draw(t, "drop", units, 2)
-	entries, holds := f.entries(t, "drop", 12, func(i int) int { return 1 + i%2 })
-	var wg sync.WaitGroup
-	start := make(chan struct{})
+	round, entries, holds := f.drawEntered(t, units, 2, 12)
 	errs := make([]error, 6)
-	for i := range errs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			errs[i] = f.svc.Run(context.Background(), round)
-		}()
-	}
-	close(start)
-	wg.Wait()
+	racetest.Together(racetest.Times(len(errs), func(i int) {
+		errs[i] = f.svc.Run(context.Background(), round)
+	})...)
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("runner %d: %v", i, err)
@@ -232,8 +223,7 @@ func TestRunDueDrawsAtTheClose(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	round := f.draw(t, "drop", 2, 1)
-	entries, holds := f.entries(t, "drop", 3, func(int) int { return 1 })
+	round, entries, holds := f.drawEntered(t, 2, 1, 3)
 	if n, err := f.svc.RunDue(ctx); err != nil || n != 0 {
 		t.Fatalf("before the close: ran %d %v", n, err)
 	}

@@ -1,11 +1,9 @@
 package inventory
 
 import (
-	"encoding/json"
 	"time"
 
 	"github.com/shop-oss/shop/internal/apperr"
-	"github.com/shop-oss/shop/internal/server"
 )
 
 // A round may be a draw (docs/design/draws.md): its entries and the draw
@@ -70,18 +68,8 @@ var drawMembers = []string{"closes_at"}
 
 // UnmarshalJSON reads the settings and notes any other member.
 func (b *drawBody) UnmarshalJSON(data []byte) error {
-	type plain drawBody
-	var p plain
-	if err := json.Unmarshal(data, &p); err != nil {
-		return err
-	}
-	unknown, err := server.UnknownMembers(data, drawMembers...)
-	if err != nil {
-		return err
-	}
-	p.unknown = unknown
-	*b = drawBody(p)
-	return nil
+	type plain drawBody // without this method, so decoding does not recurse
+	return decodeSettings(data, (*plain)(b), &b.unknown, drawMembers)
 }
 
 // validate reads a draw's settings, reporting each bad field under draw;

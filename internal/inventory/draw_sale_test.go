@@ -16,13 +16,8 @@ func TestDrawRoundSeeding(t *testing.T) {
 	t.Parallel()
 	s := newServices(t)
 	ctx := context.Background()
-	s.create(t, "drop-1", "c", 500)
 	closes := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
-	rep, err := s.Sales.Open(ctx, "drop-1", inventory.Seed{Quantity: 3, PerUserLimit: 2,
-		Draw: &inventory.DrawSettings{ClosesAt: closes}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := s.openDraw(t, "drop-1", closes)
 	d := rep.Draw
 	if d == nil || !d.ClosesAt.Equal(closes) || d.State != inventory.DrawOpen || d.Entries != 0 || d.Winners != 0 ||
 		len(d.SeedSHA256) != 64 {
@@ -60,11 +55,7 @@ func TestRestoreKeepsTheDrawMark(t *testing.T) {
 	s.stock = inventory.NewStock(r.Client, r.Prefix)
 	s.Sales = inventory.NewSales(s.db.Pool, s.stock)
 	ctx := context.Background()
-	s.create(t, "drop-2", "c", 500)
-	if _, err := s.Sales.Open(ctx, "drop-2", inventory.Seed{Quantity: 3,
-		Draw: &inventory.DrawSettings{ClosesAt: time.Now().Add(time.Hour)}}); err != nil {
-		t.Fatal(err)
-	}
+	s.openDraw(t, "drop-2", time.Now().Add(time.Hour))
 	live, _, err := s.stock.Live(ctx, "drop-2")
 	if err != nil {
 		t.Fatal(err)
@@ -80,4 +71,17 @@ func TestRestoreKeepsTheDrawMark(t *testing.T) {
 	if after, _, err := s.stock.Live(ctx, "drop-2"); err != nil || !after.Draw {
 		t.Fatalf("restored %+v (%v), want the draw's mark", after, err)
 	}
+}
+
+// openDraw creates sku and opens a draw round of 3 units on it, 2 a
+// shopper, closing at closes.
+func (s *services) openDraw(t *testing.T, sku string, closes time.Time) inventory.StockReport {
+	t.Helper()
+	s.create(t, sku, "c", 500)
+	rep, err := s.Sales.Open(context.Background(), sku, inventory.Seed{Quantity: 3, PerUserLimit: 2,
+		Draw: &inventory.DrawSettings{ClosesAt: closes}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
 }

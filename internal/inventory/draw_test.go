@@ -2,11 +2,8 @@ package inventory
 
 import (
 	"encoding/json"
-	"slices"
 	"testing"
 	"time"
-
-	"github.com/shop-oss/shop/internal/apperr"
 )
 
 // The draw member of a seeding: every rule of its window, its company (no
@@ -45,12 +42,7 @@ func TestDrawBodyValidation(t *testing.T) {
 		{"unknown member", `{"quantity":1,"draw":{"closes_at":` + at(time.Hour) + `,"opens_at":` + at(0) + `}}`, []string{"draw.opens_at"}},
 		{"misspelt", `{"quantity":1,"draw":{"Closes_At":` + at(time.Hour) + `}}`, []string{"draw.Closes_At"}},
 	} {
-		var b seedBody
-		if err := json.Unmarshal([]byte(c.body), &b); err != nil {
-			t.Errorf("%s: %v", c.name, err)
-			continue
-		}
-		seed, err := b.validate(now)
+		b, seed, err := decodeAndValidate(t, c.body, now)
 		if c.fields == nil {
 			if err != nil {
 				t.Errorf("%s: %v", c.name, err)
@@ -60,16 +52,7 @@ func TestDrawBodyValidation(t *testing.T) {
 			}
 			continue
 		}
-		var fields []string
-		if ae, ok := err.(*apperr.Error); ok {
-			for _, fe := range ae.Fields {
-				fields = append(fields, fe.Field)
-			}
-		}
-		slices.Sort(fields)
-		if !slices.Equal(fields, c.fields) {
-			t.Errorf("%s: fields %v (%v), want %v", c.name, fields, err, c.fields)
-		}
+		wantInvalidFields(t, c.name, err, c.fields)
 	}
 	for _, body := range []string{`{"quantity":1,"draw":5}`, `{"quantity":1,"draw":{"closes_at":5}}`, `{"quantity":1,"draw":[]}`} {
 		var b seedBody

@@ -93,7 +93,7 @@ func (h handler) create(c *fiber.Ctx) error {
 }
 
 func (h handler) update(c *fiber.Ctx) error {
-	sku, err := pathSKU(c)
+	sku, err := PathSKU(c)
 	if err != nil {
 		return err
 	}

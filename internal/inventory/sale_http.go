@@ -50,18 +50,20 @@ var roomMembers = []string{"admit_per_second", "pass_ttl_seconds", "challenge_bi
 
 // UnmarshalJSON reads the settings and notes any other member.
 func (b *roomBody) UnmarshalJSON(data []byte) error {
-	type plain roomBody
-	var p plain
-	if err := json.Unmarshal(data, &p); err != nil {
+	type plain roomBody // without this method, so decoding does not recurse
+	return decodeSettings(data, (*plain)(b), &b.unknown, roomMembers)
+}
+
+// decodeSettings decodes a settings member (waiting_room, draw) into v and
+// notes in unknown the members not in known, so that validate reports a
+// misspelt setting rather than let it quietly take its default.
+func decodeSettings(data []byte, v any, unknown *[]string, known []string) error {
+	if err := json.Unmarshal(data, v); err != nil {
 		return err // encoding/json names the field from the body's root
 	}
-	unknown, err := server.UnknownMembers(data, roomMembers...)
-	if err != nil {
-		return err
-	}
-	p.unknown = unknown
-	*b = roomBody(p)
-	return nil
+	var err error
+	*unknown, err = server.UnknownMembers(data, known...)
+	return err
 }
 
 // validate reads a room's settings, reporting each bad field under
@@ -100,7 +102,7 @@ func (b *roomBody) validate(bad func(field, msg string)) *RoomSettings {
 }
 
 func (h handler) putStock(c *fiber.Ctx) error {
-	sku, err := pathSKU(c)
+	sku, err := PathSKU(c)
 	if err != nil {
 		return err
 	}
@@ -120,7 +122,7 @@ func (h handler) putStock(c *fiber.Ctx) error {
 }
 
 func (h handler) getStock(c *fiber.Ctx) error {
-	sku, err := pathSKU(c)
+	sku, err := PathSKU(c)
 	if err != nil {
 		return err
 	}
@@ -224,9 +226,11 @@ func parseTime(s *string, field string, bad func(string, string)) time.Time {
 	return t
 }
 
-// pathSKU returns the {sku} path parameter, copied (Fiber reuses its
+// PathSKU returns the {sku} path parameter, copied (Fiber reuses its
 // buffers); a SKU that cannot exist is answered 404 like a missing one.
-func pathSKU(c *fiber.Ctx) (string, error) {
+// Every package serving /products/{sku}/… reads it here, so they all
+// answer a bad SKU alike.
+func PathSKU(c *fiber.Ctx) (string, error) {
 	sku := param(c, "sku")
 	if !ValidSKU(sku) {
 		return "", ErrProductNotFound

@@ -36,12 +36,7 @@ func TestRoomBodyValidation(t *testing.T) {
 		{`{"admit_per_second":5,"pass_ttl":30}`, []string{"waiting_room.pass_ttl"}, nil},
 		{`{"Admit_Per_Second":5}`, []string{"waiting_room.Admit_Per_Second"}, nil},
 	} {
-		var b seedBody
-		if err := json.Unmarshal([]byte(`{"quantity":1,"waiting_room":`+c.room+`}`), &b); err != nil {
-			t.Errorf("%s: %v", c.room, err)
-			continue
-		}
-		seed, err := b.validate(now)
+		_, seed, err := decodeAndValidate(t, `{"quantity":1,"waiting_room":`+c.room+`}`, now)
 		if c.fields == nil {
 			if err != nil {
 				t.Errorf("%s: %v", c.room, err)
@@ -50,21 +45,42 @@ func TestRoomBodyValidation(t *testing.T) {
 			}
 			continue
 		}
-		var fields []string
-		if ae, ok := err.(*apperr.Error); ok {
-			for _, fe := range ae.Fields {
-				fields = append(fields, fe.Field)
-			}
-		}
-		slices.Sort(fields)
-		if !slices.Equal(fields, c.fields) {
-			t.Errorf("%s: fields %v (%v), want %v", c.room, fields, err, c.fields)
-		}
+		wantInvalidFields(t, c.room, err, c.fields)
 	}
 	// A setting of the wrong type names its field too.
 	var b seedBody
 	err := json.Unmarshal([]byte(`{"quantity":1,"waiting_room":{"admit_per_second":"x"}}`), &b)
 	if te, ok := err.(*json.UnmarshalTypeError); !ok || te.Field != "waiting_room.admit_per_second" {
 		t.Errorf("wrong type: %#v, want an UnmarshalTypeError of waiting_room.admit_per_second", err)
+	}
+}
+
+// decodeAndValidate is what the seeding handler does with body at now. The
+// cases are all well-formed JSON, so one that does not decode is a broken
+// test.
+func decodeAndValidate(t *testing.T, body string, now time.Time) (seedBody, Seed, error) {
+	t.Helper()
+	var b seedBody
+	if err := json.Unmarshal([]byte(body), &b); err != nil {
+		t.Fatalf("%s: %v", body, err)
+	}
+	seed, err := b.validate(now)
+	return b, seed, err
+}
+
+// wantInvalidFields reports unless err is a validation error naming
+// exactly the fields want, sorted: the order validate finds them in is not
+// the contract.
+func wantInvalidFields(t *testing.T, name string, err error, want []string) {
+	t.Helper()
+	var fields []string
+	if ae, ok := err.(*apperr.Error); ok {
+		for _, fe := range ae.Fields {
+			fields = append(fields, fe.Field)
+		}
+	}
+	slices.Sort(fields)
+	if !slices.Equal(fields, want) {
+		t.Errorf("%s: fields %v (%v), want %v", name, fields, err, want)
 	}
 }

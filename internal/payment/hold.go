@@ -18,16 +18,8 @@ import (
 func (p *Stripe) Authorize(ctx context.Context, c order.Charge) (order.Payment, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	params := &stripe.PaymentIntentCreateParams{
-		Amount:             stripe.Int64(c.AmountCents),
-		Currency:           stripe.String(p.currency),
-		PaymentMethod:      stripe.String(c.Token),
-		PaymentMethodTypes: stripe.StringSlice([]string{"card"}),
-		CaptureMethod:      stripe.String(string(stripe.PaymentIntentCaptureMethodManual)),
-		Confirm:            stripe.Bool(true),
-		Metadata:           map[string]string{"draw_entry_id": c.OrderID},
-	}
-	params.SetIdempotencyKey(c.Key)
+	params := p.cardIntent(c, "draw_entry_id")
+	params.CaptureMethod = stripe.String(string(stripe.PaymentIntentCaptureMethodManual)) // hold, capture later
 	pi, err := p.sc.V1PaymentIntents.Create(ctx, params)
 	if err != nil {
 		return order.Payment{}, providerError("authorize", err)

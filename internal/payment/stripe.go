@@ -85,16 +85,7 @@ func (e *Incomplete) Is(target error) bool { return target == ErrIncomplete }
 func (p *Stripe) Pay(ctx context.Context, c order.Charge) (Intent, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	params := &stripe.PaymentIntentCreateParams{
-		Amount:             stripe.Int64(c.AmountCents),
-		Currency:           stripe.String(p.currency),
-		PaymentMethod:      stripe.String(c.Token),
-		PaymentMethodTypes: stripe.StringSlice([]string{"card"}), // no redirect, so no return_url
-		Confirm:            stripe.Bool(true),
-		Metadata:           map[string]string{"order_id": c.OrderID},
-	}
-	params.SetIdempotencyKey(c.Key)
-	pi, err := p.sc.V1PaymentIntents.Create(ctx, params)
+	pi, err := p.sc.V1PaymentIntents.Create(ctx, p.cardIntent(c, "order_id"))
 	if err != nil {
 		return Intent{}, providerError("create payment intent", err)
 	}
@@ -103,6 +94,23 @@ func (p *Stripe) Pay(ctx context.Context, c order.Charge) (Intent, error) {
 		return in, &Incomplete{Intent: in}
 	}
 	return in, nil
+}
+
+// cardIntent is the confirmed intent charging c's card, keyed by c.Key so
+// that a retry answers the first call's intent; c.OrderID is kept in the
+// metadata under idName (an order's or a draw entry's), so that an intent
+// seen in Stripe's dashboard says what it paid for.
+func (p *Stripe) cardIntent(c order.Charge, idName string) *stripe.PaymentIntentCreateParams {
+	params := &stripe.PaymentIntentCreateParams{
+		Amount:             stripe.Int64(c.AmountCents),
+		Currency:           stripe.String(p.currency),
+		PaymentMethod:      stripe.String(c.Token),
+		PaymentMethodTypes: stripe.StringSlice([]string{"card"}), // no redirect, so no return_url
+		Confirm:            stripe.Bool(true),
+		Metadata:           map[string]string{idName: c.OrderID},
+	}
+	params.SetIdempotencyKey(c.Key)
+	return params
 }
 
 // Name is "stripe".

@@ -45,15 +45,6 @@ func (s *Service) Routes(r fiber.Router, requireUser, requireAdmin fiber.Handler
 
 type handler struct{ svc *Service }
 
-// skuParam reads the {sku} parameter; one that cannot exist is a 404.
-func skuParam(c *fiber.Ctx) (string, error) {
-	s := strings.Clone(c.Params("sku"))
-	if !inventory.ValidSKU(s) {
-		return "", inventory.ErrProductNotFound
-	}
-	return s, nil
-}
-
 // notFound tells a room that is missing because the product is from one
 // that is missing because the round has none: the first answers as the
 // product's 404.
@@ -72,7 +63,7 @@ func (h handler) notFound(ctx context.Context, sku string, err error) error {
 }
 
 func (h handler) challenge(c *fiber.Ctx) error {
-	sku, err := skuParam(c)
+	sku, err := inventory.PathSKU(c)
 	if err != nil {
 		return err
 	}
@@ -89,7 +80,7 @@ type joinBody struct {
 }
 
 func (h handler) join(c *fiber.Ctx) error {
-	sku, err := skuParam(c)
+	sku, err := inventory.PathSKU(c)
 	if err != nil {
 		return err
 	}
@@ -119,7 +110,7 @@ func (h handler) join(c *fiber.Ctx) error {
 }
 
 func (h handler) ticket(c *fiber.Ctx) error {
-	sku, err := skuParam(c)
+	sku, err := inventory.PathSKU(c)
 	if err != nil {
 		return err
 	}
@@ -131,7 +122,7 @@ func (h handler) ticket(c *fiber.Ctx) error {
 }
 
 func (h handler) fairness(c *fiber.Ctx) error {
-	sku, err := skuParam(c)
+	sku, err := inventory.PathSKU(c)
 	if err != nil {
 		return err
 	}
@@ -143,7 +134,7 @@ func (h handler) fairness(c *fiber.Ctx) error {
 }
 
 func (h handler) events(c *fiber.Ctx) error {
-	sku, err := skuParam(c)
+	sku, err := inventory.PathSKU(c)
 	if err != nil {
 		return err
 	}
@@ -195,7 +186,7 @@ func (s *Service) AdminView(ctx context.Context, sku string) (View, error) {
 }
 
 func (h handler) adminView(c *fiber.Ctx) error {
-	sku, err := skuParam(c)
+	sku, err := inventory.PathSKU(c)
 	if err != nil {
 		return err
 	}
@@ -233,7 +224,7 @@ func (b rateBody) check(body []byte) error {
 }
 
 func (h handler) setRate(c *fiber.Ctx) error {
-	sku, err := skuParam(c)
+	sku, err := inventory.PathSKU(c)
 	if err != nil {
 		return err
 	}
@@ -255,7 +246,7 @@ func (h handler) setRate(c *fiber.Ctx) error {
 }
 
 func (h handler) entryList(c *fiber.Ctx) error {
-	sku, err := skuParam(c)
+	sku, err := inventory.PathSKU(c)
 	if err != nil {
 		return err
 	}

@@ -122,13 +122,7 @@ func TestAdminListsOrdersNewestFirst(t *testing.T) {
 
 func TestAdminOrderListBadQuery(t *testing.T) {
 	t.Parallel()
-	a := shoptest.New(t, shoptest.Options{})
-	_, admin := a.User(t, "root@example.com", "admin")
-	_, shopper := a.Shopper(t, "s@example.com")
-	for _, tc := range []struct {
-		name, query string
-		fields      []string
-	}{
+	wantAdminListRefusals(t, "/api/v1/admin/orders", []badQuery{
 		{"limit_zero", "limit=0", []string{"limit"}},
 		{"limit_over", "limit=501", []string{"limit"}},
 		{"status_unknown", "status=lost", []string{"status"}},
@@ -137,12 +131,28 @@ func TestAdminOrderListBadQuery(t *testing.T) {
 		{"email_control", "email=a%0Ab", []string{"email"}},
 		{"cursor_garbage", "cursor=zz", []string{"cursor"}},
 		{"all", "limit=x&status=x&sku=%21&email=%00&cursor=x", []string{"limit", "status", "sku", "email", "cursor"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := a.Do(t, http.MethodGet, "/api/v1/admin/orders?"+tc.query, admin, "")
-			openapitest.WantInvalid(t, r, tc.fields)
+	})
+}
+
+// badQuery is a query an admin list refuses, and the fields its 400 names.
+type badQuery struct {
+	name, query string
+	fields      []string
+}
+
+// wantAdminListRefusals checks the admin list at path: each bad query is a
+// 400 naming its fields, and the list is the admin's alone (403 for a
+// shopper, 401 without a token).
+func wantAdminListRefusals(t *testing.T, path string, queries []badQuery) {
+	t.Helper()
+	a := shoptest.New(t, shoptest.Options{})
+	_, admin := a.User(t, "root@example.com", "admin")
+	_, shopper := a.Shopper(t, "s@example.com")
+	for _, q := range queries {
+		t.Run(q.name, func(t *testing.T) {
+			openapitest.WantInvalid(t, a.Do(t, http.MethodGet, path+"?"+q.query, admin, ""), q.fields)
 		})
 	}
-	openapitest.WantProblem(t, a.Do(t, http.MethodGet, "/api/v1/admin/orders", shopper, ""), http.StatusForbidden, "forbidden")
-	openapitest.WantProblem(t, a.Do(t, http.MethodGet, "/api/v1/admin/orders", "", ""), http.StatusUnauthorized, "unauthorized")
+	openapitest.WantProblem(t, a.Do(t, http.MethodGet, path, shopper, ""), http.StatusForbidden, "forbidden")
+	openapitest.WantProblem(t, a.Do(t, http.MethodGet, path, "", ""), http.StatusUnauthorized, "unauthorized")
 }
