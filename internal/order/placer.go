@@ -78,9 +78,6 @@ func (k Kit) NewOrderID(user string, lines []Line) (string, error) {
 // round's buckets, and its partition.
 func (k Kit) LinePlace(sku, user string) LinePlace { return k.s.linePlace(sku, user) }
 
-// ItemPartition is the partition of user's order line it (its bucket's).
-func (k Kit) ItemPartition(user string, it ReservedItem) int { return k.s.itemPartition(user, it) }
-
 // Live reads order id's live status (found false when Redis has none).
 func (k Kit) Live(ctx context.Context, id string) (Order, bool, error) {
 	return k.s.liveStatus(ctx, id)

@@ -178,12 +178,6 @@ func (s *Service) linePlace(sku, user string) LinePlace {
 	return at
 }
 
-// itemPartition is the partition of user's order line it on a cluster:
-// its bucket's (the SKU's own for a round of one bucket).
-func (s *Service) itemPartition(user string, it ReservedItem) int {
-	return s.stock.HomeIn(it.SKU, user, it.Buckets).Partition
-}
-
 func optionalKey(key, unused string) (string, string) {
 	if key == "" {
 		return unused, "0"

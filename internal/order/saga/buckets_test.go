@@ -269,3 +269,36 @@ func TestClusterBucketsCheckTheRoomsPass(t *testing.T) {
 		t.Fatalf("available %d after %d admitted purchases, want %d", got, len(passes), 30-len(passes))
 	}
 }
+
+// The holds and the commit of one saga agree on where each line is
+// decided even when this process learns the round's buckets between
+// them (another placement's refusal teaches it): a buy-now placed as
+// bucket 0's, whose commit then named the buyer's real home bucket, was
+// committed as a line held elsewhere that no hold took, an order with
+// no unit taken for it.
+func TestClusterBucketsHintLearntMidSaga(t *testing.T) {
+	t.Parallel()
+	f := newClusterFixture(t)
+	const buckets = 3
+	f.saleWith(t, "hot", 100, inventory.Seed{Quantity: 9, Buckets: buckets})
+	u := f.user(t)
+	for inventory.HomeBucket(u, buckets) == 0 {
+		u = f.user(t)
+	}
+	svc, p := f.service(Options{}, order.Options{}) // knows no buckets yet
+	p.InjectFault(func(at Point) {
+		if at == AfterHold {
+			p.Stock.NoteBuckets("hot", buckets)
+		}
+	})
+	if _, err := svc.Place(context.Background(), u, []order.Line{{SKU: "hot", Quantity: 1}}, order.PlaceOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.available(t, "hot"); got != 8 {
+		t.Fatalf("available %d after one unit bought, want 8", got)
+	}
+	home := f.stock.BucketKey("hot", inventory.HomeBucket(u, buckets), buckets)
+	if n, _ := f.rdb.HGet(context.Background(), home+":buyers", u).Int(); n != 1 {
+		t.Fatalf("the buyer's count in their home bucket is %d, want 1", n)
+	}
+}

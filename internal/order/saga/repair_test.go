@@ -134,7 +134,7 @@ func TestRepairTombstonesBeforeItAsksPostgreSQL(t *testing.T) {
 		l := look{status: f.rdb.HGet(ctx, f.saga.keys.Status(id), "status").Val(), available: f.available(t, b)}
 		// Another run of the order committing, and a repeat of its key
 		// arriving, while PostgreSQL is asked.
-		_, _, l.lateCommit = f.saga.commit(ctx, id, u, "", "a3", 1, "commit", lines[:1], nil)
+		_, _, l.lateCommit = f.saga.commit(ctx, id, u, "", "a3", 1, "commit", lines[:1], f.saga.linePlaces(u, lines[:1]), nil)
 		fresh, _ := f.saga.NewOrderID("buyer", lines)
 		_, _, l.repeat = f.saga.claimOrderID(ctx, idems[id], fp, fresh, u, lines)
 		looks[id] = l
@@ -199,7 +199,7 @@ func TestRepairTombstonesBeforeItAsksPostgreSQL(t *testing.T) {
 	if st := f.rdb.HGetAll(ctx, f.saga.keys.Status(aborted)).Val(); len(st) != 1 || st["status"] != order.StatusAborted {
 		t.Fatalf("status %v after the repair, want the tombstone alone", st)
 	}
-	if _, _, err := f.saga.commit(ctx, aborted, u, "", "a4", 1, "commit", lines[:1], nil); !errors.Is(err, errSagaAborted) {
+	if _, _, err := f.saga.commit(ctx, aborted, u, "", "a4", 1, "commit", lines[:1], f.saga.linePlaces(u, lines[:1]), nil); !errors.Is(err, errSagaAborted) {
 		t.Fatalf("a late commit: %v, want aborted", err)
 	}
 	if got, replayed, err := f.saga.claimOrderID(ctx, abortedIdem, fp, "x", u, lines); err != nil || got == aborted || replayed {

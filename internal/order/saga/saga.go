@@ -247,7 +247,11 @@ type heldPart struct {
 func (s *Placer) saga(ctx context.Context, id, user, passes string, lines []order.Line) (reservation, error) {
 	home := s.keys.Parts().Home(id)
 	attempt := uuid.NewString()
-	groups := s.groupLines(user, lines, home)
+	// Where each line is decided, read once: the hint of a round's buckets
+	// may change meanwhile (another placement learns it), and the holds and
+	// the commit must agree on which lines are the home's.
+	places := s.linePlaces(user, lines)
+	groups := groupLines(lines, places, home)
 	var held []heldPart
 	var refused refusal
 	for _, g := range groups {
@@ -269,7 +273,7 @@ func (s *Placer) saga(ctx context.Context, id, user, passes string, lines []orde
 		mode = "check"
 	}
 	s.at(AfterHold)
-	res, fail, err := s.commit(ctx, id, user, passes, attempt, home, mode, lines, held)
+	res, fail, err := s.commit(ctx, id, user, passes, attempt, home, mode, lines, places, held)
 	refused.add(fail)
 	switch {
 	case err == nil && refused.reason == "" && !res.Replayed:
@@ -321,12 +325,21 @@ type lineGroup struct {
 	places []order.LinePlace
 }
 
-// groupLines groups user's lines outside home by the partition of the
-// bucket each is decided on, in ascending partition order.
-func (s *Placer) groupLines(user string, lines []order.Line, home int) []lineGroup {
+// linePlaces is where each of user's lines is decided (order.LinePlace).
+func (s *Placer) linePlaces(user string, lines []order.Line) []order.LinePlace {
+	out := make([]order.LinePlace, len(lines))
+	for i, l := range lines {
+		out[i] = s.LinePlace(l.SKU, user)
+	}
+	return out
+}
+
+// groupLines groups the lines outside home by the partition of the bucket
+// each is decided on (places, in line order), in ascending partition order.
+func groupLines(lines []order.Line, places []order.LinePlace, home int) []lineGroup {
 	by := map[int]*lineGroup{}
-	for _, l := range lines {
-		at := s.LinePlace(l.SKU, user)
+	for i, l := range lines {
+		at := places[i]
 		if at.Partition == home {
 			continue
 		}
@@ -386,9 +399,10 @@ func (s *Placer) hold(ctx context.Context, g lineGroup, id, user, passes, attemp
 	return nil, nil, fmt.Errorf("hold order %s: unexpected reply %q", id, reply)
 }
 
-// commit runs commit.lua on the home; fail is its refusal.
+// commit runs commit.lua on the home, lines decided where places say;
+// fail is its refusal.
 func (s *Placer) commit(ctx context.Context, id, user, passes, attempt string, home int, mode string,
-	lines []order.Line, held []heldPart) (reservation, []string, error) {
+	lines []order.Line, places []order.LinePlace, held []heldPart) (reservation, []string, error) {
 	items := map[string]order.ReservedItem{}
 	for _, h := range held {
 		for _, it := range h.items {
@@ -397,9 +411,9 @@ func (s *Placer) commit(ctx context.Context, id, user, passes, attempt string, h
 	}
 	keys := []string{s.keys.Stream(home), s.keys.Status(id), s.keys.Due(home)}
 	args := []any{id, user, s.StatusTTL.Milliseconds(), s.PaymentTTL.Milliseconds(), home, attempt, mode, len(lines)}
-	for _, l := range lines {
+	for i, l := range lines {
 		heldJSON := ""
-		at := s.LinePlace(l.SKU, user)
+		at := places[i]
 		if at.Partition != home {
 			it, ok := items[l.SKU]
 			if !ok { // check mode: a line refused elsewhere, not judged here

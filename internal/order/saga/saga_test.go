@@ -83,7 +83,7 @@ func (f *clusterFixture) take(t *testing.T, p int, id, u, attempt string, lines 
 // held, and fails t unless it commits.
 func (f *clusterFixture) commitOf(t *testing.T, id, u, attempt string, lines []order.Line, held []heldPart) reservation {
 	t.Helper()
-	res, fail, err := f.saga.commit(context.Background(), id, u, "", attempt, 1, "commit", lines, held)
+	res, fail, err := f.saga.commit(context.Background(), id, u, "", attempt, 1, "commit", lines, f.saga.linePlaces(u, lines), held)
 	if err != nil || fail != nil {
 		t.Fatalf("commit of %s: %v %v", attempt, fail, err)
 	}
@@ -540,7 +540,7 @@ func TestSagaCrashRepairedBySweeper(t *testing.T) {
 		t.Fatalf("%s still counts the buyer", b)
 	}
 	f.noHolds(t)
-	if _, _, err := f.saga.commit(ctx, id, u, "", "attempt-1", 1, "commit", lines, held); !errors.Is(err, errSagaAborted) {
+	if _, _, err := f.saga.commit(ctx, id, u, "", "attempt-1", 1, "commit", lines, f.saga.linePlaces(u, lines), held); !errors.Is(err, errSagaAborted) {
 		t.Fatalf("late commit: %v, want aborted", err)
 	}
 	if av := f.available(t, a); av != 10 {
@@ -567,7 +567,7 @@ func TestSagaCrashRepairedBySweeper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := f.saga.commit(ctx, id2, u, "", "attempt-2", 1, "commit", lines, []heldPart{{p: 5, items: items}}); err != nil {
+	if _, _, err := f.saga.commit(ctx, id2, u, "", "attempt-2", 1, "commit", lines, f.saga.linePlaces(u, lines), []heldPart{{p: 5, items: items}}); err != nil {
 		t.Fatal(err)
 	}
 	f.rdb.ZAdd(ctx, f.saga.keys.Holds(5), redis.Z{Score: 1, Member: id2})
