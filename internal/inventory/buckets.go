@@ -148,26 +148,46 @@ func (s *Stock) sumBuckets(ctx context.Context, sku string, buckets int, sums []
 	if buckets <= 1 {
 		return nil
 	}
+	values, err := s.readEach(ctx, sku, buckets, fields...)
+	if err != nil {
+		return err
+	}
+	clear(sums)
+	for _, v := range values {
+		for i := range v {
+			sums[i] += intField(v[i])
+		}
+	}
+	return nil
+}
+
+// readEach reads fields of every bucket of sku's round of buckets, in
+// bucket order: in one MULTI on a single Redis (one instant's values),
+// in one pipeline on a cluster.
+func (s *Stock) readEach(ctx context.Context, sku string, buckets int, fields ...string) ([][]any, error) {
 	pipe := s.rdb.TxPipeline()
 	if s.parts.Grouped() {
 		pipe = s.rdb.Pipeline()
 	}
-	cmds := make([]*redis.SliceCmd, 0, buckets)
+	cmds := make([]*redis.SliceCmd, buckets)
 	for b := range buckets {
-		cmds = append(cmds, pipe.HMGet(ctx, s.BucketKey(sku, b, buckets), fields...))
+		cmds[b] = pipe.HMGet(ctx, s.BucketKey(sku, b, buckets), fields...)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("buckets of %s: %w", sku, err)
+		return nil, fmt.Errorf("buckets of %s: %w", sku, err)
 	}
-	clear(sums)
-	for _, c := range cmds {
-		for i, v := range c.Val() {
-			str, _ := v.(string)
-			n, _ := strconv.ParseInt(str, 10, 64)
-			sums[i] += n
-		}
+	out := make([][]any, buckets)
+	for b, c := range cmds {
+		out[b] = c.Val()
 	}
-	return nil
+	return out, nil
+}
+
+// intField reads a hash field's integer (absent reads 0).
+func intField(v any) int64 {
+	str, _ := v.(string)
+	n, _ := strconv.ParseInt(str, 10, 64)
+	return n
 }
 
 // bucketHints remembers how many buckets each SKU's live round has, as

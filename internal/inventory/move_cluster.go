@@ -96,27 +96,16 @@ func fullestFirst(states []bucketState, home int) []int {
 
 // readBuckets reads the move's fields of each bucket of sku's round.
 func (s *Stock) readBuckets(ctx context.Context, sku string, buckets int) ([]bucketState, error) {
-	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.SliceCmd, buckets)
-	for b := range buckets {
-		cmds[b] = pipe.HMGet(ctx, s.BucketKey(sku, b, buckets), "round", "available", "moved_out", "moved_in")
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("read the buckets of %s: %w", sku, err)
+	values, err := s.readEach(ctx, sku, buckets, "round", "available", "moved_out", "moved_in")
+	if err != nil {
+		return nil, err
 	}
 	out := make([]bucketState, buckets)
-	for b, c := range cmds {
-		v := c.Val()
+	for b, v := range values {
 		out[b].round, _ = v[0].(string)
 		out[b].available, out[b].movedOut, out[b].movedIn = intField(v[1]), intField(v[2]), intField(v[3])
 	}
 	return out, nil
-}
-
-func intField(v any) int64 {
-	str, _ := v.(string)
-	n, _ := strconv.ParseInt(str, 10, 64)
-	return n
 }
 
 // move is one move's names: the record's id, its buckets, and its entry
