@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/shop-oss/shop/internal/testenv"
 )
 
 // A draw in real browsers against a running `shop serve` (docs/api.md,
@@ -237,4 +238,44 @@ func drawOrderPaid(t *testing.T, s *shop, token, id string) {
 	if o.Status != "paid" {
 		t.Errorf("the won order %s: status %q, want paid", id, o.Status)
 	}
+}
+
+// A draw with SHOP_PAYMENT_PROVIDER=stripe against stripe-mock answering
+// requires_action: the product page asks for the card as the orders'
+// Pay does (Enter without one says so, in the card field), and the entry
+// made with pm_card_visa waits on the bank (authorizing, 202), said in
+// words, with Withdraw, as the API has it.
+func TestBrowserDrawStripe(t *testing.T) {
+	t.Parallel()
+	const sku, price = "draw-stripe", 2400
+	e := liveEnv(t)
+	e["SHOP_PAYMENT_PROVIDER"] = "stripe"
+	e["SHOP_STRIPE_SECRET_KEY"] = "sk_test_123"
+	e["SHOP_STRIPE_WEBHOOK_SECRET"] = e2eWebhookSecret
+	e["SHOP_STRIPE_API_URL"] = testenv.StripeMockWith(t, map[string]map[string]any{
+		"payment_intent": {"status": "requires_action", "amount": price, "capture_method": "manual"},
+	})
+	s := newShop(t, e)
+	closes := time.Now().Add(2 * time.Hour).UTC().Format(time.RFC3339)
+	s.product(t, sku, price, map[string]any{"quantity": 3, "draw": map[string]any{"closes_at": closes}})
+	ctx, noScriptErrors := browser(t)
+	defer noScriptErrors()
+	defer stayOnOrigin(t, ctx, s.URL)()
+
+	signUp(t, ctx, s, "draw-stripe@shop.test", "draw-password")
+	do(t, ctx, "open the product", chromedp.Navigate(s.URL+"/#/p/"+sku))
+	until(t, ctx, "the card field, labelled", `document.getElementById('draw-form').getClientRects().length > 0`+
+		` && document.getElementById('draw-card').getClientRects().length > 0`+
+		` && document.querySelector('label[for="draw-method"]').textContent.includes('Card')`)
+	do(t, ctx, "enter without a card", chromedp.Click(chromedp.ID("draw-enter")))
+	until(t, ctx, "the card is asked for, in its field",
+		`document.getElementById('message').textContent.includes('Enter the card') && document.activeElement.id === 'draw-method'`)
+	do(t, ctx, "enter with a card", chromedp.SendKeys(chromedp.ID("draw-method"), "pm_card_visa"), chromedp.Click(chromedp.ID("draw-enter")))
+	until(t, ctx, "waiting on the bank, with Withdraw", `document.getElementById('draw').dataset.entry === 'authorizing'`+
+		` && document.getElementById('draw-entry-words').textContent.includes('bank')`+
+		` && document.getElementById('draw-withdraw').getClientRects().length > 0`)
+	if e := drawEntry(t, s, sku, storefrontToken(t, ctx)); e.State != "authorizing" {
+		t.Errorf("the entry in the API: %+v, want authorizing", e)
+	}
+	fits(t, ctx, "shopper-draw-authorizing")
 }
