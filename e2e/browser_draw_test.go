@@ -137,7 +137,8 @@ func drawEnter(t *testing.T, ctx context.Context, s *shop, sku, quantity string)
 	until(t, ctx, "entered, with Withdraw", `document.getElementById('draw').dataset.entry === 'entered'`+
 		` && document.getElementById('draw-withdraw').getClientRects().length > 0 && !document.getElementById('draw-withdraw').disabled`+
 		` && document.getElementById('draw-form').getClientRects().length === 0`+
-		` && document.getElementById('draw-entry').getAttribute('aria-live') === 'polite'`)
+		` && document.getElementById('draw-entry').getAttribute('aria-live') === 'polite'`+
+		` && document.activeElement.id === 'draw-withdraw'`) // the focus moved from the gone form
 	e := drawEntry(t, s, sku, storefrontToken(t, ctx))
 	if e.State != "entered" || fmt.Sprint(e.Quantity) != quantity {
 		t.Fatalf("the entry in the API: %+v, want entered for %s", e, quantity)
@@ -151,7 +152,8 @@ func drawWithdraw(t *testing.T, ctx context.Context, s *shop, sku, token, id str
 	do(t, ctx, "withdraw", chromedp.Click(chromedp.ID("draw-withdraw")))
 	until(t, ctx, "withdrawn, and the form is back", `document.getElementById('draw').dataset.entry === 'withdrawn'`+
 		` && document.getElementById('draw-withdraw').getClientRects().length === 0`+
-		` && document.getElementById('draw-form').getClientRects().length > 0 && !document.getElementById('draw-enter').disabled`)
+		` && document.getElementById('draw-form').getClientRects().length > 0 && !document.getElementById('draw-enter').disabled`+
+		` && document.activeElement.id === 'draw-quantity'`)
 	if e := drawEntry(t, s, sku, token); e.State != "withdrawn" || e.ID != id {
 		t.Fatalf("the entry in the API after the withdrawal: %+v, want %s withdrawn", e, id)
 	}

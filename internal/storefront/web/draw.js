@@ -166,14 +166,16 @@ function drawPanel(sku) {
       intent = null;
       say(entry.state === "authorizing" ? entrySentence(entry) : "You are in the draw. Good luck!");
     }, () => { intent = null; });
+    // The form is gone with the entry: the focus goes to what replaced it.
+    if (!$("draw-withdraw").hidden) $("draw-withdraw").focus();
   };
 
   const withdraw = async () => {
     await act(async () => {
       entry = await api("DELETE", path + "/entries/me", undefined, { auth: true });
       say("Entry withdrawn; your authorisation was released. You may enter again while the draw is open.");
-      $("draw-quantity").focus();
     });
+    if (!$("draw-form").hidden) $("draw-quantity").focus(); // Withdraw is gone, the form is back
   };
 
   // act runs one request with the buttons off, tells the shopper a
