@@ -35,6 +35,13 @@ func openConsole(t *testing.T) *console {
 	t.Cleanup(stayOnOrigin(t, ctx, s.URL))
 	c := &console{shop: s, ctx: ctx, failed: watchFailures(ctx)}
 	t.Cleanup(func() { c.failed.check(t) })
+	consoleLogIn(t, ctx, s)
+	return c
+}
+
+// consoleLogIn logs the admin in to the console at a desktop's width.
+func consoleLogIn(t *testing.T, ctx context.Context, s *shop) {
+	t.Helper()
 	do(t, ctx, "log in",
 		chromedp.EmulateViewport(1280, 900),
 		chromedp.Navigate(s.URL+"/admin"),
@@ -42,7 +49,6 @@ func openConsole(t *testing.T) *console {
 		typeInto("login-email", "admin@shop.test"),
 		typeInto("login-password", "admin-password\r"),
 	)
-	return c
 }
 
 // open goes to one of the console's hash routes and waits for its view.

@@ -138,6 +138,9 @@ func (n *netLog) check(t *testing.T) {
 	}
 	left := append([]string(nil), n.expected...)
 	for _, f := range n.failed {
+		if drawProbe(f) {
+			continue // the product page asking whether a round is a draw: 404 says no
+		}
 		i := indexOf(left, f)
 		if i < 0 {
 			t.Errorf("the page made a request that failed unexpectedly: %s", f)
@@ -145,6 +148,14 @@ func (n *netLog) check(t *testing.T) {
 		}
 		left = append(left[:i], left[i+1:]...)
 	}
+}
+
+// drawProbe tells whether a failed answer is a product page's read of a
+// round's draw answered "none".
+func drawProbe(failed string) bool {
+	sku, ok := strings.CutPrefix(failed, "GET /api/v1/products/")
+	sku, ok2 := strings.CutSuffix(sku, "/draw 404")
+	return ok && ok2 && !strings.Contains(sku, "/")
 }
 
 func indexOf(list []string, s string) int {
@@ -349,8 +360,11 @@ func shopperCartAndOrders(t *testing.T, ctx context.Context, s *shop) {
 	for sku, quantity := range map[string]string{"tee-c": "1", "mug-e": "100"} {
 		do(t, ctx, "open "+sku, chromedp.Navigate(s.URL+"/#/p/"+sku))
 		until(t, ctx, sku+": add to cart is on", `!document.getElementById('live').classList.contains('loading') && !document.getElementById('add-to-cart').disabled`)
-		do(t, ctx, "add "+sku, chromedp.SetValue(chromedp.ID("buy-quantity"), quantity), chromedp.Click(chromedp.ID("add-to-cart")))
-		until(t, ctx, "added", `document.getElementById('message').textContent.includes('Added')`)
+		// The last add's message is put away first: it would say "Added"
+		// before this one is answered.
+		do(t, ctx, "add "+sku, script(`document.getElementById('message').hidden = true`),
+			chromedp.SetValue(chromedp.ID("buy-quantity"), quantity), chromedp.Click(chromedp.ID("add-to-cart")))
+		until(t, ctx, "added", `!document.getElementById('message').hidden && document.getElementById('message').textContent.includes('Added')`)
 	}
 	do(t, ctx, "open the cart", chromedp.Navigate(s.URL+"/#/cart"))
 	until(t, ctx, "two lines, each with Remove", `document.querySelectorAll('#cart-lines button').length === 2`)
@@ -366,9 +380,11 @@ func shopperCartAndOrders(t *testing.T, ctx context.Context, s *shop) {
 	until(t, ctx, "the time to pay in words", `[...document.querySelectorAll('#orders .order-expiry')].every(e => /^Pay within about 1[45] minutes$/.test(e.textContent))`)
 	until(t, ctx, "no system words", `!/confirmed|pending|recorded/i.test(document.getElementById('view-orders').innerText)`)
 	fits(t, ctx, "shopper-orders-awaiting")
-	do(t, ctx, "pay the newest", chromedp.Click(chromedp.CSS(`#orders li:first-child button[data-action="pay"]`)))
+	// Clicked in the page, found and clicked at once: the list is drawn
+	// again after each answer, and a node found before a redraw is gone.
+	do(t, ctx, "pay the newest", script(`document.querySelector('#orders li:first-child button[data-action="pay"]').click()`))
 	until(t, ctx, "paid", `document.querySelector('#orders li:first-child .order-status').textContent === 'Paid'`)
-	do(t, ctx, "cancel the other", chromedp.Click(chromedp.CSS(`#orders li:nth-child(2) button[data-action="cancel"]`)))
+	do(t, ctx, "cancel the other", script(`document.querySelector('#orders li:nth-child(2) button[data-action="cancel"]').click()`))
 	until(t, ctx, "cancelled", status+` === 'Paid,Cancelled'`)
 	fits(t, ctx, "shopper-orders")
 }

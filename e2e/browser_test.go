@@ -75,6 +75,13 @@ func browser(t *testing.T) (context.Context, func()) {
 	if err := chromedp.Do(ctx); err != nil { // starts the browser
 		t.Fatalf("start chromium: %v", err)
 	}
+	return ctx, pageErrors(t, ctx)
+}
+
+// pageErrors watches a tab's console and returns a check that fails t for
+// each error of the page (pageError).
+func pageErrors(t *testing.T, ctx context.Context) func() {
+	t.Helper()
 	var mu sync.Mutex
 	var thrown []string
 	messages := chromedp.Console(ctx)
@@ -90,7 +97,7 @@ func browser(t *testing.T) (context.Context, func()) {
 			}
 		}
 	}()
-	return ctx, func() {
+	return func() {
 		t.Helper()
 		mu.Lock()
 		defer mu.Unlock()

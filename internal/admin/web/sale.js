@@ -40,6 +40,7 @@ async function loadReport() {
     saleReport = rep;
     showReport(rep);
     await showRoom(rep);
+    await showDraw(rep);
   } catch (err) { fail(err); }
 }
 
@@ -59,6 +60,8 @@ function showReport(rep) {
   const room = rep.waiting_room;
   row("Waiting room", room ? `${count(room.admit_per_second)}/s, pass ${room.pass_ttl_seconds} s, ${room.challenge_bits} challenge bits` : "none", "waiting_room");
   if (room) { row("Waiting", count(room.waiting), "waiting"); row("Admitted", count(room.admitted), "admitted"); }
+  const draw = rep.draw;
+  row("Draw", draw ? `${drawWords[draw.state] || draw.state}, entries close ${when(draw.closes_at)}` : "none", "draw");
 }
 
 // ---- the round form -----------------------------------------------------
@@ -86,6 +89,10 @@ function fillSaleForm(rep) {
   $("sale-admit").value = String(room ? room.admit_per_second : 50);
   $("sale-ttl").value = String(room ? room.pass_ttl_seconds : 120);
   $("sale-bits").value = String(room ? room.challenge_bits : 0);
+  const draw = round && round.draw;
+  $("sale-draw").checked = !!draw;
+  $("sale-draw-fields").hidden = !draw;
+  $("sale-closes").value = draw && future(draw.closes_at) ? localInput(draw.closes_at) : "";
   $("sale-prefill").textContent = round ? `Filled in from round ${round.round_id}; change what the new round needs.` : "This product has no round yet.";
 }
 
@@ -106,6 +113,11 @@ function seedBody() {
     body.waiting_room = { admit_per_second: intField("sale-admit") };
     if ($("sale-ttl").value.trim() !== "") body.waiting_room.pass_ttl_seconds = intField("sale-ttl");
     if ($("sale-bits").value.trim() !== "") body.waiting_room.challenge_bits = intField("sale-bits");
+  }
+  if ($("sale-draw").checked) {
+    body.draw = {}; // without a close, the API says it is required, beside the field
+    const closes = localToISO("sale-closes");
+    if (closes) body.draw.closes_at = closes;
   }
   return body;
 }
@@ -252,6 +264,7 @@ async function changeRate(ev) {
 function bindSale() {
   $("sale-form").addEventListener("submit", seed);
   $("sale-room").addEventListener("change", () => { $("sale-room-fields").hidden = !$("sale-room").checked; });
+  bindDraw();
   $("report-refresh").addEventListener("click", loadReport);
   $("room-refresh").addEventListener("click", refreshRoom);
   $("room-more").addEventListener("click", moreEntries);

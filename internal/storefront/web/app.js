@@ -27,6 +27,8 @@ const { session, api } = shopClient({
     idempotency_key_reused: "This request was already used for something else; please try again.",
     pass_required: "This sale has a waiting room: join the queue, and buy once you are admitted.",
     challenge_failed: "The waiting room's check did not go through; please join again.",
+    already_entered: "You already hold an entry in this draw.",
+    draw_closed: "The draw is closed: entries can no longer change.",
   },
 });
 
@@ -344,6 +346,7 @@ async function showProduct(sku) {
   resetProduct();
   let state = null, tick = null, events = null, opens = null, gone = false;
   const room = waitingRoom(sku);
+  const draw = drawPanel(sku);
   currentRoom = room;
   leave = () => {
     gone = true;
@@ -351,6 +354,7 @@ async function showProduct(sku) {
     clearInterval(tick);
     clearTimeout(opens);
     room.stop();
+    draw.stop();
     productRender = null;
   };
   disableBuy("Checking availability…");
@@ -358,8 +362,9 @@ async function showProduct(sku) {
   if (gone || !found) return;
   const render = () => {
     if (!state) return;
-    renderSale(sku, state);
+    renderSale(sku, state, draw.state());
     room.tick();
+    draw.tick();
   };
   productRender = render;
   events = new EventSource(API + "/products/" + encodeURIComponent(sku) + "/events");
@@ -376,6 +381,7 @@ async function showProduct(sku) {
     if (wait >= 0 && wait < 2147483647) opens = setTimeout(render, wait);
     $("live-status").textContent = "";
     room.seen(state);
+    draw.seen(state);
     render();
   });
   events.onerror = () => {
@@ -431,8 +437,9 @@ function showNotFound() {
 
 // renderSale shows a stock state on the product page: the badge, the
 // count and the sentence, and Buy on or off (with the reason) or hidden
-// for a sale that sells nothing.
-function renderSale(sku, state) {
+// for a sale that sells nothing or a draw (drawState: its state; null
+// for a round that is not one), whose units are entered for, not bought.
+function renderSale(sku, state, drawState) {
   const sale = saleNow(state);
   const starts = state.starts_at ? Date.parse(state.starts_at) : 0;
   $("live").classList.remove("loading");
@@ -440,13 +447,15 @@ function renderSale(sku, state) {
   $("live").dataset.sale = sale;
   $("live-available").textContent = String(state.available);
   $("live-count").hidden = sale === "none" || sale === "ended";
-  $("live-sale").textContent = saleWords[sale] || sale;
-  $("live-sale").className = "badge " + sale;
+  const badge = drawState ? drawBadges[drawState] : [saleWords[sale] || sale, sale];
+  $("live-sale").textContent = badge[0];
+  $("live-sale").className = "badge " + badge[1];
   $("sale-info").textContent = saleSentence(sale, state);
   const cd = $("countdown");
   cd.hidden = sale !== "upcoming";
   if (sale === "upcoming") cd.textContent = "Starts in " + inWords(starts - Date.now());
-  $("buy-area").hidden = closedSale(sale);
+  $("live-unit").textContent = drawState ? drawUnits(drawState, state.available) : "available";
+  $("buy-area").hidden = closedSale(sale) || !!drawState;
   const limited = limitHit === roundKey(sku, state);
   const reason = buyReasons[sale] || (limited ? "You have reached the purchase limit for this sale." : "");
   if (reason) disableBuy(reason, sale !== "upcoming" && sale !== "open");
@@ -793,6 +802,33 @@ function paymentProvider() {
 }
 const takesCards = () => paymentProvider() === "stripe";
 
+// paymentToken answers what to pay with: the test provider's token, or
+// the card typed in input with Stripe; null when none was typed (the
+// shopper is told, in input).
+function paymentToken(input) {
+  if (!takesCards()) return "tok_test"; // the test provider approves it
+  const token = input.value.trim();
+  if (token) return token;
+  say("Enter the card to pay with first (a payment method id, pm_…).", true);
+  input.focus();
+  return null;
+}
+
+// paymentRefused tells the shopper that a payment the provider declined,
+// or could not be asked for, took no money (after "nothing was charged",
+// what still holds); false for any other error.
+function paymentRefused(err, input, still) {
+  if (!(err instanceof Problem)) return false;
+  if (err.code === "payment_declined") {
+    say(takesCards() ? "The card was declined; try another card." : "The payment was declined.", true);
+    if (takesCards()) { input.focus(); input.select(); }
+    return true;
+  }
+  if (err.status !== 503) return false;
+  say("Payments are unavailable right now; nothing was charged" + still + ". Try again in a moment.", true);
+  return true;
+}
+
 // A payment under way is finished by the provider's webhook: the page
 // waits for it. Any other state of a payable order needs another card.
 const paymentUnderWay = new Set(["requires_action", "requires_confirmation", "processing"]);
@@ -903,16 +939,8 @@ async function showOrders() {
     if (w && (w.kind === "retry" || o.payment.status === "refunded")) say(w.text, w.kind === "retry");
   };
   const pay = async (o) => {
-    let token = "tok_test"; // the test provider approves it
-    if (takesCards()) {
-      token = $("pay-method").value.trim();
-      if (!token) {
-        render(true); // the clicked button back on
-        say("Enter the card to pay with first (a payment method id, pm_…).", true);
-        $("pay-method").focus();
-        return;
-      }
-    }
+    const token = paymentToken($("pay-method"));
+    if (!token) { render(true); return; } // the clicked button back on
     // One Idempotency-Key per order and card until answered.
     const key = o.order_id + " " + token;
     if (!payKeys.has(key)) payKeys.set(key, newKey());
@@ -936,12 +964,7 @@ async function showOrders() {
       if (err instanceof Problem) payKeys.delete(key);
       if (unsupported(err)) {
         say("Payment and cancellation are not available on this server yet (or the order is gone).", true);
-      } else if (err instanceof Problem && err.code === "payment_declined") {
-        say(takesCards() ? "The card was declined; try another card." : "The payment was declined.", true);
-        if (takesCards()) { $("pay-method").focus(); $("pay-method").select(); }
-      } else if (err instanceof Problem && err.status === 503) {
-        say("Payments are unavailable right now; nothing was charged and the order can still be paid. Try again in a moment.", true);
-      } else {
+      } else if (!paymentRefused(err, $("pay-method"), " and the order can still be paid")) {
         fail(err);
       }
     } finally {
