@@ -71,11 +71,7 @@ type Config struct {
 	// stores (0: only when asked), so the shop_audit_* metrics and their
 	// alert see a violation without anyone asking.
 	AuditInterval time.Duration `env:"SHOP_AUDIT_INTERVAL" envDefault:"1m"`
-	// DrawCancelRate is how many holds a draw releases a second at most
-	// (0: no limit): Stripe limits a live account's requests to about 100
-	// a second, shared with every other call the shop makes.
-	DrawCancelRate float64 `env:"SHOP_DRAW_CANCEL_RATE" envDefault:"20"`
-	RedisPoolSize  int     `env:"SHOP_REDIS_POOL_SIZE" envDefault:"100"`
+	RedisPoolSize int           `env:"SHOP_REDIS_POOL_SIZE" envDefault:"100"`
 	// RedisPipeline auto-pipelines the purchase path's two scripts (the
 	// limiter with the session check, and the reserve script): concurrent
 	// purchases share round trips. RedisPipelineBatches, Delay and Adaptive
@@ -123,6 +119,10 @@ type Config struct {
 	// Idempotency-Key 503. At least 3s: a placement takes up to 2s, and a
 	// hold undone mid-placement costs that placement a 503.
 	SagaHoldTTL time.Duration `env:"SHOP_SAGA_HOLD_TTL" envDefault:"30s"`
+	// DrawCancelRate is how many holds a draw releases a second at most
+	// (0: no limit): Stripe limits a live account's requests to about 100
+	// a second, shared with every other call the shop makes.
+	DrawCancelRate float64 `env:"SHOP_DRAW_CANCEL_RATE" envDefault:"20"`
 }
 
 // DefaultClusterPartitions is SHOP_ORDER_PARTITIONS's default on a

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/shop-oss/shop/internal/order"
 	"github.com/shop-oss/shop/internal/order/ordertesting"
@@ -218,7 +219,8 @@ func TestHoldOfNoEntryIsReleased(t *testing.T) {
 }
 
 // The draw's cancels are spaced by CancelEvery: one pause a cancel,
-// counted through the injected pause rather than timed.
+// counted through the injected pause rather than timed; the metrics
+// count the capture and the cancels.
 func TestCancelsArePaced(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -239,5 +241,9 @@ func TestCancelsArePaced(t *testing.T) {
 		if d != 50*time.Millisecond {
 			t.Fatalf("paused %v", d)
 		}
+	}
+	m := f.svc.metrics
+	if c, n := testutil.ToFloat64(m.captures.WithLabelValues("captured")), testutil.ToFloat64(m.cancels.WithLabelValues("cancelled")); c != 1 || n != 4 {
+		t.Fatalf("metrics: %v captured, %v cancelled, want 1 and 4", c, n)
 	}
 }
