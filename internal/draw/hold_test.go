@@ -247,3 +247,52 @@ func TestCancelsArePaced(t *testing.T) {
 		t.Fatalf("metrics: %v captured, %v cancelled, want 1 and 4", c, n)
 	}
 }
+
+// A draw stopped before its cancels, then resumed while reconcile (or
+// the webhook) reports the losers' holds: every hold is released once,
+// with its entry's cancel key, whoever asks first; none is captured.
+func TestReleaseRacesTheDrawsCancels(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	round, _, holds := f.drawEntered(t, 1, 1, 6)
+	f.svc.cancelEvery = time.Nanosecond
+	f.svc.pause = func(context.Context, time.Duration) error { return errCrash }
+	if err := f.svc.Run(context.Background(), round); !errors.Is(err, errCrash) {
+		t.Fatalf("first run: %v, want it stopped after its first cancel", err)
+	}
+	f.svc.pause = func(context.Context, time.Duration) error { return nil }
+	ops := []func(){func() {
+		if err := f.svc.Run(context.Background(), round); err != nil {
+			t.Error(err)
+		}
+	}}
+	for id, pi := range holds {
+		for range 2 {
+			ops = append(ops, func() {
+				if _, err := f.svc.HoldSeen(context.Background(), id, held(pi)); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	}
+	racetest.Together(ops...)
+	for id, r := range f.outcome(t, round) {
+		h := f.pay.Holds()[holds[id]]
+		if r.state == StateWon {
+			if h.Canceled || h.CapturedCents != 100 {
+				t.Errorf("winner %s: hold %+v", id, h)
+			}
+			continue
+		}
+		keyed, found, _ := f.pay.FindHold(context.Background(), cancelKey(id))
+		if !h.Canceled || h.CapturedCents != 0 || !found || keyed.ID != holds[id] {
+			t.Errorf("%s entry %s: hold %+v, cancel key used %v", r.state, id, h, found)
+		}
+	}
+	if n := f.count(t, `SELECT count(*) FROM draw_entries WHERE state <> 'won' AND cancelled_at IS NULL`); n != 0 {
+		t.Errorf("%d losers not recorded as released", n)
+	}
+	if n := f.count(t, `SELECT count(*) FROM draw_entries WHERE state = 'won' AND cancelled_at IS NOT NULL`); n != 0 {
+		t.Errorf("a winner's hold was asked to be released")
+	}
+}
