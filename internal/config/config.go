@@ -119,6 +119,10 @@ type Config struct {
 	// Idempotency-Key 503. At least 3s: a placement takes up to 2s, and a
 	// hold undone mid-placement costs that placement a 503.
 	SagaHoldTTL time.Duration `env:"SHOP_SAGA_HOLD_TTL" envDefault:"30s"`
+	// DrawCancelRate is how many holds a draw releases a second at most
+	// (0: no limit): Stripe limits a live account's requests to about 100
+	// a second, shared with every other call the shop makes.
+	DrawCancelRate float64 `env:"SHOP_DRAW_CANCEL_RATE" envDefault:"20"`
 }
 
 // DefaultClusterPartitions is SHOP_ORDER_PARTITIONS's default on a
@@ -248,6 +252,7 @@ func (c *Config) validate() error {
 		{"SHOP_STRIPE_API_URL", c.StripeAPIURL != "" && !httpURL(c.StripeAPIURL), "must be an http:// or https:// URL (or empty: Stripe's own)"},
 		{"SHOP_CURRENCY", !currencyCode(c.Currency), "must be a three-letter ISO 4217 code in lower case, like usd"},
 		{"SHOP_BODY_LIMIT", c.BodyLimit < 1024, "must be at least 1024 bytes"},
+		{"SHOP_DRAW_CANCEL_RATE", !(c.DrawCancelRate >= 0 && c.DrawCancelRate <= 10000), "must be 0 (no limit) to 10000 cancels a second"},
 		{"SHOP_SHUTDOWN_TIMEOUT", c.ShutdownTimeout <= 0, "must be positive"},
 		{"SHOP_AUDIT_INTERVAL", c.AuditInterval != 0 && (c.AuditInterval < 10*time.Second || c.AuditInterval > 24*time.Hour),
 			"must be 0 (audit only when asked) or between 10s and 24h"},
@@ -440,4 +445,13 @@ func nameVariables(err error) error {
 		}
 	}
 	return agg.Errors[0]
+}
+
+// DrawCancelEvery is the pause between two cancels of a draw
+// (SHOP_DRAW_CANCEL_RATE); 0: none.
+func (c *Config) DrawCancelEvery() time.Duration {
+	if c.DrawCancelRate <= 0 {
+		return 0
+	}
+	return time.Duration(float64(time.Second) / c.DrawCancelRate)
 }

@@ -22,7 +22,8 @@ func TestDefaults(t *testing.T) {
 		c.CacheRedisURL != "" ||
 		c.PaymentTTL != 15*time.Minute || c.PaymentProvider != "test" ||
 		!c.RedisPipeline || c.RedisPipelineBatches != 16 || c.RedisPipelineDelay != 100*time.Microsecond || !c.RedisPipelineAdaptive ||
-		!c.RedisOneTrip || c.SagaHoldTTL != 30*time.Second || c.AuditInterval != time.Minute {
+		!c.RedisOneTrip || c.SagaHoldTTL != 30*time.Second || c.AuditInterval != time.Minute ||
+		c.DrawCancelRate != 20 || c.DrawCancelEvery() != 50*time.Millisecond {
 		t.Errorf("defaults differ from docs/configuration.md: %+v", c)
 	}
 }
@@ -56,6 +57,8 @@ func TestInvalidSettingsNameTheirVariable(t *testing.T) {
 		{"audit_interval_short", "SHOP_AUDIT_INTERVAL", "1s"},
 		{"audit_interval_long", "SHOP_AUDIT_INTERVAL", "48h"},
 		{"audit_interval_garbage", "SHOP_AUDIT_INTERVAL", "often"},
+		{"draw_cancel_rate_negative", "SHOP_DRAW_CANCEL_RATE", "-1"},
+		{"draw_cancel_rate_garbage", "SHOP_DRAW_CANCEL_RATE", "fast"},
 		{"stripe_without_its_key", "SHOP_PAYMENT_PROVIDER", "stripe"},
 		{"stripe_api_url_not_a_url", "SHOP_STRIPE_API_URL", "localhost:12111"},
 		{"currency_upper_case", "SHOP_CURRENCY", "USD"},

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/inventory"
@@ -53,12 +54,18 @@ type Service struct {
 	// Orders writes a won entry's paid order (nil: none is written).
 	orders OrderWriter
 	// cancelEvery spaces the cancels of a draw (the provider's rate
-	// limit); 0: no pause.
+	// limit); 0: no pause. pause waits it out (a test counts the pauses).
 	cancelEvery time.Duration
+	pause       func(ctx context.Context, d time.Duration) error
+	metrics     metrics
 	// afterCapture, for fault tests, runs after each capture the provider
 	// answered and its order was written, before its row is updated; an
 	// error stops the draw there, as a crash would.
 	afterCapture func(entryID string) error
+	// afterAuthorize, for fault tests, runs after the provider answered an
+	// entry's authorisation, before it is recorded; an error stops Enter
+	// there, as a crash would.
+	afterAuthorize func(entryID string) error
 }
 
 // OrderWriter turns a won entry into its paid order, exactly once
@@ -70,18 +77,38 @@ type OrderWriter interface {
 
 // Options configure a Service.
 type Options struct {
-	Orders      OrderWriter
+	Orders OrderWriter
+	// CancelEvery spaces the draw's cancels (SHOP_DRAW_CANCEL_RATE).
 	CancelEvery time.Duration
+	// Registry takes the draws' metrics (nil: none registered).
+	Registry prometheus.Registerer
 }
 
 // New returns the draws on db, with pay taking the authorisations.
 func New(db *pgxpool.Pool, pay order.Authorizer, log *slog.Logger, o Options) *Service {
-	return &Service{db: db, pay: pay, log: log, orders: o.Orders, cancelEvery: o.CancelEvery}
+	return &Service{db: db, pay: pay, log: log, orders: o.Orders, cancelEvery: o.CancelEvery, pause: sleep,
+		metrics: newMetrics(o.Registry)}
+}
+
+// sleep waits d, or less when ctx ends first.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // InjectAfterCapture makes the runner call f after each capture, before
 // recording it (fault drills and tests); set it before the runner runs.
 func (s *Service) InjectAfterCapture(f func(entryID string) error) { s.afterCapture = f }
+
+// InjectAfterAuthorize makes Enter call f once the provider answered an
+// entry's authorisation, before recording it (fault drills and tests).
+func (s *Service) InjectAfterAuthorize(f func(entryID string) error) { s.afterAuthorize = f }
 
 // round is a SKU's current round as the draws read it.
 type round struct {

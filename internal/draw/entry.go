@@ -195,14 +195,21 @@ func (s *Service) replay(ctx context.Context, user, key, fp string) (Entered, bo
 // answer. A declined card or an unknown outcome drops the entry: no
 // entry without its authorisation.
 func (s *Service) authorize(ctx context.Context, r round, e Entry, in Enter) (Entered, error) {
-	p, err := s.pay.Authorize(ctx, order.Charge{Key: "draw:" + e.ID + ":authorize", OrderID: e.ID,
+	p, err := s.pay.Authorize(ctx, order.Charge{Key: authorizeKey(e.ID), OrderID: e.ID,
 		AmountCents: int64(e.Quantity) * r.price, Token: in.Token})
 	if err != nil {
 		s.drop(ctx, e.ID)
 		if errors.Is(err, order.ErrPaymentDeclined) {
+			s.metrics.entries.WithLabelValues("declined").Inc()
 			return Entered{}, order.ErrDeclined
 		}
+		s.metrics.entries.WithLabelValues("failed").Inc()
 		return Entered{}, errorf("authorize", errors.Join(apperr.Unavailable("the payment provider is unavailable; retry"), err))
+	}
+	if s.afterAuthorize != nil {
+		if err := s.afterAuthorize(e.ID); err != nil {
+			return Entered{}, err
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbTimeout)
 	defer cancel()
@@ -211,9 +218,11 @@ func (s *Service) authorize(ctx context.Context, r round, e Entry, in Enter) (En
 		return Entered{}, unavailable("record the authorisation", err)
 	}
 	if got.State == StateLost || got.State == StateWithdrawn { // the close or a withdrawal came first: release the hold
+		s.metrics.entries.WithLabelValues("lost_late").Inc()
 		s.cancelHold(ctx, got.ID, p.ID)
 		return Entered{}, ErrNotOpen
 	}
+	s.metrics.entries.WithLabelValues(got.State).Inc()
 	return Entered{Entry: got}, nil
 }
 

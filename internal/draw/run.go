@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -72,6 +71,10 @@ WHERE id = $1 AND cancelled_at IS NULL`
 	drawnSQL = `UPDATE sale_rounds SET draw_state = 'drawn', draw_winners_sha256 = $2
 WHERE id = $1 AND draw_state = 'closed'`
 
+	orphansSQL = `SELECT id::text FROM draw_entries
+WHERE round_id = $1 AND state IN ('lost', 'withdrawn', 'failed') AND payment_id = '' AND cancelled_at IS NULL
+  AND provider = $2`
+
 	roundSeedSQL = `SELECT draw_seed, draw_state FROM sale_rounds WHERE id = $1 AND draw_seed IS NOT NULL`
 )
 
@@ -108,6 +111,9 @@ func (s *Service) Run(ctx context.Context, roundID int64) error {
 	}
 	if _, err := s.db.Exec(ctx, loseRestSQL, roundID); err != nil {
 		return errorf("lose the rest", err)
+	}
+	if err := s.findOrphans(ctx, roundID); err != nil {
+		return err
 	}
 	if err := s.cancelAll(ctx, roundID); err != nil {
 		return err
@@ -168,14 +174,17 @@ func (s *Service) capture(ctx context.Context, roundID int64, w winner) error {
 	amount := int64(w.units) * w.price
 	p, err := s.pay.Capture(ctx, w.payment, amount, "draw:"+w.id+":capture")
 	if errors.Is(err, order.ErrPaymentDeclined) {
+		s.metrics.captures.WithLabelValues("declined").Inc()
 		if _, err := s.db.Exec(ctx, failedSQL, w.id); err != nil {
 			return errorf("record a failed capture", err)
 		}
 		return nil
 	}
 	if err != nil {
+		s.metrics.captures.WithLabelValues("error").Inc()
 		return errorf("capture "+w.id, err)
 	}
+	s.metrics.captures.WithLabelValues("captured").Inc()
 	orderID := OrderID(w.id)
 	if s.orders != nil {
 		p.AmountCents, p.Status = amount, order.PaymentSucceeded
@@ -197,7 +206,9 @@ func (s *Service) capture(ctx context.Context, roundID int64, w winner) error {
 }
 
 // cancelAll releases every hold the draw leaves: lost, withdrawn and
-// failed entries' not yet cancelled, at most one per cancelEvery.
+// failed entries' not yet cancelled, at most one per cancelEvery (the
+// provider's rate limit, SHOP_DRAW_CANCEL_RATE). It runs once every
+// winner is captured, and reads what is left from the rows each batch.
 func (s *Service) cancelAll(ctx context.Context, roundID int64) error {
 	for {
 		batch, err := s.toCancel(ctx, roundID)
@@ -209,10 +220,8 @@ func (s *Service) cancelAll(ctx context.Context, roundID int64) error {
 				return err
 			}
 			if s.cancelEvery > 0 {
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(s.cancelEvery):
+				if err := s.pause(ctx, s.cancelEvery); err != nil {
+					return err
 				}
 			}
 		}
@@ -238,9 +247,11 @@ func (s *Service) toCancel(ctx context.Context, roundID int64) ([][2]string, err
 
 // cancelOne releases one hold and records it.
 func (s *Service) cancelOne(ctx context.Context, entryID, paymentID string) error {
-	if err := s.pay.Cancel(ctx, paymentID, "draw:"+entryID+":cancel"); err != nil {
+	if err := s.pay.Cancel(ctx, paymentID, cancelKey(entryID)); err != nil {
+		s.metrics.cancels.WithLabelValues("error").Inc()
 		return errorf("cancel "+entryID, err)
 	}
+	s.metrics.cancels.WithLabelValues("cancelled").Inc()
 	if _, err := s.db.Exec(ctx, cancelledSQL, entryID); err != nil {
 		return errorf("record a cancel", err)
 	}
@@ -256,6 +267,48 @@ func (s *Service) cancelHold(ctx context.Context, entryID, paymentID string) {
 		s.log.Warn("draw: release a hold; the draw will retry", "entry", entryID, "err", err)
 	}
 }
+
+// HoldFinder is a provider that can say which hold an authorisation's
+// key made (the test provider): the draw then releases the holds whose
+// record a crash lost. On Stripe, the intent's webhook or `shop payments
+// reconcile` finds them by their metadata instead (HoldSeen).
+type HoldFinder interface {
+	FindHold(ctx context.Context, key string) (order.Payment, bool, error)
+}
+
+// findOrphans looks up, once per run, the holds of the round's ended
+// entries that have none recorded, and records those found, for
+// cancelAll to release. An entry whose authorisation is still in flight
+// is recorded and released by its Enter, which finds it lost.
+func (s *Service) findOrphans(ctx context.Context, roundID int64) error {
+	finder, ok := s.pay.(HoldFinder)
+	if !ok {
+		return nil
+	}
+	rows, err := s.db.Query(ctx, orphansSQL, roundID, s.pay.Name())
+	if err != nil {
+		return errorf("entries without their hold", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return errorf("entries without their hold", err)
+	}
+	for _, id := range ids {
+		p, found, err := finder.FindHold(ctx, authorizeKey(id))
+		if err != nil {
+			return errorf("find the hold of "+id, err)
+		}
+		if !found {
+			continue
+		}
+		if _, err := s.db.Exec(ctx, adoptSQL, id, p.ID, p.Status); err != nil {
+			return errorf("record the hold of "+id, err)
+		}
+	}
+	return nil
+}
+
+func authorizeKey(entryID string) string { return "draw:" + entryID + ":authorize" }
 
 // publish records winners_sha256 and marks the round drawn.
 func (s *Service) publish(ctx context.Context, roundID int64) error {

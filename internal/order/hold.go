@@ -127,3 +127,20 @@ func (p *TestProvider) Calls(kind string) int {
 }
 
 var _ Authorizer = (*TestProvider)(nil)
+
+// FindHold returns the hold an authorisation keyed key made, if any (the
+// draw's HoldFinder): a hold whose record a crash lost is still released.
+func (p *TestProvider) FindHold(_ context.Context, key string) (Payment, bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	id, ok := p.byKey[key]
+	if !ok {
+		return Payment{}, false, nil
+	}
+	h := p.holds[id]
+	status := PaymentAuthorized
+	if h.canceled {
+		status = PaymentCanceled
+	}
+	return Payment{Provider: p.Name(), ID: id, Status: status, AmountCents: h.charge.AmountCents}, true, nil
+}

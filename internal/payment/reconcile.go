@@ -13,7 +13,10 @@ import (
 // reconcile`): first the recorded events never applied, then, from
 // Stripe's own list of the intents created since since, every succeeded
 // intent whose order was not paid with it: the webhook's effect, a refund
-// included. It writes one line per repair to out and returns an error
+// included; and every intent of a draw entry (metadata draw_entry_id, a
+// manual capture) is given to the draws as its webhook would have been
+// (w's entries): an authorisation the entry missed, a hold nobody needs
+// released, a contradiction reported. It writes one line per repair to out and returns an error
 // when something could not be repaired.
 func Reconcile(ctx context.Context, p *Stripe, w *Webhook, orders Orders, since time.Time, out io.Writer) error {
 	failed := 0
@@ -28,6 +31,10 @@ func Reconcile(ctx context.Context, p *Stripe, w *Webhook, orders Orders, since 
 		failed++
 	}
 	err = p.Intents(ctx, since, func(in Intent) error {
+		if in.EntryID != "" {
+			failed += reconcileEntry(ctx, w, in, out)
+			return nil
+		}
 		if in.Status != order.PaymentSucceeded || in.OrderID == "" {
 			return nil
 		}
@@ -50,4 +57,21 @@ func Reconcile(ctx context.Context, p *Stripe, w *Webhook, orders Orders, since 
 		return fmt.Errorf("%d payment(s) could not be repaired", failed)
 	}
 	return nil
+}
+
+// reconcileEntry gives a draw entry's intent to the draws; it returns 1
+// when that failed.
+func reconcileEntry(ctx context.Context, w *Webhook, in Intent, out io.Writer) int {
+	if w.entries == nil {
+		return 0
+	}
+	did, err := w.entries.HoldSeen(ctx, in.EntryID, in.Payment())
+	switch {
+	case err != nil:
+		fmt.Fprintf(out, "%s entry %s: could not repair: %v\n", in.ID, in.EntryID, err)
+		return 1
+	case did != "":
+		fmt.Fprintf(out, "%s entry %s: %s: %s\n", in.ID, in.EntryID, in.Status, did)
+	}
+	return 0
 }

@@ -61,6 +61,7 @@ type Intent struct {
 	ClientSecret string
 	AmountCents  int64
 	OrderID      string // metadata.order_id
+	EntryID      string // metadata.draw_entry_id: a draw entry's hold
 }
 
 // ErrIncomplete: the intent needs more than its confirmation (3-D
@@ -164,7 +165,7 @@ func (p *Stripe) Intents(ctx context.Context, since time.Time, each func(Intent)
 
 func intentOf(pi *stripe.PaymentIntent) Intent {
 	return Intent{ID: pi.ID, Status: string(pi.Status), ClientSecret: pi.ClientSecret, AmountCents: pi.Amount,
-		OrderID: pi.Metadata["order_id"]}
+		OrderID: pi.Metadata["order_id"], EntryID: pi.Metadata["draw_entry_id"]}
 }
 
 // providerError tells a card refused (order.ErrPaymentDeclined) from a

@@ -30,12 +30,21 @@ type Orders interface {
 	PaymentRefunded(ctx context.Context, id string, cents int64) error
 }
 
+// Entries is what a provider's events of a draw entry's hold change (its
+// intent's metadata names the entry): draw's Service. HoldSeen returns
+// what it did ("": nothing), for reconcile's report.
+type Entries interface {
+	HoldSeen(ctx context.Context, entryID string, p order.Payment) (string, error)
+}
+
 // The event types the webhook applies; Stripe's others are answered and
-// ignored.
+// ignored. A hold's are applied to draw entries only.
 const (
-	EventSucceeded = "payment_intent.succeeded"
-	EventFailed    = "payment_intent.payment_failed"
-	EventRefunded  = "charge.refunded"
+	EventSucceeded  = "payment_intent.succeeded"
+	EventFailed     = "payment_intent.payment_failed"
+	EventRefunded   = "charge.refunded"
+	EventCapturable = "payment_intent.amount_capturable_updated"
+	EventCanceled   = "payment_intent.canceled"
 )
 
 // signatureTolerance is how far a signature's time may be from ours
@@ -55,8 +64,11 @@ type Webhook struct {
 	db     *pgxpool.Pool
 	secret string
 	orders Orders
-	log    *slog.Logger
-	events *prometheus.CounterVec
+	// entries takes the events of draw entries' holds (nil: logged and
+	// ignored).
+	entries Entries
+	log     *slog.Logger
+	events  *prometheus.CounterVec
 }
 
 // NewWebhook returns the webhook of the endpoint whose signing secret is
@@ -68,6 +80,13 @@ func NewWebhook(db *pgxpool.Pool, secret string, orders Orders, log *slog.Logger
 				"(applied before), ignored (a type the shop does not apply), refused (bad signature or body), "+
 				"failed (to be delivered again).", "type", "outcome")}
 	reg.MustRegister(w.events)
+	return w
+}
+
+// ForEntries makes the webhook (and reconcile) apply the events of draw
+// entries' intents to entries.
+func (w *Webhook) ForEntries(entries Entries) *Webhook {
+	w.entries = entries
 	return w
 }
 
@@ -170,7 +189,7 @@ func parseEvent(se stripe.Event, body []byte) (*event, error) {
 		return nil, errors.New("not a Stripe event: id, type and data.object are required")
 	}
 	switch se.Type {
-	case EventSucceeded, EventFailed, EventRefunded:
+	case EventSucceeded, EventFailed, EventRefunded, EventCapturable, EventCanceled:
 	default:
 		return nil, nil
 	}
@@ -267,7 +286,7 @@ func (w *Webhook) effect(ctx context.Context, id, typ string, payload []byte) er
 	if err != nil {
 		return fmt.Errorf("event %s: %w", id, err)
 	}
-	return eff(ctx, w.orders, w.log)
+	return eff(ctx, w)
 }
 
 // ApplyPending applies the events recorded before since and never
@@ -305,30 +324,35 @@ func (w *Webhook) unavailable(op string, err error) error {
 	return fmt.Errorf("%s: %w: %w", op, apperr.Unavailable("payments are unavailable; deliver the event again"), err)
 }
 
-// effect is what an event does to the orders.
-type effect func(ctx context.Context, orders Orders, log *slog.Logger) error
+// effect is what an event does to the orders or the draw entries.
+type effect func(ctx context.Context, w *Webhook) error
 
 // effectOf reads an event's object: an intent for the payment_intent
 // events, a charge for charge.refunded.
 func effectOf(typ string, raw json.RawMessage) (effect, error) {
 	switch typ {
-	case EventSucceeded, EventFailed:
+	case EventSucceeded, EventFailed, EventCapturable, EventCanceled:
 		var pi stripe.PaymentIntent
 		if err := json.Unmarshal(raw, &pi); err != nil || pi.ID == "" {
 			return nil, errors.New("data.object is not a PaymentIntent")
 		}
 		in := intentOf(&pi)
-		return func(ctx context.Context, orders Orders, log *slog.Logger) error {
-			if in.OrderID == "" {
-				log.Info("payment intent without metadata.order_id: not ours, ignored", "payment_ref", in.ID)
+		if in.EntryID != "" {
+			return entryEffect(typ, in), nil
+		}
+		return func(ctx context.Context, w *Webhook) error {
+			switch {
+			case in.OrderID == "":
+				w.log.Info("payment intent without metadata.order_id: not ours, ignored", "payment_ref", in.ID)
 				return nil
+			case typ == EventCapturable || typ == EventCanceled:
+				return nil // an order's intent is captured at once: no hold to follow
+			case typ == EventFailed:
+				return w.orders.PaymentFailed(ctx, in.OrderID, in.Payment())
 			}
-			if typ == EventFailed {
-				return orders.PaymentFailed(ctx, in.OrderID, in.Payment())
-			}
-			outcome, err := orders.PaymentSucceeded(ctx, in.OrderID, in.Payment())
+			outcome, err := w.orders.PaymentSucceeded(ctx, in.OrderID, in.Payment())
 			if err == nil {
-				log.Info("payment intent succeeded", "order", in.OrderID, "payment_ref", in.ID, "outcome", outcome)
+				w.log.Info("payment intent succeeded", "order", in.OrderID, "payment_ref", in.ID, "outcome", outcome)
 			}
 			return err
 		}, nil
@@ -338,13 +362,33 @@ func effectOf(typ string, raw json.RawMessage) (effect, error) {
 			return nil, errors.New("data.object is not a Charge")
 		}
 		if ch.PaymentIntent == nil || ch.PaymentIntent.ID == "" {
-			return func(context.Context, Orders, *slog.Logger) error { return nil }, nil // not an intent's
+			return func(context.Context, *Webhook) error { return nil }, nil // not an intent's
 		}
-		return func(ctx context.Context, orders Orders, _ *slog.Logger) error {
-			return orders.PaymentRefunded(ctx, ch.PaymentIntent.ID, ch.AmountRefunded)
+		return func(ctx context.Context, w *Webhook) error {
+			return w.orders.PaymentRefunded(ctx, ch.PaymentIntent.ID, ch.AmountRefunded)
 		}, nil
 	}
 	return nil, fmt.Errorf("event type %s is not applied", typ)
 }
 
 func (w *Webhook) count(typ, outcome string) { w.events.WithLabelValues(typ, outcome).Inc() }
+
+// entryEffect applies an event of a draw entry's hold: its intent's
+// status says what the hold became (a failed authorisation changes
+// nothing: the entry stays authorizing, and the close loses it).
+func entryEffect(typ string, in Intent) effect {
+	return func(ctx context.Context, w *Webhook) error {
+		if typ == EventFailed {
+			return nil
+		}
+		if w.entries == nil {
+			w.log.Info("payment intent of a draw entry, draws not served here: ignored", "payment_ref", in.ID)
+			return nil
+		}
+		did, err := w.entries.HoldSeen(ctx, in.EntryID, in.Payment())
+		if err == nil && did != "" {
+			w.log.Info("draw entry's hold", "entry", in.EntryID, "payment_ref", in.ID, "outcome", did)
+		}
+		return err
+	}
+}

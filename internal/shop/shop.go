@@ -176,13 +176,17 @@ func New(cfg *config.Config, st Stores, log *slog.Logger, reg *prometheus.Regist
 	a.Sales = inventory.NewSalesWithRooms(st.DB, a.Stock, a.Rooms)
 	a.Saga = newSaga(cfg)
 	a.Orders = newOrders(st, cfg, a.Stock, a.Catalog, log, reg, purchases, a.Saga)
-	if cfg.PaymentProvider == "stripe" {
-		a.Webhook = payment.NewWebhook(st.DB, cfg.StripeWebhookSecret, a.Orders, log, reg)
-	}
 	a.Carts = cart.New(st.Redis, a.Catalog, a.Orders, cfg.KeyPrefix, log, reg)
 	a.Locks = lock.New(st.Redis, cfg.KeyPrefix)
 	a.Sweeper = NewSweeper(st, cfg, a.Stock, a.Locks, log, reg)
-	a.Draws = draw.New(st.DB, Authorizer(cfg), log, draw.Options{Orders: a.Orders})
+	drawOpts := draw.Options{Orders: a.Orders, CancelEvery: cfg.DrawCancelEvery()}
+	if reg != nil { // a nil *Registry in the interface would not read as none
+		drawOpts.Registry = reg
+	}
+	a.Draws = draw.New(st.DB, Authorizer(cfg), log, drawOpts)
+	if cfg.PaymentProvider == "stripe" {
+		a.Webhook = payment.NewWebhook(st.DB, cfg.StripeWebhookSecret, a.Orders, log, reg).ForEntries(a.Draws)
+	}
 	a.Audit = audit.New(st.DB, st.Redis, a.Stock, cfg.KeyPrefix, log)
 	a.Audit.Rooms = a.Rooms
 	a.auditEvery = cfg.AuditInterval
