@@ -2,6 +2,8 @@ package audittest
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"testing"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/shop-oss/shop/internal/audit"
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/recovery"
 	"github.com/shop-oss/shop/internal/shop/shoptest"
 	"github.com/shop-oss/shop/internal/testenv"
 )
@@ -40,6 +43,14 @@ var bucketTopologies = []struct {
 // dry home buckets, and the cancelled units from bucket 0), all written.
 func soldBucketedRound(t *testing.T, a *shoptest.App) *shoptest.App {
 	t.Helper()
+	a, _ = sellBucketedRound(t, a)
+	return a
+}
+
+// sellBucketedRound is soldBucketedRound, and the orders standing at the
+// end, by their buyer's token.
+func sellBucketedRound(t *testing.T, a *shoptest.App) (*shoptest.App, map[string]string) {
+	t.Helper()
 	a.Product(t, "flash", 500)
 	a.Round(t, "flash", inventory.Seed{Quantity: bucketUnits, PerUserLimit: 2, Buckets: bucketCount})
 	stop := runWriter(t, a)
@@ -51,14 +62,20 @@ func soldBucketedRound(t *testing.T, a *shoptest.App) *shoptest.App {
 		if cancelled == bucketUnits/3 {
 			break
 		}
-		if r := a.Do(t, "POST", "/api/v1/orders/"+id+"/cancel", tok, ""); r.Status != http.StatusOK {
-			t.Fatalf("cancel: %d %s", r.Status, r.Body)
-		}
+		cancel(t, a, tok, id)
+		delete(first, tok)
 		cancelled++
 	}
-	buyExactly(t, a, tokens[2*bucketUnits:], bucketUnits/3) // the units given back
+	maps.Copy(first, buyExactly(t, a, tokens[2*bucketUnits:], bucketUnits/3)) // the units given back
 	a.Drain(t)
-	return a
+	return a, first
+}
+
+func cancel(t *testing.T, a *shoptest.App, tok, id string) {
+	t.Helper()
+	if r := a.Do(t, "POST", "/api/v1/orders/"+id+"/cancel", tok, ""); r.Status != http.StatusOK {
+		t.Fatalf("cancel: %d %s", r.Status, r.Body)
+	}
 }
 
 // A round split over 4 stock buckets audits clean once sold out, with
@@ -147,5 +164,68 @@ func namesTamperedBuckets(t *testing.T, a *shoptest.App, rdb redis.UniversalClie
 			t.Errorf("%s: buckets named %v, want %v; problems %+v", s.name, named, s.buckets, rep.Problems)
 		}
 		s.tamper(-1)
+	}
+}
+
+// After Redis lost every bucket of a round (its sale hashes, buyer
+// counts, released sets and moves), shop recover rebuilds them all from
+// PostgreSQL, as buckets: the audit, which checks each bucket's equation, is clean,
+// the round offers exactly the units its orders left, and they sell once:
+// as many new shoppers win as there are units, the rest are refused.
+func TestRecoverRebuildsEveryBucket(t *testing.T) {
+	t.Parallel()
+	for _, topo := range bucketTopologies {
+		t.Run(topo.name, func(t *testing.T) {
+			t.Parallel()
+			a, rdb := topo.app(t)
+			a, standing := sellBucketedRound(t, a)
+			const back = 3
+			for tok, id := range standing {
+				if len(standing) == bucketUnits-back {
+					break
+				}
+				cancel(t, a, tok, id)
+				delete(standing, tok)
+			}
+			a.Drain(t)
+			ctx := context.Background()
+			for b := range bucketCount {
+				key := a.Stock.BucketKey("flash", b, bucketCount)
+				for _, k := range []string{key, key + ":buyers", key + ":released", key + ":moves", key + ":moved"} {
+					if err := rdb.Del(ctx, k).Err(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if _, err := recovery.New(a.DB.Pool, rdb, a.Stock, a.Config.KeyPrefix, a.Log).Run(ctx, nil); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := a.Stock.LearnBuckets(ctx, "flash"); err != nil || n != bucketCount {
+				t.Fatalf("the round has %d buckets after recover (%v), want %d", n, err, bucketCount)
+			}
+			auditsCleanWith(t, a, rdb, back)
+			stop := runWriter(t, a)
+			late := make([]string, 8)
+			for i := range late {
+				_, late[i] = a.Shopper(t, fmt.Sprintf("late%d@example.com", i))
+			}
+			buyExactly(t, a, late, back)
+			stop()
+			a.Drain(t)
+			auditsCleanWith(t, a, rdb, 0)
+		})
+	}
+}
+
+// auditsCleanWith: the audit of a is clean, and the round of flash has
+// available units in all.
+func auditsCleanWith(t *testing.T, a *shoptest.App, rdb redis.UniversalClient, available int64) {
+	t.Helper()
+	rep, err := audit.New(a.DB.Pool, rdb, a.Stock, a.Config.KeyPrefix, a.Log).Run(context.Background())
+	if err != nil || !rep.OK {
+		t.Fatalf("audit: %v %+v", err, rep.Problems)
+	}
+	if len(rep.Rounds) != 1 || rep.Rounds[0].Available != available {
+		t.Fatalf("rounds %+v, want %d available", rep.Rounds, available)
 	}
 }
