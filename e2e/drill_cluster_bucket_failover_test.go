@@ -2,11 +2,8 @@ package e2e
 
 import (
 	"context"
-	"math/rand/v2"
 	"net/http"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +11,59 @@ import (
 	"github.com/shop-oss/shop/internal/keyspace"
 	"github.com/shop-oss/shop/internal/testenv"
 )
+
+// homedIn is the index of the first shopper whose home bucket is bucket.
+func homedIn(t *testing.T, tokens []string, bucket, buckets int) int {
+	t.Helper()
+	for i, tok := range tokens {
+		if inventory.HomeBucket(tokenSubject(t, tok), buckets) == bucket {
+			return i
+		}
+	}
+	t.Fatalf("no shopper homed in bucket %d of %d", bucket, buckets)
+	return 0
+}
+
+// bucketSlots is the hash slot of each bucket of sku's round on the
+// cluster: its partition's (inventory's BucketPartition).
+func bucketSlots(sku string, buckets int) []int64 {
+	p := keyspace.NewPartitions(clusterPartitions, true)
+	out := make([]int64, buckets)
+	for b := range out {
+		part := (p.Of(sku) + b*clusterPartitions/buckets) % clusterPartitions
+		out[b] = int64(keyspace.Slot(p.Tag(part)))
+	}
+	return out
+}
+
+// accounted checks that no order answered 202 is lost: the replica had
+// every write, so the audit is clean as the failover left the buckets
+// and `shop recover` finds none lost. Replication is asynchronous, so
+// the replica may lack the last writes; then recover must report exactly
+// the orders the drill finds in no store, and the audit be clean after
+// it, and those orders leave the tally (reported, not silently dropped).
+func (f *failoverSale) accounted(t *testing.T, e env) {
+	t.Helper()
+	lost := f.lost(t)
+	if len(lost) == 0 {
+		if out, stderr, err := runShop(t, e, "audit"); err != nil || !strings.Contains(out, `"ok": true`) {
+			t.Fatalf("shop audit after the failover, nothing lost: %v\n%s\n%s", err, out, stderr)
+		}
+	}
+	reported, out, err := f.recover(t)
+	if len(reported) != len(lost) || strings.Join(reported, ",") != strings.Join(lost, ",") || (len(lost) == 0 && err != nil) {
+		t.Fatalf("recover reported %d lost %v (err %v), the stores miss %d %v\n%s", len(reported), reported, err, len(lost), lost, out)
+	}
+	t.Logf("lost with the killed master's unreplicated writes: %d %v; %s", len(lost), lost, checkedLine(out))
+	for _, sold := range f.tally.bySKU {
+		for _, id := range lost {
+			delete(sold.units, id)
+		}
+	}
+	if out, stderr, err := runShop(t, e, "audit"); err != nil || !strings.Contains(out, `"ok": true`) {
+		t.Fatalf("shop audit after recover: %v\n%s\n%s", err, out, stderr)
+	}
+}
 
 // A stock bucket's master killed mid-sale (docs/design/buckets.md,
 // "Failover"): one SKU of 3 buckets, one on each master of a cluster with
@@ -103,91 +153,6 @@ func TestClusterDrillBucketMasterKilled(t *testing.T) {
 	f.drained(t)
 	f.accounted(t, e)
 
-	buyers := make([]int, shoppers)
-	for i := range buyers {
-		buyers[i] = i
-	}
-	sellOut(t, s, tokens, buyers, f.tally)
-	f.drained(t)
-	if out, stderr, err := runShop(t, e, "audit"); err != nil || !strings.Contains(out, `"ok": true`) {
-		t.Fatalf("shop audit after the sell-out: %v\n%s\n%s", err, out, stderr)
-	}
-	t.Logf("placements: %d answered 503 or unanswered and repeated with their keys; 5xx %v", f.repeated.Load(), s.watch.errorsByWhat())
+	f.soldOut(t, e)
 	verify(t, s, e["SHOP_DATABASE_URL"], sku, units, f.tally.bySKU[sku], 0)
-}
-
-// homedIn is the index of the first shopper whose home bucket is bucket.
-func homedIn(t *testing.T, tokens []string, bucket, buckets int) int {
-	t.Helper()
-	for i, tok := range tokens {
-		if inventory.HomeBucket(tokenSubject(t, tok), buckets) == bucket {
-			return i
-		}
-	}
-	t.Fatalf("no shopper homed in bucket %d of %d", bucket, buckets)
-	return 0
-}
-
-// bucketSlots is the hash slot of each bucket of sku's round on the
-// cluster: its partition's (inventory's BucketPartition).
-func bucketSlots(sku string, buckets int) []int64 {
-	p := keyspace.NewPartitions(clusterPartitions, true)
-	out := make([]int64, buckets)
-	for b := range out {
-		part := (p.Of(sku) + b*clusterPartitions/buckets) % clusterPartitions
-		out[b] = int64(keyspace.Slot(p.Tag(part)))
-	}
-	return out
-}
-
-// buyNows runs the sale: every shopper buys one unit of the drill's SKU
-// now, rounds times, each at a random moment within 3 s, through A or B;
-// fault runs 500 ms in, while they shop.
-func (f *failoverSale) buyNows(t *testing.T, rounds int, fault func()) {
-	t.Helper()
-	start := time.Now()
-	var wg sync.WaitGroup
-	for b := range f.tokens {
-		for r := range rounds {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				time.Sleep(time.Until(start.Add(rand.N(3 * time.Second))))
-				p := placement{token: f.tokens[b], sku: f.skus[0], key: "now-" + strconv.Itoa(r)}
-				f.place(t, b, (b+r)%2, p, map[string]int{f.skus[0]: 1})
-			}()
-		}
-	}
-	time.Sleep(500 * time.Millisecond)
-	fault()
-	wg.Wait()
-}
-
-// accounted checks that no order answered 202 is lost: the replica had
-// every write, so the audit is clean as the failover left the buckets
-// and `shop recover` finds none lost. Replication is asynchronous, so
-// the replica may lack the last writes; then recover must report exactly
-// the orders the drill finds in no store, and the audit be clean after
-// it, and those orders leave the tally (reported, not silently dropped).
-func (f *failoverSale) accounted(t *testing.T, e env) {
-	t.Helper()
-	lost := f.lost(t)
-	if len(lost) == 0 {
-		if out, stderr, err := runShop(t, e, "audit"); err != nil || !strings.Contains(out, `"ok": true`) {
-			t.Fatalf("shop audit after the failover, nothing lost: %v\n%s\n%s", err, out, stderr)
-		}
-	}
-	reported, out, err := f.recover(t)
-	if len(reported) != len(lost) || strings.Join(reported, ",") != strings.Join(lost, ",") || (len(lost) == 0 && err != nil) {
-		t.Fatalf("recover reported %d lost %v (err %v), the stores miss %d %v\n%s", len(reported), reported, err, len(lost), lost, out)
-	}
-	t.Logf("lost with the killed master's unreplicated writes: %d %v; %s", len(lost), lost, checkedLine(out))
-	for _, sold := range f.tally.bySKU {
-		for _, id := range lost {
-			delete(sold.units, id)
-		}
-	}
-	if out, stderr, err := runShop(t, e, "audit"); err != nil || !strings.Contains(out, `"ok": true`) {
-		t.Fatalf("shop audit after recover: %v\n%s\n%s", err, out, stderr)
-	}
 }
