@@ -84,11 +84,19 @@ func cancel(t *testing.T, a *shoptest.App, tok, id string) {
 // stock report agrees.
 func TestBucketedRoundAuditsClean(t *testing.T) {
 	t.Parallel()
+	onEachTopology(t, func(t *testing.T, a *shoptest.App, rdb redis.UniversalClient) {
+		auditsClean(t, soldBucketedRound(t, a), rdb)
+	})
+}
+
+// onEachTopology runs test as a parallel subtest on each of
+// bucketTopologies.
+func onEachTopology(t *testing.T, test func(t *testing.T, a *shoptest.App, rdb redis.UniversalClient)) {
 	for _, topo := range bucketTopologies {
 		t.Run(topo.name, func(t *testing.T) {
 			t.Parallel()
 			a, rdb := topo.app(t)
-			auditsClean(t, soldBucketedRound(t, a), rdb)
+			test(t, a, rdb)
 		})
 	}
 }
@@ -120,13 +128,9 @@ func auditsClean(t *testing.T, a *shoptest.App, rdb redis.UniversalClient) {
 // on its way.
 func TestAuditNamesATamperedBucket(t *testing.T) {
 	t.Parallel()
-	for _, topo := range bucketTopologies {
-		t.Run(topo.name, func(t *testing.T) {
-			t.Parallel()
-			a, rdb := topo.app(t)
-			namesTamperedBuckets(t, soldBucketedRound(t, a), rdb)
-		})
-	}
+	onEachTopology(t, func(t *testing.T, a *shoptest.App, rdb redis.UniversalClient) {
+		namesTamperedBuckets(t, soldBucketedRound(t, a), rdb)
+	})
 }
 
 func namesTamperedBuckets(t *testing.T, a *shoptest.App, rdb redis.UniversalClient) {
@@ -174,47 +178,43 @@ func namesTamperedBuckets(t *testing.T, a *shoptest.App, rdb redis.UniversalClie
 // as many new shoppers win as there are units, the rest are refused.
 func TestRecoverRebuildsEveryBucket(t *testing.T) {
 	t.Parallel()
-	for _, topo := range bucketTopologies {
-		t.Run(topo.name, func(t *testing.T) {
-			t.Parallel()
-			a, rdb := topo.app(t)
-			a, standing := sellBucketedRound(t, a)
-			const back = 3
-			for tok, id := range standing {
-				if len(standing) == bucketUnits-back {
-					break
-				}
-				cancel(t, a, tok, id)
-				delete(standing, tok)
+	onEachTopology(t, func(t *testing.T, a *shoptest.App, rdb redis.UniversalClient) {
+		a, standing := sellBucketedRound(t, a)
+		const back = 3
+		for tok, id := range standing {
+			if len(standing) == bucketUnits-back {
+				break
 			}
-			a.Drain(t)
-			ctx := context.Background()
-			for b := range bucketCount {
-				key := a.Stock.BucketKey("flash", b, bucketCount)
-				for _, k := range []string{key, key + ":buyers", key + ":released", key + ":moves", key + ":moved"} {
-					if err := rdb.Del(ctx, k).Err(); err != nil {
-						t.Fatal(err)
-					}
+			cancel(t, a, tok, id)
+			delete(standing, tok)
+		}
+		a.Drain(t)
+		ctx := context.Background()
+		for b := range bucketCount {
+			key := a.Stock.BucketKey("flash", b, bucketCount)
+			for _, k := range []string{key, key + ":buyers", key + ":released", key + ":moves", key + ":moved"} {
+				if err := rdb.Del(ctx, k).Err(); err != nil {
+					t.Fatal(err)
 				}
 			}
-			if _, err := recovery.New(a.DB.Pool, rdb, a.Stock, a.Config.KeyPrefix, a.Log).Run(ctx, nil); err != nil {
-				t.Fatal(err)
-			}
-			if n, err := a.Stock.LearnBuckets(ctx, "flash"); err != nil || n != bucketCount {
-				t.Fatalf("the round has %d buckets after recover (%v), want %d", n, err, bucketCount)
-			}
-			auditsCleanWith(t, a, rdb, back)
-			stop := runWriter(t, a)
-			late := make([]string, 8)
-			for i := range late {
-				_, late[i] = a.Shopper(t, fmt.Sprintf("late%d@example.com", i))
-			}
-			buyExactly(t, a, late, back)
-			stop()
-			a.Drain(t)
-			auditsCleanWith(t, a, rdb, 0)
-		})
-	}
+		}
+		if _, err := recovery.New(a.DB.Pool, rdb, a.Stock, a.Config.KeyPrefix, a.Log).Run(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := a.Stock.LearnBuckets(ctx, "flash"); err != nil || n != bucketCount {
+			t.Fatalf("the round has %d buckets after recover (%v), want %d", n, err, bucketCount)
+		}
+		auditsCleanWith(t, a, rdb, back)
+		stop := runWriter(t, a)
+		late := make([]string, 8)
+		for i := range late {
+			_, late[i] = a.Shopper(t, fmt.Sprintf("late%d@example.com", i))
+		}
+		buyExactly(t, a, late, back)
+		stop()
+		a.Drain(t)
+		auditsCleanWith(t, a, rdb, 0)
+	})
 }
 
 // auditsCleanWith: the audit of a is clean, and the round of flash has
