@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -181,19 +182,26 @@ func TestClusterDrillFailoverMidSale(t *testing.T) {
 			delete(sold.units, id)
 		}
 	}
-	buyers := make([]int, shoppers)
-	for i := range buyers {
-		buyers[i] = i
-	}
-	sellOut(t, s, tokens, buyers, f.tally)
-	f.drained(t)
-	if out, stderr, err := runShop(t, e, "audit"); err != nil || !strings.Contains(out, `"ok": true`) {
-		t.Fatalf("shop audit after recovery: %v\n%s\n%s", err, out, stderr)
-	}
-	t.Logf("placements: %d answered 503 or unanswered and repeated with their keys; 5xx %v", f.repeated.Load(), s.watch.errorsByWhat())
+	f.soldOut(t, e)
 	for _, sku := range skus {
 		verify(t, s, e["SHOP_DATABASE_URL"], sku, units, f.tally.bySKU[sku], 0)
 	}
+}
+
+// soldOut sells the rest of every SKU, buyer after buyer, waits for the
+// writer and checks that the audit is clean.
+func (f *failoverSale) soldOut(t *testing.T, e env) {
+	t.Helper()
+	buyers := make([]int, len(f.tokens))
+	for i := range buyers {
+		buyers[i] = i
+	}
+	sellOut(t, f.s, f.tokens, buyers, f.tally)
+	f.drained(t)
+	if out, stderr, err := runShop(t, e, "audit"); err != nil || !strings.Contains(out, `"ok": true`) {
+		t.Fatalf("shop audit after the sell-out: %v\n%s\n%s", err, out, stderr)
+	}
+	t.Logf("placements: %d answered 503 or unanswered and repeated with their keys; 5xx %v", f.repeated.Load(), f.s.watch.errorsByWhat())
 }
 
 // failoverSale is the drill's shoppers, servers and tally.
@@ -245,6 +253,29 @@ func (f *failoverSale) sale(t *testing.T, phase string, carts []map[string]int, 
 			sku := f.skus[(b+2)%len(f.skus)] // not in its cart; on every master in turn
 			f.place(t, b, (b+1)%2, placement{token: f.tokens[b], sku: sku, key: phase + "-now"}, map[string]int{sku: 1})
 		}()
+	}
+	time.Sleep(500 * time.Millisecond)
+	fault()
+	wg.Wait()
+}
+
+// buyNows runs the sale: every shopper buys one unit of the drill's SKU
+// now, rounds times, each at a random moment within 3 s, through A or B;
+// fault runs 500 ms in, while they shop.
+func (f *failoverSale) buyNows(t *testing.T, rounds int, fault func()) {
+	t.Helper()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for b := range f.tokens {
+		for r := range rounds {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				time.Sleep(time.Until(start.Add(rand.N(3 * time.Second))))
+				p := placement{token: f.tokens[b], sku: f.skus[0], key: "now-" + strconv.Itoa(r)}
+				f.place(t, b, (b+r)%2, p, map[string]int{f.skus[0]: 1})
+			}()
+		}
 	}
 	time.Sleep(500 * time.Millisecond)
 	fault()

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/shop-oss/shop/internal/loadtest"
+	"github.com/shop-oss/shop/internal/testenv"
 )
 
 // The no-oversell suite: buyers released together against the built binary;
@@ -182,34 +183,47 @@ func TestNoOversellTwoThousandBuyers(t *testing.T) {
 // 20 buyers with no limit buying 1 to 3 units at a time, until nothing is
 // left of 10 units: multi-unit reservations never overshoot, with the
 // round in one stock bucket or split over 4 or 16 (units moved to dry
-// homes as they run out).
+// homes as they run out), on one Redis and on a 3-master cluster (the
+// buckets on several masters, moved in three steps; fewer tries there).
 func TestNoOversellMultiUnit(t *testing.T) {
 	t.Parallel()
-	for _, buckets := range []int{1, 4, 16} {
-		t.Run("buckets "+strconv.Itoa(buckets), func(t *testing.T) {
-			t.Parallel()
-			e := newEnv(t)
-			s := newShop(t, e)
-			const units, buyers, tries = 10, 20, 6
-			s.product(t, "hot-multi", 700, map[string]any{"quantity": units, "per_user_limit": 0, "buckets": buckets})
-			tokens := s.shoppers(t, buyers, "multi")
-			tally := attack(t, buyers, func(b, a int) (int, outcome) {
-				qty := 1 + rand.IntN(3)
-				return qty, s.purchase(t, tokens[b], "hot-multi", qty, "m"+strconv.Itoa(a))
-			}, tries)
-			// A 3-unit request cannot take the last unit or two: sweep them
-			// up one at a time, so the sale ends sold out whatever the
-			// random sizes were.
-			for i := 0; ; i++ {
-				o := s.purchase(t, tokens[0], "hot-multi", 1, "sweep"+strconv.Itoa(i))
-				tally.add(0, 1, o)
-				if o.status != http.StatusAccepted {
-					break
-				}
-			}
-			verify(t, s, e["SHOP_DATABASE_URL"], "hot-multi", units, tally, 0)
-		})
+	topologies := []struct {
+		name  string
+		env   func(t *testing.T) env
+		tries int
+	}{
+		{"", newEnv, 6},
+		{"cluster ", func(t *testing.T) env { return clusterEnvOn(t, testenv.StartCluster(t, 3)) }, 3},
 	}
+	for _, top := range topologies {
+		for _, buckets := range []int{1, 4, 16} {
+			t.Run(top.name+"buckets "+strconv.Itoa(buckets), func(t *testing.T) {
+				t.Parallel()
+				multiUnitSale(t, top.env(t), buckets, top.tries)
+			})
+		}
+	}
+}
+
+func multiUnitSale(t *testing.T, e env, buckets, tries int) {
+	s := newShop(t, e)
+	const units, buyers = 10, 20
+	s.product(t, "hot-multi", 700, map[string]any{"quantity": units, "per_user_limit": 0, "buckets": buckets})
+	tokens := s.shoppers(t, buyers, "multi")
+	tally := attack(t, buyers, func(b, a int) (int, outcome) {
+		qty := 1 + rand.IntN(3)
+		return qty, s.purchase(t, tokens[b], "hot-multi", qty, "m"+strconv.Itoa(a))
+	}, tries)
+	// A 3-unit request cannot take the last unit or two: sweep them up one
+	// at a time, so the sale ends sold out whatever the random sizes were.
+	for i := 0; ; i++ {
+		o := s.purchase(t, tokens[0], "hot-multi", 1, "sweep"+strconv.Itoa(i))
+		tally.add(0, 1, o)
+		if o.status != http.StatusAccepted {
+			break
+		}
+	}
+	verify(t, s, e["SHOP_DATABASE_URL"], "hot-multi", units, tally, 0)
 }
 
 // Two `shop serve` processes (each with its own order writer) share Redis

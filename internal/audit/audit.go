@@ -98,6 +98,9 @@ type Round struct {
 	// and released set: see the package doc).
 	HeldRedis    int64 `json:"held_redis"`
 	HeldPostgres int64 `json:"held_postgres"`
+	// Moving: units of a stock bucket's moves under way between buckets
+	// (on a cluster, taken out of one and not yet added to another).
+	Moving int64 `json:"moving,omitempty"`
 }
 
 // Problem is one violation.

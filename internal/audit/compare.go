@@ -25,30 +25,43 @@ type held struct {
 	final string // "", paid, cancelled, expired, refunded
 }
 
-// postgresHeld builds, per round, the orders PostgreSQL records up to the
-// snapshot's last entry, completed by the entries the snapshot holds
-// unrecorded (pending or undelivered): each order counted once. On a
-// cluster a line held outside its order's home is not counted from them
-// but from its own partition's snapshot (foreignHeld).
-func postgresHeld(s snap, rows []heldRow, homes homes) map[int64]map[string]*held {
-	out := map[int64]map[string]*held{}
-	partOf := map[int64]int{}
-	for _, l := range s.live {
-		out[l.round] = map[string]*held{}
-		partOf[l.round] = l.partition
+// postgresHeld builds, per live (s.live's index), the orders PostgreSQL
+// records up to the snapshot's last entry, completed by the entries the
+// snapshot holds unrecorded (pending or undelivered): each order counted
+// once. On a cluster a line held outside its order's home is not counted
+// from them but from its own partition's snapshot (foreignHeld), and a
+// line of a bucketed round belongs to its buyer's home bucket's live.
+func postgresHeld(s snap, rows []heldRow, homes homes) []map[string]*held {
+	out := make([]map[string]*held, len(s.live))
+	ofRound := map[int64][]int{} // a round's lives: one, or its buckets
+	for i, l := range s.live {
+		out[i] = map[string]*held{}
+		ofRound[l.round] = append(ofRound[l.round], i)
 	}
-	foreign := func(id string, round int64) bool { return s.foreign != nil && s.home(id) != partOf[round] }
-	known := map[int64]map[string]knownLine{} // the foreign lines PostgreSQL and the streams name
-	know := func(round int64, id, user string, qty, created int64) {
-		if known[round] == nil {
-			known[round] = map[string]knownLine{}
+	liveOf := func(round int64, user string) (int, bool) {
+		for _, i := range ofRound[round] {
+			if l := s.live[i]; l.of <= 1 || inventory.HomeBucket(user, l.of) == l.bucket {
+				return i, true
+			}
 		}
-		known[round][id] = knownLine{user: user, units: qty, createdMS: created}
+		return 0, false
+	}
+	foreign := func(id string, i int) bool { return s.foreign != nil && s.home(id) != s.live[i].partition }
+	known := make([]map[string]knownLine, len(s.live)) // the foreign lines PostgreSQL and the streams name
+	know := func(i int, id, user string, qty, created int64) {
+		if known[i] == nil {
+			known[i] = map[string]knownLine{}
+		}
+		known[i][id] = knownLine{user: user, units: qty, createdMS: created}
 	}
 	cuts := s.lasts()
 	for _, r := range rows {
-		if foreign(r.orderID, r.round) {
-			know(r.round, r.orderID, r.userID, r.qty, r.createdMS)
+		i, ok := liveOf(r.round, r.userID)
+		if !ok {
+			continue
+		}
+		if foreign(r.orderID, i) {
+			know(i, r.orderID, r.userID, r.qty, r.createdMS)
 			continue
 		}
 		if homes.after(r.orderID, r.stream, cuts) {
@@ -58,7 +71,7 @@ func postgresHeld(s snap, rows []heldRow, homes homes) map[int64]map[string]*hel
 		if r.final != "" && !homes.after(r.orderID, r.finalStream, cuts) {
 			h.final = r.final
 		}
-		out[r.round][r.orderID] = h
+		out[i][r.orderID] = h
 	}
 	for _, st := range s.streams {
 		for _, e := range append(append([]streamEntry(nil), st.pending...), st.undelivered...) {
@@ -67,20 +80,21 @@ func postgresHeld(s snap, rows []heldRow, homes homes) map[int64]map[string]*hel
 				continue
 			}
 			for _, it := range ent.Items {
-				if _, live := out[it.RoundID]; !live {
+				i, live := liveOf(it.RoundID, ent.UserID)
+				if !live {
 					continue
 				}
-				if !foreign(ent.OrderID, it.RoundID) {
-					applyItem(out[it.RoundID], ent, it)
+				if !foreign(ent.OrderID, i) {
+					applyItem(out[i], ent, it)
 				} else if ent.Transition == "" {
-					know(it.RoundID, ent.OrderID, ent.UserID, int64(it.Quantity), ent.CreatedMS)
+					know(i, ent.OrderID, ent.UserID, int64(it.Quantity), ent.CreatedMS)
 				}
 			}
 		}
 	}
 	if s.foreign != nil {
-		for _, l := range s.live {
-			foreignHeld(out[l.round], l, s.foreign[l.partition], known[l.round], s.fence)
+		for i, l := range s.live {
+			foreignHeld(out[i], l, s.foreign[l.partition], known[i], s.fence)
 		}
 	}
 	return out
@@ -93,16 +107,16 @@ type knownLine struct {
 	units, createdMS int64
 }
 
-// foreignHeld adds to orders (round l's) the lines of orders homed
-// elsewhere, from l's partition's snapshot f alone, so at the one instant
-// its buyer counts were read: an order whose lines there were taken (its
-// hold, or its entry in the settled log) holds them unless the SKU's
-// released set names it; an order PostgreSQL or a stream names that f
+// foreignHeld adds to orders (round l's, or bucket l's: its buyers' only)
+// the lines of orders homed elsewhere, from l's partition's snapshot f
+// alone, so at the one instant its buyer counts were read: an order whose
+// lines there were taken (its hold, or its entry in the settled log)
+// holds them unless l's released set names it; an order PostgreSQL or a stream names that f
 // does not is counted only when it was accepted more than fence ms
 // before f's instant (it took them long ago, and its log entry was
 // trimmed); a younger one takes them after f's instant (package doc).
 func foreignHeld(orders map[string]*held, l live, f foreignSnap, known map[string]knownLine, fence int64) {
-	released := f.released[l.sku]
+	released := f.released[l.sale]
 	add := func(id, user string, units int64) {
 		h := &held{user: user, units: units}
 		if released[id] {
@@ -111,6 +125,9 @@ func foreignHeld(orders map[string]*held, l live, f foreignSnap, known map[strin
 		orders[id] = h
 	}
 	for id, t := range f.taken {
+		if l.of > 1 && inventory.HomeBucket(t.user, l.of) != l.bucket {
+			continue // another bucket's, in the same partition
+		}
 		for _, it := range t.items {
 			if it.SKU == l.sku && it.RoundID == l.round {
 				add(id, t.user, int64(it.Quantity))
@@ -152,16 +169,16 @@ func (h *held) holds() bool {
 
 // compareRounds checks every live round on both sides, buyer by buyer.
 func compareRounds(s snap, rows []heldRow, homes homes, quantities map[int64]int64) ([]Round, []Problem) {
-	byRound := postgresHeld(s, rows, homes)
+	lives, byLive := mergeBuckets(s.live, postgresHeld(s, rows, homes))
 	var rounds []Round
 	var problems []Problem
-	for _, l := range s.live {
-		r := Round{SKU: l.sku, RoundID: l.round, Quantity: l.quantity, Available: l.avail, Released: l.given}
+	for i, l := range lives {
+		r := Round{SKU: l.sku, RoundID: l.round, Quantity: l.quantity, Available: l.avail, Released: l.given, Moving: moving(l.buckets)}
 		for _, n := range l.buyers {
 			r.HeldRedis += n
 		}
 		perUser, ordersOf := map[string]int64{}, map[string][]string{}
-		for id, h := range byRound[l.round] {
+		for id, h := range byLive[i] {
 			ordersOf[h.user] = append(ordersOf[h.user], id)
 			if h.holds() {
 				perUser[h.user] += h.units
@@ -170,7 +187,7 @@ func compareRounds(s snap, rows []heldRow, homes homes, quantities map[int64]int
 		}
 		rounds = append(rounds, r)
 		found := append(roundProblems(r, l, quantities), buyerProblems(r, l.buyers, perUser, ordersOf)...)
-		for _, p := range append(found, bucketProblems(r, l.buckets, byRound[l.round])...) {
+		for _, p := range append(found, bucketProblems(r, l.buckets, byLive[i])...) {
 			p.Partition = partition(l.partition)
 			problems = append(problems, p)
 		}
@@ -188,12 +205,12 @@ func roundProblems(r Round, l live, quantities map[int64]int64) []Problem {
 	} else if q != l.quantity {
 		p("quantity", "PostgreSQL seeded %d units, Redis %d", q, l.quantity)
 	}
-	if r.Quantity != r.Available+r.HeldRedis {
-		p("stock_redis", "quantity %d != available %d + %d units held by the buyer counts", r.Quantity, r.Available, r.HeldRedis)
+	if r.Quantity != r.Available+r.Moving+r.HeldRedis {
+		p("stock_redis", "quantity %d != available %d + moving %d + %d units held by the buyer counts", r.Quantity, r.Available, r.Moving, r.HeldRedis)
 	}
-	if r.Quantity != r.Available+r.HeldPostgres {
-		p("stock_postgres", "quantity %d != available %d + %d units held by orders in PostgreSQL and the stream",
-			r.Quantity, r.Available, r.HeldPostgres)
+	if r.Quantity != r.Available+r.Moving+r.HeldPostgres {
+		p("stock_postgres", "quantity %d != available %d + moving %d + %d units held by orders in PostgreSQL and the stream",
+			r.Quantity, r.Available, r.Moving, r.HeldPostgres)
 	}
 	return out
 }

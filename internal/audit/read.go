@@ -45,7 +45,9 @@ WHERE i.round_id = ANY($1)`
 	persistedSQL = `SELECT id::text FROM orders WHERE id = ANY($1::uuid[])`
 )
 
-// live is a SKU's live round in the snapshot.
+// live is a SKU's live round in the snapshot; on a cluster, one stock
+// bucket of it (of > 1), read in its own partition's snapshot, which
+// compareRounds merges with the round's other buckets (mergeBuckets).
 type live struct {
 	sku                           string
 	partition                     int
@@ -54,16 +56,10 @@ type live struct {
 	// buckets: each stock bucket's own counters, bucket 0 first, when
 	// the round has several (nil for a round of one).
 	buckets []bucketCounts
-}
-
-// bucketCounts is one stock bucket's own counters (its sale hash's).
-type bucketCounts struct {
-	seeded, movedIn, movedOut, released, available int64
-}
-
-func countsOf(sale map[string]string) bucketCounts {
-	return bucketCounts{seeded: num(sale["seeded"]), movedIn: num(sale["moved_in"]), movedOut: num(sale["moved_out"]),
-		released: num(sale["released"]), available: num(sale["available"])}
+	// bucket of of: the one bucket this live is, on a cluster (of 0: the
+	// whole round); sale is its sale hash.
+	bucket, of int
+	sale       string
 }
 
 // snap is the Redis snapshot: every partition's stream (indexed by
@@ -90,7 +86,8 @@ type foreignSnap struct {
 	// taken: the orders whose lines here were taken (a hold, or a hold
 	// dropped because the order committed: the settled log).
 	taken map[string]takenLines
-	// released: by SKU, the orders whose units went back this round.
+	// released: by sale hash (a SKU's, or a stock bucket's on a cluster),
+	// the orders whose units went back to it this round.
 	released map[string]map[string]bool
 	// truncated: the holds or the settled log's newest entries exceeded
 	// what one snapshot reads (a backlog problem: not exact then).
@@ -242,16 +239,18 @@ func (a *Auditor) snapshot(ctx context.Context, skus []string) (snap, error) {
 	if a.parts.Grouped() {
 		s.foreign = make([]foreignSnap, a.parts.Count())
 	}
-	bySKU := map[int][]string{}
-	for _, sku := range skus {
-		p := a.parts.Of(sku)
-		bySKU[p] = append(bySKU[p], sku)
+	byPart, err := a.saleRefs(ctx, skus)
+	if err != nil {
+		return snap{}, wrap("redis snapshot", err)
 	}
 	start := time.Now()
 	for _, parts := range a.groups() {
-		if err := a.snapshotGroup(ctx, parts, bySKU, &s); err != nil {
+		if err := a.snapshotGroup(ctx, parts, byPart, &s); err != nil {
 			return snap{}, err
 		}
+	}
+	if err := oneRoundEach(s.live); err != nil {
+		return snap{}, wrap("redis snapshot", err)
 	}
 	if took := time.Since(start); s.foreign != nil && took > a.SettledWindow/4 {
 		return snap{}, wrap("redis snapshot", fmt.Errorf("the partitions' snapshots took %s, over a quarter of the settled window %s: "+
@@ -260,29 +259,25 @@ func (a *Auditor) snapshot(ctx context.Context, skus []string) (snap, error) {
 	return s, nil
 }
 
-func (a *Auditor) snapshotGroup(ctx context.Context, parts []int, bySKU map[int][]string, s *snap) error {
-	var keys, skus []string
-	var buckets []int // of each SKU, as many sale hashes as the script reads
+func (a *Auditor) snapshotGroup(ctx context.Context, parts []int, byPart map[int][]saleRef, s *snap) error {
+	var keys []string
+	var refs []saleRef
 	for _, p := range parts {
 		keys = append(keys, a.ledger.Keys(p).Stream)
 	}
 	for _, p := range parts {
-		for _, sku := range bySKU[p] {
-			n, err := a.bucketsOf(ctx, sku)
-			if err != nil {
-				return wrap("redis snapshot", err)
+		for _, r := range byPart[p] {
+			for b := r.bucket; b < r.bucket+r.reads(); b++ {
+				keys = append(keys, a.stock.BucketKey(r.sku, b, r.buckets), a.stock.BucketBuyersKey(r.sku, b, r.buckets))
 			}
-			for b := range n {
-				keys = append(keys, a.stock.BucketKey(sku, b, n), a.stock.BucketBuyersKey(sku, b, n))
-			}
-			skus, buckets = append(skus, sku), append(buckets, n)
+			refs = append(refs, r)
 		}
 	}
 	args := []any{a.ledger.Keys(0).Group, maxEntries, len(parts)}
 	if s.foreign != nil { // one partition per group
 		k := a.ledger.Keys(parts[0])
 		keys = append(keys, k.Holds, k.Settled, k.Releases)
-		args = append(args, len(skus), k.HoldPrefix)
+		args = append(args, len(refs), k.HoldPrefix)
 	}
 	out, err := snapshotScript.Run(ctx, a.rdb, keys, args...).Text()
 	if err != nil {
@@ -292,13 +287,13 @@ func (a *Auditor) snapshotGroup(ctx context.Context, parts []int, bySKU map[int]
 	if err := json.Unmarshal([]byte(out), &raw); err != nil {
 		return wrap("redis snapshot", err)
 	}
-	rounds, perBucket, err := sumBuckets(raw.Rounds, skus, buckets)
+	rounds, perBucket, err := sumBuckets(raw.Rounds, refs)
 	if len(raw.Streams) != len(parts) || err != nil {
 		return wrap("redis snapshot", fmt.Errorf("%d streams read, want %d: %v", len(raw.Streams), len(parts), err))
 	}
 	raw.Rounds = rounds
 	if s.foreign != nil {
-		f, err := a.readForeign(ctx, a.ledger.Keys(parts[0]), raw, skus)
+		f, err := a.readForeign(ctx, a.ledger.Keys(parts[0]), raw, refs)
 		if err != nil {
 			return wrap("redis snapshot", err)
 		}
@@ -316,73 +311,17 @@ func (a *Auditor) snapshotGroup(ctx context.Context, parts []int, bySKU map[int]
 		s.streams[p] = st
 	}
 	for i, r := range raw.Rounds {
-		if l, ok := liveRound(skus[i], r); ok {
-			l.partition, l.buckets = a.parts.Of(skus[i]), perBucket[i]
+		ref := refs[i]
+		if l, ok := liveRound(ref.sku, r); ok {
+			l.partition, l.buckets = a.stock.BucketPartition(ref.sku, ref.bucket, ref.buckets), perBucket[i]
+			l.sale = a.stock.BucketKey(ref.sku, ref.bucket, ref.buckets)
+			if ref.one {
+				l.bucket, l.of = ref.bucket, ref.buckets
+			}
 			s.live = append(s.live, l)
 		}
 	}
 	return nil
-}
-
-// bucketsOf is how many stock buckets sku's live round has, on a single
-// Redis, where one snapshot reads them all; on a cluster the audit reads
-// bucket 0 only (a bucketed round sells there only to the shoppers homed
-// in it so far: docs/design/buckets.md).
-func (a *Auditor) bucketsOf(ctx context.Context, sku string) (int, error) {
-	if a.parts.Grouped() {
-		return 1, nil
-	}
-	return a.stock.LearnBuckets(ctx, sku)
-}
-
-// sumBuckets folds the sale hashes and buyer counts read for each SKU
-// (buckets[i] of them for SKU i, bucket 0 first) into one, as a round of
-// one bucket reads: the round's fields from bucket 0, the buckets'
-// available and released summed, their buyer counts joined (a shopper is
-// counted in their home bucket only). A bucket of another round means
-// the SKU is being reseeded: the snapshot is refused, to be taken again.
-// perBucket holds each SKU's buckets' own counters (nil for one bucket),
-// for their equations (compare.go's bucketProblems).
-func sumBuckets(raw list[[2]any], skus []string, buckets []int) (out list[[2]any], perBucket [][]bucketCounts, err error) {
-	out, perBucket = make(list[[2]any], 0, len(skus)), make([][]bucketCounts, len(skus))
-	i := 0
-	for k, n := range buckets {
-		if i+n > len(raw) {
-			return nil, nil, fmt.Errorf("%d sale hashes read, want more", len(raw))
-		}
-		sale := pairs(raw[i][0])
-		// The buckets were counted before the snapshot: a reseeding with
-		// another number in between would leave some unread, and on a
-		// cluster (bucketsOf) only bucket 0 is read.
-		if sale["round"] != "" && int(max(num(sale["buckets"]), 1)) != n {
-			return nil, nil, fmt.Errorf("%s: read as %d buckets, its round has %s (being reseeded, or on a cluster, where the audit does not sum buckets yet)",
-				skus[k], n, sale["buckets"])
-		}
-		if n == 1 {
-			out, i = append(out, raw[i]), i+1
-			continue
-		}
-		buyers := pairs(raw[i][1])
-		avail, given := num(sale["available"]), num(sale["released"])
-		perBucket[k] = []bucketCounts{countsOf(sale)}
-		for _, r := range raw[i+1 : i+n] {
-			bs := pairs(r[0])
-			perBucket[k] = append(perBucket[k], countsOf(bs))
-			if bs["round"] != sale["round"] {
-				return nil, nil, fmt.Errorf("%s: its buckets hold rounds %s and %s (being reseeded)", skus[k], sale["round"], bs["round"])
-			}
-			avail, given = avail+num(bs["available"]), given+num(bs["released"])
-			for u, c := range pairs(r[1]) {
-				buyers[u] = strconv.FormatInt(num(buyers[u])+num(c), 10)
-			}
-		}
-		sale["available"], sale["released"] = strconv.FormatInt(avail, 10), strconv.FormatInt(given, 10)
-		out, i = append(out, [2]any{flatten(sale), flatten(buyers)}), i+n
-	}
-	if i != len(raw) {
-		return nil, nil, fmt.Errorf("%d sale hashes read, want %d", len(raw), i)
-	}
-	return out, perBucket, nil
 }
 
 // flatten is pairs' inverse: a hash as HGETALL answers it.
@@ -406,22 +345,24 @@ type settledEntry struct {
 // released sets as they were at the snapshot's instant: the holds and the
 // log's newest entries from the script, the released sets and the log's
 // older entries after it (package doc, "Bounded snapshots").
-func (a *Auditor) readForeign(ctx context.Context, k ledger.StreamKeys, raw rawSnap, skus []string) (foreignSnap, error) {
+func (a *Auditor) readForeign(ctx context.Context, k ledger.StreamKeys, raw rawSnap, refs []saleRef) (foreignSnap, error) {
 	if raw.Now == 0 || raw.ReleasesLast == "" {
 		return foreignSnap{}, fmt.Errorf("no time or releases log id read")
 	}
 	f := foreignSnap{now: raw.Now, taken: map[string]takenLines{}, released: map[string]map[string]bool{},
 		truncated: raw.HoldsTruncated || raw.SettledTruncated}
-	for i, sku := range skus {
+	salesOf := map[string][]string{} // by SKU, its sale hashes read here
+	for i, r := range refs {
 		if round := pairs(raw.Rounds[i][0])["round"]; round != "" { // else no live round: not audited
-			ids, err := a.releasedNow(ctx, sku, round)
+			sale := a.stock.BucketKey(r.sku, r.bucket, r.buckets)
+			ids, err := a.releasedNow(ctx, sale, round)
 			if err != nil {
 				return foreignSnap{}, err
 			}
-			f.released[sku] = ids
+			f.released[sale], salesOf[r.sku] = ids, append(salesOf[r.sku], sale)
 		}
 	}
-	if err := a.unreleasedSince(ctx, k.Releases, raw.ReleasesLast, f.released); err != nil {
+	if err := a.unreleasedSince(ctx, k.Releases, raw.ReleasesLast, f.released, salesOf); err != nil {
 		return foreignSnap{}, err
 	}
 	for _, h := range raw.Holds {
@@ -482,14 +423,15 @@ func (a *Auditor) settledBefore(ctx context.Context, key string, now int64) ([]s
 	}
 }
 
-// releasedNow reads the released set of sku's live round (its id round)
-// after the snapshot: every member it had then, since the set only grows
-// while its round lives, and maybe some that joined since (SSCAN returns
-// what was there throughout, and may return what came meanwhile). The
-// round must still be the snapshot's when the scan is done, else the set
-// may be another round's.
-func (a *Auditor) releasedNow(ctx context.Context, sku, round string) (map[string]bool, error) {
-	key := a.stock.ReleasedKey(sku)
+// releasedNow reads the released set beside sale (a SKU's sale hash, or a
+// stock bucket's) of its live round (its id round) after the snapshot:
+// every member it had then, since the set only grows while its round
+// lives, and maybe some that joined since (SSCAN returns what was there
+// throughout, and may return what came meanwhile). The round must still
+// be the snapshot's when the scan is done, else the set may be another
+// round's.
+func (a *Auditor) releasedNow(ctx context.Context, sale, round string) (map[string]bool, error) {
+	key := sale + ":released"
 	ids := map[string]bool{}
 	iter := a.rdb.SScan(ctx, key, 0, "", settledPage).Iterator()
 	for iter.Next(ctx) {
@@ -498,21 +440,21 @@ func (a *Auditor) releasedNow(ctx context.Context, sku, round string) (map[strin
 	if err := iter.Err(); err != nil {
 		return nil, fmt.Errorf("released set %s: %w", key, err)
 	}
-	now, err := a.rdb.HGet(ctx, a.stock.SaleKey(sku), "round").Result()
+	now, err := a.rdb.HGet(ctx, sale, "round").Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("sale state of %s: %w", sku, err)
+		return nil, fmt.Errorf("sale state %s: %w", sale, err)
 	}
 	if now != round {
-		return nil, fmt.Errorf("the round of %s changed from %s to %q during the audit: run it again", sku, round, now)
+		return nil, fmt.Errorf("the round of %s changed from %s to %q during the audit: run it again", sale, round, now)
 	}
 	return ids, nil
 }
 
-// unreleasedSince takes out of released (by SKU) the orders that joined
-// a released set after the snapshot: those the releases log records after
-// its id then (last). Read after every set's scan, it names every order a
-// scan may have seen join.
-func (a *Auditor) unreleasedSince(ctx context.Context, key, last string, released map[string]map[string]bool) error {
+// unreleasedSince takes out of released (by sale hash; salesOf names each
+// SKU's) the orders that joined a released set after the snapshot: those
+// the releases log records after its id then (last). Read after every
+// set's scan, it names every order a scan may have seen join.
+func (a *Auditor) unreleasedSince(ctx context.Context, key, last string, released map[string]map[string]bool, salesOf map[string][]string) error {
 	from := "(" + last
 	for {
 		msgs, err := a.rdb.XRangeN(ctx, key, from, "+", settledPage).Result()
@@ -523,7 +465,9 @@ func (a *Auditor) unreleasedSince(ctx context.Context, key, last string, release
 			id, _ := m.Values["order_id"].(string)
 			skus, _ := m.Values["skus"].(string)
 			for _, sku := range strings.Split(skus, ",") {
-				delete(released[sku], id)
+				for _, sale := range salesOf[sku] {
+					delete(released[sale], id)
+				}
 			}
 		}
 		if len(msgs) < settledPage {

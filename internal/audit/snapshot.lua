@@ -11,10 +11,11 @@
 -- partitions (order.PartitionKeys), n = ARGV[3]; then pairs of
 -- inventory's sale state and buyer counts (Stock.BucketKey,
 -- BucketBuyersKey): one per SKU, or one per stock bucket of a bucketed
--- round on a single Redis, which the Go side sums.
+-- round on a single Redis, which the Go side sums; on a cluster, one per
+-- stock bucket whose slot is the partition's.
 -- ARGV[1] the writers' group, ARGV[2] the most entries to return per
 -- stream (pending and undelivered each), ARGV[3] n.
--- On a cluster (ARGV[4] = k, the group's SKU count, given) it also reads
+-- On a cluster (ARGV[4] = k, the group's pair count, given) it also reads
 -- what accounts for the lines held here for orders homed elsewhere: then
 -- the SKU pairs are followed by the partition's holds index, settled log
 -- and releases log (order package), and ARGV[5] is the prefix that names

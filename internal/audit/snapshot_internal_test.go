@@ -74,7 +74,7 @@ func TestSumBuckets(t *testing.T) {
 	hash := func(kv ...any) any { return kv }
 	b0 := hash("round", "7", "quantity", "9", "available", "2", "released", "1", "buckets", "2")
 	b1 := hash("round", "7", "available", "3", "buckets", "2")
-	got, _, err := sumBuckets(list[[2]any]{{b0, hash("u1", "2")}, {b1, hash("u2", "1")}}, []string{"a"}, []int{2})
+	got, _, err := sumBuckets(list[[2]any]{{b0, hash("u1", "2")}, {b1, hash("u2", "1")}}, []saleRef{{sku: "a", buckets: 2}})
 	if err != nil || len(got) != 1 {
 		t.Fatalf("sum: %v %v", got, err)
 	}
@@ -90,8 +90,26 @@ func TestSumBuckets(t *testing.T) {
 		"more_buckets":  {list[[2]any]{{b0, hash()}}, 1},
 		"fewer_read":    {list[[2]any]{{b0, hash()}}, 2},
 	} {
-		if _, _, err := sumBuckets(c.raw, []string{"a"}, []int{c.n}); err == nil {
+		if _, _, err := sumBuckets(c.raw, []saleRef{{sku: "a", buckets: c.n}}); err == nil {
 			t.Errorf("%s: summed", name)
+		}
+	}
+}
+
+// On a cluster each bucket is read in its own partition's snapshot, one
+// after another: buckets of two rounds, or a round missing a bucket, are
+// a reseeding between them, and the snapshot is refused.
+func TestOneRoundEach(t *testing.T) {
+	bucket := func(round int64, b int) live { return live{sku: "a", round: round, bucket: b, of: 2} }
+	if err := oneRoundEach([]live{bucket(7, 0), bucket(7, 1), {sku: "b", round: 3}}); err != nil {
+		t.Fatalf("one round: %v", err)
+	}
+	for name, lives := range map[string][]live{
+		"two_rounds":     {bucket(7, 0), bucket(8, 1)},
+		"missing_bucket": {bucket(7, 0)},
+	} {
+		if err := oneRoundEach(lives); err == nil {
+			t.Errorf("%s: accepted", name)
 		}
 	}
 }

@@ -246,6 +246,25 @@ func (s *Stock) LearnBuckets(ctx context.Context, sku string) (int, error) {
 	return n, nil
 }
 
+// PastLimit tells whether user's count in their home bucket of sku's
+// round, with need units more, passes the round's per-user limit (0: no
+// limit). The bucket's hash and its buyer counts share a slot, so one
+// transaction reads both at one instant.
+func (s *Stock) PastLimit(ctx context.Context, sku, user string, home, buckets, need int) (bool, error) {
+	var limit, bought *redis.StringCmd
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		limit = p.HGet(ctx, s.BucketKey(sku, home, buckets), "limit")
+		bought = p.HGet(ctx, s.BucketBuyersKey(sku, home, buckets), user)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return false, fmt.Errorf("read the limit of %s in bucket %d: %w", sku, home, err)
+	}
+	l, _ := limit.Int64()
+	n, _ := bought.Int64()
+	return l > 0 && n+int64(need) > l, nil
+}
+
 var (
 	//go:embed move.lua
 	moveLua    string

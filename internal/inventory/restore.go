@@ -32,7 +32,12 @@ var ErrMoved = errors.New("the live stock changed since it was read")
 
 // ReadFence reads sku's fence.
 func (s *Stock) ReadFence(ctx context.Context, sku string) (Fence, error) {
-	v, err := s.rdb.HMGet(ctx, s.SaleKey(sku), "round", "available", "released").Result()
+	return s.ReadBucketFence(ctx, sku, 0, 1)
+}
+
+// ReadBucketFence reads the fence of bucket b of sku's round of buckets.
+func (s *Stock) ReadBucketFence(ctx context.Context, sku string, b, buckets int) (Fence, error) {
+	v, err := s.rdb.HMGet(ctx, s.BucketKey(sku, b, buckets), "round", "available", "released").Result()
 	if err != nil {
 		return "", fmt.Errorf("read the stock fence of %s: %w", sku, err)
 	}
@@ -55,6 +60,34 @@ type Restored struct {
 	// (cancelled, expired): Release gives nothing back for them again.
 	// LiveRound.Released is their units.
 	ReleasedOrders []string
+	// Bucket, when set, makes the state one stock bucket's of a round of
+	// several: Available, Buyers, Released and ReleasedOrders are the
+	// bucket's own.
+	Bucket *RestoredBucket
+}
+
+// RestoredBucket is a stock bucket's own fields in a Restored state
+// (docs/design/buckets.md, "Recovery"): chosen so that its equation,
+// seeded + moved_in + released = available + taken + moved_out, holds.
+type RestoredBucket struct {
+	Bucket, Buckets           int
+	Seeded, MovedIn, MovedOut int64
+	// Carried is the given-back units its lines carry to PostgreSQL's
+	// CHECK besides its own released: round_released on a single Redis,
+	// released_in on a cluster.
+	Carried int64
+}
+
+func (b *RestoredBucket) args(grouped bool) []any {
+	if b == nil {
+		return []any{0}
+	}
+	carried := "round_released"
+	if grouped {
+		carried = "released_in"
+	}
+	return []any{6, "bucket", b.Bucket, "buckets", b.Buckets, "seeded", b.Seeded,
+		"moved_in", b.MovedIn, "moved_out", b.MovedOut, carried, b.Carried}
 }
 
 // Restore replaces sku's live round, buyer counts and released set with r
@@ -68,8 +101,17 @@ func (s *Stock) Restore(ctx context.Context, sku string, fence Fence, r Restored
 	if !r.EndsAt.IsZero() {
 		ttlMs = max(r.EndsAt.Add(7*24*time.Hour).UnixMilli()-time.Now().UnixMilli(), 1)
 	}
+	b, of := 0, 1
+	if r.Bucket != nil {
+		b, of = r.Bucket.Bucket, r.Bucket.Buckets
+	}
+	sale := s.BucketKey(sku, b, of)
+	keys := []string{sale, s.BucketBuyersKey(sku, b, of), sale + ":released"}
+	if r.Bucket != nil {
+		keys = append(keys, sale+":moves", sale+":moved")
+	}
 	args := []any{string(fence), r.Round, r.Quantity, r.PerUserLimit, unixMilli(r.StartsAt), unixMilli(r.EndsAt),
-		r.PriceCents, ttlMs, r.Available, r.Released, s.ChangesChannel(sku), len(r.Buyers)}
+		r.PriceCents, ttlMs, r.Available, r.Released, s.BucketChannel(sku, b, of), len(r.Buyers)}
 	for _, u := range slices.Sorted(maps.Keys(r.Buyers)) {
 		args = append(args, u, r.Buyers[u])
 	}
@@ -79,7 +121,8 @@ func (s *Stock) Restore(ctx context.Context, sku string, fence Fence, r Restored
 	}
 	args = append(args, r.roomArgs()...)
 	args = append(args, s.PublishCommand())
-	out, err := restoreScript.Run(ctx, s.rdb, []string{s.SaleKey(sku), s.BuyersKey(sku), s.releasedKey(sku)}, args...).Slice()
+	args = append(args, r.Bucket.args(s.parts.Grouped())...)
+	out, err := restoreScript.Run(ctx, s.rdb, keys, args...).Slice()
 	if err != nil {
 		return false, fmt.Errorf("restore the live stock of %s: %w", sku, err)
 	}

@@ -25,6 +25,13 @@
 --         (admit_per_second 0: none)
 -- ARGV[20 + 2b + r] the publish command, PUBLISH or SPUBLISH (inventory's
 --         PublishCommand: SPUBLISH for the sharded channels of a cluster)
+-- ARGV[21 + 2b + r] number of a stock bucket's own fields e (0: a round of
+--         one bucket), then e pairs field, value (docs/design/buckets.md,
+--         "Recovery"): bucket, buckets, seeded, ... Then the hash is one
+--         bucket of a round: its buyers hold seeded - available (not
+--         quantity - available), KEYS[4] and KEYS[5] are its moves record
+--         and moved set, which go (no move under way survives a rebuild),
+--         and its message names the bucket.
 -- Returns {'ok', 1 changed | 0 unchanged} or {'moved', current fence}
 local function bad(msg) return redis.error_reply('ERR restore: ' .. msg) end
 local function int(i)
@@ -48,12 +55,25 @@ for i = 1, nb do
   buyers[user] = ARGV[12 + 2 * i]
   held = held + units
 end
-if held ~= quantity - available then
-  return bad(string.format('quantity %d != available %d + %d units held', quantity, available, held))
-end
 local nr = tonumber(ARGV[13 + 2 * nb])
-if not nr or nr < 0 or nr ~= math.floor(nr) or #ARGV ~= 20 + 2 * nb + nr then return bad('bad released count') end
-local publish, last = ARGV[#ARGV], 13 + 2 * nb + nr -- last: the last released id's index
+if not nr or nr < 0 or nr ~= math.floor(nr) or #ARGV < 21 + 2 * nb + nr then return bad('bad released count') end
+local publish, last = ARGV[20 + 2 * nb + nr], 13 + 2 * nb + nr -- last: the last released id's index
+local ne = tonumber(ARGV[21 + 2 * nb + nr])
+if not ne or ne < 0 or ne ~= math.floor(ne) or #ARGV ~= 21 + 2 * nb + nr + 2 * ne then return bad('bad bucket field count') end
+local own = {}
+for i = 1, ne do
+  local f, v = ARGV[20 + 2 * nb + nr + 2 * i], ARGV[21 + 2 * nb + nr + 2 * i]
+  if not tonumber(v) or tonumber(v) < 0 then return bad('bad bucket field ' .. f) end
+  own[f] = v
+end
+local units = quantity
+if ne > 0 then
+  units = tonumber(own.seeded or '')
+  if not units or not own.bucket or not own.buckets or #KEYS ~= 5 then return bad('a bucket needs its seeded, bucket, buckets and keys') end
+end
+if held ~= units - available then
+  return bad(string.format('%d units != available %d + %d units held', units, available, held))
+end
 -- The round's waiting room comes back with it: without its fields the
 -- purchase scripts would sell it without passes.
 local room = {}
@@ -82,6 +102,7 @@ local have = {released = '0'} -- a round nothing was released from yet has no fi
 for i = 1, #flat, 2 do have[flat[i]] = flat[i + 1] end
 local fields = 8
 for k, v in pairs(room) do want[k] = v; fields = fields + 1 end
+for k, v in pairs(own) do want[k] = v; fields = fields + 1 end
 for k, v in pairs(want) do
   if have[k] ~= v then same = false end
 end
@@ -100,10 +121,11 @@ if same then
 end
 if same then return {'ok', 0} end
 
-redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3])
+redis.call('UNLINK', unpack(KEYS))
 redis.call('HSET', KEYS[1], 'round', ARGV[2], 'quantity', ARGV[3], 'available', ARGV[9],
   'limit', ARGV[4], 'starts_ms', ARGV[5], 'ends_ms', ARGV[6], 'price_cents', ARGV[7], 'released', ARGV[10])
 for k, v in pairs(room) do redis.call('HSET', KEYS[1], k, v) end
+for k, v in pairs(own) do redis.call('HSET', KEYS[1], k, v) end
 for user, units in pairs(buyers) do
   redis.call('HSET', KEYS[2], user, units)
 end
@@ -117,7 +139,8 @@ if ttl > 0 then
   if nr > 0 then redis.call('PEXPIRE', KEYS[3], ttl) end
 end
 if ARGV[11] ~= '' then
-  local roomed = room.room_rate and '1' or '0'
-  redis.call(publish, ARGV[11], ARGV[2] .. ' ' .. ARGV[9] .. ' ' .. ARGV[5] .. ' ' .. ARGV[6] .. ' ' .. ARGV[4] .. ' ' .. roomed)
+  local last = room.room_rate and '1' or '0'
+  if ne > 0 then last = own.bucket .. ' ' .. own.buckets end -- a bucket's available: readers sum the round
+  redis.call(publish, ARGV[11], ARGV[2] .. ' ' .. ARGV[9] .. ' ' .. ARGV[5] .. ' ' .. ARGV[6] .. ' ' .. ARGV[4] .. ' ' .. last)
 end
 return {'ok', 1}

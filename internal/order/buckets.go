@@ -118,7 +118,7 @@ func (s *Service) learnBuckets(ctx context.Context, skus []string) error {
 // is bucketed. Lines the round as a whole cannot serve (and unbucketed
 // ones, short in their only bucket) are the out_of_stock answer.
 func (s *Service) moveUnits(ctx context.Context, user string, lines []Line, skus []string) error {
-	var out []string
+	var out, over []string
 	for _, sku := range skus {
 		buckets, err := s.stock.LearnBuckets(ctx, sku)
 		if err != nil {
@@ -128,13 +128,29 @@ func (s *Service) moveUnits(ctx context.Context, user string, lines []Line, skus
 			out = append(out, sku)
 			continue
 		}
-		err = s.stock.MoveInto(ctx, sku, inventory.HomeBucket(user, buckets), quantityOf(lines, sku), buckets)
+		home, need := inventory.HomeBucket(user, buckets), quantityOf(lines, sku)
+		err = s.stock.MoveInto(ctx, sku, home, need, buckets)
 		switch {
 		case errors.Is(err, inventory.ErrRoundShort):
-			out = append(out, sku)
+			// The home was dry when the shopper was within the limit; a
+			// purchase of theirs since may have put them past it, and the
+			// limit outranks the stock (lines.lua): the move does not read
+			// the shopper's count, so it is read now.
+			past, err := s.stock.PastLimit(ctx, sku, user, home, buckets, need)
+			if err != nil {
+				return err
+			}
+			if past {
+				over = append(over, sku)
+			} else {
+				out = append(out, sku)
+			}
 		case err != nil && !errors.Is(err, inventory.ErrBucketsChanging):
 			return err
 		}
+	}
+	if len(over) > 0 {
+		return withSKUs(ErrLimitExceeded, over)
 	}
 	if len(out) > 0 {
 		return withSKUs(ErrOutOfStock, out)

@@ -279,3 +279,34 @@ func TestBucketCancelRaceKeepsTheRoundExact(t *testing.T) {
 			released, cancelled.Load())
 	}
 }
+
+// A shopper whose home bucket was dry while they were within the limit,
+// and whom a purchase of theirs then put at it while the round sold out,
+// is answered limit_exceeded by the move's retry, not out_of_stock: the
+// limit outranks the stock, as on a round of one bucket (the move itself
+// does not read the shopper's count).
+func TestDryHomeAtTheLimitAnswersTheLimit(t *testing.T) {
+	t.Parallel()
+	f := newReserveFixture(t)
+	const buckets, limit = 4, 2
+	f.seed(t, "hot", inventory.LiveRound{Quantity: 6, PerUserLimit: limit, Buckets: buckets})
+	ctx := context.Background()
+	if _, err := f.svc.Place(ctx, "first", []Line{{"hot", limit}}, PlaceOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ { // the rest of the round, to shoppers not at the limit
+		if _, err := f.svc.Place(ctx, "other-"+strconv.Itoa(i), []Line{{"hot", 1}}, PlaceOptions{}); errors.Is(err, ErrOutOfStock) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Where the race leaves it: "first" asked for a unit while their home
+	// was dry and they held fewer; now they hold the limit, the round none.
+	if err := f.svc.moveUnits(ctx, "first", []Line{{"hot", 1}}, []string{"hot"}); !errors.Is(err, ErrLimitExceeded) {
+		t.Fatalf("move for a shopper at the limit in a sold-out round: %v, want limit_exceeded", err)
+	}
+	if err := f.svc.moveUnits(ctx, "other-0", []Line{{"hot", 1}}, []string{"hot"}); !errors.Is(err, ErrOutOfStock) {
+		t.Fatalf("move for a shopper within the limit in a sold-out round: %v, want out_of_stock", err)
+	}
+}

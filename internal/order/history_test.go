@@ -76,16 +76,13 @@ type hOutput struct {
 // hOrders maps a slot to its user and quantity (fixed by its purchase).
 type hOrders map[string][]hInput
 
-// hModel is the model's step function. shortOverLimit: an out_of_stock
-// answer is legal when the round is short whether or not the shopper is
-// past the limit then. A round of several buckets answers so: its
-// purchase passes the limit in the home bucket, finds the home short,
-// and the move finds the round short a moment later, when a concurrent
-// purchase of the same shopper may have reached the limit (move.lua
-// does not read the shopper's count); one bucket decides both at once.
+// hModel is the model's step function. An out_of_stock answer is legal
+// only when the shopper is within the limit: a round of several buckets
+// answers so too, for when the move finds the round short after a
+// concurrent purchase of the same shopper reached the limit, the
+// placement reads the shopper's count again (order's moveUnits).
 type hModel struct {
-	orders         hOrders
-	shortOverLimit bool
+	orders hOrders
 }
 
 func (m hModel) step(s hState, in hInput, out hOutput) []any {
@@ -131,7 +128,7 @@ func (m hModel) purchase(s hState, in hInput, out hOutput) []any {
 	}
 	overLimit := s.users[in.user]+in.qty > histLimit
 	switch {
-	case out.result == "limit" && overLimit, out.result == "out_of_stock" && (!overLimit || m.shortOverLimit) && s.avail < in.qty:
+	case out.result == "limit" && overLimit, out.result == "out_of_stock" && !overLimit && s.avail < in.qty:
 		return []any{s}
 	case out.result == "ok" && !overLimit && s.avail >= in.qty:
 		s.avail -= in.qty
@@ -278,7 +275,7 @@ func newHistRig(t *testing.T, buckets int) *histRig {
 	return r
 }
 
-func (r *histRig) model() hModel { return hModel{orders: r.h.orders, shortOverLimit: r.buckets > 1} }
+func (r *histRig) model() hModel { return hModel{orders: r.h.orders} }
 
 func (r *histRig) seed() inventory.Seed {
 	return inventory.Seed{Quantity: histQuantity, PerUserLimit: histLimit, Buckets: r.buckets}

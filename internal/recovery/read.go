@@ -24,10 +24,10 @@ import (
 const (
 	liveRoundsSQL = `
 SELECT id, sku, quantity, per_user_limit, price_cents, starts_at, ends_at,
-       room_admit_per_second, room_pass_ttl_seconds, room_challenge_bits, room_seed, room_secret, draw FROM (
+       room_admit_per_second, room_pass_ttl_seconds, room_challenge_bits, room_seed, room_secret, draw, buckets FROM (
   SELECT DISTINCT ON (r.sku) r.id, r.sku, r.quantity, r.per_user_limit, p.price_cents, r.starts_at, r.ends_at,
          r.room_admit_per_second, r.room_pass_ttl_seconds, r.room_challenge_bits, r.room_seed, r.room_secret,
-         r.draw_closes_at IS NOT NULL AS draw
+         r.draw_closes_at IS NOT NULL AS draw, r.buckets
   FROM sale_rounds r JOIN products p ON p.sku = r.sku
   -- A round whose seeding failed never went live; one that sold did.
   WHERE r.opened_at IS NOT NULL OR EXISTS (SELECT 1 FROM order_items i WHERE i.round_id = r.id)
@@ -74,6 +74,7 @@ type liveRound struct {
 	starts, ends time.Time
 	room         *inventory.LiveRoom // nil: no waiting room
 	draw         bool                // a draw: its hash must come back marked
+	buckets      int                 // its stock buckets (docs/design/buckets.md)
 }
 
 func (r *Recoverer) liveRounds(ctx context.Context) ([]liveRound, error) {
@@ -87,7 +88,7 @@ func (r *Recoverer) liveRounds(ctx context.Context) ([]liveRound, error) {
 		var rate, ttl, bits *int
 		var seed, secret *string
 		err := row.Scan(&lr.id, &lr.sku, &lr.quantity, &lr.limit, &lr.price, &starts, &ends,
-			&rate, &ttl, &bits, &seed, &secret, &lr.draw)
+			&rate, &ttl, &bits, &seed, &secret, &lr.draw, &lr.buckets)
 		if rate != nil && ttl != nil && bits != nil && seed != nil && secret != nil {
 			lr.room = &inventory.LiveRoom{
 				RoomSettings: inventory.RoomSettings{AdmitPerSecond: *rate, PassTTL: time.Duration(*ttl) * time.Second, ChallengeBits: *bits},
@@ -514,11 +515,11 @@ func (r *Recoverer) settledToAdd(p int, rounds []liveRound, held map[int64]map[s
 	by := map[string]*saga.SettledEntry{}
 	var ids []string
 	for _, lr := range rounds {
-		if r.parts.Of(lr.sku) != p {
-			continue
-		}
 		for id, h := range held[lr.id] {
-			if !h.holds() || r.parts.Home(id) == p || log.Orders[id] {
+			// A line is held where its buyer's home bucket is (the SKU's
+			// partition for a round of one bucket).
+			at := r.stock.BucketPartition(lr.sku, inventory.HomeBucket(h.user, lr.buckets), lr.buckets)
+			if at != p || !h.holds() || r.parts.Home(id) == p || log.Orders[id] {
 				continue
 			}
 			e := by[id]

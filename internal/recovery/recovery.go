@@ -153,9 +153,9 @@ func (r *Recoverer) Run(ctx context.Context, accepted []string) (Report, error) 
 // PostgreSQL, and restores each round whose fence held (the package doc
 // says why in this order).
 func (r *Recoverer) attempt(ctx context.Context, rounds []liveRound) (done []Round, moved []liveRound, sc *scan, err error) {
-	fences := make([]inventory.Fence, len(rounds))
+	fences := make([][]inventory.Fence, len(rounds))
 	for i, lr := range rounds {
-		if fences[i], err = r.stock.ReadFence(ctx, lr.sku); err != nil {
+		if fences[i], err = r.readFences(ctx, lr); err != nil {
 			return nil, nil, nil, err
 		}
 	}
@@ -176,12 +176,12 @@ func (r *Recoverer) attempt(ctx context.Context, rounds []liveRound) (done []Rou
 	for i, lr := range rounds {
 		st, err := rebuild(lr, held[lr.id])
 		if err == nil {
-			err = checkFence(lr, fences[i])
+			err = checkFence(lr, fences[i][0])
 		}
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		changed, err := r.stock.Restore(ctx, lr.sku, fences[i], st)
+		changed, err := r.restoreRound(ctx, lr, fences[i], st, held[lr.id])
 		switch {
 		case errors.Is(err, inventory.ErrMoved):
 			moved = append(moved, lr)
@@ -189,7 +189,7 @@ func (r *Recoverer) attempt(ctx context.Context, rounds []liveRound) (done []Rou
 		case err != nil:
 			return nil, nil, nil, err
 		}
-		done = append(done, roundReport(lr, st, held[lr.id], string(fences[i]), changed))
+		done = append(done, roundReport(lr, st, held[lr.id], string(fences[i][0]), changed))
 	}
 	return done, moved, sc, nil
 }
