@@ -3,6 +3,7 @@ package draw
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -245,6 +246,36 @@ func TestCancelsArePaced(t *testing.T) {
 	m := f.svc.metrics
 	if c, n := testutil.ToFloat64(m.captures.WithLabelValues("captured")), testutil.ToFloat64(m.cancels.WithLabelValues("cancelled")); c != 1 || n != 4 {
 		t.Fatalf("metrics: %v captured, %v cancelled, want 1 and 4", c, n)
+	}
+}
+
+// The admin's progress and the pending gauge follow the cancels as they
+// drain: read at each pause between two cancels, then once the draw ends.
+func TestProgressFollowsTheCancels(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	round, _, _ := f.drawEntered(t, 1, 1, 5)
+	f.svc.cancelEvery = time.Millisecond
+	var left, pending []int64
+	f.svc.pause = func(ctx context.Context, _ time.Duration) error {
+		page, err := f.svc.Entries(ctx, "drop", 1, "")
+		left = append(left, page.Progress.CancelsLeft)
+		pending = append(pending, int64(testutil.ToFloat64(f.svc.metrics.pending)))
+		return err
+	}
+	if err := f.svc.Run(context.Background(), round); err != nil {
+		t.Fatal(err)
+	}
+	if want := []int64{3, 2, 1, 0}; !slices.Equal(left, want) || !slices.Equal(pending, want) {
+		t.Fatalf("cancels left %v, gauge %v, want %v each", left, pending, want)
+	}
+	page, err := f.svc.Entries(context.Background(), "drop", 1, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Progress{Won: 1, Lost: 4, CapturedCents: 100, Cancelled: 4}
+	if page.Progress != want || testutil.ToFloat64(f.svc.metrics.pending) != 0 {
+		t.Fatalf("progress %+v, gauge %v; want %+v and 0", page.Progress, testutil.ToFloat64(f.svc.metrics.pending), want)
 	}
 }
 

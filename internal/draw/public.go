@@ -79,10 +79,46 @@ type AdminEntry struct {
 	Rank     *int64 `json:"rank"`
 }
 
-// AdminPage is a page of the admin's list.
+// AdminPage is a page of the admin's list, with the draw's progress.
 type AdminPage struct {
 	Items      []AdminEntry `json:"items"`
 	NextCursor *string      `json:"next_cursor"`
+	Progress   Progress     `json:"progress"`
+}
+
+// Progress counts a draw's entries by state, the cents captured and the
+// holds still to release, so the console shows a long draw's captures
+// settle and its cancels drain at the provider's rate.
+type Progress struct {
+	Authorizing   int64 `json:"authorizing"`
+	Entered       int64 `json:"entered"`
+	Won           int64 `json:"won"`
+	Lost          int64 `json:"lost"`
+	Withdrawn     int64 `json:"withdrawn"`
+	Failed        int64 `json:"failed"`
+	CapturedCents int64 `json:"captured_cents"`
+	Cancelled     int64 `json:"cancelled"`
+	CancelsLeft   int64 `json:"cancels_left"`
+}
+
+// cancels_left counts by the draw's own rule (cancelLeft), so it reaches 0
+// exactly when the draw's cancels are done.
+const progressSQL = `
+SELECT count(*) FILTER (WHERE state = 'authorizing'), count(*) FILTER (WHERE state = 'entered'),
+       count(*) FILTER (WHERE state = 'won'), count(*) FILTER (WHERE state = 'lost'),
+       count(*) FILTER (WHERE state = 'withdrawn'), count(*) FILTER (WHERE state = 'failed'),
+       coalesce(sum(captured_cents), 0)::bigint, count(*) FILTER (WHERE cancelled_at IS NOT NULL),
+       count(*) FILTER (WHERE ` + cancelLeft + `)
+FROM draw_entries WHERE round_id = $1`
+
+func (s *Service) progress(ctx context.Context, roundID int64) (Progress, error) {
+	var p Progress
+	err := s.db.QueryRow(ctx, progressSQL, roundID).Scan(&p.Authorizing, &p.Entered, &p.Won, &p.Lost,
+		&p.Withdrawn, &p.Failed, &p.CapturedCents, &p.Cancelled, &p.CancelsLeft)
+	if err != nil {
+		return Progress{}, unavailable("progress", err)
+	}
+	return p, nil
 }
 
 // In entry order while open; in draw order once ranked (ranks first).
@@ -121,6 +157,9 @@ func (s *Service) Entries(ctx context.Context, sku string, limit int, cursor str
 		return AdminPage{}, unavailable("entries", err)
 	}
 	page := AdminPage{Items: items}
+	if page.Progress, err = s.progress(ctx, r.id); err != nil {
+		return AdminPage{}, err
+	}
 	if len(items) > limit {
 		page.Items = items[:limit]
 		next := encodeCursor(off + int64(limit))

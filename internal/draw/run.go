@@ -59,8 +59,11 @@ WHERE id = $1 AND state = 'entered'`
 WHERE round_id = $1 AND state = 'entered' AND won_units = 0
   AND NOT EXISTS (SELECT 1 FROM draw_entries x WHERE x.round_id = $1 AND x.state = 'entered' AND x.won_units > 0)`
 
+	// cancelLeft is an entry whose hold the draw has still to release.
+	cancelLeft = `state IN ('lost', 'withdrawn', 'failed') AND payment_id <> '' AND cancelled_at IS NULL`
+
 	toCancelSQL = `SELECT id::text, payment_id FROM draw_entries
-WHERE round_id = $1 AND state IN ('lost', 'withdrawn', 'failed') AND payment_id <> '' AND cancelled_at IS NULL
+WHERE round_id = $1 AND ` + cancelLeft + `
 ORDER BY rank NULLS LAST, created_at, id LIMIT 100`
 
 	cancelledSQL = `UPDATE draw_entries SET cancelled_at = now(), payment_status = 'canceled', updated_at = now()
@@ -210,6 +213,12 @@ func (s *Service) capture(ctx context.Context, roundID int64, w winner) error {
 // provider's rate limit, SHOP_DRAW_CANCEL_RATE). It runs once every
 // winner is captured, and reads what is left from the rows each batch.
 func (s *Service) cancelAll(ctx context.Context, roundID int64) error {
+	p, err := s.progress(ctx, roundID)
+	if err != nil {
+		return err
+	}
+	s.metrics.pending.Set(float64(p.CancelsLeft))
+	defer s.metrics.pending.Set(0) // done, or stopped: the next run counts again
 	for {
 		batch, err := s.toCancel(ctx, roundID)
 		if err != nil || len(batch) == 0 {
@@ -219,6 +228,7 @@ func (s *Service) cancelAll(ctx context.Context, roundID int64) error {
 			if err := s.cancelOne(ctx, c[0], c[1]); err != nil {
 				return err
 			}
+			s.metrics.pending.Dec()
 			if s.cancelEvery > 0 {
 				if err := s.pause(ctx, s.cancelEvery); err != nil {
 					return err
