@@ -35,13 +35,20 @@ WHERE e.id = ranked.id AND NOT EXISTS (SELECT 1 FROM draw_entries x WHERE x.roun
 
 	// The units each entered rank gets if every capture above it
 	// succeeds: the units not yet won, down the ranks as a running sum.
+	// Only the first n entered ranks (n units left) can get any, and a
+	// rank's units never shrink (a capture takes its own off the top, a
+	// failure passes its on down), so the ranks past them keep their 0:
+	// the statement reads n rows, not the whole draw, before each capture.
 	allocateSQL = `
 WITH left_units AS (
   SELECT r.quantity - coalesce((SELECT sum(won_units) FROM draw_entries WHERE round_id = $1 AND state = 'won'), 0) AS n
   FROM sale_rounds r WHERE r.id = $1),
+top AS (
+  SELECT id, quantity, rank FROM draw_entries WHERE round_id = $1 AND state = 'entered'
+  ORDER BY rank LIMIT (SELECT greatest(n, 0) FROM left_units)),
 alloc AS (
   SELECT id, quantity, coalesce(sum(quantity) OVER (ORDER BY rank ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS above
-  FROM draw_entries WHERE round_id = $1 AND state = 'entered')
+  FROM top)
 UPDATE draw_entries e SET won_units = greatest(0, least(a.quantity, l.n - a.above)), updated_at = now()
 FROM alloc a, left_units l WHERE e.id = a.id AND e.won_units <> greatest(0, least(a.quantity, l.n - a.above))`
 
