@@ -86,9 +86,10 @@ func TestBenchDraw(t *testing.T) {
 	fmt.Fprintf(&out, "Redis over the %d entries: the shop's keys but its streams %+d bytes (%.1f per entry), %+d keys\n",
 		entered.accepted, mem1-mem0, float64(mem1-mem0)/float64(max(entered.accepted, 1)), keys1-keys0)
 
-	out.WriteString(bigDraw(t, s, db, entries, units))
-	fmt.Fprintf(&out, "load average at the end: %s\n", loadavg())
-	fmt.Print(out.String()) // with -v: scripts/bench-draw.sh
+	fmt.Fprintf(&out, "load average: %s\n", loadavg())
+	fmt.Print(out.String()) // with -v: scripts/bench-draw.sh; before the long draw
+	fmt.Print(bigDraw(t, s, db, entries, units))
+	fmt.Printf("load average at the end: %s\n", loadavg())
 }
 
 // redisMemory is the bytes (MEMORY USAGE) and the count of the shop's
