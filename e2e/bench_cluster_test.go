@@ -46,17 +46,8 @@ import (
 // Every figure is printed in one table at the end; BENCH_RUNS rounds
 // alternate the order of the setups and print every round.
 func TestBenchCluster(t *testing.T) {
-	if os.Getenv("SHOP_BENCH_CLUSTER") != "1" {
-		t.Skip("a benchmark: make bench-cluster (SHOP_BENCH_CLUSTER=1)")
-	}
-	cfg := benchConfig{
-		duration: benchDuration(t, "BENCH_DURATION", 15*time.Second),
-		conns:    benchInt(t, "BENCH_CONNECTIONS", 64),
-		skus:     benchInt(t, "BENCH_SKUS", 48),
-		users:    benchInt(t, "BENCH_USERS", 200),
-		rbClient: benchInt(t, "BENCH_RB_CLIENTS", 50),
-		rbN:      benchInt(t, "BENCH_RB_REQUESTS", 50000),
-	}
+	cfg := benchLoad(t, "SHOP_BENCH_CLUSTER", "make bench-cluster", 15*time.Second, 64, 48)
+	cfg.rbClient, cfg.rbN = benchInt(t, "BENCH_RB_CLIENTS", 50), benchInt(t, "BENCH_RB_REQUESTS", 50000)
 	runs := benchInt(t, "BENCH_RUNS", 1)
 	setups := []int{0, 1, 3} // masters; 0: a plain Redis
 	var results []benchResult
@@ -91,6 +82,17 @@ func TestBenchCluster(t *testing.T) {
 	out.WriteString(hotTable(cfg, hot))
 	fmt.Fprintf(&out, "load average at the end: %s\n", loadavg())
 	fmt.Print(out.String()) // with -v: scripts/bench-cluster.sh
+}
+
+// benchLoad skips t unless flag=1 (a benchmark that target runs), and
+// reads the load's knobs: BENCH_DURATION, BENCH_CONNECTIONS, BENCH_SKUS
+// and BENCH_USERS (200 shoppers unless set).
+func benchLoad(t *testing.T, flag, target string, d time.Duration, conns, skus int) benchConfig {
+	if os.Getenv(flag) != "1" {
+		t.Skip("a benchmark: " + target + " (" + flag + "=1)")
+	}
+	return benchConfig{duration: benchDuration(t, "BENCH_DURATION", d), conns: benchInt(t, "BENCH_CONNECTIONS", conns),
+		skus: benchInt(t, "BENCH_SKUS", skus), users: benchInt(t, "BENCH_USERS", 200)}
 }
 
 type benchConfig struct {
