@@ -1,5 +1,5 @@
 # The two commands a new user needs: `make run` and `make test`.
-.PHONY: run reset-demo test bench bench-room bench-cluster build vet fmt tidy clean-run
+.PHONY: run reset-demo test bench bench-room bench-cluster bench-draw build vet fmt tidy clean-run
 
 run: ## migrate and serve the API on 127.0.0.1:8080 (SHOP_ADDR=:8080 for every interface), starting Redis/PostgreSQL if needed
 	@scripts/run.sh
@@ -20,6 +20,9 @@ bench-room: ## issue 33: purchases offered at 5x the maximum, with and without a
 
 bench-cluster: ## purchases/s on a plain Redis, a 1-master and a 3-master cluster in one run, and the reserve script per master (BENCHMARKS.md)
 	@scripts/bench-cluster.sh
+
+bench-draw: ## issue 50: entries/s beside purchases/s, a draw of 100,000 entries for 1,000 units, storage per entry (BENCHMARKS.md)
+	@scripts/bench-draw.sh
 
 build:
 	go build -o bin/shop ./cmd/shop

@@ -46,17 +46,8 @@ import (
 // Every figure is printed in one table at the end; BENCH_RUNS rounds
 // alternate the order of the setups and print every round.
 func TestBenchCluster(t *testing.T) {
-	if os.Getenv("SHOP_BENCH_CLUSTER") != "1" {
-		t.Skip("a benchmark: make bench-cluster (SHOP_BENCH_CLUSTER=1)")
-	}
-	cfg := benchConfig{
-		duration: benchDuration(t, "BENCH_DURATION", 15*time.Second),
-		conns:    benchInt(t, "BENCH_CONNECTIONS", 64),
-		skus:     benchInt(t, "BENCH_SKUS", 48),
-		users:    benchInt(t, "BENCH_USERS", 200),
-		rbClient: benchInt(t, "BENCH_RB_CLIENTS", 50),
-		rbN:      benchInt(t, "BENCH_RB_REQUESTS", 50000),
-	}
+	cfg := benchLoad(t, "SHOP_BENCH_CLUSTER", "make bench-cluster", 15*time.Second, 64, 48)
+	cfg.rbClient, cfg.rbN = benchInt(t, "BENCH_RB_CLIENTS", 50), benchInt(t, "BENCH_RB_REQUESTS", 50000)
 	runs := benchInt(t, "BENCH_RUNS", 1)
 	setups := []int{0, 1, 3} // masters; 0: a plain Redis
 	var results []benchResult
@@ -91,6 +82,17 @@ func TestBenchCluster(t *testing.T) {
 	out.WriteString(hotTable(cfg, hot))
 	fmt.Fprintf(&out, "load average at the end: %s\n", loadavg())
 	fmt.Print(out.String()) // with -v: scripts/bench-cluster.sh
+}
+
+// benchLoad skips t unless flag=1 (a benchmark that target runs), and
+// reads the load's knobs: BENCH_DURATION, BENCH_CONNECTIONS, BENCH_SKUS
+// and BENCH_USERS (200 shoppers unless set).
+func benchLoad(t *testing.T, flag, target string, d time.Duration, conns, skus int) benchConfig {
+	if os.Getenv(flag) != "1" {
+		t.Skip("a benchmark: " + target + " (" + flag + "=1)")
+	}
+	return benchConfig{duration: benchDuration(t, "BENCH_DURATION", d), conns: benchInt(t, "BENCH_CONNECTIONS", conns),
+		skus: benchInt(t, "BENCH_SKUS", skus), users: benchInt(t, "BENCH_USERS", 200)}
 }
 
 type benchConfig struct {
@@ -168,23 +170,35 @@ func benchSetup(t *testing.T, cfg benchConfig, masters int) benchResult {
 // purchaseLoad runs cfg.conns workers buying for cfg.duration, worker w
 // as shoppers w, w+conns, ... in turn, over SKUs in turn.
 func purchaseLoad(t *testing.T, s *shop, cfg benchConfig, skus, tokens []string) benchResult {
+	body := []byte(`{"quantity":1}`)
+	return postLoad(s, cfg, http.StatusAccepted, func(w, i int) (string, string, []byte, bool) {
+		return "/products/" + skus[(w+i)%len(skus)] + "/purchase", tokens[(w+i*cfg.conns)%len(tokens)], body, true
+	})
+}
+
+// postLoad runs cfg.conns workers posting for cfg.duration (or until
+// next has no more): next says worker w's i-th request, path (under the
+// API), token and body; an answer want counts as done.
+func postLoad(s *shop, cfg benchConfig, want int, next func(w, i int) (path, token string, body []byte, ok bool)) benchResult {
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		MaxIdleConns: cfg.conns, MaxIdleConnsPerHost: cfg.conns, IdleConnTimeout: time.Minute,
 	}}
 	defer client.CloseIdleConnections()
-	body := []byte(`{"quantity":1}`)
 	var accepted, other atomic.Int64
 	lat := make([][]time.Duration, cfg.conns)
-	end := time.Now().Add(cfg.duration)
+	start := time.Now()
+	end := start.Add(cfg.duration)
 	var wg sync.WaitGroup
 	for w := range cfg.conns {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := 0; time.Now().Before(end); i++ {
-				tok := tokens[(w+i*cfg.conns)%len(tokens)]
-				sku := skus[(w+i)%len(skus)]
-				req, _ := http.NewRequest(http.MethodPost, s.api+"/products/"+sku+"/purchase", bytes.NewReader(body))
+				path, tok, body, ok := next(w, i)
+				if !ok {
+					return
+				}
+				req, _ := http.NewRequest(http.MethodPost, s.api+path, bytes.NewReader(body))
 				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("Authorization", "Bearer "+tok)
 				req.Header.Set("Idempotency-Key", fmt.Sprintf("b%d-%d", w, i))
@@ -196,7 +210,7 @@ func purchaseLoad(t *testing.T, s *shop, cfg benchConfig, skus, tokens []string)
 				}
 				_, _ = bytes.NewBuffer(nil).ReadFrom(resp.Body)
 				resp.Body.Close()
-				if resp.StatusCode == http.StatusAccepted {
+				if resp.StatusCode == want {
 					accepted.Add(1)
 					lat[w] = append(lat[w], time.Since(t0))
 				} else {
@@ -208,7 +222,8 @@ func purchaseLoad(t *testing.T, s *shop, cfg benchConfig, skus, tokens []string)
 	wg.Wait()
 	all := slices.Concat(lat...)
 	slices.Sort(all)
-	r := benchResult{perSec: float64(accepted.Load()) / cfg.duration.Seconds(), accepted: accepted.Load(), other: other.Load()}
+	took := min(time.Since(start), cfg.duration)
+	r := benchResult{perSec: float64(accepted.Load()) / took.Seconds(), accepted: accepted.Load(), other: other.Load()}
 	if len(all) > 0 {
 		r.p50, r.p99 = all[len(all)/2], all[len(all)*99/100]
 	}

@@ -26,6 +26,7 @@ type sale struct {
 	refused  map[string]int // problem code → count
 	bad      []string       // anything else
 	repeated []string       // order ids answered to two purchases
+	paid     []string       // order ids answered paid
 	// unknown counts purchases left with a 5xx: each may have bought
 	// unseen (every 5xx, retried or not, is in the shop's watch).
 	unknown int
@@ -58,7 +59,7 @@ func (s *sale) add(buyer, qty int, o outcome) {
 func (s *sale) answers() loadtest.Answers {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	a := loadtest.Answers{Accepted: map[string]int64{}, Repeated: s.repeated, Unknown: s.unknown}
+	a := loadtest.Answers{Accepted: map[string]int64{}, Repeated: s.repeated, Unknown: s.unknown, Paid: s.paid}
 	for id, q := range s.units {
 		a.Accepted[id] = int64(q)
 	}

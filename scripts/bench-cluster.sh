@@ -17,18 +17,6 @@ cd "$(dirname "$0")/.."
 for tool in redis-server redis-cli redis-benchmark; do
   command -v "$tool" >/dev/null || { echo "bench-cluster: $tool is required (apt-get install redis-server redis-tools)" >&2; exit 1; }
 done
-if [ -z "${SHOP_TEST_DATABASE_URL:-}" ]; then
-  SHOP_TEST_DATABASE_URL=$(ensure_postgres postgres)
-  [ -n "$SHOP_TEST_DATABASE_URL" ] || { echo "bench-cluster: need PostgreSQL (see make run)" >&2; exit 1; }
-  export SHOP_TEST_DATABASE_URL
-fi
 # The e2e helpers want the test Redis too (a key prefix of its own there);
 # every setup measured runs on private redis-servers.
-if [ -z "${SHOP_TEST_REDIS_URL:-}" ]; then
-  SHOP_TEST_REDIS_URL=$(ensure_redis 1)
-  export SHOP_TEST_REDIS_URL
-fi
-mkdir -p .run/bench
-echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "== $(go version | cut -d' ' -f3), $(redis-server --version | cut -d' ' -f3)"
-SHOP_BENCH_CLUSTER=1 go test -v -count=1 -timeout 30m -run '^TestBenchCluster$' ./e2e 2>&1 | grep -v -e 'main_test.go:' -e testdbconf -e '^=== ' -e 'pool.go:' | tee .run/bench/cluster.txt
+e2e_bench cluster TestBenchCluster SHOP_BENCH_CLUSTER

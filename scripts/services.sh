@@ -99,3 +99,26 @@ ensure_postgres() {
 }
 
 docker_answers() { command -v docker >/dev/null && timeout 5 docker info >/dev/null 2>&1; }
+
+# e2e_bench NAME TEST FLAG: runs the e2e benchmark TEST (skipped unless
+# FLAG=1) on the test services (started if needed: the e2e helpers want
+# both, each test with a database and key prefix of its own), after a
+# line on the machine and its load; the output also goes to
+# .run/bench/NAME.txt.
+e2e_bench() {
+  local name=$1 test=$2 flag=$3
+  if [ -z "${SHOP_TEST_DATABASE_URL:-}" ]; then
+    SHOP_TEST_DATABASE_URL=$(ensure_postgres postgres)
+    [ -n "$SHOP_TEST_DATABASE_URL" ] || { echo "bench-$name: need PostgreSQL (see make run)" >&2; return 1; }
+    export SHOP_TEST_DATABASE_URL
+  fi
+  if [ -z "${SHOP_TEST_REDIS_URL:-}" ]; then
+    SHOP_TEST_REDIS_URL=$(ensure_redis 1)
+    export SHOP_TEST_REDIS_URL
+  fi
+  mkdir -p .run/bench
+  echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "== $(go version | cut -d' ' -f3), $(redis-server --version 2>/dev/null | cut -d' ' -f3), $(psql --version 2>/dev/null)"
+  env "$flag=1" go test -v -count=1 -timeout 30m -run "^$test\$" ./e2e 2>&1 |
+    grep --line-buffered -v -e 'main_test.go:' -e testdbconf -e '^=== ' -e 'pool.go:' | tee ".run/bench/$name.txt"
+}

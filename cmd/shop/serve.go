@@ -44,6 +44,8 @@ func newServeCmd(a *app) *cobra.Command {
 	// Hidden: for the fault drills only, and refused outside SHOP_ENV=dev.
 	cmd.Flags().StringVar(&o.sagaFault, "saga-fault", "", "SIGKILL this process mid-saga: after-hold|after-commit|before-finish:N (SHOP_ENV=dev only)")
 	_ = cmd.Flags().MarkHidden("saga-fault")
+	cmd.Flags().StringVar(&o.drawFault, "draw-fault", "", "SIGKILL this process mid-draw: after-capture:N (SHOP_ENV=dev only)")
+	_ = cmd.Flags().MarkHidden("draw-fault")
 	return cmd
 }
 
@@ -51,6 +53,7 @@ type serveOptions struct {
 	writer    bool
 	pprofAddr string
 	sagaFault string
+	drawFault string
 	wf        writerFlags
 }
 
@@ -207,6 +210,10 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) err
 	if err != nil {
 		return err
 	}
+	drawCrash, err := parseDrawFault(o.drawFault, cfg)
+	if err != nil {
+		return err
+	}
 	generated, err := cfg.EnsureJWTSecret()
 	if err != nil {
 		return err
@@ -230,6 +237,9 @@ func (a *app) serve(ctx context.Context, cfg *config.Config, o serveOptions) err
 	sh := shop.New(cfg, st.shop(), log, reg)
 	if crash != nil {
 		crash.inject(sh.Saga, log)
+	}
+	if drawCrash != nil {
+		drawCrash.inject(sh.Draws, log)
 	}
 	stopJobs := sh.Start(ctx)
 	defer stopJobs()

@@ -107,7 +107,9 @@ type Round struct {
 type Problem struct {
 	// Kind: stock_redis, stock_postgres, quantity, buyer, bucket,
 	// not_persisted, pending_missing, dead_letter, backlog, stream_behind;
-	// and the waiting rooms': room_rate, room_pass, room_order.
+	// the waiting rooms': room_rate, room_pass, room_order; and the
+	// draws': draw_sold, draw_overwon, draw_captured_cancelled,
+	// draw_not_cancelled (draws.go).
 	Kind string `json:"kind"`
 	// Bucket is a bucket problem's stock bucket (0 first).
 	Bucket *int `json:"bucket,omitempty"`
@@ -119,7 +121,9 @@ type Problem struct {
 	OrderIDs  []string `json:"order_ids,omitempty"`
 	// UserIDs are a room problem's shoppers.
 	UserIDs []string `json:"user_ids,omitempty"`
-	Detail  string   `json:"detail"`
+	// EntryIDs are a draw problem's entries.
+	EntryIDs []string `json:"entry_ids,omitempty"`
+	Detail   string   `json:"detail"`
 }
 
 // Run audits everything now. Its error is a store's (the audit could not
@@ -154,6 +158,11 @@ func (a *Auditor) Run(ctx context.Context) (Report, error) {
 		return Report{}, err
 	}
 	rep.Problems = append(rep.Problems, more...)
+	draws, err := a.drawProblems(ctx)
+	if err != nil {
+		return Report{}, err
+	}
+	rep.Problems = append(rep.Problems, draws...)
 	if rep.NeverLive, err = a.neverLive(ctx, snap.liveRoundIDs()); err != nil {
 		return Report{}, err
 	}

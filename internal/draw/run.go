@@ -32,22 +32,33 @@ WITH ranked AS (
 UPDATE draw_entries e SET rank = ranked.rank, updated_at = now() FROM ranked
 WHERE e.id = ranked.id AND NOT EXISTS (SELECT 1 FROM draw_entries x WHERE x.round_id = $1 AND x.rank IS NOT NULL)`
 
+	// The units of the round not yet won.
+	unitsLeftSQL = `SELECT r.quantity - coalesce((SELECT sum(won_units) FROM draw_entries WHERE round_id = $1 AND state = 'won'), 0)
+  FROM sale_rounds r WHERE r.id = $1`
+
 	// The units each entered rank gets if every capture above it
 	// succeeds: the units not yet won, down the ranks as a running sum.
+	// Only the first n entered ranks (n units left) can get any, and a
+	// rank's units never shrink (a capture takes its own off the top, a
+	// failure passes its on down), so the ranks past them keep their 0:
+	// the statement reads at most $2 rows (a bound on n read before it; n
+	// only shrinks), through draw_entries_entered, not the whole draw.
 	allocateSQL = `
-WITH left_units AS (
-  SELECT r.quantity - coalesce((SELECT sum(won_units) FROM draw_entries WHERE round_id = $1 AND state = 'won'), 0) AS n
-  FROM sale_rounds r WHERE r.id = $1),
+WITH left_units AS (` + unitsLeftSQL + `),
 alloc AS (
-  SELECT id, quantity, coalesce(sum(quantity) OVER (ORDER BY rank ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS above
-  FROM draw_entries WHERE round_id = $1 AND state = 'entered')
+  SELECT quantity, rank, coalesce(sum(quantity) OVER (ORDER BY rank ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS above
+  FROM (SELECT quantity, rank FROM draw_entries WHERE round_id = $1 AND state = 'entered' ORDER BY rank LIMIT $2) top)
 UPDATE draw_entries e SET won_units = greatest(0, least(a.quantity, l.n - a.above)), updated_at = now()
-FROM alloc a, left_units l WHERE e.id = a.id AND e.won_units <> greatest(0, least(a.quantity, l.n - a.above))`
+FROM alloc a, (SELECT * FROM left_units) l(n)
+WHERE e.round_id = $1 AND e.state = 'entered' AND e.rank = a.rank AND e.won_units <> greatest(0, least(a.quantity, l.n - a.above))`
 
-	nextWinnerSQL = `
-SELECT e.id::text, e.user_id::text, e.provider, e.payment_id, e.won_units, r.price_cents, r.sku
+	winnerColumns = `SELECT e.id::text, e.user_id::text, e.provider, e.payment_id, e.won_units, r.price_cents, r.sku
 FROM draw_entries e JOIN sale_rounds r ON r.id = e.round_id
-WHERE e.round_id = $1 AND e.state = 'entered' AND e.won_units > 0 ORDER BY e.rank LIMIT 1`
+WHERE e.round_id = $1 AND e.state = 'entered'`
+	// The first entered rank: the next winner when it has units (the
+	// allocation gives them down from the top), read by its index.
+	firstEnteredSQL = winnerColumns + ` ORDER BY e.rank LIMIT 1`
+	nextWinnerSQL   = winnerColumns + ` AND e.won_units > 0 ORDER BY e.rank LIMIT 1`
 
 	wonSQL = `UPDATE draw_entries SET state = 'won', captured_cents = $2, payment_status = 'succeeded',
     order_id = $3, updated_at = now() WHERE id = $1 AND state = 'entered'`
@@ -59,7 +70,9 @@ WHERE id = $1 AND state = 'entered'`
 WHERE round_id = $1 AND state = 'entered' AND won_units = 0
   AND NOT EXISTS (SELECT 1 FROM draw_entries x WHERE x.round_id = $1 AND x.state = 'entered' AND x.won_units > 0)`
 
-	// cancelLeft is an entry whose hold the draw has still to release.
+	// cancelLeft is an entry whose hold the draw has still to release; the
+	// partial index draw_entries_to_cancel (migration 00017) has it as its
+	// predicate, so keep the two alike.
 	cancelLeft = `state IN ('lost', 'withdrawn', 'failed') AND payment_id <> '' AND cancelled_at IS NULL`
 
 	toCancelSQL = `SELECT id::text, payment_id FROM draw_entries
@@ -153,22 +166,46 @@ type winner struct {
 // to one amount.
 func (s *Service) captureWinners(ctx context.Context, roundID int64) error {
 	for {
-		if _, err := s.db.Exec(ctx, allocateSQL, roundID); err != nil {
-			return errorf("allocate", err)
+		if err := s.allocate(ctx, roundID); err != nil {
+			return err
 		}
-		var w winner
-		err := s.db.QueryRow(ctx, nextWinnerSQL, roundID).Scan(&w.id, &w.user, &w.provider, &w.payment, &w.units,
-			&w.price, &w.sku)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
+		w, ok, err := s.winnerOf(ctx, firstEnteredSQL, roundID)
+		if err == nil && ok && w.units == 0 {
+			w, ok, err = s.winnerOf(ctx, nextWinnerSQL, roundID) // none, unless the units are not all at the top
 		}
-		if err != nil {
-			return errorf("next winner", err)
+		if err != nil || !ok || w.units == 0 {
+			return err
 		}
 		if err := s.capture(ctx, roundID, w); err != nil {
 			return err
 		}
 	}
+}
+
+// allocate runs allocateSQL, planned with its bound as a literal (the
+// simple protocol) so that PostgreSQL reads the few top ranks by index
+// rather than the whole draw.
+func (s *Service) allocate(ctx context.Context, roundID int64) error {
+	var bound int64
+	if err := s.db.QueryRow(ctx, unitsLeftSQL, roundID).Scan(&bound); err != nil {
+		return errorf("units left", err)
+	}
+	if _, err := s.db.Exec(ctx, allocateSQL, pgx.QueryExecModeSimpleProtocol, roundID, max(bound, 0)); err != nil {
+		return errorf("allocate", err)
+	}
+	return nil
+}
+
+// winnerOf reads the entry query names; ok is false when there is none.
+func (s *Service) winnerOf(ctx context.Context, query string, roundID int64) (w winner, ok bool, err error) {
+	err = s.db.QueryRow(ctx, query, roundID).Scan(&w.id, &w.user, &w.provider, &w.payment, &w.units, &w.price, &w.sku)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return w, false, nil
+	}
+	if err != nil {
+		return w, false, errorf("next winner", err)
+	}
+	return w, true, nil
 }
 
 // capture captures w's units and records the outcome: won (and its

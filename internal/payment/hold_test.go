@@ -15,8 +15,8 @@ import (
 // capture of part of it and a cancel, each with its own key.
 func TestHoldCaptureCancelOnStripe(t *testing.T) {
 	t.Parallel()
-	var rec recorder
-	p := provider(rec.proxy(t, testenv.StripeMock(t)))
+	var rec testenv.StripeRecorder
+	p := provider(rec.Proxy(t, testenv.StripeMock(t)))
 	ctx := context.Background()
 	hold := order.Charge{Key: "draw:e-1:authorize", OrderID: "e-1", AmountCents: 3000, Token: "pm_card_visa"}
 	pay, err := p.Authorize(ctx, hold)
@@ -29,8 +29,8 @@ func TestHoldCaptureCancelOnStripe(t *testing.T) {
 	if err := p.Cancel(ctx, pay.ID, "draw:e-1:cancel"); err != nil {
 		t.Fatalf("cancel: %v", err)
 	}
-	if len(rec.seen) != 3 {
-		t.Fatalf("%d requests, want 3: %+v", len(rec.seen), rec.seen)
+	if len(rec.Seen()) != 3 {
+		t.Fatalf("%d requests, want 3: %+v", len(rec.Seen()), rec.Seen())
 	}
 	want := []struct {
 		path, key string
@@ -42,13 +42,13 @@ func TestHoldCaptureCancelOnStripe(t *testing.T) {
 		{"/v1/payment_intents/" + pay.ID + "/cancel", "draw:e-1:cancel", nil},
 	}
 	for i, w := range want {
-		r := rec.seen[i]
-		if r.method != http.MethodPost || r.path != w.path || r.key != w.key {
-			t.Errorf("request %d: %s %s key %q, want POST %s key %q", i, r.method, r.path, r.key, w.path, w.key)
+		r := rec.Seen()[i]
+		if r.Method != http.MethodPost || r.Path != w.path || r.Key != w.key {
+			t.Errorf("request %d: %s %s key %q, want POST %s key %q", i, r.Method, r.Path, r.Key, w.path, w.key)
 		}
 		for k, v := range w.form {
-			if r.form.Get(k) != v {
-				t.Errorf("request %d: %s = %q, want %q", i, k, r.form.Get(k), v)
+			if r.Form.Get(k) != v {
+				t.Errorf("request %d: %s = %q, want %q", i, k, r.Form.Get(k), v)
 			}
 		}
 	}

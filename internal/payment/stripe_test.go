@@ -1,17 +1,12 @@
 package payment_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,46 +22,14 @@ func provider(apiURL string) *payment.Stripe {
 
 var charge = order.Charge{Key: "order:o-1:0a1b2c3d", OrderID: "o-1", AmountCents: 1999, Token: "pm_card_visa"}
 
-// recorder passes requests to Stripe's mock and keeps each one's method,
-// path, form and idempotency key.
-type recorder struct {
-	mu   sync.Mutex
-	seen []seenRequest
-}
-
-type seenRequest struct {
-	method, path, key string
-	form              url.Values
-}
-
-func (r *recorder) proxy(t *testing.T, to string) string {
-	target, err := url.Parse(to)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rp := httputil.NewSingleHostReverseProxy(target)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		raw, _ := io.ReadAll(req.Body)
-		req.Body = io.NopCloser(bytes.NewReader(raw))
-		req.ContentLength = int64(len(raw))
-		form, _ := url.ParseQuery(string(raw))
-		r.mu.Lock()
-		r.seen = append(r.seen, seenRequest{req.Method, req.URL.Path, req.Header.Get("Idempotency-Key"), form})
-		r.mu.Unlock()
-		rp.ServeHTTP(w, req)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
-
 // Stripe's mock checks every request against Stripe's API spec: a pay is
 // one PaymentIntent, confirmed at once with the token as its payment
 // method, the order's amount and id, keyed by the charge's key. The
 // bundled answer (requires_payment_method) is an incomplete payment.
 func TestPayMakesOneConfirmedIntent(t *testing.T) {
 	t.Parallel()
-	var rec recorder
-	p := provider(rec.proxy(t, testenv.StripeMock(t)))
+	var rec testenv.StripeRecorder
+	p := provider(rec.Proxy(t, testenv.StripeMock(t)))
 	in, err := p.Pay(context.Background(), charge)
 	var inc *payment.Incomplete
 	if !errors.As(err, &inc) || !errors.Is(err, payment.ErrIncomplete) || inc.Intent.Status != "requires_payment_method" {
@@ -75,19 +38,19 @@ func TestPayMakesOneConfirmedIntent(t *testing.T) {
 	if !strings.HasPrefix(in.ID, "pi_") || in.ClientSecret == "" || in.AmountCents != charge.AmountCents {
 		t.Fatalf("intent %+v", in)
 	}
-	if len(rec.seen) != 1 {
-		t.Fatalf("%d requests, want 1: %+v", len(rec.seen), rec.seen)
+	if len(rec.Seen()) != 1 {
+		t.Fatalf("%d requests, want 1: %+v", len(rec.Seen()), rec.Seen())
 	}
-	r := rec.seen[0]
+	r := rec.Seen()[0]
 	want := map[string]string{"amount": "1999", "currency": "usd", "payment_method": "pm_card_visa", "confirm": "true",
 		"metadata[order_id]": "o-1", "payment_method_types[0]": "card"}
 	for k, v := range want {
-		if r.form.Get(k) != v {
-			t.Errorf("%s = %q, want %q (form %v)", k, r.form.Get(k), v, r.form)
+		if r.Form.Get(k) != v {
+			t.Errorf("%s = %q, want %q (form %v)", k, r.Form.Get(k), v, r.Form)
 		}
 	}
-	if r.method != http.MethodPost || r.path != "/v1/payment_intents" || r.key != charge.Key {
-		t.Fatalf("request %s %s key %q, want POST /v1/payment_intents key %q", r.method, r.path, r.key, charge.Key)
+	if r.Method != http.MethodPost || r.Path != "/v1/payment_intents" || r.Key != charge.Key {
+		t.Fatalf("request %s %s key %q, want POST /v1/payment_intents key %q", r.Method, r.Path, r.Key, charge.Key)
 	}
 }
 
@@ -147,16 +110,16 @@ func TestPayErrors(t *testing.T) {
 // same intent answers the first.
 func TestRefundIsKeyedByTheIntent(t *testing.T) {
 	t.Parallel()
-	var rec recorder
-	p := provider(rec.proxy(t, testenv.StripeMock(t)))
+	var rec testenv.StripeRecorder
+	p := provider(rec.Proxy(t, testenv.StripeMock(t)))
 	for range 2 {
 		if err := p.Refund(context.Background(), "pi_123"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, r := range rec.seen {
-		if r.path != "/v1/refunds" || r.form.Get("payment_intent") != "pi_123" || r.form.Get("amount") != "" ||
-			r.key != "refund:pi_123" {
+	for _, r := range rec.Seen() {
+		if r.Path != "/v1/refunds" || r.Form.Get("payment_intent") != "pi_123" || r.Form.Get("amount") != "" ||
+			r.Key != "refund:pi_123" {
 			t.Fatalf("refund request %+v", r)
 		}
 	}
@@ -165,8 +128,8 @@ func TestRefundIsKeyedByTheIntent(t *testing.T) {
 // The provider's own list of intents, for reconciliation.
 func TestIntentsLists(t *testing.T) {
 	t.Parallel()
-	var rec recorder
-	p := provider(rec.proxy(t, testenv.StripeMock(t)))
+	var rec testenv.StripeRecorder
+	p := provider(rec.Proxy(t, testenv.StripeMock(t)))
 	since := time.Now().Add(-24 * time.Hour)
 	var got []payment.Intent
 	if err := p.Intents(context.Background(), since, func(in payment.Intent) error { got = append(got, in); return nil }); err != nil {
@@ -175,7 +138,7 @@ func TestIntentsLists(t *testing.T) {
 	if len(got) == 0 || !strings.HasPrefix(got[0].ID, "pi_") {
 		t.Fatalf("intents %+v", got)
 	}
-	if r := rec.seen[0]; r.method != http.MethodGet || r.path != "/v1/payment_intents" {
+	if r := rec.Seen()[0]; r.Method != http.MethodGet || r.Path != "/v1/payment_intents" {
 		t.Fatalf("list request %+v", r)
 	}
 }
