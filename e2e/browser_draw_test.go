@@ -174,6 +174,8 @@ func drawClose(t *testing.T, ctx context.Context, s *shop, sku string) {
 		` && /^[0-9a-f]{64}$/.test(document.querySelector('#draw-facts dd[data-key="seed"]').textContent)`+
 		` && /^[0-9a-f]{64}$/.test(document.querySelector('#draw-facts dd[data-key="winners_sha256"]').textContent)`+
 		` && document.querySelector('#draw-entries tr').dataset.state === 'won'`+
+		` && /^1 won, 1 lost, 1 withdrawn$/.test(document.querySelector('#draw-facts dd[data-key="by_state"]').textContent)`+
+		` && / 0 left$/.test(document.querySelector('#draw-facts dd[data-key="cancels"]').textContent)`+
 		` && document.getElementById('draw-close').getClientRects().length === 0`)
 	views(t, ctx, "draw-drawn")
 }

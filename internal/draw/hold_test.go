@@ -143,6 +143,11 @@ func TestHoldSeenRecordsMismatches(t *testing.T) {
 			t.Fatal(err)
 		}
 		f.seen(t, id, order.Payment{ID: pi, Status: order.PaymentSucceeded}, "")
+		// Back to the entry as entered: only the draw's allocation sets
+		// won_units, and it reads just the ranks that can still win.
+		if _, err := f.db.Pool.Exec(context.Background(), `UPDATE draw_entries SET won_units = 0 WHERE id = $1`, id); err != nil {
+			t.Fatal(err)
+		}
 		break
 	}
 	if err := f.svc.Run(context.Background(), round); err != nil {

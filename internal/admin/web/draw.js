@@ -21,6 +21,10 @@ async function showDraw(rep) {
   const d = await api("GET", "/products/" + enc(saleSku) + "/draw");
   drawShown = d;
   drawFacts(d, rep.draw);
+  // The whole draw's progress rides on every page of the entries; a page
+  // of one reads it each refresh, so the cancels are seen draining.
+  const first = await api("GET", "/admin/products/" + enc(saleSku) + "/draw/entries?limit=1");
+  drawProgress(first.progress);
   if (!before || before.round_id !== d.round_id || before.state !== d.state || before.entries !== d.entries) {
     drawCursor = null;
     $("draw-winners").replaceChildren();
@@ -52,6 +56,17 @@ function drawFacts(d, r) {
   $("draw-close").hidden = d.state !== "open" && d.state !== "upcoming";
   $("draw-close").disabled = false;
   drawCountdown();
+}
+
+// drawProgress adds the draw's progress to the facts: the entries by
+// state, the cents captured and the holds released and left to release.
+function drawProgress(p) {
+  const dl = $("draw-facts");
+  const row = (label, value, key) => { const dd = el("dd", value); dd.dataset.key = key; dl.append(el("dt", label), dd); };
+  const states = ["entered", "authorizing", "won", "lost", "failed", "withdrawn"].filter((k) => p[k] > 0);
+  row("By state", states.map((k) => count(p[k]) + " " + k).join(", ") || "no entries", "by_state");
+  row("Captured", money(p.captured_cents), "captured");
+  row("Holds released", count(p.cancelled) + " released, " + count(p.cancels_left) + " left", "cancels");
 }
 
 function drawCountdown() {
