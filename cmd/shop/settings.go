@@ -54,6 +54,7 @@ var settingHelp = map[string]string{
 	"SHOP_NEAR_CACHE_TTL":          "how old a product read from this instance's own memory may be (0: every read goes to Redis)",
 	"SHOP_NEAR_CACHE_SIZE":         "entries of each near cache (least recently used out first)",
 	"SHOP_SAGA_HOLD_TTL":           "Redis Cluster only: how long a cross-shard hold waits for its commit before it may be undone",
+	"SHOP_DRAW_CANCEL_RATE":        "holds a draw releases a second at most, once its winners are captured (0: no limit)",
 }
 
 // The settings each part of the shop reads, so that a command's -h lists
@@ -143,6 +144,8 @@ func textType(t reflect.Type) string {
 		return "N/duration"
 	case t.Kind() == reflect.Slice:
 		return "list"
+	case t.Kind() == reflect.Float64:
+		return "number"
 	}
 	return "string"
 }
