@@ -73,8 +73,17 @@ type netLog struct {
 	mu       sync.Mutex
 	methods  map[network.RequestID]string
 	sent     []string // "GET /api/v1/..." in order
-	failed   []string // "GET /api/v1/... 404"
+	failed   []failure
 	expected []string // "GET /api/v1/... 404", each allowed once
+}
+
+// failure is an answer of 400 or more. Its method is looked up when
+// checked: the two event streams are read apart, so an answer may be
+// heard before its request.
+type failure struct {
+	id     network.RequestID
+	path   string
+	status int64
 }
 
 func watchNetwork(t *testing.T, ctx context.Context, origin string) *netLog {
@@ -101,7 +110,7 @@ func watchNetwork(t *testing.T, ctx context.Context, origin string) *netLog {
 				continue
 			}
 			n.mu.Lock()
-			n.failed = append(n.failed, fmt.Sprintf("%s %s %d", n.methods[ev.RequestID], path(ev.Response.URL), ev.Response.Status))
+			n.failed = append(n.failed, failure{ev.RequestID, path(ev.Response.URL), ev.Response.Status})
 			n.mu.Unlock()
 		}
 	}()
@@ -137,7 +146,8 @@ func (n *netLog) check(t *testing.T) {
 		t.Errorf("no request of the page was seen: the network log watched nothing")
 	}
 	left := append([]string(nil), n.expected...)
-	for _, f := range n.failed {
+	for _, fail := range n.failed {
+		f := fmt.Sprintf("%s %s %d", n.methods[fail.id], fail.path, fail.status)
 		if drawProbe(f) {
 			continue // the product page asking whether a round is a draw: 404 says no
 		}

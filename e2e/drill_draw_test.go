@@ -183,17 +183,20 @@ func (s *shop) waitDrawn(t *testing.T) drawAnswer {
 	}
 }
 
-// drawRows waits until the writer has persisted want orders, then reads
+// drawRows waits until the writer has persisted want paid orders, then reads
 // every entry of the draw with its order's rows.
 func drawRows(t *testing.T, db *pgxpool.Pool, want int) map[string]drawRow {
 	t.Helper()
 	ctx := context.Background()
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		var n int
-		if err := db.QueryRow(ctx, `SELECT count(*) FROM orders`).Scan(&n); err != nil {
+		// A won order reaches the writer as two events, the order and its
+		// paid transition: wait for both.
+		var n, paid int
+		if err := db.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE EXISTS (
+			SELECT 1 FROM order_transitions t WHERE t.order_id = o.id AND t.status = 'paid')) FROM orders o`).Scan(&n, &paid); err != nil {
 			t.Fatal(err)
 		}
-		if n == want {
+		if n == want && paid == want {
 			break
 		}
 		if n > want || time.Now().After(deadline) {
