@@ -42,10 +42,11 @@ type bucketRig struct {
 // Redis, and a private 3-master cluster whose checkouts the saga places
 // (a bucket's partition holds the lines of its shoppers).
 var bucketTopologies = []struct {
-	name string
-	rig  func(t *testing.T) *bucketRig
+	name  string
+	steps int // a seed's run (a cluster's step costs more)
+	rig   func(t *testing.T) *bucketRig
 }{
-	{"single", func(t *testing.T) *bucketRig {
+	{"single", propStepsPerRun, func(t *testing.T) *bucketRig {
 		r := testenv.NewRedis(t)
 		stock := inventory.NewStock(r.Client, r.Prefix)
 		log := slog.New(slog.DiscardHandler)
@@ -55,7 +56,7 @@ var bucketTopologies = []struct {
 			partOf: func(string) int { return 0 },
 		}
 	}},
-	{"cluster", func(t *testing.T) *bucketRig {
+	{"cluster", propStepsPerRun / 2, func(t *testing.T) *bucketRig {
 		c, rdb, parts := ordertesting.Cluster(t, 12)
 		stock := inventory.NewPartitionedStock(rdb, c.Prefix, parts)
 		log := slog.New(slog.DiscardHandler)
@@ -164,7 +165,7 @@ func TestBucketPropertiesHoldAtEveryStep(t *testing.T) {
 					seedProp(t, rig, m)
 					rng := rand.New(rand.NewPCG(seed, uint64(buckets)))
 					avail := checkRound(t, rig, m, "start")
-					for step := range propStepsPerRun {
+					for step := range top.steps {
 						what := propStep(t, rig, m, rng, avail)
 						avail = checkRound(t, rig, m, fmt.Sprintf("step %d (%s)", step, what))
 						if t.Failed() {
