@@ -16,6 +16,7 @@ import (
 
 	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/inventory"
+	"github.com/shop-oss/shop/internal/order/ordertesting"
 	"github.com/shop-oss/shop/internal/racetest"
 	"github.com/shop-oss/shop/internal/testenv"
 )
@@ -38,12 +39,14 @@ type bucketRig struct {
 }
 
 // bucketTopologies are the stores the property tests run on: a single
-// Redis now; a cluster is one more entry.
+// Redis, and a private 3-master cluster whose checkouts the saga places
+// (a bucket's partition holds the lines of its shoppers).
 var bucketTopologies = []struct {
-	name string
-	rig  func(t *testing.T) *bucketRig
+	name  string
+	steps int // a seed's run (a cluster's step costs more)
+	rig   func(t *testing.T) *bucketRig
 }{
-	{"single", func(t *testing.T) *bucketRig {
+	{"single", propStepsPerRun, func(t *testing.T) *bucketRig {
 		r := testenv.NewRedis(t)
 		stock := inventory.NewStock(r.Client, r.Prefix)
 		log := slog.New(slog.DiscardHandler)
@@ -51,6 +54,16 @@ var bucketTopologies = []struct {
 			svc:    New(nil, r.Client, stock, nil, r.Prefix, log, prometheus.NewRegistry(), Options{}),
 			expiry: NewExpiry(r.Client, stock, r.Prefix, log), stock: stock, rdb: r.Client,
 			partOf: func(string) int { return 0 },
+		}
+	}},
+	{"cluster", propStepsPerRun / 2, func(t *testing.T) *bucketRig {
+		c, rdb, parts := ordertesting.Cluster(t, 12)
+		stock := inventory.NewPartitionedStock(rdb, c.Prefix, parts)
+		log := slog.New(slog.DiscardHandler)
+		return &bucketRig{
+			svc:    New(nil, rdb, stock, nil, c.Prefix, log, prometheus.NewRegistry(), Options{Placer: NewSagaPlacer()}),
+			expiry: NewExpiry(rdb, stock, c.Prefix, log), stock: stock, rdb: rdb,
+			partOf: parts.Home, // an order's id is stamped with its home partition
 		}
 	}},
 }
@@ -152,7 +165,7 @@ func TestBucketPropertiesHoldAtEveryStep(t *testing.T) {
 					seedProp(t, rig, m)
 					rng := rand.New(rand.NewPCG(seed, uint64(buckets)))
 					avail := checkRound(t, rig, m, "start")
-					for step := range propStepsPerRun {
+					for step := range top.steps {
 						what := propStep(t, rig, m, rng, avail)
 						avail = checkRound(t, rig, m, fmt.Sprintf("step %d (%s)", step, what))
 						if t.Failed() {
