@@ -104,11 +104,9 @@ func (s *Service) held(ctx context.Context, entryID string, p order.Payment) (st
 	case err != nil:
 		return "", err
 	case !found: // dropped after an unknown outcome: no entry holds it
-		if err := s.pay.Cancel(ctx, p.ID, cancelKey(entryID)); err != nil {
-			s.metrics.cancels.WithLabelValues("error").Inc()
-			return "", errorf("cancel "+entryID, err)
+		if err := s.release(ctx, entryID, p.ID); err != nil {
+			return "", err
 		}
-		s.metrics.cancels.WithLabelValues("cancelled").Inc()
 		return SeenOrphan, nil
 	case row.live() || row.cancelled || row.payment != p.ID:
 		return "", nil

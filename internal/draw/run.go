@@ -294,14 +294,24 @@ func (s *Service) toCancel(ctx context.Context, roundID int64) ([][2]string, err
 
 // cancelOne releases one hold and records it.
 func (s *Service) cancelOne(ctx context.Context, entryID, paymentID string) error {
+	if err := s.release(ctx, entryID, paymentID); err != nil {
+		return err
+	}
+	if _, err := s.db.Exec(ctx, cancelledSQL, entryID); err != nil {
+		return errorf("record a cancel", err)
+	}
+	return nil
+}
+
+// release asks the provider to cancel an entry's hold with the entry's
+// own cancel key, counted by result; the caller records it where a row
+// holds it.
+func (s *Service) release(ctx context.Context, entryID, paymentID string) error {
 	if err := s.pay.Cancel(ctx, paymentID, cancelKey(entryID)); err != nil {
 		s.metrics.cancels.WithLabelValues("error").Inc()
 		return errorf("cancel "+entryID, err)
 	}
 	s.metrics.cancels.WithLabelValues("cancelled").Inc()
-	if _, err := s.db.Exec(ctx, cancelledSQL, entryID); err != nil {
-		return errorf("record a cancel", err)
-	}
 	return nil
 }
 
