@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"time"
 
 	"github.com/shop-oss/shop/internal/apperr"
 	"github.com/shop-oss/shop/internal/inventory"
@@ -15,10 +17,19 @@ import (
 // dry while the round has units, is answered by learning the buckets or
 // moving units in, and the same order id is placed again.
 
-// maxBucketTries bounds the placements of one order: each retry follows
-// a stale guess of the buckets (once per SKU and round in a process) or a
-// race lost for units moved in (someone else bought them).
-const maxBucketTries = 8
+// bucketRetryBudget bounds how long one order keeps being placed again:
+// each retry follows a stale guess of the buckets (once per SKU and round
+// in a process), a race lost for units moved in (someone else bought
+// them: the sale went on), or units still on their way from another
+// bucket (a move's steps take milliseconds, longer on a loaded host). A
+// count of tries ran out in about 250 ms while the last units of a
+// 16-bucket round were in flight on a busy cluster; time is the budget.
+const bucketRetryBudget = 2 * time.Second
+
+// maxBucketPause caps the wait before a placement's third and later
+// tries, so shoppers homed in different dry buckets stop trading the
+// same units and a move under way can land.
+const maxBucketPause = 64 * time.Millisecond
 
 // errBucketsBusy answers a placement that kept losing those races: a
 // retry, never an out_of_stock the round as a whole does not bear out.
@@ -61,6 +72,7 @@ func (k Kit) InBuckets(ctx context.Context, user string, lines []Line, place fun
 }
 
 func (s *Service) inBuckets(ctx context.Context, user string, lines []Line, place func() error) error {
+	giveUp := time.Now().Add(bucketRetryBudget)
 	for try := 1; ; try++ {
 		err := place()
 		var wrong *wrongBucketError
@@ -87,9 +99,31 @@ func (s *Service) inBuckets(ctx context.Context, user string, lines []Line, plac
 		if err != nil {
 			return err
 		}
-		if try == maxBucketTries {
+		if time.Now().After(giveUp) {
 			return errBucketsBusy
 		}
+		if err := pauseBeforeTry(ctx, try+1); err != nil {
+			return err
+		}
+	}
+}
+
+// pauseBeforeTry waits before try: not at all before the second (a
+// stale guess learnt, or units just moved in), then a jittered pause
+// doubling from a millisecond up to maxBucketPause.
+func pauseBeforeTry(ctx context.Context, try int) error {
+	if try <= 2 {
+		return nil
+	}
+	d := min(time.Millisecond<<min(try-3, 16), maxBucketPause)
+	d = d/2 + rand.N(d/2+1) //nolint:gosec // spreading retries, no secret
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return errBucketsBusy
+	case <-t.C:
+		return nil
 	}
 }
 

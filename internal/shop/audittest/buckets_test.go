@@ -39,8 +39,10 @@ var bucketTopologies = []struct {
 }
 
 // soldBucketedRound is a round of 12 units over 4 stock buckets, sold
-// out, a third of it cancelled and sold again (moves carried units into
-// dry home buckets, and the cancelled units from bucket 0), all written.
+// out, a third of it cancelled and sold again, all written. At most one
+// shopper is homed in the last bucket, so moves carry at least two of its
+// units into dry home buckets: a race of shoppers spread at random over
+// the buckets often bought every share at home, and nothing moved.
 func soldBucketedRound(t *testing.T, a *shoptest.App) *shoptest.App {
 	t.Helper()
 	a, _ = sellBucketedRound(t, a)
@@ -55,7 +57,7 @@ func sellBucketedRound(t *testing.T, a *shoptest.App) (*shoptest.App, map[string
 	a.Round(t, "flash", inventory.Seed{Quantity: bucketUnits, PerUserLimit: 2, Buckets: bucketCount})
 	stop := runWriter(t, a)
 	defer stop()
-	tokens := shoppers(t, a, 3*bucketUnits)
+	tokens := shoppersAwayFrom(t, a, 3*bucketUnits, bucketCount-1)
 	first := buyExactly(t, a, tokens[:2*bucketUnits], bucketUnits)
 	cancelled := 0
 	for tok, id := range first {
@@ -69,6 +71,23 @@ func sellBucketedRound(t *testing.T, a *shoptest.App) (*shoptest.App, map[string
 	maps.Copy(first, buyExactly(t, a, tokens[2*bucketUnits:], bucketUnits/3)) // the units given back
 	a.Drain(t)
 	return a, first
+}
+
+// shoppersAwayFrom signs up n shoppers, at most one of them homed in
+// bucket away of a round of bucketCount buckets, and returns their tokens.
+func shoppersAwayFrom(t *testing.T, a *shoptest.App, n, away int) []string {
+	tokens := make([]string, 0, n)
+	homed := 0
+	for i := 0; len(tokens) < n; i++ {
+		id, tok := a.Shopper(t, fmt.Sprintf("s%d@example.com", i))
+		if inventory.HomeBucket(id, bucketCount) == away {
+			if homed++; homed > 1 {
+				continue
+			}
+		}
+		tokens = append(tokens, tok)
+	}
+	return tokens
 }
 
 func cancel(t *testing.T, a *shoptest.App, tok, id string) {
