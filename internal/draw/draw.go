@@ -66,6 +66,9 @@ type Service struct {
 	// entry's authorisation, before it is recorded; an error stops Enter
 	// there, as a crash would.
 	afterAuthorize func(entryID string) error
+	// inserts and authorized write entries' rows in batches (Enter).
+	inserts    *batch[newEntry, insertedEntry]
+	authorized *batch[authorization, Entry]
 }
 
 // OrderWriter turns a won entry into its paid order, exactly once
@@ -86,8 +89,11 @@ type Options struct {
 
 // New returns the draws on db, with pay taking the authorisations.
 func New(db *pgxpool.Pool, pay order.Authorizer, log *slog.Logger, o Options) *Service {
-	return &Service{db: db, pay: pay, log: log, orders: o.Orders, cancelEvery: o.CancelEvery, pause: sleep,
+	s := &Service{db: db, pay: pay, log: log, orders: o.Orders, cancelEvery: o.CancelEvery, pause: sleep,
 		metrics: newMetrics(o.Registry)}
+	s.inserts = newBatch(entryBatchSize, entryFlushers, s.insertEntries)
+	s.authorized = newBatch(entryBatchSize, entryFlushers, s.recordAuthorizations)
+	return s
 }
 
 // sleep waits d, or less when ctx ends first.

@@ -53,16 +53,6 @@ INSERT INTO draw_entries (id, round_id, user_id, quantity, state, amount_cents, 
 SELECT $1, r.id, $3, $4, 'authorizing', $5, $6, $7, $8 FROM r
 RETURNING created_at`
 
-	// Under the same lock: an authorisation that comes back after the
-	// close makes its entry lost (the draw ranked without it).
-	authorizedSQL = `
-WITH r AS (SELECT id FROM sale_rounds WHERE id = $2 AND draw_state = 'open' AND now() < draw_closes_at FOR SHARE)
-UPDATE draw_entries e SET payment_id = $3, payment_status = $4, client_secret = $5, updated_at = now(),
-    state = CASE WHEN e.state <> 'authorizing' THEN e.state
-                 WHEN NOT EXISTS (SELECT 1 FROM r) THEN 'lost'
-                 WHEN $4 = 'requires_capture' THEN 'entered' ELSE 'authorizing' END
-WHERE e.id = $1 RETURNING ` + entryColumns
-
 	dropEntrySQL = `DELETE FROM draw_entries WHERE id = $1 AND state = 'authorizing' AND payment_id = ''`
 
 	byIdemSQL = `SELECT e.fingerprint, ` + entryColumns + ` FROM draw_entries e WHERE e.user_id = $1 AND e.idem_key = $2`
@@ -110,7 +100,31 @@ func fingerprint(sku string, qty int) string { return sku + " " + strconv.Itoa(q
 // ErrNotOpen, an invalid_request for a quantity over the limit,
 // order.ErrIdempotencyKeyReused, ErrAlreadyEntered, order.ErrDeclined,
 // or a 503 (and no entry).
+//
+// The entry's row is written with others made at once (s.inserts): the
+// statement finds the SKU's open draw itself and checks the quantity, so
+// a new entry costs no read of its own. A row the statement did not write
+// (no open draw, a quantity over the limit, a repeat of an Idempotency-Key,
+// the shopper's other entry, or a failed statement) is explained by
+// enterOne, which reads and writes as a lone entry does.
 func (s *Service) Enter(ctx context.Context, user, sku string, in Enter) (Entered, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return Entered{}, errorf("entry id", err)
+	}
+	row, err := s.inserts.do(newEntry{id: id.String(), sku: sku, user: user, quantity: in.Quantity,
+		idemKey: in.IdemKey, fingerprint: fingerprint(sku, in.Quantity)})
+	if err != nil || !row.written {
+		if err != nil {
+			s.log.Debug("draw: an entry's batch failed; entering alone", "err", err)
+		}
+		return s.enterOne(ctx, user, sku, in)
+	}
+	return s.authorize(ctx, row.roundID, row.amount, Entry{ID: id.String(), Quantity: in.Quantity, CreatedAt: row.created}, in)
+}
+
+// enterOne is Enter for one entry alone, with each refusal explained.
+func (s *Service) enterOne(ctx context.Context, user, sku string, in Enter) (Entered, error) {
 	r, err := s.drawOf(ctx, sku, ErrNotOpen)
 	if err != nil {
 		return Entered{}, err
@@ -134,7 +148,7 @@ func (s *Service) Enter(ctx context.Context, user, sku string, in Enter) (Entere
 	if err != nil {
 		return s.insertFailed(ctx, user, sku, in, err)
 	}
-	return s.authorize(ctx, r, Entry{ID: id.String(), Quantity: in.Quantity, CreatedAt: created}, in)
+	return s.authorize(ctx, r.id, int64(in.Quantity)*r.price, Entry{ID: id.String(), Quantity: in.Quantity, CreatedAt: created}, in)
 }
 
 // insert makes the entry's row, authorizing, holding the shopper's place.
@@ -194,9 +208,9 @@ func (s *Service) replay(ctx context.Context, user, key, fp string) (Entered, bo
 // authorize asks the provider to hold the entry's amount and records its
 // answer. A declined card or an unknown outcome drops the entry: no
 // entry without its authorisation.
-func (s *Service) authorize(ctx context.Context, r round, e Entry, in Enter) (Entered, error) {
+func (s *Service) authorize(ctx context.Context, roundID, amount int64, e Entry, in Enter) (Entered, error) {
 	p, err := s.pay.Authorize(ctx, order.Charge{Key: authorizeKey(e.ID), OrderID: e.ID,
-		AmountCents: int64(e.Quantity) * r.price, Token: in.Token})
+		AmountCents: amount, Token: in.Token})
 	if err != nil {
 		s.drop(ctx, e.ID)
 		if errors.Is(err, order.ErrPaymentDeclined) {
@@ -211,9 +225,10 @@ func (s *Service) authorize(ctx context.Context, r round, e Entry, in Enter) (En
 			return Entered{}, err
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbTimeout)
-	defer cancel()
-	got, err := scanEntry(s.db.QueryRow(ctx, authorizedSQL, e.ID, r.id, p.ID, p.Status, p.ClientSecret))
+	got, err := s.authorized.do(authorization{entryID: e.ID, roundID: roundID, payment: p})
+	if err == nil && got.ID == "" {
+		err = errors.New("the entry's row is gone")
+	}
 	if err != nil {
 		return Entered{}, unavailable("record the authorisation", err)
 	}
