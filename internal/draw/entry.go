@@ -45,7 +45,8 @@ const (
 
 	// The round is locked FOR SHARE while an entry is made: the close
 	// (UPDATE of the round) waits for it, and an entry made after the
-	// close finds the draw no longer open.
+	// close finds the draw no longer open. The batched insertEntriesSQL
+	// (entry_batch.go) checks the same rule for many: keep the two alike.
 	insertEntrySQL = `
 WITH r AS (SELECT id FROM sale_rounds WHERE id = $2 AND draw_state = 'open' AND now() < draw_closes_at
            AND (starts_at IS NULL OR now() >= starts_at) FOR SHARE)
