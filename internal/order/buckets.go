@@ -72,7 +72,7 @@ func (k Kit) InBuckets(ctx context.Context, user string, lines []Line, place fun
 }
 
 func (s *Service) inBuckets(ctx context.Context, user string, lines []Line, place func() error) error {
-	giveUp := time.Now().Add(bucketRetryBudget)
+	var giveUp time.Time // read at the first retry: a placement that succeeds at once reads no clock
 	for try := 1; ; try++ {
 		err := place()
 		var wrong *wrongBucketError
@@ -99,7 +99,10 @@ func (s *Service) inBuckets(ctx context.Context, user string, lines []Line, plac
 		if err != nil {
 			return err
 		}
-		if time.Now().After(giveUp) {
+		switch now := time.Now(); {
+		case try == 1:
+			giveUp = now.Add(bucketRetryBudget)
+		case now.After(giveUp):
 			return errBucketsBusy
 		}
 		if err := pauseBeforeTry(ctx, try+1); err != nil {
