@@ -4,12 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/url"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 )
 
@@ -76,69 +73,6 @@ func adminFits(t *testing.T, ctx context.Context, what string) {
 	}
 }
 
-// failures records the page's requests answered 4xx or 5xx; check fails
-// t for each one not allowed beforehand (the failures a step provokes on
-// purpose, such as a field the API refuses).
-type failures struct {
-	mu      sync.Mutex
-	methods map[network.RequestID]string
-	seen    []string
-	allowed map[string]bool
-}
-
-// watchFailures starts recording; call it before the first navigation.
-func watchFailures(ctx context.Context) *failures {
-	f := &failures{methods: map[network.RequestID]string{}, allowed: map[string]bool{}}
-	sent := chromedp.Events(ctx, network.RequestWillBeSent)
-	go func() {
-		for ev, err := range sent {
-			if err != nil {
-				return
-			}
-			if ev.Request == nil {
-				continue
-			}
-			f.mu.Lock()
-			f.methods[ev.RequestID] = ev.Request.Method
-			f.mu.Unlock()
-		}
-	}()
-	answers := chromedp.Events(ctx, network.ResponseReceived)
-	go func() {
-		for ev, err := range answers {
-			if err != nil {
-				return
-			}
-			if ev.Response == nil || ev.Response.Status < 400 {
-				continue
-			}
-			f.mu.Lock()
-			u, _ := url.Parse(ev.Response.URL)
-			f.seen = append(f.seen, fmt.Sprintf("%s %s %d", f.methods[ev.RequestID], u.Path, ev.Response.Status))
-			f.mu.Unlock()
-		}
-	}()
-	return f
-}
-
-// allow lets the page get status for method on path (no query).
-func (f *failures) allow(method, path string, status int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.allowed[fmt.Sprintf("%s %s %d", method, path, status)] = true
-}
-
-func (f *failures) check(t *testing.T) {
-	t.Helper()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, s := range f.seen {
-		if !f.allowed[s] {
-			t.Errorf("a request of the page failed unexpectedly: %s", s)
-		}
-	}
-}
-
 func typeInto(id, text string) chromedp.Action[chromedp.Void] {
 	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 		if _, err := chromedp.Evaluate[bool](fmt.Sprintf(`(document.getElementById(%q).value = "", true)`, id))(ctx, tg); err != nil {
@@ -170,12 +104,12 @@ func TestBrowserAdmin(t *testing.T) {
 	ctx, noScriptErrors := browser(t)
 	defer noScriptErrors()
 	defer stayOnOrigin(t, ctx, s.URL)()
-	failed := watchFailures(ctx)
-	defer failed.check(t)
+	net := watchNetwork(t, ctx, s.URL)
+	defer net.check(t)
 	// The fields the API refuses on purpose below.
-	failed.allow("POST", "/api/v1/admin/products", 400)
-	failed.allow("PUT", "/api/v1/admin/products/"+sku+"/stock", 400)
-	failed.allow("PUT", "/api/v1/admin/stores/paris-1", 400)
+	net.expect("POST /api/v1/admin/products 400")
+	net.expect("PUT /api/v1/admin/products/" + sku + "/stock 400")
+	net.expect("PUT /api/v1/admin/stores/paris-1 400")
 	do(t, ctx, "desktop width", chromedp.EmulateViewport(1280, 900))
 
 	adminRefusesShopper(t, ctx, s)

@@ -22,7 +22,7 @@ import (
 type console struct {
 	*shop
 	ctx    context.Context
-	failed *failures
+	failed *netLog
 }
 
 // openConsole starts a shop and a browser and logs the admin in; the
@@ -33,7 +33,7 @@ func openConsole(t *testing.T) *console {
 	ctx, noScriptErrors := browser(t)
 	t.Cleanup(noScriptErrors)
 	t.Cleanup(stayOnOrigin(t, ctx, s.URL))
-	c := &console{shop: s, ctx: ctx, failed: watchFailures(ctx)}
+	c := &console{shop: s, ctx: ctx, failed: watchNetwork(t, ctx, s.URL)}
 	t.Cleanup(func() { c.failed.check(t) })
 	consoleLogIn(t, ctx, s)
 	return c
