@@ -17,10 +17,11 @@ import (
 // entry written after it finds the draw no longer open.
 
 // entryBatchSize bounds the entries of one statement; entryFlushers is
-// how many statements of each kind may run at once (two: one commits
-// while the next is built; on a 2-core host one and four were no better
-// in make bench-draw).
-const entryBatchSize, entryFlushers = 64, 2
+// how many statements of each kind may run at once. One: each statement
+// and commit costs PostgreSQL far more than a row, and a second flusher
+// halved the rows per statement (about 4 to 7 in make bench-draw), so
+// entries/s rose from about 2,060 to 2,550 with one.
+const entryBatchSize, entryFlushers = 64, 1
 
 // newEntry is an entry's row to write.
 type newEntry struct {
