@@ -31,6 +31,9 @@ func TestBrowserDraw(t *testing.T) {
 	b, admin := otherContext(t, a), otherContext(t, a)
 
 	drawSeed(t, admin, s, sku)
+	do(t, a, "open the catalog", chromedp.Navigate(s.URL+"/"))
+	until(t, a, "the draw's card says Draw and counts its units", `(() => { const li = document.querySelector('#catalog li[data-sku="`+sku+`"]');
+		return !!li && li.querySelector('.card-draw').getClientRects().length > 0 && li.querySelector('.card-available').textContent === '1 unit in the draw'; })()`)
 	signUp(t, a, s, "draw-a@shop.test", "draw-password")
 	tokenA := storefrontToken(t, a)
 	first := drawEnter(t, a, s, sku, "2")

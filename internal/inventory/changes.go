@@ -53,12 +53,13 @@ type Change struct {
 	// PerUserLimit is the round's units per shopper (0: no limit), so a
 	// page can state it before a purchase is refused.
 	PerUserLimit int64
-	// Room tells whether the round has a waiting room, so that a page
-	// asks for the queue only where there is one. RoomKnown says whether
-	// the state said it: a seeding's message and Current do; a
-	// purchase's or a release's message does not (the round's flag is
-	// the one its seeding published).
-	Room, RoomKnown bool
+	// Room tells whether the round has a waiting room and Draw whether
+	// it is a draw, so that a page asks for the queue or the draw only
+	// where there is one. RoomKnown says whether the state said them: a
+	// seeding's message and Current do; a purchase's or a release's
+	// message does not (the round's flags are the ones its seeding
+	// published).
+	Room, Draw, RoomKnown bool
 	// Buckets > 1: the change is one stock bucket's of a round of that
 	// many (docs/design/buckets.md), and Available is that bucket's own,
 	// not the round's: a reader reads the round again (Stock.Current).
@@ -74,8 +75,9 @@ func (s *Stock) ParseChange(channel, payload string) (Change, error) {
 	f := strings.Fields(payload)
 	// Four fields from an instance older than the limit's (a rolling
 	// upgrade): the limit reads 0 until the next change. Six from a
-	// seeding: the room's flag. Seven from one bucket of a round of
-	// several: the bucket and the buckets.
+	// seeding: the round's kind (0 plain, 1 a waiting room, 2 a draw).
+	// Seven from one bucket of a round of several: the bucket and the
+	// buckets.
 	if len(f) < 4 || len(f) > 7 {
 		return Change{}, fmt.Errorf("stock change of %s: bad message %q", sku, payload)
 	}
@@ -88,8 +90,8 @@ func (s *Stock) ParseChange(channel, payload string) (Change, error) {
 	}
 	c := Change{SKU: sku, Round: n[0], Available: n[1], StartsAt: fromMilli(n[2]), EndsAt: fromMilli(n[3]), PerUserLimit: n[4]}
 	switch {
-	case len(f) == 6 && (n[5] == 0 || n[5] == 1):
-		c.Room, c.RoomKnown = n[5] == 1, true
+	case len(f) == 6 && n[5] >= 0 && n[5] <= 2:
+		c.Room, c.Draw, c.RoomKnown = n[5] == 1, n[5] == 2, true
 	case len(f) == 7 && n[5] >= 0 && n[5] < n[6] && n[6] > 1 && n[6] <= MaxBuckets:
 		c.Buckets = int(n[6])
 	case len(f) >= 6:
@@ -192,7 +194,7 @@ func (s *Stock) Current(ctx context.Context, sku string) (Change, error) {
 	}
 	s.NoteBuckets(sku, r.Buckets) // the watchers' channels follow it
 	return Change{SKU: sku, Round: r.Round, Available: r.Available, StartsAt: r.StartsAt, EndsAt: r.EndsAt,
-		PerUserLimit: int64(r.PerUserLimit), Room: r.Room != nil, RoomKnown: true}, nil
+		PerUserLimit: int64(r.PerUserLimit), Room: r.Room != nil, Draw: r.Draw, RoomKnown: true}, nil
 }
 
 // closedMessage is the change Close publishes: no sale.

@@ -126,23 +126,25 @@ func TestEventOf(t *testing.T) {
 	}
 }
 
-// A stream shows whether the round has a waiting room: a seeding's
-// message and the first read say it; a purchase's message of the same
-// round does not, and is shown with the round's flag; a new round's
-// seeding says it afresh.
+// A stream shows whether the round has a waiting room or is a draw: a
+// seeding's message and the first read say it; a purchase's or a
+// release's message of the same round does not, and is shown with the
+// round's flags; a new round's seeding says them afresh.
 func TestStreamCarriesTheRoundsRoom(t *testing.T) {
 	var buf bytes.Buffer
 	s := &stream{h: newTestHub(Options{}), w: bufio.NewWriter(&buf)}
 	for _, step := range []struct {
-		name string
-		c    inventory.Change
-		want bool
+		name       string
+		c          inventory.Change
+		want, draw bool
 	}{
-		{"first_read", inventory.Change{SKU: "p1", Round: 1, Available: 5, Room: true, RoomKnown: true}, true},
-		{"purchase", inventory.Change{SKU: "p1", Round: 1, Available: 4}, true},
-		{"new_round_without", inventory.Change{SKU: "p1", Round: 2, Available: 9, RoomKnown: true}, false},
-		{"its_purchase", inventory.Change{SKU: "p1", Round: 2, Available: 8}, false},
-		{"no_sale", inventory.Change{SKU: "p1"}, false},
+		{"first_read", inventory.Change{SKU: "p1", Round: 1, Available: 5, Room: true, RoomKnown: true}, true, false},
+		{"purchase", inventory.Change{SKU: "p1", Round: 1, Available: 4}, true, false},
+		{"new_round_without", inventory.Change{SKU: "p1", Round: 2, Available: 9, RoomKnown: true}, false, false},
+		{"its_purchase", inventory.Change{SKU: "p1", Round: 2, Available: 8}, false, false},
+		{"draw_round", inventory.Change{SKU: "p1", Round: 3, Available: 2, Draw: true, RoomKnown: true}, false, true},
+		{"its_release", inventory.Change{SKU: "p1", Round: 3, Available: 3}, false, true},
+		{"no_sale", inventory.Change{SKU: "p1"}, false, false},
 	} {
 		buf.Reset()
 		if !s.event(step.c, false) {
@@ -154,8 +156,8 @@ func TestStreamCarriesTheRoundsRoom(t *testing.T) {
 		if err := json.Unmarshal([]byte(data), &e); err != nil {
 			t.Fatalf("%s: %q: %v", step.name, buf.String(), err)
 		}
-		if e.WaitingRoom != step.want {
-			t.Errorf("%s: waiting_room %v, want %v (%s)", step.name, e.WaitingRoom, step.want, data)
+		if e.WaitingRoom != step.want || e.Draw != step.draw {
+			t.Errorf("%s: waiting_room %v draw %v, want %v and %v (%s)", step.name, e.WaitingRoom, e.Draw, step.want, step.draw, data)
 		}
 	}
 }

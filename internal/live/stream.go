@@ -32,6 +32,9 @@ type Event struct {
 	// WaitingRoom tells whether the round puts its buyers through a
 	// waiting room (false without a sale).
 	WaitingRoom bool `json:"waiting_room"`
+	// Draw tells whether the round is a draw, entered rather than bought
+	// (false without a sale).
+	Draw bool `json:"draw"`
 	// RoundID is the live round's id (as in the stock report and the
 	// fairness answer); absent without a sale. A page tells a new round
 	// from the last one by it.
@@ -43,10 +46,10 @@ type Event struct {
 func EventOf(c inventory.Change, now time.Time) Event {
 	limit, round := c.PerUserLimit, c.Round
 	e := Event{SKU: c.SKU, Available: max(c.Available, 0), Sale: SaleOpen, StartsAt: timePtr(c.StartsAt),
-		EndsAt: timePtr(c.EndsAt), PerUserLimit: &limit, WaitingRoom: c.Room, RoundID: &round}
+		EndsAt: timePtr(c.EndsAt), PerUserLimit: &limit, WaitingRoom: c.Room, Draw: c.Draw, RoundID: &round}
 	switch {
 	case c.Round == 0:
-		e.Sale, e.Available, e.PerUserLimit, e.WaitingRoom, e.RoundID = SaleNone, 0, nil, false, nil
+		e.Sale, e.Available, e.PerUserLimit, e.WaitingRoom, e.Draw, e.RoundID = SaleNone, 0, nil, false, false, nil
 	case !c.EndsAt.IsZero() && !now.Before(c.EndsAt):
 		e.Sale = SaleEnded
 	case now.Before(c.StartsAt):
@@ -75,8 +78,8 @@ type stream struct {
 	conn net.Conn
 	last Event
 	// room is the last state that said whether its round has a waiting
-	// room: a purchase's or a release's message does not, and is shown
-	// with its round's flag from here.
+	// room or is a draw: a purchase's or a release's message does not,
+	// and is shown with its round's flags from here.
 	room inventory.Change
 	gone chan struct{} // closed when the client hangs up
 }
@@ -147,7 +150,7 @@ func (s *stream) event(c inventory.Change, force bool) bool {
 	if c.RoomKnown {
 		s.room = c
 	} else if s.room.Round == c.Round {
-		c.Room = s.room.Room
+		c.Room, c.Draw = s.room.Room, s.room.Draw
 	}
 	e := EventOf(c, time.Now())
 	if !force && sameEvent(e, s.last) {
@@ -163,7 +166,7 @@ func (s *stream) event(c inventory.Change, force bool) bool {
 }
 
 func sameEvent(a, b Event) bool {
-	return a.SKU == b.SKU && a.Available == b.Available && a.Sale == b.Sale && a.WaitingRoom == b.WaitingRoom &&
+	return a.SKU == b.SKU && a.Available == b.Available && a.Sale == b.Sale && a.WaitingRoom == b.WaitingRoom && a.Draw == b.Draw &&
 		equalTime(a.StartsAt, b.StartsAt) && equalTime(a.EndsAt, b.EndsAt) &&
 		equalInt(a.PerUserLimit, b.PerUserLimit) && equalInt(a.RoundID, b.RoundID)
 }

@@ -244,7 +244,7 @@ function renderCategories(active) {
 function cardDetail(sale, st, available) {
   switch (sale) {
     case "upcoming": return "Starts " + when(st.starts_at);
-    case "open": return available + " available" + (st.ends_at ? " · ends " + when(st.ends_at) : "");
+    case "open": return available + " " + (st.draw ? drawUnits("open", available) : "available") + (st.ends_at ? " · ends " + when(st.ends_at) : "");
     case "ended": return st.ends_at ? when(st.ends_at) : "";
     default: return ""; // not on sale, sold out: the badge says it all
   }
@@ -282,6 +282,7 @@ function card(p, states) {
     badge.className = "badge card-sale " + sale;
     avail.textContent = cardDetail(sale, st, available);
     li.querySelector(".card-queue").hidden = !(st.waiting_room && sale !== "none" && sale !== "ended");
+    li.querySelector(".card-draw").hidden = !(st.draw && sale !== "none");
   };
   const update = (q) => {
     const before = available;

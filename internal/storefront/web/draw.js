@@ -37,7 +37,7 @@ function entrySentence(e) {
 const drawPollMs = { open: 5000, upcoming: 5000, closed: 2000, authorizing: 3000 };
 
 // drawPanel runs sku's draw on the product page: whether the round is a
-// draw (GET .../draw, asked once per round), the shopper's entry, enter
+// draw (the stock event's draw; GET .../draw once per round that is one), the shopper's entry, enter
 // and withdraw, the countdown to the close, and once drawn the result
 // with the fairness data.
 function drawPanel(sku) {
@@ -133,8 +133,9 @@ function drawPanel(sku) {
     timer = setTimeout(read, toClose > 0 && toClose < wait ? toClose + 250 : wait);
   };
 
-  // seen is told every stock state: a new round is asked whether it is a
-  // draw; a round without a sale is not.
+  // seen is told every stock state: a new round's draw is read when the
+  // state says the round is one (draw absent: a server older than the
+  // flag, which is asked); a round without a sale is none.
   const seen = (st) => {
     const id = st.round_id == null ? null : st.round_id;
     limit = Math.max(1, st.per_user_limit || 1);
@@ -144,7 +145,7 @@ function drawPanel(sku) {
     entry = null;
     clearTimeout(timer);
     render();
-    if (id !== null && st.sale !== "none") read();
+    if (id !== null && st.sale !== "none" && st.draw !== false) read();
   };
 
   const enter = async (ev) => {
