@@ -24,7 +24,7 @@ func TestBatchGathersTheCallsMadeMeanwhile(t *testing.T) {
 	var slices []int
 	running, most := 0, 0
 	started, first := make(chan struct{}), make(chan struct{})
-	b := newBatch(size, 1, func(_ context.Context, ins []int) ([]int, error) {
+	b := newBatch("test", size, 1, func(_ context.Context, ins []int) ([]int, error) {
 		mu.Lock()
 		slices = append(slices, len(ins))
 		running++
@@ -45,9 +45,9 @@ func TestBatchGathersTheCallsMadeMeanwhile(t *testing.T) {
 		return out, nil
 	})
 	got := make([]int, n)
-	wait := racetest.Start(func() { got[0], _ = b.do(0) })
+	wait := racetest.Start(func() { got[0], _ = b.do(context.Background(), 0) })
 	<-started
-	waitOthers := racetest.Start(racetest.Times(n-1, func(i int) { got[i+1], _ = b.do(i + 1) })...)
+	waitOthers := racetest.Start(racetest.Times(n-1, func(i int) { got[i+1], _ = b.do(context.Background(), i+1) })...)
 	waitPending(b, n-1)
 	close(first)
 	wait()
@@ -80,16 +80,16 @@ func waitPending[In, Out any](b *batch[In, Out], n int) {
 func TestBatchErrorAnswersItsSlice(t *testing.T) {
 	t.Parallel()
 	boom := errors.New("boom")
-	b := newBatch(8, 1, func(_ context.Context, ins []int) ([]int, error) {
+	b := newBatch("test", 8, 1, func(_ context.Context, ins []int) ([]int, error) {
 		if ins[0] < 0 {
 			return nil, boom
 		}
 		return ins, nil
 	})
-	if _, err := b.do(-1); !errors.Is(err, boom) {
+	if _, err := b.do(context.Background(), -1); !errors.Is(err, boom) {
 		t.Fatalf("failed statement: %v", err)
 	}
-	if v, err := b.do(7); v != 7 || err != nil {
+	if v, err := b.do(context.Background(), 7); v != 7 || err != nil {
 		t.Fatalf("next statement: %d %v", v, err)
 	}
 }

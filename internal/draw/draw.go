@@ -91,8 +91,8 @@ type Options struct {
 func New(db *pgxpool.Pool, pay order.Authorizer, log *slog.Logger, o Options) *Service {
 	s := &Service{db: db, pay: pay, log: log, orders: o.Orders, cancelEvery: o.CancelEvery, pause: sleep,
 		metrics: newMetrics(o.Registry)}
-	s.inserts = newBatch(entryBatchSize, entryFlushers, s.insertEntries)
-	s.authorized = newBatch(entryBatchSize, entryFlushers, s.recordAuthorizations)
+	s.inserts = newBatch("draw: insert entries", entryBatchSize, entryFlushers, s.insertEntries)
+	s.authorized = newBatch("draw: record authorisations", entryBatchSize, entryFlushers, s.recordAuthorizations)
 	return s
 }
 

@@ -113,7 +113,7 @@ func (s *Service) Enter(ctx context.Context, user, sku string, in Enter) (Entere
 	if err != nil {
 		return Entered{}, errorf("entry id", err)
 	}
-	row, err := s.inserts.do(newEntry{id: id.String(), sku: sku, user: user, quantity: in.Quantity,
+	row, err := s.inserts.do(ctx, newEntry{id: id.String(), sku: sku, user: user, quantity: in.Quantity,
 		idemKey: in.IdemKey, fingerprint: fingerprint(sku, in.Quantity)})
 	if err != nil || !row.written {
 		if err != nil {
@@ -226,7 +226,7 @@ func (s *Service) authorize(ctx context.Context, roundID, amount int64, e Entry,
 			return Entered{}, err
 		}
 	}
-	got, err := s.authorized.do(authorization{entryID: e.ID, roundID: roundID, payment: p})
+	got, err := s.authorized.do(ctx, authorization{entryID: e.ID, roundID: roundID, payment: p})
 	if err == nil && got.ID == "" {
 		err = errors.New("the entry's row is gone")
 	}

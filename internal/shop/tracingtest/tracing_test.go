@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/shop-oss/shop/internal/inventory"
 	"github.com/shop-oss/shop/internal/shop/shoptest"
 	"github.com/shop-oss/shop/internal/telemetry"
 )
@@ -132,3 +133,65 @@ var recorder = sync.OnceValue(func() *tracetest.SpanRecorder {
 	telemetry.Use(sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSpanProcessor(rec)))
 	return rec
 })
+
+// An entry's two writes are batched with other entries' on a context of
+// their own: the entry's trace holds a span of each wait, under its
+// request, linked to the statement's span, which links back to it.
+func TestDrawEntryTraceReachesItsBatches(t *testing.T) {
+	rec := recorder()
+	app := shoptest.New(t, shoptest.Options{})
+	app.Product(t, "drawn-traced", 100)
+	app.Round(t, "drawn-traced", inventory.Seed{Quantity: 1, Draw: &inventory.DrawSettings{ClosesAt: time.Now().Add(time.Hour)}})
+	_, tok := app.Shopper(t, "drawn-traced@example.com")
+
+	const traceID = "6bf92f3577b34da6a3ce929d0e0e4738"
+	r := app.Do(t, "POST", "/api/v1/products/drawn-traced/draw/entries", tok, `{"payment_token":"tok_visa"}`,
+		"traceparent", "00-"+traceID+"-00f067aa0ba902b9-01")
+	shoptest.WantStatus(t, r, http.StatusCreated)
+
+	spans := rec.Ended()
+	var server sdktrace.ReadOnlySpan
+	for _, s := range spans {
+		if s.SpanKind() == trace.SpanKindServer && s.SpanContext().TraceID().String() == traceID {
+			server = s
+		}
+	}
+	if server == nil {
+		t.Fatalf("no server span in the entry's trace: %v", names(spans))
+	}
+	for _, name := range []string{"draw: insert entries", "draw: record authorisations"} {
+		wait := named(spans, name+": wait", traceID)
+		if wait == nil || !descends(spans, wait, server) {
+			t.Fatalf("no %q span under the entry's request: %v", name+": wait", names(spans))
+		}
+		var batch sdktrace.ReadOnlySpan
+		for _, s := range spans {
+			if s.Name() == name && linksToSpan(s, wait.SpanContext()) {
+				batch = s
+			}
+		}
+		if batch == nil || !linksToSpan(wait, batch.SpanContext()) {
+			t.Fatalf("no %q span linked to and from the entry's wait: %v", name, names(spans))
+		}
+	}
+}
+
+// named is the span called name in trace traceID (nil: none).
+func named(spans []sdktrace.ReadOnlySpan, name, traceID string) sdktrace.ReadOnlySpan {
+	for _, s := range spans {
+		if s.Name() == name && s.SpanContext().TraceID().String() == traceID {
+			return s
+		}
+	}
+	return nil
+}
+
+// linksToSpan tells whether s links to the span to.
+func linksToSpan(s sdktrace.ReadOnlySpan, to trace.SpanContext) bool {
+	for _, l := range s.Links() {
+		if l.SpanContext.TraceID() == to.TraceID() && l.SpanContext.SpanID() == to.SpanID() {
+			return true
+		}
+	}
+	return false
+}
