@@ -139,7 +139,7 @@ if ttl > 0 then
   if nr > 0 then redis.call('PEXPIRE', KEYS[3], ttl) end
 end
 if ARGV[11] ~= '' then
-  local last = room.room_rate and '1' or room.draw and '2' or '0' -- the round's kind, as seed.lua publishes it
+  local last = room.room_rate and '1' or '0'
   if ne > 0 then last = own.bucket .. ' ' .. own.buckets end -- a bucket's available: readers sum the round
   redis.call(publish, ARGV[11], ARGV[2] .. ' ' .. ARGV[9] .. ' ' .. ARGV[5] .. ' ' .. ARGV[6] .. ' ' .. ARGV[4] .. ' ' .. last)
 end

@@ -9,7 +9,7 @@
 -- The new state is published on ARGV[9], the SKU's changes channel, with
 -- ARGV[10], PUBLISH or SPUBLISH (inventory's changes.go has the format and
 -- the command; a channel '' publishes nothing). Its sixth field says
--- whether the round has a waiting room (1), is a draw (2) or neither (0).
+-- whether the round has a waiting room (1) or not (0).
 -- Returns 1, 0 when a round as new or newer is already open, or -1 when
 -- the script runs past apply_by_ms (the caller's deadline, by which it
 -- has answered that the seeding failed: a stalled Redis that resumes must
@@ -69,7 +69,7 @@ if tonumber(ARGV[7]) > 0 then
   redis.call('PEXPIRE', KEYS[1], ARGV[7])
 end
 if ARGV[9] ~= '' then
-  local kind = tonumber(ARGV[11]) > 0 and '1' or ARGV[16] == 'draw' and '2' or '0'
-  redis.call(ARGV[10], ARGV[9], ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. ARGV[4] .. ' ' .. ARGV[5] .. ' ' .. ARGV[3] .. ' ' .. kind)
+  local roomed = tonumber(ARGV[11]) > 0 and '1' or '0'
+  redis.call(ARGV[10], ARGV[9], ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. ARGV[4] .. ' ' .. ARGV[5] .. ' ' .. ARGV[3] .. ' ' .. roomed)
 end
 return 1

@@ -3,7 +3,7 @@ package testenv
 import (
 	"encoding/json"
 	"maps"
-	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -75,7 +75,10 @@ func StripeMock(t testing.TB, fixtures ...string) string {
 		t.Skipf("no stripe-mock: set %s or put stripe-mock on PATH (scripts/test.sh builds it)", envStripeMock)
 	}
 	// The free port can be taken again before stripe-mock binds it: then
-	// it exits, and another port is tried.
+	// it exits, and another port is tried. Meanwhile the port answers
+	// for whatever took it (a test's Redis resets an HTTP request), so
+	// stripe-mock counts as up only once a Stripe request is answered
+	// as stripe-mock answers it, and it is still running.
 	for range 5 {
 		addr := "127.0.0.1:" + freePort(t)
 		// -http-addr alone still opens HTTPS on the fixed port 12112, so
@@ -90,7 +93,7 @@ func StripeMock(t testing.TB, fixtures ...string) string {
 		}
 		exited := make(chan struct{})
 		go func() { _ = cmd.Wait(); close(exited) }()
-		if listening(addr, exited) {
+		if answers(addr, exited) {
 			t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
 			return "http://" + addr
 		}
@@ -101,18 +104,35 @@ func StripeMock(t testing.TB, fixtures ...string) string {
 	return ""
 }
 
-// listening waits until addr accepts connections (true), or the process
-// exits or 20 s pass (false): stripe-mock reads Stripe's whole OpenAPI
-// spec before it listens.
-func listening(addr string, exited <-chan struct{}) bool {
+// answers tells whether the stripe-mock at addr answers a list of
+// customers, as stripe-mock does, and has not exited; false once it
+// exits, or after 20 s.
+func answers(addr string, exited <-chan struct{}) bool {
+	client := &http.Client{Timeout: 2 * time.Second}
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
 		select {
 		case <-exited:
 			return false
 		case <-time.After(50 * time.Millisecond):
 		}
-		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-			_ = c.Close()
+		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/v1/customers", nil)
+		req.Header.Set("Authorization", "Bearer sk_test_123")
+		resp, err := client.Do(req)
+		if err != nil {
+			continue
+		}
+		var list struct {
+			Object string `json:"object"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&list)
+		_ = resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK || list.Object != "list" {
+			return false // another server holds the port
+		}
+		select {
+		case <-exited:
+			return false
+		default:
 			return true
 		}
 	}
