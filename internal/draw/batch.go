@@ -106,8 +106,12 @@ func (b *batch[In, Out]) flush() {
 		outs, err := b.write(ctx, ins)
 		telemetry.End(span, err)
 		cancel()
+		written := span.SpanContext()
+		if !written.IsSampled() {
+			written = trace.SpanContext{} // its own sampling left it out: no link to a span never exported
+		}
 		for i, c := range calls {
-			c.written, c.rows = span.SpanContext(), len(calls)
+			c.written, c.rows = written, len(calls)
 			if err != nil {
 				c.err = err
 			} else {
