@@ -53,13 +53,17 @@ type Change struct {
 	// PerUserLimit is the round's units per shopper (0: no limit), so a
 	// page can state it before a purchase is refused.
 	PerUserLimit int64
-	// Room tells whether the round has a waiting room and Draw whether
-	// it is a draw, so that a page asks for the queue or the draw only
-	// where there is one. RoomKnown says whether the state said them: a
-	// seeding's message and Current do; a purchase's or a release's
-	// message does not (the round's flags are the ones its seeding
-	// published).
-	Room, Draw, RoomKnown bool
+	// Room tells whether the round has a waiting room, so that a page
+	// asks for the queue only where there is one. RoomKnown says whether
+	// the state said it: a seeding's message and Current do; a
+	// purchase's or a release's message does not (the round's flag is
+	// the one its seeding published).
+	Room, RoomKnown bool
+	// Draw tells whether the round is a draw, so that a page asks for the
+	// draw only where there is one. Only Current says it (DrawKnown); no
+	// message does, so that the message format stays the one instances
+	// of an older release read during an upgrade.
+	Draw, DrawKnown bool
 	// Buckets > 1: the change is one stock bucket's of a round of that
 	// many (docs/design/buckets.md), and Available is that bucket's own,
 	// not the round's: a reader reads the round again (Stock.Current).
@@ -75,9 +79,10 @@ func (s *Stock) ParseChange(channel, payload string) (Change, error) {
 	f := strings.Fields(payload)
 	// Four fields from an instance older than the limit's (a rolling
 	// upgrade): the limit reads 0 until the next change. Six from a
-	// seeding: the round's kind (0 plain, 1 a waiting room, 2 a draw).
-	// Seven from one bucket of a round of several: the bucket and the
-	// buckets.
+	// seeding: the room's flag (not the draw's: the live hub reads a
+	// seeded round again, since an instance that read a third value
+	// would refuse the message). Seven from one bucket of a round of
+	// several: the bucket and the buckets.
 	if len(f) < 4 || len(f) > 7 {
 		return Change{}, fmt.Errorf("stock change of %s: bad message %q", sku, payload)
 	}
@@ -90,8 +95,8 @@ func (s *Stock) ParseChange(channel, payload string) (Change, error) {
 	}
 	c := Change{SKU: sku, Round: n[0], Available: n[1], StartsAt: fromMilli(n[2]), EndsAt: fromMilli(n[3]), PerUserLimit: n[4]}
 	switch {
-	case len(f) == 6 && n[5] >= 0 && n[5] <= 2:
-		c.Room, c.Draw, c.RoomKnown = n[5] == 1, n[5] == 2, true
+	case len(f) == 6 && (n[5] == 0 || n[5] == 1):
+		c.Room, c.RoomKnown = n[5] == 1, true
 	case len(f) == 7 && n[5] >= 0 && n[5] < n[6] && n[6] > 1 && n[6] <= MaxBuckets:
 		c.Buckets = int(n[6])
 	case len(f) >= 6:
@@ -194,7 +199,7 @@ func (s *Stock) Current(ctx context.Context, sku string) (Change, error) {
 	}
 	s.NoteBuckets(sku, r.Buckets) // the watchers' channels follow it
 	return Change{SKU: sku, Round: r.Round, Available: r.Available, StartsAt: r.StartsAt, EndsAt: r.EndsAt,
-		PerUserLimit: int64(r.PerUserLimit), Room: r.Room != nil, Draw: r.Draw, RoomKnown: true}, nil
+		PerUserLimit: int64(r.PerUserLimit), Room: r.Room != nil, RoomKnown: true, Draw: r.Draw, DrawKnown: true}, nil
 }
 
 // closedMessage is the change Close publishes: no sale.

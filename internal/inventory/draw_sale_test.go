@@ -35,11 +35,17 @@ func TestDrawRoundSeeding(t *testing.T) {
 	if live, ok, err := s.stock.Live(ctx, "drop-1"); err != nil || !ok || !live.Draw {
 		t.Fatalf("live %+v %v %v, want a draw", live, ok, err)
 	}
+	if c, err := s.stock.Current(ctx, "drop-1"); err != nil || !c.Draw || !c.DrawKnown {
+		t.Fatalf("current %+v (%v), want a draw", c, err) // what a live stream shows first
+	}
 	if _, err := s.Sales.Open(ctx, "drop-1", inventory.Seed{Quantity: 3}); err != nil {
 		t.Fatal(err)
 	}
 	if live, _, _ := s.stock.Live(ctx, "drop-1"); live.Draw {
 		t.Fatal("a round without a draw kept the draw's mark")
+	}
+	if c, err := s.stock.Current(ctx, "drop-1"); err != nil || c.Draw || !c.DrawKnown {
+		t.Fatalf("current %+v (%v), want no draw", c, err)
 	}
 	if got, _ := s.Sales.Report(ctx, "drop-1"); got.Draw != nil {
 		t.Fatalf("a round without a draw reports %+v", got.Draw)

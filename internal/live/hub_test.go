@@ -142,7 +142,7 @@ func TestStreamCarriesTheRoundsRoom(t *testing.T) {
 		{"purchase", inventory.Change{SKU: "p1", Round: 1, Available: 4}, true, false},
 		{"new_round_without", inventory.Change{SKU: "p1", Round: 2, Available: 9, RoomKnown: true}, false, false},
 		{"its_purchase", inventory.Change{SKU: "p1", Round: 2, Available: 8}, false, false},
-		{"draw_round", inventory.Change{SKU: "p1", Round: 3, Available: 2, Draw: true, RoomKnown: true}, false, true},
+		{"draw_round", inventory.Change{SKU: "p1", Round: 3, Available: 2, Draw: true, DrawKnown: true, RoomKnown: true}, false, true},
 		{"its_release", inventory.Change{SKU: "p1", Round: 3, Available: 3}, false, true},
 		{"no_sale", inventory.Change{SKU: "p1"}, false, false},
 	} {
@@ -159,5 +159,29 @@ func TestStreamCarriesTheRoundsRoom(t *testing.T) {
 		if e.WaitingRoom != step.want || e.Draw != step.draw {
 			t.Errorf("%s: waiting_room %v draw %v, want %v and %v (%s)", step.name, e.WaitingRoom, e.Draw, step.want, step.draw, data)
 		}
+	}
+}
+
+// States coalesced between two hand-outs keep the round's flags: a
+// purchase's or a release's message that replaces the read that said
+// them is handed out with them, so that no stream shows a draw or a
+// room as gone.
+func TestCoalescedStatesKeepTheRoundsFlags(t *testing.T) {
+	h := newTestHub(Options{Interval: time.Hour})
+	s, err := h.subscribe("p1", "10.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.mu.Lock()
+	tp := s.topic
+	h.update(tp, inventory.Change{SKU: "p1", Round: 3, Available: 2, Draw: true, DrawKnown: true, RoomKnown: true})
+	h.update(tp, inventory.Change{SKU: "p1", Round: 3, Available: 1}) // coalesced: the next hand-out is an hour away
+	latest := tp.latest
+	if tp.flush != nil {
+		tp.flush.Stop()
+	}
+	h.mu.Unlock()
+	if !latest.Draw || !latest.DrawKnown || !latest.RoomKnown || latest.Available != 1 {
+		t.Fatalf("latest %+v, want the purchase's units with the round's draw", latest)
 	}
 }

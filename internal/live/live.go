@@ -154,8 +154,8 @@ func (h *Hub) receive(m *redis.Message) {
 	}
 	if t := h.topics[c.SKU]; t != nil {
 		t.heard++
-		if c.Buckets > 1 {
-			h.rereadBuckets(c.SKU)
+		if c.Buckets > 1 || c.RoomKnown { // a bucket's units, or a new round's (is it a draw?)
+			h.rereadRound(c.SKU)
 		} else {
 			h.update(t, c)
 		}

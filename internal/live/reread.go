@@ -7,15 +7,18 @@ import (
 	"github.com/shop-oss/shop/internal/inventory"
 )
 
-// A change of a round split over stock buckets (docs/design/buckets.md)
-// tells one bucket's units, not the round's: the hub reads the round
-// again instead (Stock.Current sums its buckets), at most once an
-// Interval per SKU, and hands out what it read.
+// Two messages do not tell all a stream shows, so the hub reads the
+// round again instead (Stock.Current), at most once an Interval per SKU,
+// and hands out what it read:
+//   - a change of a round split over stock buckets (docs/design/buckets.md)
+//     tells one bucket's units, not the round's (Current sums them);
+//   - a seeding's or a restore's message does not say whether the round
+//     is a draw (the message keeps the format an older instance reads
+//     during an upgrade), and Current does.
 
-// rereadBuckets reads sku's round again after a change of one of its
-// buckets, or, while a read is under way, has it read once more after.
-// h.mu is held.
-func (h *Hub) rereadBuckets(sku string) {
+// rereadRound reads sku's round again after such a message, or, while a
+// read is under way, has it read once more after. h.mu is held.
+func (h *Hub) rereadRound(sku string) {
 	if _, busy := h.rereads[sku]; busy {
 		h.rereads[sku] = true
 		return
@@ -34,7 +37,7 @@ func (h *Hub) reread(sku string) {
 		h.mu.Lock()
 		t := h.topics[sku]
 		if err != nil {
-			h.log.Warn("live stock: a bucketed round not read again", "sku", sku, "err", err)
+			h.log.Warn("live stock: a round not read again", "sku", sku, "err", err)
 		} else if t != nil {
 			h.update(t, c)
 		}

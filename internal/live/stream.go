@@ -147,10 +147,8 @@ func (s *stream) retry(d time.Duration) {
 // event writes c as a stock event unless it shows what the stream last
 // showed (a coalesced repeat); it reports whether it wrote.
 func (s *stream) event(c inventory.Change, force bool) bool {
-	if c.RoomKnown {
+	if c = carryFlags(c, s.room); c.RoomKnown || c.DrawKnown {
 		s.room = c
-	} else if s.room.Round == c.Round {
-		c.Room, c.Draw = s.room.Room, s.room.Draw
 	}
 	e := EventOf(c, time.Now())
 	if !force && sameEvent(e, s.last) {

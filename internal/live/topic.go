@@ -125,6 +125,9 @@ func (h *Hub) started(s *subscriber, c inventory.Change) {
 // last handed one at least an Interval ago, else when the Interval is up
 // (by then perhaps a still newer one).
 func (h *Hub) update(t *topic, c inventory.Change) {
+	if t.known {
+		c = carryFlags(c, t.latest) // a state handed out in its place must keep them
+	}
 	t.latest, t.known = c, true
 	if t.flush != nil {
 		return // a hand-out is due; it takes the latest
@@ -197,4 +200,20 @@ func stop(t *time.Timer) {
 	if t != nil {
 		t.Stop()
 	}
+}
+
+// carryFlags gives c the waiting room's and the draw's flags of prev, an
+// earlier state of the same round that said them, when c (a purchase's
+// or a release's message) does not say them itself.
+func carryFlags(c, prev inventory.Change) inventory.Change {
+	if prev.Round != c.Round {
+		return c
+	}
+	if !c.RoomKnown && prev.RoomKnown {
+		c.Room, c.RoomKnown = prev.Room, true
+	}
+	if !c.DrawKnown && prev.DrawKnown {
+		c.Draw, c.DrawKnown = prev.Draw, true
+	}
+	return c
 }

@@ -198,6 +198,28 @@ func TestStreamFollowsSeedingAndDeletion(t *testing.T) {
 	}
 }
 
+// A stream says whether the round is a draw: a seeding's message does
+// not (its format is the one an older instance reads), so the hub reads
+// the seeded round again; a plain round after it says no again.
+func TestStreamSaysWhichRoundIsADraw(t *testing.T) {
+	t.Parallel()
+	a := shoptest.New(t, shoptest.Options{})
+	base := a.Serve(t)
+	a.Sale(t, "p1", 100, 1, 0)
+	s := open(t, base, "p1")
+	if e := first(t, s); e.Draw {
+		t.Fatalf("a plain round streamed as a draw: %+v", e)
+	}
+	a.Round(t, "p1", inventory.Seed{Quantity: 4, Draw: &inventory.DrawSettings{ClosesAt: time.Now().Add(time.Hour)}})
+	if e, ok := s.Until(wait, func(e openapitest.StockEvent) bool { return e.Available == 4 }); !ok || !e.Draw {
+		t.Fatalf("the draw round streamed as %+v (%v), want a draw", e, ok)
+	}
+	a.Round(t, "p1", inventory.Seed{Quantity: 7})
+	if e, ok := s.Until(wait, func(e openapitest.StockEvent) bool { return e.Available == 7 }); !ok || e.Draw {
+		t.Fatalf("the plain round after it streamed as %+v (%v)", e, ok)
+	}
+}
+
 // Streams are limited per client IP (429) and in total (503), each
 // refusal counted; a closed stream frees its place. The clients are told
 // apart by the addresses a trusted proxy forwards.

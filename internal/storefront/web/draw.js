@@ -42,7 +42,7 @@ const drawPollMs = { open: 5000, upcoming: 5000, closed: 2000, authorizing: 3000
 // with the fairness data.
 function drawPanel(sku) {
   const path = "/products/" + encodeURIComponent(sku) + "/draw";
-  let stopped = false, round = null, draw = null, entry = null, limit = 1, timer = null, intent = null, busy = false;
+  let stopped = false, round = null, asked = false, draw = null, entry = null, limit = 1, timer = null, intent = null, busy = false;
   const el = $("draw");
   el.hidden = true;
   el.removeAttribute("data-state");
@@ -139,13 +139,19 @@ function drawPanel(sku) {
   const seen = (st) => {
     const id = st.round_id == null ? null : st.round_id;
     limit = Math.max(1, st.per_user_limit || 1);
-    if (id === round) return;
-    round = id;
-    draw = null;
-    entry = null;
-    clearTimeout(timer);
-    render();
-    if (id !== null && st.sale !== "none" && st.draw !== false) read();
+    if (id !== round) {
+      round = id;
+      asked = false;
+      draw = null;
+      entry = null;
+      clearTimeout(timer);
+      render();
+    }
+    // Once per round, as soon as a state says it is a draw (or an older
+    // server's says nothing).
+    if (asked || id === null || st.sale === "none" || st.draw === false) return;
+    asked = true;
+    read();
   };
 
   const enter = async (ev) => {
