@@ -244,12 +244,22 @@ func TestStreamsShareTheAdmittersTurns(t *testing.T) {
 	f, calls := countedFixture(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	const n, rate = 150, 75
-	// Every join must land before the start to be early; 150 joins took
-	// over 2.5 s beside the whole suite on 2 cores (106 of 150 early).
+	// A join must land before the start to be early; 150 joins took over
+	// 2.5 s beside the whole suite on 2 cores (106 of 150 early), and one
+	// CI run counted 87 ZRANKs for 150 streams (see the count's check).
 	starts := time.Now().Add(10 * time.Second).Truncate(time.Millisecond)
 	f.open(t, "crowd", n, starts, inventory.RoomSettings{AdmitPerSecond: rate, PassTTL: time.Minute})
 	us := users(n)
-	f.joinAll(t, "crowd", us)
+	early := 0 // joined before the start (Redis's clock, as join.lua tells)
+	for _, tk := range f.joinAll(t, "crowd", us) {
+		if tk.JoinedAt.Before(starts) {
+			early++
+		}
+	}
+	if early == 0 {
+		t.Fatalf("no join of %d landed in the 10 s before the start", n)
+	}
+	t.Logf("%d of %d joins early", early, n)
 	var run sync.WaitGroup
 	run.Add(1)
 	go func() { defer run.Done(); f.rooms.Run(ctx) }()
@@ -263,6 +273,7 @@ func TestStreamsShareTheAdmittersTurns(t *testing.T) {
 	out := make([]seen, n)
 	var wg sync.WaitGroup
 	joins := calls.joins.Load()
+	launched := time.Now()
 	for i, u := range us {
 		wg.Add(1)
 		go func() {
@@ -305,9 +316,14 @@ func TestStreamsShareTheAdmittersTurns(t *testing.T) {
 	if max := int64(3 * n); streamJoins > max {
 		t.Fatalf("join.lua ran %d times while %d streams waited, want at most %d", streamJoins, n, max)
 	}
-	// Every entry is early: each stream ZRANKs once after the shuffle.
-	if z := calls.zranks.Load(); z != n {
-		t.Fatalf("%d ZRANKs, want one a stream (%d)", z, n)
+	// A stream ZRANKs at most once, after the shuffle. Each early one does
+	// when the streams opened well before the start; one opened later (the
+	// joins slow on a loaded machine) may find its entry admitted already
+	// and need none, and a late entry knows its place from its join.
+	z := calls.zranks.Load()
+	if z > n || launched.Before(starts.Add(-2*time.Second)) && z != int64(early) {
+		t.Fatalf("%d ZRANKs, want one an early stream (%d of %d early, streams opened %s before the start)",
+			z, early, n, starts.Sub(launched))
 	}
 }
 
