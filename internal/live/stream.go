@@ -77,10 +77,10 @@ type stream struct {
 	w    *bufio.Writer
 	conn net.Conn
 	last Event
-	// room is the last state that said whether its round has a waiting
+	// said is the last state that said whether its round has a waiting
 	// room or is a draw: a purchase's or a release's message does not,
 	// and is shown with its round's flags from here.
-	room inventory.Change
+	said inventory.Change
 	gone chan struct{} // closed when the client hangs up
 }
 
@@ -147,8 +147,8 @@ func (s *stream) retry(d time.Duration) {
 // event writes c as a stock event unless it shows what the stream last
 // showed (a coalesced repeat); it reports whether it wrote.
 func (s *stream) event(c inventory.Change, force bool) bool {
-	if c = carryFlags(c, s.room); c.RoomKnown || c.DrawKnown {
-		s.room = c
+	if c = carryFlags(c, s.said); c.RoomKnown || c.DrawKnown {
+		s.said = c
 	}
 	e := EventOf(c, time.Now())
 	if !force && sameEvent(e, s.last) {

@@ -21,7 +21,6 @@ type StockEvent struct {
 	EndsAt    *time.Time `json:"ends_at"`
 	// PerUserLimit is absent without a sale.
 	PerUserLimit *int64 `json:"per_user_limit"`
-	WaitingRoom  bool   `json:"waiting_room"`
 	Draw         bool   `json:"draw"`
 	// At is when the reader received it.
 	At time.Time `json:"-"`
